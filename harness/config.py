@@ -1,0 +1,172 @@
+"""Plain value types shared by every part of the harness.
+
+This module imports nothing else from the harness, so any module may depend on it.
+A *variant* is one cell of the matrix: model x precision x provider. Its ``id`` is the
+stable, readable test id (``marian-tiny-int8-ort_cpu``) that appears in pytest ids,
+results records and baselines; never change how it is spelled.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+
+class UsageError(ValueError):
+    """A user mistake (bad option, bad file). Reported as one line, exit code 2."""
+
+
+class Precision(str, enum.Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a variant runs: a backend and, for ONNX Runtime, an execution provider.
+
+    ``short`` is the name users type (``--providers ort_cpu``) and that ends test ids.
+    """
+
+    short: str
+    backend: str  # "pytorch" | "onnxruntime" | "tensorrt"
+    device: str  # torch device or ORT execution provider name
+    needs_gpu: bool = False
+
+    @property
+    def is_onnx(self) -> bool:
+        return self.backend in ("onnxruntime", "tensorrt")
+
+
+PROVIDERS: dict[str, Provider] = {
+    p.short: p
+    for p in (
+        Provider("torch_cpu", "pytorch", "cpu"),
+        Provider("torch_cuda", "pytorch", "cuda", needs_gpu=True),
+        Provider("ort_cpu", "onnxruntime", "CPUExecutionProvider"),
+        Provider("ort_cuda", "onnxruntime", "CUDAExecutionProvider", needs_gpu=True),
+        Provider("ort_trt", "onnxruntime", "TensorrtExecutionProvider", needs_gpu=True),
+        Provider("ort_openvino", "onnxruntime", "OpenVINOExecutionProvider"),
+        Provider("ort_dml", "onnxruntime", "DmlExecutionProvider", needs_gpu=True),
+        Provider("ort_coreml", "onnxruntime", "CoreMLExecutionProvider"),
+    )
+}
+DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
+DEFAULT_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ' (did you mean X?)' when a close match exists, else ''."""
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def parse_precision(name: str, *, option: str = "--precisions") -> Precision:
+    try:
+        return Precision(name.strip().lower())
+    except ValueError:
+        valid = [p.value for p in Precision]
+        raise UsageError(
+            f"{option}: unknown precision {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}"
+        ) from None
+
+
+def parse_provider(name: str, *, option: str = "--providers") -> Provider:
+    key = name.strip().lower()
+    if key not in PROVIDERS:
+        raise UsageError(
+            f"{option}: unknown provider {name!r}{did_you_mean(key, PROVIDERS)}; valid: {', '.join(PROVIDERS)}"
+        )
+    return PROVIDERS[key]
+
+
+def split_csv(values: Iterable[str] | str | None) -> list[str]:
+    """Accept ``a,b c`` or repeated options; return the flat list of non-empty names."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = [values]
+    out: list[str] = []
+    for value in values:
+        out.extend(v for v in value.replace(",", " ").split() if v)
+    return out
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One cell of the matrix. ``id`` is the stable public name of the case."""
+
+    model: str
+    precision: Precision
+    provider: Provider
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}-{self.precision.value}-{self.provider.short}"
+
+    @property
+    def backend(self) -> str:
+        return self.provider.backend
+
+
+@dataclass(frozen=True)
+class Check:
+    """One gate: ``metric`` compared with ``threshold``.
+
+    ``higher_is_better`` decides the direction: errors must stay <= threshold,
+    agreements and similarities must stay >= threshold.
+    """
+
+    metric: str
+    threshold: float
+    higher_is_better: bool = False
+
+    def passes(self, value: float) -> bool:
+        if value != value:  # NaN never passes
+            return False
+        return value >= self.threshold if self.higher_is_better else value <= self.threshold
+
+    @property
+    def symbol(self) -> str:
+        return ">=" if self.higher_is_better else "<="
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The checks applied to one output of one graph at one precision."""
+
+    checks: tuple[Check, ...]
+
+    def with_overrides(self, overrides: Mapping[str, float]) -> "Tolerance":
+        by_name = {c.metric: c for c in self.checks}
+        for metric, threshold in overrides.items():
+            base = by_name.get(metric)
+            higher = base.higher_is_better if base else metric in HIGHER_IS_BETTER
+            by_name[metric] = Check(metric, float(threshold), higher)
+        return Tolerance(tuple(by_name.values()))
+
+    def as_dict(self) -> dict[str, dict[str, float | str]]:
+        return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
+
+
+#: Numeric metrics whose larger values are better; everything else is an error measure.
+HIGHER_IS_BETTER = frozenset({"cosine", "top1_agreement", "topk_agreement"})
+
+
+@dataclass
+class RunOptions:
+    """What one run covers; built from CLI/pytest options or a config file."""
+
+    models: list[str] = field(default_factory=list)
+    precisions: list[Precision] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
+    providers: list[Provider] = field(default_factory=lambda: [PROVIDERS[p] for p in DEFAULT_PROVIDERS])
+    opset: int = 17
+    exporter: str = "torchscript"  # or "dynamo"
+    batch_size: int = 8
+    num_samples: int = 32
