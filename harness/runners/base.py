@@ -12,10 +12,24 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
+from dataclasses import dataclass
+
 if TYPE_CHECKING:  # pragma: no cover
     from harness.config import Variant
-    from harness.families.base import GraphSpec
+    from harness.export.artifacts import ExportSettings
+    from harness.export.cache import ArtifactCache
+    from harness.families.base import Family, GraphSpec
     from harness.model import LoadedModel
+
+
+@dataclass
+class BackendContext:
+    """What every backend may need: where artifacts are cached, how to export, threads."""
+
+    cache: "ArtifactCache"
+    settings: "ExportSettings"
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
 
 
 class GraphRunner(abc.ABC):
@@ -49,15 +63,18 @@ class Backend(abc.ABC):
 
     name: str
 
+    def __init__(self, ctx: BackendContext) -> None:
+        self.ctx = ctx
+
     @classmethod
     @abc.abstractmethod
     def unavailable_reason(cls, variant: "Variant") -> str | None:
         """None when the variant can run here, else a precise reason to skip it."""
 
     @abc.abstractmethod
-    def load(self, model: "LoadedModel", graph: "GraphSpec", variant: "Variant") -> GraphRunner:
+    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: "Variant") -> GraphRunner:
         """Build (export/convert if needed, cached) and load ``graph`` of ``model`` for ``variant``."""
 
-    def artifacts(self, model: "LoadedModel", graph: "GraphSpec", variant: "Variant") -> dict[str, dict]:
+    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: "Variant") -> dict[str, dict]:
         """Files this backend used for the graph: ``{name: {"path":..., "sha256":..., "bytes":...}}``."""
         return {}

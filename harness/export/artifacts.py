@@ -1,0 +1,68 @@
+"""The artifact chain for one graph: FP32 export, then FP16 / INT8 derived from it.
+
+Each step is a cache entry keyed by its inputs; FP16/INT8 keys include the FP32 key, so a
+new export invalidates everything derived from it and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.config import Precision
+from harness.export.cache import ArtifactCache, CacheEntry
+from harness.export.fp16 import convert_fp16, fp16_settings
+from harness.export.int8 import int8_settings, quantize_int8
+from harness.export.onnx_export import export_graph
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.families.base import Family, GraphSpec
+    from harness.model import LoadedModel
+
+#: Bump when the export code changes what it writes for the same inputs.
+EXPORT_RECIPE = 1
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    opset: int = 17
+    exporter: str = "torchscript"
+    fp16_op_block_list: tuple[str, ...] = ()
+    int8_per_channel: bool = False
+    int8_reduce_range: bool = False
+    extra: tuple = field(default=())
+
+    def as_dict(self) -> dict:
+        return {"opset": self.opset, "exporter": self.exporter, "fp16_op_block_list": list(self.fp16_op_block_list),
+                "int8_per_channel": self.int8_per_channel, "int8_reduce_range": self.int8_reduce_range}
+
+
+def export_versions() -> dict[str, str]:
+    import onnx
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "onnx": onnx.__version__, "transformers": transformers.__version__}
+
+
+def onnx_artifact(model: "LoadedModel", family: "Family", graph: "GraphSpec", precision: Precision,
+                  settings: ExportSettings, cache: ArtifactCache) -> CacheEntry:
+    fp32 = cache.get_or_build(
+        f"{model.name}-{graph.name}{'-' + graph.variant_tag if graph.variant_tag else ''}-fp32",
+        {"kind": "onnx", "weights": model.weights_sha256, "graph": graph.key(), "opset": settings.opset,
+         "exporter": settings.exporter, "versions": export_versions(), "recipe": EXPORT_RECIPE},
+        lambda tmp: export_graph(family.module(model, graph), graph, family.export_example(model, graph), tmp,
+                                 opset=settings.opset, exporter=settings.exporter),
+    )
+    if precision is Precision.FP32:
+        return fp32
+    src: Path = fp32.path()
+    label = fp32.directory.name.rsplit("-", 2)[0]
+    if precision is Precision.FP16:
+        s = fp16_settings(settings.fp16_op_block_list)
+        return cache.get_or_build(f"{label}-fp16", {"kind": "fp16", "source": fp32.key, "settings": s},
+                                  lambda tmp: convert_fp16(src, tmp, settings.fp16_op_block_list))
+    q = {"per_channel": settings.int8_per_channel, "reduce_range": settings.int8_reduce_range}
+    return cache.get_or_build(f"{label}-int8", {"kind": "int8", "source": fp32.key, "settings": int8_settings(q)},
+                              lambda tmp: quantize_int8(src, tmp, q))

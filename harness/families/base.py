@@ -1,0 +1,101 @@
+"""What a model family exports and how its graphs are fed.
+
+A family turns a loaded model into one or more *graphs* (encoder, decoder step, LM step...).
+For each graph it provides: the I/O contract (``GraphSpec``), a torch module computing
+exactly that graph (the thing exported, and the thing PyTorch runners execute), real
+feeds from a corpus batch, and which positions of each output are meaningful (padding
+is excluded from every metric).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.model import LoadedModel
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """The I/O contract of one exported graph. ``variant_tag`` marks deliberate deviations
+    (fault injection such as ``no_encoder_mask``) so they never share a cache entry."""
+
+    name: str
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    dynamic_axes: Mapping[str, Mapping[int, str]]
+    logits_outputs: frozenset[str] = frozenset()
+    #: outputs judged by the gate; the others are reported but not gated
+    gated_outputs: frozenset[str] | None = None
+    variant_tag: str = ""
+    export_kwargs: Mapping[str, object] = field(default_factory=dict)
+
+    def is_gated(self, output: str) -> bool:
+        return self.gated_outputs is None or output in self.gated_outputs
+
+    def key(self) -> dict:
+        return {
+            "name": self.name,
+            "inputs": list(self.input_names),
+            "outputs": list(self.output_names),
+            "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in self.dynamic_axes.items()},
+            "tag": self.variant_tag,
+        }
+
+
+class GraphModule(torch.nn.Module):
+    """Base for export wrappers: positional tensors in ``input_names`` order, a tuple out.
+
+    Wrappers are created in eval mode: torch.onnx.export restores the *wrapper's* training
+    flag recursively afterwards, and a fresh module is in training mode (PITFALLS #1).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.eval()
+
+
+class Family(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def graphs(self, model: "LoadedModel") -> list[GraphSpec]:
+        """The graphs judged for this model (in dependency order)."""
+
+    @abc.abstractmethod
+    def module(self, model: "LoadedModel", graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
+        """A torch module computing ``graph`` over ``torch_model`` (default: the FP32 model)."""
+
+    @abc.abstractmethod
+    def feeds(self, model: "LoadedModel", graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Real inputs for ``graph`` from a batch of corpus texts (padded, mixed lengths)."""
+
+    @abc.abstractmethod
+    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+        """Per output: bool mask over its leading dims (False = padding), or None."""
+
+    def export_example(self, model: "LoadedModel", graph: GraphSpec) -> dict[str, np.ndarray]:
+        """Inputs used to trace the export; by default a small corpus batch."""
+        return self.feeds(model, graph, EXPORT_TEXTS)
+
+
+#: Trace inputs: fixed, two different lengths so no axis is accidentally specialised to 1.
+EXPORT_TEXTS = (
+    "The release gate checks every exported model before it ships.",
+    "Short one.",
+)
+
+
+def to_torch(feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in names)
+
+
+def tokenize(model: "LoadedModel", texts: Sequence[str], *, max_length: int = 128) -> dict[str, np.ndarray]:
+    enc = model.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="np")
+    return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items()}

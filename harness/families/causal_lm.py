@@ -1,0 +1,113 @@
+"""Decoder-only LMs (Llama...): one decode step with past key/values.
+
+One graph serves prefill (empty past) and every later step. Batches are left-padded with
+explicit ``position_ids`` (cumulative sum of the mask), the layout generation uses; the
+parity feed is a prefix whose cache comes from the FP32 model, then a two-token step, so
+both the cache path and padding are exercised.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+from transformers.cache_utils import DynamicCache
+
+from harness.families.base import Family, GraphModule, GraphSpec, to_torch, tokenize
+
+
+def lm_layout(model) -> tuple[int, int, int]:
+    """(layers, kv_heads, head_dim) of a causal LM config."""
+    cfg = model.model.config
+    heads = cfg.num_attention_heads
+    kv = getattr(cfg, "num_key_value_heads", None) or heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    return cfg.num_hidden_layers, kv, head_dim
+
+
+def kv_names(layers: int, prefix: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}.{i}.{kv}" for i in range(layers) for kv in ("key", "value"))
+
+
+def position_ids(mask: np.ndarray) -> np.ndarray:
+    pos = np.cumsum(mask, axis=1) - 1
+    return np.where(mask == 0, 1, pos).astype(np.int64)
+
+
+class _StepModule(GraphModule):
+    def __init__(self, model: torch.nn.Module, layers: int) -> None:
+        super().__init__()
+        self.model, self.layers = model, layers
+
+    def forward(self, input_ids, attention_mask, position_ids, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cache = DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(self.layers)])
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         cache=cache, use_cache=True)
+        presents: list[torch.Tensor] = []
+        for layer in cache.layers:
+            presents += [layer.keys, layer.values]
+        return (out.logits, *presents)
+
+
+class CausalLMFamily(Family):
+    name = "causal_lm"
+
+    def graphs(self, model) -> list[GraphSpec]:
+        layers, _, _ = lm_layout(model)
+        past, present = kv_names(layers, "past_key_values"), kv_names(layers, "present")
+        axes: dict = {
+            "input_ids": {0: "batch", 1: "sequence"},
+            "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
+            "position_ids": {0: "batch", 1: "sequence"},
+            "logits": {0: "batch", 1: "sequence"},
+            **{n: {0: "batch", 2: "past_sequence"} for n in past},
+            **{n: {0: "batch", 2: "past_sequence + sequence"} for n in present},
+        }
+        return [GraphSpec("model", ("input_ids", "attention_mask", "position_ids", *past), ("logits", *present),
+                          axes, logits_outputs=frozenset({"logits"}), gated_outputs=frozenset({"logits"}))]
+
+    def module(self, model, graph, torch_model=None) -> GraphModule:
+        return _StepModule(torch_model if torch_model is not None else model.model, lm_layout(model)[0])
+
+    def empty_past(self, model, batch: int) -> dict[str, np.ndarray]:
+        layers, kv, head_dim = lm_layout(model)
+        return {n: np.zeros((batch, kv, 0, head_dim), np.float32) for n in kv_names(layers, "past_key_values")}
+
+    def feeds(self, model, graph, texts: Sequence[str], step: int = 2) -> dict[str, np.ndarray]:
+        memo_key = ("lm-feeds", tuple(texts), step)
+        if memo_key in model.cache:
+            return dict(model.cache[memo_key])
+        enc = tokenize(model, texts)  # left-padded (tokenizer padding_side)
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        if model.tokenizer.padding_side != "left":
+            ids, mask = _left_pad(ids, mask, int(model.tokenizer.pad_token_id or 0))
+        pos = position_ids(mask)
+        cut = max(1, ids.shape[1] - step)
+        prefix = {"input_ids": ids[:, :cut], "attention_mask": mask[:, :cut], "position_ids": pos[:, :cut],
+                  **self.empty_past(model, ids.shape[0])}
+        with torch.no_grad():
+            outs = self.module(model, graph)(*to_torch(prefix, graph.input_names))
+        feeds = {"input_ids": ids[:, cut:], "attention_mask": mask, "position_ids": pos[:, cut:]}
+        for name, value in zip(graph.output_names[1:], outs[1:]):
+            feeds[name.replace("present", "past_key_values", 1)] = value.numpy()
+        model.cache[memo_key] = feeds
+        return dict(feeds)
+
+    def valid_masks(self, graph, feeds: Mapping[str, np.ndarray], outputs) -> dict[str, np.ndarray | None]:
+        mask = feeds["attention_mask"].astype(bool)
+        step = feeds["input_ids"].shape[1]
+        masks: dict[str, np.ndarray | None] = {"logits": mask[:, -step:]}
+        for name, value in outputs.items():
+            if name != "logits":
+                masks[name] = np.broadcast_to(mask[:, None, :], value.shape[:3]).copy()
+        return masks
+
+
+def _left_pad(ids: np.ndarray, mask: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    out_ids, out_mask = np.full_like(ids, pad), np.zeros_like(mask)
+    for row in range(ids.shape[0]):
+        n = int(mask[row].sum())
+        out_ids[row, ids.shape[1] - n:] = ids[row, :n]
+        out_mask[row, ids.shape[1] - n:] = 1
+    return out_ids, out_mask

@@ -1,0 +1,63 @@
+"""Encoders: sequence classifiers (logits per sentence) and bare encoders (hidden states)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from harness.families.base import Family, GraphModule, GraphSpec, tokenize
+
+
+class _ClassifierModule(GraphModule):
+    def __init__(self, model: torch.nn.Module, hf: bool) -> None:
+        super().__init__()
+        self.model, self.hf = model, hf
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor]:
+        if self.hf:
+            return (self.model(input_ids=input_ids, attention_mask=attention_mask).logits,)
+        return (self.model(input_ids, attention_mask),)
+
+
+class _HiddenModule(GraphModule):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor]:
+        return (self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,)
+
+
+def _is_classifier(model) -> bool:
+    archs = model.config.get("architectures") or []
+    return model.config.get("model_type") == "harness-encoder-custom" or any(
+        a.endswith("ForSequenceClassification") for a in archs
+    )
+
+
+class EncoderFamily(Family):
+    name = "encoder"
+
+    def graphs(self, model) -> list[GraphSpec]:
+        axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+        if _is_classifier(model):
+            return [GraphSpec("model", ("input_ids", "attention_mask"), ("logits",),
+                              {**axes, "logits": {0: "batch"}}, logits_outputs=frozenset({"logits"}))]
+        return [GraphSpec("model", ("input_ids", "attention_mask"), ("last_hidden_state",),
+                          {**axes, "last_hidden_state": {0: "batch", 1: "sequence"}})]
+
+    def module(self, model, graph, torch_model=None) -> GraphModule:
+        m = torch_model if torch_model is not None else model.model
+        if graph.output_names == ("logits",):
+            return _ClassifierModule(m, hf=model.config.get("model_type") != "harness-encoder-custom")
+        return _HiddenModule(m)
+
+    def feeds(self, model, graph, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        enc = tokenize(model, texts)
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+    def valid_masks(self, graph, feeds: Mapping[str, np.ndarray], outputs) -> dict[str, np.ndarray | None]:
+        mask = feeds["attention_mask"].astype(bool)
+        return {name: (None if name == "logits" else mask) for name in graph.output_names}

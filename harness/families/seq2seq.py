@@ -1,0 +1,207 @@
+"""Encoder-decoder models (MarianMT...): encoder + decoder step, with and without past.
+
+Graphs and I/O names follow optimum's layout (``encoder_model.onnx``, ``decoder_model.onnx``,
+``decoder_with_past_model.onnx``) so artifacts from other pipelines line up name for name.
+The decoder takes ``encoder_attention_mask``: without it, cross-attention silently reads
+padding, which only padded batches of mixed lengths reveal (PITFALLS #4). Decoder feeds use
+the FP32 reference encoder's states, so each graph is judged on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from harness.families.base import Family, GraphModule, GraphSpec, to_torch, tokenize
+
+NO_ENCODER_MASK = "no_encoder_mask"
+
+
+def n_layers(model) -> int:
+    cfg = model.model.config
+    return int(getattr(cfg, "decoder_layers", None) or cfg.num_hidden_layers)
+
+
+def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"), prefix: str = "present") -> tuple[str, ...]:
+    return tuple(f"{prefix}.{i}.{kind}.{kv}" for i in range(layers) for kind in kinds for kv in ("key", "value"))
+
+
+class _EncoderModule(GraphModule):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.encoder = model.get_encoder()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor]:
+        return (self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,)
+
+
+class _DecoderModule(GraphModule):
+    """One decoder pass; returns logits and the self/cross-attention caches it produced."""
+
+    def __init__(self, model: torch.nn.Module, graph: GraphSpec, layers: int) -> None:
+        super().__init__()
+        self.model, self.graph, self.layers = model, graph, layers
+        self.with_past = graph.name == "decoder_with_past"
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = dict(zip(self.graph.input_names, args))
+        d_model = self.model.config.d_model
+        if self.with_past:
+            pairs = [
+                (x[f"past_key_values.{i}.decoder.key"], x[f"past_key_values.{i}.decoder.value"],
+                 x[f"past_key_values.{i}.encoder.key"], x[f"past_key_values.{i}.encoder.value"])
+                for i in range(self.layers)
+            ]
+            cache = EncoderDecoderCache(DynamicCache([p[:2] for p in pairs]), DynamicCache([p[2:] for p in pairs]))
+            enc_k = pairs[0][2]
+            # Cross-attention K/V come from the cache; the decoder only needs the states'
+            # shape to build the cross-attention mask.
+            states = enc_k.new_zeros((enc_k.shape[0], enc_k.shape[2], d_model))
+        else:
+            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+            states = x["encoder_hidden_states"]
+        out = self.model.get_decoder()(
+            input_ids=x["input_ids"],
+            encoder_hidden_states=states,
+            encoder_attention_mask=x.get("encoder_attention_mask"),
+            cache=cache,
+            use_cache=True,
+        )
+        logits = self.model.lm_head(out.last_hidden_state)
+        bias = getattr(self.model, "final_logits_bias", None)
+        if bias is not None:
+            logits = logits + bias
+        presents: list[torch.Tensor] = []
+        for i in range(self.layers):
+            presents += [cache.self_attention_cache.layers[i].keys, cache.self_attention_cache.layers[i].values]
+            if not self.with_past:
+                presents += [cache.cross_attention_cache.layers[i].keys, cache.cross_attention_cache.layers[i].values]
+        return (logits, *presents)
+
+
+class Seq2SeqFamily(Family):
+    name = "seq2seq"
+
+    def __init__(self, *, encoder_mask: bool = True) -> None:
+        self.encoder_mask = encoder_mask
+
+    def graphs(self, model) -> list[GraphSpec]:
+        layers = n_layers(model)
+        tag = "" if self.encoder_mask else NO_ENCODER_MASK
+        mask_in = ("encoder_attention_mask",) if self.encoder_mask else ()
+        b = {0: "batch"}
+        enc_axes = {0: "batch", 1: "encoder_sequence"}
+        dec_present = present_names(layers, ("decoder",))
+        enc_present = present_names(layers, ("encoder",))
+        decoder_axes: dict = {
+            "input_ids": {0: "batch", 1: "decoder_sequence"},
+            "encoder_hidden_states": enc_axes,
+            "encoder_attention_mask": enc_axes,
+            "logits": {0: "batch", 1: "decoder_sequence"},
+            **{n: {0: "batch", 2: "decoder_sequence"} for n in dec_present},
+            **{n: {0: "batch", 2: "encoder_sequence"} for n in enc_present},
+        }
+        past_dec = present_names(layers, ("decoder",), "past_key_values")
+        past_enc = present_names(layers, ("encoder",), "past_key_values")
+        with_past_axes: dict = {
+            "input_ids": {0: "batch", 1: "decoder_sequence"},
+            "encoder_attention_mask": enc_axes,
+            "logits": {0: "batch", 1: "decoder_sequence"},
+            **{n: {0: "batch", 2: "past_decoder_sequence"} for n in past_dec},
+            **{n: {0: "batch", 2: "encoder_sequence"} for n in past_enc},
+            **{n: {0: "batch", 2: "past_decoder_sequence + decoder_sequence"} for n in dec_present},
+        }
+        logits = frozenset({"logits"})
+        return [
+            GraphSpec("encoder", ("input_ids", "attention_mask"), ("last_hidden_state",),
+                      {"input_ids": enc_axes, "attention_mask": enc_axes, "last_hidden_state": enc_axes}),
+            GraphSpec("decoder", ("input_ids", "encoder_hidden_states", *mask_in),
+                      ("logits", *present_names(layers)), {k: v for k, v in decoder_axes.items()},
+                      logits_outputs=logits, gated_outputs=logits, variant_tag=tag),
+            GraphSpec("decoder_with_past", ("input_ids", *mask_in, *present_names(layers, prefix="past_key_values")),
+                      ("logits", *dec_present), with_past_axes,
+                      logits_outputs=logits, gated_outputs=logits, variant_tag=tag),
+        ]
+
+    def module(self, model, graph, torch_model=None) -> GraphModule:
+        m = torch_model if torch_model is not None else model.model
+        if graph.name == "encoder":
+            return _EncoderModule(m)
+        return _DecoderModule(m, graph, n_layers(model))
+
+    # -- feeds ---------------------------------------------------------------------------
+    def feeds(self, model, graph, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        memo_key = ("seq2seq-feeds", tuple(texts))
+        if memo_key not in model.cache:
+            model.cache[memo_key] = self._all_feeds(model, texts)
+        # Every feed of the graph, including ones a faulty graph ignores (runners pick
+        # their inputs by name), so masks and references are the same for every variant.
+        return dict(model.cache[memo_key][graph.name])
+
+    def _all_feeds(self, model, texts: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+        enc = tokenize(model, texts)
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        reference = Seq2SeqFamily(encoder_mask=True)
+        ref_graphs = {g.name: g for g in reference.graphs(model)}
+        with torch.no_grad():
+            (states,) = reference.module(model, ref_graphs["encoder"])(*to_torch(enc, ("input_ids", "attention_mask")))
+        start = int(model.model.config.decoder_start_token_id)
+        pad = int(model.model.config.pad_token_id)
+        # Teacher-forced decoder inputs: <start> + the source ids, right-padded (causal, so
+        # padding after a row's end never reaches its real positions).
+        lengths = mask.sum(axis=1)
+        dec = np.full((ids.shape[0], ids.shape[1]), pad, dtype=np.int64)
+        dec[:, 0] = start
+        for row, n in enumerate(lengths):
+            dec[row, 1:n] = ids[row, : n - 1]
+        dec_len = lengths  # start + (n - 1) ids
+        decoder = {"input_ids": dec, "encoder_hidden_states": states.numpy(), "encoder_attention_mask": mask}
+        # decoder_with_past: a prefix every row fills, its cache from the FP32 decoder, then one step.
+        prefix = max(1, int(dec_len.min()) - 1)
+        with torch.no_grad():
+            outs = reference.module(model, ref_graphs["decoder"])(
+                torch.from_numpy(dec[:, :prefix]), states, torch.from_numpy(mask))
+        presents = dict(zip(ref_graphs["decoder"].output_names[1:], (o.numpy() for o in outs[1:])))
+        with_past = {"input_ids": dec[:, prefix: prefix + 1], "encoder_attention_mask": mask}
+        for name, value in presents.items():
+            with_past[name.replace("present", "past_key_values", 1)] = value
+        return {
+            "encoder": {"input_ids": ids, "attention_mask": mask},
+            "decoder": decoder,
+            "decoder_with_past": with_past,
+        }
+
+    def valid_masks(self, graph, feeds: Mapping[str, np.ndarray], outputs) -> dict[str, np.ndarray | None]:
+        enc_mask = feeds["encoder_attention_mask"].astype(bool) if "encoder_attention_mask" in feeds else None
+        if graph.name == "encoder":
+            return {"last_hidden_state": feeds["attention_mask"].astype(bool)}
+        masks: dict[str, np.ndarray | None] = {}
+        if graph.name == "decoder":
+            ids = feeds["input_ids"]
+            dec_mask = np.zeros(ids.shape, dtype=bool)
+            lengths = _decoder_lengths(ids, feeds)
+            for row, n in enumerate(lengths):
+                dec_mask[row, :n] = True
+        else:
+            dec_mask = None
+        for name, value in outputs.items():
+            if name == "logits":
+                masks[name] = dec_mask
+            elif ".encoder." in name and enc_mask is not None:
+                masks[name] = np.broadcast_to(enc_mask[:, None, :], value.shape[:3]).copy()
+            elif dec_mask is not None and value.shape[2] == dec_mask.shape[1]:
+                masks[name] = np.broadcast_to(dec_mask[:, None, :], value.shape[:3]).copy()
+            else:
+                masks[name] = None
+        return masks
+
+
+def _decoder_lengths(dec_ids: np.ndarray, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Real decoder lengths: the encoder lengths (decoder = <start> + source[:-1])."""
+    mask = feeds.get("encoder_attention_mask")
+    if mask is not None:
+        return mask.sum(axis=1)
+    return np.full(dec_ids.shape[0], dec_ids.shape[1])

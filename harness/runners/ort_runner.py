@@ -1,0 +1,97 @@
+"""ONNX Runtime with any execution provider.
+
+Inputs are cast to the dtypes the session declares (int64 ids, FP32 for FP16 models with
+``keep_io_types``), outputs come back as FP32 numpy. Settings that change numbers or speed
+(threads, graph optimisation level, provider) are explicit and reported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.config import Precision, Variant
+from harness.export.artifacts import onnx_artifact
+from harness.runners import register_backend
+from harness.runners.base import Backend, GraphRunner
+
+_ORT_TYPES = {
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_,
+}
+
+
+def available_providers() -> list[str]:
+    import onnxruntime as ort
+
+    return list(ort.get_available_providers())
+
+
+class OrtGraphRunner(GraphRunner):
+    def __init__(self, path: str, provider: str, intra_op_threads: int | None = None,
+                 inter_op_threads: int | None = None, provider_options: dict | None = None) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if intra_op_threads:
+            options.intra_op_num_threads = intra_op_threads
+        if inter_op_threads:
+            options.inter_op_num_threads = inter_op_threads
+        providers: list = [(provider, provider_options or {})]
+        if provider != "CPUExecutionProvider":
+            providers.append("CPUExecutionProvider")
+        self.path = path
+        self.session = ort.InferenceSession(path, options, providers=providers)
+        self.providers = self.session.get_providers()
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self._types = {i.name: _ORT_TYPES.get(i.type) for i in self.session.get_inputs()}
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        cast = {n: (v.astype(self._types[n]) if self._types.get(n) and v.dtype != self._types[n] else v)
+                for n, v in feeds.items()}
+        outs = self.session.run(None, cast)
+        return {n: (o.astype(np.float32) if np.issubdtype(o.dtype, np.floating) else o)
+                for n, o in zip(self.output_names, outs)}
+
+    def close(self) -> None:
+        self.session = None  # type: ignore[assignment]
+
+
+@register_backend
+class OrtBackend(Backend):
+    name = "onnxruntime"
+
+    @classmethod
+    def unavailable_reason(cls, variant: Variant) -> str | None:
+        try:
+            installed = available_providers()
+        except ImportError:
+            return "onnxruntime not installed"
+        if variant.provider.device not in installed:
+            return f"{variant.provider.device} not available; installed: {installed}"
+        return None
+
+    def _entry(self, model, family, graph, variant):
+        return onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
+
+    def load(self, model, family, graph, variant) -> GraphRunner:
+        entry = self._entry(model, family, graph, variant)
+        runner = OrtGraphRunner(str(entry.path()), variant.provider.device, self.ctx.intra_op_threads,
+                                self.ctx.inter_op_threads)
+        if variant.provider.device not in runner.providers[:1]:
+            raise RuntimeError(f"{variant.provider.device} was requested but the session runs on {runner.providers}")
+        return runner
+
+    def artifacts(self, model, family, graph, variant) -> dict[str, dict]:
+        entry = self._entry(model, family, graph, variant)
+        out = {}
+        for name, digest in entry.files.items():
+            p = entry.path(name)
+            out[f"{graph.name}/{name}"] = {"path": str(p), "sha256": digest, "bytes": p.stat().st_size,
+                                           "cache_hit": not entry.built}
+        return out
+
+
+def precision_supported(precision: Precision) -> bool:
+    return True

@@ -1,0 +1,178 @@
+"""Model specs and the registry that names them.
+
+A ``ModelSpec`` says what a model is (family, how to materialise it, which corpus feeds it,
+tolerance overrides); it does not load anything. Built-in models are materialised
+deterministically into the cache dir the first time they are needed, so a run never
+touches the network. Users' own models are any local HF directory (``--models ./my-model``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from filelock import FileLock
+
+from harness.config import UsageError, did_you_mean
+
+#: Families the harness knows how to export and judge.
+FAMILIES = ("encoder", "seq2seq", "causal_lm")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model is and where its HF-format directory comes from.
+
+    Exactly one of ``build`` (a deterministic builder writing an HF dir) or ``path``
+    (an existing directory) is set. ``recipe_version`` is bumped whenever ``build``
+    changes what it writes, so cached materialisations are rebuilt.
+    """
+
+    name: str
+    family: str
+    description: str
+    build: Callable[[Path], None] | None = None
+    path: Path | None = None
+    recipe_version: int = 1
+    corpus: str = "sentences_en"
+    target_lang: str = "en"
+    generates: bool = False
+    default: bool = True
+    #: exporter this model needs by default (None: the run's choice, TorchScript unless told)
+    exporter: str | None = None
+    #: precision -> {metric: threshold}; merged over the per-precision defaults.
+    tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: arguments users may need, e.g. {"trust_remote_code": False}
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.name}: unknown family {self.family!r}; known: {FAMILIES}")
+        if (self.build is None) == (self.path is None):
+            raise ValueError(f"{self.name}: give exactly one of build= or path=")
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
+        raise ValueError(f"model {spec.name!r} registered twice")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def registered() -> dict[str, ModelSpec]:
+    return dict(_REGISTRY)
+
+
+def cache_root() -> Path:
+    """Where built models and exported artifacts live (``HARNESS_CACHE``)."""
+    env = os.environ.get("HARNESS_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "model-harness"
+
+
+def _fingerprint_build(spec: ModelSpec) -> str:
+    import tokenizers
+    import torch
+    import transformers
+
+    blob = json.dumps(
+        {
+            "name": spec.name,
+            "recipe": spec.recipe_version,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def materialize(spec: ModelSpec) -> Path:
+    """Return the HF directory of ``spec``, building it once (atomically, under a lock)."""
+    if spec.path is not None:
+        return spec.path
+    root = cache_root() / "zoo"
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"{spec.name}-{_fingerprint_build(spec)}"
+    done = target / ".complete"
+    if done.exists():
+        return target
+    with FileLock(str(target) + ".lock"):
+        if done.exists():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}-", dir=root))
+        try:
+            assert spec.build is not None
+            spec.build(tmp)
+            (tmp / ".complete").write_text("ok\n")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve(name: str) -> ModelSpec:
+    """A registered model by name, or a local HF directory given as a path."""
+    from harness import zoo  # noqa: F401  (imports every zoo module so they register)
+
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    candidate = Path(name).expanduser()
+    if candidate.is_dir():
+        return spec_for_directory(candidate)
+    if any(sep in name for sep in ("/", os.sep)) or name.startswith("."):
+        raise UsageError(f"--models: {name!r} is not a directory")
+    raise UsageError(
+        f"--models: unknown model {name!r}{did_you_mean(name, _REGISTRY)}; "
+        f"known: {', '.join(sorted(_REGISTRY))} (or a path to a local HF model directory)"
+    )
+
+
+def spec_for_directory(path: Path, *, name: str | None = None, family: str | None = None) -> ModelSpec:
+    """Describe a user's HF model directory; the family comes from its config."""
+    config = path / "config.json"
+    if not config.is_file():
+        raise UsageError(f"{path}: not an HF model directory (no config.json)")
+    try:
+        cfg = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{config}: unreadable config.json ({exc})") from None
+    family = family or detect_family(cfg)
+    if family is None:
+        raise UsageError(
+            f"{config}: cannot tell the model family from architectures={cfg.get('architectures')}; "
+            f"give it explicitly (one of {', '.join(FAMILIES)})"
+        )
+    return ModelSpec(
+        name=name or path.resolve().name,
+        family=family,
+        description=f"local HF model at {path}",
+        path=path.resolve(),
+        generates=family in ("seq2seq", "causal_lm"),
+    )
+
+
+def detect_family(cfg: Mapping[str, object]) -> str | None:
+    archs = [str(a) for a in (cfg.get("architectures") or [])]
+    if cfg.get("model_type") == "harness-encoder-custom":
+        return "encoder"
+    for arch in archs:
+        if arch.endswith(("ForConditionalGeneration", "MTModel")) or cfg.get("is_encoder_decoder"):
+            return "seq2seq"
+        if arch.endswith("ForCausalLM"):
+            return "causal_lm"
+        if arch.endswith(("ForSequenceClassification", "Model")):
+            return "encoder"
+    return None
