@@ -170,3 +170,5 @@ class RunOptions:
     exporter: str = "torchscript"  # or "dynamo"
     batch_size: int = 8
     num_samples: int = 32
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None

@@ -21,9 +21,11 @@ DEFAULT_FP16_BLOCK_LIST: tuple[str, ...] = ()
 
 def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST) -> Path:
     model = onnx.load(str(src))
+    _isolate_consumed_outputs(model)
     blocked = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(op_block_list))
     converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked,
                                                  disable_shape_infer=False)
+    _align_cast_targets(converted)
     target = out_dir / "model.onnx"
     onnx.save(converted, str(target))
     check_model(target)
@@ -35,3 +37,50 @@ def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST) -> dic
 
     return {"tool": "onnxconverter_common.float16", "version": onnxconverter_common.__version__,
             "keep_io_types": True, "op_block_list": sorted(set(op_block_list))}
+
+
+def _align_cast_targets(model: onnx.ModelProto) -> int:
+    """Make ``Cast(to=FLOAT)`` nodes whose output the converter re-typed to FP16 cast to FP16.
+
+    Dynamo exports contain such casts (e.g. an int mask cast to float for pooling);
+    onnxconverter-common re-types their outputs but leaves ``to`` alone, and onnxruntime
+    then refuses the model ("Type (tensor(float16)) of output arg ... does not match").
+    """
+    from onnx import TensorProto
+
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.value_info}
+    fixed = 0
+    for node in model.graph.node:
+        if node.op_type != "Cast" or declared.get(node.output[0]) != TensorProto.FLOAT16:
+            continue
+        for attr in node.attribute:
+            if attr.name == "to" and attr.i == TensorProto.FLOAT:
+                attr.i = TensorProto.FLOAT16
+                fixed += 1
+    return fixed
+
+
+def _isolate_consumed_outputs(model: onnx.ModelProto) -> int:
+    """Give graph outputs that other nodes also read a private internal name.
+
+    A decoder's ``present.*.encoder.key`` is both a graph output and the input of the
+    cross-attention MatMul. With ``keep_io_types`` the converter casts the *output* back to
+    FP32 under the same name, and the internal consumer then reads FP32 where FP16 is
+    declared, which onnxruntime rejects. Routing consumers through ``<name>__internal`` and
+    producing the output with an Identity keeps both sides typed correctly.
+    """
+    from onnx import helper
+
+    outputs = {o.name for o in model.graph.output}
+    consumed = {i for node in model.graph.node for i in node.input} & outputs
+    for name in consumed:
+        internal = f"{name}__internal"
+        for node in model.graph.node:
+            for idx, value in enumerate(node.output):
+                if value == name:
+                    node.output[idx] = internal
+            for idx, value in enumerate(node.input):
+                if value == name:
+                    node.input[idx] = internal
+        model.graph.node.append(helper.make_node("Identity", [internal], [name], name=f"{name}__identity"))
+    return len(consumed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import warnings
 from pathlib import Path
 from typing import Mapping
@@ -45,6 +46,7 @@ def export_graph(module: GraphModule, graph: GraphSpec, example: Mapping[str, np
     # The fused nn.TransformerEncoderLayer fast path (aten::_transformer_encoder_layer_fwd)
     # has no ONNX symbolic; tracing must see the regular ops.
     fastpath = torch.backends.mha.get_fastpath_enabled()
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # opset/torchvision chatter
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):

@@ -1,0 +1,96 @@
+"""``harness baseline save|compare|list``: bless a run's performance, then gate on it.
+
+Exit codes follow the rest of the CLI: 0 ok, 1 a gating performance regression,
+2 a usage error (bad run directory, unknown baseline, environment mismatch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from harness.gate.baseline import DEFAULT_STORE, list_baselines, load_baseline, load_run, save_baseline
+from harness.gate.compare import compare_runs
+
+
+def _console():  # -> rich.console.Console; imported lazily to keep `harness --help` fast
+    from rich.console import Console
+
+    # Logs and CI pipes are not terminals; rich would squeeze the table into 80 columns.
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    return Console(width=None if wide else 160, highlight=False)
+
+
+def _write(path: str, text: str) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+
+
+def cmd_save(args: argparse.Namespace) -> int:
+    info = save_baseline(args.run_dir, args.name, args.store, force=args.force)
+    print(f"saved baseline {info.name!r}: {info.records} perf record(s) from {args.run_dir} -> {info.path}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    baseline = load_baseline(args.name, args.store)
+    candidate = load_run(args.run_dir)
+    comparison = compare_runs(baseline.records, candidate, force_env=args.force_env)
+    comparison.render_table(_console())
+    if args.json:
+        _write(args.json, comparison.to_json() + "\n")
+    if args.markdown:
+        _write(args.markdown, comparison.to_markdown())
+    return comparison.exit_code
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    found = list_baselines(args.store)
+    if not found:
+        print(f"no baselines in {args.store}")
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"baselines in {args.store}")
+    for column in ("name", "created", "records", "fingerprint", "harness", "source"):
+        table.add_column(column)
+    for b in found:
+        table.add_row(b.name, b.created, str(b.records), b.fingerprint or "-", b.harness_version, b.source)
+    _console().print(table)
+    return 0
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR",
+                        help=f"where baselines live (default: {DEFAULT_STORE})")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``baseline`` with its three subcommands to the top-level parser."""
+    parser = subparsers.add_parser("baseline", help="save performance baselines and compare runs against them",
+                                   description=__doc__.splitlines()[0])
+    actions = parser.add_subparsers(dest="baseline_command", metavar="{save,compare,list}", required=True)
+
+    save = actions.add_parser("save", help="store RUN_DIR's perf records as baseline NAME")
+    save.add_argument("run_dir", metavar="RUN_DIR")
+    save.add_argument("--name", required=True, help="baseline name: letters, digits, '.', '_' or '-'")
+    _store_option(save)
+    save.add_argument("--force", action="store_true", help="replace an existing baseline of the same name")
+    save.set_defaults(func=cmd_save)
+
+    compare = actions.add_parser("compare", help="judge RUN_DIR against baseline NAME (exit 1 on a regression)")
+    compare.add_argument("run_dir", metavar="RUN_DIR")
+    compare.add_argument("--name", required=True, help="the baseline to compare with")
+    _store_option(compare)
+    compare.add_argument("--force-env", action="store_true",
+                         help="compare even though the environment fingerprints differ")
+    compare.add_argument("--json", metavar="OUT", help="also write the comparison as JSON")
+    compare.add_argument("--markdown", metavar="OUT", help="also write the comparison as a Markdown table")
+    compare.set_defaults(func=cmd_compare)
+
+    listing = actions.add_parser("list", help="show saved baselines")
+    _store_option(listing)
+    listing.set_defaults(func=cmd_list)

@@ -1,0 +1,217 @@
+"""Named performance baselines: a frozen copy of a run's perf records.
+
+A baseline is copied, not referenced, because run directories get cleaned up and
+overwritten; the gate must keep comparing against exactly the numbers that were
+blessed. Each baseline is a folder ``STORE/NAME/`` with the perf-bearing records
+(``results.jsonl``, unchanged) and ``baseline.json`` (where and when it came from).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from harness.config import UsageError, did_you_mean
+
+RESULTS_FILE = "results.jsonl"
+META_FILE = "baseline.json"
+META_SCHEMA = "harness.baseline/1"
+DEFAULT_STORE = Path("reports") / "baselines"
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+class BaselineError(UsageError):
+    """A missing, malformed or conflicting run directory or baseline (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class BaselineInfo:
+    """What ``baseline list`` shows: the metadata, without loading the records."""
+
+    name: str
+    path: Path
+    created: str
+    source: str
+    fingerprint: str | None
+    harness_version: str
+    records: int
+
+
+@dataclass(frozen=True)
+class Baseline:
+    info: BaselineInfo
+    records: list[dict[str, Any]]
+
+
+def validate_name(name: str) -> str:
+    """Names become folder names, so only ``[A-Za-z0-9._-]`` and no leading dot (no ``..``)."""
+    if not name or not _NAME.fullmatch(name) or name.startswith("."):
+        raise BaselineError(f"invalid baseline name {name!r}: use letters, digits, '.', '_' or '-', not starting with '.'")
+    return name
+
+
+def read_results(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every record of ``RUN_DIR/results.jsonl``; blank lines are ignored, bad ones reported by number."""
+    run = Path(run_dir)
+    if not run.exists():
+        raise BaselineError(f"run directory not found: {run}")
+    if not run.is_dir():
+        raise BaselineError(f"not a run directory: {run}")
+    path = run / RESULTS_FILE
+    if not path.is_file():
+        raise BaselineError(f"no {RESULTS_FILE} in {run} (is it a harness run directory?)")
+    records: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BaselineError(f"{path} line {number}: corrupt JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise BaselineError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
+            records.append(record)
+    return records
+
+
+def perf_records(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Only records that carry a ``perf`` section; the rest say nothing about speed or memory."""
+    return [dict(r) for r in records if isinstance(r.get("perf"), Mapping) and r["perf"]]
+
+
+def load_run(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The perf records of a run directory; an error if there are none to compare."""
+    found = perf_records(read_results(run_dir))
+    if not found:
+        raise BaselineError(f"{Path(run_dir) / RESULTS_FILE} has no performance records (no record has a 'perf' section)")
+    return found
+
+
+def _harness_version() -> str:
+    try:
+        from harness import __version__
+
+        return str(__version__)
+    except ImportError:  # pragma: no cover - harness/__init__.py always defines it
+        return "unknown"
+
+
+def _fingerprint(records: list[dict[str, Any]]) -> str | None:
+    for rec in records:
+        env = rec.get("env")
+        if isinstance(env, Mapping) and env.get("fingerprint"):
+            return str(env["fingerprint"])
+    return None
+
+
+def save_baseline(
+    run_dir: str | os.PathLike[str],
+    name: str,
+    store: str | os.PathLike[str] = DEFAULT_STORE,
+    *,
+    force: bool = False,
+) -> BaselineInfo:
+    """Copy the perf records of ``run_dir`` to ``store/name``; refuses to replace one unless ``force``.
+
+    Written to a temporary folder first and renamed into place, so an interrupted
+    save never leaves a half-written baseline that a later compare would trust.
+    """
+    validate_name(name)
+    records = load_run(run_dir)
+    root = Path(store)
+    target = root / name
+    if target.exists() and not force:
+        raise BaselineError(f"baseline {name!r} already exists in {root}; pass --force to replace it")
+    root.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "schema": META_SCHEMA,
+        "name": name,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "source": str(Path(run_dir).resolve()),
+        "fingerprint": _fingerprint(records),
+        "harness_version": _harness_version(),
+        "records": len(records),
+        "variants": sorted({str(r.get("variant", "")) for r in records} - {""}),
+    }
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    try:
+        with (tmp / RESULTS_FILE).open("w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec, sort_keys=True) + "\n")
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        if target.exists():
+            old = root / f".{name}.old"
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+            try:
+                tmp.rename(target)
+            except OSError:
+                old.rename(target)  # put the previous baseline back rather than lose it
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _info(name, target, meta)
+
+
+def _info(name: str, path: Path, meta: Mapping[str, Any]) -> BaselineInfo:
+    return BaselineInfo(
+        name=name,
+        path=path,
+        created=str(meta.get("created", "?")),
+        source=str(meta.get("source", "?")),
+        fingerprint=meta.get("fingerprint"),
+        harness_version=str(meta.get("harness_version", "?")),
+        records=int(meta.get("records", 0)),
+    )
+
+
+def _read_meta(name: str, path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"baseline {name!r} is damaged: {path / META_FILE} is missing") from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"baseline {name!r} is damaged: {path / META_FILE}: {exc.msg}") from None
+    if not isinstance(meta, dict):
+        raise BaselineError(f"baseline {name!r} is damaged: {path / META_FILE} is not a JSON object")
+    return meta
+
+
+def _names(root: Path) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / META_FILE).exists())
+
+
+def load_baseline(name: str, store: str | os.PathLike[str] = DEFAULT_STORE) -> Baseline:
+    """The saved records and metadata of ``name``; unknown names get a did-you-mean hint."""
+    validate_name(name)
+    root = Path(store)
+    path = root / name
+    if not (path / META_FILE).exists():
+        known = _names(root)
+        listing = f"; known: {', '.join(known)}" if known else f"; {root} has no baselines yet (create one with 'harness baseline save')"
+        raise BaselineError(f"unknown baseline {name!r}{did_you_mean(name, known)}{listing}")
+    meta = _read_meta(name, path)
+    try:
+        records = perf_records(read_results(path))
+    except BaselineError as exc:
+        raise BaselineError(f"baseline {name!r} is damaged: {exc}") from None
+    return Baseline(_info(name, path, meta), records)
+
+
+def list_baselines(store: str | os.PathLike[str] = DEFAULT_STORE) -> list[BaselineInfo]:
+    """Every baseline in ``store``, sorted by name; damaged ones raise rather than hide."""
+    root = Path(store)
+    return [_info(name, root / name, _read_meta(name, root / name)) for name in _names(root)]

@@ -1,0 +1,520 @@
+"""Compare a candidate run's performance with a baseline and decide, per metric.
+
+A gate that cries wolf gets switched off, so a REGRESSION verdict needs two separate
+things: *evidence* that the candidate is slower (rank test on block medians AND a
+block-bootstrap interval of the ratio entirely above 1) and an *effect* big enough to
+matter (the metric's ``min_effect``). When the data cannot support either a pass or a
+regression (too few calls, a drifting machine, an interval straddling the threshold)
+the answer is INCONCLUSIVE, never a guess. Only non-advisory REGRESSIONs fail the gate.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import numpy as np
+
+from harness.config import UsageError
+from harness.perf.stats import (
+    MIN_BLOCK_SIZE,
+    block_cv,
+    bootstrap_ratio_cis,
+    mann_whitney,
+    min_samples_for,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+MiB = 1024 * 1024
+
+#: Fewer calls than this per side and no latency verdict but INCONCLUSIVE is possible:
+#: 8 blocks of 5 calls is the least that gives the rank test any power.
+MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
+
+#: A call slower than this multiple of its run's median is an *outlier*: on a shared
+#: machine mostly a preemption by a neighbour (measured: 3-11% of calls on the 2-core
+#: dev box, at 1.5x-30x the median), not the model.
+OUTLIER_FACTOR = 1.5
+
+#: Statistics derived from the raw latency samples: name -> percentile or reduction.
+LATENCY_STATS: dict[str, float | Any] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "mean": np.mean}
+
+
+class Verdict(str, enum.Enum):
+    PASS = "PASS"
+    REGRESSION = "REGRESSION"
+    IMPROVEMENT = "IMPROVEMENT"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EnvironmentMismatch(UsageError):
+    """Baseline and candidate ran on different machines or library versions.
+
+    Timings from different environments differ for reasons that are not the model,
+    so comparing them would blame the candidate for the hardware. ``--force-env``
+    overrides, and the report then says so.
+    """
+
+    def __init__(self, differences: list[str]):
+        self.differences = differences
+        shown = "; ".join(differences[:4]) + (f"; +{len(differences) - 4} more" if len(differences) > 4 else "")
+        super().__init__(f"environment differs from the baseline ({shown}); rerun on the baseline's machine or pass --force-env")
+
+
+@dataclass(frozen=True)
+class MetricPolicy:
+    """How one metric is judged.
+
+    ``min_effect`` is the smallest relative increase worth failing a build for;
+    ``min_abs`` an absolute floor on the increase (in the metric's unit) so small
+    numbers cannot trip a relative threshold; ``max_cv`` the largest block-median
+    coefficient of variation (latency only) at which the data are trusted at all.
+    ``advisory`` metrics are reported but never change the exit code.
+    """
+
+    name: str
+    kind: str  # "latency" | "memory" | "size" | "cold"
+    min_effect: float
+    min_abs: float = 0.0
+    alpha: float = 0.05
+    advisory: bool = False
+    max_cv: float = 0.10
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("latency", "memory", "size", "cold"):
+            raise UsageError(f"policy {self.name!r}: unknown kind {self.kind!r}")
+        if not 0.0 <= self.min_effect <= 1.0:  # catches "5" meant as 5%
+            raise UsageError(f"policy {self.name!r}: min_effect must be a fraction in [0, 1] like 0.05, got {self.min_effect}")
+        if not 0.0 < self.alpha < 1.0:
+            raise UsageError(f"policy {self.name!r}: alpha must be in (0, 1), got {self.alpha}")
+
+
+#: The defaults and their reasons are documented in docs/perf-gate.md; the numbers
+#: come from scripts/bench_gate_power.py on a shared 2-core CPU box.
+DEFAULT_POLICIES: dict[str, MetricPolicy] = {
+    p.name: p
+    for p in (
+        MetricPolicy("p50", "latency", min_effect=0.05),
+        MetricPolicy("p90", "latency", min_effect=0.10),
+        MetricPolicy("p95", "latency", min_effect=0.10),
+        MetricPolicy("p99", "latency", min_effect=0.20, advisory=True),
+        MetricPolicy("mean", "latency", min_effect=0.05, advisory=True),
+        MetricPolicy("peak_rss_bytes", "memory", min_effect=0.05, min_abs=32 * MiB),
+        MetricPolicy("artifact_bytes", "size", min_effect=0.01),
+        MetricPolicy("cold_start_ms.load", "cold", min_effect=0.25, advisory=True),
+        MetricPolicy("cold_start_ms.first_inference", "cold", min_effect=0.25, advisory=True),
+    )
+}
+
+
+def merge_policies(policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None) -> dict[str, MetricPolicy]:
+    """Defaults overridden, by name, with the caller's policies."""
+    merged = dict(DEFAULT_POLICIES)
+    if policies is None:
+        return merged
+    items = policies.values() if isinstance(policies, Mapping) else policies
+    for policy in items:
+        merged[policy.name] = policy
+    return merged
+
+
+@dataclass(frozen=True)
+class Row:
+    """One metric of one variant, judged. ``ratio`` is candidate / baseline."""
+
+    variant: str
+    metric: str
+    kind: str
+    base: float
+    cand: float
+    ratio: float
+    ci_lo: float | None
+    ci_hi: float | None
+    p_value: float | None
+    verdict: Verdict
+    reason: str
+    advisory: bool = False
+
+    @property
+    def gating_regression(self) -> bool:
+        return self.verdict is Verdict.REGRESSION and not self.advisory
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["verdict"] = self.verdict.value
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+
+
+@dataclass
+class Comparison:
+    """Every judged row plus what could not be compared and how the environments relate."""
+
+    rows: list[Row]
+    missing: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+    env_differences: list[str] = field(default_factory=list)
+    forced_env: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """1 only when a non-advisory metric regressed; INCONCLUSIVE never fails a build."""
+        return 1 if any(r.gating_regression for r in self.rows) else 0
+
+    def counts(self) -> dict[str, int]:
+        out = {v.value: 0 for v in Verdict}
+        for row in self.rows:
+            out[row.verdict.value] += 1
+        return out
+
+    def headline(self) -> str:
+        gating = sum(r.gating_regression for r in self.rows)
+        advisory = sum(r.advisory for r in self.rows)
+        tally = ", ".join(f"{n} {v.lower()}" for v, n in self.counts().items() if n) or "nothing compared"
+        rows = f"{len(self.rows)} rows ({advisory} advisory): {tally}"
+        if gating:
+            return f"FAIL: {gating} gating regression(s); {rows}"
+        return f"OK: no gating regression; {rows}"
+
+    def notes(self) -> list[str]:
+        out: list[str] = []
+        if self.env_differences:
+            prefix = "environment forced despite differences" if self.forced_env else "environment differs"
+            out.append(f"{prefix}: " + "; ".join(self.env_differences))
+        if self.missing:
+            out.append("missing in candidate: " + ", ".join(self.missing))
+        if self.new:
+            out.append("new in candidate (no baseline): " + ", ".join(self.new))
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "harness.perf-compare/1",
+            "exit_code": self.exit_code,
+            "headline": self.headline(),
+            "counts": self.counts(),
+            "rows": [r.as_dict() for r in self.rows],
+            "missing": list(self.missing),
+            "new": list(self.new),
+            "env_differences": list(self.env_differences),
+            "forced_env": self.forced_env,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.as_dict(), indent=indent)
+
+    def to_markdown(self) -> str:
+        lines = [f"**{self.headline()}**", ""]
+        lines += [f"- {note}" for note in self.notes()]
+        if self.notes():
+            lines.append("")
+        lines.append("| variant | metric | baseline | candidate | change | 95% CI | p | verdict | reason |")
+        lines.append("|---|---|---:|---:|---:|---|---:|---|---|")
+        for r in _ordered(self.rows):
+            verdict = f"{r.verdict.value} (advisory)" if r.advisory else r.verdict.value
+            if r.gating_regression:
+                verdict = f"**{verdict}**"
+            cells = [r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind),
+                     fmt_change(r.ratio), fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), verdict, r.reason]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def render_table(self, console: "Console") -> None:
+        from rich.table import Table
+
+        styles = {Verdict.PASS: "green", Verdict.IMPROVEMENT: "cyan", Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red"}
+        table = Table(title="performance vs baseline", show_lines=False)
+        for header, justify in (("variant", "left"), ("metric", "left"), ("baseline", "right"), ("candidate", "right"),
+                                ("change", "right"), ("95% CI", "left"), ("p", "right"), ("verdict", "left"), ("reason", "left")):
+            table.add_column(header, justify=justify)  # type: ignore[arg-type]
+        for r in _ordered(self.rows):
+            style = "dim" if r.advisory and r.verdict is not Verdict.REGRESSION else styles[r.verdict]
+            verdict = f"{r.verdict.value}{' (adv)' if r.advisory else ''}"
+            table.add_row(r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
+                          fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), f"[{style}]{verdict}[/]", r.reason)
+        console.print(table)
+        for note in self.notes():
+            console.print(f"[yellow]note:[/] {note}", highlight=False)
+        colour = "red" if self.exit_code else "green"
+        console.print(f"[bold {colour}]{self.headline()}[/]", highlight=False)
+
+
+def _ordered(rows: list[Row]) -> list[Row]:
+    """Gating regressions first, so the reason a build failed is the first thing read."""
+    return sorted(rows, key=lambda r: (not r.gating_regression, r.variant))  # stable: keeps p50, p90, ... order
+
+
+def fmt_value(value: float, kind: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    if kind in ("memory", "size"):
+        for unit, size in (("GiB", 1024**3), ("MiB", MiB), ("KiB", 1024)):
+            if abs(value) >= size:
+                return f"{value / size:.2f} {unit}"
+        return f"{value:.0f} B"
+    return f"{value:.4g} ms"
+
+
+def fmt_change(ratio: float) -> str:
+    return "-" if ratio is None or not math.isfinite(ratio) else f"{(ratio - 1) * 100:+.1f}%"
+
+
+def fmt_ci(lo: float | None, hi: float | None) -> str:
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return "-"
+    return f"[{(lo - 1) * 100:+.1f}%, {(hi - 1) * 100:+.1f}%]"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.0e}"
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def outlier_fraction(samples: np.ndarray) -> float:
+    """Share of calls slower than OUTLIER_FACTOR x the median.
+
+    A percentile above which at least half the calls are outliers is set by whatever
+    interrupted the process, not by the model, and differs from run to run
+    (measured p95 ratios of 0.4-4.8 between identical runs), so it is not judged.
+    """
+    if samples.size == 0:
+        return 0.0
+    return float(np.mean(samples > OUTLIER_FACTOR * np.median(samples)))
+
+
+def judge_latency(base: np.ndarray, cand: np.ndarray, policies: Mapping[str, MetricPolicy], *, seed: int = 0) -> dict[str, tuple]:
+    """Judge every latency statistic that has a policy; returns name -> row fields.
+
+    The noise and sample-count checks come first: if the data cannot be trusted, the
+    interval and the p-value are still reported but the verdict is INCONCLUSIVE.
+    """
+    wanted = {name: LATENCY_STATS[name] for name, pol in policies.items() if pol.kind == "latency" and name in LATENCY_STATS}
+    if not wanted:
+        return {}
+    n = min(base.size, cand.size)
+    alpha = min(policies[name].alpha for name in wanted)
+    cis: dict[str, tuple[float, float, float]] = {}
+    p_value: float | None = None
+    if n >= 2:
+        p_value = mann_whitney(base, cand)
+        cis = bootstrap_ratio_cis(base, cand, wanted, alpha=alpha, seed=seed)
+    noise = max(block_cv(base), block_cv(cand)) if n >= 2 * MIN_BLOCK_SIZE else float("nan")
+    outliers = (outlier_fraction(base), outlier_fraction(cand))
+    out: dict[str, tuple] = {}
+    for name, stat in wanted.items():
+        pol = policies[name]
+        b_val = float(np.percentile(base, stat)) if not callable(stat) else float(stat(base))
+        c_val = float(np.percentile(cand, stat)) if not callable(stat) else float(stat(cand))
+        ratio, lo, hi = cis.get(name, (c_val / b_val if b_val > 0 else float("nan"), None, None))
+        need = MIN_LATENCY_SAMPLES
+        if not callable(stat):
+            need = max(need, min_samples_for(stat / 100.0))
+        if n < need:
+            verdict, reason = Verdict.INCONCLUSIVE, f"too few samples: {n} < {need} needed for {name}"
+        elif math.isfinite(noise) and noise > pol.max_cv:
+            verdict, reason = Verdict.INCONCLUSIVE, f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}"
+        elif not callable(stat) and max(outliers) >= (1.0 - stat / 100.0) / 2:
+            side = "baseline" if outliers[0] >= outliers[1] else "candidate"
+            verdict, reason = Verdict.INCONCLUSIVE, (
+                f"{name} sits among outliers: {max(outliers):.1%} of {side} calls > {OUTLIER_FACTOR}x median "
+                f"(limit {(1.0 - stat / 100.0) / 2:.1%})"
+            )
+        else:
+            verdict, reason = decide(ratio, lo, hi, p_value if p_value is not None else 1.0, pol)
+        out[name] = (b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
+    return out
+
+
+def decide(ratio: float, lo: float, hi: float, p_value: float, policy: MetricPolicy) -> tuple[Verdict, str]:
+    """The verdict rule for sampled metrics (see docs/perf-gate.md for the reasoning).
+
+    REGRESSION: p < alpha, interval above 1, ratio - 1 >= min_effect, and the interval's
+    lower end at least half-way to the threshold (a wide interval straddling the
+    threshold is INCONCLUSIVE). PASS: the interval rules out a threshold-sized slowdown.
+    """
+    thr = policy.min_effect
+    significant = p_value < policy.alpha
+    change = f"{(ratio - 1) * 100:+.1f}%"
+    if significant and lo > 1.0 and ratio - 1.0 >= thr and lo - 1.0 >= thr / 2:
+        return Verdict.REGRESSION, f"{change} >= +{thr:.0%} threshold, p={fmt_p(p_value)}"
+    if significant and hi < 1.0 and 1.0 - ratio >= thr and 1.0 - hi >= thr / 2:
+        return Verdict.IMPROVEMENT, f"{change}, p={fmt_p(p_value)}"
+    if hi < 1.0 + thr:
+        if significant and lo > 1.0:
+            return Verdict.PASS, f"{change}: significant but below the +{thr:.0%} threshold"
+        return Verdict.PASS, f"{change}: CI rules out a +{thr:.0%} slowdown"
+    if ratio - 1.0 >= thr:
+        if not significant:
+            return Verdict.INCONCLUSIVE, f"{change} but rank test not significant (p={fmt_p(p_value)})"
+        if lo <= 1.0:
+            return Verdict.INCONCLUSIVE, f"{change} but CI {fmt_ci(lo, hi)} includes no change"
+        return Verdict.INCONCLUSIVE, f"{change} but CI {fmt_ci(lo, hi)} too wide around the +{thr:.0%} threshold"
+    return Verdict.INCONCLUSIVE, f"{change} but CI {fmt_ci(lo, hi)} cannot rule out +{thr:.0%}"
+
+
+def judge_scalar(base: float, cand: float, policy: MetricPolicy) -> tuple[Verdict, str]:
+    """Single numbers (RSS, file size, cold start) carry no noise estimate: effect thresholds only."""
+    delta = cand - base
+    rel = delta / base if base > 0 else (math.inf if delta > 0 else -math.inf if delta < 0 else 0.0)
+    floor = f" and >= {fmt_value(policy.min_abs, policy.kind)}" if policy.min_abs else ""
+    change = f"{rel * 100:+.1f}% ({'+' if delta >= 0 else '-'}{fmt_value(abs(delta), policy.kind)})"
+    if rel >= policy.min_effect and delta >= policy.min_abs and delta > 0:
+        return Verdict.REGRESSION, f"{change} >= +{policy.min_effect:.0%}{floor}"
+    if -rel >= policy.min_effect and -delta >= policy.min_abs and delta < 0:
+        return Verdict.IMPROVEMENT, change
+    return Verdict.PASS, f"{change} within +{policy.min_effect:.0%}{floor}"
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class RunPerf:
+    """The comparable numbers of one run: (variant, key) -> samples (latency) or a scalar."""
+
+    latency: dict[tuple[str, str], np.ndarray]
+    scalars: dict[tuple[str, str], float]
+    env: dict[str, Any]
+
+    @property
+    def variants(self) -> set[str]:
+        return {v for v, _ in self.latency} | {v for v, _ in self.scalars}
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for key, sub in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), sub, out)
+    else:
+        out[prefix] = value
+
+
+def collect(records: Iterable[Mapping[str, Any]], scalar_names: Iterable[str]) -> RunPerf:
+    """Pull latency samples and known scalars out of result records, tolerantly.
+
+    Records without a ``perf`` dict are skipped and unknown fields ignored, so older
+    and newer result files both load. When two tests of the same variant report the
+    same key, both are qualified with their test name so neither overwrites the other.
+    """
+    scalar_names = set(scalar_names)
+    found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
+    env: dict[str, Any] = {}
+    for rec in records:
+        perf = rec.get("perf") if isinstance(rec, Mapping) else None
+        if not isinstance(perf, Mapping):
+            continue
+        rid = str(rec.get("id", ""))
+        variant = str(rec.get("variant") or rid or "?")
+        test = rid.split("[", 1)[0] or "?"
+        if not env and isinstance(rec.get("env"), Mapping):
+            env = dict(rec["env"])
+        for key, value in perf.items():
+            if str(key).startswith("latency_ms"):
+                samples = value.get("samples") if isinstance(value, Mapping) else None
+                if isinstance(samples, list) and samples:
+                    arr = np.asarray([s for s in samples if isinstance(s, (int, float))], dtype=float)
+                    arr = arr[np.isfinite(arr)]
+                    if arr.size:
+                        found.append((variant, test, str(key), arr))
+                continue
+            flat: dict[str, Any] = {}
+            _flatten(str(key), value, flat)
+            for name, scalar in flat.items():
+                if name in scalar_names and isinstance(scalar, (int, float)) and not isinstance(scalar, bool) and math.isfinite(scalar):
+                    found.append((variant, test, name, float(scalar)))
+
+    tests_per_key: dict[tuple[str, str], set[str]] = {}
+    for variant, test, key, _ in found:
+        tests_per_key.setdefault((variant, key), set()).add(test)
+    latency: dict[tuple[str, str], np.ndarray] = {}
+    scalars: dict[tuple[str, str], float] = {}
+    for variant, test, key, value in found:
+        name = key if len(tests_per_key[(variant, key)]) == 1 else f"{test}:{key}"
+        (latency if isinstance(value, np.ndarray) else scalars)[(variant, name)] = value
+    return RunPerf(latency, scalars, env)
+
+
+def env_differences(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two env dicts, or [] when fingerprints agree."""
+    fp_b, fp_c = base.get("fingerprint"), cand.get("fingerprint")
+    if fp_b is not None and fp_b == fp_c:
+        return []
+    flat_b: dict[str, Any] = {}
+    flat_c: dict[str, Any] = {}
+    _flatten("", {k: v for k, v in base.items() if k != "fingerprint"}, flat_b)
+    _flatten("", {k: v for k, v in cand.items() if k != "fingerprint"}, flat_c)
+    diffs = [
+        f"{key}: {flat_b.get(key, '<absent>')} -> {flat_c.get(key, '<absent>')}"
+        for key in sorted(set(flat_b) | set(flat_c))
+        if flat_b.get(key) != flat_c.get(key)
+    ]
+    if fp_b is None and fp_c is None:
+        return diffs
+    if not diffs:
+        diffs = [f"fingerprint: {fp_b or '<absent>'} -> {fp_c or '<absent>'}"]
+    return diffs
+
+
+def _seed(variant: str, metric: str) -> int:
+    """Stable per-metric bootstrap seed: the same inputs always give the same report."""
+    return zlib.crc32(f"{variant}\0{metric}".encode())
+
+
+def compare_runs(
+    baseline_records: Iterable[Mapping[str, Any]],
+    candidate_records: Iterable[Mapping[str, Any]],
+    policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None = None,
+    force_env: bool = False,
+) -> Comparison:
+    """Judge every (variant, metric) present on both sides.
+
+    Raises EnvironmentMismatch when the env fingerprints differ, unless ``force_env``.
+    """
+    pols = merge_policies(policies)
+    scalar_names = [name for name, p in pols.items() if p.kind != "latency"]
+    base = collect(baseline_records, scalar_names)
+    cand = collect(candidate_records, scalar_names)
+
+    diffs = env_differences(base.env, cand.env)
+    if diffs and not force_env:
+        raise EnvironmentMismatch(diffs)
+
+    rows: list[Row] = []
+    for (variant, key), b_samples in sorted(base.latency.items()):
+        c_samples = cand.latency.get((variant, key))
+        if c_samples is None:
+            continue
+        judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key))
+        for name, (b_val, c_val, ratio, lo, hi, p, verdict, reason) in judged.items():
+            pol = pols[name]
+            rows.append(Row(variant, f"{key}.{name}", pol.kind, b_val, c_val, ratio, lo, hi, p, verdict, reason, pol.advisory))
+    for (variant, key), b_val in sorted(base.scalars.items()):
+        c_val = cand.scalars.get((variant, key))
+        if c_val is None:
+            continue
+        pol = pols[key.rsplit(":", 1)[-1]]
+        verdict, reason = judge_scalar(b_val, c_val, pol)
+        ratio = c_val / b_val if b_val > 0 else float("nan")
+        rows.append(Row(variant, key, pol.kind, b_val, c_val, ratio, None, None, None, verdict, reason, pol.advisory))
+
+    missing_variants = sorted(base.variants - cand.variants)
+    new_variants = sorted(cand.variants - base.variants)
+    shared = base.variants & cand.variants
+    base_keys = set(base.latency) | set(base.scalars)
+    cand_keys = set(cand.latency) | set(cand.scalars)
+    missing = missing_variants + [f"{v} {k}" for v, k in sorted(base_keys - cand_keys) if v in shared]
+    new = new_variants + [f"{v} {k}" for v, k in sorted(cand_keys - base_keys) if v in shared]
+    return Comparison(rows, missing, new, diffs, forced_env=bool(diffs) and force_env)
+

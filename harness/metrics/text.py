@@ -1,0 +1,201 @@
+"""Scores for generated text: the exported model against PyTorch and against references.
+
+BLEU and chrF come from sacrebleu and edit distances from rapidfuzz, so numbers match
+what others report and carry a sacrebleu signature that says how they were computed.
+Token-level helpers (``first_divergence``, ``token_agreement``) explain *where* greedy
+decoding of a variant left the PyTorch path, which a corpus score alone cannot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+from rapidfuzz.distance import Levenshtein
+from sacrebleu.metrics import BLEU, CHRF
+
+from harness.metrics.numeric import MetricInfo
+
+
+@dataclass(frozen=True)
+class TextScores:
+    """Corpus metrics plus the sacrebleu signatures needed to reproduce them."""
+
+    metrics: dict[str, float]
+    signatures: dict[str, str]
+
+
+_TEXT_METRIC_LIST = (
+    MetricInfo("bleu", True, "sacrebleu corpus BLEU (0-100); 0 when the corpus has no 4-gram."),
+    MetricInfo("chrf", True, "sacrebleu corpus chrF2 (0-100): character n-grams, robust for CJK."),
+    MetricInfo(
+        "exact_match",
+        True,
+        "Fraction of sentences equal to the reference (outer whitespace ignored).",
+    ),
+    MetricInfo("char_edit_distance", False, "Mean character Levenshtein distance per sentence."),
+    MetricInfo(
+        "norm_edit_distance",
+        False,
+        "Mean Levenshtein distance / length of the longer string, per sentence (0-1).",
+    ),
+    MetricInfo(
+        "length_ratio",
+        False,
+        "Total hypothesis length / total reference length (characters for zh, whitespace "
+        "tokens otherwise). Best at 1; gates use |1 - ratio| since both directions are bad.",
+        target=1.0,
+    ),
+    MetricInfo(
+        "repetition_rate", False, "Fraction of n-grams repeating an earlier one (degenerate loops)."
+    ),
+    MetricInfo("exact_sequence_match", True, "Fraction of token sequences identical to PyTorch's."),
+    MetricInfo(
+        "mean_first_divergence",
+        True,
+        "Mean index of the first token differing from PyTorch (sequence length when equal).",
+    ),
+    MetricInfo(
+        "position_match",
+        True,
+        "Fraction of aligned token positions equal to PyTorch's; positions past the shorter "
+        "sequence count as mismatches.",
+    ),
+)
+TEXT_METRICS: dict[str, MetricInfo] = {info.name: info for info in _TEXT_METRIC_LIST}
+
+
+def _is_zh(lang: str) -> bool:
+    """``zh``, ``zh-CN``, ``zh_Hans`` all mean Chinese."""
+    return lang.replace("_", "-").split("-")[0].lower() == "zh"
+
+
+def _check_pairs(a: Sequence, b: Sequence, what: str) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{what}: {len(a)} vs {len(b)} items; they must pair up")
+    if len(a) == 0:
+        raise ValueError(f"{what}: empty corpus; nothing to score")
+
+
+def _length(text: str, zh: bool) -> int:
+    """Chinese has no spaces between words, so count its non-space characters instead."""
+    return sum(not c.isspace() for c in text) if zh else len(text.split())
+
+
+def corpus_scores(hyps: Sequence[str], refs: Sequence[str], *, lang: str = "en") -> TextScores:
+    """Score hypotheses against one reference each.
+
+    BLEU tokenizes with ``zh`` for Chinese (``zh``, ``zh-CN``...), else ``13a``; the
+    default 13a keeps a Chinese sentence as one token and scores it 0. Corpus BLEU is
+    standard (no effective order), so a corpus without any 4-gram scores 0 even when
+    identical: score real sentences, not fragments.
+    """
+    _check_pairs(hyps, refs, "hyps/refs")
+    hyps, refs = list(hyps), list(refs)
+    zh = _is_zh(lang)
+    bleu, chrf = BLEU(tokenize="zh" if zh else "13a"), CHRF()
+    edits = [sentence_edit(h, r) for h, r in zip(hyps, refs)]
+    hyp_len = sum(_length(h, zh) for h in hyps)
+    ref_len = sum(_length(r, zh) for r in refs)
+    n = len(hyps)
+    metrics = {
+        "bleu": float(bleu.corpus_score(hyps, [refs]).score),
+        "chrf": float(chrf.corpus_score(hyps, [refs]).score),
+        "exact_match": sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / n,
+        "char_edit_distance": sum(d for d, _ in edits) / n,
+        "norm_edit_distance": sum(nd for _, nd in edits) / n,
+        "length_ratio": hyp_len / ref_len if ref_len else (1.0 if hyp_len == 0 else float("inf")),
+    }
+    signatures = {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
+    return TextScores(metrics, signatures)
+
+
+def sentence_edit(hyp: str, ref: str) -> tuple[int, float]:
+    """Character Levenshtein distance: absolute, and over the longer length (0 if both empty)."""
+    return int(Levenshtein.distance(hyp, ref)), float(Levenshtein.normalized_distance(hyp, ref))
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first differing token; a length difference diverges at the shorter length."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def repetition_rate(tokens: Sequence[Hashable], n: int = 3) -> float:
+    """Fraction of the sequence's n-grams that already occurred earlier in it.
+
+    Catches the looping that broken low-precision decoders fall into. A ``str`` is
+    scored per character (useful for Chinese); pass ``text.split()`` for words.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    items = list(tokens)
+    total = len(items) - n + 1
+    if total <= 0:
+        return 0.0
+    seen: set[tuple] = set()
+    repeats = 0
+    for i in range(total):
+        gram = tuple(items[i : i + n])
+        repeats += gram in seen
+        seen.add(gram)
+    return repeats / total
+
+
+def token_agreement(
+    a_seqs: Sequence[Sequence[int]], b_seqs: Sequence[Sequence[int]]
+) -> dict[str, float]:
+    """How closely token sequences ``b`` (variant) follow ``a`` (PyTorch), position by position."""
+    _check_pairs(a_seqs, b_seqs, "token sequences")
+    exact = divergence = matched = positions = 0
+    for a, b in zip(a_seqs, b_seqs):
+        a, b = list(a), list(b)
+        first = first_divergence(a, b)
+        exact += first is None
+        divergence += len(a) if first is None else first
+        matched += sum(x == y for x, y in zip(a, b))
+        positions += max(len(a), len(b))
+    n = len(a_seqs)
+    return {
+        "exact_sequence_match": exact / n,
+        "mean_first_divergence": divergence / n,
+        "position_match": matched / positions if positions else 1.0,
+    }
+
+
+def worst_pairs(
+    sources: Sequence[str],
+    refs: Sequence[str],
+    hyps_ref_model: Sequence[str],
+    hyps_variant: Sequence[str],
+    n: int = 5,
+) -> list[dict]:
+    """The ``n`` sentences where the variant departs most from PyTorch, for the report.
+
+    Ordered by normalised then absolute edit distance (largest first), ties by corpus
+    order. Sentences the variant reproduces exactly are left out: they explain nothing.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    _check_pairs(sources, refs, "sources/refs")
+    _check_pairs(sources, hyps_ref_model, "sources/pytorch hyps")
+    _check_pairs(sources, hyps_variant, "sources/variant hyps")
+    rows = []
+    for i, (src, ref, pt, var) in enumerate(zip(sources, refs, hyps_ref_model, hyps_variant)):
+        dist, norm = sentence_edit(var, pt)
+        if dist:
+            rows.append(
+                {
+                    "index": i,
+                    "source": src,
+                    "reference": ref,
+                    "pytorch": pt,
+                    "variant": var,
+                    "edit_distance": dist,
+                    "norm_edit_distance": norm,
+                }
+            )
+    rows.sort(key=lambda row: (-row["norm_edit_distance"], -row["edit_distance"], row["index"]))
+    return rows[:n]

@@ -1,0 +1,183 @@
+"""Numeric parity of one variant against the PyTorch FP32 reference.
+
+Every graph of the model runs on every corpus batch (padded, mixed lengths); valid
+positions of each output are gathered across batches and compared in one go, so a metric
+is over the whole corpus, and the worst element is reported in corpus coordinates
+(global batch row, position, index). Used by the suites and by ``harness check``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from harness.config import Precision, Tolerance, Variant
+from harness.metrics.numeric import Location, compare_arrays
+from harness.tolerances import tolerance_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.families import Family, GraphSpec
+    from harness.runners.base import GraphRunner
+    from harness.workspace import Workspace
+
+
+class GateFailure(AssertionError):
+    """A variant computed something else than the reference: verdict ``fail``, not ``error``."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    graph: str
+    output: str
+    metric: str
+    value: float
+    threshold: float
+    op: str
+    where: str
+
+    def message(self) -> str:
+        return (f"{self.graph}/{self.output}: {self.metric} = {self.value:.6g} (must be {self.op} "
+                f"{self.threshold:g}); worst element at {self.where}")
+
+
+@dataclass
+class OutputResult:
+    graph: str
+    output: str
+    metrics: dict[str, float]
+    worst: Location | None
+    axis_names: tuple[str, ...]
+    tolerance: Tolerance | None  # None: reported, not gated
+    n_compared: int
+
+    def failures(self) -> list[Failure]:
+        if self.tolerance is None:
+            return []
+        where = self.worst.describe(self.axis_names) if self.worst else "n/a"
+        return [Failure(self.graph, self.output, c.metric, self.metrics[c.metric], c.threshold, c.symbol, where)
+                for c in self.tolerance.checks
+                if c.metric in self.metrics and not c.passes(self.metrics[c.metric])]
+
+
+@dataclass
+class ParityResult:
+    variant: str
+    outputs: list[OutputResult] = field(default_factory=list)
+    artifacts: dict[str, dict] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> list[Failure]:
+        return [f for o in self.outputs for f in o.failures()]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def metrics(self) -> dict[str, float]:
+        return {f"{o.graph}.{o.output}.{k}": v for o in self.outputs for k, v in o.metrics.items()}
+
+    def thresholds(self) -> dict[str, dict]:
+        return {f"{o.graph}.{o.output}.{c.metric}": {"threshold": c.threshold, "op": c.symbol}
+                for o in self.outputs if o.tolerance for c in o.tolerance.checks if c.metric in o.metrics}
+
+    def worst(self) -> dict[str, str]:
+        return {f"{o.graph}.{o.output}": o.worst.describe(o.axis_names) for o in self.outputs if o.worst}
+
+    def assert_ok(self) -> None:
+        failures = self.failures
+        if failures:
+            lines = [f"{self.variant}: {len(failures)} check(s) failed"] + [f"  {f.message()}" for f in failures]
+            raise GateFailure("\n".join(lines))
+
+
+def axis_names(ndim: int, is_logits: bool) -> tuple[str, ...]:
+    if ndim == 2:
+        return ("batch", "index")
+    if ndim == 3:
+        return ("batch", "position", "index")
+    if ndim == 4:
+        return ("batch", "head", "position", "index")
+    return tuple(["batch"] + [f"dim{i}" for i in range(1, ndim)])
+
+
+class _Collector:
+    """Valid rows of one output across batches, with their corpus coordinates."""
+
+    def __init__(self) -> None:
+        self.ref: list[np.ndarray] = []
+        self.got: list[np.ndarray] = []
+        self.coords: list[np.ndarray] = []
+        self.ndim = 0
+
+    def add(self, ref: np.ndarray, got: np.ndarray, mask: np.ndarray | None, row_offset: int) -> None:
+        if ref.shape != got.shape:
+            raise ValueError(f"shape mismatch: reference {ref.shape} vs variant {got.shape}")
+        self.ndim = ref.ndim
+        if mask is None:  # every row over all but the last axis, so batches of any length stack
+            mask = np.ones(ref.shape[:-1] if ref.ndim >= 2 else ref.shape, dtype=bool)
+        coords = np.argwhere(mask)
+        coords[:, 0] += row_offset
+        self.ref.append(ref[mask])
+        self.got.append(got[mask])
+        self.coords.append(coords)
+
+    def compare(self, is_logits: bool) -> tuple[dict[str, float], Location | None, int]:
+        ref, got = np.concatenate(self.ref), np.concatenate(self.got)
+        coords = np.concatenate(self.coords)
+        result = compare_arrays(ref, got, is_logits=is_logits)
+        worst = result.worst
+        if worst is not None:
+            row = worst.index[0]
+            worst = Location(tuple(int(c) for c in coords[row]) + tuple(worst.index[1:]), worst.ref, worst.got,
+                             worst.abs_err)
+        return result.metrics, worst, result.n_compared
+
+
+def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequence[tuple[Mapping, Mapping, Mapping]],
+                     precision: Precision, overrides: Mapping | None = None,
+                     output_map: Mapping[str, str] | None = None) -> list[OutputResult]:
+    """Compare ``runner`` on (feeds, reference outputs, masks) batches; ``output_map``
+    maps reference output names to the runner's (for foreign artifacts)."""
+    output_map = dict(output_map or {n: n for n in graph.output_names})
+    collectors = {name: _Collector() for name in output_map}
+    offset = 0
+    for feeds, ref, masks in batches:
+        got = runner.run(feeds)
+        for name, theirs in output_map.items():
+            collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
+        offset += next(iter(feeds.values())).shape[0]
+    results = []
+    for name, col in collectors.items():
+        is_logits = name in graph.logits_outputs
+        metrics, worst, n = col.compare(is_logits)
+        tol = tolerance_for(precision, is_logits=is_logits, overrides=overrides) if graph.is_gated(name) else None
+        results.append(OutputResult(graph.name, name, metrics, worst, axis_names(col.ndim, is_logits), tol, n))
+    return results
+
+
+def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None) -> ParityResult:
+    model = ws.model(variant.model)
+    family = family or ws.family(model)
+    backend = ws.backend(variant, model)
+    result = ParityResult(variant.id)
+    for graph in family.graphs(model):
+        start = time.perf_counter()
+        runner = backend.load(model, family, graph, variant)
+        result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
+        result.artifacts.update(backend.artifacts(model, family, graph, variant))
+        batches = []
+        for index, texts in enumerate(ws.batches(model)):
+            feeds = family.feeds(model, graph, texts)
+            ref = ws.reference(model, family, graph, feeds, index)
+            batches.append((feeds, ref, family.valid_masks(graph, feeds, ref)))
+        start = time.perf_counter()
+        try:
+            result.outputs += run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)
+        finally:
+            runner.close()
+        result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
+    return result

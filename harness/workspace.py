@@ -1,0 +1,97 @@
+"""Per-process state of one run: loaded models, corpora, backends, FP32 references.
+
+Each pytest(-xdist) process owns one ``Workspace``; everything expensive is computed once
+per model per process (the PyTorch FP32 reference in particular) and exported artifacts are
+shared across processes through the on-disk cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from harness.config import RunOptions, Variant
+from harness.export.artifacts import ExportSettings
+from harness.export.cache import ArtifactCache
+from harness.families import Family, GraphSpec, family_for
+from harness.families.base import to_torch
+from harness.model import LoadedModel, load_model
+from harness.runners import BACKENDS, Backend
+from harness.runners.base import BackendContext
+from harness.zoo.base import ModelSpec, cache_root, resolve
+
+
+class Workspace:
+    def __init__(self, options: RunOptions, cache_dir: Path | None = None, *, explicit_exporter: bool = False) -> None:
+        self.options = options
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
+        self.artifacts = ArtifactCache(self.cache_dir / "artifacts")
+        self.explicit_exporter = explicit_exporter
+        self._models: dict[str, LoadedModel] = {}
+        self._specs: dict[str, ModelSpec] = {}
+
+    # -- models and data -----------------------------------------------------------------
+    def spec(self, name: str) -> ModelSpec:
+        if name not in self._specs:
+            self._specs[name] = resolve(name)
+        return self._specs[name]
+
+    def model(self, name: str) -> LoadedModel:
+        if name not in self._models:
+            model = load_model(self.spec(name))
+            assert not model.model.training, f"{name}: reference model must be in eval mode"
+            self._models[name] = model
+        return self._models[name]
+
+    def family(self, model: LoadedModel) -> Family:
+        return family_for(model.family)
+
+    def texts(self, model: LoadedModel) -> list[str]:
+        from harness.corpus import load_corpus
+
+        corpus = load_corpus(model.spec.corpus)
+        return list(corpus.sources[: self.options.num_samples])
+
+    def batches(self, model: LoadedModel) -> list[list[str]]:
+        texts, size = self.texts(model), self.options.batch_size
+        return [texts[i: i + size] for i in range(0, len(texts), size)]
+
+    # -- execution -----------------------------------------------------------------------
+    def settings_for(self, model: LoadedModel) -> ExportSettings:
+        settings = ExportSettings(opset=self.options.opset, exporter=self.options.exporter)
+        if model.spec.exporter and not self.explicit_exporter:
+            settings = replace(settings, exporter=model.spec.exporter)
+        return settings
+
+    def backend(self, variant: Variant, model: LoadedModel) -> Backend:
+        ctx = BackendContext(self.artifacts, self.settings_for(model), self.options.intra_op_threads,
+                             self.options.inter_op_threads)
+        return BACKENDS[variant.backend](ctx)
+
+    @staticmethod
+    def unavailable_reason(variant: Variant) -> str | None:
+        backend = BACKENDS.get(variant.backend)
+        if backend is None:
+            return f"backend {variant.backend!r} not available (no runner module for it)"
+        return backend.unavailable_reason(variant)
+
+    def reference(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                  feeds: dict[str, np.ndarray], batch_index: int) -> dict[str, np.ndarray]:
+        """PyTorch FP32 outputs of the *correct* graph (never a fault-injected one), memoised."""
+        key = ("reference", graph.name, batch_index, self.options.batch_size, self.options.num_samples)
+        if key not in model.cache:
+            correct = next(g for g in family_for(model.family).graphs(model) if g.name == graph.name)
+            module = family_for(model.family).module(model, correct)
+            assert not any(m.training for m in model.model.modules()), "reference model left training mode"
+            with torch.inference_mode():
+                outs = module(*to_torch(feeds, correct.input_names))
+            model.cache[key] = {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
+        return model.cache[key]
+
+
+def batch_texts(texts: Sequence[str], size: int) -> list[list[str]]:
+    return [list(texts[i: i + size]) for i in range(0, len(texts), size)]
