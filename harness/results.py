@@ -23,10 +23,12 @@ class ResultsWriter:
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / RESULTS_FILE
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(self.path) + ".lock")
+        self._lock: FileLock | None = None
 
     def append(self, record: dict) -> None:
+        if self._lock is None:  # created on first record: a session without cases leaves no dir
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.path) + ".lock")
         line = json.dumps(record, sort_keys=False, default=_json_default, allow_nan=True)
         with self._lock, self.path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.config import UsageError, did_you_mean
+from harness.results import RESULTS_FILE, ResultsFileError, iter_records
 
-RESULTS_FILE = "results.jsonl"
 META_FILE = "baseline.json"
 META_SCHEMA = "harness.baseline/1"
 DEFAULT_STORE = Path("reports") / "baselines"
@@ -58,28 +58,24 @@ def validate_name(name: str) -> str:
 
 
 def read_results(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every record of ``RUN_DIR/results.jsonl``; blank lines are ignored, bad ones reported by number."""
+    """Every record of ``RUN_DIR/results.jsonl``, the last one per case id when a case was rerun.
+
+    Strict about corrupt lines (the error names the line): numbers about to be
+    blessed or gated on deserve a look when the file they came from is damaged.
+    """
     run = Path(run_dir)
     if not run.exists():
         raise BaselineError(f"run directory not found: {run}")
     if not run.is_dir():
         raise BaselineError(f"not a run directory: {run}")
-    path = run / RESULTS_FILE
-    if not path.is_file():
+    if not (run / RESULTS_FILE).is_file():
         raise BaselineError(f"no {RESULTS_FILE} in {run} (is it a harness run directory?)")
-    records: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BaselineError(f"{path} line {number}: corrupt JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise BaselineError(f"{path} line {number}: expected a JSON object, got {type(record).__name__}")
-            records.append(record)
-    return records
+    try:
+        records = list(iter_records(run / RESULTS_FILE, strict=True))
+    except ResultsFileError as exc:
+        raise BaselineError(str(exc)) from None
+    last = {str(r["id"]): i for i, r in enumerate(records) if "id" in r}
+    return [r for i, r in enumerate(records) if "id" not in r or last[str(r["id"])] == i]
 
 
 def perf_records(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -201,7 +197,7 @@ def load_baseline(name: str, store: str | os.PathLike[str] = DEFAULT_STORE) -> B
     path = root / name
     if not (path / META_FILE).exists():
         known = _names(root)
-        listing = f"; known: {', '.join(known)}" if known else f"; {root} has no baselines yet (create one with 'harness baseline save')"
+        listing = f"; known: {', '.join(known)}" if known else f"; {root} has no baselines yet ('harness baseline save')"
         raise BaselineError(f"unknown baseline {name!r}{did_you_mean(name, known)}{listing}")
     meta = _read_meta(name, path)
     try:

@@ -15,7 +15,7 @@ import json
 import math
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -230,7 +230,8 @@ class Comparison:
     def render_table(self, console: "Console") -> None:
         from rich.table import Table
 
-        styles = {Verdict.PASS: "green", Verdict.IMPROVEMENT: "cyan", Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red"}
+        styles = {Verdict.PASS: "green", Verdict.IMPROVEMENT: "cyan",
+                  Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red"}
         table = Table(title="performance vs baseline", show_lines=False)
         for header, justify in (("variant", "left"), ("metric", "left"), ("baseline", "right"), ("candidate", "right"),
                                 ("change", "right"), ("95% CI", "left"), ("p", "right"), ("verdict", "left"), ("reason", "left")):
@@ -294,8 +295,23 @@ def outlier_fraction(samples: np.ndarray) -> float:
     return float(np.mean(samples > OUTLIER_FACTOR * np.median(samples)))
 
 
-def judge_latency(base: np.ndarray, cand: np.ndarray, policies: Mapping[str, MetricPolicy], *, seed: int = 0) -> dict[str, tuple]:
-    """Judge every latency statistic that has a policy; returns name -> row fields.
+class Judged(NamedTuple):
+    """One latency statistic's numbers and verdict, before it becomes a Row."""
+
+    base: float
+    cand: float
+    ratio: float
+    ci_lo: float | None
+    ci_hi: float | None
+    p_value: float | None
+    verdict: Verdict
+    reason: str
+
+
+def judge_latency(
+    base: np.ndarray, cand: np.ndarray, policies: Mapping[str, MetricPolicy], *, seed: int = 0
+) -> dict[str, Judged]:
+    """Judge every latency statistic that has a policy, from both runs' raw samples.
 
     The noise and sample-count checks come first: if the data cannot be trusted, the
     interval and the p-value are still reported but the verdict is INCONCLUSIVE.
@@ -309,10 +325,13 @@ def judge_latency(base: np.ndarray, cand: np.ndarray, policies: Mapping[str, Met
     p_value: float | None = None
     if n >= 2:
         p_value = mann_whitney(base, cand)
-        cis = bootstrap_ratio_cis(base, cand, wanted, alpha=alpha, seed=seed)
+        try:
+            cis = bootstrap_ratio_cis(base, cand, wanted, alpha=alpha, seed=seed)
+        except ValueError:  # a zero baseline statistic (coarse clock): no ratio to bound
+            cis = {}
     noise = max(block_cv(base), block_cv(cand)) if n >= 2 * MIN_BLOCK_SIZE else float("nan")
     outliers = (outlier_fraction(base), outlier_fraction(cand))
-    out: dict[str, tuple] = {}
+    out: dict[str, Judged] = {}
     for name, stat in wanted.items():
         pol = policies[name]
         b_val = float(np.percentile(base, stat)) if not callable(stat) else float(stat(base))
@@ -323,6 +342,8 @@ def judge_latency(base: np.ndarray, cand: np.ndarray, policies: Mapping[str, Met
             need = max(need, min_samples_for(stat / 100.0))
         if n < need:
             verdict, reason = Verdict.INCONCLUSIVE, f"too few samples: {n} < {need} needed for {name}"
+        elif lo is None or hi is None:
+            verdict, reason = Verdict.INCONCLUSIVE, f"no ratio: baseline {name} is {b_val:g}"
         elif math.isfinite(noise) and noise > pol.max_cv:
             verdict, reason = Verdict.INCONCLUSIVE, f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}"
         elif not callable(stat) and max(outliers) >= (1.0 - stat / 100.0) / 2:
@@ -333,7 +354,7 @@ def judge_latency(base: np.ndarray, cand: np.ndarray, policies: Mapping[str, Met
             )
         else:
             verdict, reason = decide(ratio, lo, hi, p_value if p_value is not None else 1.0, pol)
-        out[name] = (b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
+        out[name] = Judged(b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
     return out
 
 
@@ -382,11 +403,14 @@ def judge_scalar(base: float, cand: float, policy: MetricPolicy) -> tuple[Verdic
 
 @dataclass(frozen=True)
 class RunPerf:
-    """The comparable numbers of one run: (variant, key) -> samples (latency) or a scalar."""
+    """The comparable numbers of one run: (variant, key) -> samples (latency) or a scalar.
+
+    ``envs`` holds each variant's environment (its first perf record's ``env``).
+    """
 
     latency: dict[tuple[str, str], np.ndarray]
     scalars: dict[tuple[str, str], float]
-    env: dict[str, Any]
+    envs: dict[str, dict[str, Any]]
 
     @property
     def variants(self) -> set[str]:
@@ -410,7 +434,7 @@ def collect(records: Iterable[Mapping[str, Any]], scalar_names: Iterable[str]) -
     """
     scalar_names = set(scalar_names)
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
-    env: dict[str, Any] = {}
+    envs: dict[str, dict[str, Any]] = {}
     for rec in records:
         perf = rec.get("perf") if isinstance(rec, Mapping) else None
         if not isinstance(perf, Mapping):
@@ -418,8 +442,8 @@ def collect(records: Iterable[Mapping[str, Any]], scalar_names: Iterable[str]) -
         rid = str(rec.get("id", ""))
         variant = str(rec.get("variant") or rid or "?")
         test = rid.split("[", 1)[0] or "?"
-        if not env and isinstance(rec.get("env"), Mapping):
-            env = dict(rec["env"])
+        if variant not in envs and isinstance(rec.get("env"), Mapping):
+            envs[variant] = dict(rec["env"])
         for key, value in perf.items():
             if str(key).startswith("latency_ms"):
                 samples = value.get("samples") if isinstance(value, Mapping) else None
@@ -432,7 +456,8 @@ def collect(records: Iterable[Mapping[str, Any]], scalar_names: Iterable[str]) -
             flat: dict[str, Any] = {}
             _flatten(str(key), value, flat)
             for name, scalar in flat.items():
-                if name in scalar_names and isinstance(scalar, (int, float)) and not isinstance(scalar, bool) and math.isfinite(scalar):
+                numeric = isinstance(scalar, (int, float)) and not isinstance(scalar, bool)
+                if name in scalar_names and numeric and math.isfinite(scalar):
                     found.append((variant, test, name, float(scalar)))
 
     tests_per_key: dict[tuple[str, str], set[str]] = {}
@@ -443,28 +468,41 @@ def collect(records: Iterable[Mapping[str, Any]], scalar_names: Iterable[str]) -
     for variant, test, key, value in found:
         name = key if len(tests_per_key[(variant, key)]) == 1 else f"{test}:{key}"
         (latency if isinstance(value, np.ndarray) else scalars)[(variant, name)] = value
-    return RunPerf(latency, scalars, env)
+    return RunPerf(latency, scalars, envs)
 
 
 def env_differences(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[str]:
-    """Human-readable differences between two env dicts, or [] when fingerprints agree."""
-    fp_b, fp_c = base.get("fingerprint"), cand.get("fingerprint")
-    if fp_b is not None and fp_b == fp_c:
-        return []
+    """Human-readable reasons two environments' timings are not comparable; [] when they are.
+
+    Different fingerprints (machine, OS, library versions) list every differing
+    field. Thread settings are not part of the fingerprint but change latency as much
+    as a different CPU does, so they are compared even when the fingerprints agree.
+    """
     flat_b: dict[str, Any] = {}
     flat_c: dict[str, Any] = {}
     _flatten("", {k: v for k, v in base.items() if k != "fingerprint"}, flat_b)
     _flatten("", {k: v for k, v in cand.items() if k != "fingerprint"}, flat_c)
-    diffs = [
-        f"{key}: {flat_b.get(key, '<absent>')} -> {flat_c.get(key, '<absent>')}"
-        for key in sorted(set(flat_b) | set(flat_c))
-        if flat_b.get(key) != flat_c.get(key)
-    ]
-    if fp_b is None and fp_c is None:
-        return diffs
-    if not diffs:
+    fp_b, fp_c = base.get("fingerprint"), cand.get("fingerprint")
+    same_machine = fp_b == fp_c
+    keys = sorted(set(flat_b) | set(flat_c))
+    if same_machine:
+        keys = [k for k in keys if k.startswith("threads.")]
+    diffs = [f"{k}: {flat_b.get(k, '<absent>')} -> {flat_c.get(k, '<absent>')}" for k in keys if flat_b.get(k) != flat_c.get(k)]
+    if not same_machine and not diffs:
         diffs = [f"fingerprint: {fp_b or '<absent>'} -> {fp_c or '<absent>'}"]
     return diffs
+
+
+def run_env_differences(base: RunPerf, cand: RunPerf) -> list[str]:
+    """Environment differences over the variants both runs have (each against its own twin)."""
+    shared = sorted(set(base.envs) & set(cand.envs))
+    pairs = [(base.envs[v], cand.envs[v]) for v in shared]
+    if not pairs and base.envs and cand.envs:  # nothing in common: compare any two
+        pairs = [(next(iter(base.envs.values())), next(iter(cand.envs.values())))]
+    out: list[str] = []
+    for b, c in pairs:
+        out += [d for d in env_differences(b, c) if d not in out]
+    return out
 
 
 def _seed(variant: str, metric: str) -> int:
@@ -480,14 +518,15 @@ def compare_runs(
 ) -> Comparison:
     """Judge every (variant, metric) present on both sides.
 
-    Raises EnvironmentMismatch when the env fingerprints differ, unless ``force_env``.
+    Raises EnvironmentMismatch when the env fingerprints or thread settings differ,
+    unless ``force_env``.
     """
     pols = merge_policies(policies)
     scalar_names = [name for name, p in pols.items() if p.kind != "latency"]
     base = collect(baseline_records, scalar_names)
     cand = collect(candidate_records, scalar_names)
 
-    diffs = env_differences(base.env, cand.env)
+    diffs = run_env_differences(base, cand)
     if diffs and not force_env:
         raise EnvironmentMismatch(diffs)
 
@@ -497,9 +536,9 @@ def compare_runs(
         if c_samples is None:
             continue
         judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key))
-        for name, (b_val, c_val, ratio, lo, hi, p, verdict, reason) in judged.items():
-            pol = pols[name]
-            rows.append(Row(variant, f"{key}.{name}", pol.kind, b_val, c_val, ratio, lo, hi, p, verdict, reason, pol.advisory))
+        for name, j in judged.items():
+            rows.append(Row(variant, f"{key}.{name}", "latency", j.base, j.cand, j.ratio, j.ci_lo, j.ci_hi,
+                            j.p_value, j.verdict, j.reason, pols[name].advisory))
     for (variant, key), b_val in sorted(base.scalars.items()):
         c_val = cand.scalars.get((variant, key))
         if c_val is None:

@@ -195,7 +195,7 @@ def _stats_fn(stats: Mapping[str, Stat]) -> Callable[[np.ndarray], dict[str, np.
         out: dict[str, np.ndarray] = {}
         if qs:
             values = np.percentile(x, list(qs.values()), axis=-1)
-            out.update({name: np.asarray(v, dtype=float) for name, v in zip(qs, values)})
+            out.update({name: np.asarray(v, dtype=float) for name, v in zip(qs, values, strict=True)})
         for name, fn in fns.items():
             out[name] = np.asarray(fn(x, axis=-1), dtype=float)
         return out

@@ -1,0 +1,58 @@
+"""``harness doctor``: what this machine can run, and why a variant would be skipped."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="versions, execution providers, and which variants would be skipped")
+    p.add_argument("--models", nargs="+", default=None)
+    p.add_argument("--precisions", nargs="+", default=None)
+    p.add_argument("--providers", nargs="+", default=None, help="default: every known provider")
+    p.set_defaults(func=doctor)
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from harness.config import PROVIDERS
+    from harness.envinfo import environment
+    from harness.options import build_options
+    from harness.plugin import matrix
+    from harness.runners.ort_runner import available_providers
+    from harness.workspace import Workspace
+    from harness.zoo import registered
+    from harness.zoo.base import cache_root
+
+    options = build_options(models=args.models, precisions=args.precisions,
+                            providers=args.providers or list(PROVIDERS))
+    console = Console()
+    env = environment()
+    console.print(f"[bold]harness doctor[/]  cpu: {env['cpu']} ({env['cores']} cores), gpu: {env['gpu'] or 'none'}")
+    for lib, version in env["versions"].items():
+        console.print(f"  {lib:22s} {version}")
+    try:
+        console.print(f"onnxruntime execution providers: {', '.join(available_providers())}")
+    except ImportError:
+        console.print("onnxruntime: not installed")
+    console.print(f"cache: {cache_root()}")
+    zoo = Table(title="models")
+    for col in ("name", "family", "default", "description"):
+        zoo.add_column(col)
+    for name, spec in registered().items():
+        zoo.add_row(name, spec.family, "yes" if spec.default else "opt-in", spec.description)
+    console.print(zoo)
+    table = Table(title="variants")
+    table.add_column("variant")
+    table.add_column("status")
+    runnable = 0
+    for variant in matrix(options):
+        reason = Workspace.unavailable_reason(variant)
+        runnable += reason is None
+        table.add_row(escape(variant.id), "[green]runs[/]" if reason is None else f"[yellow]skip:[/] {escape(reason)}")
+    console.print(table)
+    console.print(f"{runnable} variant(s) run here.")
+    return 0

@@ -1,0 +1,219 @@
+"""The pytest plugin (entry point ``pytest11: harness``): options, the variant matrix,
+the ``harness`` fixture, one results record per case, and the end-of-run summary.
+
+Records are written by the controlling process from test reports (``user_properties``
+travel with reports under pytest-xdist), so ``pytest -n 2`` and a serial run produce the
+same set of records, and a case that is skipped or errors during setup still gets one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config import RunOptions, UsageError, Variant
+from harness.results import SCHEMA, ResultsWriter
+
+from harness.plugins import discover as _discover_feature_plugins
+
+#: feature plugins (perf, generation, config files...), one module each in harness/plugins/
+pytest_plugins = _discover_feature_plugins()
+
+OPTIONS = pytest.StashKey[RunOptions]()
+WORKSPACE = pytest.StashKey[Any]()
+COLLECTOR = pytest.StashKey[Any]()
+EXCEPTION = pytest.StashKey[dict]()
+RUN_DIR = pytest.StashKey[Path]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness", "model deployment regression gate")
+    group.addoption("--harness-models", action="append", default=None, metavar="NAMES",
+                    help="models to judge: zoo names or local HF dirs, comma-separated (default: the built-in zoo)")
+    group.addoption("--harness-precisions", action="append", default=None, metavar="LIST",
+                    help="fp32,fp16,int8 (default: all)")
+    group.addoption("--harness-providers", action="append", default=None, metavar="LIST",
+                    help="torch_cpu,torch_cuda,ort_cpu,ort_cuda,ort_trt,... (default: torch_cpu,ort_cpu)")
+    group.addoption("--harness-out", default=None, metavar="DIR",
+                    help="run directory for results.jsonl and summary.md (default: reports/run-<time>)")
+    group.addoption("--harness-exporter", default=None, choices=("torchscript", "dynamo"),
+                    help="torch.onnx exporter (default: torchscript, or the model's own default)")
+    group.addoption("--harness-opset", type=int, default=None, help="ONNX opset (default 17)")
+    group.addoption("--harness-batch-size", type=int, default=None, help="sentences per batch (default 8)")
+    group.addoption("--harness-samples", type=int, default=None, help="corpus sentences per model (default 32)")
+    group.addoption("--harness-threads", type=int, default=None, help="intra-op threads for ORT and torch")
+    group.addoption("--harness-cache", default=None, metavar="DIR",
+                    help="cache for built models and artifacts (default: $HARNESS_CACHE or ~/.cache/model-harness)")
+
+
+def _options(config: pytest.Config) -> RunOptions:
+    from harness.options import build_options
+
+    return build_options(
+        models=config.getoption("harness_models"), precisions=config.getoption("harness_precisions"),
+        providers=config.getoption("harness_providers"), exporter=config.getoption("harness_exporter"),
+        opset=config.getoption("harness_opset"), batch_size=config.getoption("harness_batch_size"),
+        num_samples=config.getoption("harness_samples"), intra_op_threads=config.getoption("harness_threads"),
+    )
+
+
+def out_dir(config: pytest.Config) -> Path:
+    worker = getattr(config, "workerinput", None)
+    if worker and worker.get("harness_out"):
+        return Path(worker["harness_out"])
+    given = config.getoption("harness_out")
+    if given:
+        return Path(given)
+    env = os.environ.get("HARNESS_OUT")
+    if env:
+        return Path(env)
+    return Path(str(config.rootpath)) / "reports" / time.strftime("run-%Y%m%d-%H%M%S")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "harness(families=None, generates=False): restrict a suite's matrix")
+    cache = config.getoption("harness_cache")
+    if cache:
+        os.environ["HARNESS_CACHE"] = str(cache)
+    try:
+        config.stash[OPTIONS] = _options(config)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[RUN_DIR] = out_dir(config)
+    if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
+        from harness.recording import RecordCollector
+
+        config.stash[COLLECTOR] = RecordCollector(ResultsWriter(config.stash[RUN_DIR]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: every worker writes its side files into the controller's run dir."""
+    node.workerinput["harness_out"] = str(node.config.stash[RUN_DIR])
+
+
+def workspace(config: pytest.Config):
+    if WORKSPACE not in config.stash:
+        from harness.workspace import Workspace
+
+        config.stash[WORKSPACE] = Workspace(config.stash[OPTIONS],
+                                            explicit_exporter=config.getoption("harness_exporter") is not None)
+    return config.stash[WORKSPACE]
+
+
+def matrix(options: RunOptions, *, families: set[str] | None = None, generates: bool = False) -> list[Variant]:
+    from harness.zoo import resolve
+
+    variants = []
+    for model in options.models:
+        spec = resolve(model)
+        if families and spec.family not in families:
+            continue
+        if generates and not spec.generates:
+            continue
+        for precision in options.precisions:
+            for provider in options.providers:
+                variants.append(Variant(spec.name if not Path(model).is_dir() else model, precision, provider))
+    return variants
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "variant" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("harness")
+    kwargs = marker.kwargs if marker else {}
+    families = set(kwargs["families"]) if kwargs.get("families") else None
+    variants = matrix(metafunc.config.stash[OPTIONS], families=families, generates=bool(kwargs.get("generates")))
+    metafunc.parametrize("variant", variants, ids=[_display_id(v) for v in variants])
+
+
+def _display_id(variant: Variant) -> str:
+    if os.sep in variant.model:
+        return f"{Path(variant.model).name}-{variant.precision.value}-{variant.provider.short}"
+    return variant.id
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        variant = getattr(item, "callspec", None) and item.callspec.params.get("variant")
+        if isinstance(variant, Variant):
+            item.user_properties.append(("harness_case", {
+                "variant": _display_id(variant), "model": variant.model, "precision": variant.precision.value,
+                "backend": variant.backend, "provider": variant.provider.short,
+                "execution_provider": variant.provider.device, "suite": item.module.__name__.rsplit(".", 1)[-1]
+                if item.module else "",
+            }))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    if call.when == "call" and call.excinfo is not None:
+        from harness.parity import GateFailure
+
+        exc = call.excinfo.value
+        item.stash[EXCEPTION] = {"type": type(exc).__name__, "gate": isinstance(exc, GateFailure),
+                                 "skip": call.excinfo.errisinstance(pytest.skip.Exception),
+                                 "message": str(exc).strip()}
+    return (yield)
+
+
+@pytest.fixture
+def harness(request: pytest.FixtureRequest):
+    """The current case: its workspace, variant and record. Skips unavailable variants."""
+    from harness.recording import Case
+
+    ws = workspace(request.config)
+    variant = getattr(request.node, "callspec", None) and request.node.callspec.params.get("variant")
+    if isinstance(variant, Variant):
+        reason = ws.unavailable_reason(variant)
+        if reason:
+            pytest.skip(reason)
+    case = Case(ws, variant if isinstance(variant, Variant) else None, request.config.stash[RUN_DIR],
+                request.node.name)
+    yield case
+    case.exception = request.node.stash.get(EXCEPTION, None)
+    request.node.user_properties.append(("harness_record", case.payload()))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    collector = _collector()
+    if collector is not None:
+        collector.on_report(report)
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _CONFIG[:] = [session.config]
+
+
+def _collector():
+    if not _CONFIG:
+        return None
+    return _CONFIG[0].stash.get(COLLECTOR, None)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    collector = session.config.stash.get(COLLECTOR, None)
+    if collector is not None and collector.records:
+        from harness.report.summary import write_summary
+
+        write_summary(collector.writer.out_dir, collector.records)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    collector = config.stash.get(COLLECTOR, None)
+    if collector is None or not collector.records:
+        return
+    from harness.report.terminal import render_terminal
+
+    render_terminal(collector.records, terminalreporter, collector.writer.out_dir)
+
+
+__all__ = ["SCHEMA", "harness", "matrix"]

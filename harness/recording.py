@@ -1,0 +1,173 @@
+"""From a test case to its results record.
+
+``Case`` is what a suite test holds (the ``harness`` fixture): it runs parity through the
+workspace and collects metrics, thresholds, artifacts and data. ``RecordCollector`` lives in
+the controlling process and turns the reports of each test (setup, call, teardown) into
+exactly one record with a verdict, whatever happened: pass, gate failure, skip, error.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.config import Variant
+from harness.envinfo import environment
+from harness.results import SCHEMA, ResultsWriter
+
+RUN_ID = uuid.uuid4().hex[:12]
+
+
+@dataclass
+class Case:
+    workspace: Any
+    variant: Variant | None
+    run_dir: Path
+    name: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    thresholds: dict[str, dict] = field(default_factory=dict)
+    artifacts: dict[str, dict] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    perf: dict[str, Any] = field(default_factory=dict)
+    exception: dict | None = None
+    started: float = field(default_factory=time.time)
+
+    @property
+    def model(self):
+        assert self.variant is not None, "this case has no variant"
+        return self.workspace.model(self.variant.model)
+
+    def numeric_parity(self, family=None):
+        """Judge the variant's graphs against PyTorch FP32; records everything, returns the result."""
+        from harness.parity import numeric_parity
+
+        assert self.variant is not None
+        result = numeric_parity(self.workspace, self.variant, family)
+        self.metrics.update(result.metrics())
+        self.thresholds.update(result.thresholds())
+        self.artifacts.update(result.artifacts)
+        self.data["worst"] = result.worst()
+        self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
+        return result
+
+    def side_file(self, name: str) -> Path:
+        """A path in the run dir for this case's extra outputs (decoded text, raw samples)."""
+        safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in self.name) or "case"
+        directory = self.run_dir / "cases" / safe
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory / name
+
+    def payload(self) -> dict[str, Any]:
+        model_sha = None
+        if self.variant is not None:
+            try:
+                model_sha = self.workspace.model(self.variant.model).weights_sha256
+            except Exception:  # the model itself failed to load: the error is the record's reason
+                model_sha = None
+        threads = self.workspace.options
+        return {
+            "model_sha256": model_sha,
+            "metrics": self.metrics,
+            "thresholds": self.thresholds,
+            "artifacts": self.artifacts,
+            "data": self.data,
+            "perf": self.perf,
+            "exception": self.exception,
+            "env": environment(threads.intra_op_threads, threads.inter_op_threads),
+            "settings": {"opset": threads.opset, "exporter": threads.exporter, "batch_size": threads.batch_size,
+                         "num_samples": threads.num_samples},
+            "started": self.started,
+        }
+
+
+class RecordCollector:
+    """Controller side: one record per harness case, appended when its teardown report arrives."""
+
+    def __init__(self, writer: ResultsWriter) -> None:
+        self.writer = writer
+        self.records: list[dict] = []
+        self._state: dict[str, dict[str, Any]] = {}
+
+    def on_report(self, report: Any) -> None:
+        state = self._state.setdefault(report.nodeid, {"props": {}, "phases": {}, "duration": 0.0})
+        for key, value in getattr(report, "user_properties", []) or []:
+            state["props"][key] = value
+        state["phases"][report.when] = (report.outcome, _short(report))
+        state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
+        if report.when == "teardown":
+            self._state.pop(report.nodeid, None)
+            record = self.compose(report.nodeid, state)
+            if record is not None:
+                self.writer.append(record)
+                self.records.append(record)
+
+    def compose(self, nodeid: str, state: dict[str, Any]) -> dict | None:
+        case = state["props"].get("harness_case")
+        if case is None:
+            return None
+        payload = state["props"].get("harness_record") or {}
+        verdict, reason = _verdict(state["phases"], payload.get("exception"))
+        record = {
+            "schema": SCHEMA,
+            "id": nodeid.split("::")[-1],
+            "nodeid": nodeid,
+            "run_id": RUN_ID,
+            "suite": case.get("suite"),
+            "variant": case.get("variant"),
+            "model": case.get("model"),
+            "model_sha256": payload.get("model_sha256"),
+            "precision": case.get("precision"),
+            "backend": case.get("backend"),
+            "provider": case.get("provider"),
+            "execution_provider": case.get("execution_provider"),
+            "verdict": verdict,
+            "reason": reason,
+            "metrics": payload.get("metrics", {}),
+            "thresholds": payload.get("thresholds", {}),
+            "artifacts": payload.get("artifacts", {}),
+            "settings": payload.get("settings", {}),
+            "env": payload.get("env") or environment(),
+            "duration_s": round(state["duration"], 4),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "harness_version": __version__,
+            "data": payload.get("data", {}),
+        }
+        if payload.get("perf"):
+            record["perf"] = payload["perf"]
+        return record
+
+
+def _short(report: Any) -> str:
+    if report.passed:
+        return ""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (file, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)
+    return str(longrepr).strip().splitlines()[-1] if longrepr else ""
+
+
+def _verdict(phases: dict[str, tuple[str, str]], exception: dict | None) -> tuple[str, str]:
+    setup = phases.get("setup", ("passed", ""))
+    if setup[0] == "skipped":
+        return "skip", setup[1]
+    if setup[0] == "failed":
+        return "error", f"setup: {setup[1]}"
+    outcome, message = phases.get("call", ("passed", ""))
+    if outcome == "skipped":
+        return "skip", message
+    if outcome == "failed":
+        if exception and exception.get("gate"):
+            return "fail", exception.get("message", message)
+        detail = f"{exception['type']}: {exception['message']}" if exception else message
+        return "error", detail.splitlines()[0] if detail else "error"
+    teardown = phases.get("teardown", ("passed", ""))
+    if teardown[0] == "failed":
+        return "error", f"teardown: {teardown[1]}"
+    return "pass", ""

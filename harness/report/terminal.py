@@ -1,0 +1,38 @@
+"""The end-of-run table in the terminal (rich), next to pytest's own summary."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harness.report.checks import format_checks
+
+STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow"}
+
+
+def build_table(records: Sequence[dict]) -> Table:
+    table = Table(title="model deployment gate", show_lines=False)
+    for col in ("case", "verdict", "worst checks", "reason"):
+        table.add_column(col, overflow="fold")
+    for r in sorted(records, key=lambda r: (r.get("suite") or "", r.get("id") or "")):
+        verdict = r.get("verdict", "?")
+        reason = (r.get("reason") or "").splitlines()[0][:90] if r.get("reason") else ""
+        table.add_row(escape(str(r.get("id"))), f"[{STYLE.get(verdict, '')}]{verdict}[/]", escape(format_checks(r)),
+                      escape(reason))
+    return table
+
+
+def render_terminal(records: Sequence[dict], terminalreporter, out_dir: Path) -> None:
+    buffer = io.StringIO()
+    width = getattr(terminalreporter, "_tw", None)
+    console = Console(file=buffer, width=max(100, getattr(width, "fullwidth", 120)),
+                      force_terminal=bool(getattr(terminalreporter, "hasmarkup", False)))
+    console.print(build_table(records))
+    terminalreporter.write_sep("=", "harness summary")
+    terminalreporter.write(buffer.getvalue())
+    terminalreporter.write_line(f"results: {Path(out_dir) / 'results.jsonl'}  summary: {Path(out_dir) / 'summary.md'}")

@@ -1,0 +1,10 @@
+"""Numeric parity: every graph of every variant against PyTorch FP32 on padded corpus batches.
+
+One case per model x precision x provider (``test_logits_parity[marian-tiny-int8-ort_cpu]``);
+the record holds every metric of every output, the thresholds and the worst element.
+"""
+
+
+def test_logits_parity(variant, harness):
+    result = harness.numeric_parity()
+    result.assert_ok()
