@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 from harness.config import (DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, PROVIDERS, Precision, Provider, RunOptions,
@@ -17,7 +18,10 @@ def default_models() -> list[str]:
 def build_options(*, models: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
                   providers: Iterable[str] | None = None, exporter: str | None = None, opset: int | None = None,
                   batch_size: int | None = None, num_samples: int | None = None,
-                  intra_op_threads: int | None = None, inter_op_threads: int | None = None) -> RunOptions:
+                  intra_op_threads: int | None = None, inter_op_threads: int | None = None,
+                  config_path: str | Path | None = None, rootdir: Path | None = None) -> RunOptions:
+    """Options from explicit arguments; a suite config file (``config_path``, or a
+    ``harness.toml`` in ``rootdir``) supplies what the arguments leave unset."""
     from harness.zoo import resolve
 
     names = split_csv(list(models)) if models else default_models()

@@ -46,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-batch-size", type=int, default=None, help="sentences per batch (default 8)")
     group.addoption("--harness-samples", type=int, default=None, help="corpus sentences per model (default 32)")
     group.addoption("--harness-threads", type=int, default=None, help="intra-op threads for ORT and torch")
+    group.addoption("--harness-config", default=None, metavar="FILE",
+                    help="declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
+                         "default: harness.toml in the rootdir if present")
     group.addoption("--harness-cache", default=None, metavar="DIR",
                     help="cache for built models and artifacts (default: $HARNESS_CACHE or ~/.cache/model-harness)")
 
@@ -58,6 +61,7 @@ def _options(config: pytest.Config) -> RunOptions:
         providers=config.getoption("harness_providers"), exporter=config.getoption("harness_exporter"),
         opset=config.getoption("harness_opset"), batch_size=config.getoption("harness_batch_size"),
         num_samples=config.getoption("harness_samples"), intra_op_threads=config.getoption("harness_threads"),
+        config_path=config.getoption("harness_config"), rootdir=Path(str(config.rootpath)),
     )
 
 

@@ -51,9 +51,10 @@ class Workspace:
         return family_for(model.family)
 
     def texts(self, model: LoadedModel) -> list[str]:
-        from harness.corpus import load_corpus
+        from harness.corpus import load_corpus, load_corpus_file
 
-        corpus = load_corpus(model.spec.corpus)
+        name = model.spec.corpus
+        corpus = load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
         return list(corpus.sources[: self.options.num_samples])
 
     def batches(self, model: LoadedModel) -> list[list[str]]:

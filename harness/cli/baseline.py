@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.gate.baseline import DEFAULT_STORE, list_baselines, load_baseline, load_run, save_baseline
-from harness.gate.compare import compare_runs
+from harness.gate.compare import compare_runs, parse_threshold
 
 
 def _console():  # -> rich.console.Console; imported lazily to keep `harness --help` fast
@@ -38,7 +38,8 @@ def cmd_save(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.name, args.store)
     candidate = load_run(args.run_dir)
-    comparison = compare_runs(baseline.records, candidate, force_env=args.force_env)
+    policies = [parse_threshold(t) for t in args.threshold]
+    comparison = compare_runs(baseline.records, candidate, policies, force_env=args.force_env)
     comparison.render_table(_console())
     if args.json:
         _write(args.json, comparison.to_json() + "\n")
@@ -87,6 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _store_option(compare)
     compare.add_argument("--force-env", action="store_true",
                          help="compare even though the environment fingerprints differ")
+    compare.add_argument("--threshold", action="append", default=[], metavar="METRIC=FRACTION",
+                         help="override an effect threshold, e.g. p50=8%% (repeatable; see docs/perf-gate.md)")
     compare.add_argument("--json", metavar="OUT", help="also write the comparison as JSON")
     compare.add_argument("--markdown", metavar="OUT", help="also write the comparison as a Markdown table")
     compare.set_defaults(func=cmd_compare)

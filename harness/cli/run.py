@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--threads", type=int, default=None, help="intra-op threads")
     p.add_argument("--cache", type=Path, default=None, help="model/artifact cache dir")
+    p.add_argument("--config", type=Path, default=None, help="suite config (harness.toml / pyproject [tool.harness])")
+    p.add_argument("--perf", action="store_true", help="also run the performance suites (latency, cold start, memory)")
     p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed to pytest verbatim")
     p.set_defaults(func=run)
 
@@ -46,7 +48,8 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
 
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
     build_options(models=args.models, precisions=args.precisions, providers=args.providers,
-                  exporter=args.exporter, opset=args.opset, batch_size=args.batch_size, num_samples=args.samples)
+                  exporter=args.exporter, opset=args.opset, batch_size=args.batch_size, num_samples=args.samples,
+                  config_path=args.config, rootdir=Path.cwd())
     suites = args.suites or suites_dir()
     if not suites.exists():
         raise UsageError(f"--suites: {suites} does not exist")
@@ -57,9 +60,12 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
             argv.append(f"{flag}={','.join(values)}")
     for flag, value in (("--harness-exporter", args.exporter), ("--harness-opset", args.opset),
                         ("--harness-samples", args.samples), ("--harness-batch-size", args.batch_size),
-                        ("--harness-threads", args.threads), ("--harness-cache", args.cache)):
+                        ("--harness-threads", args.threads), ("--harness-cache", args.cache),
+                        ("--harness-config", args.config)):
         if value is not None:
             argv.append(f"{flag}={value}")
+    if args.perf:
+        argv.append("--harness-perf")
     if args.keyword:
         argv += ["-k", args.keyword]
     if args.workers:

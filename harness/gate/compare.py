@@ -14,12 +14,12 @@ import enum
 import json
 import math
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
-from harness.config import UsageError
+from harness.config import UsageError, did_you_mean
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
     block_cv,
@@ -125,6 +125,28 @@ def merge_policies(policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy]
     for policy in items:
         merged[policy.name] = policy
     return merged
+
+
+def parse_threshold(text: str) -> MetricPolicy:
+    """``p50=8%`` or ``p50=0.08`` -> the default p50 policy with that effect threshold.
+
+    Lets a shared CI runner loosen a threshold to its measured noise without code.
+    """
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not value.strip():
+        raise UsageError(f"--threshold {text!r}: expected NAME=FRACTION, e.g. p50=0.08 or p50=8%")
+    if name not in DEFAULT_POLICIES:
+        raise UsageError(
+            f"--threshold: unknown metric {name!r}{did_you_mean(name, DEFAULT_POLICIES)}; "
+            f"valid: {', '.join(DEFAULT_POLICIES)}"
+        )
+    raw = value.strip()
+    try:
+        effect = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UsageError(f"--threshold {text!r}: {raw!r} is not a number") from None
+    return replace(DEFAULT_POLICIES[name], min_effect=effect)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ class ModelSpec:
     exporter: str | None = None
     #: precision -> {metric: threshold}; merged over the per-precision defaults.
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: performance budgets, e.g. {"p50_ms": 5.0, "peak_rss_mb": 600, "artifact_mb": 20}
+    budgets: Mapping[str, float] = field(default_factory=dict)
     #: arguments users may need, e.g. {"trust_remote_code": False}
     extra: Mapping[str, object] = field(default_factory=dict)
 
