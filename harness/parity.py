@@ -53,10 +53,12 @@ class OutputResult:
     tolerance: Tolerance | None  # None: reported, not gated
     n_compared: int
 
+    where: str = ""
+
     def failures(self) -> list[Failure]:
         if self.tolerance is None:
             return []
-        where = self.worst.describe(self.axis_names) if self.worst else "n/a"
+        where = self.worst.describe(self.axis_names) if self.worst else (self.where or "n/a")
         return [Failure(self.graph, self.output, c.metric, self.metrics[c.metric], c.threshold, c.symbol, where)
                 for c in self.tolerance.checks
                 if c.metric in self.metrics and not c.passes(self.metrics[c.metric])]
@@ -159,6 +161,19 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
     return results
 
 
+def lint_result(graph_name: str, path: str) -> OutputResult:
+    """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``)."""
+    from harness.config import Check
+    from harness.export.lint import training_mode_nodes
+
+    nodes = training_mode_nodes(path)
+    where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else "n/a"
+    result = OutputResult(graph_name, "artifact", {"training_mode_ops": float(len(nodes))}, None, (),
+                          Tolerance((Check("training_mode_ops", 0.0),)), 1)
+    result.where = where
+    return result
+
+
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None) -> ParityResult:
     model = ws.model(variant.model)
     family = family or ws.family(model)
@@ -174,6 +189,8 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
             feeds = family.feeds(model, graph, texts)
             ref = ws.reference(model, family, graph, feeds, index)
             batches.append((feeds, ref, family.valid_masks(graph, feeds, ref)))
+        if getattr(runner, "path", None):
+            result.outputs.append(lint_result(graph.name, runner.path))
         start = time.perf_counter()
         try:
             result.outputs += run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)

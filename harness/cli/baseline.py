@@ -54,12 +54,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"no baselines in {args.store}")
         return 0
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"baselines in {args.store}")
+    table = Table(title=Text(f"baselines in {args.store}"))
     for column in ("name", "created", "records", "fingerprint", "harness", "source"):
         table.add_column(column)
-    for b in found:
-        table.add_row(b.name, b.created, str(b.records), b.fingerprint or "-", b.harness_version, b.source)
+    for b in found:  # Text, not markup: a path may contain "[...]"
+        table.add_row(*(Text(c) for c in (b.name, b.created, str(b.records), b.fingerprint or "-", b.harness_version, b.source)))
     _console().print(table)
     return 0
 

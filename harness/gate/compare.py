@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MiB = 1024 * 1024
 
-#: Fewer calls than this per side and no latency verdict but INCONCLUSIVE is possible:
+#: With fewer calls than this on either side every latency statistic is INCONCLUSIVE:
 #: 8 blocks of 5 calls is the least that gives the rank test any power.
 MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
 
@@ -42,8 +43,15 @@ MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
 #: dev box, at 1.5x-30x the median), not the model.
 OUTLIER_FACTOR = 1.5
 
-#: Statistics derived from the raw latency samples: name -> percentile or reduction.
-LATENCY_STATS: dict[str, float | Any] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "mean": np.mean}
+_PERCENTILE_NAME = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
+
+
+def latency_stat(name: str) -> float | Any | None:
+    """What a latency policy name measures: ``pNN`` -> percentile NN, ``mean`` -> np.mean, else None."""
+    if name == "mean":
+        return np.mean
+    match = _PERCENTILE_NAME.fullmatch(name)
+    return float(match.group(1)) if match else None
 
 
 class Verdict(str, enum.Enum):
@@ -92,6 +100,8 @@ class MetricPolicy:
     def __post_init__(self) -> None:
         if self.kind not in ("latency", "memory", "size", "cold"):
             raise UsageError(f"policy {self.name!r}: unknown kind {self.kind!r}")
+        if self.kind == "latency" and latency_stat(self.name) is None:
+            raise UsageError(f"latency policy {self.name!r}: name must be 'mean' or a percentile like 'p75'")
         if not 0.0 <= self.min_effect <= 1.0:  # catches "5" meant as 5%
             raise UsageError(f"policy {self.name!r}: min_effect must be a fraction in [0, 1] like 0.05, got {self.min_effect}")
         if not 0.0 < self.alpha < 1.0:
@@ -250,7 +260,9 @@ class Comparison:
         return "\n".join(lines) + "\n"
 
     def render_table(self, console: "Console") -> None:
+        from rich.markup import escape
         from rich.table import Table
+        from rich.text import Text
 
         styles = {Verdict.PASS: "green", Verdict.IMPROVEMENT: "cyan",
                   Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red"}
@@ -260,12 +272,14 @@ class Comparison:
             table.add_column(header, justify=justify)  # type: ignore[arg-type]
         for r in _ordered(self.rows):
             style = "dim" if r.advisory and r.verdict is not Verdict.REGRESSION else styles[r.verdict]
-            verdict = f"{r.verdict.value}{' (adv)' if r.advisory else ''}"
-            table.add_row(r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
-                          fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), f"[{style}]{verdict}[/]", r.reason)
+            verdict = Text(f"{r.verdict.value}{' (adv)' if r.advisory else ''}", style=style)
+            # Text, not markup: names like "latency_ms[bs=8]" would otherwise be eaten as style tags.
+            cells = [r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
+                     fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value)]
+            table.add_row(*(Text(c) for c in cells), verdict, Text(r.reason))
         console.print(table)
         for note in self.notes():
-            console.print(f"[yellow]note:[/] {note}", highlight=False)
+            console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
         colour = "red" if self.exit_code else "green"
         console.print(f"[bold {colour}]{self.headline()}[/]", highlight=False)
 
@@ -338,7 +352,8 @@ def judge_latency(
     The noise and sample-count checks come first: if the data cannot be trusted, the
     interval and the p-value are still reported but the verdict is INCONCLUSIVE.
     """
-    wanted = {name: LATENCY_STATS[name] for name, pol in policies.items() if pol.kind == "latency" and name in LATENCY_STATS}
+    wanted = {name: latency_stat(name) for name, pol in policies.items() if pol.kind == "latency"}
+    wanted = {name: stat for name, stat in wanted.items() if stat is not None}
     if not wanted:
         return {}
     n = min(base.size, cand.size)

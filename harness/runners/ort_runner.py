@@ -20,6 +20,19 @@ _ORT_TYPES = {
 }
 
 
+def _level(name: str):
+    def get():
+        import onnxruntime as ort
+
+        return getattr(ort.GraphOptimizationLevel, name)
+    return get
+
+
+#: session graph optimisation levels by the names users pass
+OPTIMIZATION_LEVELS = {"disable": _level("ORT_DISABLE_ALL"), "basic": _level("ORT_ENABLE_BASIC"),
+                       "extended": _level("ORT_ENABLE_EXTENDED"), "all": _level("ORT_ENABLE_ALL")}
+
+
 def available_providers() -> list[str]:
     import onnxruntime as ort
 
@@ -28,11 +41,13 @@ def available_providers() -> list[str]:
 
 class OrtGraphRunner(GraphRunner):
     def __init__(self, path: str, provider: str, intra_op_threads: int | None = None,
-                 inter_op_threads: int | None = None, provider_options: dict | None = None) -> None:
+                 inter_op_threads: int | None = None, provider_options: dict | None = None,
+                 optimization: str = "all") -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        options.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]()
         if intra_op_threads:
             options.intra_op_num_threads = intra_op_threads
         if inter_op_threads:

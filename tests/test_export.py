@@ -1,0 +1,80 @@
+"""Export: dynamic axes really dynamic, checker-valid artifacts, eval mode preserved, cache reused."""
+
+import numpy as np
+import onnx
+import pytest
+
+from harness.config import Precision
+from harness.export.artifacts import ExportSettings, onnx_artifact
+from harness.export.onnx_export import ExportError, export_graph
+from harness.runners.ort_runner import OrtGraphRunner
+from tests.conftest import variant
+
+
+def test_graph_contract_and_dynamic_axes(workspace):
+    model = workspace.model("marian-tiny")
+    family = workspace.family(model)
+    graph = next(g for g in family.graphs(model) if g.name == "decoder_with_past")
+    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(), workspace.artifacts)
+    proto = onnx.load(str(entry.path()))
+    inputs = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in proto.graph.input}
+    assert list(inputs) == list(graph.input_names)
+    assert [o.name for o in proto.graph.output] == list(graph.output_names)
+    assert inputs["input_ids"][0] == "batch" and inputs["encoder_attention_mask"][1] == "encoder_sequence"
+    assert inputs["past_key_values.0.decoder.key"][2] == "past_decoder_sequence"
+    assert not model.model.training, "export must leave the reference model in eval mode"
+
+
+@pytest.mark.parametrize("batch,length", [(1, 3), (5, 40)])
+def test_exported_encoder_runs_at_other_shapes(workspace, batch, length):
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(), workspace.artifacts)
+    runner = OrtGraphRunner(str(entry.path()), "CPUExecutionProvider")
+    ids = np.full((batch, length), 7, dtype=np.int64)
+    out = runner.run({"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    assert out["logits"].shape == (batch, 5)
+
+
+def test_second_request_reuses_the_cached_artifact(workspace):
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    first = onnx_artifact(model, family, graph, Precision.INT8, ExportSettings(), workspace.artifacts)
+    second = onnx_artifact(model, family, graph, Precision.INT8, ExportSettings(), workspace.artifacts)
+    assert not second.built and second.directory == first.directory
+
+
+def test_int8_and_fp16_artifacts_are_smaller_and_valid(workspace):
+    model = workspace.model("marian-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    sizes = {}
+    for precision in Precision:
+        entry = onnx_artifact(model, family, graph, precision, ExportSettings(), workspace.artifacts)
+        onnx.checker.check_model(str(entry.path()))
+        sizes[precision] = entry.path().stat().st_size
+    assert sizes[Precision.INT8] < sizes[Precision.FP16] < sizes[Precision.FP32]
+
+
+def test_export_refuses_a_module_in_training_mode(workspace, tmp_path):
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    module = family.module(model, graph).train()
+    try:
+        with pytest.raises(ExportError, match="training mode"):
+            export_graph(module, graph, family.export_example(model, graph), tmp_path)
+    finally:
+        model.model.eval()
+    assert not model.model.training
+
+
+def test_variant_ids_in_artifacts(workspace):
+    backend = workspace.backend(variant("bert-tiny", "fp16"), workspace.model("bert-tiny"))
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    arts = backend.artifacts(model, family, family.graphs(model)[0], variant("bert-tiny", "fp16"))
+    (name, info), = arts.items()
+    assert name == "model/model.onnx" and len(info["sha256"]) == 64 and info["bytes"] > 0
