@@ -1,0 +1,288 @@
+"""harness.gate.compare: the verdict rules on synthetic runs with known truth.
+
+The samples are generated (lognormal call noise, a little drift, rare outliers) with
+fixed seeds, so each test knows the true change and checks the gate's answer to it.
+scripts/bench_gate_power.py asks the same questions of a real ONNX Runtime workload.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from harness.config import UsageError
+from harness.gate.compare import (
+    DEFAULT_POLICIES,
+    EnvironmentMismatch,
+    MetricPolicy,
+    Verdict,
+    compare_runs,
+    decide,
+    parse_threshold,
+)
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+ENV = {"fingerprint": "abc123", "cpu": "Test CPU", "cores": 2, "versions": {"onnxruntime": "1.20.0", "torch": "2.5.0"}}
+VARIANT = "encoder-custom-fp32-ort_cpu"
+
+
+def calls(seed: int, n: int = 1000, scale: float = 1.0, sigma: float = 0.08, block_noise: float = 0.0) -> list[float]:
+    """Per-call latencies (ms) like a quiet CPU: lognormal jitter, slow drift, 1% outliers.
+
+    ``block_noise`` multiplies each run of 50 calls by its own random factor, the
+    signature of a machine whose speed keeps changing under the benchmark.
+    """
+    rng = np.random.default_rng(seed)
+    x = 2.0 * scale * rng.lognormal(0.0, sigma, n) * np.linspace(1.0, 1.01, n)
+    x[rng.random(n) < 0.01] *= 3.0
+    if block_noise:
+        x *= np.repeat(rng.lognormal(0.0, block_noise, -(-n // 50)), 50)[:n]
+    return x.tolist()
+
+
+def rec(samples: list[float] | None = None, *, variant: str = VARIANT, env: dict[str, Any] | None = None,
+        test: str = "test_latency", **perf: Any) -> dict[str, Any]:
+    body: dict[str, Any] = dict(perf)
+    if samples is not None:
+        body["latency_ms"] = {"samples": samples, "warmup": 10, "summary": {}}
+    return {"schema": "harness.result/1", "id": f"{test}[{variant}]", "variant": variant, "suite": "perf",
+            "verdict": "pass", "metrics": {}, "env": env or ENV, "perf": body, "future_field": [1, 2]}
+
+
+def row(comparison, metric: str, variant: str = VARIANT):
+    matches = [r for r in comparison.rows if r.metric == metric and r.variant == variant]
+    assert len(matches) == 1, [(r.variant, r.metric) for r in comparison.rows]
+    return matches[0]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_a_never_regresses(seed: int) -> None:
+    result = compare_runs([rec(calls(seed))], [rec(calls(seed + 100))])
+    assert all(r.verdict is not Verdict.REGRESSION for r in result.rows)
+    assert row(result, "latency_ms.p50").verdict is Verdict.PASS
+    assert result.exit_code == 0
+
+
+def test_25_percent_slowdown_is_a_regression() -> None:
+    result = compare_runs([rec(calls(1))], [rec(calls(2, scale=1.25))])
+    p50 = row(result, "latency_ms.p50")
+    assert p50.verdict is Verdict.REGRESSION
+    assert 1.2 < p50.ci_lo <= p50.ratio <= p50.ci_hi < 1.3
+    assert p50.p_value < 1e-3
+    assert row(result, "latency_ms.p90").verdict is Verdict.REGRESSION
+    assert result.exit_code == 1
+    assert "FAIL" in result.headline()
+
+
+def test_2_percent_slowdown_is_below_the_effect_threshold() -> None:
+    result = compare_runs([rec(calls(1))], [rec(calls(2, scale=1.02))])
+    assert row(result, "latency_ms.p50").verdict is Verdict.PASS
+    assert result.exit_code == 0
+
+
+def test_25_percent_faster_is_an_improvement() -> None:
+    result = compare_runs([rec(calls(1))], [rec(calls(2, scale=0.75))])
+    assert row(result, "latency_ms.p50").verdict is Verdict.IMPROVEMENT
+    assert result.exit_code == 0
+
+
+def test_very_noisy_runs_are_inconclusive_even_when_slower() -> None:
+    base = rec(calls(1, block_noise=0.3))
+    result = compare_runs([base], [rec(calls(2, scale=1.25, block_noise=0.3))])
+    latency = [r for r in result.rows if r.kind == "latency"]
+    assert latency and all(r.verdict is Verdict.INCONCLUSIVE for r in latency)
+    assert "too noisy" in row(result, "latency_ms.p50").reason
+    assert result.exit_code == 0
+
+
+def test_too_few_samples_are_inconclusive() -> None:
+    result = compare_runs([rec(calls(1, n=30))], [rec(calls(2, n=30, scale=1.5))])
+    assert row(result, "latency_ms.p50").verdict is Verdict.INCONCLUSIVE
+    assert "too few samples" in row(result, "latency_ms.p50").reason
+    # p95 needs 200 calls even when the median would be trusted.
+    result = compare_runs([rec(calls(1, n=150))], [rec(calls(2, n=150, scale=1.5))])
+    assert row(result, "latency_ms.p50").verdict is Verdict.REGRESSION
+    assert row(result, "latency_ms.p95").verdict is Verdict.INCONCLUSIVE
+
+
+def test_zero_baseline_latency_is_inconclusive_not_a_crash() -> None:
+    # A coarse clock can record 0 ms for every call; there is no ratio to judge.
+    result = compare_runs([rec([0.0] * 200)], [rec(calls(2, n=200))])
+    p50 = row(result, "latency_ms.p50")
+    assert p50.verdict is Verdict.INCONCLUSIVE and "no ratio" in p50.reason
+    assert result.exit_code == 0
+
+
+def test_tail_percentile_among_outliers_is_inconclusive() -> None:
+    # 8% of candidate calls preempted: p95 is then set by the preemptions, not the model.
+    cand = np.array(calls(2))
+    cand[np.random.default_rng(7).random(cand.size) < 0.08] *= 4.0
+    result = compare_runs([rec(calls(1))], [rec(cand.tolist())])
+    p95 = row(result, "latency_ms.p95")
+    assert p95.verdict is Verdict.INCONCLUSIVE and "outliers" in p95.reason
+    assert p95.ratio > 1.5  # the naive comparison would have screamed
+    assert row(result, "latency_ms.p50").verdict is Verdict.PASS
+
+
+def test_advisory_regressions_do_not_fail_the_gate() -> None:
+    result = compare_runs([rec(calls(1), cold_start_ms={"load": 100.0, "first_inference": 20.0})],
+                          [rec(calls(2), cold_start_ms={"load": 300.0, "first_inference": 20.0})])
+    load = row(result, "cold_start_ms.load")
+    assert load.verdict is Verdict.REGRESSION and load.advisory
+    assert row(result, "cold_start_ms.first_inference").verdict is Verdict.PASS
+    assert result.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("base", "cand", "verdict"),
+    [
+        (1 * GiB, 1 * GiB + 10 * MiB, Verdict.PASS),  # +1%: below both thresholds
+        (1 * GiB, 1 * GiB + 100 * MiB, Verdict.REGRESSION),  # +9.8% and +100 MiB
+        (100 * MiB, 120 * MiB, Verdict.PASS),  # +20% but only 20 MiB: under the 32 MiB floor
+        (1 * GiB, 800 * MiB, Verdict.IMPROVEMENT),
+    ],
+)
+def test_peak_rss_needs_relative_and_absolute_growth(base: int, cand: int, verdict: Verdict) -> None:
+    result = compare_runs([rec(peak_rss_bytes=base)], [rec(peak_rss_bytes=cand)])
+    assert row(result, "peak_rss_bytes").verdict is verdict
+    assert result.exit_code == (1 if verdict is Verdict.REGRESSION else 0)
+
+
+def test_artifact_size_is_judged_by_one_percent() -> None:
+    grown = compare_runs([rec(artifact_bytes=10_000_000)], [rec(artifact_bytes=10_200_000)])
+    same = compare_runs([rec(artifact_bytes=10_000_000)], [rec(artifact_bytes=10_050_000)])
+    assert row(grown, "artifact_bytes").verdict is Verdict.REGRESSION
+    assert row(same, "artifact_bytes").verdict is Verdict.PASS
+
+
+def test_environment_mismatch_is_refused_unless_forced() -> None:
+    other = {**ENV, "fingerprint": "def456", "versions": {"onnxruntime": "1.21.0", "torch": "2.5.0"}}
+    with pytest.raises(EnvironmentMismatch) as info:
+        compare_runs([rec(calls(1))], [rec(calls(2), env=other)])
+    assert isinstance(info.value, UsageError)
+    assert "versions.onnxruntime: 1.20.0 -> 1.21.0" in str(info.value)
+    assert "torch" not in str(info.value) and "\n" not in str(info.value)
+    forced = compare_runs([rec(calls(1))], [rec(calls(2), env=other)], force_env=True)
+    assert forced.forced_env and forced.env_differences
+    assert "environment forced" in forced.to_markdown()
+
+
+def test_thread_settings_must_match_per_variant() -> None:
+    one = {**ENV, "threads": {"ort_intra_op_threads": 1}}
+    four = {**ENV, "threads": {"ort_intra_op_threads": 4}}
+    # Same fingerprint, but the candidate ran with 4 threads where the baseline used 1.
+    with pytest.raises(EnvironmentMismatch, match="threads.ort_intra_op_threads: 1 -> 4"):
+        compare_runs([rec(calls(1), env=one)], [rec(calls(2), env=four)])
+    # Each variant is checked against its own twin, so variants with different (but
+    # unchanged) settings, listed in a different order, are fine.
+    base = [rec(calls(1), env=one), rec(calls(3), variant="b-fp32-ort_cpu", env=four)]
+    cand = [rec(calls(4), variant="b-fp32-ort_cpu", env=four), rec(calls(2), env=one)]
+    assert compare_runs(base, cand).env_differences == []
+
+
+def test_records_are_matched_by_variant_and_latency_key() -> None:
+    other = "encoder-custom-int8-ort_cpu"
+    base = [
+        rec(calls(1), **{"latency_ms[bs=8,seq=64]": {"samples": calls(3)}}),
+        rec(calls(4), variant=other),
+        rec(calls(5), variant="gone-fp32-ort_cpu"),
+        {"id": "test_accuracy[x]", "variant": VARIANT, "verdict": "pass", "metrics": {"cosine": 1.0}},  # no perf
+    ]
+    cand = [
+        rec(calls(6), **{"latency_ms[bs=8,seq=64]": {"samples": calls(7, scale=1.3)}}),
+        rec(calls(8, scale=1.3), variant=other),
+        rec(calls(9), variant="added-fp16-ort_cpu"),
+    ]
+    result = compare_runs(base, cand)
+    assert row(result, "latency_ms.p50").verdict is Verdict.PASS
+    assert row(result, "latency_ms[bs=8,seq=64].p50").verdict is Verdict.REGRESSION
+    console = Console(record=True, width=250)
+    result.render_table(console)
+    assert "latency_ms[bs=8,seq=64].p50" in console.export_text()  # not eaten as rich markup
+    assert row(result, "latency_ms.p50", variant=other).verdict is Verdict.REGRESSION
+    assert result.missing == ["gone-fp32-ort_cpu"]
+    assert result.new == ["added-fp16-ort_cpu"]
+
+
+def test_same_key_from_two_tests_is_kept_apart() -> None:
+    base = [rec(calls(1), test="test_latency"), rec(calls(2), test="test_batch_latency")]
+    cand = [rec(calls(3), test="test_latency"), rec(calls(4, scale=1.3), test="test_batch_latency")]
+    result = compare_runs(base, cand)
+    assert row(result, "test_latency:latency_ms.p50").verdict is Verdict.PASS
+    assert row(result, "test_batch_latency:latency_ms.p50").verdict is Verdict.REGRESSION
+
+
+def test_custom_policy_overrides_default() -> None:
+    loose = MetricPolicy("p50", "latency", min_effect=0.40)
+    result = compare_runs([rec(calls(1))], [rec(calls(2, scale=1.25))], policies=[loose])
+    assert row(result, "latency_ms.p50").verdict is not Verdict.REGRESSION
+    assert DEFAULT_POLICIES["p50"].min_effect == 0.05  # defaults untouched
+
+
+@pytest.mark.parametrize(("text", "effect"), [("p50=8%", 0.08), ("p90=0.2", 0.2), (" peak_rss_bytes = 10% ", 0.10)])
+def test_parse_threshold(text: str, effect: float) -> None:
+    policy = parse_threshold(text)
+    assert policy.min_effect == pytest.approx(effect)
+    assert policy.kind == DEFAULT_POLICIES[policy.name].kind
+
+
+@pytest.mark.parametrize(("text", "message"), [("p500=5%", "did you mean 'p50'"), ("p50", "NAME=FRACTION"),
+                                                ("p50=fast", "not a number"), ("p50=50", "fraction in [0, 1]")])
+def test_parse_threshold_errors(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        parse_threshold(text)
+
+
+def test_any_percentile_can_get_a_policy() -> None:
+    p75 = MetricPolicy("p75", "latency", min_effect=0.05)
+    result = compare_runs([rec(calls(1))], [rec(calls(2, scale=1.25))], policies={"p75": p75})
+    assert row(result, "latency_ms.p75").verdict is Verdict.REGRESSION
+
+
+def test_policy_validation_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="percentile like"):
+        MetricPolicy("fast", "latency", min_effect=0.05)
+    with pytest.raises(UsageError):
+        MetricPolicy("x", "speed", min_effect=0.05)
+    with pytest.raises(UsageError):
+        MetricPolicy("x", "latency", min_effect=5)  # meant 5%, wrote +500%
+    with pytest.raises(UsageError):
+        MetricPolicy("x", "latency", min_effect=-0.1)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "lo", "hi", "p", "verdict"),
+    [
+        (1.06, 1.03, 1.09, 1e-4, Verdict.REGRESSION),  # significant, over threshold, tight CI
+        (1.06, 1.01, 1.15, 1e-4, Verdict.INCONCLUSIVE),  # wide CI straddling +5%
+        (1.08, 0.98, 1.20, 0.20, Verdict.INCONCLUSIVE),  # big but unproven
+        (1.02, 1.01, 1.03, 1e-4, Verdict.PASS),  # real but small
+        (1.00, 0.97, 1.03, 0.60, Verdict.PASS),
+        (0.80, 0.78, 0.82, 1e-4, Verdict.IMPROVEMENT),
+        (1.20, 1.15, 1.25, 0.20, Verdict.INCONCLUSIVE),  # the rank test must agree
+    ],
+)
+def test_decide_rule(ratio: float, lo: float, hi: float, p: float, verdict: Verdict) -> None:
+    assert decide(ratio, lo, hi, p, DEFAULT_POLICIES["p50"])[0] is verdict
+
+
+def test_reports_render_every_row() -> None:
+    result = compare_runs([rec(calls(1), peak_rss_bytes=GiB)], [rec(calls(2, scale=1.25), peak_rss_bytes=GiB)])
+    data = json.loads(result.to_json())
+    assert data["exit_code"] == 1 and data["counts"]["REGRESSION"] >= 1
+    assert {r["metric"] for r in data["rows"]} >= {"latency_ms.p50", "peak_rss_bytes"}
+    md = result.to_markdown()
+    assert md.startswith("**FAIL") and "| latency_ms.p50 |" in md and "1.00 GiB" in md
+    # Gating regressions come first in the table.
+    first = md.splitlines()[4]
+    assert "REGRESSION" in first and "advisory" not in first
+    console = Console(record=True, width=200)
+    result.render_table(console)
+    text = console.export_text()
+    assert "latency_ms.p50" in text and "REGRESSION" in text and "FAIL" in text
