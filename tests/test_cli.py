@@ -1,0 +1,64 @@
+"""The CLI contract: exit 0 / 1 / 2, one-line errors, results + summary written."""
+
+from __future__ import annotations
+
+import json
+
+import harness.workspace  # noqa: F401  (see tests/test_plugin.py: import native stacks once)
+from harness.cli import main
+
+FAILING_SUITE = '''
+from harness.parity import GateFailure
+
+
+def test_always_drifts(variant, harness):
+    harness.metrics["drift"] = 1.0
+    raise GateFailure("drift = 1 (must be <= 0.1)")
+'''
+
+
+def test_bad_model_is_exit_2_with_one_line(capsys, tmp_path):
+    assert main(["run", "--models", "bert-tyni", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["harness: error: --models: unknown model 'bert-tyni' (did you mean 'bert-tiny'?); known: "
+                   + err[0].split("known: ")[1]]
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_bad_flag_is_exit_2(capsys):
+    assert main(["run", "--precisions", "fp64"]) == 2
+    assert "unknown precision 'fp64'" in capsys.readouterr().err
+
+
+def test_missing_suites_dir_is_exit_2(capsys, tmp_path):
+    assert main(["run", "--suites", str(tmp_path / "nope")]) == 2
+    assert "--suites:" in capsys.readouterr().err
+
+
+def test_run_passes_and_writes_results(tmp_path):
+    out = tmp_path / "run"
+    code = main(["run", "--models", "bert-tiny", "--precisions", "fp32", "--providers", "ort_cpu", "ort_cuda",
+                 "--out", str(out)])
+    assert code == 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["verdict"] for r in records} == {"pass", "skip"}
+    assert "test_logits_parity[bert-tiny-fp32-ort_cpu]" in (out / "summary.md").read_text()
+
+
+def test_run_fails_with_exit_1_and_keeps_records(tmp_path):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "test_drift.py").write_text(FAILING_SUITE)
+    out = tmp_path / "run"
+    code = main(["run", "--suites", str(suites), "--models", "bert-tiny", "--precisions", "fp32",
+                 "--providers", "torch_cpu", "--out", str(out)])
+    assert code == 1
+    (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert record["verdict"] == "fail" and record["metrics"] == {"drift": 1.0}
+
+
+def test_doctor_lists_skip_reasons(capsys):
+    assert main(["doctor", "--models", "bert-tiny", "--precisions", "fp32"]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime execution providers:" in out
+    assert "no CUDA device" in out and "runs" in out
