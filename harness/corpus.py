@@ -99,6 +99,8 @@ def load_corpus(name: str, root: Path | None = None) -> Corpus:
         known = ", ".join(sorted(corpora)) or "none"
         raise CorpusError(f"{root / MANIFEST_NAME}: unknown corpus {name!r}{hint} (known: {known})")
     entry = corpora[name]
+    if not isinstance(entry, dict):
+        raise CorpusError(f"{root / MANIFEST_NAME}: corpus {name!r} entry must be an object")
     path = resolve_entry_path(root, name, entry)
     if not path.is_file():
         raise CorpusError(f"{path}: corpus file {name!r} is missing")

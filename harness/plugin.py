@@ -45,6 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-opset", type=int, default=None, help="ONNX opset (default 17)")
     group.addoption("--harness-batch-size", type=int, default=None, help="sentences per batch (default 8)")
     group.addoption("--harness-samples", type=int, default=None, help="corpus sentences per model (default 32)")
+    group.addoption("--harness-fp16-block-list", default=None, metavar="OPS",
+                    help="ONNX op types kept in FP32 by the FP16 conversion, comma-separated (e.g. Softmax,Pow)")
     group.addoption("--harness-threads", type=int, default=None, help="intra-op threads for ORT and torch")
     group.addoption("--harness-config", default=None, metavar="FILE",
                     help="declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
@@ -87,6 +89,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[OPTIONS] = _options(config)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    block_list = config.getoption("harness_fp16_block_list")
+    if block_list:
+        from harness.config import split_csv
+
+        config.stash[OPTIONS].fp16_op_block_list = tuple(split_csv(block_list))
     config.stash[RUN_DIR] = out_dir(config)
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
         from harness.recording import RecordCollector

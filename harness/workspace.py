@@ -63,7 +63,8 @@ class Workspace:
 
     # -- execution -----------------------------------------------------------------------
     def settings_for(self, model: LoadedModel) -> ExportSettings:
-        settings = ExportSettings(opset=self.options.opset, exporter=self.options.exporter)
+        settings = ExportSettings(opset=self.options.opset, exporter=self.options.exporter,
+                                  fp16_op_block_list=tuple(self.options.fp16_op_block_list))
         if model.spec.exporter and not self.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings

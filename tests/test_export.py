@@ -76,5 +76,35 @@ def test_variant_ids_in_artifacts(workspace):
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     arts = backend.artifacts(model, family, family.graphs(model)[0], variant("bert-tiny", "fp16"))
-    (name, info), = arts.items()
-    assert name == "model/model.onnx" and len(info["sha256"]) == 64 and info["bytes"] > 0
+    assert set(arts) == {"model/model.onnx", "model/fp16_report.json"}
+    info = arts["model/model.onnx"]
+    assert len(info["sha256"]) == 64 and info["bytes"] > 0
+
+
+def test_fp16_block_list_keeps_ops_in_fp32_and_changes_the_cache_key(workspace):
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    plain = onnx_artifact(model, family, graph, Precision.FP16, ExportSettings(), workspace.artifacts)
+    blocked = onnx_artifact(model, family, graph, Precision.FP16, ExportSettings(fp16_op_block_list=("Softmax",)),
+                            workspace.artifacts)
+    assert plain.directory != blocked.directory
+
+    def softmax_types(path):
+        proto = onnx.load(str(path))
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in proto.graph.value_info}
+        return {types.get(n.output[0]) for n in proto.graph.node if n.op_type == "Softmax"}
+
+    assert softmax_types(blocked.path()) == {onnx.TensorProto.FLOAT}
+    assert onnx.TensorProto.FLOAT16 in softmax_types(plain.path())
+
+
+def test_dynamo_exporter_is_selectable(workspace):
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(exporter="dynamo"), workspace.artifacts)
+    runner = OrtGraphRunner(str(entry.path()), "CPUExecutionProvider")
+    feeds = family.feeds(model, graph, ["a short one", "and a somewhat longer sentence to pad against"])
+    ref = workspace.reference(model, family, graph, feeds, batch_index=-1)
+    np.testing.assert_allclose(runner.run(feeds)["logits"], ref["logits"], atol=1e-5)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.model import LoadedModel
 
 #: Bump when the export code changes what it writes for the same inputs.
-EXPORT_RECIPE = 3
+EXPORT_RECIPE = 4
 
 
 @dataclass(frozen=True)

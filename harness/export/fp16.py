@@ -7,6 +7,9 @@ ones whose FP16 range overflows in practice (reductions feeding normalisation, e
 
 from __future__ import annotations
 
+import json
+import re
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -23,8 +26,11 @@ def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAUL
     model = onnx.load(str(src))
     _isolate_consumed_outputs(model)
     blocked = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(op_block_list))
-    converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked,
-                                                 disable_shape_infer=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked,
+                                                     disable_shape_infer=False)
+    _write_range_report(out_dir / "fp16_report.json", [str(w.message) for w in caught])
     _align_cast_targets(converted)
     target = out_dir / "model.onnx"
     onnx.save(converted, str(target))
@@ -84,3 +90,19 @@ def _isolate_consumed_outputs(model: onnx.ModelProto) -> int:
                     node.input[idx] = internal
         model.graph.node.append(helper.make_node("Identity", [internal], [name], name=f"{name}__identity"))
     return len(consumed)
+
+
+def _write_range_report(path: Path, messages: list[str]) -> None:
+    """Record which weights FP16 cannot represent: values flushed towards 1e-7 (underflow)
+    and values clamped to +-65504 (overflow, the classic FP16 failure)."""
+    pattern = re.compile(r"the float32 number (\S+) will be truncated to (\S+)")
+    underflow, overflow = [], []
+    for message in messages:
+        match = pattern.search(message)
+        if not match:
+            continue
+        value = float(match.group(1))
+        (overflow if abs(value) > 65504 else underflow).append(value)
+    report = {"underflow_count": len(underflow), "overflow_count": len(overflow),
+              "overflow_examples": overflow[:10], "underflow_examples": underflow[:5]}
+    path.write_text(json.dumps(report, indent=2))

@@ -7,6 +7,7 @@ INT8 is ``torch.ao.quantization.quantize_dynamic`` on Linear layers (CPU only).
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -52,7 +53,9 @@ def precision_model(model, precision: Precision, device: str) -> torch.nn.Module
             if precision is Precision.FP16:
                 m = m.half()
             elif precision is Precision.INT8:
-                m = torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
+                with warnings.catch_warnings():  # deprecation notices, once per model, not actionable
+                    warnings.simplefilter("ignore")
+                    m = torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
             m = m.to(device).eval()
         model.cache[key] = m
     return model.cache[key]

@@ -61,13 +61,42 @@ class ModelSpec:
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
+#: the spec each name had before a suite config replaced it (zoo tolerances overridden...)
+_BUILTIN: dict[str, ModelSpec | None] = {}
+#: known names that cannot be used here, with the reason (a zoo model whose extra is missing)
+_UNAVAILABLE: dict[str, str] = {}
 
 
-def register(spec: ModelSpec) -> ModelSpec:
-    if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
+def register(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
+    """Add ``spec`` to the registry. ``replace`` lets a suite config redefine a name for this
+    process; :func:`reset_overrides` puts the built-in definitions back."""
+    current = _REGISTRY.get(spec.name)
+    if current is not None and current is not spec and not replace:
         raise ValueError(f"model {spec.name!r} registered twice")
+    if replace and spec.name not in _BUILTIN:
+        _BUILTIN[spec.name] = current
     _REGISTRY[spec.name] = spec
     return spec
+
+
+def reset_overrides() -> None:
+    """Forget every ``register(..., replace=True)``: each config load starts from the zoo."""
+    for name, spec in _BUILTIN.items():
+        if spec is None:
+            _REGISTRY.pop(name, None)
+        else:
+            _REGISTRY[name] = spec
+    _BUILTIN.clear()
+
+
+def builtin(name: str) -> ModelSpec | None:
+    """The zoo's own spec for ``name`` (ignoring config overrides), or None."""
+    return _BUILTIN[name] if name in _BUILTIN else _REGISTRY.get(name)
+
+
+def register_unavailable(name: str, reason: str) -> None:
+    """A zoo model that exists but cannot load here; naming it gives ``reason``, not "unknown"."""
+    _UNAVAILABLE[name] = reason
 
 
 def registered() -> dict[str, ModelSpec]:
@@ -131,6 +160,8 @@ def resolve(name: str) -> ModelSpec:
 
     if name in _REGISTRY:
         return _REGISTRY[name]
+    if name in _UNAVAILABLE:
+        raise UsageError(f"--models: {name!r} is not available: {_UNAVAILABLE[name]}")
     candidate = Path(name).expanduser()
     if candidate.is_dir():
         return spec_for_directory(candidate)

@@ -1,0 +1,228 @@
+"""Pre-built ONNX artifacts: read them safely, describe their I/O, and say which reference
+graph each file is judged against.
+
+An artifact is untrusted input, like a model directory: a truncated or corrupt file is a
+one-line ``UsageError`` naming the file (exit 2), and external-data locations that point
+outside the artifact's directory are refused before onnxruntime would read them.
+Directories follow optimum's layout (PITFALLS #5): ``encoder_model.onnx``,
+``decoder_model.onnx``, ``decoder_with_past_model.onnx``, ``decoder_model_merged.onnx``
+and ``model.onnx``, whichever are present.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import onnx
+from onnx import TensorProto
+
+from harness.config import UsageError
+
+#: optimum's file names -> the harness's graph names
+OPTIMUM_FILES = {
+    "encoder_model.onnx": "encoder",
+    "decoder_model.onnx": "decoder",
+    "decoder_with_past_model.onnx": "decoder_with_past",
+    "decoder_model_merged.onnx": "merged",
+    "model.onnx": "model",
+}
+_INT8_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+                       "ConvInteger", "QLinearMatMul", "QLinearConv", "DynamicQuantizeMatMul", "QAttention",
+                       "QGemm", "MatMulNBits", "QOrderedMatMul"})
+_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64",
+           TensorProto.BFLOAT16: "bfloat16", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
+           TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.BOOL: "bool"}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or output as the artifact declares it. ``shape`` entries are ints
+    (static), strings (named dynamic axes) or None (unnamed); ``shape`` None = unknown rank."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | str | None, ...] | None
+
+    @property
+    def kind(self) -> str:
+        if self.dtype == "bool":
+            return "bool"
+        return "float" if self.dtype.startswith(("float", "bfloat")) else "int"
+
+    def describe(self) -> str:
+        dims = "?" if self.shape is None else ", ".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype}[{dims}]"
+
+
+@dataclass(frozen=True)
+class ArtifactFile:
+    path: Path
+    role: str  # encoder | decoder | decoder_with_past | merged | model
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    opsets: dict[str, int]
+    producer: str
+    precision: str  # detected: fp32 | fp16 | int8
+    precision_reason: str
+    sha256: str
+    bytes: int
+
+    def record(self) -> dict:
+        return {"path": str(self.path), "sha256": self.sha256, "bytes": self.bytes, "role": self.role,
+                "opset": self.opsets.get("", None), "producer": self.producer,
+                "detected_precision": self.precision}
+
+
+def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
+    """Parse ``path`` (graph only; external data stays on disk) and describe it."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    if not path.is_file():
+        raise UsageError(f"{path}: not a file")
+    size = path.stat().st_size
+    if size == 0:
+        raise UsageError(f"{path}: empty file")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # DecodeError, OSError, ...: protobuf says little more than "truncated"
+        raise UsageError(f"{path}: not a readable ONNX model (truncated or corrupt: "
+                         f"{type(exc).__name__}: {_first_line(exc)})") from None
+    if not model.graph.node or not model.graph.output:
+        raise UsageError(f"{path}: not a usable ONNX model (no nodes or no outputs; truncated or corrupt?)")
+    _check_external_data(model, path)
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = tuple(_info(v) for v in model.graph.input if v.name not in initializers)
+    outputs = tuple(_info(v) for v in model.graph.output)
+    precision, reason = _detect_precision(model)
+    return ArtifactFile(path=path, role=role, inputs=inputs, outputs=outputs,
+                        opsets={o.domain: o.version for o in model.opset_import},
+                        producer=f"{model.producer_name} {model.producer_version}".strip(),
+                        precision=precision, precision_reason=reason, sha256=_sha256(path), bytes=size)
+
+
+def discover(path: Path) -> list[ArtifactFile]:
+    """The artifact files under ``path``: the file itself, or a directory's optimum-named
+    files (else its single ``.onnx`` file). Roles of single files are settled later, from
+    their inputs, by :func:`role_of`."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"--onnx: {path}: no such file or directory")
+    if path.is_file():
+        return [read_artifact(path, OPTIMUM_FILES.get(path.name, "model"))]
+    named = [path / name for name in OPTIMUM_FILES if (path / name).is_file()]
+    if named:
+        return [read_artifact(p, OPTIMUM_FILES[p.name]) for p in named]
+    found = sorted(path.glob("*.onnx"))
+    if len(found) == 1:
+        return [read_artifact(found[0], "model")]
+    if not found:
+        raise UsageError(f"--onnx: {path}: no .onnx files (expected optimum's encoder_model.onnx, "
+                         "decoder_model.onnx, decoder_with_past_model.onnx, decoder_model_merged.onnx or model.onnx)")
+    raise UsageError(f"--onnx: {path}: {len(found)} .onnx files ({', '.join(p.name for p in found)}) and none "
+                     "with optimum's names; pass one file, or name them as optimum does")
+
+
+def role_of(artifact: ArtifactFile, family: str) -> str:
+    """The graph a file is judged against, from its name or (single files) its inputs."""
+    if artifact.role != "model" or family != "seq2seq":
+        return artifact.role
+    names = {i.name.lower() for i in artifact.inputs}
+    has_past = any("past" in n or "cache" in n for n in names)
+    if any("use_cache_branch" in n for n in names):
+        return "merged"
+    if has_past:
+        return "decoder_with_past"
+    if any("encoder_hidden" in n or "memory" in n or "encoder_out" in n for n in names):
+        return "decoder"
+    return "encoder"
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+def _info(value: onnx.ValueInfoProto) -> TensorInfo:
+    t = value.type.tensor_type
+    dtype = _DTYPES.get(t.elem_type, TensorProto.DataType.Name(t.elem_type).lower() if t.elem_type else "unknown")
+    if not t.HasField("shape"):
+        return TensorInfo(value.name, dtype, None)
+    dims: list[int | str | None] = []
+    for d in t.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return TensorInfo(value.name, dtype, tuple(dims))
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of a graph, subgraphs (If/Loop branches of merged decoders) included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _tensors(attr.g)
+            for sub in attr.graphs:
+                yield from _tensors(sub)
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _nodes(attr.g)
+            for sub in attr.graphs:
+                yield from _nodes(sub)
+
+
+def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """External weights must be files inside the artifact's directory (no ``../``, no
+    absolute paths): a shared artifact must not make the gate read arbitrary files."""
+    root = path.resolve().parent
+    for tensor in _tensors(model.graph):
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        target = (root / location).resolve()
+        if not location or Path(location).is_absolute() or not target.is_relative_to(root):
+            raise UsageError(f"{path}: tensor {tensor.name!r} points at external data {location!r} outside "
+                             f"the artifact's directory; refused")
+        if not target.is_file():
+            raise UsageError(f"{path}: external data file {location!r} of tensor {tensor.name!r} is missing")
+
+
+def _detect_precision(model: onnx.ModelProto) -> tuple[str, str]:
+    """int8 if quantized ops are present, fp16 if most weight bytes are FP16, else fp32."""
+    quant = sum(1 for n in _nodes(model.graph) if n.op_type in _INT8_OPS)
+    if quant:
+        return "int8", f"{quant} quantized op(s)"
+    by_type: dict[int, int] = {}
+    for t in _tensors(model.graph):
+        count = 1
+        for d in t.dims:
+            count *= d
+        by_type[t.data_type] = by_type.get(t.data_type, 0) + count
+    f16, f32 = by_type.get(TensorProto.FLOAT16, 0), by_type.get(TensorProto.FLOAT, 0)
+    if f16 > f32:
+        return "fp16", f"{f16:,} FP16 vs {f32:,} FP32 weight elements"
+    return "fp32", f"{f32:,} FP32 weight elements" if f32 else "no float weights"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else "no detail"

@@ -1,0 +1,119 @@
+"""``harness bench``: the headline speed and size ratios, measured side by side in one run.
+
+ORT FP32 vs PyTorch eager at batch 1, INT8 vs FP32 (latency and artifact size) and FP16
+vs FP32 on the CPU, for the BERT-base-sized encoder and the translator. The contenders
+run in interleaved blocks, so every ratio compares numbers taken under the same machine
+conditions; each comes with a 95% block-bootstrap interval. Exit 0, or 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from harness.config import UsageError
+
+DEFAULT_ENCODER = "encoder-custom-12x768"
+TRANSLATOR, TRANSLATOR_FALLBACK = "numbers-en-zh", "marian-tiny"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="headline ratios: ORT vs PyTorch, INT8/FP16 vs FP32 (latency, size)",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", default=None,
+                   help=f"default: {DEFAULT_ENCODER} and {TRANSLATOR} (or {TRANSLATOR_FALLBACK} if absent)")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=32, help="encoder input length in tokens (default 32)")
+    p.add_argument("--new-tokens", type=int, default=16, help="tokens per timed generation (default 16)")
+    p.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
+    p.add_argument("--calls", type=int, default=10, help="samples per contender per round (default 10)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="intra-op threads for torch and ORT alike (default: each library's own default)")
+    p.add_argument("--cache", type=Path, default=None, help="model/artifact cache dir")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write rows and summaries as JSON")
+    p.add_argument("--markdown", type=Path, default=None, metavar="OUT", help="also write the table as Markdown")
+    p.set_defaults(func=bench)
+
+
+def default_models() -> tuple[list[str], list[str]]:
+    """The encoder and the translator, falling back when the translator is not in the zoo."""
+    from harness.zoo import registered
+
+    notes = []
+    translator = TRANSLATOR
+    if TRANSLATOR not in registered():
+        translator = TRANSLATOR_FALLBACK
+        notes.append(f"{TRANSLATOR} is not in the zoo; using {TRANSLATOR_FALLBACK} as the translator")
+    return [DEFAULT_ENCODER, translator], notes
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("batch_size", "seq_len", "rounds", "calls"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    if args.new_tokens < 2:
+        raise UsageError(f"--new-tokens: must be >= 2, got {args.new_tokens}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads: must be >= 1, got {args.threads}")
+
+
+def bench(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.cache:
+        os.environ["HARNESS_CACHE"] = str(args.cache)
+    from rich.console import Console
+
+    from harness.config import RunOptions
+    from harness.envinfo import environment
+    from harness.perf.bench import render, to_markdown
+    from harness.perf.headline import measure_headline
+    from harness.workspace import Workspace
+    from harness.zoo import resolve
+
+    models, notes = (args.models, []) if args.models else default_models()
+    for name in models:
+        resolve(name)  # unknown names: one line, did-you-mean
+    options = RunOptions(models=list(models), intra_op_threads=args.threads)
+    ws = Workspace(options, args.cache)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    console = Console(width=None if wide else 160, highlight=False)
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}")
+    results = []
+    for name in models:
+        console.print(f"measuring {name} ...", highlight=False)
+        results.append(measure_headline(ws, name, batch_size=args.batch_size, seq_len=args.seq_len,
+                                        rounds=args.rounds, calls=args.calls, new_tokens=args.new_tokens))
+    rows = [r for res in results for r in res.ratios]
+    env = environment(args.threads, None)
+    threads = env["threads"]
+    render(rows, console, title="headline ratios (candidate / base, p50; interleaved in one run)")
+    for res in results:
+        console.print(f"{res.model}: one sample = {res.unit}; {args.rounds} rounds x {args.calls} per contender",
+                      highlight=False)
+    console.print(f"threads: torch {threads['torch_num_threads']}, ORT intra-op "
+                  f"{threads['ort_intra_op_threads'] or 'default'}; cpu: {env['cpu']} ({env['cores']} cores)",
+                  highlight=False)
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(to_markdown(rows), encoding="utf-8")
+    if args.json:
+        from harness.perf.stats import summarize
+
+        payload = {"schema": "harness.bench/1", "env": env, "notes": notes,
+                   "settings": {k: getattr(args, k) for k in ("batch_size", "seq_len", "new_tokens", "rounds", "calls",
+                                                              "threads")},
+                   "rows": [r.as_dict() for r in rows],
+                   "models": {res.model: {"unit": res.unit, "artifact_bytes": res.artifact_bytes,
+                                          "summaries": {k: summarize(v).as_dict() for k, v in res.samples.items()}}
+                              for res in results}}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 0

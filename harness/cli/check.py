@@ -1,0 +1,146 @@
+"""``harness check``: judge ONNX artifacts built elsewhere against the PyTorch reference.
+
+    harness check --reference ./my-model --onnx ./exported/ [--precision int8] [--provider ort_cpu]
+    harness check --config harness.toml          # every [models.<name>.artifacts] entry
+
+Exit 0 every check passed, 1 a check failed or the artifact broke while running, 2 bad
+input (missing or corrupt file, unreadable model directory, I/O that cannot be matched):
+one line on stderr naming the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from harness.config import UsageError, did_you_mean
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="judge pre-built ONNX artifacts (any exporter) against the PyTorch reference",
+                       description="Judge ONNX artifacts that were built outside the harness (optimum-cli, "
+                                   "torch.onnx.export, vendor tools) against the PyTorch FP32 reference on real "
+                                   "corpus batches: numeric parity per output and, for seq2seq / decoder-only "
+                                   "models, generation parity. Exit 0 pass, 1 fail, 2 bad input.")
+    p.add_argument("--reference", metavar="DIR", help="the HF model directory the artifact was exported from "
+                                                      "(or a zoo model name)")
+    p.add_argument("--onnx", metavar="PATH", type=Path,
+                   help="an .onnx file, or a directory in optimum's layout (encoder_model.onnx, decoder_model.onnx, "
+                        "decoder_with_past_model.onnx, decoder_model_merged.onnx, model.onnx)")
+    p.add_argument("--config", metavar="FILE", type=Path,
+                   help="check every [models.<name>.artifacts] entry of a suite config instead")
+    p.add_argument("--models", nargs="+", default=None, help="with --config: only these models")
+    p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
+                                                     "(default: detected from the files)")
+    p.add_argument("--provider", default="ort_cpu", help="ONNX Runtime provider (default ort_cpu)")
+    p.add_argument("--corpus", default=None, help="corpus name or .txt/.tsv file (default: the model's)")
+    p.add_argument("--samples", type=int, default=None, help="corpus sentences for numeric parity (default 32)")
+    p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 8)")
+    p.add_argument("--gen-samples", type=int, default=None, help="sentences to decode for generation parity")
+    p.add_argument("--no-generation", action="store_true", help="numeric parity only")
+    p.add_argument("--map", action="append", default=[], metavar="REFERENCE=ARTIFACT",
+                   help="pair a reference input/output with an artifact one by hand (repeatable)")
+    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
+                   help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
+    p.add_argument("--threads", type=int, default=None, help="intra-op threads")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow the reference directory's own Python code to run (off: such directories are refused)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="accept pickle weights (read with torch.load(weights_only=True)); off: safetensors only")
+    p.add_argument("--out", type=Path, default=None, help="run directory (default: reports/check-<time>)")
+    p.set_defaults(func=check)
+
+
+def parse_pairs(values: list[str], option: str) -> dict[str, str]:
+    out = {}
+    for text in values:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"{option} {text!r}: expected NAME=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_tolerances(values: list[str]) -> dict[str, float]:
+    from harness.config_file import _metric_names
+
+    known = _metric_names()
+    out = {}
+    for metric, raw in parse_pairs(values, "--tolerance").items():
+        if metric not in known and not metric.startswith("gen_"):
+            raise UsageError(f"--tolerance: unknown metric {metric!r}{did_you_mean(metric, known)}")
+        try:
+            out[metric] = float(raw)
+        except ValueError:
+            raise UsageError(f"--tolerance {metric}={raw}: not a number") from None
+    return out
+
+
+def requests(args: argparse.Namespace) -> list:
+    from harness.check.judge import CheckRequest
+
+    for option, value in (("--samples", args.samples), ("--batch-size", args.batch_size),
+                          ("--gen-samples", args.gen_samples), ("--threads", args.threads)):
+        if value is not None and value < 1:
+            raise UsageError(f"{option}: must be >= 1, got {value}")
+    common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
+                  trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
+                  generation=not args.no_generation, gen_samples=args.gen_samples)
+    if args.config is not None:
+        if args.reference or args.onnx:
+            raise UsageError("--config: give either --config or --reference/--onnx, not both")
+        return config_requests(args, common)
+    if not args.reference or not args.onnx:
+        raise UsageError("give --reference DIR and --onnx PATH (or --config FILE)")
+    return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
+                         samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
+
+
+def config_requests(args: argparse.Namespace, common: dict) -> list:
+    from harness.check.judge import CheckRequest
+    from harness.options import build_options
+    from harness.zoo import resolve
+
+    options = build_options(models=args.models, config_path=args.config, rootdir=Path.cwd(),
+                            batch_size=args.batch_size, num_samples=args.samples, intra_op_threads=args.threads)
+    providers = [p.short for p in options.providers if p.backend == "onnxruntime"] or ["ort_cpu"]
+    out = []
+    for name in options.models:
+        spec = resolve(name)
+        for precision, path in (spec.extra.get("artifacts") or {}).items():
+            if args.precision and precision != args.precision:
+                continue
+            for provider in providers:
+                out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
+                                        provider=provider, samples=options.num_samples,
+                                        batch_size=options.batch_size, threads=options.intra_op_threads, **common))
+    if not out:
+        raise UsageError(f"{args.config}: no [models.<name>.artifacts] to check among {', '.join(options.models)}")
+    return out
+
+
+def check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from harness.check.judge import run_check
+    from harness.check.report import print_outcome
+    from harness.report.summary import write_summary
+    from harness.results import ResultsWriter
+
+    todo = requests(args)
+    out = args.out or Path("reports") / time.strftime("check-%Y%m%d-%H%M%S")
+    console = Console(width=None if Console().is_terminal else 120)
+    writer = ResultsWriter(out)
+    records: list[dict] = []
+    code = 0
+    for request in todo:
+        outcome = run_check(request, out)
+        print_outcome(outcome, console)
+        for record in outcome.records:
+            writer.append(record)
+        records += outcome.records
+        code = max(code, outcome.exit_code)
+    summary = write_summary(out, records)
+    console.print(f"results: {out / 'results.jsonl'}  summary: {summary}")
+    return code

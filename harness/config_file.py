@@ -1,0 +1,356 @@
+"""The declarative suite config: ``harness.toml``, or ``[tool.harness]`` in ``pyproject.toml``.
+
+A team lists its models (local HF dirs, pre-built ONNX artifacts), precisions, providers,
+corpora, tolerances and perf budgets without writing Python. This module only *reads and
+validates*: every mistake is one ``UsageError`` naming the file and the key path
+(``harness.toml: models.ranker.tolerances.int8.cosin: unknown metric ... (did you mean
+'cosine'?)``), raised before anything runs. Every path in the file is relative to the
+file's directory and must stay inside it, so a shared config cannot point a CI job at
+``/etc`` or ``../../someone-else``. ``harness.options`` turns the result into run options
+and registered model specs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.config import PROVIDERS, UsageError, did_you_mean
+
+CONFIG_FILE = "harness.toml"
+PYPROJECT = "pyproject.toml"
+
+TOP_KEYS = ("run", "models", "tolerances", "budgets")
+RUN_KEYS = ("models", "precisions", "providers", "samples", "batch_size", "opset", "exporter", "threads", "corpus")
+MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
+              "allow_pickle", "tolerances", "budgets", "artifacts")
+#: keys that describe *where a model comes from*: not allowed on an override of a zoo model
+SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
+PRECISIONS = ("fp32", "fp16", "int8")
+EXPORTERS = ("torchscript", "dynamo")
+FAMILIES = ("encoder", "seq2seq", "causal_lm")
+#: performance budgets a model may declare (read by the perf suites from ``ModelSpec.budgets``)
+BUDGET_KEYS = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "cold_start_ms", "first_inference_ms",
+               "peak_rss_mb", "artifact_mb")
+
+
+def _metric_names() -> dict[str, bool]:
+    """Every gateable metric -> higher_is_better (numeric, text and derived embedding ones)."""
+    from harness.metrics.numeric import NUMERIC_METRICS
+    from harness.metrics.text import TEXT_METRICS
+
+    names = {n: i.higher_is_better for n, i in {**NUMERIC_METRICS, **TEXT_METRICS}.items()}
+    names.update({"embedding_cosine": True, "embedding_cosine_min": True})
+    return names
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One ``[models.<name>]`` table: a new model (``path`` set) or an override of a zoo model."""
+
+    name: str
+    path: Path | None = None
+    family: str | None = None
+    description: str | None = None
+    corpus: str | None = None
+    target_lang: str | None = None
+    exporter: str | None = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    budgets: Mapping[str, float] = field(default_factory=dict)
+    #: precision -> ONNX file or directory, judged by ``harness check --config``
+    artifacts: Mapping[str, Path] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """A validated config file. ``None`` means "not set here": the caller's default applies."""
+
+    path: Path
+    root: Path
+    models: list[str] | None = None
+    precisions: list[str] | None = None
+    providers: list[str] | None = None
+    samples: int | None = None
+    batch_size: int | None = None
+    opset: int | None = None
+    exporter: str | None = None
+    threads: int | None = None
+    corpus: str | None = None
+    tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    budgets: Mapping[str, float] = field(default_factory=dict)
+    entries: Mapping[str, ModelEntry] = field(default_factory=dict)
+
+
+# -- finding and parsing ------------------------------------------------------------------------
+def find_config(config_path: str | Path | None = None, rootdir: Path | None = None) -> Path | None:
+    """The config file to use: the explicit one (must exist), else ``harness.toml`` or a
+    ``pyproject.toml`` with ``[tool.harness]`` in ``rootdir``, then in the working directory
+    (``harness run`` starts pytest from the packaged suites, whose rootdir is elsewhere)."""
+    if config_path is not None:
+        path = Path(config_path).expanduser()
+        if not path.is_file():
+            raise UsageError(f"--config: {path} not found")
+        return path
+    seen: set[Path] = set()
+    for directory in (rootdir, Path.cwd()):
+        if directory is None or Path(directory).resolve() in seen:
+            continue
+        seen.add(Path(directory).resolve())
+        candidate = Path(directory) / CONFIG_FILE
+        if candidate.is_file():
+            return candidate
+        pyproject = Path(directory) / PYPROJECT
+        if pyproject.is_file() and _has_tool_harness(pyproject):
+            return pyproject
+    return None
+
+
+def _has_tool_harness(path: Path) -> bool:
+    try:
+        return "harness" in _read_toml(path).get("tool", {})
+    except UsageError:
+        return False  # a broken pyproject that is not ours to validate
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: invalid TOML ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc})") from None
+
+
+def load_config(path: str | Path) -> SuiteConfig:
+    """Parse and validate ``path`` (a harness.toml, or a pyproject.toml's ``[tool.harness]``)."""
+    path = Path(path)
+    data = _read_toml(path)
+    if path.name == PYPROJECT:
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict) or "harness" not in tool:
+            raise UsageError(f"{path}: no [tool.harness] table")
+        data = tool["harness"]
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: tool.harness must be a table")
+        prefix = "tool.harness."
+    else:
+        prefix = ""
+    return _Validator(path, prefix).suite(data)
+
+
+# -- validation -----------------------------------------------------------------------------------
+class _Validator:
+    """Walks the parsed TOML; every error names the file and the dotted key."""
+
+    def __init__(self, path: Path, prefix: str) -> None:
+        self.path, self.prefix = path, prefix
+        self.root = path.resolve().parent
+
+    def fail(self, where: str, message: str) -> UsageError:
+        return UsageError(f"{self.path}: {self.prefix}{where}: {message}" if where else f"{self.path}: {message}")
+
+    def keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                loc = f"{where}.{key}" if where else key
+                raise self.fail(loc, f"unknown key{did_you_mean(key, allowed)}; valid: {', '.join(allowed)}")
+
+    # scalars
+    def table(self, value: Any, where: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected a table, got {_kind(value)}")
+        return value
+
+    def string(self, value: Any, where: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, f"expected a non-empty string, got {_kind(value)}")
+        return value.strip()
+
+    def choice(self, value: Any, where: str, choices: tuple[str, ...] | Mapping[str, Any]) -> str:
+        text = self.string(value, where).lower()
+        if text not in choices:
+            raise self.fail(where, f"unknown value {value!r}{did_you_mean(text, choices)}; "
+                                   f"valid: {', '.join(choices)}")
+        return text
+
+    def boolean(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def integer(self, value: Any, where: str, low: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(where, f"expected an integer, got {_kind(value)}")
+        if value < low:
+            raise self.fail(where, f"must be >= {low}, got {value}")
+        return value
+
+    def number(self, value: Any, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(where, f"expected a finite number, got {value!r}")
+        return float(value)
+
+    def names(self, value: Any, where: str, choices: tuple[str, ...] | Mapping[str, Any] | None = None) -> list[str]:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items:
+            raise self.fail(where, f"expected a non-empty list of strings, got {_kind(value)}")
+        out = [self.string(v, f"{where}[{i}]") for i, v in enumerate(items)]
+        if choices is not None:
+            out = [self.choice(v, f"{where}[{i}]", choices) for i, v in enumerate(out)]
+        return list(dict.fromkeys(out))
+
+    # paths
+    def inside(self, value: Any, where: str, *, kind: str) -> Path:
+        """A path relative to the config's directory that exists and stays inside it."""
+        text = self.string(value, where)
+        raw = Path(text).expanduser()
+        if raw.is_absolute():
+            raise self.fail(where, f"{text!r} is absolute; paths are relative to {self.root} and must stay inside it")
+        path = (self.root / raw).resolve()  # follows symlinks: a link out of the root is refused too
+        if not path.is_relative_to(self.root):
+            raise self.fail(where, f"{text!r} escapes the config's directory {self.root}")
+        if kind == "dir" and not path.is_dir():
+            raise self.fail(where, f"{text!r} is not a directory ({path} missing)" if not path.exists()
+                            else f"{text!r} is not a directory")
+        if kind == "file" and not path.is_file():
+            raise self.fail(where, f"{text!r} not found ({path})")
+        if kind == "any" and not path.exists():
+            raise self.fail(where, f"{text!r} not found ({path})")
+        return path
+
+    def corpus(self, value: Any, where: str) -> str:
+        """A manifest corpus name, or a .txt/.tsv file under the root (returned absolute)."""
+        from harness.corpus import CorpusError, list_corpora, load_corpus_file
+
+        text = self.string(value, where)
+        if text.endswith((".txt", ".tsv")) or "/" in text or os.sep in text:
+            path = self.inside(text, where, kind="file")
+            try:
+                load_corpus_file(path)  # format errors now, with the config key, not mid-run
+            except CorpusError as exc:
+                raise self.fail(where, str(exc)) from None
+            return str(path)
+        try:
+            known = list_corpora()
+        except CorpusError as exc:
+            raise self.fail(where, str(exc)) from None
+        if text not in known:
+            raise self.fail(where, f"unknown corpus {text!r}{did_you_mean(text, known)}; known: {', '.join(known)} "
+                                   "(or a .txt/.tsv file relative to the config)")
+        return text
+
+    def tolerances(self, value: Any, where: str) -> dict[str, dict[str, float]]:
+        metrics = _metric_names()
+        out: dict[str, dict[str, float]] = {}
+        for prec, checks in self.table(value, where).items():
+            p = self.choice(prec, f"{where}.{prec}", PRECISIONS)
+            out[p] = {}
+            for metric, threshold in self.table(checks, f"{where}.{prec}").items():
+                loc = f"{where}.{prec}.{metric}"
+                if metric not in metrics:
+                    raise self.fail(loc, f"unknown metric{did_you_mean(metric, metrics)}; "
+                                         f"valid: {', '.join(sorted(metrics))}")
+                number = self.number(threshold, loc)
+                if not metrics[metric] and number < 0:
+                    raise self.fail(loc, f"an error bound must be >= 0, got {number:g}")
+                out[p][metric] = number
+        return out
+
+    def budgets(self, value: Any, where: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for key, amount in self.table(value, where).items():
+            if key not in BUDGET_KEYS:
+                raise self.fail(f"{where}.{key}", f"unknown budget{did_you_mean(key, BUDGET_KEYS)}; "
+                                                  f"valid: {', '.join(BUDGET_KEYS)}")
+            number = self.number(amount, f"{where}.{key}")
+            if number <= 0:
+                raise self.fail(f"{where}.{key}", f"must be > 0, got {number:g}")
+            out[key] = number
+        return out
+
+    # tables
+    def suite(self, data: dict) -> SuiteConfig:
+        self.keys(data, TOP_KEYS, "")
+        entries: dict[str, ModelEntry] = {}
+        if "models" in data:
+            for name, body in self.table(data["models"], "models").items():
+                entries[name] = self.model(name, body)
+        run = self.table(data.get("run", {}), "run")
+        self.keys(run, RUN_KEYS, "run")
+        listed = None
+        if "models" in run:
+            listed = [self._listed_path(n, i, entries) for i, n in enumerate(self.names(run["models"], "run.models"))]
+        return SuiteConfig(
+            path=self.path, root=self.root, models=listed,
+            precisions=self.names(run["precisions"], "run.precisions", PRECISIONS) if "precisions" in run else None,
+            providers=self.names(run["providers"], "run.providers", PROVIDERS) if "providers" in run else None,
+            samples=self.integer(run["samples"], "run.samples", 1) if "samples" in run else None,
+            batch_size=self.integer(run["batch_size"], "run.batch_size", 1) if "batch_size" in run else None,
+            opset=self.integer(run["opset"], "run.opset", 11) if "opset" in run else None,
+            exporter=self.choice(run["exporter"], "run.exporter", EXPORTERS) if "exporter" in run else None,
+            threads=self.integer(run["threads"], "run.threads", 1) if "threads" in run else None,
+            corpus=self.corpus(run["corpus"], "run.corpus") if "corpus" in run else None,
+            tolerances=self.tolerances(data["tolerances"], "tolerances") if "tolerances" in data else {},
+            budgets=self.budgets(data["budgets"], "budgets") if "budgets" in data else {},
+            entries=entries,
+        )
+
+    def _listed_path(self, name: str, index: int, entries: dict[str, ModelEntry]) -> str:
+        """``models = ["./my-model"]``: a directory under the root becomes an entry named after it."""
+        if not (name.startswith(".") or "/" in name or os.sep in name):
+            return name
+        path = self.inside(name, f"run.models[{index}]", kind="dir")
+        entry_name = path.name
+        existing = entries.get(entry_name)
+        if existing is not None and existing.path != path:
+            raise self.fail(f"run.models[{index}]", f"{name!r} is named {entry_name!r}, which models.{entry_name} "
+                                                "already defines with another path")
+        entries.setdefault(entry_name, ModelEntry(name=entry_name, path=path))
+        return entry_name
+
+    def model(self, name: str, body: Any) -> ModelEntry:
+        where = f"models.{name}"
+        table = self.table(body, where)
+        self.keys(table, MODEL_KEYS, where)
+        if not name.strip() or any(c in name for c in "/\\ "):
+            raise self.fail(where, "a model name must be non-empty without '/', '\\' or spaces")
+        path = self.inside(table["path"], f"{where}.path", kind="dir") if "path" in table else None
+        if path is None:
+            stray = [k for k in SOURCE_KEYS if k in table]
+            if stray:
+                raise self.fail(f"{where}.{stray[0]}", "only a model with 'path' (a new model) may set this; "
+                                                       f"{name!r} has no path, so it overrides a zoo model")
+        artifacts: dict[str, Path] = {}
+        if "artifacts" in table:
+            for prec, rel in self.table(table["artifacts"], f"{where}.artifacts").items():
+                p = self.choice(prec, f"{where}.artifacts.{prec}", PRECISIONS)
+                artifacts[p] = self.inside(rel, f"{where}.artifacts.{prec}", kind="any")
+        return ModelEntry(
+            name=name, path=path,
+            family=self.choice(table["family"], f"{where}.family", FAMILIES) if "family" in table else None,
+            description=self.string(table["description"], f"{where}.description") if "description" in table else None,
+            corpus=self.corpus(table["corpus"], f"{where}.corpus") if "corpus" in table else None,
+            target_lang=self.string(table["target_lang"], f"{where}.target_lang") if "target_lang" in table else None,
+            exporter=self.choice(table["exporter"], f"{where}.exporter", EXPORTERS) if "exporter" in table else None,
+            trust_remote_code=self.boolean(table.get("trust_remote_code", False), f"{where}.trust_remote_code"),
+            allow_pickle=self.boolean(table.get("allow_pickle", False), f"{where}.allow_pickle"),
+            tolerances=self.tolerances(table["tolerances"], f"{where}.tolerances") if "tolerances" in table else {},
+            budgets=self.budgets(table["budgets"], f"{where}.budgets") if "budgets" in table else {},
+            artifacts=artifacts,
+        )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list" if value else "an empty list"
+    return f"{type(value).__name__} {value!r}"

@@ -1,0 +1,119 @@
+"""Decode a list of texts with one variant: tokenize in padded batches, search, detokenize.
+
+Batches keep corpus order, so they mix lengths and are padded: that is where a decoder
+exported without its cross-attention mask goes wrong (PITFALLS #4), and a corpus sorted
+by length would hide it.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from harness.families.base import tokenize
+from harness.families.causal_lm import CausalLMFamily, _left_pad
+from harness.generation.search import search
+from harness.generation.settings import GenerationSettings
+from harness.generation.steppers import CausalLMModel, Seq2SeqModel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.config import Variant
+    from harness.families import Family
+    from harness.model import LoadedModel
+    from harness.runners.base import Backend, GraphRunner
+
+
+#: torch intra-op threads while decoding, unless the run sets ``--harness-threads``. A
+#: decode is hundreds of tiny calls; a thread pool only adds synchronisation, and on a
+#: shared 2-core machine it made a 48-sentence torch decode 0.5 s -> 11-14 s.
+DECODE_TORCH_THREADS = 1
+
+
+@contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """Run the block with ``count`` torch intra-op threads, then restore the previous count."""
+    before = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass
+class Decoded:
+    """Generated token ids (up to and including EOS) and their text, per input."""
+
+    tokens: list[list[int]]
+    texts: list[str]
+    seconds: float = 0.0
+    calls: int = 0  # graph calls of the decoder steps
+    artifacts: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+
+def graphs_needed(family_name: str, use_cache: bool) -> tuple[str, ...]:
+    if family_name == "seq2seq":
+        return ("encoder", "decoder", "decoder_with_past") if use_cache else ("encoder", "decoder")
+    if family_name == "causal_lm":
+        return ("model",)
+    raise ValueError(f"family {family_name!r} has no generation head")
+
+
+def load_runners(backend: "Backend", model: "LoadedModel", family: "Family", variant: "Variant",
+                 use_cache: bool, stack: ExitStack) -> tuple[dict[str, "GraphRunner"], dict[str, dict]]:
+    """Load the graphs decoding needs (closed by ``stack``) and the artifacts they came from."""
+    wanted = graphs_needed(family.name, use_cache)
+    runners, artifacts = {}, {}
+    for graph in family.graphs(model):
+        if graph.name in wanted:
+            runners[graph.name] = stack.enter_context(backend.load(model, family, graph, variant))
+            artifacts.update(backend.artifacts(model, family, graph, variant))
+    return runners, artifacts
+
+
+def prompt_batch(model: "LoadedModel", texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids and mask; decoder-only prompts are left-padded (generation needs the
+    last real token in the last column)."""
+    enc = tokenize(model, texts)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    if model.family == "causal_lm" and getattr(model.tokenizer, "padding_side", "right") != "left":
+        ids, mask = _left_pad(ids, mask, int(model.tokenizer.pad_token_id or 0))
+    return ids, mask
+
+
+def decode_texts(backend: "Backend", model: "LoadedModel", family: "Family", variant: "Variant",
+                 texts: Sequence[str], settings: GenerationSettings, batch_size: int = 16,
+                 threads: int | None = DECODE_TORCH_THREADS) -> Decoded:
+    """Decode ``texts`` with ``variant`` in batches of ``batch_size``; PyTorch runs with
+    ``threads`` intra-op threads (None: leave torch's setting alone)."""
+    with ExitStack() as stack:
+        stack.enter_context(torch_threads(threads))
+        runners, artifacts = load_runners(backend, model, family, variant, settings.use_cache, stack)
+        if family.name == "seq2seq":
+            if settings.decoder_start_token_id is None:
+                raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
+            starter: Seq2SeqModel | CausalLMModel = Seq2SeqModel(runners, settings.decoder_start_token_id)
+        else:
+            assert isinstance(family, CausalLMFamily)
+            starter = CausalLMModel(runners["model"], family, model)
+        tokens: list[list[int]] = []
+        calls = 0
+        began = time.perf_counter()
+        for i in range(0, len(texts), batch_size):
+            ids, mask = prompt_batch(model, texts[i: i + batch_size])
+            start = starter.start(ids, mask, settings.num_beams, settings.use_cache)
+            tokens += search(start, settings)
+            calls += getattr(start.stepper, "calls", 0)
+        seconds = time.perf_counter() - began
+    decoded = [model.tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
+    return Decoded(tokens, decoded, seconds, calls, artifacts)

@@ -1,0 +1,312 @@
+"""Generation parity: decode a corpus with a variant and score its text against PyTorch FP32.
+
+Equal logits on one step are not enough for translation and LLM decoding: small errors
+compound over steps, and what users ship is text. So a variant decodes a fixed corpus
+with the same loop as the PyTorch FP32 reference (``harness.generation``), and its
+output is scored against the reference's output (BLEU, chrF, edit distance, exact
+match, first divergent token, repetition) and, where the corpus has references, against
+those. Gates are per precision (``GEN_TOLERANCES``), overridable per model through
+``ModelSpec.tolerances`` with the ``gen_*`` metric names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from harness.config import Check, Precision, PROVIDERS, Variant
+from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
+from harness.generation.decode import DECODE_TORCH_THREADS
+from harness.metrics.text import (corpus_scores, first_divergence, repetition_rate, sentence_edit, token_agreement,
+                                  worst_pairs)
+from harness.parity import GateFailure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.families import Family
+    from harness.model import LoadedModel
+    from harness.workspace import Workspace
+
+#: Generation metrics whose larger values are better (the rest are errors / drops).
+GEN_HIGHER_IS_BETTER = frozenset({
+    "gen_token_exact_match", "gen_position_match", "gen_mean_first_divergence", "gen_bleu_vs_torch",
+    "gen_chrf_vs_torch", "gen_exact_match_vs_torch", "gen_bleu_vs_ref", "gen_chrf_vs_ref", "gen_exact_match_vs_ref",
+    "gen_torch_bleu_vs_ref", "gen_torch_exact_match_vs_ref", "gen_token_exact_match_long", "gen_bleu_vs_torch_long",
+})
+
+#: Default generation gates per precision; see docs/generation.md for the measurements.
+#: FP32 must reproduce PyTorch's greedy tokens exactly. Reduced precisions are judged on
+#: the text: how much of PyTorch's output survives (BLEU vs PyTorch), how much quality
+#: against the references is lost (BLEU points), and whether the output starts looping.
+GEN_TOLERANCES: dict[Precision, dict[str, float]] = {
+    Precision.FP32: {"gen_token_exact_match": 1.0},
+    Precision.FP16: {"gen_bleu_vs_torch": 60.0, "gen_bleu_ref_drop": 1.0, "gen_repetition_increase": 0.05},
+    Precision.INT8: {"gen_bleu_vs_torch": 20.0, "gen_bleu_ref_drop": 3.0, "gen_repetition_increase": 0.10},
+}
+
+#: How much a default run decodes; a model's ``extra["generation"]`` and the pytest
+#: options override these. ``samples`` None decodes the whole corpus.
+DEFAULT_REQUEST: dict[str, Any] = {"samples": 48, "max_new_tokens": 32, "batch_size": 16, "use_cache": True,
+                                   "num_beams": 1, "worst": 5}
+
+#: metrics that only exist when the corpus has references
+REFERENCE_METRICS = frozenset({
+    "gen_bleu_vs_ref", "gen_chrf_vs_ref", "gen_exact_match_vs_ref", "gen_norm_edit_vs_ref", "gen_length_ratio_vs_ref",
+    "gen_torch_bleu_vs_ref", "gen_torch_exact_match_vs_ref", "gen_bleu_ref_drop",
+})
+
+LONG_SOURCE_WORDS = 30  # INT8 was seen to repeat words on sentences this long
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What a run asks for (pytest options); None leaves the model's / default choice."""
+
+    samples: int | None = None
+    max_new_tokens: int | None = None
+    num_beams: int | None = None
+    use_cache: bool | None = None
+    repetition_penalty: float | None = None
+    batch_size: int | None = None
+    worst: int | None = None
+
+    def resolved(self, model: "LoadedModel") -> dict[str, Any]:
+        """Defaults < the model's ``extra["generation"]`` < this request."""
+        out = dict(DEFAULT_REQUEST)
+        out.update(dict(model.spec.extra.get("generation", {}) or {}))
+        out.update({k: v for k, v in self.__dict__.items() if v is not None})
+        return out
+
+
+def gen_checks(precision: Precision, overrides: Mapping[str, Mapping[str, float]] | None = None, *,
+               has_references: bool = True) -> tuple[Check, ...]:
+    """Gates for ``precision``: defaults merged with the model's ``gen_*`` overrides.
+
+    Checks against references are dropped for a corpus without references; any other
+    gated metric that is missing fails (NaN never passes).
+    """
+    values = dict(GEN_TOLERANCES[precision])
+    for metric, threshold in ((overrides or {}).get(precision.value, {}) or {}).items():
+        if metric.startswith("gen_"):
+            values[metric] = threshold
+    return tuple(Check(m, float(t), m in GEN_HIGHER_IS_BETTER) for m, t in values.items()
+                 if has_references or m not in REFERENCE_METRICS)
+
+
+def select_indices(total: int, samples: int | None) -> list[int]:
+    """``samples`` indices spread evenly over the corpus (all when None or >= total), so a
+    bounded run still sees short and long sentences in their corpus proportions."""
+    if samples is None or samples <= 0 or samples >= total:
+        return list(range(total))
+    return sorted({round(i * (total - 1) / (samples - 1)) for i in range(samples)}) if samples > 1 else [0]
+
+
+# -- scoring ---------------------------------------------------------------------------------
+def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, float], dict[str, str]]:
+    """All generation metrics from decoded rows (``source``, ``reference``, ``pytorch``,
+    ``variant`` texts and ``pytorch_tokens``/``variant_tokens``): the one scorer used live
+    and when re-scoring a saved ``decoded.jsonl``."""
+    torch_text = [r["pytorch"] for r in rows]
+    var_text = [r["variant"] for r in rows]
+    metrics: dict[str, float] = {"gen_sentences": float(len(rows))}
+    signatures: dict[str, str] = {}
+    agree = token_agreement([r["pytorch_tokens"] for r in rows], [r["variant_tokens"] for r in rows])
+    metrics["gen_token_exact_match"] = agree["exact_sequence_match"]
+    metrics["gen_position_match"] = agree["position_match"]
+    metrics["gen_mean_first_divergence"] = agree["mean_first_divergence"]
+    vs_torch = corpus_scores(var_text, torch_text, lang=lang)
+    for name, key in (("bleu", "gen_bleu_vs_torch"), ("chrf", "gen_chrf_vs_torch"),
+                      ("exact_match", "gen_exact_match_vs_torch"), ("char_edit_distance", "gen_char_edit_vs_torch"),
+                      ("norm_edit_distance", "gen_norm_edit_vs_torch"), ("length_ratio", "gen_length_ratio_vs_torch")):
+        metrics[key] = vs_torch.metrics[name]
+    signatures.update({f"{k}_vs_torch": v for k, v in vs_torch.signatures.items()})
+    refs = [r.get("reference") for r in rows]
+    if all(ref is not None for ref in refs):
+        vs_ref = corpus_scores(var_text, refs, lang=lang)
+        torch_ref = corpus_scores(torch_text, refs, lang=lang)
+        for name in ("bleu", "chrf", "exact_match", "norm_edit_distance", "length_ratio"):
+            short = {"norm_edit_distance": "norm_edit"}.get(name, name)
+            metrics[f"gen_{short}_vs_ref"] = vs_ref.metrics[name]
+        metrics["gen_torch_bleu_vs_ref"] = torch_ref.metrics["bleu"]
+        metrics["gen_torch_exact_match_vs_ref"] = torch_ref.metrics["exact_match"]
+        metrics["gen_bleu_ref_drop"] = torch_ref.metrics["bleu"] - vs_ref.metrics["bleu"]
+        signatures.update({f"{k}_vs_ref": v for k, v in vs_ref.signatures.items()})
+    zh = lang.replace("_", "-").split("-")[0].lower() == "zh"
+    units = (lambda t: t.replace(" ", "")) if zh else (lambda t: t.split())
+
+    def mean_repetition(texts: Sequence[str]) -> float:
+        return sum(repetition_rate(units(t)) for t in texts) / len(texts)
+
+    metrics["gen_repetition_rate"] = mean_repetition(var_text)
+    metrics["gen_torch_repetition_rate"] = mean_repetition(torch_text)
+    metrics["gen_repetition_increase"] = metrics["gen_repetition_rate"] - metrics["gen_torch_repetition_rate"]
+    long_rows = [r for r in rows if len(r["source"].split()) >= LONG_SOURCE_WORDS]
+    if long_rows:
+        metrics["gen_long_sentences"] = float(len(long_rows))
+        metrics["gen_token_exact_match_long"] = token_agreement(
+            [r["pytorch_tokens"] for r in long_rows], [r["variant_tokens"] for r in long_rows])["exact_sequence_match"]
+        metrics["gen_bleu_vs_torch_long"] = corpus_scores(
+            [r["variant"] for r in long_rows], [r["pytorch"] for r in long_rows], lang=lang).metrics["bleu"]
+    return metrics, signatures
+
+
+def make_rows(indices: Sequence[int], sources: Sequence[str], references: Sequence[str] | None,
+              reference: Decoded, variant: Decoded) -> list[dict[str, Any]]:
+    rows = []
+    for k, (i, src) in enumerate(zip(indices, sources)):
+        pt, var = reference.tokens[k], variant.tokens[k]
+        first = first_divergence(pt, var)
+        dist, norm = sentence_edit(variant.texts[k], reference.texts[k])
+        rows.append({"index": i, "source": src, "reference": references[k] if references is not None else None,
+                     "pytorch": reference.texts[k], "variant": variant.texts[k], "pytorch_tokens": pt,
+                     "variant_tokens": var, "first_divergence": first, "edit_distance": dist,
+                     "norm_edit_distance": norm})
+    return rows
+
+
+def read_decoded(path: Path) -> list[dict[str, Any]]:
+    """Rows of a case's ``decoded.jsonl`` (to re-score a run without decoding again)."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write_decoded(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+# -- the result and its gate -----------------------------------------------------------------
+@dataclass
+class GenerationResult:
+    variant: str
+    metrics: dict[str, float]
+    checks: tuple[Check, ...]
+    rows: list[dict[str, Any]]
+    signatures: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    artifacts: dict[str, dict] = field(default_factory=dict)
+    worst: list[dict] = field(default_factory=list)
+
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.passes(self.metrics.get(c.metric, math.nan))]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed_checks()
+
+    def thresholds(self) -> dict[str, dict]:
+        return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
+
+    def first_divergence(self) -> str:
+        """Where the variant first left PyTorch's path: sentence, token position, the two tokens."""
+        for row in self.rows:
+            pos = row["first_divergence"]
+            if pos is None:
+                continue
+            pt, var = row["pytorch_tokens"], row["variant_tokens"]
+            ours = pt[pos] if pos < len(pt) else "<end>"
+            theirs = var[pos] if pos < len(var) else "<end>"
+            return (f"first divergence: sentence {row['index']} at token {pos} (pytorch {ours} vs variant {theirs}); "
+                    f"source {_clip(row['source'])!r}; pytorch {_clip(row['pytorch'])!r}; "
+                    f"variant {_clip(row['variant'])!r}")
+        return "no token diverged"
+
+    def assert_ok(self) -> None:
+        failed = self.failed_checks()
+        if failed:
+            lines = [f"{self.variant}: {len(failed)} generation check(s) failed"]
+            lines += [f"  {c.metric} = {self.metrics.get(c.metric, math.nan):.6g} (must be {c.symbol} {c.threshold:g})"
+                      for c in failed]
+            lines.append(f"  {self.first_divergence()}")
+            raise GateFailure("\n".join(lines))
+
+
+def _clip(text: str | None, n: int = 80) -> str:
+    text = text or ""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# -- running it ------------------------------------------------------------------------------
+def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[int], texts: Sequence[str],
+                     settings: GenerationSettings, batch_size: int) -> Decoded:
+    """PyTorch FP32 decode of the *correct* graphs, memoised per model, texts and settings."""
+    from harness.families import family_for
+
+    key = ("gen-reference", tuple(indices), settings.key(), batch_size)
+    if key not in model.cache:
+        variant = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
+        assert not model.model.training, "reference model left training mode"
+        model.cache[key] = decode_texts(ws.backend(variant, model), model, family_for(model.family), variant,
+                                        texts, settings, batch_size, decode_threads(ws))
+    return model.cache[key]
+
+
+def decode_threads(ws: "Workspace") -> int:
+    """The run's ``--harness-threads`` if given, else the decoding default (see decode.py)."""
+    return ws.options.intra_op_threads or DECODE_TORCH_THREADS
+
+
+def corpus_for(model: "LoadedModel"):
+    from harness.corpus import load_corpus, load_corpus_file
+
+    name = model.spec.corpus
+    return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
+
+
+def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequest | None = None,
+                      family: "Family | None" = None) -> GenerationResult:
+    """Decode the model's corpus with ``variant`` and with PyTorch FP32, score, attach gates."""
+    model = ws.model(variant.model)
+    family = family or ws.family(model)
+    wanted = (request or GenerationRequest()).resolved(model)
+    settings = settings_for_model(model.model, max_new_tokens=wanted["max_new_tokens"],
+                                  num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
+                                  repetition_penalty=wanted.get("repetition_penalty"))
+    corpus = corpus_for(model)
+    indices = select_indices(len(corpus.sources), wanted["samples"])
+    texts = [corpus.sources[i] for i in indices]
+    refs = [corpus.references[i] for i in indices] if corpus.references is not None else None
+    began = time.perf_counter()
+    reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
+    ref_seconds = time.perf_counter() - began
+    got = decode_texts(ws.backend(variant, model), model, family, variant, texts, settings, wanted["batch_size"],
+                       decode_threads(ws))
+    rows = make_rows(indices, texts, refs, reference, got)
+    metrics, signatures = score_rows(rows, model.spec.target_lang)
+    worst = worst_pairs(texts, [r if r is not None else "" for r in (refs or [None] * len(texts))],
+                        reference.texts, got.texts, n=int(wanted["worst"]))
+    for pair in worst:
+        pair["reference"] = pair["reference"] if refs is not None else None
+    seconds = {"reference_decode": round(ref_seconds, 4), "decode": round(got.seconds, 4),
+               "tokens_per_s": round(got.new_tokens / got.seconds, 1) if got.seconds else 0.0}
+    described = {**settings.describe(), "samples": len(indices), "batch_size": wanted["batch_size"],
+                 "corpus": corpus.name, "corpus_sha256": corpus.sha256, "graph_calls": got.calls,
+                 "new_tokens": got.new_tokens}
+    checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
+    return GenerationResult(variant.id, metrics, checks, rows,
+                            signatures, described, seconds, got.artifacts, worst)
+
+
+def record(case: Any, result: GenerationResult) -> None:
+    """Put everything into the case's record, and the decoded text next to it."""
+    case.metrics.update(result.metrics)
+    case.thresholds.update(result.thresholds())
+    case.artifacts.update(result.artifacts)
+    case.data["generation"] = {"settings": result.settings, "signatures": result.signatures,
+                               "seconds": result.seconds, "first_divergence": result.first_divergence()}
+    case.data["worst_pairs"] = result.worst
+    path = case.side_file("decoded.jsonl")
+    write_decoded(path, result.rows)
+    case.data["generation"]["decoded"] = str(path)
+
+
+def judge(case: Any, request: GenerationRequest | None = None, family: "Family | None" = None) -> GenerationResult:
+    """Generation parity for the case's variant, recorded into the case; ``assert_ok()`` gates it."""
+    assert case.variant is not None, "generation parity needs a variant"
+    result = generation_parity(case.workspace, case.variant, request, family)
+    record(case, result)
+    return result

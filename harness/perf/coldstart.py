@@ -1,0 +1,129 @@
+"""Cold start in fresh processes: how long until a variant is loaded and has answered once.
+
+Each repetition is a new interpreter (``harness.perf.child``) that imports the backend,
+loads every graph of the model and runs each once; the medians over ``repeats`` processes
+are recorded (pyperf/asv: variation between processes is real variation, so repeat the
+process, not only the call). The same children report peak memory (``harness.perf.memory``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from harness.perf import child as child_module
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.config import Variant
+    from harness.families import Family, GraphSpec
+    from harness.model import LoadedModel
+    from harness.workspace import Workspace
+
+CHILD_SCRIPT = Path(child_module.__file__).resolve()
+#: A child that takes longer than this is stuck (a 12x768 torch load takes ~10 s here).
+CHILD_TIMEOUT_S = 600.0
+
+
+class ChildError(RuntimeError):
+    """A measurement child failed; the message carries its last stderr line."""
+
+
+def child_env() -> dict[str, str]:
+    """The parent's environment (threads, caches) plus the harness on PYTHONPATH, so the
+    child imports the same code even from a source checkout that is not installed."""
+    env = dict(os.environ)
+    root = str(CHILD_SCRIPT.parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def spawn(args: Sequence[str], timeout: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+    """Run one child; its JSON result plus ``process_ms`` (spawn to exit, as seen from here)."""
+    command = [sys.executable, str(CHILD_SCRIPT), *args]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=child_env())
+    except subprocess.TimeoutExpired:
+        raise ChildError(f"measurement child timed out after {timeout:.0f} s: {' '.join(command)}") from None
+    process_ms = (time.perf_counter() - start) * 1000.0
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(child_module.MARKER)]
+    if proc.returncode != 0 or not lines:
+        last = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        raise ChildError(f"measurement child exited with {proc.returncode}: {last}")
+    result = json.loads(lines[-1][len(child_module.MARKER):])
+    result["process_ms"] = process_ms
+    return result
+
+
+def write_feeds(path: Path, feeds_by_graph: Mapping[str, Mapping[str, np.ndarray]]) -> Path:
+    """Feeds for every graph in one .npz (``GRAPH::INPUT`` keys) the child reads back."""
+    arrays = {f"{graph}::{name}": np.ascontiguousarray(value)
+              for graph, feeds in feeds_by_graph.items() for name, value in feeds.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        np.savez(fh, **arrays)  # type: ignore[arg-type]
+    return path
+
+
+def unsupported_reason(variant: "Variant") -> str | None:
+    if variant.backend not in ("onnxruntime", "pytorch"):
+        return f"fresh-process measurement supports onnxruntime and pytorch backends, not {variant.backend}"
+    return None
+
+
+def child_args(ws: "Workspace", variant: "Variant", model: "LoadedModel", family: "Family",
+               graphs: Sequence["GraphSpec"], feeds_path: Path, calls: int = 5) -> list[str]:
+    """The command line that makes a child load exactly what this workspace would load.
+
+    ONNX Runtime: artifact paths from the cache (built here first if missing, so the
+    child never exports). PyTorch: model name and cache dir; the child loads the weights.
+    """
+    reason = unsupported_reason(variant)
+    if reason:
+        raise ValueError(reason)
+    options = ws.options
+    args = ["--backend", variant.backend, "--provider", variant.provider.short, "--feeds", str(feeds_path),
+            "--intra-op-threads", str(options.intra_op_threads or 0),
+            "--inter-op-threads", str(options.inter_op_threads or 0), "--calls", str(calls)]
+    if variant.backend == "onnxruntime":
+        backend = ws.backend(variant, model)
+        for graph in graphs:
+            files = backend.artifacts(model, family, graph, variant)
+            path = files[f"{graph.name}/model.onnx"]["path"]
+            args += ["--graph", f"{graph.name}={path}"]
+    else:
+        args += ["--model", variant.model, "--precision", variant.precision.value, "--cache", str(ws.cache_dir)]
+        args += [a for graph in graphs for a in ("--graph", graph.name)]
+    return args
+
+
+def fresh_runs(args: Sequence[str], repeats: int) -> list[dict[str, Any]]:
+    """``repeats`` children, one after the other (never concurrently: they would share cores)."""
+    return [spawn(args) for _ in range(repeats)]
+
+
+def _median(runs: Sequence[Mapping[str, Any]], key: str) -> float:
+    return float(statistics.median(float(r[key]) for r in runs))
+
+
+def cold_start_fields(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``cold_start_ms`` (medians over processes) and every run's numbers.
+
+    ``load``: sessions created / weights loaded, every graph. ``first_inference``: the first
+    call of every graph. ``import``: importing the backend. ``process``: spawn to exit.
+    """
+    keep = ("import_ms", "load_ms", "load_ms_by_graph", "first_inference_ms", "first_inference_ms_by_graph",
+            "ready_ms", "process_ms", "steady_ms")
+    return {
+        "cold_start_ms": {"load": _median(runs, "load_ms"), "first_inference": _median(runs, "first_inference_ms"),
+                          "import": _median(runs, "import_ms"), "process": _median(runs, "process_ms")},
+        "cold_start_runs": [{k: r[k] for k in keep if k in r} for r in runs],
+    }

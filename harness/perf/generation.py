@@ -1,0 +1,121 @@
+"""Generation speed: time to first token, time per output token, tokens/s, with and
+without the KV cache.
+
+The graph calls go through ``harness.generation``'s steppers, the same code the
+generation-parity suite decodes with, so what is timed is what is judged. The loop
+around them is a fixed-length greedy argmax: every timed generation produces exactly
+``new_tokens`` tokens (EOS does not stop it), so runs and variants do equal work and
+their numbers compare. Cached and uncached generations alternate, so drift hits both.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from harness.perf.measure import PerfSettings, latency_entry, latency_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.families import Family
+    from harness.model import LoadedModel
+    from harness.runners.base import GraphRunner
+
+Clock = Callable[[], int]
+
+
+@dataclass
+class GenerationSamples:
+    """Per generation: first-token latency; per later token: its step latency (ms)."""
+
+    ttft_ms: list[float]
+    tpot_ms: list[float]
+    total_ms: list[float]
+    tokens: list[np.ndarray]
+
+    def tokens_per_s(self, batch_size: int, new_tokens: int) -> float:
+        seconds = sum(self.total_ms) / 1000.0
+        return batch_size * new_tokens * len(self.total_ms) / seconds if seconds > 0 else float("inf")
+
+
+def starter(model: "LoadedModel", family: "Family", runners: Mapping[str, "GraphRunner"]) -> Any:
+    """The generation package's batch starter for this family (runs the encoder, if any)."""
+    from harness.generation.steppers import CausalLMModel, Seq2SeqModel
+
+    if family.name == "seq2seq":
+        start_id = model.model.config.decoder_start_token_id
+        if start_id is None:
+            raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
+        return Seq2SeqModel(runners, int(start_id))
+    if family.name == "causal_lm":
+        return CausalLMModel(runners["model"], family, model)  # type: ignore[arg-type]
+    raise ValueError(f"family {family.name!r} does not generate")
+
+
+def generate_timed(start_fn: Any, ids: np.ndarray, mask: np.ndarray, new_tokens: int, use_cache: bool,
+                   clock: Clock = time.perf_counter_ns) -> tuple[int, list[int], int, np.ndarray]:
+    """One fixed-length greedy generation: (ttft ns, per-token step ns, total ns, tokens)."""
+    t0 = clock()
+    start = start_fn.start(ids, mask, 1, use_cache)
+    history = start.prompt
+    marks: list[int] = []
+    for _ in range(new_tokens):
+        logits = start.stepper.step(history)
+        history = np.concatenate([history, np.argmax(logits, axis=-1).astype(np.int64)[:, None]], axis=1)
+        marks.append(clock())
+    steps = [b - a for a, b in zip(marks, marks[1:])]
+    return marks[0] - t0, steps, marks[-1] - t0, history[:, start.prompt.shape[1]:]
+
+
+def sample_generation(start_fn: Any, ids: np.ndarray, mask: np.ndarray, new_tokens: int, repeats: int,
+                      warmup: int = 1, clock: Clock = time.perf_counter_ns) -> dict[bool, GenerationSamples]:
+    """``repeats`` timed generations per cache mode, alternating modes, after ``warmup`` each."""
+    for _ in range(warmup):
+        for use_cache in (True, False):
+            generate_timed(start_fn, ids, mask, new_tokens, use_cache, clock)
+    out = {mode: GenerationSamples([], [], [], []) for mode in (True, False)}
+    for _ in range(repeats):
+        for use_cache in (True, False):
+            first, steps, total, tokens = generate_timed(start_fn, ids, mask, new_tokens, use_cache, clock)
+            s = out[use_cache]
+            s.ttft_ms.append(first / 1e6)
+            s.tpot_ms += [n / 1e6 for n in steps]
+            s.total_ms.append(total / 1e6)
+            s.tokens.append(tokens)
+    return out
+
+
+def repeats_for(settings: PerfSettings) -> int:
+    """Enough generations that the per-token metric has ``samples`` calls (3..30)."""
+    return max(3, min(30, settings.samples // max(1, settings.new_tokens - 1)))
+
+
+def measure_generation(model: "LoadedModel", family: "Family", runners: Mapping[str, "GraphRunner"],
+                       texts: Sequence[str], settings: PerfSettings) -> dict[str, Any]:
+    """The perf fields of one variant's generation: TTFT/TPOT samples per cache mode and a
+    ``generation`` summary (tokens/s, the KV-cache speed-up, and what was generated)."""
+    from harness.generation.decode import prompt_batch
+
+    batch = settings.batch_sizes[0]
+    ids, mask = prompt_batch(model, list(texts[:batch]))
+    repeats = repeats_for(settings)
+    samples = sample_generation(starter(model, family, runners), ids, mask, settings.new_tokens, repeats)
+    fields: dict[str, Any] = {}
+    summary: dict[str, Any] = {"batch_size": int(ids.shape[0]), "prompt_tokens": int(ids.shape[1]),
+                               "new_tokens": settings.new_tokens, "repeats": repeats,
+                               "loop": "harness.generation steppers, fixed-length greedy argmax"}
+    for use_cache, s in samples.items():
+        tag = "on" if use_cache else "off"
+        ttft = latency_entry(s.ttft_ms, warmup=1, engine="harness", items_per_call=int(ids.shape[0]), kv=tag)
+        tpot = latency_entry(s.tpot_ms, warmup=1, engine="harness", items_per_call=int(ids.shape[0]), kv=tag)
+        fields[latency_key(gen="ttft", kv=tag)] = ttft
+        fields[latency_key(gen="tpot", kv=tag)] = tpot
+        summary[f"kv={tag}"] = {"tokens_per_s": s.tokens_per_s(int(ids.shape[0]), settings.new_tokens),
+                                "ttft_ms_p50": ttft["summary"]["p50"], "tpot_ms_p50": tpot["summary"]["p50"]}
+    on, off = samples[True], samples[False]
+    summary["kv_speedup"] = summary["kv=on"]["tokens_per_s"] / summary["kv=off"]["tokens_per_s"]
+    summary["same_tokens_with_and_without_cache"] = bool(np.array_equal(on.tokens[0], off.tokens[0]))
+    fields["generation"] = summary
+    return fields

@@ -1,0 +1,94 @@
+"""Which latency metrics a variant gets, and measuring them.
+
+* ``latency_ms``: the model's entry graph at the first batch size x first sequence length
+  (the number baselines gate on; its shape is stored in the entry);
+* ``latency_ms[bs=B,seq=S]``: every other configured bucket of the entry graph;
+* ``latency_ms[graph=G]``: every other graph (decoder steps) on the family's own feeds
+  for the first batch size.
+
+The primary metric is timed by pytest-benchmark when the test holds its fixture, the rest
+by the harness loop; each entry names its engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from harness.perf.feeds import family_feeds, max_positions, shapeable, shaped_feeds
+from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, timed_call
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.families import Family, GraphSpec
+    from harness.model import LoadedModel
+    from harness.runners.base import GraphRunner
+
+Engine = Callable[[Callable[[], object], int, int], list[float]]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One latency metric to measure: a graph fed a fixed batch."""
+
+    key: str
+    graph: "GraphSpec"
+    feeds: dict[str, np.ndarray]
+    batch_size: int
+    seq_len: int | None
+
+
+def plan(model: "LoadedModel", family: "Family", texts: Sequence[str],
+         settings: PerfSettings) -> tuple[list[Point], list[str]]:
+    """The metrics to measure, and why any configured bucket was left out."""
+    graphs = family.graphs(model)
+    entry, others = graphs[0], graphs[1:]
+    points: list[Point] = []
+    skipped: list[str] = []
+    limit = max_positions(model)
+    first_bs = settings.batch_sizes[0]
+    for i, bs in enumerate(settings.batch_sizes):
+        for j, seq in enumerate(settings.seq_lens):
+            if not shapeable(entry):
+                break
+            if limit is not None and seq > limit:
+                skipped.append(f"bs={bs},seq={seq}: longer than the model's {limit} positions")
+                continue
+            key = "latency_ms" if (i, j) == (0, 0) else latency_key(batch_size=bs, seq_len=seq)
+            points.append(Point(key, entry, shaped_feeds(model, family, entry, texts, bs, seq), bs, seq))
+    if not shapeable(entry):
+        points.append(Point("latency_ms", entry, family_feeds(model, family, entry, texts, first_bs), first_bs, None))
+    elif not points:
+        raise ValueError(f"{model.name}: no configured sequence length fits (skipped: {'; '.join(skipped)})")
+    for graph in others:
+        feeds = family_feeds(model, family, graph, texts, first_bs)
+        points.append(Point(latency_key(graph=graph.name), graph, feeds, first_bs, None))
+    return points, skipped
+
+
+def feeds_by_graph(points: Sequence[Point]) -> dict[str, dict[str, np.ndarray]]:
+    """One batch per graph (the first planned): what a fresh-process child runs."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for p in points:
+        out.setdefault(p.graph.name, p.feeds)
+    return out
+
+
+def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings: PerfSettings,
+            first_engine: Engine | None = None, sync: Callable[[], object] | None = None) -> dict[str, Any]:
+    """Time every point; the first with ``first_engine`` (pytest-benchmark) if given."""
+    loop = HarnessEngine(sync)
+    out: dict[str, Any] = {}
+    for index, p in enumerate(points):
+        engine = first_engine if (index == 0 and first_engine is not None) else loop
+        samples = engine(timed_call(runners[p.graph.name], p.feeds), settings.samples, settings.warmup)
+        out[p.key] = latency_entry(samples, warmup=settings.warmup, engine=getattr(engine, "name", "custom"),
+                                   items_per_call=p.batch_size, graph=p.graph.name, batch_size=p.batch_size,
+                                   seq_len=p.seq_len if p.seq_len is not None else _seq_of(p.feeds))
+    return out
+
+
+def _seq_of(feeds: dict[str, np.ndarray]) -> int | None:
+    ids = feeds.get("input_ids")
+    return int(ids.shape[1]) if ids is not None and ids.ndim == 2 else None

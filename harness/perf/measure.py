@@ -1,0 +1,210 @@
+"""Per-call latency sampling: warmup, then every call timed on its own.
+
+Why per call: percentiles (what users wait for at p90/p99) only exist if each call is
+timed alone; a loop timed as a whole (pytest-benchmark's calibrated iterations, asv's
+``number``) yields a mean and hides the tail. Raw samples are returned, and kept in the
+record, so any statistic can be recomputed later and the gate can test significance.
+
+Two engines produce the same samples: the harness's own loop (``time_calls``) and
+pytest-benchmark's ``pedantic`` with one call per round, used where a test owns the
+``benchmark`` fixture so its tooling (``--benchmark-json``, its table) sees the numbers.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from harness.config import UsageError
+from harness.perf.stats import summarize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.config import Variant
+    from harness.runners.base import GraphRunner
+
+Call = Callable[[], object]
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    """How much to measure; every field is recorded next to the numbers it produced."""
+
+    samples: int = 300
+    warmup: int = 20
+    batch_sizes: tuple[int, ...] = (1,)
+    seq_lens: tuple[int, ...] = (32,)
+    repeats: int = 3  # fresh processes for cold start and memory (pyperf/asv style)
+    new_tokens: int = 16  # generation: tokens per timed generation
+
+    def __post_init__(self) -> None:
+        for name, value, low in (("samples", self.samples, 1), ("warmup", self.warmup, 0),
+                                 ("repeats", self.repeats, 1), ("new-tokens", self.new_tokens, 2)):
+            if value < low:
+                raise UsageError(f"--harness-perf-{name}: must be >= {low}, got {value}")
+        for name, values in (("batch-sizes", self.batch_sizes), ("seq-lens", self.seq_lens)):
+            if not values or any(v < 1 for v in values):
+                raise UsageError(f"--harness-perf-{name}: need positive integers, got {list(values)}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "warmup": self.warmup, "batch_sizes": list(self.batch_sizes),
+                "seq_lens": list(self.seq_lens), "repeats": self.repeats, "new_tokens": self.new_tokens}
+
+
+def parse_sizes(text: str | Sequence[str] | None, option: str) -> tuple[int, ...] | None:
+    """``"1,8 32"`` -> (1, 8, 32); None when the option was not given."""
+    if text is None:
+        return None
+    items = [text] if isinstance(text, str) else list(text)
+    out: list[int] = []
+    for item in items:
+        for part in item.replace(",", " ").split():
+            try:
+                out.append(int(part))
+            except ValueError:
+                raise UsageError(f"{option}: {part!r} is not an integer") from None
+    return tuple(dict.fromkeys(out))
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def time_calls(call: Call, rounds: int, warmup: int = 0, *, sync: Call | None = None,
+               clock: Clock = time.perf_counter_ns) -> list[float]:
+    """``rounds`` latencies in ms, each call timed alone after ``warmup`` untimed calls.
+
+    ``sync`` runs inside the timed region after each call (a device synchronise), so
+    asynchronous backends are timed to completion. The clock is read as integer
+    nanoseconds (no float rounding); the loop does nothing else between the reads.
+    GC stays enabled, as in the deployed process, but starts from a clean heap.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    for _ in range(warmup):
+        call()
+        if sync is not None:
+            sync()
+    gc.collect()
+    out = [0] * rounds
+    if sync is None:
+        for i in range(rounds):
+            start = clock()
+            call()
+            out[i] = clock() - start
+    else:
+        for i in range(rounds):
+            start = clock()
+            call()
+            sync()
+            out[i] = clock() - start
+    return [ns / 1e6 for ns in out]
+
+
+class HarnessEngine:
+    """The harness's own loop (:func:`time_calls`)."""
+
+    name = "harness"
+
+    def __init__(self, sync: Call | None = None) -> None:
+        self.sync = sync
+
+    def __call__(self, call: Call, rounds: int, warmup: int) -> list[float]:
+        return time_calls(call, rounds, warmup, sync=self.sync)
+
+
+class BenchmarkEngine:
+    """pytest-benchmark's ``pedantic`` with ``iterations=1``: one call per round, so its
+    per-round durations are per-call samples. The fixture allows one use per test."""
+
+    name = "pytest-benchmark"
+
+    def __init__(self, fixture: Any, sync: Call | None = None) -> None:
+        self.fixture, self.sync, self.used = fixture, sync, False
+
+    def __call__(self, call: Call, rounds: int, warmup: int) -> list[float]:
+        if self.used:
+            raise RuntimeError("the pytest-benchmark fixture can time one metric per test")
+        self.used = True
+        target = call if self.sync is None else (lambda: (call(), self.sync()))  # type: ignore[misc]
+        gc.collect()
+        self.fixture.pedantic(target, rounds=rounds, iterations=1, warmup_rounds=warmup)
+        return [float(s) * 1000.0 for s in self.fixture.stats.stats.data]
+
+
+def engine_for(benchmark_fixture: Any | None, sync: Call | None = None) -> HarnessEngine | BenchmarkEngine:
+    """pytest-benchmark when its fixture is there and enabled, else the harness loop."""
+    if benchmark_fixture is not None and not getattr(benchmark_fixture, "disabled", True):
+        return BenchmarkEngine(benchmark_fixture, sync)
+    return HarnessEngine(sync)
+
+
+# --------------------------------------------------------------------------- what is timed
+
+
+def timed_call(runner: "GraphRunner", feeds: Mapping[str, np.ndarray]) -> Call:
+    """The callable one timed call executes.
+
+    ONNX Runtime is timed at ``session.run`` on feeds already cast to the session's input
+    types, as onnxruntime_perf_test does: the runner's FP32 copy of every output exists
+    for comparisons, not deployments. Every other runner is timed through ``run()``
+    (for PyTorch that is numpy in, zero-copy tensors, numpy out).
+    """
+    from harness.perf.child import cast_feeds
+    from harness.runners.ort_runner import OrtGraphRunner
+
+    if isinstance(runner, OrtGraphRunner):
+        session = runner.session
+        prepared = cast_feeds(session, {n: feeds[n] for n in runner.input_names})
+        run = session.run
+        return lambda: run(None, prepared)
+    fixed = dict(feeds)
+    return lambda: runner.run(fixed)
+
+
+def device_sync(variant: "Variant") -> Call | None:
+    """A synchronise for devices that run asynchronously; None where outputs come back
+    to host memory anyway (every ORT provider returns numpy, so its calls are complete)."""
+    if variant.backend == "pytorch" and variant.provider.device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.synchronize
+    return None
+
+
+# --------------------------------------------------------------------------- records
+
+
+def latency_key(*, graph: str | None = None, batch_size: int | None = None, seq_len: int | None = None,
+                **tags: object) -> str:
+    """``latency_ms`` or ``latency_ms[graph=decoder,bs=8,seq=64,...]``: every key starting with
+    ``latency_ms`` is one latency metric with raw samples (what the gate compares)."""
+    parts = [f"graph={graph}"] if graph else []
+    if batch_size is not None:
+        parts.append(f"bs={batch_size}")
+    if seq_len is not None:
+        parts.append(f"seq={seq_len}")
+    parts += [f"{k}={v}" for k, v in tags.items()]
+    return f"latency_ms[{','.join(parts)}]" if parts else "latency_ms"
+
+
+def latency_entry(samples_ms: Sequence[float], *, warmup: int, engine: str, items_per_call: int = 1,
+                  **context: object) -> dict[str, Any]:
+    """One latency metric as recorded: raw samples, the summary, and what was timed.
+
+    ``throughput`` is items (sequences, tokens) per second at the mean latency: the
+    summary's calls/s times the items each call processes.
+    """
+    summary = summarize(samples_ms).as_dict()
+    return {
+        "samples": [round(float(s), 6) for s in samples_ms],
+        "warmup": warmup,
+        "summary": summary,
+        "engine": engine,
+        "items_per_call": items_per_call,
+        "throughput": summary["throughput_per_s"] * items_per_call,
+        **context,
+    }

@@ -1,0 +1,254 @@
+"""Performance options and the baseline gate, as a pytest plugin.
+
+The performance suites are opt-in (``--harness-perf``): without it a suite module calls
+:func:`require_perf` and is skipped as a whole at collection, with one line of reason and
+no records, so a default run is neither slower nor cluttered. The baseline options imply
+``--harness-perf`` (a baseline of a run without perf records would be empty).
+
+At session end, on the controller, after every record is written: ``--harness-baseline-compare``
+judges the run against a saved baseline (``harness.gate``), prints the table and fails the
+session (exit 1) only on a confirmed, non-advisory regression; ``--harness-baseline-save``
+then stores the run as a baseline, but only when the session passed, so a regressed run
+never becomes the reference by accident.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config import UsageError
+
+SKIP_REASON = "performance suite not requested (use --harness-perf)"
+
+PERF = pytest.StashKey[Any]()  # PerfSettings | None
+GATE = pytest.StashKey["GateRequest"]()
+OUTCOME = pytest.StashKey["GateOutcome"]()
+
+_ACTIVE: list[pytest.Config] = []
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    save: str | None = None
+    compare: str | None = None
+    store: Path = Path("reports") / "baselines"
+    force: bool = False
+    force_env: bool = False
+    thresholds: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.save or self.compare)
+
+
+@dataclass
+class GateOutcome:
+    comparison: Any = None
+    saved: Any = None
+    messages: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness-perf", "model deployment gate: performance")
+    group.addoption("--harness-perf", action="store_true", default=False,
+                    help="run the performance suites: latency, fresh-process cold start and memory, generation")
+    group.addoption("--harness-perf-samples", type=int, default=None, metavar="N",
+                    help="timed calls per latency metric (default 300; p99 needs >= 1000 to be trusted)")
+    group.addoption("--harness-perf-warmup", type=int, default=None, metavar="N",
+                    help="untimed calls before each latency metric (default 20)")
+    group.addoption("--harness-perf-batch-sizes", default=None, metavar="LIST",
+                    help="batch sizes to time, e.g. 1,8 (default 1; the first is the gated latency_ms)")
+    group.addoption("--harness-perf-seq-lens", default=None, metavar="LIST",
+                    help="sequence-length buckets in tokens, e.g. 32,128 (default 32)")
+    group.addoption("--harness-perf-repeats", type=int, default=None, metavar="N",
+                    help="fresh processes per variant for cold start and memory (default 3)")
+    group.addoption("--harness-perf-new-tokens", type=int, default=None, metavar="N",
+                    help="tokens per timed generation (default 16)")
+    group.addoption("--harness-baseline-save", default=None, metavar="NAME",
+                    help="at the end of a passing session, save its perf records as baseline NAME")
+    group.addoption("--harness-baseline-compare", default=None, metavar="NAME",
+                    help="at session end, compare with baseline NAME; exit 1 on a confirmed regression")
+    group.addoption("--harness-baseline-store", default=None, metavar="DIR",
+                    help="where baselines live (default: reports/baselines)")
+    group.addoption("--harness-baseline-force", action="store_true", default=False,
+                    help="let --harness-baseline-save replace an existing baseline")
+    group.addoption("--harness-baseline-force-env", action="store_true", default=False,
+                    help="compare even though the environment fingerprints differ")
+    group.addoption("--harness-baseline-threshold", action="append", default=[], metavar="METRIC=FRACTION",
+                    help="override a gate threshold, e.g. p50=8%% (repeatable)")
+
+
+def _settings(config: pytest.Config) -> Any:
+    from harness.perf.measure import PerfSettings, parse_sizes
+
+    given = {
+        "samples": config.getoption("harness_perf_samples"),
+        "warmup": config.getoption("harness_perf_warmup"),
+        "batch_sizes": parse_sizes(config.getoption("harness_perf_batch_sizes"), "--harness-perf-batch-sizes"),
+        "seq_lens": parse_sizes(config.getoption("harness_perf_seq_lens"), "--harness-perf-seq-lens"),
+        "repeats": config.getoption("harness_perf_repeats"),
+        "new_tokens": config.getoption("harness_perf_new_tokens"),
+    }
+    return PerfSettings(**{k: v for k, v in given.items() if v is not None})
+
+
+def _gate_request(config: pytest.Config) -> GateRequest:
+    from harness.gate.baseline import DEFAULT_STORE
+
+    store = config.getoption("harness_baseline_store")
+    return GateRequest(save=config.getoption("harness_baseline_save"),
+                       compare=config.getoption("harness_baseline_compare"),
+                       store=Path(store) if store else DEFAULT_STORE,
+                       force=bool(config.getoption("harness_baseline_force")),
+                       force_env=bool(config.getoption("harness_baseline_force_env")),
+                       thresholds=tuple(config.getoption("harness_baseline_threshold") or ()))
+
+
+def _check_gate_request(req: GateRequest) -> None:
+    """Fail before any test runs: a typo found after an hour of measuring wastes the hour."""
+    from harness.gate.baseline import load_baseline, validate_name
+    from harness.gate.compare import parse_threshold
+
+    for text in req.thresholds:
+        parse_threshold(text)
+    if req.compare:
+        load_baseline(req.compare, req.store)
+    if req.save:
+        validate_name(req.save)
+        if (req.store / req.save).exists() and not req.force and req.save != req.compare:
+            raise UsageError(f"--harness-baseline-save: baseline {req.save!r} already exists in {req.store}; "
+                             "pass --harness-baseline-force to replace it")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _ACTIVE[:] = [config]
+    req = _gate_request(config)
+    config.stash[GATE] = req
+    wanted = bool(config.getoption("harness_perf")) or req.active
+    try:
+        config.stash[PERF] = _settings(config) if wanted else None
+        if req.active and not hasattr(config, "workerinput"):
+            _check_gate_request(req)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    workers = getattr(config.option, "numprocesses", None)
+    if wanted and workers not in (None, 0) and not hasattr(config, "workerinput"):
+        config.issue_config_time_warning(pytest.PytestWarning(
+            f"performance suites under pytest-xdist (-n {workers}): workers share the CPU cores, "
+            "so latencies measure the contention too; run them serially"), stacklevel=2)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    settings = config.stash.get(PERF, None)
+    if settings is None:
+        return None
+    s = settings.as_dict()
+    return (f"harness perf: {s['samples']} samples after {s['warmup']} warmup, batch sizes {s['batch_sizes']}, "
+            f"seq lens {s['seq_lens']}, {s['repeats']} fresh process(es), {s['new_tokens']} new tokens")
+
+
+def perf_requested(config: pytest.Config | None = None) -> bool:
+    config = config or (_ACTIVE[0] if _ACTIVE else None)
+    return config is not None and config.stash.get(PERF, None) is not None
+
+
+def require_perf() -> None:
+    """Call at the top of a performance suite module: skips the whole module, with one
+    precise reason and no per-case records, unless ``--harness-perf`` was given."""
+    if not perf_requested():
+        pytest.skip(SKIP_REASON, allow_module_level=True)
+
+
+@pytest.fixture
+def perf_settings(request: pytest.FixtureRequest) -> Any:
+    """The run's PerfSettings (skips when performance was not requested)."""
+    settings = request.config.stash.get(PERF, None)
+    if settings is None:
+        pytest.skip(SKIP_REASON)
+    return settings
+
+
+@pytest.fixture
+def benchmark_or_none(request: pytest.FixtureRequest) -> Any:
+    """pytest-benchmark's fixture when it is installed and not skipped, else None (the
+    harness loop then times every metric; ``--benchmark-skip`` must not skip perf cases)."""
+    try:
+        return request.getfixturevalue("benchmark")
+    except (pytest.FixtureLookupError, pytest.skip.Exception):
+        return None
+
+
+# --------------------------------------------------------------------------- the gate at session end
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    req = config.stash.get(GATE, None)
+    if req is None or not req.active or hasattr(config, "workerinput"):
+        return
+    outcome = GateOutcome()
+    config.stash[OUTCOME] = outcome
+    if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        outcome.messages.append(f"baseline gate not run: the session ended with {pytest.ExitCode(session.exitstatus).name}")
+        return
+    from harness.plugin import RUN_DIR
+
+    run_dir = config.stash[RUN_DIR]
+    try:
+        if req.compare:
+            outcome.comparison = _compare(req, run_dir)
+            if outcome.comparison.exit_code:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if req.save:
+            if session.exitstatus != pytest.ExitCode.OK:
+                outcome.messages.append(f"baseline {req.save!r} not saved: the session failed")
+            else:
+                from harness.gate.baseline import save_baseline
+
+                outcome.saved = save_baseline(run_dir, req.save, req.store, force=req.force or req.save == req.compare)
+    except UsageError as exc:
+        outcome.error = str(exc)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def _compare(req: GateRequest, run_dir: Path) -> Any:
+    from harness.gate.baseline import load_baseline, load_run
+    from harness.gate.compare import compare_runs, parse_threshold
+
+    baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
+    comparison = compare_runs(baseline.records, load_run(run_dir), [parse_threshold(t) for t in req.thresholds],
+                              force_env=req.force_env)
+    (run_dir / "perf-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
+    (run_dir / "perf-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
+    return comparison
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    outcome = config.stash.get(OUTCOME, None)
+    if outcome is None:
+        return
+    terminalreporter.write_sep("=", "harness performance gate")
+    if outcome.comparison is not None:
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 160)
+        # CI logs are not terminals (80 columns): the table needs room for its reasons
+        console = Console(file=buffer, width=max(160, width), force_terminal=bool(getattr(terminalreporter, "hasmarkup", False)))
+        outcome.comparison.render_table(console)
+        terminalreporter.write(buffer.getvalue())
+    if outcome.saved is not None:
+        terminalreporter.write_line(f"saved baseline {outcome.saved.name!r}: {outcome.saved.records} perf record(s) "
+                                    f"-> {outcome.saved.path}")
+    for message in outcome.messages:
+        terminalreporter.write_line(message, yellow=True)
+    if outcome.error:
+        terminalreporter.write_line(f"harness: error: {outcome.error}", red=True)
