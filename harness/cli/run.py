@@ -82,7 +82,21 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("reports") / time.strftime("run-%Y%m%d-%H%M%S")
     argv = pytest_args(args, out)
     code = pytest.main(argv)
+    _link_latest(out)
     return exit_code(int(code), out)
+
+
+def _link_latest(out: Path) -> None:
+    """reports/latest -> the run just finished (best effort; some filesystems have no symlinks)."""
+    if not (out / "results.jsonl").exists():
+        return
+    link = out.parent / "latest"
+    try:
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(out.name, target_is_directory=True)
+    except OSError:
+        pass
 
 
 def exit_code(pytest_code: int, out: Path) -> int:
