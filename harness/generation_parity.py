@@ -277,10 +277,11 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
                        decode_threads(ws))
     rows = make_rows(indices, texts, refs, reference, got)
     metrics, signatures = score_rows(rows, model.spec.target_lang)
-    worst = worst_pairs(texts, [r if r is not None else "" for r in (refs or [None] * len(texts))],
-                        reference.texts, got.texts, n=int(wanted["worst"]))
-    for pair in worst:
-        pair["reference"] = pair["reference"] if refs is not None else None
+    worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,
+                        n=int(wanted["worst"]))
+    if refs is None:
+        for pair in worst:
+            pair["reference"] = None
     seconds = {"reference_decode": round(ref_seconds, 4), "decode": round(got.seconds, 4),
                "tokens_per_s": round(got.new_tokens / got.seconds, 1) if got.seconds else 0.0}
     described = {**settings.describe(), "samples": len(indices), "batch_size": wanted["batch_size"],

@@ -47,7 +47,12 @@ def build_options(*, models: Iterable[str] | None = None, precisions: Iterable[s
     else:
         names = default_models()
     for name in names:
-        resolve(name)  # raises UsageError with did-you-mean
+        try:
+            resolve(name)  # raises UsageError with did-you-mean
+        except UsageError as exc:
+            if models or not cfg:
+                raise
+            raise UsageError(f"{cfg.path}: run.models: {str(exc).removeprefix('--models: ')}") from None
     if cfg and (cfg.tolerances or cfg.budgets):
         _apply_run_defaults(names, cfg.tolerances, cfg.budgets, cfg.entries)
 

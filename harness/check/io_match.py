@@ -40,7 +40,8 @@ ALIASES: dict[str, frozenset[str]] = {
 }
 #: in a decoder, an artifact's plain "attention_mask" is the encoder's mask (an older naming)
 CONTEXT_ALIASES = {"encoder_attention_mask": frozenset({"attention_mask", "mask"})}
-_PAST = frozenset({"past", "past_key_values", "cache", "pkv", "cached", "layer_past", "in"})
+#: words that say which side of a step a cache tensor is on ("cache" alone says neither)
+_PAST = frozenset({"past", "pkv", "cached", "prev", "previous", "in"})
 _PRESENT = frozenset({"present", "new", "out", "updated", "next"})
 
 
@@ -82,7 +83,7 @@ def role(name: str) -> Role:
     if kv and digits:
         side = ("encoder" if {"encoder", "cross"} & set(letters)
                 else "decoder" if {"decoder", "self"} & set(letters) else None)
-        cache = "past" if _PAST & set(letters) else "present" if _PRESENT & set(letters) else None
+        cache = "present" if _PRESENT & set(letters) else "past" if _PAST & set(letters) else None
         return Role(None, kv, digits[0], side, cache)
     return Role("_".join(letters) or None)
 
@@ -219,9 +220,9 @@ class _Matcher:
         for ref in self.ours:
             if ref not in self.pairs and ref in self.free_theirs():
                 self.take(ref, ref, "name")
-        self._by_role(lambda r, a: role(r) == role(a) and (role(a).base or role(a).kv) is not None,
-                      "normalized name")
+        self._by_role(lambda r, a: _words(r) == _words(a), "normalized name")
         self._by_role(lambda r, a: canonical(a) == r, "alias")
+        self._by_role(lambda r, a: role(r).kv is not None and role(r) == role(a), "cache slot")
         self._by_role(lambda r, a: role(r).kv is not None and _kv_loose(role(r), role(a)), "cache slot")
         if self.side == "input":  # a decoder's plain "attention_mask" is the encoder's mask
             self._by_role(lambda r, a: role(a).base in CONTEXT_ALIASES.get(r, frozenset())

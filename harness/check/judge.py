@@ -240,15 +240,24 @@ def generation_runners(family: Family, jobs: list[JobResult]) -> tuple[dict[str,
         if "encoder" not in by_mode or "decoder" not in by_mode:
             return {}, False, f"needs the encoder and decoder graphs; judged: {', '.join(sorted(by_mode)) or 'none'}"
         runners = {m: by_mode[m].runner for m in ("encoder", "decoder", "decoder_with_past") if m in by_mode}
-        return runners, "decoder_with_past" in by_mode, ""
+        cached = "decoder_with_past" in by_mode and _gives_cache(by_mode["decoder"]) and \
+            _gives_cache(by_mode["decoder_with_past"])
+        return runners, cached, ""
     prefill, step = by_mode.get("prefill"), by_mode.get("step")
     if prefill is None:
         return {}, False, "needs a graph that takes the prompt (decoder_model.onnx, model.onnx or merged)"
-    if step is None:
+    if step is None or not (_gives_cache(prefill) and _gives_cache(step)):
         return {"model": prefill.runner}, False, ""
     if step.job.artifact.path == prefill.job.artifact.path:
         return {"model": step.runner}, True, ""
     return {"model": SplitLMRunner(prefill.runner, step.runner)}, True, ""
+
+
+def _gives_cache(result: JobResult) -> bool:
+    """Whether the artifact returns every KV-cache tensor the next step needs."""
+    assert result.match is not None
+    presents = [n for n in result.job.graph.output_names if n.startswith("present")]
+    return bool(presents) and all(n in result.match.output_map for n in presents)
 
 
 def judge_generation(ws: CheckWorkspace, variant: Variant, family: Family, jobs: list[JobResult],

@@ -38,13 +38,18 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
                       title_justify="left")
         for col in ("", "reference", "artifact", "matched by", "detail"):
             table.add_column(col, overflow="fold")
-        for row in result.match.account():
+        for row in compact_account(result.match.account()):
             table.add_row(row["side"], escape(row["reference"] or "-"), escape(row["artifact"] or "-"),
                           escape(row["how"]), escape(row["detail"]))
         console.print(table)
         for note in result.notes:
             console.print(f"  note: {escape(note)}")
     console.print(metrics_table(outcome))
+    for result in outcome.jobs:
+        for out in result.outputs:
+            if out.worst is not None and out.failures():
+                console.print(f"  worst element of {escape(out.graph)}.{escape(out.output)}: "
+                              f"{escape(out.worst.describe(out.axis_names))}")
     for result in outcome.jobs:
         if result.error:
             console.print(f"[red]error[/] {escape(result.error)}")
@@ -54,8 +59,33 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
         console.print(f"note: {escape(note)}")
     for record in outcome.records:
         verdict = record["verdict"]
+        lines = record["reason"].splitlines() if record["reason"] else []
         console.print(f"[{STYLE.get(verdict, '')}]{verdict.upper()}[/] {escape(record['id'])}"
-                      + (f": {escape(record['reason'].splitlines()[0])}" if record["reason"] else ""))
+                      + (f": {escape(lines[0])}" if lines else ""))
+        for line in lines[1:8]:
+            console.print(f"  {escape(line.strip())}")
+
+
+def compact_account(rows: list[dict]) -> list[dict]:
+    """KV-cache tensors matched name for name collapse into one line per side; every
+    other pairing (and any cache tensor matched another way) stays explicit."""
+    from harness.check.io_match import role
+
+    out, folded = [], {}
+    for row in rows:
+        same = row["reference"] and row["reference"] == row["artifact"] and row["how"] == "name"
+        if same and role(row["reference"]).kv is not None:
+            folded.setdefault(row["side"], []).append(row)
+            continue
+        out.append(row)
+    for side, group in folded.items():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        names = f"{group[0]['reference']} .. {group[-1]['reference']}"
+        out.append({"side": side, "reference": f"{len(group)} cache tensors", "artifact": names, "how": "name",
+                    "detail": group[0]["detail"]})
+    return out
 
 
 def metrics_table(outcome: CheckOutcome) -> Table:
@@ -82,8 +112,6 @@ def metrics_table(outcome: CheckOutcome) -> Table:
                     gate, mark = f"{check.symbol} {check.threshold:g}", "[green]ok[/]" if ok else "[bold red]FAIL[/]"
                 table.add_row(escape(f"{out.graph}.{out.output}") if i == 0 else "", str(out.n_compared) if i == 0
                               else "", metric, _fmt(value), gate, mark)
-            if out.worst is not None and out.failures():
-                table.add_row("", "", "worst", escape(out.worst.describe(out.axis_names)), "", "")
         if ungated:  # KV-cache outputs: reported in the record, summarised here
             worst = max(ungated, key=lambda o: o.metrics.get("max_abs", 0.0))
             table.add_row(escape(f"{result.job.key}.<{len(ungated)} cache outputs>"),

@@ -77,27 +77,24 @@ def bench(args: argparse.Namespace) -> int:
     for name in models:
         resolve(name)  # unknown names: one line, did-you-mean
     options = RunOptions(models=list(models), intra_op_threads=args.threads)
-    ws = Workspace(options, args.cache)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    ws = Workspace(options, args.cache)  # threads reach torch and ORT through the backends
     wide = sys.stdout.isatty() or "COLUMNS" in os.environ
     console = Console(width=None if wide else 160, highlight=False)
-    for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
     results = []
     for name in models:
         console.print(f"measuring {name} ...", highlight=False)
         results.append(measure_headline(ws, name, batch_size=args.batch_size, seq_len=args.seq_len,
                                         rounds=args.rounds, calls=args.calls, new_tokens=args.new_tokens))
     rows = [r for res in results for r in res.ratios]
+    notes += [note for res in results for note in res.notes]
     env = environment(args.threads, None)
     threads = env["threads"]
     render(rows, console, title="headline ratios (candidate / base, p50; interleaved in one run)")
     for res in results:
         console.print(f"{res.model}: one sample = {res.unit}; {args.rounds} rounds x {args.calls} per contender",
                       highlight=False)
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
     console.print(f"threads: torch {threads['torch_num_threads']}, ORT intra-op "
                   f"{threads['ort_intra_op_threads'] or 'default'}; cpu: {env['cpu']} ({env['cores']} cores)",
                   highlight=False)

@@ -77,6 +77,7 @@ class GenerationSettings:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
     def with_overrides(self, **overrides: Any) -> "GenerationSettings":
+        """A copy with the given fields changed; ``None`` means "not set" and keeps the field."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
     def hf_kwargs(self) -> dict[str, Any]:

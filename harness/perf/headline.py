@@ -46,10 +46,11 @@ class HeadlineResult:
     ratios: list[bench.Ratio]
     samples: dict[str, list[float]]
     artifact_bytes: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # contenders that could not be measured, and why
 
 
-def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int,
-            new_tokens: int) -> tuple[dict[str, Callable[[int], list[float]]], str, list[Any], dict[str, int]]:
+def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new_tokens: int,
+            notes: list[str]) -> tuple[dict[str, Callable[[int], list[float]]], str, list[Any], dict[str, int]]:
     from harness.perf.feeds import shaped_feeds
     from harness.perf.generation import generate_timed, starter
     from harness.perf.memory import artifact_fields
@@ -72,18 +73,24 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int,
         unit = f"one forward call, batch {batch_size} x {seq_len} tokens"
     for name, (precision, provider) in CONTENDERS.items():
         variant = Variant(model_name, precision, PROVIDERS[provider])
+        reason = ws.unavailable_reason(variant)
+        if reason:
+            notes.append(f"{model_name} {name}: not measured ({reason})")
+            continue
         backend = ws.backend(variant, model)
+        try:
+            loaded = {g.name: backend.load(model, family, g, variant) for g in (graphs if generates else graphs[:1])}
+        except Exception as exc:  # an export or session failure costs one contender, not the table
+            notes.append(f"{model_name} {name}: not measured ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
+            continue
+        runners += loaded.values()
         if generates:
-            loaded = {g.name: backend.load(model, family, g, variant) for g in graphs}
-            runners += loaded.values()
             start_fn = starter(model, family, loaded)
 
             def block(n: int, start_fn: Any = start_fn) -> list[float]:
                 return [generate_timed(start_fn, ids, mask, new_tokens, True)[2] / 1e6 for _ in range(n)]
         else:
-            runner = backend.load(model, family, graphs[0], variant)
-            runners.append(runner)
-            call = timed_call(runner, feeds)
+            call = timed_call(loaded[graphs[0].name], feeds)
 
             def block(n: int, call: Any = call) -> list[float]:
                 return time_calls(call, n)
@@ -96,13 +103,15 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int,
 def measure_headline(ws: "Workspace", model_name: str, *, batch_size: int = 1, seq_len: int = 32,
                      rounds: int = 20, calls: int = 10, new_tokens: int = 16) -> HeadlineResult:
     """Interleave the four contenders for ``rounds`` blocks of ``calls`` samples; the ratios."""
-    blocks, unit, runners, sizes = _blocks(ws, model_name, batch_size, seq_len, new_tokens)
+    notes: list[str] = []
+    blocks, unit, runners, sizes = _blocks(ws, model_name, batch_size, seq_len, new_tokens, notes)
     try:
-        samples = bench.interleave(blocks, rounds, calls, warmup_rounds=1)
+        samples = bench.interleave(blocks, rounds, calls, warmup_rounds=1) if blocks else {}
     finally:
         for runner in runners:
             runner.close()
     ratios = [bench.latency_ratio(model_name, label, samples, base, cand, block_size=calls)
-              for label, base, cand in LATENCY_RATIOS]
-    ratios += [bench.size_ratio(model_name, label, base, cand, sizes[base], sizes[cand]) for label, base, cand in SIZE_RATIOS]
-    return HeadlineResult(model_name, unit, ratios, samples, sizes)
+              for label, base, cand in LATENCY_RATIOS if base in samples and cand in samples]
+    ratios += [bench.size_ratio(model_name, label, base, cand, sizes[base], sizes[cand])
+               for label, base, cand in SIZE_RATIOS if base in sizes and cand in sizes]
+    return HeadlineResult(model_name, unit, ratios, samples, sizes, notes)

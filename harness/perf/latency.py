@@ -1,7 +1,7 @@
 """Which latency metrics a variant gets, and measuring them.
 
 * ``latency_ms``: the model's entry graph at the first batch size x first sequence length
-  (the number baselines gate on; its shape is stored in the entry);
+  that fits the model (the number baselines gate on; its shape is stored in the entry);
 * ``latency_ms[bs=B,seq=S]``: every other configured bucket of the entry graph;
 * ``latency_ms[graph=G]``: every other graph (decoder steps) on the family's own feeds
   for the first batch size.
@@ -44,23 +44,22 @@ def plan(model: "LoadedModel", family: "Family", texts: Sequence[str],
     """The metrics to measure, and why any configured bucket was left out."""
     graphs = family.graphs(model)
     entry, others = graphs[0], graphs[1:]
+    first_bs = settings.batch_sizes[0]
     points: list[Point] = []
     skipped: list[str] = []
-    limit = max_positions(model)
-    first_bs = settings.batch_sizes[0]
-    for i, bs in enumerate(settings.batch_sizes):
-        for j, seq in enumerate(settings.seq_lens):
-            if not shapeable(entry):
-                break
-            if limit is not None and seq > limit:
-                skipped.append(f"bs={bs},seq={seq}: longer than the model's {limit} positions")
-                continue
-            key = "latency_ms" if (i, j) == (0, 0) else latency_key(batch_size=bs, seq_len=seq)
-            points.append(Point(key, entry, shaped_feeds(model, family, entry, texts, bs, seq), bs, seq))
-    if not shapeable(entry):
+    if shapeable(entry):
+        limit = max_positions(model)
+        for i, bs in enumerate(settings.batch_sizes):
+            for j, seq in enumerate(settings.seq_lens):
+                if limit is not None and seq > limit:
+                    skipped.append(f"bs={bs},seq={seq}: longer than the model's {limit} positions")
+                    continue
+                key = latency_key(batch_size=bs, seq_len=seq) if points else "latency_ms"
+                points.append(Point(key, entry, shaped_feeds(model, family, entry, texts, bs, seq), bs, seq))
+        if not points:
+            raise ValueError(f"{model.name}: no configured sequence length fits ({'; '.join(skipped)})")
+    else:  # fed by something other than token ids: the family's own feeds
         points.append(Point("latency_ms", entry, family_feeds(model, family, entry, texts, first_bs), first_bs, None))
-    elif not points:
-        raise ValueError(f"{model.name}: no configured sequence length fits (skipped: {'; '.join(skipped)})")
     for graph in others:
         feeds = family_feeds(model, family, graph, texts, first_bs)
         points.append(Point(latency_key(graph=graph.name), graph, feeds, first_bs, None))

@@ -1,8 +1,9 @@
 """Performance options and the baseline gate, as a pytest plugin.
 
-The performance suites are opt-in (``--harness-perf``): without it a suite module calls
-:func:`require_perf` and is skipped as a whole at collection, with one line of reason and
-no records, so a default run is neither slower nor cluttered. The baseline options imply
+The performance suites are opt-in (``--harness-perf``): without it a suite module skips
+itself as a whole at collection (``if not perf_requested(): pytest.skip(SKIP_REASON,
+allow_module_level=True)``), with one line of reason and no records, so a default run is
+neither slower nor cluttered. The baseline options imply
 ``--harness-perf`` (a baseline of a run without perf records would be empty).
 
 At session end, on the controller, after every record is written: ``--harness-baseline-compare``
@@ -154,15 +155,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 def perf_requested(config: pytest.Config | None = None) -> bool:
+    """Whether this session runs the performance suites (for a module-level skip, which
+    has no fixture to ask: the plugin remembers the active config)."""
     config = config or (_ACTIVE[0] if _ACTIVE else None)
     return config is not None and config.stash.get(PERF, None) is not None
-
-
-def require_perf() -> None:
-    """Call at the top of a performance suite module: skips the whole module, with one
-    precise reason and no per-case records, unless ``--harness-perf`` was given."""
-    if not perf_requested():
-        pytest.skip(SKIP_REASON, allow_module_level=True)
 
 
 @pytest.fixture
@@ -215,7 +211,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 outcome.saved = save_baseline(run_dir, req.save, req.store, force=req.force or req.save == req.compare)
     except UsageError as exc:
         outcome.error = str(exc)
-        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if session.exitstatus == pytest.ExitCode.OK:  # a failed session keeps its own status
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def _compare(req: GateRequest, run_dir: Path) -> Any:

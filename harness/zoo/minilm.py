@@ -111,10 +111,10 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
 def embedding_metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
     """Per-sentence cosine between reference and variant embeddings: mean and worst."""
     ref, got = ref.astype(np.float64), got.astype(np.float64)
+    if not (np.all(np.isfinite(ref)) and np.all(np.isfinite(got))):  # NaN/Inf never passes a gate
+        return {"embedding_cosine": float("nan"), "embedding_cosine_min": float("nan")}
     norms = np.linalg.norm(ref, axis=-1) * np.linalg.norm(got, axis=-1)
     cos = np.where(norms > 0, (ref * got).sum(axis=-1) / np.maximum(norms, 1e-300), 0.0)
-    if not np.all(np.isfinite(cos)):
-        return {"embedding_cosine": float("nan"), "embedding_cosine_min": float("nan")}
     return {"embedding_cosine": float(cos.mean()), "embedding_cosine_min": float(cos.min())}
 
 

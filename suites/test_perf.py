@@ -1,0 +1,92 @@
+"""Performance of every variant (opt-in: ``--harness-perf``).
+
+* ``test_latency``: warmup, then per-call samples of each graph at the configured batch
+  sizes and sequence lengths; percentiles, throughput and the raw samples are recorded.
+* ``test_cold_start_memory``: fresh processes load the variant and run it once: load and
+  first-inference time, peak RSS beside an empty interpreter's, artifact size on disk.
+* ``test_generation_perf``: time to first token, time per output token and tokens/s,
+  with and without the KV cache (generative models only).
+
+Budgets in a model's spec (``p50_ms``, ``peak_rss_mb``, ``artifact_mb``...) fail the case
+that measures them; the baseline gate (``--harness-baseline-compare``) judges change.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.plugins.perf import SKIP_REASON, perf_requested
+
+if not perf_requested():  # one skip for the whole module: no per-case records, no slower default run
+    pytest.skip(SKIP_REASON, allow_module_level=True)
+
+from harness.perf import budgets, coldstart, generation, latency, memory  # noqa: E402
+from harness.perf.measure import device_sync, engine_for  # noqa: E402
+
+
+def _graphs_and_plan(harness, settings):
+    ws, model = harness.workspace, harness.model
+    family = ws.family(model)
+    points, skipped = latency.plan(model, family, ws.texts(model), settings)
+    return ws, model, family, points, skipped
+
+
+def _settings_record(harness, settings, **extra) -> dict:
+    from harness.envinfo import thread_settings
+
+    options = harness.workspace.options
+    return {**settings.as_dict(), "threads": thread_settings(options.intra_op_threads, options.inter_op_threads),
+            **extra}
+
+
+def test_latency(variant, harness, perf_settings, benchmark_or_none):
+    ws, model, family, points, skipped = _graphs_and_plan(harness, perf_settings)
+    backend = ws.backend(variant, model)
+    runners = {}
+    try:
+        for graph in {p.graph.name: p.graph for p in points}.values():
+            runners[graph.name] = backend.load(model, family, graph, variant)
+        engine = engine_for(benchmark_or_none, device_sync(variant))
+        harness.perf.update(latency.measure(runners, points, perf_settings, engine, device_sync(variant)))
+    finally:
+        for runner in runners.values():
+            runner.close()
+    primary = harness.perf["latency_ms"]
+    harness.perf["throughput"] = primary["throughput"]
+    harness.perf["settings"] = _settings_record(harness, perf_settings, skipped_buckets=skipped)
+    if benchmark_or_none is not None and primary["engine"] == "pytest-benchmark":
+        benchmark_or_none.extra_info["harness"] = {k: primary["summary"][k] for k in ("p50", "p90", "p95", "p99")}
+    budgets.enforce(harness, harness.perf)
+
+
+def test_cold_start_memory(variant, harness, perf_settings):
+    reason = coldstart.unsupported_reason(variant)
+    if reason:
+        pytest.skip(reason)
+    ws, model, family, points, _ = _graphs_and_plan(harness, perf_settings)
+    graphs = family.graphs(model)
+    feeds = coldstart.write_feeds(harness.side_file("feeds.npz"), latency.feeds_by_graph(points))
+    args = coldstart.child_args(ws, variant, model, family, graphs, feeds)
+    runs = coldstart.fresh_runs(args, perf_settings.repeats)
+    harness.perf.update(coldstart.cold_start_fields(runs))
+    harness.perf.update(memory.memory_fields(runs, memory.floors(variant.backend)))
+    harness.perf.update(memory.artifact_fields(ws, variant, model, family, graphs))
+    harness.perf["settings"] = _settings_record(harness, perf_settings, child=args)
+    budgets.enforce(harness, harness.perf)
+
+
+@pytest.mark.harness(generates=True)
+def test_generation_perf(variant, harness, perf_settings):
+    ws, model = harness.workspace, harness.model
+    family = ws.family(model)
+    backend = ws.backend(variant, model)
+    runners = {}
+    try:
+        for graph in family.graphs(model):
+            runners[graph.name] = backend.load(model, family, graph, variant)
+        harness.perf.update(generation.measure_generation(model, family, runners, ws.texts(model), perf_settings))
+    finally:
+        for runner in runners.values():
+            runner.close()
+    harness.perf["settings"] = _settings_record(harness, perf_settings)
+    budgets.enforce(harness, harness.perf)

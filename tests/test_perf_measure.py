@@ -1,0 +1,340 @@
+"""harness.perf measurement pieces: timing loops (with scripted clocks, never absolute
+times), record entries, shaped feeds, budgets, interleaving, generation timing and the
+fresh-process child."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from types import SimpleNamespace
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from harness.config import UsageError
+from harness.perf import bench, budgets, coldstart, latency, memory
+from harness.perf.feeds import shapeable, shaped_feeds
+from harness.perf.generation import sample_generation
+from harness.perf.measure import (BenchmarkEngine, HarnessEngine, PerfSettings, engine_for, latency_entry,
+                                  latency_key, parse_sizes, time_calls, timed_call)
+from harness.runners.base import GraphRunner
+
+from conftest import variant
+
+
+def scripted_clock(*ticks_ns: int):
+    it = iter(ticks_ns)
+    return lambda: next(it)
+
+
+# --------------------------------------------------------------------------- timing loops
+
+
+def test_time_calls_times_each_call_alone_after_warmup():
+    calls, syncs = [], []
+    clock = scripted_clock(0, 1_000_000, 5_000_000, 7_500_000, 10_000_000, 10_250_000)
+    samples = time_calls(lambda: calls.append(1), 3, warmup=2, sync=lambda: syncs.append(1), clock=clock)
+    assert samples == [1.0, 2.5, 0.25]
+    assert len(calls) == 5 and len(syncs) == 5  # warmup calls are synchronised too, but not timed
+
+
+def test_time_calls_rejects_zero_rounds():
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        time_calls(lambda: None, 0)
+
+
+class FakeBenchmark:
+    def __init__(self, disabled: bool = False) -> None:
+        self.disabled, self.extra_info, self.calls = disabled, {}, []
+
+    def pedantic(self, target, rounds, iterations, warmup_rounds):
+        self.calls.append((rounds, iterations, warmup_rounds))
+        for _ in range(warmup_rounds + rounds):
+            target()
+        self.stats = SimpleNamespace(stats=SimpleNamespace(data=[0.001 * (i + 1) for i in range(rounds)]))
+
+
+def test_benchmark_engine_uses_one_call_per_round_and_returns_ms():
+    fixture, hits = FakeBenchmark(), []
+    engine = engine_for(fixture, sync=lambda: hits.append("sync"))
+    assert isinstance(engine, BenchmarkEngine) and engine.name == "pytest-benchmark"
+    samples = engine(lambda: hits.append("call"), 3, 2)
+    assert samples == pytest.approx([1.0, 2.0, 3.0])
+    assert fixture.calls == [(3, 1, 2)]
+    assert hits == ["call", "sync"] * 5
+    with pytest.raises(RuntimeError, match="one metric per test"):
+        engine(lambda: None, 3, 0)
+
+
+def test_engine_falls_back_to_the_harness_loop():
+    assert isinstance(engine_for(None), HarnessEngine)
+    assert isinstance(engine_for(FakeBenchmark(disabled=True)), HarnessEngine)
+
+
+# --------------------------------------------------------------------------- settings and record entries
+
+
+def test_perf_settings_validate_with_option_names():
+    with pytest.raises(UsageError, match="--harness-perf-samples: must be >= 1"):
+        PerfSettings(samples=0)
+    with pytest.raises(UsageError, match="--harness-perf-batch-sizes"):
+        PerfSettings(batch_sizes=(0,))
+    assert parse_sizes("1,8 32", "--x") == (1, 8, 32)
+    assert parse_sizes(None, "--x") is None
+    with pytest.raises(UsageError, match="--harness-perf-seq-lens: 'x' is not an integer"):
+        parse_sizes("8,x", "--harness-perf-seq-lens")
+
+
+def test_latency_keys():
+    assert latency_key() == "latency_ms"
+    assert latency_key(batch_size=8, seq_len=64) == "latency_ms[bs=8,seq=64]"
+    assert latency_key(graph="decoder_with_past") == "latency_ms[graph=decoder_with_past]"
+    assert latency_key(gen="tpot", kv="on") == "latency_ms[gen=tpot,kv=on]"
+
+
+def test_latency_entry_keeps_samples_and_flags_low_confidence_percentiles():
+    samples = [2.0] * 40 + [4.0] * 10
+    entry = latency_entry(samples, warmup=5, engine="harness", items_per_call=8, graph="model")
+    assert entry["samples"] == samples and entry["warmup"] == 5 and entry["graph"] == "model"
+    s = entry["summary"]
+    assert s["n"] == 50 and s["p50"] == 2.0 and s["max"] == 4.0
+    assert s["low_confidence"] == {"p50": False, "p90": True, "p95": True, "p99": True}
+    assert entry["throughput"] == pytest.approx(8 * 1000.0 / 2.4)  # items per second at the mean
+
+
+# --------------------------------------------------------------------------- what is timed
+
+
+def _int64_identity(path):
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, ["n"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_timed_call_runs_the_ort_session_on_feeds_cast_once(tmp_path):
+    from harness.runners.ort_runner import OrtGraphRunner
+
+    runner = OrtGraphRunner(str(_int64_identity(tmp_path / "m.onnx")), "CPUExecutionProvider")
+    call = timed_call(runner, {"x": np.array([1, 2, 3], dtype=np.int32), "unused": np.zeros(1)})
+    (out,) = call()
+    assert out.dtype == np.int64 and out.tolist() == [1, 2, 3]
+
+
+def test_timed_call_goes_through_run_for_other_runners():
+    class Counting(GraphRunner):
+        input_names, output_names, seen = ["a"], ["b"], []
+
+        def _run(self, feeds):
+            self.seen.append(feeds["a"])
+            return {"b": feeds["a"]}
+
+    runner = Counting()
+    call = timed_call(runner, {"a": np.ones(2)})
+    call()
+    call()
+    assert len(runner.seen) == 2
+
+
+# --------------------------------------------------------------------------- shaped feeds and the plan
+
+
+def test_shaped_feeds_fill_every_row_with_real_tokens(workspace):
+    model = workspace.model("encoder-custom")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    feeds = shaped_feeds(model, family, graph, workspace.texts(model), 3, 16)
+    assert feeds["input_ids"].shape == (3, 16) and feeds["attention_mask"].all()
+    assert len({tuple(r) for r in feeds["input_ids"].tolist()}) == 3  # rows start at different sentences
+    with pytest.raises(ValueError, match="exceeds the model's 512 positions"):
+        shaped_feeds(model, family, graph, workspace.texts(model), 1, 513)
+
+
+def test_causal_prefill_feeds_have_positions_and_an_empty_past(workspace):
+    model = workspace.model("llama-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    feeds = shaped_feeds(model, family, graph, workspace.texts(model), 2, 8)
+    assert feeds["position_ids"].tolist() == [list(range(8))] * 2
+    assert feeds["past_key_values.0.key"].shape == (2, 2, 0, 16)
+
+
+def test_plan_names_every_bucket_and_graph(workspace):
+    model = workspace.model("marian-tiny")
+    family = workspace.family(model)
+    decoder = family.graphs(model)[1]
+    assert not shapeable(decoder)
+    with pytest.raises(ValueError, match="not by token ids"):
+        shaped_feeds(model, family, decoder, ["a"], 1, 4)
+    points, skipped = latency.plan(model, family, workspace.texts(model),
+                                   PerfSettings(batch_sizes=(1, 2), seq_lens=(8, 300)))
+    assert [p.key for p in points] == ["latency_ms", "latency_ms[bs=2,seq=8]", "latency_ms[graph=decoder]",
+                                       "latency_ms[graph=decoder_with_past]"]
+    assert skipped == ["bs=1,seq=300: longer than the model's 256 positions",
+                       "bs=2,seq=300: longer than the model's 256 positions"]
+    assert points[1].feeds["input_ids"].shape == (2, 8)
+    assert set(latency.feeds_by_graph(points)) == {"encoder", "decoder", "decoder_with_past"}
+
+
+def test_measure_times_the_first_point_with_the_given_engine(workspace):
+    model = workspace.model("encoder-custom")
+    family = workspace.family(model)
+    points, _ = latency.plan(model, family, workspace.texts(model), PerfSettings(seq_lens=(8, 16)))
+    runner = workspace.backend(variant("encoder-custom"), model).load(model, family, points[0].graph,
+                                                                      variant("encoder-custom"))
+    out = latency.measure({"model": runner}, points, PerfSettings(samples=7, warmup=1),
+                          BenchmarkEngine(FakeBenchmark()))
+    assert out["latency_ms"]["engine"] == "pytest-benchmark" and len(out["latency_ms"]["samples"]) == 7
+    assert out["latency_ms[bs=1,seq=16]"]["engine"] == "harness"
+    assert (out["latency_ms"]["seq_len"], out["latency_ms[bs=1,seq=16]"]["seq_len"]) == (8, 16)
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+def test_budgets_validate_and_check():
+    with pytest.raises(UsageError, match=r"unknown budget 'p50' \(did you mean 'p50_ms'\?\)"):
+        budgets.validate({"p50": 3}, "m")
+    with pytest.raises(UsageError, match="must be a positive number"):
+        budgets.validate({"p50_ms": -1}, "m")
+    perf = {"latency_ms": {"summary": {"p50": 2.0, "p90": 3.0, "p95": 4.0, "p99": 9.0}},
+            "peak_rss_bytes": 300 * 2**20, "artifact_bytes": 2**20, "cold_start_ms": {"load": 50.0, "first_inference": 2.0}}
+    measured = budgets.measured_values(perf)
+    assert measured["peak_rss_mb"] == 300 and measured["artifact_mb"] == 1 and measured["load_ms"] == 50
+    checks = budgets.check({"p50_ms": 1.5, "artifact_mb": 2, "ttft_ms": 1}, measured)
+    assert [(c.name, c.passed) for c in checks] == [("p50_ms", False), ("artifact_mb", True)]  # ttft not measured
+    assert checks[0].message() == "latency p50 = 2 exceeds budget p50_ms <= 1.5"
+
+
+def test_enforce_records_thresholds_and_fails_with_the_numbers():
+    from harness.parity import GateFailure
+
+    case = SimpleNamespace(model=SimpleNamespace(name="m", spec=SimpleNamespace(budgets={"peak_rss_mb": 100})),
+                           variant=variant("m"), metrics={}, thresholds={})
+    with pytest.raises(GateFailure, match=r"peak RSS \(MiB\) = 300 exceeds budget peak_rss_mb <= 100"):
+        budgets.enforce(case, {"peak_rss_bytes": 300 * 2**20})
+    assert case.metrics == {"perf.peak_rss_mb": 300.0}
+    assert case.thresholds == {"perf.peak_rss_mb": {"threshold": 100.0, "op": "<="}}
+
+
+# --------------------------------------------------------------------------- interleaving and ratios
+
+
+def test_round_order_puts_every_contender_in_every_slot_equally():
+    names = ["a", "b", "c"]
+    slots = Counter((i, name) for r in range(12) for i, name in enumerate(bench.round_order(names, r)))
+    assert set(slots.values()) == {4}
+    followers = Counter((o[i], o[i + 1]) for r in range(6) for o in [bench.round_order(names, r)] for i in range(2))
+    assert len(followers) == 6  # each contender follows each other one, not always the same neighbour
+
+
+def test_interleave_alternates_blocks_and_collects_samples():
+    order = []
+
+    def block(name):
+        return lambda n: (order.append(name), [1.0] * n)[1]
+
+    samples = bench.interleave({"x": block("x"), "y": block("y")}, rounds=3, per_round=4, warmup_rounds=1)
+    assert {k: len(v) for k, v in samples.items()} == {"x": 12, "y": 12}
+    assert order == ["x", "y", "x", "y", "y", "x", "y", "x"]  # warmup, then rotated rounds
+    with pytest.raises(ValueError, match="returned 1 samples, expected 2"):
+        bench.interleave({"x": lambda n: [1.0]}, rounds=1, per_round=2, warmup_rounds=0)
+
+
+def test_latency_ratio_recovers_a_known_factor():
+    rng = np.random.default_rng(0)
+    base = list(1.0 + rng.exponential(0.05, 400))
+    cand = [2 * s for s in rng.permutation(base)]
+    r = bench.latency_ratio("m", "cand vs base", {"b": base, "c": cand}, "b", "c", block_size=20)
+    assert r.ratio == pytest.approx(2.0) and r.lo <= 2.0 <= r.hi
+    assert r.reading() == "100% more latency, 0.50x speed"
+    size = bench.size_ratio("m", "size", "fp32", "int8", 400, 100)
+    assert size.ratio == 0.25 and size.lo is None and size.reading() == "75% smaller"
+    assert "| m | size | 0.00 MiB | 0.00 MiB | 0.250 | exact | 75% smaller |" in bench.to_markdown([size])
+
+
+# --------------------------------------------------------------------------- generation timing
+
+
+class FakeStepper:
+    def step(self, history):
+        logits = np.zeros((history.shape[0], 5))
+        logits[:, history.shape[1] % 5] = 1.0
+        return logits
+
+
+class FakeStarter:
+    def start(self, ids, mask, expand, use_cache):
+        return SimpleNamespace(prompt=np.zeros((ids.shape[0], 1), dtype=np.int64), stepper=FakeStepper())
+
+
+def test_generation_timing_splits_first_token_from_later_ones():
+    ticks = itertools.count(0, 1_000_000)  # every clock read is 1 ms after the previous one
+    out = sample_generation(FakeStarter(), np.ones((2, 3), np.int64), np.ones((2, 3), np.int64), new_tokens=4,
+                            repeats=2, warmup=0, clock=lambda: next(ticks))
+    on = out[True]
+    assert on.ttft_ms == [1.0, 1.0] and on.tpot_ms == [1.0] * 6 and on.total_ms == [4.0, 4.0]
+    assert on.tokens[0].tolist() == [[1, 2, 3, 4]] * 2
+    assert on.tokens_per_s(2, 4) == pytest.approx(2 * 4 * 2 / 0.008)
+
+
+def test_generation_perf_on_a_real_translator(workspace):
+    from harness.perf.generation import measure_generation
+
+    model = workspace.model("marian-tiny")
+    family = workspace.family(model)
+    v = variant("marian-tiny")
+    backend = workspace.backend(v, model)
+    runners = {g.name: backend.load(model, family, g, v) for g in family.graphs(model)}
+    fields = measure_generation(model, family, runners, workspace.texts(model), PerfSettings(samples=12, new_tokens=5))
+    gen = fields["generation"]
+    assert gen["same_tokens_with_and_without_cache"] is True
+    assert gen["repeats"] == 3 and gen["new_tokens"] == 5
+    assert len(fields["latency_ms[gen=ttft,kv=on]"]["samples"]) == 3
+    assert len(fields["latency_ms[gen=tpot,kv=off]"]["samples"]) == 3 * 4
+    assert gen["kv=on"]["tokens_per_s"] > 0 and gen["kv_speedup"] > 0
+
+
+# --------------------------------------------------------------------------- fresh processes
+
+
+def test_child_floors_and_an_ort_cold_start(workspace, tmp_path):
+    floor = memory.floors("onnxruntime")
+    assert 0 < floor["baseline_rss_bytes"] < floor["imports_rss_bytes"]  # onnxruntime + numpy weigh tens of MB
+    model = workspace.model("encoder-custom")
+    family = workspace.family(model)
+    graphs = family.graphs(model)
+    feeds = coldstart.write_feeds(tmp_path / "f.npz", {"model": family.feeds(model, graphs[0], ["a b c", "d"])})
+    v = variant("encoder-custom", "int8")
+    args = coldstart.child_args(workspace, v, model, family, graphs, feeds, calls=2)
+    runs = coldstart.fresh_runs(args, 2)
+    assert all(r["first_inference_ms"] > 0 and r["load_ms"] > 0 and len(r["steady_ms"]) == 2 for r in runs)
+    fields = {**coldstart.cold_start_fields(runs), **memory.memory_fields(runs, floor)}
+    assert fields["cold_start_ms"]["load"] == pytest.approx(float(np.median([r["load_ms"] for r in runs])))
+    assert fields["peak_rss_bytes"] >= fields["memory"]["peak_rss_after_load_bytes"] > floor["imports_rss_bytes"]
+    arena = fields["memory"]["settings"]["onnxruntime"]
+    assert arena["enable_cpu_mem_arena"] is True and arena["providers"] == ["CPUExecutionProvider"]
+    sizes = memory.artifact_fields(workspace, v, model, family, graphs)
+    assert sizes["artifact_bytes"] == sum(sizes["artifact_files"].values()) > 0
+
+
+def test_child_failures_carry_the_reason(tmp_path):
+    with pytest.raises(coldstart.ChildError, match="--graph and --feeds are required"):
+        coldstart.spawn(["--backend", "onnxruntime"])
+    feeds = coldstart.write_feeds(tmp_path / "f.npz", {"model": {"x": np.zeros(1, np.int64)}})
+    with pytest.raises(coldstart.ChildError, match="exited with 1"):
+        coldstart.spawn(["--graph", f"model={tmp_path / 'missing.onnx'}", "--feeds", str(feeds)])
+
+
+def test_cold_start_fields_are_medians_over_processes():
+    runs = [{"import_ms": i, "load_ms": 10 * i, "first_inference_ms": i, "process_ms": 100 * i, "peak_rss_bytes": i * 2**20,
+             "peak_rss_after_load_bytes": i * 2**20, "steady_ms": [1.0], "settings": {"x": 1}} for i in (1, 5, 3)]
+    fields = coldstart.cold_start_fields(runs)
+    assert fields["cold_start_ms"] == {"load": 30.0, "first_inference": 3.0, "import": 3.0, "process": 300.0}
+    mem = memory.memory_fields(runs, {"baseline_rss_bytes": 2**20, "imports_rss_bytes": 2**20})
+    assert mem["peak_rss_bytes"] == 3 * 2**20 and mem["memory"]["model_rss_bytes"] == 2 * 2**20
+    assert mem["memory"]["gpu_peak_bytes"] is None and json.dumps(mem)
