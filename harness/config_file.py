@@ -12,6 +12,7 @@ and registered model specs.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tomllib
@@ -38,14 +39,31 @@ BUDGET_KEYS = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "cold_start_ms
                "peak_rss_mb", "artifact_mb")
 
 
-def _metric_names() -> dict[str, bool]:
-    """Every gateable metric -> higher_is_better (numeric, text and derived embedding ones)."""
+def metric_names() -> dict[str, bool]:
+    """Every gateable metric -> higher_is_better: numeric, text, sentence-embedding and
+    generation (``gen_*``) metrics."""
     from harness.metrics.numeric import NUMERIC_METRICS
     from harness.metrics.text import TEXT_METRICS
 
     names = {n: i.higher_is_better for n, i in {**NUMERIC_METRICS, **TEXT_METRICS}.items()}
-    names.update({"embedding_cosine": True, "embedding_cosine_min": True})
+    names.update({"embedding_cosine": True, "embedding_cosine_min": True, "training_mode_ops": False})
+    names.update(_generation_metrics())
     return names
+
+
+@functools.lru_cache(maxsize=1)
+def _generation_metrics() -> dict[str, bool]:
+    """The names generation parity produces, read off its own scorer (one tiny row), so the
+    config accepts exactly what the generation gates can check."""
+    try:
+        from harness.generation_parity import GEN_HIGHER_IS_BETTER, score_rows
+    except ImportError:  # pragma: no cover - the generation package ships with the harness
+        return {}
+    words = " ".join(["word"] * 40)
+    row = {"source": words, "reference": words, "pytorch": words, "variant": words,
+           "pytorch_tokens": [1, 2], "variant_tokens": [1, 2]}
+    metrics, _ = score_rows([row], "en")
+    return {name: name in GEN_HIGHER_IS_BETTER for name in metrics}
 
 
 @dataclass(frozen=True)
@@ -246,7 +264,7 @@ class _Validator:
         return text
 
     def tolerances(self, value: Any, where: str) -> dict[str, dict[str, float]]:
-        metrics = _metric_names()
+        metrics = metric_names()
         out: dict[str, dict[str, float]] = {}
         for prec, checks in self.table(value, where).items():
             p = self.choice(prec, f"{where}.{prec}", PRECISIONS)

@@ -16,7 +16,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from harness.config import Check, Precision, PROVIDERS, Variant
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
@@ -41,10 +41,14 @@ GEN_HIGHER_IS_BETTER = frozenset({
 #: FP32 must reproduce PyTorch's greedy tokens exactly. Reduced precisions are judged on
 #: the text: how much of PyTorch's output survives (BLEU vs PyTorch), how much quality
 #: against the references is lost (BLEU points), and whether the output starts looping.
+#: The BLEU-vs-PyTorch floors are sized for the worst correct export measured, a
+#: random-weight LM whose near-flat logits make greedy paths fragile (PITFALLS #7):
+#: llama-tiny FP16 93.7 and INT8 37.9 (beam 3) / 52.7 (greedy, 48 tokens); a broken
+#: export decodes garbage (BLEU < 10). Trained models tighten them (numbers-en-zh).
 GEN_TOLERANCES: dict[Precision, dict[str, float]] = {
     Precision.FP32: {"gen_token_exact_match": 1.0},
-    Precision.FP16: {"gen_bleu_vs_torch": 60.0, "gen_bleu_ref_drop": 1.0, "gen_repetition_increase": 0.05},
-    Precision.INT8: {"gen_bleu_vs_torch": 20.0, "gen_bleu_ref_drop": 3.0, "gen_repetition_increase": 0.10},
+    Precision.FP16: {"gen_bleu_vs_torch": 85.0, "gen_bleu_ref_drop": 1.0, "gen_repetition_increase": 0.02},
+    Precision.INT8: {"gen_bleu_vs_torch": 30.0, "gen_bleu_ref_drop": 2.0, "gen_repetition_increase": 0.05},
 }
 
 #: How much a default run decodes; a model's ``extra["generation"]`` and the pytest
@@ -154,16 +158,18 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, 
 
 
 def make_rows(indices: Sequence[int], sources: Sequence[str], references: Sequence[str] | None,
-              reference: Decoded, variant: Decoded) -> list[dict[str, Any]]:
+              reference: Decoded, variant: Decoded, piece: Callable[[int], str] = str) -> list[dict[str, Any]]:
+    """One row per sentence; ``piece`` names a token id (the tokenizer's token string)."""
     rows = []
     for k, (i, src) in enumerate(zip(indices, sources)):
         pt, var = reference.tokens[k], variant.tokens[k]
         first = first_divergence(pt, var)
         dist, norm = sentence_edit(variant.texts[k], reference.texts[k])
+        at = None if first is None else [piece(t[first]) if first < len(t) else "<end>" for t in (pt, var)]
         rows.append({"index": i, "source": src, "reference": references[k] if references is not None else None,
                      "pytorch": reference.texts[k], "variant": variant.texts[k], "pytorch_tokens": pt,
-                     "variant_tokens": var, "first_divergence": first, "edit_distance": dist,
-                     "norm_edit_distance": norm})
+                     "variant_tokens": var, "first_divergence": first, "divergent_pieces": at,
+                     "edit_distance": dist, "norm_edit_distance": norm})
     return rows
 
 
@@ -210,6 +216,8 @@ class GenerationResult:
             pt, var = row["pytorch_tokens"], row["variant_tokens"]
             ours = pt[pos] if pos < len(pt) else "<end>"
             theirs = var[pos] if pos < len(var) else "<end>"
+            pieces = row.get("divergent_pieces") or ["", ""]
+            ours, theirs = (f"{t} {p!r}" if p and p != "<end>" else str(t) for t, p in zip((ours, theirs), pieces))
             return (f"first divergence: sentence {row['index']} at token {pos} (pytorch {ours} vs variant {theirs}); "
                     f"source {_clip(row['source'])!r}; pytorch {_clip(row['pytorch'])!r}; "
                     f"variant {_clip(row['variant'])!r}")
@@ -275,7 +283,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     ref_seconds = time.perf_counter() - began
     got = decode_texts(ws.backend(variant, model), model, family, variant, texts, settings, wanted["batch_size"],
                        decode_threads(ws))
-    rows = make_rows(indices, texts, refs, reference, got)
+    rows = make_rows(indices, texts, refs, reference, got, model.tokenizer.convert_ids_to_tokens)
     metrics, signatures = score_rows(rows, model.spec.target_lang)
     worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,
                         n=int(wanted["worst"]))

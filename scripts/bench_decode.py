@@ -28,29 +28,33 @@ from harness.workspace import Workspace  # noqa: E402
 from harness.zoo import registered  # noqa: E402
 
 
-def measure(ws: Workspace, name: str, provider: str, use_cache: bool, args: argparse.Namespace) -> tuple[float, int]:
-    """Median tokens/s over ``repeats`` decodes (after one warm-up), and the tokens per decode.
+def measure(ws: Workspace, name: str, provider: str, args: argparse.Namespace) -> dict[bool, float]:
+    """Median tokens/s per cache mode over ``repeats`` decodes, cached and uncached
+    alternating (so drift on a shared machine hits both), after one warm-up each.
 
     The time is the decode loop only (``Decoded.seconds``): loading sessions is a one-off.
     """
     model = ws.model(name)
     corpus = corpus_for(model)
     texts = [corpus.sources[i] for i in select_indices(len(corpus.sources), args.sentences)]
-    settings = replace(settings_for_model(model.model, max_new_tokens=args.new_tokens, use_cache=use_cache),
-                       eos_token_ids=(), forced_eos_token_id=None)
     variant = Variant(name, Precision.FP32, PROVIDERS[provider])
-    backend = ws.backend(variant, model)
-    family = ws.family(model)
-    decode_texts(backend, model, family, variant, texts[: args.batch_size], settings, args.batch_size, args.threads)
-    rates, tokens = [], 0
-    for _ in range(args.repeats):
-        out = decode_texts(backend, model, family, variant, texts, settings, args.batch_size, args.threads)
-        tokens = out.new_tokens
-        rates.append(tokens / out.seconds)
-    return statistics.median(rates), tokens
+    backend, family = ws.backend(variant, model), ws.family(model)
+    base = settings_for_model(model.model, max_new_tokens=args.new_tokens)
+    # no EOS: every sentence decodes exactly --new-tokens tokens in both modes
+    modes = {cache: replace(base, use_cache=cache, eos_token_ids=(), forced_eos_token_id=None)
+             for cache in (True, False)}
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for repeat in range(args.repeats + 1):
+        for cache, settings in modes.items():
+            out = decode_texts(backend, model, family, variant, texts, settings, args.batch_size, args.threads)
+            assert out.new_tokens == len(texts) * args.new_tokens
+            if repeat:  # the first round warms up
+                rates[cache].append(out.new_tokens / out.seconds)
+    return {cache: statistics.median(r) for cache, r in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the table; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     generating = [n for n, s in registered().items() if s.generates]
     parser.add_argument("--models", nargs="+", default=generating)
@@ -68,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
     for name in args.models:
         for provider in ("torch_cpu", "ort_cpu"):
-            cached, _ = measure(ws, name, provider, True, args)
-            uncached, _ = measure(ws, name, provider, False, args)
+            rate = measure(ws, name, provider, args)
+            cached, uncached = rate[True], rate[False]
             print(f"| {name:<14} | {provider:<9} | {cached:>12.0f} | {uncached:>14.0f} | {cached / uncached:>14.2f}x |")
     return 0
 

@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 import torch
 from onnx import TensorProto, helper
 
-import harness.export.artifacts  # noqa: F401  (import the native stack once, up front)
 from harness.cli import main
 from harness.config import UsageError
 from harness.results import SCHEMA

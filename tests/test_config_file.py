@@ -9,11 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import harness.export.artifacts  # noqa: F401  (native stack imported once, before pytester)
-import harness.parity  # noqa: F401
-import harness.runners  # noqa: F401
-import harness.workspace  # noqa: F401
-import onnxruntime  # noqa: F401
 from harness.config import UsageError
 from harness.config_file import find_config, load_config
 from harness.options import build_options
@@ -136,6 +131,7 @@ def test_config_models_without_run_list_are_what_runs(project):
     ("[run]\nsamples = '8'\n", "run.samples: expected an integer, got str '8'"),
     ("[tolerances.fp32]\ncosin = 0.9\n", "tolerances.fp32.cosin: unknown metric (did you mean 'cosine'?)"),
     ("[tolerances.fp32]\nmax_abs = -1\n", "an error bound must be >= 0"),
+    ("[tolerances.int8]\ngen_bleu_vs_trch = 3\n", "did you mean 'gen_bleu_vs_torch'?"),
     ("[budgets]\np50 = 3\n", "budgets.p50: unknown budget (did you mean 'p50_ms'?)"),
     ("[budgets]\np50_ms = 0\n", "budgets.p50_ms: must be > 0"),
     ("[models.m]\npath = 'models/nope'\n", "models.m.path: 'models/nope' is not a directory"),
@@ -197,12 +193,14 @@ def test_the_documented_example_is_valid(project):
 
 
 SUITE = '''
-def test_logits_parity(variant, harness):
+def test_config_driven_suite(variant, harness):
     harness.numeric_parity().assert_ok()
 '''
 
 
 def test_config_drives_a_suite_end_to_end(pytester: pytest.Pytester, tmp_path):
+    """A subprocess, as CI runs it: an in-process run would drop the torch/transformers
+    modules it first imported, and their native parts cannot be imported twice."""
     shutil.copytree(materialize(resolve("bert-tiny")), pytester.path / "models" / "clf")
     (pytester.path / "data").mkdir()
     (pytester.path / "data" / "short.txt").write_text("one short line\nand a second, longer line of text here\n")
@@ -221,7 +219,7 @@ cosine = 0.999999
 """)
     pytester.makepyfile(test_config_driven_suite=SUITE)  # a unique name: suites/ may be imported in-process
     out = tmp_path / "run"
-    result = pytester.runpytest_inprocess(f"--harness-out={out}", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(f"--harness-out={out}", "-p", "no:cacheprovider")
     records = {json.loads(line)["id"]: json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()}
     ids = [f"test_config_driven_suite[clf-{p}-ort_cpu]" for p in ("fp32", "int8")]
     assert set(records) == set(ids)

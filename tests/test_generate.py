@@ -216,3 +216,21 @@ def test_torch_threads_are_restored():
     with torch_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_bench_decode_prints_cached_and_uncached_rates(capsys):
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "bench_decode.py"
+    spec = importlib.util.spec_from_file_location("bench_decode", path)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--models", "llama-tiny", "--new-tokens", "4", "--sentences", "2", "--batch-size", "2",
+                       "--repeats", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| llama-tiny")]
+    assert [r.split("|")[2].strip() for r in rows] == ["torch_cpu", "ort_cpu"]
+    for r in rows:
+        cached, uncached, ratio = (c.strip() for c in r.split("|")[3:6])
+        assert float(cached) > 0 and float(uncached) > 0
+        assert float(ratio.rstrip("x")) == pytest.approx(float(cached) / float(uncached), rel=0.01, abs=0.01)

@@ -14,11 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-import harness.export.artifacts  # noqa: F401  (native stack imported once, before pytester)
-import harness.parity  # noqa: F401
-import harness.runners  # noqa: F401
-import harness.workspace  # noqa: F401
-import onnxruntime  # noqa: F401
 from harness.config import UsageError
 from harness.zoo import base, minilm
 
@@ -84,7 +79,7 @@ def test_embedding_suite_at_three_precisions(pytester: pytest.Pytester, tmp_path
     ones a trained model shows (FP32 exact to ~1e-6, FP16 ~1e-6, INT8 a few percent)."""
     pytester.makepyfile(test_minilm_embedding_suite=(SUITES / "test_embedding_parity.py").read_text())
     out = tmp_path / "run"
-    result = pytester.runpytest_inprocess("--harness-models=minilm-l6", "--harness-precisions=fp32,fp16,int8",
+    result = pytester.runpytest_subprocess("--harness-models=minilm-l6", "--harness-precisions=fp32,fp16,int8",
                                           "--harness-providers=ort_cpu", "--harness-samples=16",
                                           f"--harness-out={out}", "-p", "no:cacheprovider")
     records = {json.loads(line)["precision"]: json.loads(line)

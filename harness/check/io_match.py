@@ -279,13 +279,5 @@ def _incompatible(ours: TensorInfo, theirs: TensorInfo) -> str:
     return ""
 
 
-def static_conflicts(ours: TensorInfo, theirs: TensorInfo) -> list[tuple[int, int, int]]:
-    """(axis, artifact's static size, reference size) where a static dim disagrees."""
-    if theirs.shape is None or ours.shape is None:
-        return []
-    return [(axis, d, o) for axis, (d, o) in enumerate(zip(theirs.shape, ours.shape))
-            if isinstance(d, int) and isinstance(o, int) and d != o]
-
-
 def _shapes(ours: TensorInfo, theirs: TensorInfo) -> str:
     return f"{theirs.describe()} ~ reference {ours.describe()}"

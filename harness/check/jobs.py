@@ -54,7 +54,7 @@ def plan_jobs(artifacts: Sequence[ArtifactFile], family: Family, model) -> list[
                 key = f"merged_{mode}" if role_name == "merged" else mode
                 jobs.append(Job(art, graphs[mode], mode, key))
         else:
-            cached = any(role(i.name).cache == "past" or "past" in i.name.lower() for i in art.inputs)
+            cached = any(role(i.name).kv is not None for i in art.inputs)  # takes a KV cache
             modes = ("step",) if role_name == "decoder_with_past" else ("prefill", "step") if cached else ("prefill",)
             for mode in modes:
                 jobs.append(Job(art, graphs["model"], mode, f"{role_name}_{mode}"))

@@ -25,7 +25,7 @@ from harness.check.record import compose
 from harness.check.runners import MappedRunner, PrebuiltBackend, SplitLMRunner, synthesizers
 from harness.config import Precision, Provider, RunOptions, UsageError, Variant, parse_precision, parse_provider
 from harness.families import Family, family_for
-from harness.parity import OutputResult, ParityResult, run_graph_parity
+from harness.parity import OutputResult, ParityResult, lint_result, run_graph_parity
 from harness.workspace import Workspace
 from harness.zoo.base import ModelSpec
 
@@ -281,7 +281,6 @@ def judge_generation(ws: CheckWorkspace, variant: Variant, family: Family, jobs:
 
 # -- the whole check -----------------------------------------------------------------------------------------
 def run_check(req: CheckRequest, run_dir: Path) -> CheckOutcome:
-    from harness.generation_parity import record as record_generation
     from harness.model import load_model
     from harness.options import merge_tolerances
     from harness.recording import Case
@@ -295,9 +294,11 @@ def run_check(req: CheckRequest, run_dir: Path) -> CheckOutcome:
     if req.trust_remote_code or req.allow_pickle:
         spec = replace(spec, extra={**spec.extra, "trust_remote_code": req.trust_remote_code,
                                     "allow_pickle": req.allow_pickle})
+    precision, precision_note = choose_precision(req.precision, artifacts)
+    overrides = merge_tolerances(spec.tolerances, {precision.value: dict(req.tolerances)})
+    spec = replace(spec, tolerances=overrides)  # numeric and generation gates both read the spec
     model = load_model(spec)
     family = family_for(model.family)
-    precision, precision_note = choose_precision(req.precision, artifacts)
     options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider])
     options.batch_size = req.batch_size or options.batch_size
     options.num_samples = req.samples or options.num_samples
@@ -305,71 +306,86 @@ def run_check(req: CheckRequest, run_dir: Path) -> CheckOutcome:
     ws = CheckWorkspace(options, model)
     texts = ws.texts(model)
     variant = Variant(spec.name, precision, provider)
-    overrides = merge_tolerances(spec.tolerances, {precision.value: dict(req.tolerances)})
     jobs = plan_jobs(artifacts, family, model)
     sessions = {a.path: open_session(a.path, provider, req.threads) for a in artifacts}
     outcome = CheckOutcome(spec, variant, precision_note, artifacts, [])
+    linted: set[Path] = set()
     for job in jobs:
-        outcome.jobs.append(judge_job(job, sessions[job.artifact.path], family, model, texts,
-                                      options.batch_size, precision, overrides, req.maps))
+        result = judge_job(job, sessions[job.artifact.path], family, model, texts, options.batch_size, precision,
+                           overrides, req.maps)
+        if job.artifact.path not in linted:  # the suites' static checks (training-mode ops), once per file
+            linted.add(job.artifact.path)
+            result.outputs.insert(0, lint_result(job.key, str(job.artifact.path)))
+        outcome.jobs.append(result)
 
-    parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])
     files = {a.path.name: a.record() for a in artifacts}
     settings = {"batch_size": options.batch_size, "num_samples": len(texts), "corpus": model.spec.corpus,
                 "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
                 "tolerance_overrides": dict(req.tolerances)}
-    case = Case(ws, variant, run_dir, f"check[{variant.id}]")
+    outcome.records.append(numeric_record(outcome, Case(ws, variant, run_dir, f"check[{variant.id}]"), files,
+                                          settings, time.perf_counter() - began))
+    if req.generation and family.name in ("seq2seq", "causal_lm"):
+        record = generation_record(outcome, ws, family, Case(ws, variant, run_dir, f"check_generation[{variant.id}]"),
+                                   files, settings, req.gen_samples)
+        if record is not None:
+            outcome.records.append(record)
+    for session in sessions.values():
+        session.close()
+    return outcome
+
+
+def numeric_record(outcome: CheckOutcome, case, files: dict, settings: dict, seconds: float) -> dict:
+    """One record for every job's outputs, like one suite case covers every graph."""
+    variant = outcome.variant
+    parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])
     case.metrics.update(parity.metrics())
     case.thresholds.update(parity.thresholds())
     case.artifacts.update(files)
+    model = case.model
     case.data.update(
-        reference={"path": str(model.path), "family": model.family, "name": spec.name},
-        precision=precision_note, worst=parity.worst(),
+        reference={"path": str(model.path), "family": model.family, "name": outcome.spec.name},
+        precision=outcome.precision_note, worst=parity.worst(),
         jobs={j.job.key: {"file": j.job.artifact.path.name, "mode": j.job.mode, "graph": j.job.graph.name,
                           "io_match": j.match.account() if j.match else [], "notes": j.notes,
                           "seconds": round(j.seconds, 4), "error": j.error} for j in outcome.jobs})
     errors = [j.error for j in outcome.jobs if j.error]
     failures = parity.failures
     if errors:
-        verdict, reason = "error", "; ".join(errors)
+        verdict, reason = "error", "; ".join(e for e in errors if e)
     elif failures:
         verdict = "fail"
         reason = "\n".join([f"{variant.id}: {len(failures)} check(s) failed"] + [f"  {f.message()}" for f in failures])
     else:
         verdict, reason = "pass", ""
-    outcome.records.append(compose(case, suite="check", verdict=verdict, reason=reason,
-                                   duration_s=time.perf_counter() - began, settings=settings))
+    return compose(case, suite="check", verdict=verdict, reason=reason, duration_s=seconds, settings=settings)
 
-    if req.generation and family.name in ("seq2seq", "causal_lm"):
-        gen_began = time.perf_counter()
-        gen_case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
-        try:
-            result, note = judge_generation(ws, variant, family, outcome.jobs, files, req.gen_samples)
-        except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
-            result, note = None, ""
-            gen_case.artifacts.update(files)
-            outcome.records.append(compose(gen_case, suite="check_generation", verdict="error",
-                                           reason=f"{type(exc).__name__}: {_first_line(exc)}",
-                                           duration_s=time.perf_counter() - gen_began, settings=settings))
-        else:
-            if note:
-                outcome.notes.append(note)
-            if result is not None:
-                outcome.generation = result
-                record_generation(gen_case, result)
-                failed = result.failed_checks()
-                reason = ""
-                if failed:
-                    try:
-                        result.assert_ok()
-                    except AssertionError as exc:
-                        reason = str(exc)
-                outcome.records.append(compose(gen_case, suite="check_generation",
-                                               verdict="fail" if failed else "pass", reason=reason,
-                                               duration_s=time.perf_counter() - gen_began, settings=settings))
-    for session in sessions.values():
-        session.close()
-    return outcome
+
+def generation_record(outcome: CheckOutcome, ws: CheckWorkspace, family: Family, case, files: dict,
+                      settings: dict, samples: int | None) -> dict | None:
+    """Decode with the artifacts; None (with a note) when the files cannot decode."""
+    from harness.generation_parity import record as record_generation
+
+    began = time.perf_counter()
+    try:
+        result, note = judge_generation(ws, outcome.variant, family, outcome.jobs, files, samples)
+    except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
+        case.artifacts.update(files)
+        return compose(case, suite="check_generation", verdict="error",
+                       reason=f"{type(exc).__name__}: {_first_line(exc)}",
+                       duration_s=time.perf_counter() - began, settings=settings)
+    if note:
+        outcome.notes.append(note)
+    if result is None:
+        return None
+    outcome.generation = result
+    record_generation(case, result)
+    reason = ""
+    try:
+        result.assert_ok()
+    except AssertionError as exc:
+        reason = str(exc)
+    return compose(case, suite="check_generation", verdict="fail" if reason else "pass", reason=reason,
+                   duration_s=time.perf_counter() - began, settings=settings)
 
 
 def _corpus(text: str) -> str:

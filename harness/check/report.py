@@ -13,8 +13,8 @@ from harness.check.judge import CheckOutcome
 from harness.report.terminal import STYLE
 
 #: metrics shown per output, in this order (gated ones always, the others when computed)
-COLUMNS = ("norm_max_abs", "cosine", "top1_agreement", "kl", "embedding_cosine", "embedding_cosine_min",
-           "max_abs", "mean_abs", "rel_l2")
+COLUMNS = ("training_mode_ops", "norm_max_abs", "cosine", "top1_agreement", "kl", "embedding_cosine",
+           "embedding_cosine_min", "max_abs", "mean_abs", "rel_l2")
 INFO = frozenset({"max_abs", "mean_abs", "rel_l2"})
 _GEN = ("gen_token_exact_match", "gen_position_match", "gen_bleu_vs_torch", "gen_chrf_vs_torch",
         "gen_repetition_increase", "gen_bleu_ref_drop")

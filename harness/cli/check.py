@@ -63,12 +63,12 @@ def parse_pairs(values: list[str], option: str) -> dict[str, str]:
 
 
 def parse_tolerances(values: list[str]) -> dict[str, float]:
-    from harness.config_file import _metric_names
+    from harness.config_file import metric_names
 
-    known = _metric_names()
+    known = metric_names()
     out = {}
     for metric, raw in parse_pairs(values, "--tolerance").items():
-        if metric not in known and not metric.startswith("gen_"):
+        if metric not in known:
             raise UsageError(f"--tolerance: unknown metric {metric!r}{did_you_mean(metric, known)}")
         try:
             out[metric] = float(raw)
@@ -104,7 +104,7 @@ def config_requests(args: argparse.Namespace, common: dict) -> list:
 
     options = build_options(models=args.models, config_path=args.config, rootdir=Path.cwd(),
                             batch_size=args.batch_size, num_samples=args.samples, intra_op_threads=args.threads)
-    providers = [p.short for p in options.providers if p.backend == "onnxruntime"] or ["ort_cpu"]
+    providers = available_ort_providers(options.providers)
     out = []
     for name in options.models:
         spec = resolve(name)
@@ -115,9 +115,28 @@ def config_requests(args: argparse.Namespace, common: dict) -> list:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
                                         provider=provider, samples=options.num_samples,
                                         batch_size=options.batch_size, threads=options.intra_op_threads, **common))
+    if not providers:
+        raise UsageError(f"{args.config}: none of the run's ONNX Runtime providers is available here")
     if not out:
         raise UsageError(f"{args.config}: no [models.<name>.artifacts] to check among {', '.join(options.models)}")
     return out
+
+
+def available_ort_providers(providers) -> list[str]:
+    """The run's ONNX Runtime providers that exist here (``ort_cpu`` if it names none); the
+    others are skipped with a note, as the suites skip their variants."""
+    from harness.config import Precision, Variant
+    from harness.runners.ort_runner import OrtBackend
+
+    wanted = [p for p in providers if p.backend == "onnxruntime"]
+    usable = []
+    for provider in wanted:
+        reason = OrtBackend.unavailable_reason(Variant("check", Precision.FP32, provider))
+        if reason:
+            print(f"note: skipping {provider.short}: {reason}")
+        else:
+            usable.append(provider.short)
+    return usable or (["ort_cpu"] if not wanted else [])
 
 
 def check(args: argparse.Namespace) -> int:

@@ -153,7 +153,7 @@ def _torch_loader(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, f
     model = ws.model(args.model)
     family = ws.family(model)
     backend = ws.backend(variant, model)
-    load = {"model": _ms(start)}  # weights, tokenizer, precision conversion: shared by the graphs
+    load = {"weights": _ms(start)}  # weights and tokenizer, shared by the graphs
     runners = {}
     for graph in family.graphs(model):
         if graph.name in args.graph:
