@@ -4,4 +4,30 @@ The harness plugin itself is loaded through its ``pytest11`` entry point (instal
 ``pip install -e .``), so suites behave the same here as in any other repository.
 """
 
+from __future__ import annotations
+
+import sys
+
+import _pytest.pytester as _pytester
+
 pytest_plugins = ["pytester"]
+
+
+class _KeepLibraryModules(_pytester.SysModulesSnapshot):
+    """pytester drops every module first imported during an in-process run. Dropping library
+    modules breaks native extensions and lazy importers (re-importing onnx aborts the process;
+    transformers' lazy model classes and torch's operator registry fail on re-import), so only
+    the throwaway test modules pytester wrote are dropped; libraries stay imported."""
+
+    def __init__(self, preserve=None) -> None:
+        def keep(name: str) -> bool:
+            if preserve is not None and preserve(name):
+                return True
+            module = sys.modules.get(name)
+            path = str(getattr(module, "__file__", "") or "")
+            return not path or "site-packages" in path or name == "harness" or name.startswith("harness.")
+
+        super().__init__(preserve=keep)
+
+
+_pytester.SysModulesSnapshot = _KeepLibraryModules  # type: ignore[misc]

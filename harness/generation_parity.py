@@ -26,6 +26,7 @@ from harness.metrics.text import (corpus_scores, first_divergence, repetition_ra
 from harness.parity import GateFailure
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.corpus import Corpus
     from harness.families import Family
     from harness.model import LoadedModel
     from harness.workspace import Workspace
@@ -258,7 +259,8 @@ def decode_threads(ws: "Workspace") -> int:
     return ws.options.intra_op_threads or DECODE_TORCH_THREADS
 
 
-def corpus_for(model: "LoadedModel"):
+def corpus_for(model: "LoadedModel") -> "Corpus":
+    """The model's corpus: a manifest name, or a user's .txt/.tsv file (as the workspace reads it)."""
     from harness.corpus import load_corpus, load_corpus_file
 
     name = model.spec.corpus
@@ -296,8 +298,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
                  "corpus": corpus.name, "corpus_sha256": corpus.sha256, "graph_calls": got.calls,
                  "new_tokens": got.new_tokens}
     checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
-    return GenerationResult(variant.id, metrics, checks, rows,
-                            signatures, described, seconds, got.artifacts, worst)
+    return GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)
 
 
 def record(case: Any, result: GenerationResult) -> None:

@@ -81,7 +81,8 @@ def out_dir(config: pytest.Config) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "harness(families=None, generates=False): restrict a suite's matrix")
+    config.addinivalue_line("markers", "harness(families=None, generates=False, where=None): restrict a suite's "
+                            "matrix to model families, models with a generation head, or where(spec) is true")
     cache = config.getoption("harness_cache")
     if cache:
         os.environ["HARNESS_CACHE"] = str(cache)
@@ -116,7 +117,9 @@ def workspace(config: pytest.Config):
     return config.stash[WORKSPACE]
 
 
-def matrix(options: RunOptions, *, families: set[str] | None = None, generates: bool = False) -> list[Variant]:
+def matrix(options: RunOptions, *, families: set[str] | None = None, generates: bool = False,
+           where: Any = None) -> list[Variant]:
+    """The variants of a suite: models filtered by family, generation head and ``where(spec)``."""
     from harness.zoo import resolve
 
     variants = []
@@ -125,6 +128,8 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
         if families and spec.family not in families:
             continue
         if generates and not spec.generates:
+            continue
+        if where is not None and not where(spec):
             continue
         for precision in options.precisions:
             for provider in options.providers:
@@ -138,7 +143,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("harness")
     kwargs = marker.kwargs if marker else {}
     families = set(kwargs["families"]) if kwargs.get("families") else None
-    variants = matrix(metafunc.config.stash[OPTIONS], families=families, generates=bool(kwargs.get("generates")))
+    variants = matrix(metafunc.config.stash[OPTIONS], families=families, generates=bool(kwargs.get("generates")),
+                      where=kwargs.get("where"))
     metafunc.parametrize("variant", variants, ids=[_display_id(v) for v in variants])
 
 

@@ -125,6 +125,22 @@ def test_int8_quantized_foreign_export_is_detected_and_judged_at_int8(bert_files
     assert record["thresholds"]["model.logits.cosine"]["threshold"] == 0.99
 
 
+def test_fp16_export_with_fp16_io_is_detected_and_judged_at_fp16(bert_files, tmp_path, capsys):
+    from onnxconverter_common import float16
+
+    half = float16.convert_float_to_float16(onnx.load(str(bert_files["good"])), keep_io_types=False)
+    path = tmp_path / "half.onnx"
+    onnx.save(half, str(path))
+    out = tmp_path / "run"
+    code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(path), "--samples", "16",
+                              "--out", str(out)], capsys)
+    (record,) = _records(out)
+    assert code == 0 and record["precision"] == "fp16", record["reason"]
+    account = {r["reference"]: r["detail"] for r in record["data"]["jobs"]["model"]["io_match"]}
+    assert account["logits"].startswith("float16[")  # FP16 outputs, compared in FP32
+    assert 1e-6 < record["metrics"]["model.logits.norm_max_abs"] < 1e-2
+
+
 def test_static_shape_export_is_fed_its_fixed_batch(tmp_path, capsys):
     path = _bert_onnx(tmp_path / "static.onnx", dynamic=False)  # batch 2, length 5 baked in
     out = tmp_path / "run"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import harness.workspace  # noqa: F401  (see tests/test_plugin.py: import native stacks once)
 from harness.cli import main
@@ -37,8 +38,9 @@ def test_missing_suites_dir_is_exit_2(capsys, tmp_path):
 
 def test_run_passes_and_writes_results(tmp_path):
     out = tmp_path / "run"
-    code = main(["run", "--models", "bert-tiny", "--precisions", "fp32", "--providers", "ort_cpu", "ort_cuda",
-                 "--out", str(out)])
+    suite = Path(__file__).resolve().parents[1] / "suites" / "test_logits_parity.py"
+    code = main(["run", "--suites", str(suite), "--models", "bert-tiny", "--precisions", "fp32",
+                 "--providers", "ort_cpu", "ort_cuda", "--out", str(out)])
     assert code == 0
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert {r["verdict"] for r in records} == {"pass", "skip"}

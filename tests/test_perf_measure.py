@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.config import UsageError
+from harness.config import PROVIDERS, Precision, UsageError, Variant
 from harness.perf import bench, budgets, coldstart, latency, memory
 from harness.perf.feeds import shapeable, shaped_feeds
 from harness.perf.generation import sample_generation
@@ -22,7 +22,9 @@ from harness.perf.measure import (BenchmarkEngine, HarnessEngine, PerfSettings, 
                                   latency_key, parse_sizes, time_calls, timed_call)
 from harness.runners.base import GraphRunner
 
-from conftest import variant
+
+def variant(model: str, precision: str = "fp32", provider: str = "ort_cpu") -> Variant:
+    return Variant(model, Precision(precision), PROVIDERS[provider])
 
 
 def scripted_clock(*ticks_ns: int):

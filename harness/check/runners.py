@@ -57,18 +57,11 @@ def synthesizers(model, family: str) -> dict[str, tuple[str, Callable[[TensorInf
         return make
 
     def dummy_past(info: TensorInfo) -> Synth:
-        heads = getattr(cfg, "decoder_attention_heads", None) or getattr(cfg, "num_key_value_heads", None) \
-            or cfg.num_attention_heads
-        width = getattr(cfg, "d_model", None) or cfg.hidden_size
-        head_dim = getattr(cfg, "head_dim", None) or width // (getattr(cfg, "decoder_attention_heads", None)
-                                                               or cfg.num_attention_heads)
-        dims = list(info.shape or (None, heads, None, head_dim))
-
-        def make(feeds):
-            shape = [batch(feeds), heads, 1, head_dim]
-            shape = [d if isinstance(d, int) and i != 0 else s for i, (d, s) in enumerate(zip(dims, shape))]
-            return np.zeros(shape, np.float32)
-        return make
+        """(batch, heads, 1, head_dim); the artifact's own static dims win over the config's."""
+        heads = int(getattr(cfg, "decoder_attention_heads", None) or cfg.num_attention_heads)
+        guess = [None, heads, 1, int(cfg.d_model) // heads]
+        dims = [d if isinstance(d, int) else g for d, g in zip(info.shape or guess, guess)]
+        return lambda feeds: np.zeros([batch(feeds), *dims[1:]], np.float32)
 
     out: dict[str, tuple[str, Callable[[TensorInfo], Synth]]] = {
         "token_type_ids": ("zeros, as the reference uses when given none", token_types),
