@@ -22,6 +22,12 @@ from harness.config import UsageError
 ENV = {"fingerprint": "f00d", "cpu": "Test CPU", "cores": 2, "versions": {"onnxruntime": "1.20.0"}}
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables are asserted on by column text; other tests (pytester) may leave a narrow COLUMNS."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """Parse and dispatch like harness.cli.main; returns (exit code, stdout, stderr)."""
     parser = argparse.ArgumentParser(prog="harness")

@@ -56,7 +56,7 @@ def _records(path: Path) -> list[dict]:
 
 
 def test_matrix_ids_records_and_skip_reasons(pytester: pytest.Pytester, tmp_path):
-    pytester.makepyfile(test_logits_parity=SUITE)
+    pytester.makepyfile(test_suite_under_test=SUITE)
     out = tmp_path / "run"
     result = pytester.runpytest_inprocess(
         "--harness-models=bert-tiny", "--harness-precisions=fp32,int8",
@@ -98,14 +98,14 @@ def test_verdicts_fail_error_and_setup_error(pytester: pytest.Pytester, tmp_path
 
 
 def test_unknown_option_values_are_usage_errors(pytester: pytest.Pytester):
-    pytester.makepyfile(test_logits_parity=SUITE)
+    pytester.makepyfile(test_suite_under_test=SUITE)
     result = pytester.runpytest_inprocess("--harness-precisions=fp64")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--precisions: unknown precision 'fp64' (did you mean 'fp16'?)*"])
 
 
 def test_xdist_produces_the_same_records_as_serial(pytester: pytest.Pytester, tmp_path):
-    pytester.makepyfile(test_logits_parity=SUITE, test_verdicts=VERDICTS)
+    pytester.makepyfile(test_suite_under_test=SUITE, test_verdicts=VERDICTS)
     args = ["--harness-models=bert-tiny", "--harness-precisions=fp32,fp16", "--harness-providers=torch_cpu,ort_cpu",
             "-p", "no:cacheprovider"]
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
