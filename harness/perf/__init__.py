@@ -1,27 +1,6 @@
-"""Performance statistics: summaries of latency samples and noise-aware comparisons."""
+"""Performance: latency statistics, measurement loops, fresh-process cold start and memory.
 
-from harness.perf.stats import (
-    DEFAULT_BLOCKS,
-    PERCENTILES,
-    LatencySummary,
-    block_cv,
-    block_medians,
-    bootstrap_ratio_ci,
-    bootstrap_ratio_cis,
-    mann_whitney,
-    min_samples_for,
-    summarize,
-)
-
-__all__ = [
-    "DEFAULT_BLOCKS",
-    "PERCENTILES",
-    "LatencySummary",
-    "block_cv",
-    "block_medians",
-    "bootstrap_ratio_ci",
-    "bootstrap_ratio_cis",
-    "mann_whitney",
-    "min_samples_for",
-    "summarize",
-]
+Deliberately empty of imports: ``python -m harness.perf.child`` measures cold start and peak
+memory, and an eager ``harness.perf.stats`` import (scipy) would add ~1.5 s and ~100 MB to
+every measurement. Import the submodules you need (``harness.perf.stats`` etc.).
+"""

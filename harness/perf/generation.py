@@ -87,6 +87,19 @@ def sample_generation(start_fn: Any, ids: np.ndarray, mask: np.ndarray, new_toke
     return out
 
 
+def prompt_texts(model: "LoadedModel", texts: Sequence[str], batch_size: int, pool: int = 64) -> list[str]:
+    """``batch_size`` corpus sentences of median token length among the first ``pool``.
+
+    The first sentence of a corpus is whatever it happens to be (numbers-en-zh's is two
+    tokens long); a median-length prompt makes "one generation" a typical one.
+    """
+    candidates = list(texts[:max(pool, batch_size)])
+    lengths = [len(model.tokenizer(t)["input_ids"]) for t in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: (lengths[i], i))
+    start = max(0, min(len(order) - batch_size, len(order) // 2 - batch_size // 2))
+    return [candidates[i] for i in sorted(order[start:start + batch_size])]
+
+
 def repeats_for(settings: PerfSettings) -> int:
     """Enough generations that the per-token metric has ``samples`` calls (3..30)."""
     return max(3, min(30, settings.samples // max(1, settings.new_tokens - 1)))
@@ -99,7 +112,7 @@ def measure_generation(model: "LoadedModel", family: "Family", runners: Mapping[
     from harness.generation.decode import prompt_batch
 
     batch = settings.batch_sizes[0]
-    ids, mask = prompt_batch(model, list(texts[:batch]))
+    ids, mask = prompt_batch(model, prompt_texts(model, texts, batch))
     repeats = repeats_for(settings)
     samples = sample_generation(starter(model, family, runners), ids, mask, settings.new_tokens, repeats)
     fields: dict[str, Any] = {}

@@ -65,8 +65,9 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new
     generates = family.name in ("seq2seq", "causal_lm")
     if generates:
         from harness.generation.decode import prompt_batch
+        from harness.perf.generation import prompt_texts
 
-        ids, mask = prompt_batch(model, list(texts[:batch_size]))
+        ids, mask = prompt_batch(model, prompt_texts(model, texts, batch_size))
         unit = f"one greedy generation of {new_tokens} tokens, batch {ids.shape[0]}, prompt {ids.shape[1]} tokens, KV cache"
     else:
         feeds = shaped_feeds(model, family, graphs[0], texts, batch_size, seq_len)

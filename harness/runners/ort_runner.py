@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from harness.config import Precision, Variant
-from harness.export.artifacts import onnx_artifact
 from harness.runners import register_backend
 from harness.runners.base import Backend, GraphRunner
 
@@ -88,6 +87,10 @@ class OrtBackend(Backend):
         return None
 
     def _entry(self, model, family, graph, variant):
+        # imported here: exporting needs torch, running a built artifact must not (cold-start
+        # and memory children load only onnxruntime)
+        from harness.export.artifacts import onnx_artifact
+
         return onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
 
     def load(self, model, family, graph, variant) -> GraphRunner:
