@@ -259,7 +259,8 @@ def test_policy_validation_is_a_usage_error() -> None:
 @pytest.mark.parametrize(
     ("ratio", "lo", "hi", "p", "verdict"),
     [
-        (1.06, 1.03, 1.09, 1e-4, Verdict.REGRESSION),  # significant, over threshold, tight CI
+        (1.08, 1.06, 1.10, 1e-4, Verdict.REGRESSION),  # significant, whole CI over the +5% threshold
+        (1.06, 1.03, 1.09, 1e-4, Verdict.INCONCLUSIVE),  # over threshold but CI reaches below it
         (1.06, 1.01, 1.15, 1e-4, Verdict.INCONCLUSIVE),  # wide CI straddling +5%
         (1.08, 0.98, 1.20, 0.20, Verdict.INCONCLUSIVE),  # big but unproven
         (1.02, 1.01, 1.03, 1e-4, Verdict.PASS),  # real but small

@@ -398,16 +398,22 @@ def judge_latency(
 def decide(ratio: float, lo: float, hi: float, p_value: float, policy: MetricPolicy) -> tuple[Verdict, str]:
     """The verdict rule for sampled metrics (see docs/perf-gate.md for the reasoning).
 
-    REGRESSION: p < alpha, interval above 1, ratio - 1 >= min_effect, and the interval's
-    lower end at least half-way to the threshold (a wide interval straddling the
-    threshold is INCONCLUSIVE). PASS: the interval rules out a threshold-sized slowdown.
+    REGRESSION: p < alpha and the whole interval at or above the threshold (a confirmed
+    slowdown of at least ``min_effect``); an interval straddling the threshold is
+    INCONCLUSIVE. PASS: the interval rules out a threshold-sized slowdown.
+
+    Why the lower bound must clear the threshold (not just 1): the interval is computed from
+    one run's samples and cannot see run-to-run variance. Two back-to-back ``harness run
+    --perf`` on this machine gave a torch p90 of +11.2%, CI [+6.0%, +15.8%], p=0.024 -- the
+    same build. Requiring lo >= 1 + threshold turned that into INCONCLUSIVE while a real +25%
+    slowdown (CI lower bound ~ +20%) is still detected.
     """
     thr = policy.min_effect
     significant = p_value < policy.alpha
     change = f"{(ratio - 1) * 100:+.1f}%"
-    if significant and lo > 1.0 and ratio - 1.0 >= thr and lo - 1.0 >= thr / 2:
+    if significant and lo > 1.0 and ratio - 1.0 >= thr and lo - 1.0 >= thr:
         return Verdict.REGRESSION, f"{change} >= +{thr:.0%} threshold, p={fmt_p(p_value)}"
-    if significant and hi < 1.0 and 1.0 - ratio >= thr and 1.0 - hi >= thr / 2:
+    if significant and hi < 1.0 and 1.0 - ratio >= thr and 1.0 - hi >= thr:
         return Verdict.IMPROVEMENT, f"{change}, p={fmt_p(p_value)}"
     if hi < 1.0 + thr:
         if significant and lo > 1.0:
