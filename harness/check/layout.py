@@ -11,7 +11,6 @@ and ``model.onnx``, whichever are present.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -20,6 +19,7 @@ import onnx
 from onnx import TensorProto
 
 from harness.config import UsageError
+from harness.export.cache import file_sha256
 
 #: optimum's file names -> the harness's graph names
 OPTIMUM_FILES = {
@@ -101,7 +101,7 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
     return ArtifactFile(path=path, role=role, inputs=inputs, outputs=outputs,
                         opsets={o.domain: o.version for o in model.opset_import},
                         producer=f"{model.producer_name} {model.producer_version}".strip(),
-                        precision=precision, precision_reason=reason, sha256=_sha256(path), bytes=size)
+                        precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size)
 
 
 def discover(path: Path) -> list[ArtifactFile]:
@@ -213,14 +213,6 @@ def _detect_precision(model: onnx.ModelProto) -> tuple[str, str]:
     if f16 > f32:
         return "fp16", f"{f16:,} FP16 vs {f32:,} FP32 weight elements"
     return "fp32", f"{f32:,} FP32 weight elements" if f32 else "no float weights"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _first_line(exc: BaseException) -> str:
