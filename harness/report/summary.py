@@ -56,7 +56,11 @@ def render_summary(records: Sequence[dict], title: str = "Model deployment gate"
 
 
 def _md(text: object) -> str:
-    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+    """One table cell: pipes escaped, control characters (random-weight models decode raw
+    bytes such as ESC) shown as ``\\xNN`` escapes so the file stays text."""
+    raw = str(text if text is not None else "").replace("\n", " ")
+    cleaned = "".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" for c in raw)
+    return cleaned.replace("|", "\\|")
 
 
 def write_summary(out_dir: Path, records: Sequence[dict]) -> Path:
