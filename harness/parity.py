@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
@@ -70,6 +71,7 @@ class ParityResult:
     outputs: list[OutputResult] = field(default_factory=list)
     artifacts: dict[str, dict] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
 
     @property
     def failures(self) -> list[Failure]:
@@ -174,7 +176,34 @@ def lint_result(graph_name: str, path: str) -> OutputResult:
     return result
 
 
-def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None) -> ParityResult:
+def dump_failing_batch(runner: "GraphRunner", graph: "GraphSpec", outputs: Sequence[OutputResult],
+                       batches: Sequence[tuple[Mapping, Mapping, Mapping]], directory: Path) -> Path | None:
+    """Save the inputs, reference and variant outputs of the batch holding the worst failing
+    element, so the regression reproduces from files (``np.load``) without the corpus or model."""
+    failing = [o for o in outputs if o.failures() and o.worst is not None]
+    if not failing:
+        return None
+    row = failing[0].worst.index[0]
+    offset = 0
+    for number, (feeds, ref, _) in enumerate(batches):
+        size = next(iter(feeds.values())).shape[0]
+        if row < offset + size:
+            got = runner.run(feeds)
+            arrays = {f"input.{k}": v for k, v in feeds.items()}
+            arrays.update({f"reference.{k}": v for k, v in ref.items()})
+            arrays.update({f"variant.{k}": v for k, v in got.items()})
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"{graph.name}-batch{number}.npz"
+            np.savez_compressed(path, **arrays)
+            return path
+        offset += size
+    return None
+
+
+def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
+                   dump_dir: Path | None = None) -> ParityResult:
+    """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
+    saved there (inputs, reference and variant outputs) for reproduction."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model)
@@ -193,7 +222,12 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
             result.outputs.append(lint_result(graph.name, runner.path))
         start = time.perf_counter()
         try:
-            result.outputs += run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)
+            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)
+            result.outputs += judged
+            if dump_dir is not None:
+                dumped = dump_failing_batch(runner, graph, judged, batches, dump_dir)
+                if dumped is not None:
+                    result.dumps[graph.name] = str(dumped)
         finally:
             runner.close()
         result.seconds[f"{graph.name}.run"] = time.perf_counter() - start

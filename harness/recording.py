@@ -46,20 +46,39 @@ class Case:
         from harness.parity import numeric_parity
 
         assert self.variant is not None
-        result = numeric_parity(self.workspace, self.variant, family)
+        result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
         self.metrics.update(result.metrics())
         self.thresholds.update(result.thresholds())
         self.artifacts.update(result.artifacts)
         self.data["worst"] = result.worst()
         self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
+        if result.dumps:
+            self.data["failing_batches"] = result.dumps
         return result
+
+    def case_dir(self) -> Path:
+        """This case's directory in the run dir (created on first use by whoever writes)."""
+        safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in self.name) or "case"
+        return self.run_dir / "cases" / safe
 
     def side_file(self, name: str) -> Path:
         """A path in the run dir for this case's extra outputs (decoded text, raw samples)."""
-        safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in self.name) or "case"
-        directory = self.run_dir / "cases" / safe
+        directory = self.case_dir()
         directory.mkdir(parents=True, exist_ok=True)
         return directory / name
+
+    def _settings(self) -> dict[str, Any]:
+        options = self.workspace.options
+        exporter = options.exporter
+        if self.variant is not None:
+            try:  # the exporter this model really used (a model may default to dynamo)
+                exporter = self.workspace.settings_for(self.workspace.model(self.variant.model)).exporter
+            except Exception:
+                pass
+        return {"opset": options.opset, "exporter": exporter,
+                "exporter_explicit": bool(getattr(self.workspace, "explicit_exporter", False)),
+                "batch_size": options.batch_size, "num_samples": options.num_samples,
+                "fp16_op_block_list": list(options.fp16_op_block_list)}
 
     def payload(self) -> dict[str, Any]:
         model_sha = None
@@ -78,8 +97,7 @@ class Case:
             "perf": self.perf,
             "exception": self.exception,
             "env": environment(threads.intra_op_threads, threads.inter_op_threads),
-            "settings": {"opset": threads.opset, "exporter": threads.exporter, "batch_size": threads.batch_size,
-                         "num_samples": threads.num_samples},
+            "settings": self._settings(),
             "started": self.started,
         }
 
@@ -131,6 +149,7 @@ class RecordCollector:
             "artifacts": payload.get("artifacts", {}),
             "settings": payload.get("settings", {}),
             "env": payload.get("env") or environment(),
+            "rerun": rerun_command(nodeid, case, payload.get("settings", {})),
             "duration_s": round(state["duration"], 4),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "harness_version": __version__,
@@ -139,6 +158,22 @@ class RecordCollector:
         if payload.get("perf"):
             record["perf"] = payload["perf"]
         return record
+
+
+def rerun_command(nodeid: str, case: dict, settings: dict) -> str:
+    """One command that re-runs exactly this case with the same data settings."""
+    function = nodeid.split("::")[-1].split("[")[0]
+    parts = ["harness run", f"--suites {nodeid.split('::')[0]}", f"--models {case.get('model')}",
+             f"--precisions {case.get('precision')}", f"--providers {case.get('provider')}"]
+    for flag, key in (("--samples", "num_samples"), ("--batch-size", "batch_size"), ("--opset", "opset")):
+        if settings.get(key) is not None:
+            parts.append(f"{flag} {settings[key]}")
+    if settings.get("exporter_explicit") and settings.get("exporter"):
+        parts.append(f"--exporter {settings['exporter']}")
+    if settings.get("fp16_op_block_list"):
+        parts.append("--fp16-block-list " + " ".join(settings["fp16_op_block_list"]))
+    parts.append(f"-k '{function} and {case.get('variant')}'")
+    return " ".join(parts)
 
 
 def _short(report: Any) -> str:

@@ -116,3 +116,31 @@ def test_xdist_produces_the_same_records_as_serial(pytester: pytest.Pytester, tm
         return (r["id"], r["verdict"], r["reason"].split(" at ")[0])
     assert sorted(map(key, _records(serial))) == sorted(map(key, _records(parallel)))
     assert len(_records(parallel)) == 4 + 4 * 4
+
+
+FAILING = '''
+from harness.families.seq2seq import Seq2SeqFamily
+
+
+def test_faulty_decoder(variant, harness):
+    harness.numeric_parity(family=Seq2SeqFamily(encoder_mask=False)).assert_ok()
+'''
+
+
+def test_failure_leaves_a_rerun_command_and_the_failing_batch(pytester: pytest.Pytester, tmp_path):
+    import numpy as np
+
+    pytester.makepyfile(test_fault_suite=FAILING)
+    out = tmp_path / "run"
+    pytester.runpytest_inprocess("--harness-models=marian-tiny", "--harness-precisions=fp32",
+                                 "--harness-providers=ort_cpu", "--harness-samples=16", f"--harness-out={out}")
+    (record,) = _records(out)
+    assert record["verdict"] == "fail"
+    assert record["rerun"] == ("harness run --suites test_fault_suite.py --models marian-tiny --precisions fp32 "
+                               "--providers ort_cpu --samples 16 --batch-size 8 --opset 17 "
+                               "-k 'test_faulty_decoder and marian-tiny-fp32-ort_cpu'")
+    dumps = record["data"]["failing_batches"]
+    assert set(dumps) == {"decoder", "decoder_with_past"}
+    arrays = np.load(dumps["decoder"])
+    assert {"input.input_ids", "input.encoder_attention_mask", "reference.logits", "variant.logits"} <= set(arrays)
+    assert np.abs(arrays["reference.logits"] - arrays["variant.logits"]).max() > 1e-3
