@@ -172,5 +172,8 @@ class RunOptions:
     num_samples: int = 32
     intra_op_threads: int | None = None
     inter_op_threads: int | None = None
+    #: TensorRT optimisation profile limits (None: the batch size / the tokenizer's 128 tokens)
+    trt_max_batch: int | None = None
+    trt_max_seq: int | None = None
     #: ONNX ops kept in FP32 by the FP16 conversion, on top of onnxconverter-common's defaults
     fp16_op_block_list: tuple[str, ...] = ()

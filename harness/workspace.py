@@ -71,7 +71,9 @@ class Workspace:
 
     def backend(self, variant: Variant, model: LoadedModel) -> Backend:
         ctx = BackendContext(self.artifacts, self.settings_for(model), self.options.intra_op_threads,
-                             self.options.inter_op_threads)
+                             self.options.inter_op_threads,
+                             trt_max_batch=self.options.trt_max_batch or self.options.batch_size,
+                             trt_max_seq=self.options.trt_max_seq or 128)
         return BACKENDS[variant.backend](ctx)
 
     @staticmethod

@@ -30,6 +30,9 @@ class BackendContext:
     settings: "ExportSettings"
     intra_op_threads: int | None = None
     inter_op_threads: int | None = None
+    #: TensorRT optimisation-profile limits (max batch, max sequence length)
+    trt_max_batch: int = 8
+    trt_max_seq: int = 128
 
 
 class GraphRunner(abc.ABC):

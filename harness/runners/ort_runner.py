@@ -8,10 +8,14 @@ Inputs are cast to the dtypes the session declares (int64 ids, FP32 for FP16 mod
 from __future__ import annotations
 
 import numpy as np
+from typing import TYPE_CHECKING
 
 from harness.config import Precision, Variant
 from harness.runners import register_backend
 from harness.runners.base import Backend, GraphRunner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.runners.trt_profile import ShapeProfile
 
 _ORT_TYPES = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
@@ -41,7 +45,7 @@ def available_providers() -> list[str]:
 class OrtGraphRunner(GraphRunner):
     def __init__(self, path: str, provider: str, intra_op_threads: int | None = None,
                  inter_op_threads: int | None = None, provider_options: dict | None = None,
-                 optimization: str = "all") -> None:
+                 optimization: str = "all", profile: "ShapeProfile | None" = None) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -55,6 +59,7 @@ class OrtGraphRunner(GraphRunner):
         if provider != "CPUExecutionProvider":
             providers.append("CPUExecutionProvider")
         self.path = path
+        self.profile = profile
         self.session = ort.InferenceSession(path, options, providers=providers)
         self.providers = self.session.get_providers()
         self.input_names = [i.name for i in self.session.get_inputs()]
@@ -62,6 +67,8 @@ class OrtGraphRunner(GraphRunner):
         self._types = {i.name: _ORT_TYPES.get(i.type) for i in self.session.get_inputs()}
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.profile is not None:
+            self.profile.check(feeds)
         cast = {n: (v.astype(self._types[n]) if self._types.get(n) and v.dtype != self._types[n] else v)
                 for n, v in feeds.items()}
         outs = self.session.run(None, cast)
@@ -84,6 +91,8 @@ class OrtBackend(Backend):
             return "onnxruntime not installed"
         if variant.provider.device not in installed:
             return f"{variant.provider.device} not available; installed: {installed}"
+        if variant.provider.device == "TensorrtExecutionProvider" and variant.precision is Precision.INT8:
+            return "INT8 on TensorRT needs a calibration table; dynamic-quantized ONNX is not a TensorRT INT8 path"
         return None
 
     def _entry(self, model, family, graph, variant):
@@ -95,11 +104,25 @@ class OrtBackend(Backend):
 
     def load(self, model, family, graph, variant) -> GraphRunner:
         entry = self._entry(model, family, graph, variant)
+        options, profile = self.provider_options(model, family, graph, variant, entry.directory)
         runner = OrtGraphRunner(str(entry.path()), variant.provider.device, self.ctx.intra_op_threads,
-                                self.ctx.inter_op_threads)
+                                self.ctx.inter_op_threads, provider_options=options, profile=profile)
         if variant.provider.device not in runner.providers[:1]:
             raise RuntimeError(f"{variant.provider.device} was requested but the session runs on {runner.providers}")
         return runner
+
+    def provider_options(self, model, family, graph, variant, cache_dir) -> tuple[dict, "ShapeProfile | None"]:
+        """Execution-provider settings; for TensorRT: the shape profile, FP16 and engine cache."""
+        if variant.provider.device != "TensorrtExecutionProvider":
+            return {}, None
+        from harness.runners.trt_profile import profile_for
+
+        profile = profile_for(graph, family.export_example(model, graph), max_batch=self.ctx.trt_max_batch,
+                              max_seq=self.ctx.trt_max_seq)
+        options = {**profile.provider_options(), "trt_engine_cache_enable": "True",
+                   "trt_engine_cache_path": str(cache_dir / "trt-engines"),
+                   "trt_fp16_enable": "True" if variant.precision is Precision.FP16 else "False"}
+        return options, profile
 
     def artifacts(self, model, family, graph, variant) -> dict[str, dict]:
         entry = self._entry(model, family, graph, variant)
@@ -110,6 +133,3 @@ class OrtBackend(Backend):
                                            "cache_hit": not entry.built}
         return out
 
-
-def precision_supported(precision: Precision) -> bool:
-    return True

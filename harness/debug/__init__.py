@@ -1,0 +1,1 @@
+"""Debugging tools that localise a regression inside an exported graph (``harness bisect``)."""

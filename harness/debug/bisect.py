@@ -1,0 +1,273 @@
+"""Find the first node where a reduced-precision ONNX graph stops computing what FP32 computes.
+
+Both graphs are copied with every intermediate float activation promoted to a graph output,
+run once on the same feeds with ONNX Runtime optimisations off (so tensor names survive),
+and each tensor present in both is compared with ``compare_arrays``. FP16 (onnxconverter-
+common) and INT8 (``quantize_dynamic``) artifacts are derived from the FP32 graph and keep
+its tensor names, so pairing is by name; candidate tensors that the conversion inserted
+(casts, quantized copies, scales) have no FP32 counterpart and are listed as unmatched.
+Only activations are compared — tensors that do not depend on a graph input (weights,
+constants, folded shape arithmetic) are skipped: their rounding is not a computation.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from harness.config import Check, Precision, Tolerance
+from harness.metrics.numeric import NUMERIC_METRICS, compare_arrays
+
+#: metrics compare_arrays reports for a float tensor; the ones a --tolerance may name
+TENSOR_METRICS = ("max_abs", "mean_abs", "p99_abs", "max_rel", "norm_max_abs", "rel_l2", "cosine")
+
+#: per-tensor thresholds: the output gate of docs/tolerances.md applied to every activation,
+#: so the first flagged tensor is the first place the graph would already fail the gate.
+DEFAULT_BISECT_TOLERANCES: dict[Precision, dict[str, float]] = {
+    Precision.FP32: {"norm_max_abs": 1e-4, "cosine": 0.99999},
+    Precision.FP16: {"norm_max_abs": 1e-2, "cosine": 0.9999},
+    Precision.INT8: {"norm_max_abs": 0.15, "cosine": 0.99},
+}
+
+#: |values| beyond FP16's largest finite value are mask constants (``finfo(float32).min`` fills of
+#: attention masks). The FP16 conversion clamps them (onnxconverter-common: to -1e4, its
+#: ``max_finite_val``), which changes nothing downstream — softmax gives 0 either way — but
+#: reads as a 100 % error. Such an element agrees when the candidate has the same sign and
+#: magnitude >= MASK_FLOOR; agreeing ones are left out of the metrics.
+SATURATION = 65504.0
+MASK_FLOOR = 1e4
+
+_FLOAT_TYPES = (1, 10, 11, 16)  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+def bisect_tolerance(precision: Precision, overrides: Mapping[str, float] | None = None) -> Tolerance:
+    """The default per-tensor rule for ``precision`` with ``overrides`` (metric -> threshold) merged in."""
+    values = dict(DEFAULT_BISECT_TOLERANCES[precision])
+    values.update(overrides or {})
+    return as_tolerance(values)
+
+
+def as_tolerance(values: Mapping[str, float] | Tolerance) -> Tolerance:
+    if isinstance(values, Tolerance):
+        return values
+    unknown = [m for m in values if m not in TENSOR_METRICS]
+    if unknown:
+        raise ValueError(f"unknown tensor metric(s) {unknown}; valid: {', '.join(TENSOR_METRICS)}")
+    return Tolerance(tuple(Check(m, float(v), NUMERIC_METRICS[m].higher_is_better) for m, v in values.items()))
+
+
+@dataclass(frozen=True)
+class TensorResult:
+    """One activation compared: where it comes from (in FP32 topological order) and how far off it is."""
+
+    tensor: str
+    node: str
+    op_type: str
+    order: int  # index of the producing node in the FP32 graph
+    candidate_node: str  # the candidate graph's producer (INT8 renames MatMuls into Mul/Cast chains)
+    candidate_op: str
+    shape: tuple[int, ...]
+    metrics: dict[str, float]
+    failed: tuple[str, ...]  # "metric=value (must be op threshold)" per failing check
+    inputs: tuple[str, ...]  # the producing node's inputs that were compared too
+
+    @property
+    def diverges(self) -> bool:
+        return bool(self.failed)
+
+    @property
+    def error(self) -> float:
+        return self.metrics.get("norm_max_abs", float("nan"))
+
+    def as_dict(self) -> dict:
+        return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "order": self.order,
+                "candidate_node": self.candidate_node, "candidate_op": self.candidate_op,
+                "shape": list(self.shape), "metrics": self.metrics, "failed": list(self.failed)}
+
+
+@dataclass
+class BisectResult:
+    tolerance: Tolerance
+    tensors: list[TensorResult] = field(default_factory=list)  # FP32 topological order
+    unmatched: list[str] = field(default_factory=list)  # candidate activations with no FP32 tensor
+    missing: list[str] = field(default_factory=list)  # FP32 activations the candidate lacks
+    skipped: list[str] = field(default_factory=list)  # "name: why" (shape mismatch, untyped)
+
+    @property
+    def first_divergent(self) -> TensorResult | None:
+        return next((t for t in self.tensors if t.diverges), None)
+
+    def by_name(self) -> dict[str, TensorResult]:
+        return {t.tensor: t for t in self.tensors}
+
+    def top(self, n: int = 10) -> list[TensorResult]:
+        """The ``n`` tensors with the largest normalised max error (NaN/inf first)."""
+        def key(t: TensorResult) -> float:
+            e = t.error
+            return float("inf") if e != e else e
+        return sorted(self.tensors, key=key, reverse=True)[:n]
+
+    def path(self, tensor: str | None = None) -> list[TensorResult]:
+        """Error growth into ``tensor`` (default: the first divergent one): walk back from it
+        through the worst compared input of each producer, returned input-first."""
+        table = self.by_name()
+        start = tensor or (self.first_divergent.tensor if self.first_divergent else None)
+        chain: list[TensorResult] = []
+        seen: set[str] = set()
+        while start in table and start not in seen:
+            current = table[start]
+            seen.add(start)
+            chain.append(current)
+            feeding = [table[i] for i in current.inputs if i in table]
+            start = max(feeding, key=lambda t: -1.0 if t.error != t.error else t.error).tensor if feeding else None
+        return chain[::-1]
+
+    def as_dict(self, top: int = 10) -> dict:
+        first = self.first_divergent
+        return {"schema": "harness.bisect/1", "tolerance": self.tolerance.as_dict(),
+                "first_divergent": first.as_dict() if first else None,
+                "path": [t.as_dict() for t in self.path()] if first else [],
+                "top": [t.as_dict() for t in self.top(top)],
+                "counts": {"compared": len(self.tensors), "divergent": sum(t.diverges for t in self.tensors),
+                           "unmatched": len(self.unmatched), "missing": len(self.missing),
+                           "skipped": len(self.skipped)},
+                "tensors": [t.as_dict() for t in self.tensors], "unmatched": self.unmatched,
+                "missing": self.missing, "skipped": self.skipped}
+
+
+@dataclass(frozen=True)
+class _Producer:
+    node: str
+    op_type: str
+    order: int
+    inputs: tuple[str, ...]
+
+
+@dataclass
+class _Instrumented:
+    """A graph copy whose outputs are all its float activations."""
+
+    path: Path
+    producers: dict[str, _Producer]
+    activations: list[str]  # in topological order
+    untyped: list[str]
+
+
+def _activations(graph) -> tuple[dict[str, _Producer], list[str]]:
+    """Producers of every node output, and the outputs that depend on a graph input."""
+    initializers = {i.name for i in graph.initializer}
+    live = {i.name for i in graph.input if i.name not in initializers}
+    producers: dict[str, _Producer] = {}
+    order: list[str] = []
+    for index, node in enumerate(graph.node):
+        name = node.name or f"{node.op_type}_{index}"
+        depends = any(i in live for i in node.input if i)
+        for out in node.output:
+            if not out:
+                continue
+            producers[out] = _Producer(name, node.op_type, index, tuple(i for i in node.input if i))
+            if depends:
+                live.add(out)
+                order.append(out)
+    return producers, order
+
+
+def instrument(model_path: str | Path, directory: Path) -> _Instrumented:
+    """Write a copy of the model to ``directory`` that also outputs every float activation."""
+    import onnx
+    from onnx import helper, shape_inference
+
+    model = onnx.load(str(model_path))
+    producers, activations = _activations(model.graph)
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - inference is a help, not a requirement
+        inferred = model
+    types = {v.name: v.type.tensor_type.elem_type for v in
+             list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input)}
+    existing = {o.name for o in model.graph.output}
+    float_acts, untyped = [], []
+    for name in activations:
+        elem = types.get(name)
+        if elem is None or elem == 0:
+            untyped.append(name)
+        elif elem in _FLOAT_TYPES:
+            float_acts.append(name)
+            if name not in existing:
+                model.graph.output.append(helper.make_tensor_value_info(name, elem, None))
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "instrumented.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="instrumented.onnx.data", size_threshold=1 << 20)
+    return _Instrumented(path, producers, float_acts, untyped)
+
+
+def run_all(path: Path, feeds: Mapping[str, np.ndarray], provider: str = "CPUExecutionProvider",
+            threads: int | None = 1) -> dict[str, np.ndarray]:
+    """Every output of the instrumented copy (FP32 numpy), graph optimisations off so names survive."""
+    from harness.runners.ort_runner import OrtGraphRunner
+
+    runner = OrtGraphRunner(str(path), provider, intra_op_threads=threads, inter_op_threads=1,
+                            optimization="disable")
+    try:
+        wanted = {n: v for n, v in feeds.items() if n in runner.input_names}
+        missing = [n for n in runner.input_names if n not in feeds]
+        if missing:
+            raise ValueError(f"{path.name}: no feed for graph input(s) {missing}")
+        return runner.run(wanted)
+    finally:
+        runner.close()
+
+
+def _judge(tolerance: Tolerance, metrics: Mapping[str, float]) -> tuple[str, ...]:
+    return tuple(f"{c.metric}={metrics[c.metric]:.4g} (must be {c.symbol} {c.threshold:g})"
+                 for c in tolerance.checks if c.metric in metrics and not c.passes(metrics[c.metric]))
+
+
+def _unsaturated(ref: np.ndarray, got: np.ndarray) -> np.ndarray | None:
+    """Mask of the elements to compare, or None when no element is a saturated mask constant."""
+    with np.errstate(invalid="ignore"):
+        huge = np.abs(ref) > SATURATION
+        if not huge.any():
+            return None
+        agree = huge & (np.sign(ref) == np.sign(got)) & (np.abs(got) >= MASK_FLOOR)
+    return ~agree
+
+
+def bisect_graph(fp32_path: str | Path, candidate_path: str | Path, feeds: Mapping[str, np.ndarray],
+                 tolerance: Mapping[str, float] | Tolerance, *, provider: str = "CPUExecutionProvider",
+                 threads: int | None = 1) -> BisectResult:
+    """Compare every activation of ``candidate_path`` with the same-named one of ``fp32_path``
+    on ``feeds``; ``tolerance`` maps metric -> threshold (errors ``<=``, cosine ``>=``).
+    Works on any pair of ONNX files whose tensor names correspond, not only harness builds."""
+    tol = as_tolerance(tolerance)
+    with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:
+        ref_graph = instrument(fp32_path, Path(tmp) / "reference")
+        cand_graph = instrument(candidate_path, Path(tmp) / "candidate")
+        ref_out = run_all(ref_graph.path, feeds, provider, threads)
+        cand_out = run_all(cand_graph.path, feeds, provider, threads)
+    result = BisectResult(tol)
+    ref_names = set(ref_graph.activations)
+    cand_names = set(cand_graph.activations)
+    result.unmatched = [n for n in cand_graph.activations if n not in ref_names]
+    result.missing = [n for n in ref_graph.activations if n not in cand_names]
+    result.skipped = [f"{n}: no inferred type" for n in ref_graph.untyped]
+    for name in ref_graph.activations:
+        if name not in cand_names:
+            continue
+        ref, got = ref_out[name], cand_out[name]
+        if ref.shape != got.shape:
+            result.skipped.append(f"{name}: shape {ref.shape} vs {got.shape}")
+            continue
+        keep = _unsaturated(ref, got)
+        metrics = compare_arrays(ref, got, valid_mask=keep).metrics if keep is not None else \
+            compare_arrays(ref, got).metrics
+        p, c = ref_graph.producers[name], cand_graph.producers[name]
+        result.tensors.append(TensorResult(
+            name, p.node, p.op_type, p.order, c.node, c.op_type, tuple(ref.shape), metrics, _judge(tol, metrics),
+            tuple(i for i in p.inputs if i in ref_names)))
+    return result
