@@ -39,7 +39,7 @@ DEFAULT_BISECT_TOLERANCES: dict[Precision, dict[str, float]] = {
 #: reads as a 100 % error. Such an element agrees when the candidate has the same sign and
 #: magnitude >= MASK_FLOOR; agreeing ones are left out of the metrics.
 SATURATION = 65504.0
-MASK_FLOOR = 1e4
+MASK_FLOOR = 5e3  # half the clamp: attention scores are added to the mask before softmax
 
 _FLOAT_TYPES = (1, 10, 11, 16)  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 

@@ -1,0 +1,99 @@
+"""``harness bisect``: the first node where an FP16/INT8 artifact diverges from the FP32 one.
+
+    harness bisect --models marian-tiny --precision int8 [--graph encoder] [--tolerance norm_max_abs=0.01]
+
+Exit 0 no activation exceeds the tolerance, 1 a divergent node was found, 2 bad usage.
+See docs/bisect.md for the rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from harness.config import Precision, UsageError, did_you_mean, parse_precision
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bisect", help="find the first ONNX node where FP16/INT8 diverges from FP32",
+                       description="Run the FP32 and the FP16/INT8 ONNX artifact of one graph with every "
+                                   "intermediate activation as an output, compare them tensor by tensor and report "
+                                   "the first node (topological order) whose output exceeds the tolerance. "
+                                   "Writes DIR/bisect.json and DIR/bisect.md. Exit 0 none, 1 found, 2 bad usage.")
+    p.add_argument("--models", required=True, metavar="MODEL", help="one zoo name or local HF model dir")
+    p.add_argument("--precision", required=True, help="fp16 or int8")
+    p.add_argument("--graph", default=None, help="graph of the model (default: its first, e.g. encoder)")
+    p.add_argument("--samples", type=int, default=8, help="corpus sentences in the one batch that is run (default 8)")
+    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
+                   help="override a per-tensor threshold, e.g. norm_max_abs=0.01 or cosine=0.999 (repeatable)")
+    p.add_argument("--top", type=int, default=10, help="tensors listed by error (default 10)")
+    p.add_argument("--out", type=Path, default=None, help="report directory (default: reports/bisect-<time>)")
+    p.set_defaults(func=bisect)
+
+
+def parse_tolerances(values: list[str]) -> dict[str, float]:
+    from harness.debug.bisect import TENSOR_METRICS
+
+    out: dict[str, float] = {}
+    for text in values:
+        metric, sep, raw = (s.strip() for s in text.partition("="))
+        if not sep or not metric or not raw:
+            raise UsageError(f"--tolerance {text!r}: expected METRIC=VALUE")
+        if metric not in TENSOR_METRICS:
+            raise UsageError(f"--tolerance: unknown metric {metric!r}{did_you_mean(metric, TENSOR_METRICS)}; "
+                             f"valid: {', '.join(TENSOR_METRICS)}")
+        try:
+            out[metric] = float(raw)
+        except ValueError:
+            raise UsageError(f"--tolerance {metric}={raw}: not a number") from None
+    return out
+
+
+def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
+    """Everything checkable before loading a model, so typos cost nothing."""
+    precision = parse_precision(args.precision, option="--precision")
+    if precision is Precision.FP32:
+        raise UsageError("--precision: fp32 is the reference; bisect fp16 or int8 against it")
+    for option, value in (("--samples", args.samples), ("--top", args.top)):
+        if value < 1:
+            raise UsageError(f"{option}: must be >= 1, got {value}")
+    return precision, parse_tolerances(args.tolerance)
+
+
+def bisect(args: argparse.Namespace) -> int:
+    precision, overrides = _validate(args)
+    from harness.config import RunOptions
+    from harness.debug.bisect import bisect_graph, bisect_tolerance
+    from harness.debug.report import print_tables, write_json, write_markdown
+    from harness.export.artifacts import onnx_artifact
+    from harness.workspace import Workspace
+
+    ws = Workspace(RunOptions(models=[args.models], precisions=[precision], num_samples=args.samples,
+                              batch_size=args.samples, intra_op_threads=1))
+    ws.spec(args.models)  # UsageError (with did-you-mean) before anything is built
+    model = ws.model(args.models)
+    family = ws.family(model)
+    graphs = {g.name: g for g in family.graphs(model)}
+    name = args.graph or next(iter(graphs))
+    if name not in graphs:
+        raise UsageError(f"--graph: {args.models} has no graph {name!r}{did_you_mean(name, graphs)}; "
+                         f"valid: {', '.join(graphs)}")
+    graph = graphs[name]
+    settings = ws.settings_for(model)
+    fp32 = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.artifacts).path()
+    candidate = onnx_artifact(model, family, graph, precision, settings, ws.artifacts).path()
+    feeds = family.feeds(model, graph, ws.batches(model)[0])
+    tolerance = bisect_tolerance(precision, overrides)
+    result = bisect_graph(fp32, candidate, feeds, tolerance)
+
+    out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"model": args.models, "graph": name, "precision": precision.value, "samples": args.samples,
+            "artifacts": {"fp32": str(fp32), precision.value: str(candidate)},
+            "feeds": {k: list(v.shape) for k, v in feeds.items()}}
+    write_json(result, out / "bisect.json", meta, args.top)
+    write_markdown(result, out / "bisect.md", meta, args.top)
+    print_tables(result, args.top)
+    print(f"report: {out / 'bisect.md'}")
+    return 1 if result.first_divergent else 0
