@@ -85,8 +85,9 @@ def out_dir(config: pytest.Config) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "harness(families=None, generates=False, where=None): restrict a suite's "
-                            "matrix to model families, models with a generation head, or where(spec) is true")
+    config.addinivalue_line("markers", "harness(families=None, generates=False, where=None, accepts=None): restrict "
+                            "a suite's matrix to model families, models with a generation head, models where "
+                            "where(spec) is true, variants where accepts(spec, variant) is true")
     cache = config.getoption("harness_cache")
     if cache:
         os.environ["HARNESS_CACHE"] = str(cache)
@@ -124,8 +125,9 @@ def workspace(config: pytest.Config):
 
 
 def matrix(options: RunOptions, *, families: set[str] | None = None, generates: bool = False,
-           where: Any = None) -> list[Variant]:
-    """The variants of a suite: models filtered by family, generation head and ``where(spec)``."""
+           where: Any = None, accepts: Any = None) -> list[Variant]:
+    """The variants of a suite: models filtered by family, generation head and ``where(spec)``;
+    variants filtered by ``accepts(spec, variant)``."""
     from harness.zoo import resolve
 
     variants = []
@@ -139,7 +141,9 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
             continue
         for precision in options.precisions:
             for provider in options.providers:
-                variants.append(Variant(spec.name if not Path(model).is_dir() else model, precision, provider))
+                variant = Variant(spec.name if not Path(model).is_dir() else model, precision, provider)
+                if accepts is None or accepts(spec, variant):
+                    variants.append(variant)
     return variants
 
 
@@ -150,7 +154,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kwargs = marker.kwargs if marker else {}
     families = set(kwargs["families"]) if kwargs.get("families") else None
     variants = matrix(metafunc.config.stash[OPTIONS], families=families, generates=bool(kwargs.get("generates")),
-                      where=kwargs.get("where"))
+                      where=kwargs.get("where"), accepts=kwargs.get("accepts"))
+    if not variants:  # say why, instead of pytest's "got empty parameter set"
+        rules = ", ".join(f"{k}={getattr(v, '__name__', v)}" for k, v in kwargs.items() if v) or "none"
+        reason = f"no variant of this run fits this suite (models x precisions x providers; suite filters: {rules})"
+        metafunc.parametrize("variant", [pytest.param(None, marks=pytest.mark.skip(reason=reason))], ids=["none"])
+        return
     metafunc.parametrize("variant", variants, ids=[_display_id(v) for v in variants])
 
 
