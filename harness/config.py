@@ -177,3 +177,5 @@ class RunOptions:
     trt_max_seq: int | None = None
     #: ONNX ops kept in FP32 by the FP16 conversion, on top of onnxconverter-common's defaults
     fp16_op_block_list: tuple[str, ...] = ()
+    #: INT8 with per-channel weight scales for every model (a model may also ask for it itself)
+    int8_per_channel: bool = False

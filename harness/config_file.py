@@ -28,7 +28,7 @@ PYPROJECT = "pyproject.toml"
 TOP_KEYS = ("run", "models", "tolerances", "budgets")
 RUN_KEYS = ("models", "precisions", "providers", "samples", "batch_size", "opset", "exporter", "threads", "corpus")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
-              "allow_pickle", "tolerances", "budgets", "artifacts")
+              "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -81,6 +81,8 @@ class ModelEntry:
     allow_pickle: bool = False
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
+    int8_per_channel: bool | None = None  # None: the model's own default
+    fp16_op_block_list: tuple[str, ...] = ()
     #: precision -> ONNX file or directory, judged by ``harness check --config``
     artifacts: Mapping[str, Path] = field(default_factory=dict)
 
@@ -361,6 +363,10 @@ class _Validator:
             tolerances=self.tolerances(table["tolerances"], f"{where}.tolerances") if "tolerances" in table else {},
             budgets=self.budgets(table["budgets"], f"{where}.budgets") if "budgets" in table else {},
             artifacts=artifacts,
+            int8_per_channel=(self.boolean(table["int8_per_channel"], f"{where}.int8_per_channel")
+                              if "int8_per_channel" in table else None),
+            fp16_op_block_list=(tuple(self.names(table["fp16_op_block_list"], f"{where}.fp16_op_block_list"))
+                                if "fp16_op_block_list" in table else ()),
         )
 
 

@@ -124,6 +124,8 @@ def register_config_models(cfg) -> list[str]:
             tolerances=merge_tolerances(spec.tolerances, entry.tolerances),
             budgets={**spec.budgets, **entry.budgets},
             extra=extra,
+            int8_per_channel=spec.int8_per_channel if entry.int8_per_channel is None else entry.int8_per_channel,
+            fp16_op_block_list=tuple(dict.fromkeys((*spec.fp16_op_block_list, *entry.fp16_op_block_list))),
         )
         register(spec, replace=True)
     return new

@@ -47,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-samples", type=int, default=None, help="corpus sentences per model (default 32)")
     group.addoption("--harness-fp16-block-list", default=None, metavar="OPS",
                     help="ONNX op types kept in FP32 by the FP16 conversion, comma-separated (e.g. Softmax,Pow)")
+    group.addoption("--harness-int8-per-channel", action="store_true", default=False,
+                    help="INT8 with per-channel weight scales (default: per tensor, or the model's own choice)")
     group.addoption("--harness-trt-max-batch", type=int, default=None,
                     help="TensorRT profile: largest batch (default: --harness-batch-size)")
     group.addoption("--harness-trt-max-seq", type=int, default=None,
@@ -95,6 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[OPTIONS] = _options(config)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    config.stash[OPTIONS].int8_per_channel = bool(config.getoption("harness_int8_per_channel"))
     config.stash[OPTIONS].trt_max_batch = config.getoption("harness_trt_max_batch")
     config.stash[OPTIONS].trt_max_seq = config.getoption("harness_trt_max_seq")
     block_list = config.getoption("harness_fp16_block_list")

@@ -69,16 +69,18 @@ class Case:
 
     def _settings(self) -> dict[str, Any]:
         options = self.workspace.options
-        exporter = options.exporter
+        exporter, per_channel = options.exporter, options.int8_per_channel
         if self.variant is not None:
-            try:  # the exporter this model really used (a model may default to dynamo)
-                exporter = self.workspace.settings_for(self.workspace.model(self.variant.model)).exporter
+            try:  # what this model really used (a model may default to dynamo / per-channel INT8)
+                effective = self.workspace.settings_for(self.workspace.model(self.variant.model))
+                exporter, per_channel = effective.exporter, effective.int8_per_channel
             except Exception:
                 pass
         return {"opset": options.opset, "exporter": exporter,
                 "exporter_explicit": bool(getattr(self.workspace, "explicit_exporter", False)),
                 "batch_size": options.batch_size, "num_samples": options.num_samples,
-                "fp16_op_block_list": list(options.fp16_op_block_list)}
+                "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
+                "int8_per_channel_forced": options.int8_per_channel}
 
     def payload(self) -> dict[str, Any]:
         model_sha = None
@@ -170,6 +172,8 @@ def rerun_command(nodeid: str, case: dict, settings: dict) -> str:
             parts.append(f"{flag} {settings[key]}")
     if settings.get("exporter_explicit") and settings.get("exporter"):
         parts.append(f"--exporter {settings['exporter']}")
+    if settings.get("int8_per_channel_forced"):
+        parts.append("--int8-per-channel")
     if settings.get("fp16_op_block_list"):
         parts.append("--fp16-block-list " + " ".join(settings["fp16_op_block_list"]))
     parts.append(f"-k '{function} and {case.get('variant')}'")

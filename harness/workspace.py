@@ -63,8 +63,11 @@ class Workspace:
 
     # -- execution -----------------------------------------------------------------------
     def settings_for(self, model: LoadedModel) -> ExportSettings:
+        spec = model.spec
+        blocked = tuple(dict.fromkeys((*self.options.fp16_op_block_list, *spec.fp16_op_block_list)))
         settings = ExportSettings(opset=self.options.opset, exporter=self.options.exporter,
-                                  fp16_op_block_list=tuple(self.options.fp16_op_block_list))
+                                  fp16_op_block_list=blocked,
+                                  int8_per_channel=self.options.int8_per_channel or spec.int8_per_channel)
         if model.spec.exporter and not self.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings

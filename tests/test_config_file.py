@@ -148,6 +148,8 @@ def test_config_models_without_run_list_are_what_runs(project):
     ("[models.bert-tiyn.tolerances.fp32]\ncosine = 0.9\n", "no zoo model of that name (did you mean 'bert-tiny'?)"),
     ("[run]\nmodels = ['nope']\n", "unknown model 'nope'"),
     ("[run\nmodels = 1\n", "invalid TOML"),
+    ("[models.bert-tiny]\nint8_per_channel = 'yes'\n", "models.bert-tiny.int8_per_channel: expected true or false"),
+    ("[models.bert-tiny]\nint8_per_chanel = true\n", "did you mean 'int8_per_channel'?"),
 ])
 def test_validation_errors_name_file_and_key(project, text, message):
     path = write(project, text)
@@ -229,3 +231,23 @@ cosine = 0.999999
     assert int8["verdict"] == "fail" and int8["thresholds"]["model.logits.cosine"]["threshold"] == 0.999999
     assert "cosine" in int8["reason"]
     result.assert_outcomes(passed=1, failed=1)
+
+
+def test_model_quantization_settings_reach_the_export_settings(project):
+    from harness.config import RunOptions
+    from harness.workspace import Workspace
+
+    write(project, """
+[run]
+models = ["bert-tiny"]
+
+[models.bert-tiny]
+int8_per_channel = true
+fp16_op_block_list = ["Softmax"]
+""")
+    options = build_options(rootdir=project)
+    spec = resolve("bert-tiny")
+    assert spec.int8_per_channel and spec.fp16_op_block_list == ("Softmax",)
+    ws = Workspace(RunOptions(models=options.models, fp16_op_block_list=("Pow",)))
+    settings = ws.settings_for(ws.model("bert-tiny"))
+    assert settings.int8_per_channel and settings.fp16_op_block_list == ("Pow", "Softmax")

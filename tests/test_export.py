@@ -108,3 +108,18 @@ def test_dynamo_exporter_is_selectable(workspace):
     feeds = family.feeds(model, graph, ["a short one", "and a somewhat longer sentence to pad against"])
     ref = workspace.reference(model, family, graph, feeds, batch_index=-1)
     np.testing.assert_allclose(runner.run(feeds)["logits"], ref["logits"], atol=1e-5)
+
+
+def test_int8_per_channel_is_a_separate_artifact_and_at_least_as_accurate(workspace):
+    from harness.parity import numeric_parity
+    from harness.workspace import Workspace
+
+    per_tensor = numeric_parity(workspace, variant("bert-tiny", "int8"))
+    options = workspace.options.__class__(**{**workspace.options.__dict__, "int8_per_channel": True})
+    channel_ws = Workspace(options)
+    per_channel = numeric_parity(channel_ws, variant("bert-tiny", "int8"))
+    key = "model/model.onnx"
+    assert per_tensor.artifacts[key]["sha256"] != per_channel.artifacts[key]["sha256"]
+    assert per_channel.metrics()["model.logits.rel_l2"] <= per_tensor.metrics()["model.logits.rel_l2"] * 1.5
+    torch_channel = numeric_parity(channel_ws, variant("bert-tiny", "int8", "torch_cpu"))
+    assert torch_channel.passed

@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--threads", type=int, default=None, help="intra-op threads")
     p.add_argument("--fp16-block-list", nargs="+", default=None, help="ONNX ops kept in FP32 by the FP16 conversion")
+    p.add_argument("--int8-per-channel", action="store_true", help="INT8 with per-channel weight scales")
     p.add_argument("--cache", type=Path, default=None, help="model/artifact cache dir")
     p.add_argument("--config", type=Path, default=None, help="suite config (harness.toml / pyproject [tool.harness])")
     p.add_argument("--perf", action="store_true", help="also run the performance suites (latency, cold start, memory)")
@@ -65,6 +66,8 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
                         ("--harness-config", args.config)):
         if value is not None:
             argv.append(f"{flag}={value}")
+    if args.int8_per_channel:
+        argv.append("--harness-int8-per-channel")
     if args.fp16_block_list:
         argv.append(f"--harness-fp16-block-list={','.join(args.fp16_block_list)}")
     if args.perf:

@@ -42,9 +42,9 @@ class TorchGraphRunner(GraphRunner):
         return {n: (o.float() if o.is_floating_point() else o).cpu().numpy() for n, o in zip(self.output_names, outs)}
 
 
-def precision_model(model, precision: Precision, device: str) -> torch.nn.Module:
+def precision_model(model, precision: Precision, device: str, per_channel: bool = False) -> torch.nn.Module:
     """The torch model at ``precision`` on ``device``; memoised per loaded model."""
-    key = ("torch-precision", precision.value, device)
+    key = ("torch-precision", precision.value, device, per_channel and precision is Precision.INT8)
     if key not in model.cache:
         if precision is Precision.FP32 and device == "cpu":
             m = model.model
@@ -55,7 +55,11 @@ def precision_model(model, precision: Precision, device: str) -> torch.nn.Module
             elif precision is Precision.INT8:
                 with warnings.catch_warnings():  # deprecation notices, once per model, not actionable
                     warnings.simplefilter("ignore")
-                    m = torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
+                    if per_channel:
+                        spec = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
+                        m = torch.ao.quantization.quantize_dynamic(m, spec, dtype=torch.qint8)
+                    else:
+                        m = torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
             m = m.to(device).eval()
         model.cache[key] = m
     return model.cache[key]
@@ -78,7 +82,7 @@ class TorchBackend(Backend):
         device = variant.provider.device
         if self.ctx.intra_op_threads:
             torch.set_num_threads(self.ctx.intra_op_threads)
-        m = precision_model(model, variant.precision, device)
+        m = precision_model(model, variant.precision, device, per_channel=self.ctx.settings.int8_per_channel)
         dtype = torch.float16 if variant.precision is Precision.FP16 else torch.float32
         module = family.module(model, graph, m)
         # nn.TransformerEncoder's fused fast path reads Linear weights directly, which dynamic

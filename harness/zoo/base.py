@@ -46,6 +46,10 @@ class ModelSpec:
     default: bool = True
     #: exporter this model needs by default (None: the run's choice, TorchScript unless told)
     exporter: str | None = None
+    #: INT8: one scale per output channel (more accurate, e.g. sentence encoders) instead of per tensor
+    int8_per_channel: bool = False
+    #: ONNX ops this model keeps in FP32 when converted to FP16 (added to the run's list)
+    fp16_op_block_list: tuple[str, ...] = ()
     #: precision -> {metric: threshold}; merged over the per-precision defaults.
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: performance budgets, e.g. {"p50_ms": 5.0, "peak_rss_mb": 600, "artifact_mb": 20}
