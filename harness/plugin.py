@@ -93,18 +93,8 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = config.getoption("harness_cache")
     if cache:
         os.environ["HARNESS_CACHE"] = str(cache)
-    try:
-        config.stash[OPTIONS] = _options(config)
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.stash[OPTIONS].int8_per_channel = bool(config.getoption("harness_int8_per_channel"))
-    config.stash[OPTIONS].trt_max_batch = config.getoption("harness_trt_max_batch")
-    config.stash[OPTIONS].trt_max_seq = config.getoption("harness_trt_max_seq")
-    block_list = config.getoption("harness_fp16_block_list")
-    if block_list:
-        from harness.config import split_csv
-
-        config.stash[OPTIONS].fp16_op_block_list = tuple(split_csv(block_list))
+    if _asked_for(config):  # validate now: a typo is a usage error before anything runs
+        run_options(config)
     config.stash[RUN_DIR] = out_dir(config)
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
         from harness.recording import RecordCollector
@@ -118,11 +108,47 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["harness_out"] = str(node.config.stash[RUN_DIR])
 
 
+_MATRIX_OPTIONS = ("harness_models", "harness_precisions", "harness_providers", "harness_exporter", "harness_opset",
+                   "harness_batch_size", "harness_samples", "harness_threads", "harness_config")
+
+
+def _asked_for(config: pytest.Config) -> bool:
+    """Whether this session explicitly configures the harness (options or a config file)."""
+    if any(config.getoption(name) is not None for name in _MATRIX_OPTIONS):
+        return True
+    from harness.config_file import find_config
+
+    try:
+        return find_config(None, Path(str(config.rootpath))) is not None
+    except UsageError:
+        return True  # a broken config: let run_options report it
+
+
+def run_options(config: pytest.Config) -> RunOptions:
+    """The run's options, built on first need: the plugin is installed in environments whose
+    test sessions never touch a model, and building options imports the zoo (torch)."""
+    if OPTIONS not in config.stash:
+        try:
+            options = _options(config)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        options.int8_per_channel = bool(config.getoption("harness_int8_per_channel"))
+        options.trt_max_batch = config.getoption("harness_trt_max_batch")
+        options.trt_max_seq = config.getoption("harness_trt_max_seq")
+        block_list = config.getoption("harness_fp16_block_list")
+        if block_list:
+            from harness.config import split_csv
+
+            options.fp16_op_block_list = tuple(split_csv(block_list))
+        config.stash[OPTIONS] = options
+    return config.stash[OPTIONS]
+
+
 def workspace(config: pytest.Config):
     if WORKSPACE not in config.stash:
         from harness.workspace import Workspace
 
-        config.stash[WORKSPACE] = Workspace(config.stash[OPTIONS],
+        config.stash[WORKSPACE] = Workspace(run_options(config),
                                             explicit_exporter=config.getoption("harness_exporter") is not None)
     return config.stash[WORKSPACE]
 
@@ -156,7 +182,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("harness")
     kwargs = marker.kwargs if marker else {}
     families = set(kwargs["families"]) if kwargs.get("families") else None
-    variants = matrix(metafunc.config.stash[OPTIONS], families=families, generates=bool(kwargs.get("generates")),
+    variants = matrix(run_options(metafunc.config), families=families, generates=bool(kwargs.get("generates")),
                       where=kwargs.get("where"), accepts=kwargs.get("accepts"))
     if not variants:  # say why, instead of pytest's "got empty parameter set"
         rules = ", ".join(f"{k}={getattr(v, '__name__', v)}" for k, v in kwargs.items() if v) or "none"

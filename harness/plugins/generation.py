@@ -6,11 +6,15 @@ defaults in ``harness.generation_parity.DEFAULT_REQUEST``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import pytest
 
-from harness.generation_parity import GenerationRequest
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.generation_parity import GenerationRequest
 
-REQUEST = pytest.StashKey[GenerationRequest]()
+# imported lazily: this plugin loads in every pytest session of the environment
+REQUEST = pytest.StashKey[Any]()
 
 
 def _positive(value: str) -> int:
@@ -47,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--harness-gen-samples: must be >= 0, got {samples}")
     if penalty is not None and not penalty > 0:
         raise pytest.UsageError(f"--harness-gen-repetition-penalty: must be > 0, got {penalty}")
-    config.stash[REQUEST] = GenerationRequest(
+    config.stash[REQUEST] = dict(
         samples=samples, max_new_tokens=config.getoption("harness_gen_max_new_tokens"),
         num_beams=config.getoption("harness_gen_beams"), use_cache=None if cache is None else cache == "on",
         repetition_penalty=penalty, batch_size=config.getoption("harness_gen_batch_size"),
@@ -55,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def generation_request(request: pytest.FixtureRequest) -> GenerationRequest:
+def generation_request(request: pytest.FixtureRequest) -> "GenerationRequest":
     """What this run asks of generation parity (from the ``--harness-gen-*`` options)."""
-    return request.config.stash[REQUEST]
+    from harness.generation_parity import GenerationRequest
+
+    return GenerationRequest(**request.config.stash[REQUEST])

@@ -100,12 +100,19 @@ def _settings(config: pytest.Config) -> Any:
 
 
 def _gate_request(config: pytest.Config) -> GateRequest:
-    from harness.gate.baseline import DEFAULT_STORE
-
     store = config.getoption("harness_baseline_store")
-    return GateRequest(save=config.getoption("harness_baseline_save"),
-                       compare=config.getoption("harness_baseline_compare"),
-                       store=Path(store) if store else DEFAULT_STORE,
+    save, compare = config.getoption("harness_baseline_save"), config.getoption("harness_baseline_compare")
+    if store:
+        directory = Path(store)
+    elif save or compare:  # the gate (scipy) is only imported when a baseline is in play
+        from harness.gate.baseline import DEFAULT_STORE
+
+        directory = DEFAULT_STORE
+    else:
+        directory = Path("reports") / "baselines"
+    return GateRequest(save=save,
+                       compare=compare,
+                       store=directory,
                        force=bool(config.getoption("harness_baseline_force")),
                        force_env=bool(config.getoption("harness_baseline_force_env")),
                        thresholds=tuple(config.getoption("harness_baseline_threshold") or ()))

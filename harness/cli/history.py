@@ -1,0 +1,142 @@
+"""``harness history add|show|list``: keep every nightly run's numbers and show their trend.
+
+Exit codes: 0 ok, 2 a usage error (bad run directory, missing database, unknown variant or
+metric). Trends inform; they never fail a build (that is ``harness baseline compare``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from harness import history
+
+
+def _console():  # -> rich.console.Console; lazily imported like the other subcommands
+    from rich.console import Console
+
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ  # CI logs are not terminals
+    return Console(width=None if wide else 160, highlight=False)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    for run_dir in args.run_dirs:
+        for item in history.ingest(run_dir, args.db):
+            if item.added:
+                print(f"added run {item.run_id} from {run_dir}: {item.cases} case(s), {item.values} value(s)")
+            else:
+                print(f"run {item.run_id} from {run_dir} already stored; nothing added")
+    return 0
+
+
+def _pct(change: float) -> str:
+    return "" if change is None or math.isnan(change) else f"{change:+.1%}"
+
+
+def _value(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.6g}"
+
+
+def show_rows(wide: pd.DataFrame) -> pd.DataFrame:
+    """Long table of what ``show`` prints: one row per series and run, oldest run first."""
+    parts = []
+    for variant, metric in wide.columns:
+        found = history.changes(wide[(variant, metric)])
+        found = found[found["value"].notna()]
+        if found.empty:
+            continue
+        found = found.reset_index()
+        found.insert(0, "metric", metric)
+        found.insert(0, "variant", variant)
+        parts.append(found)
+    if not parts:
+        return pd.DataFrame(columns=["variant", "metric", "finished", "run_id", "value", "vs_previous", "vs_median"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    wide = history.trend(args.db, variant=args.variant, metric_glob=args.metric, last=args.last)
+    rows = show_rows(wide)
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"history of {args.metric!r} over the last {len(wide)} run(s) in {args.db}"))
+    for column in ("variant", "metric", "run", "finished", "value", "vs previous", "vs window median"):
+        table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left")
+    series = None
+    for row in rows.itertuples(index=False):
+        key = (row.variant, row.metric)
+        first = key != series
+        if first and series is not None:
+            table.add_section()
+        series = key
+        table.add_row(Text(row.variant if first else ""), Text(row.metric if first else ""), Text(row.run_id),
+                      Text(str(row.finished)), _value(row.value), _change_text(row.vs_previous),
+                      _change_text(row.vs_median))
+    _console().print(table)
+    if args.csv:
+        out = Path(args.csv)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(out, index=False, float_format="%.17g")
+    return 0
+
+
+def _change_text(change: float):
+    from rich.text import Text
+
+    text = _pct(change)
+    # for latency, memory and size, up is worse; for accuracy metrics it depends, so colour only big moves
+    style = "yellow" if text and abs(change) >= 0.10 else ""
+    return Text(text, style=style)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    stored = history.runs(args.db)
+    if stored.empty:
+        print(f"no runs in {args.db}")
+        return 0
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"runs in {args.db}"))
+    for column in stored.columns:
+        table.add_column(column)
+    for row in stored.itertuples(index=False):
+        table.add_row(*(Text("" if pd.isna(v) else str(v)) for v in row))
+    _console().print(table)
+    return 0
+
+
+def _db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=str(history.DEFAULT_DB), metavar="PATH",
+                        help=f"history database (default: {history.DEFAULT_DB})")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``history`` with its add/show/list subcommands to the top-level parser."""
+    parser = subparsers.add_parser("history", help="store runs' numbers over time and show their trend",
+                                   description=__doc__.splitlines()[0])
+    actions = parser.add_subparsers(dest="history_command", metavar="{add,show,list}", required=True)
+
+    add = actions.add_parser("add", help="store the records of one or more run directories (idempotent)")
+    add.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    _db_option(add)
+    add.set_defaults(func=cmd_add)
+
+    show = actions.add_parser("show", help="each metric per run, with the change vs the previous run and the median")
+    show.add_argument("--variant", help="only this variant, e.g. bert-tiny-fp32-ort_cpu")
+    show.add_argument("--metric", default="*", metavar="GLOB",
+                      help="metric name glob, e.g. 'perf:latency_ms.p50' or 'metric:*.top1_agreement'")
+    show.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
+    show.add_argument("--csv", metavar="OUT", help="also write the rows shown as CSV")
+    _db_option(show)
+    show.set_defaults(func=cmd_show)
+
+    listing = actions.add_parser("list", help="show stored runs")
+    _db_option(listing)
+    listing.set_defaults(func=cmd_list)

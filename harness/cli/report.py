@@ -1,0 +1,54 @@
+"""``harness report RUN_DIR``: re-render a finished run's records as CSV, HTML or Markdown.
+
+Reads only ``results.jsonl`` (the last record per case), so a report can be made long after
+the run, on another machine. Exit codes: 0 written, 2 a missing or corrupt run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.gate.baseline import read_results
+
+
+def _write(path: str, text: str) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    records = read_results(args.run_dir)  # one-line UsageError for a missing dir or corrupt line
+    from harness.report import tables
+
+    frame = tables.records_frame(records)
+    if args.csv:
+        _write(args.csv, tables.to_csv(frame))
+    if args.html:
+        _write(args.html, tables.to_html(frame, title=f"model deployment gate: {Path(args.run_dir).name}"))
+    if args.markdown:
+        from harness.report.summary import render_summary
+
+        _write(args.markdown, render_summary(records))
+    if not (args.csv or args.html or args.markdown):
+        from rich.console import Console
+
+        from harness.report.terminal import build_table
+
+        Console(highlight=False).print(build_table(records))
+    else:
+        written = ", ".join(p for p in (args.csv, args.html, args.markdown) if p)
+        print(f"{len(records)} case(s) from {args.run_dir} -> {written}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``report`` to the top-level parser."""
+    parser = subparsers.add_parser("report", help="re-render a run's results as CSV, HTML or Markdown",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("--csv", metavar="OUT", help="one row per case, every metric and perf number a column")
+    parser.add_argument("--html", metavar="OUT", help="a self-contained HTML page, rows coloured by verdict")
+    parser.add_argument("--markdown", metavar="OUT", help="summary.md as the run wrote it")
+    parser.set_defaults(func=cmd_report)

@@ -1,0 +1,173 @@
+"""Nightly trending: an append-only SQLite store of each run's key numbers.
+
+A run directory is cleaned up eventually, and a baseline compares only two runs; the history
+keeps one row per (run, case, number) forever, so a slow drift over weeks is visible.
+Ingesting is idempotent per ``run_id``: re-adding a run (or a glob that matches old runs
+again, as the nightly job does) stores nothing twice. Schema: docs/history.md.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+from harness.config import UsageError, did_you_mean
+from harness.gate.baseline import read_results
+from harness.report.tables import first_line, record_numbers
+
+DEFAULT_DB = Path("reports/history.sqlite")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, finished TEXT, fingerprint TEXT, harness_version TEXT,
+    source TEXT, ingested TEXT, cases INTEGER
+);
+CREATE TABLE IF NOT EXISTS cases (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), id TEXT NOT NULL, variant TEXT, suite TEXT,
+    verdict TEXT, reason TEXT, finished TEXT, PRIMARY KEY (run_id, id)
+);
+CREATE TABLE IF NOT EXISTS metric_values (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), id TEXT NOT NULL, variant TEXT, metric TEXT NOT NULL,
+    value REAL, PRIMARY KEY (run_id, id, metric)
+);
+CREATE INDEX IF NOT EXISTS metric_values_by_series ON metric_values (variant, metric);
+"""
+
+
+class HistoryError(UsageError):
+    """The history database is missing, unreadable, or the query names nothing stored."""
+
+
+@dataclass(frozen=True)
+class Ingested:
+    run_id: str
+    source: str
+    cases: int
+    values: int
+    added: bool  # False: this run_id was already stored, nothing was written
+
+
+def _connect(db: Path, *, create: bool) -> sqlite3.Connection:
+    db = Path(db)
+    if db.is_dir():
+        raise HistoryError(f"history database {db} is a directory; pass a file path with --db")
+    if not db.exists():
+        if not create:
+            siblings = [str(p) for p in db.parent.glob("*.sqlite")] if db.parent.is_dir() else []
+            raise HistoryError(f"no history database at {db}{did_you_mean(str(db), siblings)}; "
+                               "create it with `harness history add RUN_DIR`")
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HistoryError(f"cannot create history database {db}: {exc.strerror or exc}") from None
+    try:
+        conn = sqlite3.connect(db)
+        conn.executescript(_SCHEMA)
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(f"{db} is not a usable history database ({exc})") from None
+    return conn
+
+
+def _run_groups(records: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Records grouped by the pytest session that wrote them (a rerun into the same
+    directory is its own run, with its own run_id)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(str(r.get("run_id") or ""), []).append(r)
+    yield from groups.items()
+
+
+def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
+    """Store every record of ``run_dir`` (the last one per case id); one transaction per run,
+    so an interrupted ingest leaves either the whole run or none of it."""
+    records = read_results(run_dir)
+    if not records:
+        raise HistoryError(f"{Path(run_dir)} has no records to store")
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    out = []
+    with closing(_connect(Path(db), create=True)) as conn:
+        for run_id, group in _run_groups(records):
+            if not run_id:
+                raise HistoryError(f"{Path(run_dir)}: a record has no run_id (not a harness.result/1 file?)")
+            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+                out.append(Ingested(run_id, str(run_dir), len(group), 0, added=False))
+                continue
+            finished = max(str(r.get("finished") or "") for r in group)
+            env = next((r["env"] for r in group if isinstance(r.get("env"), dict)), {})
+            values = [(run_id, str(r.get("id")), r.get("variant"), metric, None if math.isnan(v) else v)
+                      for r in group for metric, v in record_numbers(r).items()]
+            with conn:  # one transaction
+                conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (run_id, finished, env.get("fingerprint"), group[0].get("harness_version"),
+                              str(Path(run_dir).resolve()), now, len(group)))
+                conn.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 [(run_id, str(r.get("id")), r.get("variant"), r.get("suite"), r.get("verdict"),
+                                   first_line(r.get("reason")), r.get("finished")) for r in group])
+                conn.executemany("INSERT OR REPLACE INTO metric_values VALUES (?, ?, ?, ?, ?)", values)
+            out.append(Ingested(run_id, str(run_dir), len(group), len(values), added=True))
+    return out
+
+
+def runs(db: str | Path = DEFAULT_DB) -> pd.DataFrame:
+    """Stored runs, oldest first, with case counts per verdict."""
+    with closing(_connect(Path(db), create=False)) as conn:
+        return pd.read_sql_query(
+            """SELECT r.run_id, r.finished, r.fingerprint, r.cases,
+                      SUM(c.verdict = 'pass') AS pass, SUM(c.verdict = 'fail') AS fail,
+                      SUM(c.verdict = 'error') AS error, SUM(c.verdict = 'skip') AS skip, r.source
+               FROM runs r LEFT JOIN cases c USING (run_id)
+               GROUP BY r.run_id ORDER BY r.finished, r.run_id""", conn)
+
+
+def trend(db: str | Path = DEFAULT_DB, variant: str | None = None, metric_glob: str = "*",
+          last: int | None = None) -> pd.DataFrame:
+    """Wide table: one row per run (index ``(finished, run_id)``, oldest first; only runs that
+    have a matching value), one column per ``(variant, metric)``. A metric measured by two
+    cases of one variant in one run is averaged. ``last`` keeps the newest N runs."""
+    if last is not None and last < 1:
+        raise HistoryError(f"--last must be at least 1, got {last}")
+    with closing(_connect(Path(db), create=False)) as conn:
+        long = pd.read_sql_query(
+            """SELECT r.finished, v.run_id, v.variant, v.metric, v.value
+               FROM metric_values v JOIN runs r USING (run_id)""", conn)
+    if variant is not None:
+        known = sorted(set(long["variant"].dropna()))
+        if variant not in known:
+            raise HistoryError(f"unknown variant {variant!r}{did_you_mean(variant, known)}; "
+                               f"{len(known)} variant(s) stored")
+        long = long[long["variant"] == variant]
+    metrics = sorted(set(long["metric"]))
+    selected = [m for m in metrics if fnmatch.fnmatchcase(m, metric_glob)]
+    if not selected:
+        raise HistoryError(f"no stored metric matches {metric_glob!r}{did_you_mean(metric_glob, metrics)}")
+    long = long[long["metric"].isin(selected)]
+    wide = long.pivot_table(index=["finished", "run_id"], columns=["variant", "metric"], values="value",
+                            aggfunc="mean", dropna=False).sort_index()
+    wide = wide.dropna(axis=1, how="all").dropna(how="all")  # NaN-only series say nothing
+    return wide.tail(last) if last else wide
+
+
+def changes(series: pd.Series) -> pd.DataFrame:
+    """Per run: the value, relative change vs the previous run that has a value, and vs the
+    median of the window. Relative, because a 2 ms shift means nothing without the scale."""
+    values = series.astype(float)
+    previous = values.ffill().shift(1)
+    median = values.median()
+    return pd.DataFrame({
+        "value": values,
+        "vs_previous": _relative(values, previous),
+        "vs_median": _relative(values, pd.Series(median, index=values.index)),
+    })
+
+
+def _relative(values: pd.Series, reference: pd.Series) -> pd.Series:
+    ref = reference.where(reference != 0)
+    return values / ref - 1.0

@@ -1,0 +1,134 @@
+"""Records as a pandas table: one row per case, every number a column.
+
+The same flattening (``record_numbers``) feeds the CSV/HTML exports and the history store,
+so a column called ``perf:latency_ms.p50`` in a spreadsheet is the metric of that name in
+``harness history show``.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from numbers import Real
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+METRIC_PREFIX = "metric:"
+PERF_PREFIX = "perf:"
+BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "provider", "verdict", "reason",
+                "duration_s", "fingerprint", "finished", "run_id")
+VERDICT_COLOURS = {"pass": "#d7f5dd", "fail": "#f8d0d0", "error": "#f4b6b6", "skip": "#fcefc7"}
+# perf sections that describe how a measurement was taken, not what it measured
+_PERF_SKIP = {"settings", "samples", "cold_start_runs", "artifact_files"}
+
+
+def _number(value: Any) -> float | None:
+    """A float for real numbers (bools are flags, not measurements), else None."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return None
+    return float(value)
+
+
+def perf_numbers(perf: Mapping[str, Any]) -> dict[str, float]:
+    """``perf`` flattened: latency summaries as ``<key>.<stat>``, scalars as-is, one level of
+    sub-dicts (``cold_start_ms.load``, ``memory.model_rss_bytes``). Raw samples are left out:
+    they belong to the baseline gate, not to a table."""
+    out: dict[str, float] = {}
+    for key, value in perf.items():
+        if key in _PERF_SKIP:
+            continue
+        scalar = _number(value)
+        if scalar is not None:
+            out[key] = scalar
+        elif isinstance(value, Mapping):
+            source = value.get("summary") if isinstance(value.get("summary"), Mapping) else value
+            for sub, sub_value in source.items():
+                number = _number(sub_value)
+                if number is not None and sub not in _PERF_SKIP:
+                    out[f"{key}.{sub}"] = number
+    return out
+
+
+def record_numbers(record: Mapping[str, Any]) -> dict[str, float]:
+    """Every number of a record, keyed ``metric:<key>`` or ``perf:<key>`` (the column names)."""
+    out: dict[str, float] = {}
+    for key, value in (record.get("metrics") or {}).items():
+        number = _number(value)
+        if number is not None:
+            out[f"{METRIC_PREFIX}{key}"] = number
+    perf = record.get("perf")
+    if isinstance(perf, Mapping):
+        out.update({f"{PERF_PREFIX}{k}": v for k, v in perf_numbers(perf).items()})
+    return out
+
+
+def first_line(text: Any) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def records_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per record: identity columns first, then sorted metric and perf columns
+    (NaN where a case did not measure that number)."""
+    rows = []
+    for r in records:
+        env = r.get("env") if isinstance(r.get("env"), Mapping) else {}
+        row: dict[str, Any] = {c: r.get(c) for c in BASE_COLUMNS}
+        row["reason"] = first_line(r.get("reason"))
+        row["fingerprint"] = env.get("fingerprint")
+        row.update(record_numbers(r))
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(BASE_COLUMNS) if not rows else None)
+    extra = sorted(c for c in frame.columns if c not in BASE_COLUMNS)
+    ordered = [c for c in extra if c.startswith(METRIC_PREFIX)] + [c for c in extra if c.startswith(PERF_PREFIX)]
+    frame = frame.reindex(columns=list(BASE_COLUMNS) + ordered)
+    if len(frame):
+        frame["duration_s"] = pd.to_numeric(frame["duration_s"], errors="coerce")
+    return frame
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """CSV with full float precision, so a round trip gives back the recorded numbers."""
+    return frame.to_csv(index=False, float_format="%.17g")
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; position: sticky; top: 0; }
+"""
+
+
+def _verdict_style(verdict: Any) -> str:
+    colour = VERDICT_COLOURS.get(str(verdict))
+    return f"background-color: {colour}" if colour else ""
+
+
+def _format_cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def to_html(frame: pd.DataFrame, title: str = "model deployment gate") -> str:
+    """A self-contained page (inline CSS, no scripts or external assets); every cell and
+    header is HTML-escaped because reasons and ids carry arbitrary text. The case and
+    verdict cells are coloured by verdict."""
+    styler = frame.style.hide(axis="index")
+    styler = styler.format(_format_cell, escape="html").format_index(escape="html", axis=1)
+    if "verdict" in frame.columns and len(frame):
+        # the case and verdict cells only: a per-cell rule for hundreds of metric columns bloats the page
+        styler = styler.map(_verdict_style, subset=["verdict"])
+        styler = styler.apply(lambda _: frame["verdict"].map(_verdict_style), subset=["id"], axis=0)
+    # Styler silently trims tables above 262144 cells; a report must show every case
+    with pd.option_context("styler.render.max_elements", max(frame.size, 1) * 2):
+        table = styler.set_table_attributes('class="results"').to_html()
+    counts = frame["verdict"].value_counts().to_dict() if "verdict" in frame.columns else {}
+    summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "error", "skip"))
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head>\n<body><h1>{html.escape(title)}</h1>\n"
+            f"<p>{len(frame)} cases: {html.escape(summary)}</p>\n{table}\n</body></html>\n")
