@@ -90,13 +90,13 @@ def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
     so an interrupted ingest leaves either the whole run or none of it."""
     records = read_results(run_dir)
     if not records:
-        raise HistoryError(f"{Path(run_dir)} has no records to store")
+        raise UsageError(f"{Path(run_dir)} has no records to store")
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     out = []
     with closing(_connect(Path(db), create=True)) as conn:
         for run_id, group in _run_groups(records):
             if not run_id:
-                raise HistoryError(f"{Path(run_dir)}: a record has no run_id (not a harness.result/1 file?)")
+                raise UsageError(f"{Path(run_dir)}: a record has no run_id (not a harness.result/1 file?)")
             if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
                 out.append(Ingested(run_id, str(run_dir), len(group), 0, added=False))
                 continue

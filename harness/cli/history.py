@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import history
+from harness.config import UsageError
 
 
 def _console():  # -> rich.console.Console; lazily imported like the other subcommands
@@ -25,12 +26,25 @@ def _console():  # -> rich.console.Console; lazily imported like the other subco
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    """Adds every good directory even when one is bad: a nightly `add reports/nightly-*` must
+    not stall forever behind one interrupted night. Then fails (one line) naming the first bad one."""
+    failed: list[str] = []
     for run_dir in args.run_dirs:
-        for item in history.ingest(run_dir, args.db):
+        try:
+            stored = history.ingest(run_dir, args.db)
+        except history.HistoryError:
+            raise  # the database itself is unusable: no point trying the other directories
+        except UsageError as exc:
+            failed.append(str(exc))
+            continue
+        for item in stored:
             if item.added:
                 print(f"added run {item.run_id} from {run_dir}: {item.cases} case(s), {item.values} value(s)")
             else:
                 print(f"run {item.run_id} from {run_dir} already stored; nothing added")
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise UsageError(f"{len(failed)} of {len(args.run_dirs)} run directories not added: {failed[0]}{more}")
     return 0
 
 
