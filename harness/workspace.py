@@ -20,7 +20,7 @@ from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
 from harness.model import LoadedModel, load_model
-from harness.runners import BACKENDS, Backend
+from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
 from harness.zoo.base import ModelSpec, cache_root, resolve
 
@@ -77,11 +77,11 @@ class Workspace:
                              self.options.inter_op_threads,
                              trt_max_batch=self.options.trt_max_batch or self.options.batch_size,
                              trt_max_seq=self.options.trt_max_seq or 128)
-        return BACKENDS[variant.backend](ctx)
+        return backends()[variant.backend](ctx)
 
     @staticmethod
     def unavailable_reason(variant: Variant) -> str | None:
-        backend = BACKENDS.get(variant.backend)
+        backend = backends().get(variant.backend)
         if backend is None:
             return f"backend {variant.backend!r} not available (no runner module for it)"
         return backend.unavailable_reason(variant)

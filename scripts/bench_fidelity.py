@@ -32,7 +32,6 @@ import pytest
 from harness.config import PROVIDERS, Precision, RunOptions, Variant
 from harness.perf.feeds import shaped_feeds
 from harness.perf.measure import BenchmarkEngine, HarnessEngine, timed_call
-from harness.perf.child import cast_feeds
 from harness.workspace import Workspace
 
 CFG = json.loads(os.environ["FIDELITY_CONFIG"])
@@ -68,7 +67,7 @@ def test_block(block, target, request):
     runner, feeds = target
     engine, n, warm = block.split(":")[0], CFG["calls"], block.endswith(":warmup")
     if engine == "bare":
-        samples = bare_block(runner.session, cast_feeds(runner.session, feeds), n)
+        samples = bare_block(runner.session, runner.prepare(feeds), n)
     elif engine == "harness":
         samples = HarnessEngine()(timed_call(runner, feeds), n, 0)
     else:

@@ -7,9 +7,9 @@ Cold start and peak RSS only mean something in a process that has loaded nothing
 (optimum-benchmark, pyperf): the test process already holds torch, every model and every
 ORT arena. The parent (``harness.perf.coldstart``) writes the feeds and resolves the
 artifacts from its on-disk cache, so the child measures load + first inference, never
-export. An ONNX Runtime child imports numpy and onnxruntime only, as a deployed service
-would: the harness's runner module pulls torch in through the export chain (measured
-+4.3 s and +200 MB), so the session is created here with the same options instead.
+export. An ONNX Runtime child imports numpy, onnxruntime and the harness's
+``OrtGraphRunner`` only, as a deployed service would (the runner package imports the
+torch backend lazily; eagerly it cost +4.3 s and +200 MB here).
 
 The parent runs this file by path, not with ``-m``: ``-m`` first imports
 ``harness.perf/__init__`` and with it scipy, which would count in every cold start.
@@ -32,28 +32,6 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
     sys.path.pop(0)  # run by path: harness/perf must not shadow top-level modules
 
 MARKER = "HARNESS_CHILD_RESULT "
-_ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
-              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(bool)": "bool"}
-
-
-def cast_feeds(session: Any, feeds: Mapping[str, Any]) -> dict[str, Any]:
-    """Feeds cast to the dtypes ``session`` declares (what OrtGraphRunner does per call)."""
-    types = {i.name: _ORT_TYPES.get(i.type) for i in session.get_inputs()}
-    return {n: (v.astype(types[n]) if types.get(n) and str(v.dtype) != types[n] else v) for n, v in feeds.items()}
-
-
-def ort_session(path: str, provider: str, intra: int, inter: int) -> Any:
-    """An InferenceSession with OrtGraphRunner's options (quiet log, explicit threads, CPU fallback)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if intra:
-        options.intra_op_num_threads = intra
-    if inter:
-        options.inter_op_num_threads = inter
-    providers: list = [provider] + (["CPUExecutionProvider"] if provider != "CPUExecutionProvider" else [])
-    return ort.InferenceSession(path, options, providers=providers)
 
 
 def peak_rss_bytes() -> int:
@@ -124,19 +102,21 @@ def _load_feeds(path: str) -> dict[str, dict[str, Any]]:
 
 def _ort_loader(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float], dict[str, Any]]:
     from harness.config import PROVIDERS
+    from harness.runners.ort_runner import OrtGraphRunner
 
     device = PROVIDERS[args.provider].device
     sessions, load = {}, {}
     for spec in args.graph:
         name, path = spec.split("=", 1)
         start = time.perf_counter()
-        sessions[name] = ort_session(path, device, args.intra_op_threads, args.inter_op_threads)
+        sessions[name] = OrtGraphRunner(path, device, args.intra_op_threads or None, args.inter_op_threads or None)
         load[name] = _ms(start)
     first = next(iter(sessions.values()))
-    if first.get_providers()[0] != device:
-        raise SystemExit(f"{device} was requested but the session runs on {first.get_providers()}")
-    calls = {g: (lambda s: (lambda feeds: s.run(None, cast_feeds(s, feeds))))(s) for g, s in sessions.items()}
-    return calls, load, {"onnxruntime": _session_settings(first)}
+    if first.providers[0] != device:
+        raise SystemExit(f"{device} was requested but the session runs on {first.providers}")
+    # session.run on prepared feeds: what the in-process latency measurement times too
+    calls = {g: (lambda r: (lambda feeds: r.session.run(None, r.prepare(feeds))))(r) for g, r in sessions.items()}
+    return calls, load, {"onnxruntime": _session_settings(first.session)}
 
 
 def _torch_loader(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float], dict[str, Any]]:
@@ -180,6 +160,8 @@ def _import_backend(backend: str) -> None:
     if backend == "onnxruntime":
         import numpy  # noqa: F401
         import onnxruntime  # noqa: F401
+
+        import harness.runners.ort_runner  # noqa: F401  (light: no torch)
     else:
         import harness.workspace  # noqa: F401  (torch, transformers and the runners)
 

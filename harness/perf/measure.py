@@ -153,13 +153,11 @@ def timed_call(runner: "GraphRunner", feeds: Mapping[str, np.ndarray]) -> Call:
     for comparisons, not deployments. Every other runner is timed through ``run()``
     (for PyTorch that is numpy in, zero-copy tensors, numpy out).
     """
-    from harness.perf.child import cast_feeds
     from harness.runners.ort_runner import OrtGraphRunner
 
     if isinstance(runner, OrtGraphRunner):
-        session = runner.session
-        prepared = cast_feeds(session, {n: feeds[n] for n in runner.input_names})
-        run = session.run
+        prepared = runner.prepare(feeds)
+        run = runner.session.run
         return lambda: run(None, prepared)
     fixed = dict(feeds)
     return lambda: runner.run(fixed)

@@ -1,7 +1,11 @@
-"""Backends, one module each. Importing this package registers every module in it.
+"""Backends, one module each, registered by ``@register_backend``.
 
 Adding a backend = one new module here with a ``Backend`` subclass decorated by
 ``@register_backend``; variants name it through ``Provider.backend``.
+
+The modules are imported on first use of :func:`backends`, not with the package: a
+fresh-process measurement that only needs ``OrtGraphRunner`` must not pay for torch
+(the PyTorch backend's module), which would distort cold start and peak memory.
 """
 
 from __future__ import annotations
@@ -11,16 +15,21 @@ import pkgutil
 
 from harness.runners.base import Backend, GraphRunner
 
-BACKENDS: dict[str, type[Backend]] = {}
+_REGISTRY: dict[str, type[Backend]] = {}
+_HELPERS = frozenset({"base", "trt_profile"})  # modules here that are not backends
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
-    BACKENDS[cls.name] = cls
+    _REGISTRY[cls.name] = cls
     return cls
 
 
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name != "base":
-        importlib.import_module(f"{__name__}.{_info.name}")
+def backends() -> dict[str, type[Backend]]:
+    """Every backend module imported and registered: name -> Backend class."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.name not in _HELPERS:
+            importlib.import_module(f"{__name__}.{info.name}")
+    return dict(_REGISTRY)
 
-__all__ = ["BACKENDS", "Backend", "GraphRunner", "register_backend"]
+
+__all__ = ["Backend", "GraphRunner", "backends", "register_backend"]
