@@ -7,20 +7,16 @@ Exit codes follow the rest of the CLI: 0 ok, 1 a gating performance regression,
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 
 from harness.gate.baseline import DEFAULT_STORE, list_baselines, load_baseline, load_run, save_baseline
 from harness.gate.compare import compare_runs, parse_threshold
 
 
-def _console():  # -> rich.console.Console; imported lazily to keep `harness --help` fast
-    from rich.console import Console
+def _console():
+    from harness.report.console import cli_console
 
-    # Logs and CI pipes are not terminals; rich would squeeze the table into 80 columns.
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    return Console(width=None if wide else 160, highlight=False)
+    return cli_console()
 
 
 def _write(path: str, text: str) -> None:

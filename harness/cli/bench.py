@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 from harness.config import UsageError
@@ -64,7 +63,7 @@ def bench(args: argparse.Namespace) -> int:
     _check(args)
     if args.cache:
         os.environ["HARNESS_CACHE"] = str(args.cache)
-    from rich.console import Console
+    from harness.report.console import cli_console
 
     from harness.config import RunOptions
     from harness.envinfo import environment
@@ -78,8 +77,7 @@ def bench(args: argparse.Namespace) -> int:
         resolve(name)  # unknown names: one line, did-you-mean
     options = RunOptions(models=list(models), intra_op_threads=args.threads)
     ws = Workspace(options, args.cache)  # threads reach torch and ORT through the backends
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    console = Console(width=None if wide else 160, highlight=False)
+    console = cli_console()
     results = []
     for name in models:
         console.print(f"measuring {name} ...", highlight=False)

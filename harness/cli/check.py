@@ -140,7 +140,7 @@ def available_ort_providers(providers) -> list[str]:
 
 
 def check(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from harness.report.console import cli_console
 
     from harness.check.judge import run_check
     from harness.check.report import print_outcome
@@ -149,7 +149,7 @@ def check(args: argparse.Namespace) -> int:
 
     todo = requests(args)
     out = args.out or Path("reports") / time.strftime("check-%Y%m%d-%H%M%S")
-    console = Console(width=None if Console().is_terminal else 120)
+    console = cli_console()
     writer = ResultsWriter(out)
     records: list[dict] = []
     code = 0

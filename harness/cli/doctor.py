@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,6 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
+    from harness.report.console import cli_console
     from harness.config import PROVIDERS
     from harness.envinfo import environment
     from harness.options import build_options
@@ -29,7 +29,7 @@ def doctor(args: argparse.Namespace) -> int:
 
     options = build_options(models=args.models, precisions=args.precisions,
                             providers=args.providers or list(PROVIDERS))
-    console = Console()
+    console = cli_console()
     env = environment()
     console.print(f"[bold]harness doctor[/]  cpu: {env['cpu']} ({env['cores']} cores), gpu: {env['gpu'] or 'none'}")
     for lib, version in env["versions"].items():

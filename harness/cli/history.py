@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,11 +16,10 @@ from harness import history
 from harness.config import UsageError
 
 
-def _console():  # -> rich.console.Console; lazily imported like the other subcommands
-    from rich.console import Console
+def _console():
+    from harness.report.console import cli_console
 
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ  # CI logs are not terminals
-    return Console(width=None if wide else 160, highlight=False)
+    return cli_console()
 
 
 def cmd_add(args: argparse.Namespace) -> int:

@@ -32,11 +32,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         _write(args.markdown, render_summary(records))
     if not (args.csv or args.html or args.markdown):
-        from rich.console import Console
-
+        from harness.report.console import cli_console
         from harness.report.terminal import build_table
 
-        Console(highlight=False).print(build_table(records))
+        cli_console().print(build_table(records))
     else:
         written = ", ".join(p for p in (args.csv, args.html, args.markdown) if p)
         print(f"{len(records)} case(s) from {args.run_dir} -> {written}")

@@ -65,11 +65,11 @@ def growth(rows: list[TensorResult]) -> list[str]:
 
 def print_tables(result: BisectResult, top: int) -> None:
     """Terminal view; the tensor name is left to bisect.md/json (it mostly repeats the node name)."""
-    from rich.console import Console
+    from harness.report.console import cli_console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = cli_console()
     path = result.path()
     for title, rows, extra in (("error growth along the path", path, growth(path)),
                                (f"top {top} tensors", result.top(top), None)):

@@ -92,7 +92,6 @@ class Seq2SeqFamily(Family):
         layers = n_layers(model)
         tag = "" if self.encoder_mask else NO_ENCODER_MASK
         mask_in = ("encoder_attention_mask",) if self.encoder_mask else ()
-        b = {0: "batch"}
         enc_axes = {0: "batch", 1: "encoder_sequence"}
         dec_present = present_names(layers, ("decoder",))
         enc_present = present_names(layers, ("encoder",))
@@ -119,7 +118,7 @@ class Seq2SeqFamily(Family):
             GraphSpec("encoder", ("input_ids", "attention_mask"), ("last_hidden_state",),
                       {"input_ids": enc_axes, "attention_mask": enc_axes, "last_hidden_state": enc_axes}),
             GraphSpec("decoder", ("input_ids", "encoder_hidden_states", *mask_in),
-                      ("logits", *present_names(layers)), {k: v for k, v in decoder_axes.items()},
+                      ("logits", *present_names(layers)), decoder_axes,
                       logits_outputs=logits, gated_outputs=logits, variant_tag=tag),
             GraphSpec("decoder_with_past", ("input_ids", *mask_in, *present_names(layers, prefix="past_key_values")),
                       ("logits", *dec_present), with_past_axes,

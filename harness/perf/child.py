@@ -26,7 +26,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from typing import Any, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
 
 if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)  # run by path: harness/perf must not shadow top-level modules

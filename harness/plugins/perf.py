@@ -15,7 +15,6 @@ never becomes the reference by accident.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,12 +240,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     terminalreporter.write_sep("=", "harness performance gate")
     if outcome.comparison is not None:
-        from rich.console import Console
+        from harness.report.console import reporter_console
 
-        buffer = io.StringIO()
-        width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 160)
-        # CI logs are not terminals (80 columns): the table needs room for its reasons
-        console = Console(file=buffer, width=max(160, width), force_terminal=bool(getattr(terminalreporter, "hasmarkup", False)))
+        console, buffer = reporter_console(terminalreporter)  # room for the reasons, even in CI logs
         outcome.comparison.render_table(console)
         terminalreporter.write(buffer.getvalue())
     if outcome.saved is not None:

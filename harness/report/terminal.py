@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -28,10 +26,9 @@ def build_table(records: Sequence[dict]) -> Table:
 
 
 def render_terminal(records: Sequence[dict], terminalreporter, out_dir: Path) -> None:
-    buffer = io.StringIO()
-    width = getattr(terminalreporter, "_tw", None)
-    console = Console(file=buffer, width=max(100, getattr(width, "fullwidth", 120)),
-                      force_terminal=bool(getattr(terminalreporter, "hasmarkup", False)))
+    from harness.report.console import reporter_console
+
+    console, buffer = reporter_console(terminalreporter, min_width=100)
     console.print(build_table(records))
     terminalreporter.write_sep("=", "harness summary")
     terminalreporter.write(buffer.getvalue())
