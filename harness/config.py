@@ -18,6 +18,13 @@ class UsageError(ValueError):
     """A user mistake (bad option, bad file). Reported as one line, exit code 2."""
 
 
+def describe_error(exc: BaseException, limit: int = 200) -> str:
+    """``Type: first line of the message``: how a library's exception enters a one-line
+    error or a record's reason (exporters and loaders raise pages of text)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:limit]}" if text else type(exc).__name__
+
+
 class Precision(str, enum.Enum):
     FP32 = "fp32"
     FP16 = "fp16"

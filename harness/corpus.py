@@ -8,11 +8,12 @@ pinned by sha256 and line count in ``datasets/MANIFEST.json`` and verified on lo
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.export.cache import file_sha256  # re-exported: what the manifest pins
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_SCHEMA = "harness.datasets/1"
@@ -45,9 +46,6 @@ def datasets_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "datasets"
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of the file's bytes (what the manifest pins)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def read_manifest(root: Path | None = None) -> dict:

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from harness.config import UsageError
+from harness.config import UsageError, describe_error
 from harness.zoo.base import ModelSpec, materialize
 
 
@@ -163,7 +163,7 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_co
     try:
         return cls.from_pretrained(str(path), **kwargs)
     except Exception as exc:  # corrupt safetensors, bad config values...: bad input, not a crash
-        raise UsageError(f"{path}: cannot load model ({_first_line(exc)})") from None
+        raise UsageError(f"{path}: cannot load model ({describe_error(exc)})") from None
 
 
 def _load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -> Any:
@@ -175,9 +175,5 @@ def _load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -
     try:
         return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except Exception as exc:  # tokenizers raises bare Exception on a corrupt tokenizer.json
-        raise UsageError(f"{path}: cannot load tokenizer ({_first_line(exc)})") from None
+        raise UsageError(f"{path}: cannot load tokenizer ({describe_error(exc)})") from None
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__

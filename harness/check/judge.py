@@ -23,7 +23,8 @@ from harness.check.jobs import Job, fit_sequence, job_feeds, plan_jobs, referenc
 from harness.check.layout import ArtifactFile, discover
 from harness.check.record import compose
 from harness.check.runners import MappedRunner, PrebuiltBackend, SplitLMRunner, synthesizers
-from harness.config import Precision, Provider, RunOptions, UsageError, Variant, parse_precision, parse_provider
+from harness.config import (Precision, Provider, RunOptions, UsageError, Variant, describe_error, parse_precision,
+                            parse_provider)
 from harness.families import Family, family_for
 from harness.parity import OutputResult, ParityResult, lint_result, run_graph_parity
 from harness.workspace import Workspace
@@ -198,7 +199,7 @@ def judge_job(job: Job, session, family: Family, model, texts: list[str], batch_
         result.outputs = run_graph_parity(runner, graph, batches, precision, overrides,
                                           output_map={r: r for r in match.output_map})
     except Exception as exc:  # the artifact ran and broke: its verdict is "error", others still run
-        result.error = f"{job.label}: {type(exc).__name__}: {_first_line(exc)}"
+        result.error = f"{job.label}: {describe_error(exc, 300)}"
         return result
     finally:
         result.seconds = time.perf_counter() - start
@@ -371,7 +372,7 @@ def generation_record(outcome: CheckOutcome, ws: CheckWorkspace, family: Family,
     except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
         case.artifacts.update(files)
         return compose(case, suite="check_generation", verdict="error",
-                       reason=f"{type(exc).__name__}: {_first_line(exc)}",
+                       reason=f"{describe_error(exc, 300)}",
                        duration_s=time.perf_counter() - began, settings=settings)
     if note:
         outcome.notes.append(note)
@@ -407,7 +408,3 @@ def _corpus(text: str) -> str:
                          "(or a .txt/.tsv file)")
     return text
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else "no detail"

@@ -18,7 +18,7 @@ from typing import Iterator
 import onnx
 from onnx import TensorProto
 
-from harness.config import UsageError
+from harness.config import UsageError, describe_error
 from harness.export.cache import file_sha256
 
 #: optimum's file names -> the harness's graph names
@@ -90,7 +90,7 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # DecodeError, OSError, ...: protobuf says little more than "truncated"
         raise UsageError(f"{path}: not a readable ONNX model (truncated or corrupt: "
-                         f"{type(exc).__name__}: {_first_line(exc)})") from None
+                         f"{describe_error(exc)})") from None
     if not model.graph.node or not model.graph.output:
         raise UsageError(f"{path}: not a usable ONNX model (no nodes or no outputs; truncated or corrupt?)")
     _check_external_data(model, path)
@@ -214,7 +214,3 @@ def _detect_precision(model: onnx.ModelProto) -> tuple[str, str]:
         return "fp16", f"{f16:,} FP16 vs {f32:,} FP32 weight elements"
     return "fp32", f"{f32:,} FP32 weight elements" if f32 else "no float weights"
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else "no detail"
