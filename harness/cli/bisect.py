@@ -12,6 +12,7 @@ import argparse
 import time
 from pathlib import Path
 
+from harness.cli._args import parse_metric_values
 from harness.config import Precision, UsageError, did_you_mean, parse_precision
 
 
@@ -35,19 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def parse_tolerances(values: list[str]) -> dict[str, float]:
     from harness.debug.bisect import TENSOR_METRICS
 
-    out: dict[str, float] = {}
-    for text in values:
-        metric, sep, raw = (s.strip() for s in text.partition("="))
-        if not sep or not metric or not raw:
-            raise UsageError(f"--tolerance {text!r}: expected METRIC=VALUE")
-        if metric not in TENSOR_METRICS:
-            raise UsageError(f"--tolerance: unknown metric {metric!r}{did_you_mean(metric, TENSOR_METRICS)}; "
-                             f"valid: {', '.join(TENSOR_METRICS)}")
-        try:
-            out[metric] = float(raw)
-        except ValueError:
-            raise UsageError(f"--tolerance {metric}={raw}: not a number") from None
-    return out
+    return parse_metric_values(values, TENSOR_METRICS)
 
 
 def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:

@@ -14,7 +14,8 @@ import argparse
 import time
 from pathlib import Path
 
-from harness.config import UsageError, did_you_mean
+from harness.cli._args import parse_metric_values, parse_pairs
+from harness.config import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,29 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=check)
 
 
-def parse_pairs(values: list[str], option: str) -> dict[str, str]:
-    out = {}
-    for text in values:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise UsageError(f"{option} {text!r}: expected NAME=VALUE")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def parse_tolerances(values: list[str]) -> dict[str, float]:
     from harness.config_file import metric_names
 
-    known = metric_names()
-    out = {}
-    for metric, raw in parse_pairs(values, "--tolerance").items():
-        if metric not in known:
-            raise UsageError(f"--tolerance: unknown metric {metric!r}{did_you_mean(metric, known)}")
-        try:
-            out[metric] = float(raw)
-        except ValueError:
-            raise UsageError(f"--tolerance {metric}={raw}: not a number") from None
-    return out
+    return parse_metric_values(values, metric_names())
 
 
 def requests(args: argparse.Namespace) -> list:
