@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import enum
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable
 
 
 class UsageError(ValueError):
@@ -149,14 +149,6 @@ class Tolerance:
     """The checks applied to one output of one graph at one precision."""
 
     checks: tuple[Check, ...]
-
-    def with_overrides(self, overrides: Mapping[str, float]) -> "Tolerance":
-        by_name = {c.metric: c for c in self.checks}
-        for metric, threshold in overrides.items():
-            base = by_name.get(metric)
-            higher = base.higher_is_better if base else metric in HIGHER_IS_BETTER
-            by_name[metric] = Check(metric, float(threshold), higher)
-        return Tolerance(tuple(by_name.values()))
 
     def as_dict(self) -> dict[str, dict[str, float | str]]:
         return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}

@@ -76,9 +76,8 @@ def iter_records(path: Path, *, strict: bool = False) -> Iterator[dict]:
                 yield record
 
 
-def latest_by_id(records: Iterable[dict]) -> dict[str, dict]:
-    """The last record per case id (a rerun into the same directory supersedes)."""
-    out: dict[str, dict] = {}
-    for r in records:
-        out[str(r.get("id"))] = r
-    return out
+def latest_records(records: Iterable[dict]) -> list[dict]:
+    """The last record per case id, in file order (a rerun into the same directory supersedes)."""
+    records = list(records)
+    last = {str(r["id"]): i for i, r in enumerate(records) if "id" in r}
+    return [r for i, r in enumerate(records) if "id" not in r or last[str(r["id"])] == i]

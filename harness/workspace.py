@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -99,6 +98,3 @@ class Workspace:
             model.cache[key] = {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
         return model.cache[key]
 
-
-def batch_texts(texts: Sequence[str], size: int) -> list[list[str]]:
-    return [list(texts[i: i + size]) for i in range(0, len(texts), size)]

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.config import PROVIDERS, Check, Precision, Tolerance, UsageError, Variant, parse_precision, parse_provider, split_csv
+from harness.config import PROVIDERS, Check, Precision, UsageError, Variant, parse_precision, parse_provider, split_csv
 from harness.options import build_options
 
 
@@ -34,10 +34,15 @@ def test_check_direction_and_nan():
 
 
 def test_tolerance_overrides_keep_direction():
-    tol = Tolerance((Check("cosine", 0.99, True), Check("max_abs", 0.1)))
-    merged = {c.metric: c for c in tol.with_overrides({"cosine": 0.9, "top1_agreement": 0.5}).checks}
+    from harness.tolerances import tolerance_for
+
+    tol = tolerance_for(Precision.INT8, is_logits=True, overrides={"int8": {"cosine": 0.9, "top1_agreement": 0.5}})
+    merged = {c.metric: c for c in tol.checks}
     assert merged["cosine"].threshold == 0.9 and merged["cosine"].higher_is_better
-    assert merged["top1_agreement"].higher_is_better  # known metric direction
+    assert merged["top1_agreement"].threshold == 0.5 and merged["top1_agreement"].higher_is_better
+    assert merged["norm_max_abs"].threshold == 0.15 and not merged["norm_max_abs"].higher_is_better
+    hidden = {c.metric for c in tolerance_for(Precision.INT8, is_logits=False).checks}
+    assert hidden == {"norm_max_abs", "cosine"}  # top-1 / KL only for logits
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False), st.floats(allow_nan=False, allow_infinity=False))

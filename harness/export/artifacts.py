@@ -6,7 +6,7 @@ new export invalidates everything derived from it and nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +31,6 @@ class ExportSettings:
     fp16_op_block_list: tuple[str, ...] = ()
     int8_per_channel: bool = False
     int8_reduce_range: bool = False
-    extra: tuple = field(default=())
 
     def as_dict(self) -> dict:
         return {"opset": self.opset, "exporter": self.exporter, "fp16_op_block_list": list(self.fp16_op_block_list),

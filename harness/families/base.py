@@ -10,7 +10,7 @@ is excluded from every metric).
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
@@ -33,7 +33,6 @@ class GraphSpec:
     #: outputs judged by the gate; the others are reported but not gated
     gated_outputs: frozenset[str] | None = None
     variant_tag: str = ""
-    export_kwargs: Mapping[str, object] = field(default_factory=dict)
 
     def is_gated(self, output: str) -> bool:
         return self.gated_outputs is None or output in self.gated_outputs

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.config import UsageError, did_you_mean
-from harness.results import RESULTS_FILE, ResultsFileError, iter_records
+from harness.results import RESULTS_FILE, ResultsFileError, iter_records, latest_records
 
 META_FILE = "baseline.json"
 META_SCHEMA = "harness.baseline/1"
@@ -74,8 +74,7 @@ def read_results(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         records = list(iter_records(run / RESULTS_FILE, strict=True))
     except ResultsFileError as exc:
         raise BaselineError(str(exc)) from None
-    last = {str(r["id"]): i for i, r in enumerate(records) if "id" in r}
-    return [r for i, r in enumerate(records) if "id" not in r or last[str(r["id"])] == i]
+    return latest_records(records)
 
 
 def perf_records(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
