@@ -99,7 +99,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
         from harness.recording import RecordCollector
 
-        config.stash[COLLECTOR] = RecordCollector(ResultsWriter(config.stash[RUN_DIR]))
+        collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR]))
+        config.stash[COLLECTOR] = collector
+        # registered per session (its pytest_runtest_logreport sees this session's reports only,
+        # also when pytest runs nested in-process)
+        config.pluginmanager.register(collector, f"harness-records-{id(config)}")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -238,26 +242,6 @@ def harness(request: pytest.FixtureRequest):
     yield case
     case.exception = request.node.stash.get(EXCEPTION, None)
     request.node.user_properties.append(("harness_record", case.payload()))
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    collector = _collector()
-    if collector is not None:
-        collector.on_report(report)
-
-
-_CONFIG: list[pytest.Config] = []
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _CONFIG[:] = [session.config]
-
-
-def _collector():
-    if not _CONFIG:
-        return None
-    return _CONFIG[0].stash.get(COLLECTOR, None)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

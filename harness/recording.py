@@ -112,6 +112,10 @@ class RecordCollector:
         self.records: list[dict] = []
         self._state: dict[str, dict[str, Any]] = {}
 
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        """pytest hook (the collector is registered as a plugin of its session)."""
+        self.on_report(report)
+
     def on_report(self, report: Any) -> None:
         state = self._state.setdefault(report.nodeid, {"props": {}, "phases": {}, "duration": 0.0})
         for key, value in getattr(report, "user_properties", []) or []:
