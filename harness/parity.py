@@ -214,9 +214,9 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
         batches = []
-        for index, texts in enumerate(ws.batches(model)):
+        for texts in ws.batches(model):
             feeds = family.feeds(model, graph, texts)
-            ref = ws.reference(model, family, graph, feeds, index)
+            ref = ws.reference(model, family, graph, feeds)
             batches.append((feeds, ref, family.valid_masks(graph, feeds, ref)))
         if getattr(runner, "path", None):
             result.outputs.append(lint_result(graph.name, runner.path))

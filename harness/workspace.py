@@ -7,6 +7,7 @@ shared across processes through the on-disk cache.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -86,9 +87,10 @@ class Workspace:
         return backend.unavailable_reason(variant)
 
     def reference(self, model: LoadedModel, family: Family, graph: GraphSpec,
-                  feeds: dict[str, np.ndarray], batch_index: int) -> dict[str, np.ndarray]:
-        """PyTorch FP32 outputs of the *correct* graph (never a fault-injected one), memoised."""
-        key = ("reference", graph.name, batch_index, self.options.batch_size, self.options.num_samples)
+                  feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """PyTorch FP32 outputs of the *correct* graph (never a fault-injected one), memoised
+        by the feeds' content, so the same inputs are never run twice and others never collide."""
+        key = ("reference", graph.name, _digest(feeds))
         if key not in model.cache:
             correct = next(g for g in family_for(model.family).graphs(model) if g.name == graph.name)
             module = family_for(model.family).module(model, correct)
@@ -98,3 +100,11 @@ class Workspace:
             model.cache[key] = {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
         return model.cache[key]
 
+
+def _digest(feeds: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(feeds):
+        array = np.ascontiguousarray(feeds[name])
+        h.update(f"{name}:{array.dtype}:{array.shape}".encode())
+        h.update(array.tobytes())
+    return h.hexdigest()
