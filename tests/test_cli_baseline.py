@@ -187,9 +187,8 @@ def test_run_without_perf_records_is_refused(tmp_path: Path, store: Path, capsys
 
 
 def test_real_entry_point_maps_errors_and_exit_codes(tmp_path: Path, store: Path, capsys) -> None:
-    main = getattr(pytest.importorskip("harness.cli"), "main", None)
-    if main is None:  # pragma: no cover - only while the CLI package is being written
-        pytest.skip("harness.cli.main not available")
+    from harness.cli import main
+
     assert main(["baseline", "save", str(tmp_path / "nope"), "--name", "x", "--store", str(store)]) == 2
     assert capsys.readouterr().err.strip() == f"harness: error: run directory not found: {tmp_path / 'nope'}"
     assert main(["baseline", "save", str(write_run(tmp_path / "b")), "--name", "x", "--store", str(store)]) == 0

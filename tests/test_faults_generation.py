@@ -10,7 +10,6 @@ under the same conditions, so the failure is the fault's, not the setup's.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +19,6 @@ from harness.generation_parity import GenerationRequest, generation_parity
 from harness.parity import GateFailure
 from harness.workspace import Workspace
 from tests.conftest import variant
-
-MODEL_DIR = Path(__file__).resolve().parent.parent / "harness" / "zoo" / "models" / "numbers-en-zh"
-pytestmark = pytest.mark.skipif(not MODEL_DIR.is_dir(), reason="numbers-en-zh is not committed yet")
 
 #: 64 sentences in batches of 16: every batch mixes lengths, so rows are padded
 PADDED = GenerationRequest(samples=64, batch_size=16)

@@ -25,7 +25,6 @@ from harness.generation.search import beam_search, greedy
 from harness.generation.steppers import Start
 from tests.conftest import variant
 
-NUMBERS_DIR = Path(__file__).resolve().parent.parent / "harness" / "zoo" / "models" / "numbers-en-zh"
 
 
 def hf_tokens(model, texts, settings: GenerationSettings, batch_size: int) -> list[list[int]]:
@@ -64,8 +63,6 @@ CASES = [
 @pytest.mark.parametrize("beams", [1, 3], ids=["greedy", "beam3"])
 @pytest.mark.parametrize("name,corpus,overrides", CASES, ids=[f"{c[0]}{'-rp' if c[2] else ''}" for c in CASES])
 def test_loop_equals_generate_and_ort_equals_torch(workspace, name, corpus, overrides, beams, cache):
-    if name == "numbers-en-zh" and not NUMBERS_DIR.is_dir():
-        pytest.skip("numbers-en-zh is not committed yet")
     model = workspace.model(name)
     source = load_corpus(corpus).sources
     texts = [source[i] for i in range(0, len(source), max(1, len(source) // 12))][:12]

@@ -48,7 +48,8 @@ def test_missing_extra_names_the_extra(monkeypatch):
 
 
 def test_pooling_matches_sentence_transformers_encode(loaded):
-    sentence_transformers = pytest.importorskip("sentence_transformers")
+    sentence_transformers = pytest.importorskip(
+        "sentence_transformers", reason="sentence-transformers (pulled in by the 'minilm' extra) is not installed")
     st = sentence_transformers.SentenceTransformer(str(loaded.path), device="cpu")
     expected = st.encode(TEXTS, convert_to_numpy=True, normalize_embeddings=False)
     enc = loaded.tokenizer(TEXTS, padding=True, return_tensors="pt")

@@ -31,8 +31,9 @@ REQUIRED_FILES = (
     "TRAINING.md",
 )
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import sacrebleu  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
 
 
 def load_script() -> ModuleType:
@@ -102,7 +103,6 @@ def test_tokenizer_round_trips_without_spaces(tokenizer, model) -> None:
 
 
 def test_held_out_quality(model, tokenizer, record) -> None:
-    sacrebleu = pytest.importorskip("sacrebleu")
     corpus = load_corpus("numbers_en_zh")
     hyps: list[str] = []
     with torch.inference_mode():
