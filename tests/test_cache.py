@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from harness.export.cache import ArtifactCache
 
 
@@ -52,8 +54,6 @@ def test_failed_build_leaves_nothing_behind(tmp_path):
         (tmp / "model.onnx").write_bytes(b"half")
         raise RuntimeError("exporter crashed")
 
-    try:
+    with pytest.raises(RuntimeError, match="exporter crashed"):
         cache.get_or_build("m", {"w": "x"}, broken)
-    except RuntimeError:
-        pass
     assert not [p for p in tmp_path.iterdir() if p.is_dir()]
