@@ -11,7 +11,10 @@ from __future__ import annotations
 import difflib
 import enum
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo.base import ModelCatalog
 
 
 class UsageError(ValueError):
@@ -173,8 +176,14 @@ class RunOptions:
     inter_op_threads: int | None = None
     #: TensorRT optimisation profile limits (None: the batch size / the tokenizer's 128 tokens)
     trt_max_batch: int | None = None
-    trt_max_seq: int | None = None
+    trt_max_seq: int = 128
     #: ONNX ops kept in FP32 by the FP16 conversion, on top of onnxconverter-common's defaults
     fp16_op_block_list: tuple[str, ...] = ()
     #: INT8 with per-channel weight scales for every model (a model may also ask for it itself)
     int8_per_channel: bool = False
+    #: the exporter was chosen for this run (it then overrides a model's own default exporter)
+    explicit_exporter: bool = False
+    #: the options this run set explicitly (option name -> value): what a record's rerun repeats
+    given: dict[str, Any] = field(default_factory=dict)
+    #: the models this run can name (the zoo plus the suite config's models and overrides)
+    catalog: "ModelCatalog | None" = None

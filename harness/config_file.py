@@ -21,18 +21,20 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.config import PROVIDERS, UsageError, did_you_mean
+from harness.settings.options import CONFIG_KEYS, Kind, option
 
 CONFIG_FILE = "harness.toml"
 PYPROJECT = "pyproject.toml"
 
 TOP_KEYS = ("run", "models", "tolerances", "budgets")
-RUN_KEYS = ("models", "precisions", "providers", "samples", "batch_size", "opset", "exporter", "threads", "corpus")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
               "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
 PRECISIONS = ("fp32", "fp16", "int8")
-EXPORTERS = ("torchscript", "dynamo")
+EXPORTERS = option("exporter").choices
+#: the ``[run]`` table's keys: the option table's config options
+RUN_KEYS = CONFIG_KEYS
 FAMILIES = ("encoder", "seq2seq", "causal_lm")
 #: performance budgets a model may declare (read by the perf suites from ``ModelSpec.budgets``)
 BUDGET_KEYS = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "cold_start_ms", "first_inference_ms",
@@ -303,23 +305,30 @@ class _Validator:
                 entries[name] = self.model(name, body)
         run = self.table(data.get("run", {}), "run")
         self.keys(run, RUN_KEYS, "run")
-        listed = None
-        if "models" in run:
-            listed = [self._listed_path(n, i, entries) for i, n in enumerate(self.names(run["models"], "run.models"))]
+        values = {key: self.run_value(key, run[key], entries) for key in RUN_KEYS if key in run}
         return SuiteConfig(
-            path=self.path, root=self.root, models=listed,
-            precisions=self.names(run["precisions"], "run.precisions", PRECISIONS) if "precisions" in run else None,
-            providers=self.names(run["providers"], "run.providers", PROVIDERS) if "providers" in run else None,
-            samples=self.integer(run["samples"], "run.samples", 1) if "samples" in run else None,
-            batch_size=self.integer(run["batch_size"], "run.batch_size", 1) if "batch_size" in run else None,
-            opset=self.integer(run["opset"], "run.opset", 11) if "opset" in run else None,
-            exporter=self.choice(run["exporter"], "run.exporter", EXPORTERS) if "exporter" in run else None,
-            threads=self.integer(run["threads"], "run.threads", 1) if "threads" in run else None,
-            corpus=self.corpus(run["corpus"], "run.corpus") if "corpus" in run else None,
+            path=self.path, root=self.root, **values,
             tolerances=self.tolerances(data["tolerances"], "tolerances") if "tolerances" in data else {},
             budgets=self.budgets(data["budgets"], "budgets") if "budgets" in data else {},
             entries=entries,
         )
+
+    def run_value(self, key: str, value: Any, entries: dict[str, ModelEntry]) -> Any:
+        """One ``[run]`` value, checked by its row in the option table."""
+        where, o = f"run.{key}", option(key)
+        if key == "models":
+            return [self._listed_path(n, i, entries) for i, n in enumerate(self.names(value, where))]
+        if key == "corpus":
+            return self.corpus(value, where)
+        if o.kind is Kind.LIST:
+            return self.names(value, where, _CHOICES.get(key))
+        if o.kind is Kind.INT:
+            return self.integer(value, where, o.minimum if o.minimum is not None else 0)
+        if o.kind is Kind.CHOICE:
+            return self.choice(value, where, o.choices)
+        if o.kind is Kind.FLAG:
+            return self.boolean(value, where)
+        return self.string(value, where)
 
     def _listed_path(self, name: str, index: int, entries: dict[str, ModelEntry]) -> str:
         """``models = ["./my-model"]``: a directory under the root becomes an entry named after it."""
@@ -368,6 +377,10 @@ class _Validator:
             fp16_op_block_list=(tuple(self.names(table["fp16_op_block_list"], f"{where}.fp16_op_block_list"))
                                 if "fp16_op_block_list" in table else ()),
         )
+
+
+#: the allowed names of list options (checked with did-you-mean)
+_CHOICES: dict[str, tuple[str, ...] | Mapping[str, Any]] = {"precisions": PRECISIONS, "providers": PROVIDERS}
 
 
 def _kind(value: Any) -> str:

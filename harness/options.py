@@ -1,103 +1,109 @@
-"""Run options from pytest/CLI arguments and the suite config, validated with one-line errors.
+"""Run options from explicit arguments and the suite config, validated with one-line errors.
 
 Precedence, per setting: an explicit argument, then the config file (``harness.toml`` or
-``[tool.harness]``), then the built-in default. The config's models are registered here, so
-``resolve(name)`` finds them in every process of the run (pytest-xdist workers included).
+``[tool.harness]``), then the built-in default. Which settings exist, their types, limits and
+config keys come from the option table (``harness.settings.options``); this module only
+resolves values. The config's models and overrides go into the run's own
+:class:`~harness.zoo.base.ModelCatalog` (``RunOptions.catalog``), never into the zoo's
+module-level registry: two runs in one process (nested pytest, a test suite) cannot leak into
+each other, and every pytest-xdist worker resolves the same catalog from the same inputs.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from harness.config import (DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, PROVIDERS, Precision, Provider, RunOptions,
-                            UsageError, did_you_mean, parse_precision, parse_provider, split_csv)
+from harness.config import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision, parse_provider
+from harness.settings.options import BY_NAME, option
+from harness.zoo.base import ModelCatalog, ModelSpec
 
-
-def default_models() -> list[str]:
-    from harness.zoo import registered
-
-    return [name for name, spec in registered().items() if spec.default]
+#: keyword names older callers use -> option names
+_LEGACY_KEYWORDS = {"num_samples": "samples", "intra_op_threads": "threads", "config_path": "config"}
 
 
-def build_options(*, models: Iterable[str] | None = None, precisions: Iterable[str] | None = None,
-                  providers: Iterable[str] | None = None, exporter: str | None = None, opset: int | None = None,
-                  batch_size: int | None = None, num_samples: int | None = None,
-                  intra_op_threads: int | None = None, inter_op_threads: int | None = None,
-                  config_path: str | Path | None = None, rootdir: Path | None = None) -> RunOptions:
-    """Options from explicit arguments; a suite config file (``config_path``, or a
-    ``harness.toml`` / ``[tool.harness]`` in ``rootdir`` or the working directory)
-    supplies what the arguments leave unset."""
+def default_models(catalog: ModelCatalog | None = None) -> list[str]:
+    catalog = catalog or ModelCatalog()
+    return [name for name, spec in catalog.registered().items() if spec.default]
+
+
+def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | None = None,
+                  inter_op_threads: int | None = None, **keywords: Any) -> RunOptions:
+    """Options from explicit values (``given``: option name -> value, as parsed from the CLI or
+    pytest; keyword arguments are accepted too, e.g. ``models=[...]``, ``num_samples=4``); a
+    suite config file (``config``, or a ``harness.toml`` / ``[tool.harness]`` in ``rootdir`` or
+    the working directory) supplies what they leave unset."""
     from harness.config_file import find_config, load_config
-    from harness.zoo import resolve
-    from harness.zoo.base import reset_overrides
 
-    reset_overrides()  # a previous config in this process must not leak into this one
-    found = find_config(config_path, rootdir)
+    values: dict[str, Any] = dict(given or {})
+    for key, value in keywords.items():
+        name = _LEGACY_KEYWORDS.get(key, key)
+        if name not in BY_NAME:
+            raise TypeError(f"build_options: unknown option {key!r}")
+        if value is not None:
+            values[name] = option(name).parse(value)
+    values = {k: v for k, v in values.items() if v is not None and v is not False}
+
+    found = find_config(values.get("config"), rootdir)
     cfg = load_config(found) if found else None
-    config_models = register_config_models(cfg) if cfg else []
+    catalog = ModelCatalog()
+    config_models = register_config_models(cfg, catalog) if cfg else []
 
-    if models:
-        names = split_csv(list(models))
+    if "models" in values:
+        names = list(values["models"])
     elif cfg and cfg.models:
         names = list(cfg.models)
     elif config_models:
         names = config_models
     else:
-        names = default_models()
+        names = default_models(catalog)
     for name in names:
         try:
-            resolve(name)  # raises UsageError with did-you-mean
+            catalog.resolve(name)  # raises UsageError with did-you-mean
         except UsageError as exc:
-            if models or not cfg:
+            if "models" in values or not cfg:
                 raise
             raise UsageError(f"{cfg.path}: run.models: {str(exc).removeprefix('--models: ')}") from None
     if cfg and (cfg.tolerances or cfg.budgets):
-        _apply_run_defaults(names, cfg.tolerances, cfg.budgets, cfg.entries)
+        _apply_run_defaults(names, cfg, catalog)
 
-    precs: list[Precision] = ([parse_precision(p) for p in split_csv(list(precisions))] if precisions
-                              else [parse_precision(p) for p in cfg.precisions] if cfg and cfg.precisions
-                              else list(DEFAULT_PRECISIONS))
-    provs: list[Provider] = ([parse_provider(p) for p in split_csv(list(providers))] if providers
-                             else [PROVIDERS[p] for p in cfg.providers] if cfg and cfg.providers
-                             else [PROVIDERS[p] for p in DEFAULT_PROVIDERS])
-    if exporter is not None and exporter not in ("torchscript", "dynamo"):
-        raise UsageError(f"--exporter: unknown exporter {exporter!r}; valid: torchscript, dynamo")
-    for option, value, low in (("--opset", opset, 11), ("--batch-size", batch_size, 1), ("--samples", num_samples, 1)):
-        if value is not None and value < low:
-            raise UsageError(f"{option}: must be >= {low}, got {value}")
-    options = RunOptions(models=list(dict.fromkeys(names)), precisions=list(dict.fromkeys(precs)),
-                         providers=list(dict.fromkeys(provs)))
-    exporter = exporter or (cfg.exporter if cfg else None)
-    opset = opset or (cfg.opset if cfg else None)
-    batch_size = batch_size or (cfg.batch_size if cfg else None)
-    num_samples = num_samples or (cfg.samples if cfg else None)
-    if exporter:
-        options.exporter = exporter
-    if opset:
-        options.opset = opset
-    if batch_size:
-        options.batch_size = batch_size
-    if num_samples:
-        options.num_samples = num_samples
-    options.intra_op_threads = intra_op_threads if intra_op_threads is not None else (cfg.threads if cfg else None)
-    options.inter_op_threads = inter_op_threads
-    return options
+    def setting(name: str) -> Any:
+        """explicit > config > table default"""
+        if name in values:
+            return values[name]
+        from_config = getattr(cfg, name, None) if cfg is not None and option(name).in_config else None
+        return from_config if from_config is not None else option(name).default
+
+    precisions: list[Precision] = [parse_precision(p) for p in setting("precisions")]
+    providers: list[Provider] = [parse_provider(p) for p in setting("providers")]
+    if found is not None and "config" not in values:  # found by itself: the rerun must name it
+        values["config"] = found
+    return RunOptions(
+        models=list(dict.fromkeys(names)), precisions=list(dict.fromkeys(precisions)),
+        providers=list(dict.fromkeys(providers)),
+        opset=setting("opset"), exporter=setting("exporter") or "torchscript",
+        batch_size=setting("batch_size"), num_samples=setting("samples"),
+        intra_op_threads=setting("threads"), inter_op_threads=inter_op_threads,
+        trt_max_batch=setting("trt_max_batch"), trt_max_seq=setting("trt_max_seq"),
+        fp16_op_block_list=tuple(setting("fp16_block_list") or ()),
+        int8_per_channel=bool(setting("int8_per_channel")),
+        explicit_exporter="exporter" in values,
+        given=values, catalog=catalog,
+    )
 
 
-def register_config_models(cfg) -> list[str]:
-    """Register every ``[models.<name>]`` of ``cfg``; return the names of the *new* models
-    (those with a ``path``), which a config without ``run.models`` runs."""
-    from harness.zoo import registered
-    from harness.zoo.base import builtin, register, spec_for_directory
+def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
+    """Add every ``[models.<name>]`` of ``cfg`` to ``catalog``; return the names of the *new*
+    models (those with a ``path``), which a config without ``run.models`` runs."""
+    from harness.zoo.base import spec_for_directory
 
     new: list[str] = []
     for name, entry in cfg.entries.items():
-        base = builtin(name)
+        base = catalog.builtin(name)
         if entry.path is None:
             if base is None:
-                zoo = sorted(registered())
+                zoo = sorted(catalog.registered())
                 raise UsageError(f"{cfg.path}: models.{name}: no zoo model of that name{did_you_mean(name, zoo)}; "
                                  "give 'path' to define a new model")
             spec = base
@@ -127,25 +133,21 @@ def register_config_models(cfg) -> list[str]:
             int8_per_channel=spec.int8_per_channel if entry.int8_per_channel is None else entry.int8_per_channel,
             fp16_op_block_list=tuple(dict.fromkeys((*spec.fp16_op_block_list, *entry.fp16_op_block_list))),
         )
-        register(spec, replace=True)
+        catalog.add(spec)
     return new
 
 
-def _apply_run_defaults(names: list[str], tolerances: Mapping, budgets: Mapping, entries: Mapping) -> None:
-    """Config-wide tolerances/budgets for every registered model of the run; a model's own
+def _apply_run_defaults(names: Iterable[str], cfg: Any, catalog: ModelCatalog) -> None:
+    """Config-wide tolerances/budgets for every named model of the run; a model's own
     ``[models.<name>]`` values still win over them."""
-    from harness.zoo import registered
-    from harness.zoo.base import register
-
-    specs = registered()
     for name in names:
-        spec = specs.get(name)
-        if spec is None:  # a directory given on the command line: not registered, not ours to change
+        spec: ModelSpec | None = catalog.registered().get(name)
+        if spec is None:  # a directory given on the command line: not in the catalog, not ours to change
             continue
-        own = entries.get(name)
-        tol = merge_tolerances(merge_tolerances(spec.tolerances, tolerances), own.tolerances if own else {})
-        bud = {**spec.budgets, **budgets, **(own.budgets if own else {})}
-        register(replace(spec, tolerances=tol, budgets=bud), replace=True)
+        own = cfg.entries.get(name)
+        tol = merge_tolerances(merge_tolerances(spec.tolerances, cfg.tolerances), own.tolerances if own else {})
+        bud = {**spec.budgets, **cfg.budgets, **(own.budgets if own else {})}
+        catalog.add(replace(spec, tolerances=tol, budgets=bud))
 
 
 def merge_tolerances(*layers: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:

@@ -31,46 +31,16 @@ RUN_DIR = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("harness", "model deployment regression gate")
-    group.addoption("--harness-models", action="append", default=None, metavar="NAMES",
-                    help="models to judge: zoo names or local HF dirs, comma-separated (default: the built-in zoo)")
-    group.addoption("--harness-precisions", action="append", default=None, metavar="LIST",
-                    help="fp32,fp16,int8 (default: all)")
-    group.addoption("--harness-providers", action="append", default=None, metavar="LIST",
-                    help="torch_cpu,torch_cuda,ort_cpu,ort_cuda,ort_trt,... (default: torch_cpu,ort_cpu)")
-    group.addoption("--harness-out", default=None, metavar="DIR",
-                    help="run directory for results.jsonl and summary.md (default: reports/run-<time>)")
-    group.addoption("--harness-exporter", default=None, choices=("torchscript", "dynamo"),
-                    help="torch.onnx exporter (default: torchscript, or the model's own default)")
-    group.addoption("--harness-opset", type=int, default=None, help="ONNX opset (default 17)")
-    group.addoption("--harness-batch-size", type=int, default=None, help="sentences per batch (default 8)")
-    group.addoption("--harness-samples", type=int, default=None, help="corpus sentences per model (default 32)")
-    group.addoption("--harness-fp16-block-list", default=None, metavar="OPS",
-                    help="ONNX op types kept in FP32 by the FP16 conversion, comma-separated (e.g. Softmax,Pow)")
-    group.addoption("--harness-int8-per-channel", action="store_true", default=False,
-                    help="INT8 with per-channel weight scales (default: per tensor, or the model's own choice)")
-    group.addoption("--harness-trt-max-batch", type=int, default=None,
-                    help="TensorRT profile: largest batch (default: --harness-batch-size)")
-    group.addoption("--harness-trt-max-seq", type=int, default=None,
-                    help="TensorRT profile: longest sequence (default 128)")
-    group.addoption("--harness-threads", type=int, default=None, help="intra-op threads for ORT and torch")
-    group.addoption("--harness-config", default=None, metavar="FILE",
-                    help="declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
-                         "default: harness.toml in the rootdir if present")
-    group.addoption("--harness-cache", default=None, metavar="DIR",
-                    help="cache for built models and artifacts (default: $HARNESS_CACHE or ~/.cache/model-harness)")
+    from harness.settings.options import Group, add_pytest_options
+
+    add_pytest_options(parser, Group.RUN, title="harness", description="model deployment regression gate")
 
 
 def _options(config: pytest.Config) -> RunOptions:
     from harness.options import build_options
+    from harness.settings.options import Group, pytest_values
 
-    return build_options(
-        models=config.getoption("harness_models"), precisions=config.getoption("harness_precisions"),
-        providers=config.getoption("harness_providers"), exporter=config.getoption("harness_exporter"),
-        opset=config.getoption("harness_opset"), batch_size=config.getoption("harness_batch_size"),
-        num_samples=config.getoption("harness_samples"), intra_op_threads=config.getoption("harness_threads"),
-        config_path=config.getoption("harness_config"), rootdir=Path(str(config.rootpath)),
-    )
+    return build_options(pytest_values(config, Group.RUN), rootdir=Path(str(config.rootpath)))
 
 
 def out_dir(config: pytest.Config) -> Path:
@@ -112,13 +82,12 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["harness_out"] = str(node.config.stash[RUN_DIR])
 
 
-_MATRIX_OPTIONS = ("harness_models", "harness_precisions", "harness_providers", "harness_exporter", "harness_opset",
-                   "harness_batch_size", "harness_samples", "harness_threads", "harness_config")
-
-
 def _asked_for(config: pytest.Config) -> bool:
     """Whether this session explicitly configures the harness (options or a config file)."""
-    if any(config.getoption(name) is not None for name in _MATRIX_OPTIONS):
+    from harness.settings.options import Group, in_group
+
+    if any(config.getoption(o.pytest_dest) not in (None, False) for o in in_group(Group.RUN)
+           if o.name not in ("out", "cache")):
         return True
     from harness.config_file import find_config
 
@@ -136,14 +105,6 @@ def run_options(config: pytest.Config) -> RunOptions:
             options = _options(config)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
-        options.int8_per_channel = bool(config.getoption("harness_int8_per_channel"))
-        options.trt_max_batch = config.getoption("harness_trt_max_batch")
-        options.trt_max_seq = config.getoption("harness_trt_max_seq")
-        block_list = config.getoption("harness_fp16_block_list")
-        if block_list:
-            from harness.config import split_csv
-
-            options.fp16_op_block_list = tuple(split_csv(block_list))
         config.stash[OPTIONS] = options
     return config.stash[OPTIONS]
 
@@ -152,8 +113,7 @@ def workspace(config: pytest.Config):
     if WORKSPACE not in config.stash:
         from harness.workspace import Workspace
 
-        config.stash[WORKSPACE] = Workspace(run_options(config),
-                                            explicit_exporter=config.getoption("harness_exporter") is not None)
+        config.stash[WORKSPACE] = Workspace(run_options(config))
     return config.stash[WORKSPACE]
 
 
@@ -161,11 +121,12 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
            where: Any = None, accepts: Any = None) -> list[Variant]:
     """The variants of a suite: models filtered by family, generation head and ``where(spec)``;
     variants filtered by ``accepts(spec, variant)``."""
-    from harness.zoo import resolve
+    from harness.zoo.base import ModelCatalog
 
+    catalog = options.catalog or ModelCatalog()
     variants = []
     for model in options.models:
-        spec = resolve(model)
+        spec = catalog.resolve(model)
         if families and spec.family not in families:
             continue
         if generates and not spec.generates:

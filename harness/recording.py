@@ -68,6 +68,8 @@ class Case:
         return directory / name
 
     def _settings(self) -> dict[str, Any]:
+        from harness.settings.options import recordable
+
         options = self.workspace.options
         exporter, per_channel = options.exporter, options.int8_per_channel
         if self.variant is not None:
@@ -80,7 +82,7 @@ class Case:
                 "exporter_explicit": bool(getattr(self.workspace, "explicit_exporter", False)),
                 "batch_size": options.batch_size, "num_samples": options.num_samples,
                 "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
-                "int8_per_channel_forced": options.int8_per_channel}
+                "int8_per_channel_forced": options.int8_per_channel, "options": recordable(options.given)}
 
     def payload(self) -> dict[str, Any]:
         model_sha = None
@@ -167,21 +169,10 @@ class RecordCollector:
 
 
 def rerun_command(nodeid: str, case: dict, settings: dict) -> str:
-    """One command that re-runs exactly this case with the same data settings."""
-    function = nodeid.split("::")[-1].split("[")[0]
-    parts = ["harness run", f"--suites {nodeid.split('::')[0]}", f"--models {case.get('model')}",
-             f"--precisions {case.get('precision')}", f"--providers {case.get('provider')}"]
-    for flag, key in (("--samples", "num_samples"), ("--batch-size", "batch_size"), ("--opset", "opset")):
-        if settings.get(key) is not None:
-            parts.append(f"{flag} {settings[key]}")
-    if settings.get("exporter_explicit") and settings.get("exporter"):
-        parts.append(f"--exporter {settings['exporter']}")
-    if settings.get("int8_per_channel_forced"):
-        parts.append("--int8-per-channel")
-    if settings.get("fp16_op_block_list"):
-        parts.append("--fp16-block-list " + " ".join(settings["fp16_op_block_list"]))
-    parts.append(f"-k '{function} and {case.get('variant')}'")
-    return " ".join(parts)
+    """One command that re-runs exactly this case (derived from the option table)."""
+    from harness.settings import options
+
+    return options.rerun_command(nodeid, case, settings)
 
 
 def _short(report: Any) -> str:

@@ -22,7 +22,7 @@ from harness.families.base import to_torch
 from harness.model import LoadedModel, load_model
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
-from harness.zoo.base import ModelSpec, cache_root, resolve
+from harness.zoo.base import ModelCatalog, ModelSpec, cache_root
 
 
 class Workspace:
@@ -30,14 +30,15 @@ class Workspace:
         self.options = options
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.artifacts = ArtifactCache(self.cache_dir / "artifacts")
-        self.explicit_exporter = explicit_exporter
+        self.explicit_exporter = explicit_exporter or options.explicit_exporter
+        self.catalog = options.catalog or ModelCatalog()
         self._models: dict[str, LoadedModel] = {}
         self._specs: dict[str, ModelSpec] = {}
 
     # -- models and data -----------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
         if name not in self._specs:
-            self._specs[name] = resolve(name)
+            self._specs[name] = self.catalog.resolve(name)
         return self._specs[name]
 
     def model(self, name: str) -> LoadedModel:

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plugins.perf import SKIP_REASON, perf_requested
+from harness.perf import budgets, coldstart, generation, latency, memory
+from harness.perf.measure import device_sync, engine_for
 
-if not perf_requested():  # one skip for the whole module: no per-case records, no slower default run
-    pytest.skip(SKIP_REASON, allow_module_level=True)
-
-from harness.perf import budgets, coldstart, generation, latency, memory  # noqa: E402
-from harness.perf.measure import device_sync, engine_for  # noqa: E402
+# one skip for the whole module without --harness-perf: no per-case records, no slower default run
+pytestmark = pytest.mark.harness_perf_suite
 
 
 def _graphs_and_plan(harness, settings):

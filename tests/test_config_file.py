@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,12 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "harness.toml"
 
 
 @pytest.fixture(autouse=True)
-def _pristine_registry():
-    """Every test starts and ends with the zoo's own specs (configs register overrides)."""
-    build_options(models=["bert-tiny"], rootdir=Path("/nonexistent"))
+def _zoo_registry_never_changes():
+    """A config's models and overrides live in its run's catalog: the zoo's module-level
+    registry is the same object contents after every test as before it."""
+    before = registered()
     yield
-    build_options(models=["bert-tiny"], rootdir=Path("/nonexistent"))
+    assert registered() == before
 
 
 @pytest.fixture
@@ -83,14 +85,14 @@ def test_config_drives_options_and_registers_models(project):
     assert [p.value for p in options.precisions] == ["fp32", "int8"]
     assert [p.short for p in options.providers] == ["ort_cpu"]
     assert (options.num_samples, options.batch_size, options.intra_op_threads) == (16, 4, 1)
-    mine = resolve("ticket-classifier")
+    mine = options.catalog.resolve("ticket-classifier")
     assert mine.path == (project / "models" / "ticket-classifier").resolve() and mine.family == "encoder"
     assert mine.corpus == str((project / "data" / "tickets.txt").resolve())
     assert mine.tolerances == {"fp32": {"norm_max_abs": 2e-4}, "int8": {"cosine": 0.98}}
     assert mine.budgets == {"p50_ms": 12.5, "peak_rss_mb": 900}  # the model's own budget wins
     assert mine.extra["artifacts"] == {"fp32": str((project / "exports" / "classifier.onnx").resolve())}
     assert mine.extra["trust_remote_code"] is False and mine.extra["allow_pickle"] is False
-    zoo = resolve("bert-tiny")
+    zoo = options.catalog.resolve("bert-tiny")
     assert zoo.tolerances == {"int8": {"cosine": 0.98, "top1_agreement": 0.8}} and zoo.budgets == {"p50_ms": 50}
 
 
@@ -99,10 +101,11 @@ def test_explicit_arguments_win_and_config_is_forgotten_after(project):
     options = build_options(models=["bert-tiny"], precisions=["fp16"], num_samples=4, rootdir=project)
     assert options.models == ["bert-tiny"] and [p.value for p in options.precisions] == ["fp16"]
     assert options.num_samples == 4 and options.batch_size == 4  # unset arguments still come from the file
-    assert "ticket-classifier" in registered()
+    assert "ticket-classifier" in options.catalog.registered() and "ticket-classifier" not in registered()
     (project / "harness.toml").unlink()
-    build_options(models=["bert-tiny"], rootdir=project)
-    assert "ticket-classifier" not in registered() and resolve("bert-tiny").tolerances == {}
+    later = build_options(models=["bert-tiny"], rootdir=project)
+    assert "ticket-classifier" not in later.catalog.registered()
+    assert later.catalog.resolve("bert-tiny").tolerances == {} and resolve("bert-tiny").tolerances == {}
 
 
 def test_pyproject_tool_harness_is_found(project):
@@ -119,7 +122,7 @@ def test_config_models_without_run_list_are_what_runs(project):
     assert build_options(rootdir=project).models == ["mine"]
     write(project, '[run]\nmodels = ["./models/ticket-classifier"]\n')
     options = build_options(rootdir=project)
-    assert options.models == ["ticket-classifier"] and resolve("ticket-classifier").path is not None
+    assert options.models == ["ticket-classifier"] and options.catalog.resolve("ticket-classifier").path is not None
 
 
 @pytest.mark.parametrize("text, message", [
@@ -183,10 +186,10 @@ def test_the_documented_example_is_valid(project):
     write(project, EXAMPLE.read_text())
     options = build_options(rootdir=project)
     assert options.models == ["ticket-router", "minilm-l6", "marian-tiny"] and options.intra_op_threads == 2
-    router = resolve("ticket-router")
+    router = options.catalog.resolve("ticket-router")
     assert router.tolerances["int8"] == {"top1_agreement": 0.95, "cosine": 0.985}
     assert router.budgets == {"p50_ms": 12.5, "peak_rss_mb": 2048, "artifact_mb": 120}
-    assert resolve("marian-tiny").tolerances["fp16"] == {"top1_agreement": 0.99}
+    assert options.catalog.resolve("marian-tiny").tolerances["fp16"] == {"top1_agreement": 0.99}
     cfg = load_config(project / "harness.toml")
     assert set(cfg.entries["ticket-router"].artifacts) == {"fp32", "int8"}
     documented = EXAMPLE.read_text()
@@ -234,7 +237,6 @@ cosine = 0.999999
 
 
 def test_model_quantization_settings_reach_the_export_settings(project):
-    from harness.config import RunOptions
     from harness.workspace import Workspace
 
     write(project, """
@@ -246,8 +248,8 @@ int8_per_channel = true
 fp16_op_block_list = ["Softmax"]
 """)
     options = build_options(rootdir=project)
-    spec = resolve("bert-tiny")
+    spec = options.catalog.resolve("bert-tiny")
     assert spec.int8_per_channel and spec.fp16_op_block_list == ("Softmax",)
-    ws = Workspace(RunOptions(models=options.models, fp16_op_block_list=("Pow",)))
+    ws = Workspace(replace(options, fp16_op_block_list=("Pow",)))
     settings = ws.settings_for(ws.model("bert-tiny"))
     assert settings.int8_per_channel and settings.fp16_op_block_list == ("Pow", "Softmax")

@@ -24,54 +24,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the gating suites (results.jsonl + summary.md)",
                        description="Run the suites over model x precision x provider and write DIR/results.jsonl "
                                    "and DIR/summary.md. Exit 0 all passed/skipped, 1 any failed, 2 bad usage.")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: reports/run-<time>)")
-    p.add_argument("--models", nargs="+", default=None, help="zoo names or local HF model dirs")
-    p.add_argument("--precisions", nargs="+", default=None, help="fp32 fp16 int8")
-    p.add_argument("--providers", nargs="+", default=None, help="torch_cpu ort_cpu ort_cuda ...")
+    from harness.settings.options import add_cli_arguments
+
+    add_cli_arguments(p)
     p.add_argument("--suites", type=Path, default=None, help="suites directory or file (default: ./suites)")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression to select cases")
     p.add_argument("-n", dest="workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
-    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default=None)
-    p.add_argument("--opset", type=int, default=None)
-    p.add_argument("--samples", type=int, default=None, help="corpus sentences per model")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None, help="intra-op threads")
-    p.add_argument("--fp16-block-list", nargs="+", default=None, help="ONNX ops kept in FP32 by the FP16 conversion")
-    p.add_argument("--int8-per-channel", action="store_true", help="INT8 with per-channel weight scales")
-    p.add_argument("--cache", type=Path, default=None, help="model/artifact cache dir")
-    p.add_argument("--config", type=Path, default=None, help="suite config (harness.toml / pyproject [tool.harness])")
-    p.add_argument("--perf", action="store_true", help="also run the performance suites (latency, cold start, memory)")
     p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed to pytest verbatim")
     p.set_defaults(func=run)
 
 
 def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     from harness.options import build_options
+    from harness.settings.options import cli_values, pytest_argv
 
+    values = cli_values(args)
+    values.pop("out", None)
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
-    build_options(models=args.models, precisions=args.precisions, providers=args.providers,
-                  exporter=args.exporter, opset=args.opset, batch_size=args.batch_size, num_samples=args.samples,
-                  config_path=args.config, rootdir=Path.cwd())
+    build_options(values, rootdir=Path.cwd())
     suites = args.suites or suites_dir()
     if not suites.exists():
         raise UsageError(f"--suites: {suites} does not exist")
-    argv = [str(suites), "-p", "no:cacheprovider", "-q", "-rs", f"--harness-out={out}"]
-    for flag, values in (("--harness-models", args.models), ("--harness-precisions", args.precisions),
-                         ("--harness-providers", args.providers)):
-        if values:
-            argv.append(f"{flag}={','.join(values)}")
-    for flag, value in (("--harness-exporter", args.exporter), ("--harness-opset", args.opset),
-                        ("--harness-samples", args.samples), ("--harness-batch-size", args.batch_size),
-                        ("--harness-threads", args.threads), ("--harness-cache", args.cache),
-                        ("--harness-config", args.config)):
-        if value is not None:
-            argv.append(f"{flag}={value}")
-    if args.int8_per_channel:
-        argv.append("--harness-int8-per-channel")
-    if args.fp16_block_list:
-        argv.append(f"--harness-fp16-block-list={','.join(args.fp16_block_list)}")
-    if args.perf:
-        argv.append("--harness-perf")
+    argv = [str(suites), "-p", "no:cacheprovider", "-q", "-rs", f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
         argv += ["-k", args.keyword]
     if args.workers:

@@ -29,9 +29,6 @@ PERF = pytest.StashKey[Any]()  # PerfSettings | None
 GATE = pytest.StashKey["GateRequest"]()
 OUTCOME = pytest.StashKey["GateOutcome"]()
 
-_ACTIVE: list[pytest.Config] = []
-
-
 @dataclass(frozen=True)
 class GateRequest:
     save: str | None = None
@@ -55,52 +52,25 @@ class GateOutcome:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("harness-perf", "model deployment gate: performance")
-    group.addoption("--harness-perf", action="store_true", default=False,
-                    help="run the performance suites: latency, fresh-process cold start and memory, generation")
-    group.addoption("--harness-perf-samples", type=int, default=None, metavar="N",
-                    help="timed calls per latency metric (default 300; p99 needs >= 1000 to be trusted)")
-    group.addoption("--harness-perf-warmup", type=int, default=None, metavar="N",
-                    help="untimed calls before each latency metric (default 20)")
-    group.addoption("--harness-perf-batch-sizes", default=None, metavar="LIST",
-                    help="batch sizes to time, e.g. 1,8 (default 1; the first is the gated latency_ms)")
-    group.addoption("--harness-perf-seq-lens", default=None, metavar="LIST",
-                    help="sequence-length buckets in tokens, e.g. 32,128 (default 32)")
-    group.addoption("--harness-perf-repeats", type=int, default=None, metavar="N",
-                    help="fresh processes per variant for cold start and memory (default 3)")
-    group.addoption("--harness-perf-new-tokens", type=int, default=None, metavar="N",
-                    help="tokens per timed generation (default 16)")
-    group.addoption("--harness-baseline-save", default=None, metavar="NAME",
-                    help="at the end of a passing session, save its perf records as baseline NAME")
-    group.addoption("--harness-baseline-compare", default=None, metavar="NAME",
-                    help="at session end, compare with baseline NAME; exit 1 on a confirmed regression")
-    group.addoption("--harness-baseline-store", default=None, metavar="DIR",
-                    help="where baselines live (default: reports/baselines)")
-    group.addoption("--harness-baseline-force", action="store_true", default=False,
-                    help="let --harness-baseline-save replace an existing baseline")
-    group.addoption("--harness-baseline-force-env", action="store_true", default=False,
-                    help="compare even though the environment fingerprints differ")
-    group.addoption("--harness-baseline-threshold", action="append", default=[], metavar="METRIC=FRACTION",
-                    help="override a gate threshold, e.g. p50=8%% (repeatable)")
+    from harness.settings.options import Group, add_pytest_options
+
+    add_pytest_options(parser, Group.PERF, title="harness-perf", description="model deployment gate: performance")
+    add_pytest_options(parser, Group.GATE, title="harness-perf", description="model deployment gate: performance")
 
 
-def _settings(config: pytest.Config) -> Any:
-    from harness.perf.measure import PerfSettings, parse_sizes
+def _settings(values: dict[str, Any]) -> Any:
+    """PerfSettings from the ``perf_*`` options given (the rest keep PerfSettings' defaults)."""
+    from harness.perf.measure import PerfSettings
 
-    given = {
-        "samples": config.getoption("harness_perf_samples"),
-        "warmup": config.getoption("harness_perf_warmup"),
-        "batch_sizes": parse_sizes(config.getoption("harness_perf_batch_sizes"), "--harness-perf-batch-sizes"),
-        "seq_lens": parse_sizes(config.getoption("harness_perf_seq_lens"), "--harness-perf-seq-lens"),
-        "repeats": config.getoption("harness_perf_repeats"),
-        "new_tokens": config.getoption("harness_perf_new_tokens"),
-    }
-    return PerfSettings(**{k: v for k, v in given.items() if v is not None})
+    given = {name.removeprefix("perf_"): value for name, value in values.items() if name.startswith("perf_")}
+    for sizes in ("batch_sizes", "seq_lens"):
+        if sizes in given:
+            given[sizes] = tuple(given[sizes])
+    return PerfSettings(**given)
 
 
-def _gate_request(config: pytest.Config) -> GateRequest:
-    store = config.getoption("harness_baseline_store")
-    save, compare = config.getoption("harness_baseline_save"), config.getoption("harness_baseline_compare")
+def _gate_request(values: dict[str, Any]) -> GateRequest:
+    store, save, compare = values.get("baseline_store"), values.get("baseline_save"), values.get("baseline_compare")
     if store:
         directory = Path(store)
     elif save or compare:  # the gate (scipy) is only imported when a baseline is in play
@@ -109,12 +79,9 @@ def _gate_request(config: pytest.Config) -> GateRequest:
         directory = DEFAULT_STORE
     else:
         directory = Path("reports") / "baselines"
-    return GateRequest(save=save,
-                       compare=compare,
-                       store=directory,
-                       force=bool(config.getoption("harness_baseline_force")),
-                       force_env=bool(config.getoption("harness_baseline_force_env")),
-                       thresholds=tuple(config.getoption("harness_baseline_threshold") or ()))
+    return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
+                       force_env=bool(values.get("baseline_force_env")),
+                       thresholds=tuple(values.get("baseline_threshold") or ()))
 
 
 def _check_gate_request(req: GateRequest) -> None:
@@ -134,12 +101,19 @@ def _check_gate_request(req: GateRequest) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _ACTIVE[:] = [config]
-    req = _gate_request(config)
-    config.stash[GATE] = req
-    wanted = bool(config.getoption("harness_perf")) or req.active
+    from harness.settings.options import pytest_values
+
     try:
-        config.stash[PERF] = _settings(config) if wanted else None
+        values = pytest_values(config)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.addinivalue_line("markers", "harness_perf_suite: a performance suite module, collected only with "
+                            "--harness-perf (or a baseline option)")
+    req = _gate_request(values)
+    config.stash[GATE] = req
+    wanted = bool(values.get("perf")) or req.active
+    try:
+        config.stash[PERF] = _settings(values) if wanted else None
         if req.active and not hasattr(config, "workerinput"):
             _check_gate_request(req)
     except UsageError as exc:
@@ -160,11 +134,34 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             f"seq lens {s['seq_lens']}, {s['repeats']} fresh process(es), {s['new_tokens']} new tokens")
 
 
-def perf_requested(config: pytest.Config | None = None) -> bool:
-    """Whether this session runs the performance suites (for a module-level skip, which
-    has no fixture to ask: the plugin remembers the active config)."""
-    config = config or (_ACTIVE[0] if _ACTIVE else None)
-    return config is not None and config.stash.get(PERF, None) is not None
+def perf_requested(config: pytest.Config) -> bool:
+    """Whether this session runs the performance suites."""
+    return config.stash.get(PERF, None) is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """A suite module marked ``pytestmark = pytest.mark.harness_perf_suite`` is skipped as a
+    whole, with one line of reason and no per-case records, when performance was not asked
+    for: a default run is neither slower nor cluttered. Decided here, per session, instead of
+    by the module at import (which has no session to ask and needed a module-global)."""
+    if not isinstance(collector, pytest.Module) or perf_requested(collector.config):
+        return None
+    try:
+        marked = any(m.name == "harness_perf_suite" for m in _module_marks(collector))
+    except Exception:  # an import error: the regular collection reports it
+        return None
+    if not marked:
+        return None
+    from _pytest.reports import CollectReport
+
+    return CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {SKIP_REASON}"), [])
+
+
+def _module_marks(module: pytest.Module) -> list[Any]:
+    from _pytest.mark.structures import get_unpacked_marks
+
+    return list(get_unpacked_marks(module.obj))
 
 
 @pytest.fixture

@@ -64,38 +64,53 @@ class ModelSpec:
             raise ValueError(f"{self.name}: give exactly one of build= or path=")
 
 
+#: the zoo's declarations: filled once by the modules of ``harness.zoo`` at import, never
+#: changed by a run (a run's own models and overrides live in its ``ModelCatalog``)
 _REGISTRY: dict[str, ModelSpec] = {}
-#: the spec each name had before a suite config replaced it (zoo tolerances overridden...)
-_BUILTIN: dict[str, ModelSpec | None] = {}
 #: known names that cannot be used here, with the reason (a zoo model whose extra is missing)
 _UNAVAILABLE: dict[str, str] = {}
 
 
-def register(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
-    """Add ``spec`` to the registry. ``replace`` lets a suite config redefine a name for this
-    process; :func:`reset_overrides` puts the built-in definitions back."""
+def register(spec: ModelSpec) -> ModelSpec:
+    """Declare a zoo model (at import of its module)."""
     current = _REGISTRY.get(spec.name)
-    if current is not None and current is not spec and not replace:
+    if current is not None and current is not spec:
         raise ValueError(f"model {spec.name!r} registered twice")
-    if replace and spec.name not in _BUILTIN:
-        _BUILTIN[spec.name] = current
     _REGISTRY[spec.name] = spec
     return spec
 
 
-def reset_overrides() -> None:
-    """Forget every ``register(..., replace=True)``: each config load starts from the zoo."""
-    for name, spec in _BUILTIN.items():
-        if spec is None:
-            _REGISTRY.pop(name, None)
-        else:
-            _REGISTRY[name] = spec
-    _BUILTIN.clear()
+class ModelCatalog:
+    """The models one run can name: the zoo, plus the suite config's new models and its
+    overrides of zoo models (tolerances, budgets...). Scoped to the run (``RunOptions.catalog``)
+    so a config never outlives the run that read it."""
+
+    def __init__(self) -> None:
+        self._own: dict[str, ModelSpec] = {}
+
+    def add(self, spec: ModelSpec) -> ModelSpec:
+        """Add a model or replace one for this run only."""
+        self._own[spec.name] = spec
+        return spec
+
+    def builtin(self, name: str) -> ModelSpec | None:
+        """The zoo's own spec for ``name`` (ignoring this run's overrides), or None."""
+        _import_zoo()
+        return _REGISTRY.get(name)
+
+    def registered(self) -> dict[str, ModelSpec]:
+        _import_zoo()
+        return {**_REGISTRY, **self._own}
+
+    def resolve(self, name: str) -> ModelSpec:
+        """A model by name (this run's first, then the zoo), or a local HF directory."""
+        if name in self._own:
+            return self._own[name]
+        return resolve(name)
 
 
-def builtin(name: str) -> ModelSpec | None:
-    """The zoo's own spec for ``name`` (ignoring config overrides), or None."""
-    return _BUILTIN[name] if name in _BUILTIN else _REGISTRY.get(name)
+def _import_zoo() -> None:
+    from harness import zoo  # noqa: F401  (imports every zoo module so they register)
 
 
 def register_unavailable(name: str, reason: str) -> None:
@@ -160,8 +175,7 @@ def materialize(spec: ModelSpec) -> Path:
 
 def resolve(name: str) -> ModelSpec:
     """A registered model by name, or a local HF directory given as a path."""
-    from harness import zoo  # noqa: F401  (imports every zoo module so they register)
-
+    _import_zoo()
     if name in _REGISTRY:
         return _REGISTRY[name]
     if name in _UNAVAILABLE:

@@ -1,0 +1,363 @@
+"""Every run option, declared once.
+
+One row of :data:`OPTIONS` says what an option is called on the command line
+(``harness run --samples``), in pytest (``--harness-samples``) and in the suite config
+(``[run] samples``), its type, default and help, and whether it changes results. From the
+table are derived: the ``harness run`` arguments, the pytest options, the ``harness run`` ->
+pytest argument forwarding, the config file's ``[run]`` keys and value checks, and the
+one-command rerun that every record carries. Before the table these were written six times
+and drifted (the rerun command forgot ``--config`` and ``--threads``; ``harness run`` could not
+set the TensorRT profile). Adding an option is one row here plus the code that reads its value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from harness.config import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, RunOptions, UsageError, split_csv
+
+
+class Kind(str, enum.Enum):
+    """How an option's value is written and parsed."""
+
+    FLAG = "flag"  # present or not
+    INT = "int"
+    TEXT = "text"
+    CHOICE = "choice"  # one of ``choices``
+    PATH = "path"
+    LIST = "list"  # names: ``--models a b`` on the CLI, ``--harness-models=a,b`` in pytest, a TOML list
+    INT_LIST = "int_list"  # ``--perf-batch-sizes 1 8`` / ``--harness-perf-batch-sizes=1,8``
+    PAIRS = "pairs"  # repeatable ``NAME=VALUE``
+
+
+class Rerun(str, enum.Enum):
+    """Whether a record's rerun command repeats the option (it does for all that change results)."""
+
+    NEVER = "never"  # where output goes, caches, gates: the numbers do not depend on it
+    GIVEN = "given"  # repeated when the session set it explicitly
+    ALWAYS = "always"  # repeated with the value the case used, set or not (data sizes: cheap to state)
+    CASE = "case"  # the case's own value (model, precision, provider): written by the rerun itself
+
+
+class Group(str, enum.Enum):
+    RUN = "run"
+    PERF = "perf"
+    GATE = "gate"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``name`` is its key everywhere: the record's ``settings.options``, the
+    ``[run]`` key of the config (when ``in_config``), ``--<name with dashes>`` on the CLI and
+    ``--harness-<name with dashes>`` in pytest (``pytest_dest`` is its pytest attribute)."""
+
+    name: str
+    kind: Kind
+    help: str
+    group: Group = Group.RUN
+    default: Any = None  # what applies when neither an argument nor the config sets it (documentation)
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    in_config: bool = False
+    rerun: Rerun = Rerun.GIVEN
+    metavar: str | None = None
+    #: the CLI flag differs from the canonical spelling (``--samples``, kept for compatibility)
+    cli_flag: str | None = None
+    #: shown by ``harness run`` (False: pytest-only, e.g. where ``harness run`` has its own spelling)
+    on_cli: bool = True
+
+    @property
+    def flag(self) -> str:
+        return self.cli_flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def pytest_flag(self) -> str:
+        return "--harness-" + self.name.replace("_", "-")
+
+    @property
+    def pytest_dest(self) -> str:
+        return "harness_" + self.name
+
+    @property
+    def changes_results(self) -> bool:
+        return self.rerun is not Rerun.NEVER
+
+    def describe_default(self) -> str:
+        if self.default is None:
+            return ""
+        if isinstance(self.default, (list, tuple)):
+            return ",".join(str(v) for v in self.default)
+        return str(self.default)
+
+    # -- values --------------------------------------------------------------------------
+    def parse(self, raw: Any, where: str | None = None) -> Any:
+        """A raw argument value (string, list of strings, int, bool) -> the typed value, or a
+        one-line UsageError naming ``where`` (the flag by default)."""
+        where = where or self.flag
+        if raw is None:
+            return None
+        if self.kind is Kind.FLAG:
+            return bool(raw)
+        if self.kind is Kind.INT:
+            try:
+                value = int(raw)
+            except (TypeError, ValueError):
+                raise UsageError(f"{where}: expected an integer, got {raw!r}") from None
+            if self.minimum is not None and value < self.minimum:
+                raise UsageError(f"{where}: must be >= {self.minimum}, got {value}")
+            return value
+        if self.kind is Kind.CHOICE:
+            text = str(raw).strip().lower()
+            if text not in self.choices:
+                raise UsageError(f"{where}: unknown value {raw!r}; valid: {', '.join(self.choices)}")
+            return text
+        if self.kind is Kind.PATH:
+            return Path(str(raw)).expanduser()
+        if self.kind is Kind.TEXT:
+            return str(raw)
+        if self.kind is Kind.LIST:
+            return split_csv(raw) or None
+        if self.kind is Kind.INT_LIST:
+            out: list[int] = []
+            for part in split_csv(raw):
+                try:
+                    out.append(int(part))
+                except ValueError:
+                    raise UsageError(f"{where}: {part!r} is not an integer") from None
+            return list(dict.fromkeys(out)) or None
+        if self.kind is Kind.PAIRS:
+            items = [raw] if isinstance(raw, str) else list(raw)
+            return [str(i) for i in items] or None
+        raise AssertionError(self.kind)  # pragma: no cover - every kind is handled above
+
+    def argv(self, value: Any, *, pytest_form: bool) -> list[str]:
+        """The arguments that set ``value`` again (pytest form: ``--harness-x=v``)."""
+        if value is None or value is False or value == [] or value == ():
+            return []
+        flag = self.pytest_flag if pytest_form else self.flag
+        if self.kind is Kind.FLAG:
+            return [flag]
+        if self.kind in (Kind.LIST, Kind.INT_LIST):
+            items = [str(v) for v in value]
+            return [f"{flag}={','.join(items)}"] if pytest_form else [flag, *items]
+        if self.kind is Kind.PAIRS:
+            return [part for item in value for part in ((f"{flag}={item}",) if pytest_form else (flag, str(item)))]
+        return [f"{flag}={value}"] if pytest_form else [flag, str(value)]
+
+
+#: The table. Order is the order of ``--help``.
+OPTIONS: tuple[Option, ...] = (
+    # -- what runs ------------------------------------------------------------------------
+    Option("models", Kind.LIST, "models to judge: zoo names or local HF dirs (default: the built-in zoo)",
+           in_config=True, rerun=Rerun.CASE, metavar="NAMES"),
+    Option("precisions", Kind.LIST, "fp32 fp16 int8", default=tuple(p.value for p in DEFAULT_PRECISIONS), in_config=True,
+           rerun=Rerun.CASE, metavar="LIST"),
+    Option("providers", Kind.LIST, "torch_cpu ort_cpu ort_cuda ort_trt ...",
+           default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST"),
+    Option("config", Kind.PATH, "declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
+           "default: harness.toml in the rootdir if present", metavar="FILE"),
+    # -- how data and artifacts are made: these change numbers ------------------------------
+    Option("samples", Kind.INT, "corpus sentences per model", default=RunOptions.num_samples, minimum=1, in_config=True,
+           rerun=Rerun.ALWAYS),
+    Option("batch_size", Kind.INT, "sentences per batch", default=RunOptions.batch_size, minimum=1, in_config=True, rerun=Rerun.ALWAYS),
+    Option("opset", Kind.INT, "ONNX opset", default=RunOptions.opset, minimum=11, in_config=True, rerun=Rerun.ALWAYS),
+    Option("exporter", Kind.CHOICE, "torch.onnx exporter (default: torchscript, or the model's own default)",
+           choices=("torchscript", "dynamo"), in_config=True),
+    Option("threads", Kind.INT, "intra-op threads for ONNX Runtime and torch", minimum=1, in_config=True),
+    Option("corpus", Kind.TEXT, "corpus name or .txt/.tsv file for every model of the run", in_config=True,
+           on_cli=False),
+    Option("fp16_block_list", Kind.LIST, "ONNX op types kept in FP32 by the FP16 conversion (e.g. Softmax Pow)",
+           metavar="OPS"),
+    Option("int8_per_channel", Kind.FLAG, "INT8 with per-channel weight scales (default: per tensor, or the "
+           "model's own choice)"),
+    Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1),
+    Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=RunOptions.trt_max_seq, minimum=1),
+    # -- where things go: no effect on numbers ------------------------------------------------
+    Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",
+           rerun=Rerun.NEVER, metavar="DIR"),
+    Option("cache", Kind.PATH, "cache for built models and artifacts (default: $HARNESS_CACHE or "
+           "~/.cache/model-harness)", rerun=Rerun.NEVER, metavar="DIR"),
+    # -- performance ------------------------------------------------------------------------
+    Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
+           group=Group.PERF),
+    Option("perf_samples", Kind.INT, "timed calls per latency metric (p99 needs >= 1000 to be trusted)",
+           group=Group.PERF, default=300, minimum=1, metavar="N"),
+    Option("perf_warmup", Kind.INT, "untimed calls before each latency metric", group=Group.PERF, default=20,
+           minimum=0, metavar="N"),
+    Option("perf_batch_sizes", Kind.INT_LIST, "batch sizes to time (the first is the gated latency_ms)",
+           group=Group.PERF, default=(1,), metavar="LIST"),
+    Option("perf_seq_lens", Kind.INT_LIST, "sequence-length buckets in tokens", group=Group.PERF, default=(32,),
+           metavar="LIST"),
+    Option("perf_repeats", Kind.INT, "fresh processes per variant for cold start and memory", group=Group.PERF,
+           default=3, minimum=1, metavar="N"),
+    Option("perf_new_tokens", Kind.INT, "tokens per timed generation", group=Group.PERF, default=16, minimum=2,
+           metavar="N"),
+    # -- the baseline gate: judges the numbers, does not change them -------------------------
+    Option("baseline_save", Kind.TEXT, "at the end of a passing session, save its perf records as baseline NAME",
+           group=Group.GATE, rerun=Rerun.NEVER, metavar="NAME"),
+    Option("baseline_compare", Kind.TEXT, "at session end, compare with baseline NAME; exit 1 on a confirmed "
+           "regression", group=Group.GATE, rerun=Rerun.NEVER, metavar="NAME"),
+    Option("baseline_store", Kind.PATH, "where baselines live (default: reports/baselines)", group=Group.GATE,
+           rerun=Rerun.NEVER, metavar="DIR"),
+    Option("baseline_force", Kind.FLAG, "let a baseline save replace an existing baseline", group=Group.GATE,
+           rerun=Rerun.NEVER),
+    Option("baseline_force_env", Kind.FLAG, "compare even though the environment fingerprints differ",
+           group=Group.GATE, rerun=Rerun.NEVER),
+    Option("baseline_threshold", Kind.PAIRS, "override a gate threshold, e.g. p50=8%% (repeatable)",
+           group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION"),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+#: the ``[run]`` keys of the suite config
+CONFIG_KEYS: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.in_config)
+
+
+def option(name: str) -> Option:
+    return BY_NAME[name]
+
+
+def in_group(group: Group) -> tuple[Option, ...]:
+    return tuple(o for o in OPTIONS if o.group is group)
+
+
+# -- generated front ends -------------------------------------------------------------------------
+def _help(o: Option) -> str:
+    default = o.describe_default()
+    return f"{o.help} (default {default})" if default and "default" not in o.help else o.help
+
+
+def add_pytest_options(parser: Any, group: Group, *, title: str, description: str) -> None:
+    """Register ``group``'s options with pytest (``--harness-...``). Lists are repeatable and
+    comma-separated; every default is None so the config file can fill what was not given."""
+    pgroup = parser.getgroup(title, description)
+    for o in in_group(group):
+        kwargs: dict[str, Any] = {"dest": o.pytest_dest, "help": _help(o)}
+        if o.kind is Kind.FLAG:
+            pgroup.addoption(o.pytest_flag, action="store_true", default=False, **kwargs)
+            continue
+        if o.kind in (Kind.LIST, Kind.INT_LIST, Kind.PAIRS):
+            kwargs["action"] = "append"
+        elif o.kind is Kind.INT:
+            kwargs["type"] = int
+        elif o.kind is Kind.CHOICE:
+            kwargs["choices"] = o.choices
+        pgroup.addoption(o.pytest_flag, default=None, metavar=o.metavar or o.name.upper(), **kwargs)
+
+
+def pytest_values(config: Any, group: Group | None = None) -> dict[str, Any]:
+    """The options this pytest session set explicitly, parsed: ``{name: value}``."""
+    out: dict[str, Any] = {}
+    for o in OPTIONS:
+        if group is not None and o.group is not group:
+            continue
+        try:
+            raw = config.getoption(o.pytest_dest)
+        except ValueError:  # the group's plugin is not loaded in this session
+            continue
+        value = o.parse(raw, o.pytest_flag)
+        if value is not None and value is not False:
+            out[o.name] = value
+    return out
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser, groups: Sequence[Group] = tuple(Group)) -> None:
+    """Add the options of ``groups`` to a subcommand (``harness run``)."""
+    for o in OPTIONS:
+        if o.group not in groups or not o.on_cli:
+            continue
+        kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o)}
+        if o.kind is Kind.FLAG:
+            parser.add_argument(o.flag, action="store_true", default=False, **kwargs)
+            continue
+        kwargs["default"] = None
+        if o.metavar:
+            kwargs["metavar"] = o.metavar
+        if o.kind in (Kind.LIST, Kind.INT_LIST):
+            kwargs["nargs"] = "+"
+        elif o.kind is Kind.PAIRS:
+            kwargs["action"] = "append"
+        elif o.kind is Kind.INT:
+            kwargs["type"] = int
+        elif o.kind is Kind.CHOICE:
+            kwargs["choices"] = o.choices
+        elif o.kind is Kind.PATH:
+            kwargs["type"] = Path
+        parser.add_argument(o.flag, **kwargs)
+
+
+def cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The options a ``harness`` subcommand was given explicitly, parsed."""
+    out: dict[str, Any] = {}
+    for o in OPTIONS:
+        if not hasattr(args, o.name):
+            continue
+        value = o.parse(getattr(args, o.name), o.flag)
+        if value is not None and value is not False:
+            out[o.name] = value
+    return out
+
+
+def pytest_argv(values: Mapping[str, Any]) -> list[str]:
+    """``harness run`` -> pytest: the same settings as ``--harness-...`` arguments."""
+    out: list[str] = []
+    for o in OPTIONS:
+        if o.name in values:
+            out += o.argv(values[o.name], pytest_form=True)
+    return out
+
+
+# -- reproduction ---------------------------------------------------------------------------------
+def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The explicitly set options that change results, JSON-ready (paths absolute, so the
+    rerun works from any directory): what a record keeps in ``settings.options``."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        o = BY_NAME.get(name)
+        if o is None or o.rerun not in (Rerun.GIVEN, Rerun.ALWAYS):
+            continue
+        if isinstance(value, Path):
+            value = str(value.resolve())
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
+
+
+#: record ``settings`` fields written before ``settings.options`` existed (harness 0.1 records)
+_LEGACY_SETTINGS = {"samples": "num_samples", "batch_size": "batch_size", "opset": "opset"}
+
+
+def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """One command that re-runs exactly this case with every setting that changes its
+    result: the case's model, precision and provider, the data sizes it used, and every
+    other results-changing option the session set (config file, threads, exporter, ...)."""
+    function = nodeid.split("::")[-1].split("[")[0]
+    given: dict[str, Any] = dict(settings.get("options") or {})
+    for name, key in _LEGACY_SETTINGS.items():  # effective sizes, set or not
+        if settings.get(key) is not None:
+            given[name] = settings[key]
+    if "options" not in settings:  # an older record: what it knew how to say
+        if settings.get("exporter_explicit") and settings.get("exporter"):
+            given["exporter"] = settings["exporter"]
+        if settings.get("int8_per_channel_forced"):
+            given["int8_per_channel"] = True
+        if settings.get("fp16_op_block_list"):
+            given["fp16_block_list"] = list(settings["fp16_op_block_list"])
+    parts = ["harness", "run", "--suites", nodeid.split("::")[0]]
+    for name in ("models", "precisions", "providers"):
+        parts += [option(name).flag, str(case.get(name.rstrip("s")) or "")]
+    for o in OPTIONS:
+        if o.rerun in (Rerun.GIVEN, Rerun.ALWAYS) and o.name in given:
+            parts += o.argv(given[o.name], pytest_form=False)
+    parts += ["-k", f"{function} and {case.get('variant')}"]
+    return " ".join(shlex.quote(p) if p and not _plain(p) else p for p in parts)
+
+
+def _plain(text: str) -> bool:
+    return all(c.isalnum() or c in "-_./=,:+" for c in text)
+
