@@ -10,9 +10,9 @@ from rich.table import Table
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="versions, execution providers, and which variants would be skipped")
-    p.add_argument("--models", nargs="+", default=None)
-    p.add_argument("--precisions", nargs="+", default=None)
-    p.add_argument("--providers", nargs="+", default=None, help="default: every known provider")
+    from harness.settings.options import add_cli_arguments
+
+    add_cli_arguments(p, names=("models", "precisions", "providers", "config"))
     p.set_defaults(func=doctor)
 
 
@@ -24,11 +24,12 @@ def doctor(args: argparse.Namespace) -> int:
     from harness.plugin import matrix
     from harness.runners.ort_runner import available_providers
     from harness.workspace import Workspace
-    from harness.zoo import registered
+    from harness.settings.options import cli_values
     from harness.zoo.base import cache_root
 
-    options = build_options(models=args.models, precisions=args.precisions,
-                            providers=args.providers or list(PROVIDERS))
+    values = cli_values(args)
+    values.setdefault("providers", list(PROVIDERS))  # doctor's point: every provider, runnable or not
+    options = build_options(values)
     console = cli_console()
     env = environment()
     console.print(f"[bold]harness doctor[/]  cpu: {env['cpu']} ({env['cores']} cores), gpu: {env['gpu'] or 'none'}")
@@ -42,7 +43,7 @@ def doctor(args: argparse.Namespace) -> int:
     zoo = Table(title="models")
     for col in ("name", "family", "default", "description"):
         zoo.add_column(col)
-    for name, spec in registered().items():
+    for name, spec in (options.catalog.registered() if options.catalog else {}).items():
         zoo.add_row(name, spec.family, "yes" if spec.default else "opt-in", spec.description)
     console.print(zoo)
     table = Table(title="variants")

@@ -265,10 +265,12 @@ def pytest_values(config: Any, group: Group | None = None) -> dict[str, Any]:
     return out
 
 
-def add_cli_arguments(parser: argparse.ArgumentParser, groups: Sequence[Group] = tuple(Group)) -> None:
-    """Add the options of ``groups`` to a subcommand (``harness run``)."""
+def add_cli_arguments(parser: argparse.ArgumentParser, groups: Sequence[Group] = tuple(Group),
+                      names: Sequence[str] | None = None) -> None:
+    """Add the options of ``groups`` (or just ``names``) to a subcommand (``harness run``,
+    ``harness doctor``)."""
     for o in OPTIONS:
-        if o.group not in groups or not o.on_cli:
+        if (names is not None and o.name not in names) or o.group not in groups or not o.on_cli:
             continue
         kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o)}
         if o.kind is Kind.FLAG:
@@ -351,8 +353,8 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
     parts = ["harness", "run", "--suites", nodeid.split("::")[0]]
     for name in ("models", "precisions", "providers"):
         parts += [option(name).flag, str(case.get(name.rstrip("s")) or "")]
-    for o in OPTIONS:
-        if o.rerun in (Rerun.GIVEN, Rerun.ALWAYS) and o.name in given:
+    for o in OPTIONS:  # config-only options come back with --config
+        if o.rerun in (Rerun.GIVEN, Rerun.ALWAYS) and o.on_cli and o.name in given:
             parts += o.argv(given[o.name], pytest_form=False)
     parts += ["-k", f"{function} and {case.get('variant')}"]
     return " ".join(shlex.quote(p) if p and not _plain(p) else p for p in parts)

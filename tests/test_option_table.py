@@ -1,0 +1,110 @@
+"""The option table is the only declaration: every front end offers exactly its options, and
+a record's rerun command parses back into the settings that produced the record."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+import pytest
+
+from harness.cli import build_parser
+from harness.config import UsageError
+from harness.config_file import RUN_KEYS, SuiteConfig, load_config
+from harness.settings.options import (OPTIONS, Group, Kind, Rerun, cli_values, option, pytest_argv, recordable,
+                                      rerun_command)
+
+#: a value for every option, as a user would type it
+SAMPLE = {
+    "models": ["bert-tiny"], "precisions": ["int8"], "providers": ["ort_cpu"], "config": Path("/tmp/h.toml"),
+    "samples": 7, "batch_size": 3, "opset": 18, "exporter": "dynamo", "threads": 2, "corpus": "sentences_en",
+    "fp16_block_list": ["Softmax", "Pow"], "int8_per_channel": True, "trt_max_batch": 4, "trt_max_seq": 64,
+    "out": Path("/tmp/out"), "cache": Path("/tmp/cache"), "perf": True, "perf_samples": 50, "perf_warmup": 3,
+    "perf_batch_sizes": [1, 8], "perf_seq_lens": [16, 64], "perf_repeats": 2, "perf_new_tokens": 4,
+    "baseline_save": "nightly", "baseline_compare": "main", "baseline_store": Path("/tmp/b"),
+    "baseline_force": True, "baseline_force_env": True, "baseline_threshold": ["p50=8%"],
+}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"]
+
+
+def test_the_sample_covers_the_table():
+    assert set(SAMPLE) == {o.name for o in OPTIONS}
+
+
+def test_harness_run_offers_every_cli_option_and_forwards_it_to_pytest(pytestconfig):
+    parser = _run_parser()
+    argv = [part for o in OPTIONS if o.on_cli for part in o.argv(SAMPLE[o.name], pytest_form=False)]
+    values = cli_values(parser.parse_args(argv))
+    assert values == {o.name: SAMPLE[o.name] for o in OPTIONS if o.on_cli}
+    # what harness run hands to pytest parses, with the plugin's own options, into the same values
+    namespace = pytestconfig._parser.parse_known_args(pytest_argv(values))
+    assert {o.name: o.parse(getattr(namespace, o.pytest_dest)) for o in OPTIONS if o.name in values} == values
+
+
+def test_pytest_knows_every_option(pytestconfig):
+    for o in OPTIONS:
+        pytestconfig.getoption(o.pytest_dest)  # raises ValueError for an unknown option
+
+
+def test_config_run_keys_are_the_config_options_and_validate_by_type(tmp_path):
+    assert set(RUN_KEYS) == {o.name for o in OPTIONS if o.in_config}
+    assert set(RUN_KEYS) <= set(SuiteConfig.__dataclass_fields__)
+    (tmp_path / "harness.toml").write_text('[run]\nsamples = 3\nexporter = "dynamo"\nthreads = 2\n'
+                                           'precisions = ["fp16"]\n')
+    cfg = load_config(tmp_path / "harness.toml")
+    assert (cfg.samples, cfg.exporter, cfg.threads, cfg.precisions) == (3, "dynamo", 2, ["fp16"])
+    (tmp_path / "harness.toml").write_text("[run]\nopset = 9\n")
+    with pytest.raises(UsageError, match=r"run\.opset: must be >= 11, got 9"):
+        load_config(tmp_path / "harness.toml")
+
+
+@pytest.mark.parametrize("o", [o for o in OPTIONS if o.kind is Kind.INT and o.minimum is not None],
+                         ids=lambda o: o.name)
+def test_limits_are_enforced_from_the_table(o):
+    with pytest.raises(UsageError, match=f"{o.flag}: must be >= {o.minimum}"):
+        o.parse(o.minimum - 1)
+
+
+def test_rerun_command_reproduces_every_setting_that_changes_results():
+    """The rerun command, parsed by ``harness run``'s own parser, gives back the case's model,
+    precision, provider and every results-changing option that was set (before the table it
+    dropped --config and --threads)."""
+    given = {o.name: SAMPLE[o.name] for o in OPTIONS}
+    settings = {"num_samples": 7, "batch_size": 3, "opset": 18, "options": recordable(given)}
+    case = {"model": "bert-tiny", "precision": "int8", "provider": "ort_cpu", "variant": "bert-tiny-int8-ort_cpu"}
+    command = rerun_command("suites/test_logits_parity.py::test_logits_parity[bert-tiny-int8-ort_cpu]", case,
+                            settings)
+    words = shlex.split(command)
+    assert words[:2] == ["harness", "run"]
+    args = _run_parser().parse_args(words[2:])
+    back = cli_values(args)
+    changing = {o.name for o in OPTIONS if o.rerun in (Rerun.GIVEN, Rerun.ALWAYS) and o.on_cli}
+    expected = {name: SAMPLE[name] for name in changing}
+    expected["config"] = Path("/tmp/h.toml").resolve()
+    assert {k: back[k] for k in changing} == expected
+    assert (back["models"], back["precisions"], back["providers"]) == (["bert-tiny"], ["int8"], ["ort_cpu"])
+    assert args.keyword == "test_logits_parity and bert-tiny-int8-ort_cpu"
+    assert str(args.suites) == "suites/test_logits_parity.py"
+    # where output goes does not change results: not repeated
+    assert not {o.name for o in OPTIONS if o.rerun is Rerun.NEVER} & set(back)
+
+
+def test_rerun_of_a_record_written_before_the_table_still_works():
+    settings = {"num_samples": 16, "batch_size": 8, "opset": 17, "exporter": "dynamo", "exporter_explicit": True,
+                "int8_per_channel_forced": True, "fp16_op_block_list": ["Pow"]}
+    case = {"model": "m", "precision": "fp16", "provider": "ort_cpu", "variant": "m-fp16-ort_cpu"}
+    command = rerun_command("suites/x.py::test_y[m-fp16-ort_cpu]", case, settings)
+    assert command == ("harness run --suites suites/x.py --models m --precisions fp16 --providers ort_cpu "
+                       "--samples 16 --batch-size 8 --opset 17 --exporter dynamo --fp16-block-list Pow "
+                       "--int8-per-channel -k 'test_y and m-fp16-ort_cpu'")
+
+
+def test_groups_partition_the_table():
+    assert {o.group for o in OPTIONS} == set(Group)
+    assert option("perf").group is Group.PERF and option("samples").group is Group.RUN
