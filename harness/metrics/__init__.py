@@ -16,7 +16,10 @@ _EXPORTS = {
     "repetition_rate": "text", "sentence_edit": "text", "token_agreement": "text", "worst_pairs": "text",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "NUMERIC_METRICS", "TEXT_METRICS", "Location", "NumericComparison", "TextScores", "compare_arrays",
+    "corpus_scores", "first_divergence", "repetition_rate", "sentence_edit", "token_agreement", "worst_pairs",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,8 +20,16 @@ a broken export decodes garbage (BLEU < 10).
 
 from __future__ import annotations
 
-from harness.metrics.spec import (TOLERANCE_SCOPES, Direction, MetricRegistry, MetricSpec, Outputs, PerfReading,
-                                  Scope, Thresholds)
+from harness.metrics.spec import (
+    TOLERANCE_SCOPES,
+    Direction,
+    MetricRegistry,
+    MetricSpec,
+    Outputs,
+    PerfReading,
+    Scope,
+    Thresholds,
+)
 
 __all__ = ["METRICS", "TOLERANCE_SCOPES", "Direction", "MetricRegistry", "MetricSpec", "Outputs", "PerfReading",
            "Scope", "Thresholds", "budget_names", "metric", "tensor_metric_names", "tolerance_names"]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from harness.config import Check, Precision, UsageError, did_you_mean
 
@@ -64,7 +65,7 @@ class Thresholds:
     int8: float | None = None
 
     @classmethod
-    def uniform(cls, value: float) -> "Thresholds":
+    def uniform(cls, value: float) -> Thresholds:
         """The same threshold at every precision (a lint: a count that must be zero)."""
         return cls(value, value, value)
 

@@ -10,13 +10,13 @@ page describing the old one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from harness.config import Precision
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, MetricSpec, Scope, tensor_metric_names
 
-_MARK = re.compile(r"<!-- metrics:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /metrics:(?P=name) -->", re.S)
+_MARK = re.compile(r"<!-- metrics:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /metrics:(?P=name) -->", re.DOTALL)
 
 
 def number(value: float) -> str:
