@@ -62,8 +62,8 @@ def _budget(name: str, label: str, unit: str, measured_by: str, *paths: tuple[st
 
 def _latency(stat: str, what: str) -> MetricSpec:
     return _budget(f"{stat}_ms", f"latency {stat}", "ms", "test_latency", ("latency_ms", "summary", stat),
-                   description=f"{what} of the per-call latency of `latency_ms` (the entry graph at the first "
-                               "batch size x first sequence length)")
+                   description=f"{what} per-call latency of `latency_ms` (entry graph, first batch size x "
+                               "sequence length)")
 
 
 def _generation_step(key: str, label: str) -> MetricSpec:
