@@ -16,8 +16,6 @@ from typing import Any, Mapping
 from harness.config import UsageError
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 
-MiB = 1024 * 1024
-
 #: budget name -> its declaration (derived from the registry)
 BUDGETS: dict[str, MetricSpec] = METRICS.as_dict(Scope.PERF_BUDGET)
 
