@@ -121,7 +121,8 @@ def test_checks_take_their_direction_from_the_declaration():
 def test_default_numeric_tolerances_are_the_ones_before_the_registry(precision, is_logits):
     from harness.tolerances import DEFAULT_TOLERANCES, LOGITS_ONLY, tolerance_for
 
-    expected = Tolerance(tuple(Check(m, t, m in OLD_HIGHER_IS_BETTER) for m, t in OLD_DEFAULT_TOLERANCES[precision].items()
+    old = OLD_DEFAULT_TOLERANCES[precision]
+    expected = Tolerance(tuple(Check(m, t, m in OLD_HIGHER_IS_BETTER) for m, t in old.items()
                                if is_logits or m not in OLD_LOGITS_ONLY))
     assert tolerance_for(precision, is_logits=is_logits) == expected  # values, directions and order
     assert DEFAULT_TOLERANCES[precision] == OLD_DEFAULT_TOLERANCES[precision] and LOGITS_ONLY == OLD_LOGITS_ONLY

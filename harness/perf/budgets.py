@@ -76,6 +76,7 @@ def enforce(case: Any, perf: Mapping[str, Any]) -> list[BudgetCheck]:
         case.thresholds[f"perf.{c.name}"] = {"threshold": c.limit, "op": BUDGETS[c.name].symbol}
     failed = [c for c in checks if not c.passed]
     if failed:
-        lines = [f"{case.variant.id}: {len(failed)} performance budget(s) exceeded"] + [f"  {c.message()}" for c in failed]
+        lines = [f"{case.variant.id}: {len(failed)} performance budget(s) exceeded"]
+        lines += [f"  {c.message()}" for c in failed]
         raise GateFailure("\n".join(lines))
     return checks
