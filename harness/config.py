@@ -130,7 +130,9 @@ class Check:
     """One gate: ``metric`` compared with ``threshold``.
 
     ``higher_is_better`` decides the direction: errors must stay <= threshold,
-    agreements and similarities must stay >= threshold.
+    agreements and similarities must stay >= threshold. Build checks with
+    ``harness.metrics.registry.metric(name).check(threshold)`` so the direction is the
+    metric's declared one, never a caller's guess.
     """
 
     metric: str
@@ -157,8 +159,17 @@ class Tolerance:
         return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
 
 
-#: Numeric metrics whose larger values are better; everything else is an error measure.
-HIGHER_IS_BETTER = frozenset({"cosine", "top1_agreement", "topk_agreement"})
+def __getattr__(name: str) -> object:
+    """``HIGHER_IS_BETTER`` (deprecated): metric directions are declared in ``harness.metrics.registry``."""
+    if name == "HIGHER_IS_BETTER":
+        import warnings
+
+        from harness.metrics.registry import METRICS, Scope
+
+        warnings.warn("harness.config.HIGHER_IS_BETTER is deprecated: read MetricSpec.direction from "
+                      "harness.metrics.registry", DeprecationWarning, stacklevel=2)
+        return frozenset(s.name for s in METRICS.of(Scope.NUMERIC) if s.higher_is_better)
+    raise AttributeError(f"module 'harness.config' has no attribute {name!r}")
 
 
 @dataclass

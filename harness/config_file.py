@@ -12,7 +12,6 @@ and registered model specs.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import tomllib
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.config import PROVIDERS, UsageError, did_you_mean
+from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
 from harness.settings.options import CONFIG_KEYS, Kind, option
 
 CONFIG_FILE = "harness.toml"
@@ -36,36 +36,6 @@ EXPORTERS = option("exporter").choices
 #: the ``[run]`` table's keys: the option table's config options
 RUN_KEYS = CONFIG_KEYS
 FAMILIES = ("encoder", "seq2seq", "causal_lm")
-#: performance budgets a model may declare (read by the perf suites from ``ModelSpec.budgets``)
-BUDGET_KEYS = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "cold_start_ms", "first_inference_ms",
-               "peak_rss_mb", "artifact_mb")
-
-
-def metric_names() -> dict[str, bool]:
-    """Every gateable metric -> higher_is_better: numeric, text, sentence-embedding and
-    generation (``gen_*``) metrics."""
-    from harness.metrics.numeric import NUMERIC_METRICS
-    from harness.metrics.text import TEXT_METRICS
-
-    names = {n: i.higher_is_better for n, i in {**NUMERIC_METRICS, **TEXT_METRICS}.items()}
-    names.update({"embedding_cosine": True, "embedding_cosine_min": True, "training_mode_ops": False})
-    names.update(_generation_metrics())
-    return names
-
-
-@functools.lru_cache(maxsize=1)
-def _generation_metrics() -> dict[str, bool]:
-    """The names generation parity produces, read off its own scorer (one tiny row), so the
-    config accepts exactly what the generation gates can check."""
-    try:
-        from harness.generation_parity import GEN_HIGHER_IS_BETTER, score_rows
-    except ImportError:  # pragma: no cover - the generation package ships with the harness
-        return {}
-    words = " ".join(["word"] * 40)
-    row = {"source": words, "reference": words, "pytorch": words, "variant": words,
-           "pytorch_tokens": [1, 2], "variant_tokens": [1, 2]}
-    metrics, _ = score_rows([row], "en")
-    return {name: name in GEN_HIGHER_IS_BETTER for name in metrics}
 
 
 @dataclass(frozen=True)
@@ -268,7 +238,8 @@ class _Validator:
         return text
 
     def tolerances(self, value: Any, where: str) -> dict[str, dict[str, float]]:
-        metrics = metric_names()
+        """Thresholds of every metric that takes a tolerance (``harness.metrics.registry``)."""
+        metrics = METRICS.as_dict(*TOLERANCE_SCOPES)
         out: dict[str, dict[str, float]] = {}
         for prec, checks in self.table(value, where).items():
             p = self.choice(prec, f"{where}.{prec}", PRECISIONS)
@@ -279,17 +250,19 @@ class _Validator:
                     raise self.fail(loc, f"unknown metric{did_you_mean(metric, metrics)}; "
                                          f"valid: {', '.join(sorted(metrics))}")
                 number = self.number(threshold, loc)
-                if not metrics[metric] and number < 0:
+                if not metrics[metric].higher_is_better and number < 0:
                     raise self.fail(loc, f"an error bound must be >= 0, got {number:g}")
                 out[p][metric] = number
         return out
 
     def budgets(self, value: Any, where: str) -> dict[str, float]:
+        """Limits of the perf budgets the registry declares (each one read by ``harness.perf.budgets``)."""
+        known = budget_names()
         out: dict[str, float] = {}
         for key, amount in self.table(value, where).items():
-            if key not in BUDGET_KEYS:
-                raise self.fail(f"{where}.{key}", f"unknown budget{did_you_mean(key, BUDGET_KEYS)}; "
-                                                  f"valid: {', '.join(BUDGET_KEYS)}")
+            if key not in known:
+                raise self.fail(f"{where}.{key}", f"unknown budget{did_you_mean(key, known)}; "
+                                                  f"valid: {', '.join(known)}")
             number = self.number(amount, f"{where}.{key}")
             if number <= 0:
                 raise self.fail(f"{where}.{key}", f"must be > 0, got {number:g}")

@@ -5,7 +5,7 @@ compound over steps, and what users ship is text. So a variant decodes a fixed c
 with the same loop as the PyTorch FP32 reference (``harness.generation``), and its
 output is scored against the reference's output (BLEU, chrF, edit distance, exact
 match, first divergent token, repetition) and, where the corpus has references, against
-those. Gates are per precision (``GEN_TOLERANCES``), overridable per model through
+those. Gates are per precision (declared in ``harness.metrics.registry``), overridable per model through
 ``ModelSpec.tolerances`` with the ``gen_*`` metric names.
 """
 
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from harness.config import Check, Precision, PROVIDERS, Variant
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
+from harness.metrics.registry import METRICS, Scope
 from harness.metrics.text import (corpus_scores, first_divergence, repetition_rate, sentence_edit, token_agreement,
                                   worst_pairs)
 from harness.parity import GateFailure
@@ -31,26 +32,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.model import LoadedModel
     from harness.workspace import Workspace
 
-#: Generation metrics whose larger values are better (the rest are errors / drops).
-GEN_HIGHER_IS_BETTER = frozenset({
-    "gen_token_exact_match", "gen_position_match", "gen_mean_first_divergence", "gen_bleu_vs_torch",
-    "gen_chrf_vs_torch", "gen_exact_match_vs_torch", "gen_bleu_vs_ref", "gen_chrf_vs_ref", "gen_exact_match_vs_ref",
-    "gen_torch_bleu_vs_ref", "gen_torch_exact_match_vs_ref", "gen_token_exact_match_long", "gen_bleu_vs_torch_long",
-})
-
-#: Default generation gates per precision; see docs/generation.md for the measurements.
-#: FP32 must reproduce PyTorch's greedy tokens exactly. Reduced precisions are judged on
-#: the text: how much of PyTorch's output survives (BLEU vs PyTorch), how much quality
-#: against the references is lost (BLEU points), and whether the output starts looping.
-#: The BLEU-vs-PyTorch floors are sized for the worst correct export measured, a
-#: random-weight LM whose near-flat logits make greedy paths fragile (PITFALLS #7):
-#: llama-tiny FP16 93.7 and INT8 37.9 (beam 3) / 52.7 (greedy, 48 tokens); a broken
-#: export decodes garbage (BLEU < 10). Trained models tighten them (numbers-en-zh).
-GEN_TOLERANCES: dict[Precision, dict[str, float]] = {
-    Precision.FP32: {"gen_token_exact_match": 1.0},
-    Precision.FP16: {"gen_bleu_vs_torch": 85.0, "gen_bleu_ref_drop": 1.0, "gen_repetition_increase": 0.02},
-    Precision.INT8: {"gen_bleu_vs_torch": 30.0, "gen_bleu_ref_drop": 2.0, "gen_repetition_increase": 0.05},
-}
+#: Default generation gates per precision, declared with the metrics in ``harness.metrics.registry``
+#: (docs/generation.md has the measurements behind them). FP32 must reproduce PyTorch's greedy
+#: tokens exactly; reduced precisions are judged on the text: how much of PyTorch's output survives
+#: (BLEU vs PyTorch), how much quality against the references is lost (BLEU points), and whether the
+#: output starts looping.
+GEN_TOLERANCES: dict[Precision, dict[str, float]] = {p: METRICS.defaults(p, Scope.GENERATION) for p in Precision}
 
 #: How much a default run decodes; a model's ``extra["generation"]`` and the pytest
 #: options override these. ``samples`` None decodes the whole corpus.
@@ -58,10 +45,7 @@ DEFAULT_REQUEST: dict[str, Any] = {"samples": 48, "max_new_tokens": 32, "batch_s
                                    "num_beams": 1, "worst": 5}
 
 #: metrics that only exist when the corpus has references
-REFERENCE_METRICS = frozenset({
-    "gen_bleu_vs_ref", "gen_chrf_vs_ref", "gen_exact_match_vs_ref", "gen_norm_edit_vs_ref", "gen_length_ratio_vs_ref",
-    "gen_torch_bleu_vs_ref", "gen_torch_exact_match_vs_ref", "gen_bleu_ref_drop",
-})
+REFERENCE_METRICS = frozenset(s.name for s in METRICS.of(Scope.GENERATION) if s.needs_references)
 
 LONG_SOURCE_WORDS = 30  # INT8 was seen to repeat words on sentences this long
 
@@ -95,10 +79,10 @@ def gen_checks(precision: Precision, overrides: Mapping[str, Mapping[str, float]
     """
     values = dict(GEN_TOLERANCES[precision])
     for metric, threshold in ((overrides or {}).get(precision.value, {}) or {}).items():
-        if metric.startswith("gen_"):
+        if metric.startswith("gen_"):  # other scopes' overrides belong to other gates; a typo is an error
             values[metric] = threshold
-    return tuple(Check(m, float(t), m in GEN_HIGHER_IS_BETTER) for m, t in values.items()
-                 if has_references or m not in REFERENCE_METRICS)
+    specs = {m: METRICS.lookup(m, Scope.GENERATION, what="generation metric") for m in values}
+    return tuple(specs[m].check(t) for m, t in values.items() if has_references or not specs[m].needs_references)
 
 
 def select_indices(total: int, samples: int | None) -> list[int]:

@@ -183,3 +183,33 @@ def test_bench_command_rejects_bad_input(capsys):
     assert main(["bench", "--models", "encoder-custm"]) == 2
     err = capsys.readouterr().err
     assert "--rounds: must be >= 1, got 0" in err and "did you mean 'encoder-custom'" in err
+
+
+def test_config_budgets_mean_and_cold_start_are_checked_not_errors(pytester: pytest.Pytester, tmp_path):
+    """docs/config.md documents ``mean_ms`` and ``cold_start_ms``: a harness.toml declaring them once
+    turned every perf case into an error (the validator knew them, the budget check did not).
+    A subprocess, as CI runs it: the config overrides a zoo model for that run only."""
+    pytester.makepyfile(test_perf=SUITE)
+    pytester.makefile(".toml", harness="""
+[run]
+models = ["encoder-custom"]
+precisions = ["fp32"]
+providers = ["ort_cpu"]
+
+[models.encoder-custom.budgets]
+mean_ms = 1e-9
+cold_start_ms = 1e9
+""")
+    out = tmp_path / "run"
+    result = pytester.runpytest_subprocess("--harness-perf", "-k", "latency or cold_start", *FAST,
+                                           f"--harness-out={out}")
+    result.assert_outcomes(passed=1, failed=1)
+    records = _records(out)
+    latency = records["test_latency[encoder-custom-fp32-ort_cpu]"]
+    assert latency["verdict"] == "fail" and "budget mean_ms <= 1e-09" in latency["reason"]
+    assert latency["metrics"]["perf.mean_ms"] == latency["perf"]["latency_ms"]["summary"]["mean"]
+    cold = records["test_cold_start_memory[encoder-custom-fp32-ort_cpu]"]
+    assert cold["verdict"] == "pass"
+    measured = cold["perf"]["cold_start_ms"]
+    assert cold["metrics"]["perf.cold_start_ms"] == measured["load"] + measured["first_inference"]
+    assert cold["thresholds"]["perf.cold_start_ms"] == {"threshold": 1e9, "op": "<="}

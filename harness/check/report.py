@@ -10,14 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.check.judge import CheckOutcome
+from harness.metrics.registry import METRICS, Scope
 from harness.report.terminal import STYLE
 
 #: metrics shown per output, in this order (gated ones always, the others when computed)
 COLUMNS = ("training_mode_ops", "norm_max_abs", "cosine", "top1_agreement", "kl", "embedding_cosine",
            "embedding_cosine_min", "max_abs", "mean_abs", "rel_l2")
 INFO = frozenset({"max_abs", "mean_abs", "rel_l2"})
-_GEN = ("gen_token_exact_match", "gen_position_match", "gen_bleu_vs_torch", "gen_chrf_vs_torch",
-        "gen_repetition_increase", "gen_bleu_ref_drop")
+_GEN = tuple(s.name for s in METRICS.of(Scope.GENERATION) if s.headline)  # declared headline metrics
 
 
 def print_outcome(outcome: CheckOutcome, console: Console) -> None:

@@ -34,9 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_tolerances(values: list[str]) -> dict[str, float]:
-    from harness.debug.bisect import TENSOR_METRICS
+    from harness.metrics.registry import tensor_metric_names
 
-    return parse_metric_values(values, TENSOR_METRICS)
+    return parse_metric_values(values, tensor_metric_names())
 
 
 def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:

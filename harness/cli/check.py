@@ -54,9 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_tolerances(values: list[str]) -> dict[str, float]:
-    from harness.config_file import metric_names
+    from harness.metrics.registry import tolerance_names
 
-    return parse_metric_values(values, metric_names())
+    return parse_metric_values(values, tolerance_names())
 
 
 def requests(args: argparse.Namespace) -> list:

@@ -19,18 +19,17 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.config import Check, Precision, Tolerance
-from harness.metrics.numeric import NUMERIC_METRICS, compare_arrays
+from harness.config import Precision, Tolerance
+from harness.metrics.numeric import compare_arrays
+from harness.metrics.registry import METRICS, Scope, tensor_metric_names
 
-#: metrics compare_arrays reports for a float tensor; the ones a --tolerance may name
-TENSOR_METRICS = ("max_abs", "mean_abs", "p99_abs", "max_rel", "norm_max_abs", "rel_l2", "cosine")
+#: metrics compare_arrays reports for a float tensor; the ones a --tolerance may name (from the registry)
+TENSOR_METRICS = tensor_metric_names()
 
 #: per-tensor thresholds: the output gate of docs/tolerances.md applied to every activation,
 #: so the first flagged tensor is the first place the graph would already fail the gate.
 DEFAULT_BISECT_TOLERANCES: dict[Precision, dict[str, float]] = {
-    Precision.FP32: {"norm_max_abs": 1e-4, "cosine": 0.99999},
-    Precision.FP16: {"norm_max_abs": 1e-2, "cosine": 0.9999},
-    Precision.INT8: {"norm_max_abs": 0.15, "cosine": 0.99},
+    p: {m: t for m, t in METRICS.defaults(p, Scope.NUMERIC).items() if m in TENSOR_METRICS} for p in Precision
 }
 
 #: |values| beyond FP16's largest finite value are mask constants (``finfo(float32).min`` fills of
@@ -57,7 +56,7 @@ def as_tolerance(values: Mapping[str, float] | Tolerance) -> Tolerance:
     unknown = [m for m in values if m not in TENSOR_METRICS]
     if unknown:
         raise ValueError(f"unknown tensor metric(s) {unknown}; valid: {', '.join(TENSOR_METRICS)}")
-    return Tolerance(tuple(Check(m, float(v), NUMERIC_METRICS[m].higher_is_better) for m, v in values.items()))
+    return Tolerance(tuple(METRICS[m].check(v) for m, v in values.items()))
 
 
 @dataclass(frozen=True)

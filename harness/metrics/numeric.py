@@ -13,74 +13,10 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.metrics.registry import METRICS, MetricSpec, Scope
 
-@dataclass(frozen=True)
-class MetricInfo:
-    """What a metric means and which way is good, for gates and reports.
-
-    ``target`` is set for metrics that are best at a value rather than at an extreme
-    (``length_ratio`` is best at 1); gates then compare ``|target - value|``.
-    """
-
-    name: str
-    higher_is_better: bool
-    description: str
-    target: float | None = None
-
-
-_NUMERIC_METRIC_LIST = (
-    MetricInfo("max_abs", False, "Largest |got - ref| over valid elements."),
-    MetricInfo("mean_abs", False, "Mean |got - ref| over valid elements."),
-    MetricInfo(
-        "p99_abs",
-        False,
-        "99th percentile of |got - ref| (linear interpolation); ignores a handful of outliers "
-        "that max_abs would report.",
-    ),
-    MetricInfo(
-        "max_rel",
-        False,
-        "Largest |got - ref| / (|ref| + eps) with eps = 1e-6 * max|ref|, so elements of the "
-        "reference that are ~0 do not turn a tiny absolute error into a huge relative one.",
-    ),
-    MetricInfo(
-        "norm_max_abs",
-        False,
-        "max_abs / max|ref|: scale-free, so one threshold fits random-weight models whose "
-        "logits are tiny (std ~0.16) and trained models whose logits are large.",
-    ),
-    MetricInfo("rel_l2", False, "||got - ref||_2 / ||ref||_2 over valid elements."),
-    MetricInfo(
-        "cosine",
-        True,
-        "Cosine similarity of the flattened valid elements; 1.0 when both are all zero, "
-        "0.0 when exactly one is.",
-    ),
-    MetricInfo(
-        "kl",
-        False,
-        "Logits only: mean over valid positions of KL(softmax(ref) || softmax(got)) over the "
-        "last axis, in nats.",
-    ),
-    MetricInfo("kl_max", False, "Logits only: the largest per-position KL divergence."),
-    MetricInfo(
-        "top1_agreement",
-        True,
-        "Logits only: fraction of valid positions whose argmax over the last axis matches.",
-    ),
-    MetricInfo(
-        "topk_agreement",
-        True,
-        "Logits only: mean over valid positions of |topk(ref) & topk(got)| / k, "
-        "k = min(topk, last dim).",
-    ),
-    MetricInfo(
-        "mismatch_rate",
-        False,
-        "Integer/bool outputs only: fraction of valid elements that differ at all.",
-    ),
-)
-NUMERIC_METRICS: dict[str, MetricInfo] = {info.name: info for info in _NUMERIC_METRIC_LIST}
+#: name -> declaration of every numeric metric (declared in ``harness.metrics.registry``)
+NUMERIC_METRICS: dict[str, MetricSpec] = METRICS.as_dict(Scope.NUMERIC)
 
 
 @dataclass(frozen=True)
@@ -161,10 +97,9 @@ def compare_arrays(
 
 
 def _metric_names(exact: bool, logits: bool) -> list[str]:
-    if exact:
-        return ["max_abs", "mean_abs", "mismatch_rate"]
-    names = ["max_abs", "mean_abs", "p99_abs", "max_rel", "norm_max_abs", "rel_l2", "cosine"]
-    return names + (["kl", "kl_max", "top1_agreement", "topk_agreement"] if logits else [])
+    """The metrics an output of this kind gets, as declared (``MetricSpec.outputs``)."""
+    return [s.name for s in NUMERIC_METRICS.values()
+            if s.outputs is not None and s.outputs.applies(exact=exact, logits=logits)]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Hashable, Sequence
 from rapidfuzz.distance import Levenshtein
 from sacrebleu.metrics import BLEU, CHRF
 
-from harness.metrics.numeric import MetricInfo
+from harness.metrics.registry import METRICS, MetricSpec, Scope
 
 
 @dataclass(frozen=True)
@@ -25,44 +25,8 @@ class TextScores:
     signatures: dict[str, str]
 
 
-_TEXT_METRIC_LIST = (
-    MetricInfo("bleu", True, "sacrebleu corpus BLEU (0-100); 0 when the corpus has no 4-gram."),
-    MetricInfo("chrf", True, "sacrebleu corpus chrF2 (0-100): character n-grams, robust for CJK."),
-    MetricInfo(
-        "exact_match",
-        True,
-        "Fraction of sentences equal to the reference (outer whitespace ignored).",
-    ),
-    MetricInfo("char_edit_distance", False, "Mean character Levenshtein distance per sentence."),
-    MetricInfo(
-        "norm_edit_distance",
-        False,
-        "Mean Levenshtein distance / length of the longer string, per sentence (0-1).",
-    ),
-    MetricInfo(
-        "length_ratio",
-        False,
-        "Total hypothesis length / total reference length (characters for zh, whitespace "
-        "tokens otherwise). Best at 1; gates use |1 - ratio| since both directions are bad.",
-        target=1.0,
-    ),
-    MetricInfo(
-        "repetition_rate", False, "Fraction of n-grams repeating an earlier one (degenerate loops)."
-    ),
-    MetricInfo("exact_sequence_match", True, "Fraction of token sequences identical to PyTorch's."),
-    MetricInfo(
-        "mean_first_divergence",
-        True,
-        "Mean index of the first token differing from PyTorch (sequence length when equal).",
-    ),
-    MetricInfo(
-        "position_match",
-        True,
-        "Fraction of aligned token positions equal to PyTorch's; positions past the shorter "
-        "sequence count as mismatches.",
-    ),
-)
-TEXT_METRICS: dict[str, MetricInfo] = {info.name: info for info in _TEXT_METRIC_LIST}
+#: name -> declaration of every text metric (declared in ``harness.metrics.registry``)
+TEXT_METRICS: dict[str, MetricSpec] = METRICS.as_dict(Scope.TEXT)
 
 
 def _is_zh(lang: str) -> bool:

@@ -1,9 +1,11 @@
 """Absolute performance budgets from a model's spec (``ModelSpec.budgets``).
 
 Baselines catch a variant getting *slower than it was*; budgets catch one that is *too
-slow to ship* however it got there. A budget is checked only by the test that measures
-its number, and a breach is a ``fail`` verdict whose message has the number and the budget.
-Sizes are MiB (2**20 bytes), times milliseconds.
+slow to ship* however it got there. Every budget is declared once in
+``harness.metrics.registry`` with where its number is read from a record's ``perf`` payload,
+so a name the config file accepts is a name this module measures. A budget is checked only by
+the test that measures its number, and a breach is a ``fail`` verdict whose message has the
+number and the budget. Sizes are MiB (2**20 bytes), times milliseconds.
 """
 
 from __future__ import annotations
@@ -11,17 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.config import UsageError, did_you_mean
+from harness.config import UsageError
+from harness.metrics.registry import METRICS, MetricSpec, Scope
 
-MiB = 1024 * 1024
-
-#: budget name -> what it limits (for messages)
-BUDGETS: dict[str, str] = {
-    "p50_ms": "latency p50", "p90_ms": "latency p90", "p95_ms": "latency p95", "p99_ms": "latency p99",
-    "peak_rss_mb": "peak RSS (MiB)", "artifact_mb": "artifact size (MiB)",
-    "load_ms": "cold-start load", "first_inference_ms": "cold-start first inference",
-    "ttft_ms": "time to first token p50", "tpot_ms": "time per output token p50",
-}
+#: budget name -> its declaration (derived from the registry)
+BUDGETS: dict[str, MetricSpec] = METRICS.as_dict(Scope.PERF_BUDGET)
 
 
 @dataclass(frozen=True)
@@ -35,16 +31,17 @@ class BudgetCheck:
         return self.value <= self.limit
 
     def message(self) -> str:
-        return f"{BUDGETS[self.name]} = {self.value:.4g} exceeds budget {self.name} <= {self.limit:g}"
+        return f"{BUDGETS[self.name].title} = {self.value:.4g} exceeds budget {self.name} <= {self.limit:g}"
 
 
 def validate(budgets: Mapping[str, Any], model: str = "") -> dict[str, float]:
     """Known names with numeric limits, else a one-line UsageError (with did-you-mean)."""
     out: dict[str, float] = {}
     for name, limit in budgets.items():
-        if name not in BUDGETS:
-            raise UsageError(f"{model}: unknown budget {name!r}{did_you_mean(name, BUDGETS)}; "
-                             f"known: {', '.join(BUDGETS)}")
+        try:
+            METRICS.lookup(name, Scope.PERF_BUDGET, what="budget")
+        except UsageError as exc:
+            raise UsageError(f"{model}: {exc}") from None
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
             raise UsageError(f"{model}: budget {name} must be a positive number, got {limit!r}")
         out[name] = float(limit)
@@ -52,23 +49,12 @@ def validate(budgets: Mapping[str, Any], model: str = "") -> dict[str, float]:
 
 
 def measured_values(perf: Mapping[str, Any]) -> dict[str, float]:
-    """The budgeted numbers present in a record's ``perf`` fields."""
+    """The budgeted numbers present in a record's ``perf`` fields, each read as declared."""
     out: dict[str, float] = {}
-    primary = perf.get("latency_ms")
-    if isinstance(primary, Mapping):
-        for p in ("p50", "p90", "p95", "p99"):
-            out[f"{p}_ms"] = float(primary["summary"][p])
-    if "peak_rss_bytes" in perf:
-        out["peak_rss_mb"] = perf["peak_rss_bytes"] / MiB
-    if "artifact_bytes" in perf:
-        out["artifact_mb"] = perf["artifact_bytes"] / MiB
-    cold = perf.get("cold_start_ms")
-    if isinstance(cold, Mapping):
-        out["load_ms"], out["first_inference_ms"] = float(cold["load"]), float(cold["first_inference"])
-    for gen, name in (("ttft", "ttft_ms"), ("tpot", "tpot_ms")):
-        entry = perf.get(f"latency_ms[gen={gen},kv=on]")
-        if isinstance(entry, Mapping):
-            out[name] = float(entry["summary"]["p50"])
+    for name, spec in BUDGETS.items():
+        value = spec.reading.read(perf) if spec.reading is not None else None
+        if value is not None:
+            out[name] = value
     return out
 
 
@@ -87,9 +73,10 @@ def enforce(case: Any, perf: Mapping[str, Any]) -> list[BudgetCheck]:
     checks = check(validate(model.spec.budgets, model.name), measured_values(perf))
     for c in checks:
         case.metrics[f"perf.{c.name}"] = c.value
-        case.thresholds[f"perf.{c.name}"] = {"threshold": c.limit, "op": "<="}
+        case.thresholds[f"perf.{c.name}"] = {"threshold": c.limit, "op": BUDGETS[c.name].symbol}
     failed = [c for c in checks if not c.passed]
     if failed:
-        lines = [f"{case.variant.id}: {len(failed)} performance budget(s) exceeded"] + [f"  {c.message()}" for c in failed]
+        lines = [f"{case.variant.id}: {len(failed)} performance budget(s) exceeded"]
+        lines += [f"  {c.message()}" for c in failed]
         raise GateFailure("\n".join(lines))
     return checks

@@ -23,7 +23,8 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.config import Check, Tolerance
+from harness.config import Precision, Tolerance
+from harness.metrics.registry import METRICS, Scope
 from harness.zoo.base import ModelSpec, register, register_unavailable
 
 NAME = "minilm-l6"
@@ -41,12 +42,9 @@ TOLERANCES = {
     "int8": {"norm_max_abs": 0.25, "cosine": 0.90, "embedding_cosine": 0.93, "embedding_cosine_min": 0.90},
 }
 #: Sentence-embedding checks for any model with a pooling recipe; a spec's tolerances override.
-EMBEDDING_DEFAULTS = {
-    "fp32": {"embedding_cosine": 0.99999, "embedding_cosine_min": 0.9999},
-    "fp16": {"embedding_cosine": 0.9999, "embedding_cosine_min": 0.999},
-    "int8": {"embedding_cosine": 0.93, "embedding_cosine_min": 0.90},
-}
-EMBEDDING_METRICS = ("embedding_cosine", "embedding_cosine_min")
+#: Declared with the metrics in harness.metrics.registry.
+EMBEDDING_DEFAULTS = {p.value: METRICS.defaults(p, Scope.EMBEDDING) for p in Precision}
+EMBEDDING_METRICS = METRICS.names(Scope.EMBEDDING)
 
 
 def model_dir() -> Path | None:
@@ -122,7 +120,7 @@ def embedding_tolerance(precision: str, overrides: Mapping[str, Mapping[str, flo
     """The sentence-embedding checks at ``precision``: defaults, then the model's overrides."""
     values = dict(EMBEDDING_DEFAULTS[precision])
     values.update({k: v for k, v in (overrides or {}).get(precision, {}).items() if k in EMBEDDING_METRICS})
-    return Tolerance(tuple(Check(name, float(value), True) for name, value in values.items()))
+    return Tolerance(tuple(METRICS[name].check(value) for name, value in values.items()))
 
 
 def _register() -> None:

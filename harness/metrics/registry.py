@@ -1,0 +1,205 @@
+"""Every metric the harness computes, gates or budgets: declared here once, derived everywhere.
+
+The default tolerances (``harness.tolerances``), the generation gates, ``harness bisect``'s
+per-tensor rule, the perf budgets and how each is read from a record, the config-file validator,
+the ``--tolerance`` parsers, the report tables and the docs tables (``scripts/render_metric_docs.py``)
+all read these declarations. ``tests/test_metric_registry.py`` proves that what the code computes,
+what the docs name and what the CLI and the config accept are exactly what is declared here.
+
+Adding a metric: compute it (``metrics/numeric.py``, ``metrics/text.py``, ``generation_parity.score_rows``
+or a perf field), declare it below, run ``python scripts/render_metric_docs.py``.
+
+The default thresholds were chosen from measurements on the built-in zoo (docs/tolerances.md and
+docs/generation.md have them): each sits well above the worst value a *correct* export showed and
+well below what a broken one produces. Numeric gates are scale-free because random-weight models
+have tiny logits (PITFALLS #7). Generation: FP32 must reproduce PyTorch's greedy tokens exactly;
+the BLEU-vs-PyTorch floors are sized for the worst correct export measured, a random-weight LM whose
+near-flat logits make greedy paths fragile (llama-tiny FP16 93.7, INT8 37.9 beam 3 / 52.7 greedy);
+a broken export decodes garbage (BLEU < 10).
+"""
+
+from __future__ import annotations
+
+from harness.metrics.spec import (
+    TOLERANCE_SCOPES,
+    Direction,
+    MetricRegistry,
+    MetricSpec,
+    Outputs,
+    PerfReading,
+    Scope,
+    Thresholds,
+)
+
+__all__ = ["METRICS", "TOLERANCE_SCOPES", "Direction", "MetricRegistry", "MetricSpec", "Outputs", "PerfReading",
+           "Scope", "Thresholds", "budget_names", "metric", "tensor_metric_names", "tolerance_names"]
+
+HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
+MiB = float(2 ** 20)
+
+
+def _numeric(name: str, direction: Direction, outputs: Outputs, description: str, unit: str = "",
+             thresholds: Thresholds | None = None) -> MetricSpec:
+    return MetricSpec(name, direction, Scope.NUMERIC, description, unit, thresholds, outputs=outputs)
+
+
+def _gen(name: str, direction: Direction, description: str, unit: str = "", thresholds: Thresholds | None = None,
+         *, refs: bool = False, context: bool = False, headline: bool = False) -> MetricSpec:
+    return MetricSpec(name, direction, Scope.GENERATION, description, unit, thresholds, needs_references=refs,
+                      context=context, headline=headline)
+
+
+def _text(name: str, direction: Direction, description: str, unit: str = "",
+          target: float | None = None) -> MetricSpec:
+    return MetricSpec(name, direction, Scope.TEXT, description, unit, target=target)
+
+
+def _budget(name: str, label: str, unit: str, measured_by: str, *paths: tuple[str, ...],
+            divisor: float = 1.0, description: str) -> MetricSpec:
+    return MetricSpec(name, LOWER, Scope.PERF_BUDGET, description, unit, reading=PerfReading(paths, divisor),
+                      measured_by=measured_by, label=label)
+
+
+def _latency(stat: str, what: str) -> MetricSpec:
+    return _budget(f"{stat}_ms", f"latency {stat}", "ms", "test_latency", ("latency_ms", "summary", stat),
+                   description=f"{what} per-call latency of `latency_ms` (entry graph, first batch size x "
+                               "sequence length)")
+
+
+def _generation_step(key: str, label: str) -> MetricSpec:
+    return _budget(f"{key}_ms", f"{label} p50", "ms", "test_generation_perf",
+                   (f"latency_ms[gen={key},kv=on]", "summary", "p50"),
+                   description=f"p50 {label}, KV cache on (generative models)")
+
+
+METRICS = MetricRegistry([
+    # -- numeric parity (harness/metrics/numeric.py: compare_arrays) -----------------------------------------
+    _numeric("max_abs", LOWER, Outputs.ALL, "Largest |got - ref| over valid elements.", "output units"),
+    _numeric("mean_abs", LOWER, Outputs.ALL, "Mean |got - ref| over valid elements.", "output units"),
+    _numeric("p99_abs", LOWER, Outputs.FLOAT, "99th percentile of |got - ref| (linear interpolation); ignores a "
+             "handful of outliers that max_abs would report.", "output units"),
+    _numeric("max_rel", LOWER, Outputs.FLOAT, "Largest |got - ref| / (|ref| + eps) with eps = 1e-6 * max|ref|, so "
+             "elements of the reference that are ~0 do not turn a tiny absolute error into a huge relative one."),
+    _numeric("norm_max_abs", LOWER, Outputs.FLOAT, "max_abs / max|ref|: scale-free, so one threshold fits "
+             "random-weight models whose logits are tiny (std ~0.16, PITFALLS #7) and trained models whose "
+             "logits are large.", thresholds=Thresholds(fp32=1e-4, fp16=1e-2, int8=0.15)),
+    _numeric("rel_l2", LOWER, Outputs.FLOAT, "||got - ref||_2 / ||ref||_2 over valid elements."),
+    _numeric("cosine", HIGHER, Outputs.FLOAT, "Cosine similarity of the flattened valid elements; 1.0 when both "
+             "are all zero, 0.0 when exactly one is.", thresholds=Thresholds(fp32=0.99999, fp16=0.9999, int8=0.99)),
+    _numeric("top1_agreement", HIGHER, Outputs.LOGITS, "Fraction of valid positions whose argmax over the last "
+             "axis matches.", "fraction", Thresholds(fp32=1.0, fp16=0.98, int8=0.90)),
+    _numeric("topk_agreement", HIGHER, Outputs.LOGITS, "Mean over valid positions of |topk(ref) & topk(got)| / k, "
+             "k = min(5, last dim).", "fraction"),
+    _numeric("kl", LOWER, Outputs.LOGITS, "Mean over valid positions of KL(softmax(ref) || softmax(got)) over the "
+             "last axis.", "nats", Thresholds(fp32=1e-6, fp16=1e-3, int8=0.02)),
+    _numeric("kl_max", LOWER, Outputs.LOGITS, "The largest per-position KL divergence.", "nats"),
+    _numeric("mismatch_rate", LOWER, Outputs.EXACT, "Fraction of valid elements that differ at all (no tolerance "
+             "for token ids and masks).", "fraction"),
+    # -- artifact lint (harness/export/lint.py, gated by harness.parity.lint_result) ---------------------------
+    MetricSpec("training_mode_ops", LOWER, Scope.ARTIFACT_LINT, "Training-mode Dropout / random ops in the "
+               "exported ONNX graph; must be 0 whatever the runtime's optimisations would delete.", "nodes",
+               Thresholds.uniform(0.0)),
+    # -- sentence embeddings (harness/zoo/minilm.py: embedding_metrics, models with a pooling recipe) -----------
+    MetricSpec("embedding_cosine", HIGHER, Scope.EMBEDDING, "Mean over sentences of the cosine between the "
+               "reference's and the variant's pooled sentence embeddings.", "",
+               Thresholds(fp32=0.99999, fp16=0.9999, int8=0.93)),
+    MetricSpec("embedding_cosine_min", HIGHER, Scope.EMBEDDING, "The worst sentence's embedding cosine.", "",
+               Thresholds(fp32=0.9999, fp16=0.999, int8=0.90)),
+    # -- text scores (harness/metrics/text.py: corpus_scores, token_agreement, repetition_rate) ----------------
+    _text("bleu", HIGHER, "sacrebleu corpus BLEU; 0 when the corpus has no 4-gram.", "BLEU (0-100)"),
+    _text("chrf", HIGHER, "sacrebleu corpus chrF2: character n-grams, robust for CJK.", "chrF (0-100)"),
+    _text("exact_match", HIGHER, "Fraction of sentences equal to the reference (outer whitespace ignored).",
+          "fraction"),
+    _text("char_edit_distance", LOWER, "Mean character Levenshtein distance per sentence.", "characters"),
+    _text("norm_edit_distance", LOWER, "Mean Levenshtein distance / length of the longer string, per sentence.",
+          "fraction"),
+    _text("length_ratio", LOWER, "Total hypothesis length / total reference length (characters for zh, "
+          "whitespace tokens otherwise). Best at 1; a threshold on it is an upper bound.", "ratio", target=1.0),
+    _text("repetition_rate", LOWER, "Fraction of n-grams repeating an earlier one (degenerate loops).",
+          "fraction"),
+    _text("exact_sequence_match", HIGHER, "Fraction of token sequences identical to PyTorch's.", "fraction"),
+    _text("mean_first_divergence", HIGHER, "Mean index of the first token differing from PyTorch (sequence "
+          "length when equal).", "tokens"),
+    _text("position_match", HIGHER, "Fraction of aligned token positions equal to PyTorch's; positions past the "
+          "shorter sequence count as mismatches.", "fraction"),
+    # -- generation parity (harness/generation_parity.py: score_rows) -----------------------------------------
+    _gen("gen_sentences", LOWER, "Sentences decoded and scored.", "sentences", context=True),
+    _gen("gen_token_exact_match", HIGHER, "Fraction of sentences whose token ids equal PyTorch's.", "fraction",
+         Thresholds(fp32=1.0), headline=True),
+    _gen("gen_position_match", HIGHER, "Fraction of aligned token positions equal to PyTorch's.", "fraction",
+         headline=True),
+    _gen("gen_mean_first_divergence", HIGHER, "Mean index of the first token differing from PyTorch's.", "tokens"),
+    _gen("gen_bleu_vs_torch", HIGHER, "sacrebleu corpus BLEU of the variant's text with PyTorch's as reference "
+         "(`tok:zh` for Chinese).", "BLEU (0-100)", Thresholds(fp16=85.0, int8=30.0), headline=True),
+    _gen("gen_chrf_vs_torch", HIGHER, "sacrebleu corpus chrF2 of the variant's text with PyTorch's as reference.",
+         "chrF (0-100)", headline=True),
+    _gen("gen_exact_match_vs_torch", HIGHER, "Fraction of sentences whose text equals PyTorch's.", "fraction"),
+    _gen("gen_char_edit_vs_torch", LOWER, "Mean character edit distance to PyTorch's text.", "characters"),
+    _gen("gen_norm_edit_vs_torch", LOWER, "Mean normalised edit distance to PyTorch's text.", "fraction"),
+    _gen("gen_length_ratio_vs_torch", LOWER, "Length of the variant's text / PyTorch's.", "ratio"),
+    _gen("gen_bleu_vs_ref", HIGHER, "Corpus BLEU of the variant's text against the corpus references.",
+         "BLEU (0-100)", refs=True),
+    _gen("gen_chrf_vs_ref", HIGHER, "Corpus chrF2 of the variant's text against the references.", "chrF (0-100)",
+         refs=True),
+    _gen("gen_exact_match_vs_ref", HIGHER, "Fraction of sentences equal to their reference.", "fraction",
+         refs=True),
+    _gen("gen_norm_edit_vs_ref", LOWER, "Mean normalised edit distance to the references.", "fraction", refs=True),
+    _gen("gen_length_ratio_vs_ref", LOWER, "Length of the variant's text / the references'.", "ratio", refs=True),
+    _gen("gen_torch_bleu_vs_ref", HIGHER, "PyTorch FP32's own BLEU against the references, for context.",
+         "BLEU (0-100)", refs=True, context=True),
+    _gen("gen_torch_exact_match_vs_ref", HIGHER, "PyTorch FP32's own exact match against the references, for "
+         "context.", "fraction", refs=True, context=True),
+    _gen("gen_bleu_ref_drop", LOWER, "BLEU points lost against the references: PyTorch's minus the variant's.",
+         "BLEU points", Thresholds(fp16=1.0, int8=2.0), refs=True, headline=True),
+    _gen("gen_repetition_rate", LOWER, "Mean 3-gram repetition of the variant's text (words; characters for "
+         "Chinese).", "fraction"),
+    _gen("gen_torch_repetition_rate", LOWER, "The same for PyTorch's text, for context.", "fraction",
+         context=True),
+    _gen("gen_repetition_increase", LOWER, "The variant's repetition minus PyTorch's: catches low-precision "
+         "decoders that start looping.", "fraction", Thresholds(fp16=0.02, int8=0.05), headline=True),
+    _gen("gen_long_sentences", LOWER, "Sentences with 30+ source words (where INT8 was seen to repeat words).",
+         "sentences", context=True),
+    _gen("gen_token_exact_match_long", HIGHER, "gen_token_exact_match on the 30+ word sentences.", "fraction"),
+    _gen("gen_bleu_vs_torch_long", HIGHER, "gen_bleu_vs_torch on the 30+ word sentences.", "BLEU (0-100)"),
+    # -- perf budgets (suites/test_perf.py; harness/perf/budgets.py enforces them) ----------------------------
+    _latency("p50", "Median"),
+    _latency("p90", "90th percentile"),
+    _latency("p95", "95th percentile"),
+    _latency("p99", "99th percentile"),
+    _latency("mean", "Mean"),
+    _budget("load_ms", "cold-start load", "ms", "test_cold_start_memory", ("cold_start_ms", "load"),
+            description="Fresh process: sessions created / weights loaded, every graph (median over processes)"),
+    _budget("first_inference_ms", "cold-start first inference", "ms", "test_cold_start_memory",
+            ("cold_start_ms", "first_inference"),
+            description="Fresh process: the first call of every graph (median over processes)"),
+    _budget("cold_start_ms", "cold start (load + first inference)", "ms", "test_cold_start_memory",
+            ("cold_start_ms", "load"), ("cold_start_ms", "first_inference"),
+            description="Fresh process: loaded and answered once, load_ms + first_inference_ms"),
+    _budget("peak_rss_mb", "peak RSS (MiB)", "MiB", "test_cold_start_memory", ("peak_rss_bytes",), divisor=MiB,
+            description="Peak resident memory of a fresh process that loaded the variant and ran it"),
+    _budget("artifact_mb", "artifact size (MiB)", "MiB", "test_cold_start_memory", ("artifact_bytes",),
+            divisor=MiB, description="Bytes on disk of what the variant ships (ONNX files with external data, or "
+                                     "the PyTorch weight files)"),
+    _generation_step("ttft", "time to first token"),
+    _generation_step("tpot", "time per output token"),
+])
+
+
+def metric(name: str) -> MetricSpec:
+    """The declaration of ``name``; an unknown name is a UsageError with a did-you-mean."""
+    return METRICS.lookup(name)
+
+
+def tolerance_names() -> tuple[str, ...]:
+    """What a tolerance may name: the config file, ``ModelSpec.tolerances``, ``harness check --tolerance``."""
+    return METRICS.names(*TOLERANCE_SCOPES)
+
+
+def budget_names() -> tuple[str, ...]:
+    """What a ``[budgets]`` table / ``ModelSpec.budgets`` may name."""
+    return METRICS.names(Scope.PERF_BUDGET)
+
+
+def tensor_metric_names() -> tuple[str, ...]:
+    """Numeric metrics of any float tensor (not logits-only, not integer-only): ``harness bisect``'s."""
+    return tuple(s.name for s in METRICS.of(Scope.NUMERIC) if s.outputs in (Outputs.ALL, Outputs.FLOAT))

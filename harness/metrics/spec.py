@@ -1,0 +1,256 @@
+"""The vocabulary of a metric declaration: what a metric is, which way is good, where it applies.
+
+A metric used to be described in four places (``MetricInfo``, ``HIGHER_IS_BETTER`` sets, literal
+threshold tables, the config validator's name lists) and they drifted: a documented perf budget
+errored every perf case. Now each metric is one frozen :class:`MetricSpec` in
+``harness.metrics.registry``; gates, validators, CLI parsers, reports and the docs tables are
+derived from it. This module holds only the types, so it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.config import Check, Precision, UsageError, did_you_mean
+
+
+class Direction(str, enum.Enum):
+    """Which way is good: agreements and similarities must stay >= their threshold, errors <=."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+class Scope(str, enum.Enum):
+    """What a metric judges, which decides who computes it and where a threshold for it is accepted."""
+
+    NUMERIC = "numeric"  # compare_arrays: one output of a graph against the PyTorch FP32 reference
+    ARTIFACT_LINT = "artifact lint"  # static checks of an exported file
+    EMBEDDING = "embedding"  # pooled sentence embeddings against the reference's
+    TEXT = "text"  # harness.metrics.text scores: the building blocks of the generation metrics
+    GENERATION = "generation"  # generation parity (gen_*): decoded text against PyTorch's and references
+    PERF_BUDGET = "perf budget"  # an absolute limit on a number the perf suites measure
+
+
+#: scopes whose metrics take a tolerance (``[tolerances.<precision>]``, ``ModelSpec.tolerances``,
+#: ``harness check --tolerance``); budgets have their own table.
+TOLERANCE_SCOPES = (Scope.NUMERIC, Scope.ARTIFACT_LINT, Scope.EMBEDDING, Scope.TEXT, Scope.GENERATION)
+
+
+class Outputs(str, enum.Enum):
+    """Which outputs ``compare_arrays`` computes a numeric metric for."""
+
+    ALL = "all"  # float and integer/bool outputs
+    FLOAT = "float"  # float outputs, logits included
+    LOGITS = "logits"  # logits only (distribution-level metrics over the last axis)
+    EXACT = "integer"  # integer/bool outputs only (token ids, masks)
+
+    def applies(self, *, exact: bool, logits: bool) -> bool:
+        """Whether an output of that kind gets this metric (``logits`` is False for exact outputs)."""
+        if exact:
+            return self in (Outputs.ALL, Outputs.EXACT)
+        return self in (Outputs.ALL, Outputs.FLOAT) or (self is Outputs.LOGITS and logits)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Default thresholds per precision; None: not gated by default at that precision."""
+
+    fp32: float | None = None
+    fp16: float | None = None
+    int8: float | None = None
+
+    @classmethod
+    def uniform(cls, value: float) -> Thresholds:
+        """The same threshold at every precision (a lint: a count that must be zero)."""
+        return cls(value, value, value)
+
+    def get(self, precision: Precision | str) -> float | None:
+        value: float | None = getattr(self, Precision(precision).value)
+        return value
+
+    def items(self) -> Iterator[tuple[Precision, float]]:
+        for precision in Precision:
+            value = self.get(precision)
+            if value is not None:
+                yield precision, value
+
+
+@dataclass(frozen=True)
+class PerfReading:
+    """Where a budget's number sits in a record's ``perf`` payload.
+
+    The value is the sum of the numbers at ``paths`` (each a key path into the payload), divided
+    by ``divisor`` (bytes -> MiB). None when any path is missing: a test checks only the budgets
+    whose numbers it measured.
+    """
+
+    paths: tuple[tuple[str, ...], ...]
+    divisor: float = 1.0
+
+    def read(self, perf: Mapping[str, Any]) -> float | None:
+        total = 0.0
+        for path in self.paths:
+            node: Any = perf
+            for key in path:
+                if not isinstance(node, Mapping) or key not in node:
+                    return None
+                node = node[key]
+            if isinstance(node, bool) or not isinstance(node, (int, float)):
+                return None
+            total += float(node)
+        return total / self.divisor
+
+    def describe(self) -> str:
+        """``latency_ms.summary.p50``, ``cold_start_ms.load + cold_start_ms.first_inference``, ``x / 2^20``."""
+        text = " + ".join(f"`{'.'.join(path)}`" for path in self.paths)
+        if self.divisor == 2.0 ** 20:
+            return f"{text} / 2^20"
+        return text if self.divisor == 1.0 else f"{text} / {self.divisor:g}"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """Everything the harness knows about one metric, declared once.
+
+    ``thresholds`` are the default gate per precision (None: advisory, recorded and gated only
+    when a model, the config file or ``--tolerance`` sets a threshold). ``context`` marks numbers
+    recorded to explain others (sentence counts, the reference's own quality). Scope-specific:
+    ``outputs`` (numeric: which outputs get it), ``needs_references`` (generation: exists only for
+    corpora with references), ``reading``/``measured_by`` (perf budgets: where the number is read).
+    ``label`` names the measured quantity in messages (``latency p50``); it defaults to the name.
+    ``headline`` metrics are shown in compact report tables even when not gated.
+    """
+
+    name: str
+    direction: Direction
+    scope: Scope
+    description: str
+    unit: str = ""
+    thresholds: Thresholds | None = None
+    outputs: Outputs | None = None
+    needs_references: bool = False
+    context: bool = False
+    headline: bool = False
+    target: float | None = None
+    reading: PerfReading | None = None
+    measured_by: str = ""
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        def bad(why: str) -> ValueError:
+            return ValueError(f"metric {self.name!r}: {why}")
+
+        if not self.name or not self.name.replace("_", "").isalnum() or self.name != self.name.lower():
+            raise bad("a name is lower-case letters, digits and underscores")
+        if not self.description.strip():
+            raise bad("needs a description (it is the docs and the help text)")
+        if (self.outputs is not None) != (self.scope is Scope.NUMERIC):
+            raise bad("'outputs' is declared for numeric metrics, and only for them")
+        if (self.reading is not None) != (self.scope is Scope.PERF_BUDGET):
+            raise bad("a perf budget declares its 'reading', and only a budget does")
+        if self.scope is Scope.PERF_BUDGET and (self.thresholds is not None or self.direction is not Direction.LOWER):
+            raise bad("a budget is an upper limit that exists only when a model declares it")
+        if self.needs_references and self.scope is not Scope.GENERATION:
+            raise bad("only generation metrics depend on a corpus's references")
+        if self.context and self.thresholds is not None:
+            raise bad("a context metric has no default gate")
+        for precision, value in (self.thresholds.items() if self.thresholds else ()):
+            if not math.isfinite(value) or (self.direction is Direction.LOWER and value < 0):
+                raise bad(f"default threshold {value!r} at {precision.value} is not a valid bound")
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction is Direction.HIGHER
+
+    @property
+    def logits_only(self) -> bool:
+        return self.outputs is Outputs.LOGITS
+
+    @property
+    def symbol(self) -> str:
+        return ">=" if self.higher_is_better else "<="
+
+    @property
+    def role(self) -> str:
+        """``gate`` (a default threshold, or a budget: gated whenever declared), ``context``
+        (recorded to explain other numbers) or ``advisory`` (recorded; gated on request)."""
+        if self.thresholds is not None or self.scope is Scope.PERF_BUDGET:
+            return "gate"
+        return "context" if self.context else "advisory"
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+    def threshold(self, precision: Precision | str) -> float | None:
+        """The default threshold at ``precision``, None where it is not gated by default."""
+        return None if self.thresholds is None else self.thresholds.get(precision)
+
+    def check(self, threshold: float) -> Check:
+        """A gate on this metric: the direction always comes from the declaration."""
+        return Check(self.name, float(threshold), self.higher_is_better)
+
+    def default_check(self, precision: Precision | str) -> Check | None:
+        value = self.threshold(precision)
+        return None if value is None else self.check(value)
+
+
+class MetricRegistry:
+    """An ordered, read-only set of declarations; lookups fail with a did-you-mean.
+
+    Order is declaration order: derived tables (default gates, report columns, docs) keep it.
+    """
+
+    def __init__(self, specs: Iterable[MetricSpec]) -> None:
+        self._specs: dict[str, MetricSpec] = {}
+        for spec in specs:
+            if spec.name in self._specs:
+                raise ValueError(f"metric {spec.name!r} declared twice")
+            self._specs[spec.name] = spec
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[MetricSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __getitem__(self, name: str) -> MetricSpec:
+        return self.lookup(name)
+
+    def get(self, name: str) -> MetricSpec | None:
+        return self._specs.get(name)
+
+    def lookup(self, name: str, *scopes: Scope, what: str = "metric") -> MetricSpec:
+        """The declaration of ``name`` (within ``scopes`` if given), else a one-line UsageError."""
+        spec = self._specs.get(name)
+        if spec is None or (scopes and spec.scope not in scopes):
+            valid = self.names(*scopes)
+            raise UsageError(f"unknown {what} {name!r}{did_you_mean(name, valid)}; valid: {', '.join(sorted(valid))}")
+        return spec
+
+    def of(self, *scopes: Scope) -> tuple[MetricSpec, ...]:
+        """Declarations in ``scopes`` (every one when none is given), in declaration order."""
+        return tuple(s for s in self._specs.values() if not scopes or s.scope in scopes)
+
+    def names(self, *scopes: Scope) -> tuple[str, ...]:
+        return tuple(s.name for s in self.of(*scopes))
+
+    def as_dict(self, *scopes: Scope) -> dict[str, MetricSpec]:
+        return {s.name: s for s in self.of(*scopes)}
+
+    def defaults(self, precision: Precision | str, *scopes: Scope) -> dict[str, float]:
+        """metric -> default threshold at ``precision``, for the metrics gated by default there."""
+        out: dict[str, float] = {}
+        for spec in self.of(*scopes):
+            value = spec.threshold(precision)
+            if value is not None:
+                out[spec.name] = value
+        return out

@@ -1,0 +1,163 @@
+"""The docs' metric tables, rendered from the registry and kept in place between markers.
+
+A docs page marks a generated region ``<!-- metrics:NAME -->`` ... ``<!-- /metrics:NAME -->``
+(on their own lines for a table, inline for a list of names); ``scripts/render_metric_docs.py``
+rewrites every region and ``--check`` fails when one is stale, as does ``tests/test_metric_registry.py``.
+So a metric added, renamed or re-thresholded in ``harness.metrics.registry`` cannot leave a
+page describing the old one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from harness.config import Precision
+from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, MetricSpec, Scope, tensor_metric_names
+
+_MARK = re.compile(r"<!-- metrics:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /metrics:(?P=name) -->", re.DOTALL)
+
+
+def number(value: float) -> str:
+    """``0.99999``, ``1e-06`` -> ``1e-6``: short and exact enough to read a threshold."""
+    text = f"{value:g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _names(specs: Iterable[MetricSpec]) -> str:
+    return ", ".join(f"`{s.name}`" for s in specs)
+
+
+def _defaults(spec: MetricSpec) -> str:
+    if spec.thresholds is None:
+        return spec.role
+    return ", ".join(f"{p.value} {spec.symbol} {number(v)}" for p, v in spec.thresholds.items())
+
+
+def numeric_table() -> str:
+    """docs/tolerances.md: every metric of one output's comparison, plus the artifact lint."""
+    rows = [(f"`{s.name}`", s.direction.value, s.outputs.value if s.outputs else "artifact", s.unit, s.description)
+            for s in METRICS.of(Scope.NUMERIC, Scope.ARTIFACT_LINT)]
+    return _table(("metric", "direction", "outputs", "unit", "definition"), rows)
+
+
+def defaults_table(*scopes: Scope) -> str:
+    """One row per precision, one column per metric gated by default somewhere."""
+    gated = [s for s in METRICS.of(*scopes) if s.thresholds is not None]
+    header = ["precision"] + [f"{s.name} {'≥' if s.higher_is_better else '≤'}" + (" (logits)" if s.logits_only else "")
+                              for s in gated]
+    rows = [[p.value] + [number(v) if (v := s.threshold(p)) is not None else "–" for s in gated] for p in Precision]
+    return _table(header, rows)
+
+
+def generation_table() -> str:
+    """docs/generation.md: what generation parity records (``refs``: corpora with references only)."""
+    rows = [(f"`{s.name}`", s.direction.value, s.unit, s.role + (", refs" if s.needs_references else ""),
+             s.description) for s in METRICS.of(Scope.GENERATION)]
+    return _table(("metric", "direction", "unit", "role", "meaning"), rows)
+
+
+def generation_defaults_table() -> str:
+    rows = [(p.value, ", ".join(f"`{n} {METRICS[n].symbol} {number(v)}`"
+                                for n, v in METRICS.defaults(p, Scope.GENERATION).items()) or "–")
+            for p in Precision]
+    return _table(("precision", "default gates"), rows)
+
+
+def embedding_table() -> str:
+    rows = [(f"`{s.name}`", s.direction.value, _defaults(s), s.description) for s in METRICS.of(Scope.EMBEDDING)]
+    return _table(("metric", "direction", "default gates", "definition"), rows)
+
+
+def text_table() -> str:
+    rows = [(f"`{s.name}`", s.direction.value, s.unit, s.description) for s in METRICS.of(Scope.TEXT)]
+    return _table(("metric", "direction", "unit", "definition"), rows)
+
+
+def budgets_table() -> str:
+    """docs/performance.md: every budget, what it limits and where its number is read."""
+    rows = []
+    for s in METRICS.of(Scope.PERF_BUDGET):
+        reading = s.reading.describe() if s.reading is not None else ""
+        rows.append((f"`{s.name}`", s.unit, s.description, reading, f"`{s.measured_by}`"))
+    return _table(("budget", "unit", "limits", "read from the record's `perf`", "checked by"), rows)
+
+
+def tolerance_list() -> str:
+    """docs/config.md: every name a tolerance may use, by scope."""
+    lines = [f"- {scope.value}: {_names(METRICS.of(scope))}" for scope in TOLERANCE_SCOPES]
+    return "\n".join(lines)
+
+
+#: block name -> (renderer, inline). Inline blocks sit inside a sentence; the others are tables.
+BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
+    "numeric": (numeric_table, False),
+    "numeric-defaults": (lambda: defaults_table(Scope.NUMERIC), False),
+    "embedding": (embedding_table, False),
+    "text": (text_table, False),
+    "generation": (generation_table, False),
+    "generation-defaults": (generation_defaults_table, False),
+    "budgets": (budgets_table, False),
+    "budget-names": (lambda: _names(METRICS.of(Scope.PERF_BUDGET)), True),
+    "tolerance-names": (tolerance_list, False),
+    "tensor-names": (lambda: ", ".join(f"`{n}`" for n in tensor_metric_names()), True),
+}
+
+
+def render_block(name: str) -> str:
+    """The text between the markers of block ``name``."""
+    if name not in BLOCKS:
+        raise KeyError(f"unknown generated block 'metrics:{name}'; known: {', '.join(BLOCKS)}")
+    render, inline = BLOCKS[name]
+    return render() if inline else f"\n{render()}\n"
+
+
+def render_text(text: str) -> str:
+    """``text`` with every marked block re-rendered."""
+    return _MARK.sub(lambda m: f"<!-- metrics:{m['name']} -->{render_block(m['name'])}<!-- /metrics:{m['name']} -->",
+                     text)
+
+
+def blocks_in(text: str) -> list[str]:
+    return [m["name"] for m in _MARK.finditer(text)]
+
+
+def doc_files(root: Path) -> list[Path]:
+    """The pages that may hold generated blocks."""
+    return sorted((root / "docs").glob("*.md")) + [p for p in (root / "README.md",) if p.is_file()]
+
+
+def stale(root: Path) -> list[Path]:
+    """Pages whose generated blocks differ from what the registry renders now."""
+    out = []
+    for path in doc_files(root):
+        text = path.read_text(encoding="utf-8")
+        if render_text(text) != text:
+            out.append(path)
+    return out
+
+
+def rewrite(root: Path) -> list[Path]:
+    """Re-render every page in place; the pages that changed."""
+    changed = []
+    for path in doc_files(root):
+        text = path.read_text(encoding="utf-8")
+        new = render_text(text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
