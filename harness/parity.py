@@ -17,6 +17,8 @@ import numpy as np
 
 from harness.config import Precision, Tolerance, Variant
 from harness.metrics.numeric import Location, compare_arrays
+from harness.results.checks import CheckOutcome, GateFailure, raise_failures
+from harness.results.record import MetricKey
 from harness.tolerances import tolerance_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,23 +27,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.workspace import Workspace
 
 
-class GateFailure(AssertionError):
-    """A variant computed something else than the reference: verdict ``fail``, not ``error``."""
+__all__ = ["CheckOutcome", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
 
 
-@dataclass(frozen=True)
-class Failure:
-    graph: str
-    output: str
-    metric: str
-    value: float
-    threshold: float
-    op: str
-    where: str
-
-    def message(self) -> str:
-        return (f"{self.graph}/{self.output}: {self.metric} = {self.value:.6g} (must be {self.op} "
-                f"{self.threshold:g}); worst element at {self.where}")
+def Failure(graph: str, output: str, metric: str, value: float, threshold: float, op: str,  # noqa: N802
+            where: str) -> CheckOutcome:
+    """A failed check of one graph output (kept for callers of the old dataclass; a ``CheckOutcome``)."""
+    return CheckOutcome(metric, value, op, threshold, f"{graph}/{output}", where)
 
 
 @dataclass
@@ -56,7 +48,7 @@ class OutputResult:
 
     where: str = ""
 
-    def failures(self) -> list[Failure]:
+    def failures(self) -> list[CheckOutcome]:
         if self.tolerance is None:
             return []
         where = self.worst.describe(self.axis_names) if self.worst else (self.where or "n/a")
@@ -74,7 +66,7 @@ class ParityResult:
     dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
 
     @property
-    def failures(self) -> list[Failure]:
+    def failures(self) -> list[CheckOutcome]:
         return [f for o in self.outputs for f in o.failures()]
 
     @property
@@ -82,20 +74,17 @@ class ParityResult:
         return not self.failures
 
     def metrics(self) -> dict[str, float]:
-        return {f"{o.graph}.{o.output}.{k}": v for o in self.outputs for k, v in o.metrics.items()}
+        return {str(MetricKey(k, o.graph, o.output)): v for o in self.outputs for k, v in o.metrics.items()}
 
     def thresholds(self) -> dict[str, dict]:
-        return {f"{o.graph}.{o.output}.{c.metric}": {"threshold": c.threshold, "op": c.symbol}
+        return {str(MetricKey(c.metric, o.graph, o.output)): {"threshold": c.threshold, "op": c.symbol}
                 for o in self.outputs if o.tolerance for c in o.tolerance.checks if c.metric in o.metrics}
 
     def worst(self) -> dict[str, str]:
         return {f"{o.graph}.{o.output}": o.worst.describe(o.axis_names) for o in self.outputs if o.worst}
 
     def assert_ok(self) -> None:
-        failures = self.failures
-        if failures:
-            lines = [f"{self.variant}: {len(failures)} check(s) failed"] + [f"  {f.message()}" for f in failures]
-            raise GateFailure("\n".join(lines))
+        raise_failures(self.variant, [f.message() for f in self.failures])
 
 
 def axis_names(ndim: int, is_logits: bool) -> tuple[str, ...]:

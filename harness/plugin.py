@@ -217,7 +217,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.when == "call" and call.excinfo is not None:
-        from harness.parity import GateFailure
+        from harness.results.checks import GateFailure
 
         exc = call.excinfo.value
         item.stash[EXCEPTION] = {"type": type(exc).__name__, "gate": isinstance(exc, GateFailure),

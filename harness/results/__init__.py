@@ -9,7 +9,15 @@
 Format: docs/results-schema.md.
 """
 
-from harness.results.checks import CheckOutcome, GateFailure, failure_text, raise_failures, raise_outcomes
+from harness.results.checks import (
+    CheckOutcome,
+    GateFailure,
+    fail,
+    failure_text,
+    outcomes_text,
+    raise_failures,
+    raise_outcomes,
+)
 from harness.results.compose import CaseIdentity, compose, compose_standalone, new_run_id
 from harness.results.record import (
     FAILING,
@@ -36,8 +44,34 @@ from harness.results.store import (
 )
 
 __all__ = [
-    "FAILING", "RESULTS_FILE", "SCHEMA", "VERDICTS", "CaseIdentity", "CheckOutcome", "GateFailure", "MetricKey",
-    "Record", "RecordError", "ResultsFileError", "ResultsWriter", "Verdict", "as_verdict", "compose",
-    "compose_standalone", "decode_record", "failure_text", "iter_records", "iter_typed", "latest_records",
-    "new_run_id", "raise_failures", "raise_outcomes", "read_records", "read_typed", "record_line", "write_records",
+    "FAILING",
+    "RESULTS_FILE",
+    "SCHEMA",
+    "VERDICTS",
+    "CaseIdentity",
+    "CheckOutcome",
+    "GateFailure",
+    "MetricKey",
+    "Record",
+    "RecordError",
+    "ResultsFileError",
+    "ResultsWriter",
+    "Verdict",
+    "as_verdict",
+    "compose",
+    "compose_standalone",
+    "decode_record",
+    "fail",
+    "failure_text",
+    "iter_records",
+    "iter_typed",
+    "latest_records",
+    "new_run_id",
+    "outcomes_text",
+    "raise_failures",
+    "raise_outcomes",
+    "read_records",
+    "read_typed",
+    "record_line",
+    "write_records",
 ]

@@ -153,7 +153,7 @@ class Record:
         NaN value fails. ``subject`` is the key's ``graph/output``, ``metric`` its metric name."""
         out = []
         for key, gate in self.thresholds.items():
-            if key not in self.metrics or not isinstance(gate, Mapping):
+            if self.metrics.get(key) is None or not isinstance(gate, Mapping):
                 continue
             parsed = MetricKey.parse(key)
             out.append(CheckOutcome(parsed.metric, _float(self.metrics[key]), str(gate.get("op", "<=")),
