@@ -29,7 +29,7 @@ def session_run_id(case: Case) -> str:
 
 
 def compose(case: Case, *, suite: str, verdict: str, reason: str, duration_s: float,
-            settings: dict[str, Any], run_id: str | None = None) -> dict:
+            settings: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
     record = compose_standalone(case, suite=suite, run_id=run_id or session_run_id(case), verdict=as_verdict(verdict),
                                 reason=reason, duration_s=duration_s, settings=settings)
     return record.to_dict()
