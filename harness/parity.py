@@ -30,10 +30,25 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CheckOutcome", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
 
 
-def Failure(graph: str, output: str, metric: str, value: float, threshold: float, op: str,  # noqa: N802
-            where: str) -> CheckOutcome:
-    """A failed check of one graph output (kept for callers of the old dataclass; a ``CheckOutcome``)."""
-    return CheckOutcome(metric, value, op, threshold, f"{graph}/{output}", where)
+@dataclass(frozen=True)
+class Failure:
+    """A failed check of one graph output: which graph and output (for callers that group by them),
+    and its ``CheckOutcome`` (the one message format)."""
+
+    graph: str
+    output: str
+    metric: str
+    value: float
+    threshold: float
+    op: str
+    where: str
+
+    @property
+    def outcome(self) -> CheckOutcome:
+        return CheckOutcome(self.metric, self.value, self.op, self.threshold, f"{self.graph}/{self.output}", self.where)
+
+    def message(self) -> str:
+        return self.outcome.message()
 
 
 @dataclass
@@ -48,7 +63,7 @@ class OutputResult:
 
     where: str = ""
 
-    def failures(self) -> list[CheckOutcome]:
+    def failures(self) -> list[Failure]:
         if self.tolerance is None:
             return []
         where = self.worst.describe(self.axis_names) if self.worst else (self.where or "n/a")
@@ -66,7 +81,7 @@ class ParityResult:
     dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
 
     @property
-    def failures(self) -> list[CheckOutcome]:
+    def failures(self) -> list[Failure]:
         return [f for o in self.outputs for f in o.failures()]
 
     @property
