@@ -267,3 +267,18 @@ def test_compose_defaults_env_and_rounds_duration() -> None:
     record = compose(case_id="t[v]", nodeid="n", run_id="r", identity=CaseIdentity(variant="v"), payload={},
                      verdict="error", reason="boom", duration_s=1.234567)
     assert record.duration_s == 1.2346 and record.env.get("fingerprint") and record.rerun is None
+
+
+def test_compare_results_script_finds_a_changed_metric() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_results", Path(__file__).parents[1] / "scripts" /
+                                                  "compare_results.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    before = [Record.from_dict(full_record())]
+    assert module.differences(before, [Record.from_dict(full_record(finished="later", run_id="other"))]) == []
+    changed = [Record.from_dict(full_record(metrics={"decoder.logits.cosine": 0.5}))]
+    assert module.differences(before, changed) == [
+        "test_logits_parity[m-int8-ort_cpu]: metric decoder.logits.cosine 0.9999 -> 0.5"]
