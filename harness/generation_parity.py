@@ -23,7 +23,7 @@ from harness.generation import Decoded, GenerationSettings, decode_texts, settin
 from harness.generation.decode import DECODE_TORCH_THREADS
 from harness.metrics.text import (corpus_scores, first_divergence, repetition_rate, sentence_edit, token_agreement,
                                   worst_pairs)
-from harness.results.checks import CheckOutcome, raise_failures
+from harness.results.checks import CheckResult, raise_failures
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.corpus import Corpus
@@ -227,7 +227,7 @@ class GenerationResult:
     def assert_ok(self) -> None:
         failed = self.failed_checks()
         if failed:
-            lines = [CheckOutcome(c.metric, self.metrics.get(c.metric, math.nan), c.symbol, c.threshold).message()
+            lines = [CheckResult(c.metric, self.metrics.get(c.metric, math.nan), c.symbol, c.threshold).message()
                      for c in failed]
             raise_failures(self.variant, lines, "generation check(s) failed", trailer=[self.first_divergence()])
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.config import Precision, Tolerance, Variant
 from harness.metrics.numeric import Location, compare_arrays
-from harness.results.checks import CheckOutcome, GateFailure, raise_failures
+from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
 from harness.tolerances import tolerance_for
 
@@ -27,13 +27,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.workspace import Workspace
 
 
-__all__ = ["CheckOutcome", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
+__all__ = ["CheckResult", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
 
 
 @dataclass(frozen=True)
 class Failure:
     """A failed check of one graph output: which graph and output (for callers that group by them),
-    and its ``CheckOutcome`` (the one message format)."""
+    and its ``CheckResult`` (the one message format)."""
 
     graph: str
     output: str
@@ -44,8 +44,8 @@ class Failure:
     where: str
 
     @property
-    def outcome(self) -> CheckOutcome:
-        return CheckOutcome(self.metric, self.value, self.op, self.threshold, f"{self.graph}/{self.output}", self.where)
+    def outcome(self) -> CheckResult:
+        return CheckResult(self.metric, self.value, self.op, self.threshold, f"{self.graph}/{self.output}", self.where)
 
     def message(self) -> str:
         return self.outcome.message()

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.results import CheckOutcome, MetricKey, raise_failures
+from harness.results import CheckResult, MetricKey, raise_failures
 from harness.zoo.base import materialize
 from harness.zoo.minilm import embedding_metrics, embedding_tolerance, pool, sentence_pooling
 
@@ -60,6 +60,6 @@ def test_embedding_parity(variant, harness):
     texts = [t for batch in ws.batches(model) for t in batch]
     harness.data.update(pooling=pooling.describe(), sentences=len(texts), run_seconds=round(seconds, 4),
                         worst={prefix: f"sentence {worst} (cosine {per_sentence[worst]:.6f}): {texts[worst][:80]!r}"})
-    failures = [CheckOutcome(c.metric, metrics[c.metric], c.symbol, c.threshold, f"{graph.name}/sentence_embedding",
+    failures = [CheckResult(c.metric, metrics[c.metric], c.symbol, c.threshold, f"{graph.name}/sentence_embedding",
                              f"sentence {worst}") for c in tolerance.checks if not c.passes(metrics[c.metric])]
     raise_failures(variant.id, [f.message() for f in failures])

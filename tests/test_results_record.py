@@ -15,7 +15,7 @@ from harness.results import (
     SCHEMA,
     VERDICTS,
     CaseIdentity,
-    CheckOutcome,
+    CheckResult,
     GateFailure,
     MetricKey,
     Record,
@@ -194,12 +194,12 @@ def test_perf_metric_key() -> None:
 
 # -- failure text --------------------------------------------------------------------------------------
 def test_failure_text_is_byte_identical_to_the_old_builders() -> None:
-    outcome = CheckOutcome("cosine", 0.95, ">=", 0.99, "decoder/logits", "batch=3, position=1, index=7")
+    outcome = CheckResult("cosine", 0.95, ">=", 0.99, "decoder/logits", "batch=3, position=1, index=7")
     assert not outcome.passed
     text = failure_text("m-int8-ort_cpu", [outcome.message()])
     assert text == ("m-int8-ort_cpu: 1 check(s) failed\n"
                     "  decoder/logits: cosine = 0.95 (must be >= 0.99); worst element at batch=3, position=1, index=7")
-    gen = failure_text("v", [CheckOutcome("bleu", math.nan, ">=", 40.0).message()], "generation check(s) failed",
+    gen = failure_text("v", [CheckResult("bleu", math.nan, ">=", 40.0).message()], "generation check(s) failed",
                        trailer=["first divergence: none"])
     assert gen == "v: 1 generation check(s) failed\n  bleu = nan (must be >= 40)\n  first divergence: none"
 

@@ -6,13 +6,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from harness.results import CheckOutcome, Record
+from harness.results import CheckResult, Record
 
 
-def worst_outcomes(record: Record | Mapping[str, Any]) -> list[CheckOutcome]:
+def worst_outcomes(record: Record | Mapping[str, Any]) -> list[CheckResult]:
     """The worst outcome per metric name over every output of the record (a NaN is the worst
     value there is, and fails)."""
-    worst: dict[str, CheckOutcome] = {}
+    worst: dict[str, CheckResult] = {}
     for outcome in Record.coerce(record).checks():
         current = worst.get(outcome.metric)
         if current is None or _worse(outcome.value, current.value, outcome.op):

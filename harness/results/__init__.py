@@ -3,14 +3,14 @@
 - ``record``: ``Record`` (one typed case record, read tolerantly), ``Verdict``, ``MetricKey``;
 - ``compose``: the one composer both the pytest collector and ``harness check`` use;
 - ``store``: append-only ``results.jsonl`` writer and readers (typed and dict);
-- ``checks``: ``CheckOutcome``, the ``<subject>: N check(s) failed`` text and ``GateFailure``;
+- ``checks``: ``CheckResult``, the ``<subject>: N check(s) failed`` text and ``GateFailure``;
 - ``jsonsafe``: strict JSON (non-finite floats as ``"NaN"``/``"Infinity"``/``"-Infinity"``).
 
 Format: docs/results-schema.md.
 """
 
 from harness.results.checks import (
-    CheckOutcome,
+    CheckResult,
     GateFailure,
     fail,
     failure_text,
@@ -49,7 +49,7 @@ __all__ = [
     "SCHEMA",
     "VERDICTS",
     "CaseIdentity",
-    "CheckOutcome",
+    "CheckResult",
     "GateFailure",
     "MetricKey",
     "Record",

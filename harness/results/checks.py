@@ -31,7 +31,7 @@ def holds(value: float, op: str, threshold: float) -> bool:
 
 
 @dataclass(frozen=True)
-class CheckOutcome:
+class CheckResult:
     """One gate applied to one measured number.
 
     ``subject`` is what was measured (``decoder/logits``; empty for a case-level metric such as
@@ -64,7 +64,7 @@ def failure_text(subject: str, lines: Sequence[str], what: str = "check(s) faile
     return "\n".join([f"{subject}: {len(lines)} {what}", *body])
 
 
-def outcomes_text(subject: str, failed: Sequence[CheckOutcome], trailer: Iterable[str] = ()) -> str:
+def outcomes_text(subject: str, failed: Sequence[CheckResult], trailer: Iterable[str] = ()) -> str:
     """``failure_text`` of failed checks, one ``message()`` each."""
     return failure_text(subject, [f.message() for f in failed], trailer=trailer)
 
@@ -76,7 +76,7 @@ def raise_failures(subject: str, lines: Sequence[str], what: str = "check(s) fai
         fail(failure_text(subject, lines, what, trailer))
 
 
-def raise_outcomes(subject: str, outcomes: Iterable[CheckOutcome], trailer: Iterable[str] = ()) -> None:
+def raise_outcomes(subject: str, outcomes: Iterable[CheckResult], trailer: Iterable[str] = ()) -> None:
     """Raise ``GateFailure`` listing every outcome that did not pass; return when all passed."""
     failed = [o for o in outcomes if not o.passed]
     if failed:

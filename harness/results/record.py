@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from harness.results.checks import CheckOutcome
+from harness.results.checks import CheckResult
 from harness.results.jsonsafe import decode_float, decode_numbers
 
 SCHEMA = "harness.result/1"
@@ -148,7 +148,7 @@ class Record:
         lines = self.reason.strip().splitlines()
         return lines[0] if lines else ""
 
-    def checks(self) -> list[CheckOutcome]:
+    def checks(self) -> list[CheckResult]:
         """Every gated metric (one with a threshold and a value) judged again from the record; a
         NaN value fails. ``subject`` is the key's ``graph/output``, ``metric`` its metric name."""
         out = []
@@ -156,7 +156,7 @@ class Record:
             if self.metrics.get(key) is None or not isinstance(gate, Mapping):
                 continue
             parsed = MetricKey.parse(key)
-            out.append(CheckOutcome(parsed.metric, _float(self.metrics[key]), str(gate.get("op", "<=")),
+            out.append(CheckResult(parsed.metric, _float(self.metrics[key]), str(gate.get("op", "<=")),
                                     _float(gate.get("threshold", 0.0)), parsed.subject))
         return out
 
