@@ -24,7 +24,7 @@ from harness.generation.decode import DECODE_TORCH_THREADS
 from harness.metrics.registry import METRICS, Scope
 from harness.metrics.text import (corpus_scores, first_divergence, repetition_rate, sentence_edit, token_agreement,
                                   worst_pairs)
-from harness.parity import GateFailure
+from harness.results.checks import CheckResult, raise_failures
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.corpus import Corpus
@@ -211,11 +211,9 @@ class GenerationResult:
     def assert_ok(self) -> None:
         failed = self.failed_checks()
         if failed:
-            lines = [f"{self.variant}: {len(failed)} generation check(s) failed"]
-            lines += [f"  {c.metric} = {self.metrics.get(c.metric, math.nan):.6g} (must be {c.symbol} {c.threshold:g})"
-                      for c in failed]
-            lines.append(f"  {self.first_divergence()}")
-            raise GateFailure("\n".join(lines))
+            lines = [CheckResult(c.metric, self.metrics.get(c.metric, math.nan), c.symbol, c.threshold).message()
+                     for c in failed]
+            raise_failures(self.variant, lines, "generation check(s) failed", trailer=[self.first_divergence()])
 
 
 def _clip(text: str | None, n: int = 80) -> str:

@@ -15,13 +15,14 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pandas as pd
 
 from harness.config import UsageError, did_you_mean
 from harness.gate.baseline import read_results
-from harness.report.tables import first_line, record_numbers
+from harness.report.tables import record_numbers
+from harness.results import Record
 
 DEFAULT_DB = Path("reports/history.sqlite")
 
@@ -76,12 +77,12 @@ def _connect(db: Path, *, create: bool) -> sqlite3.Connection:
     return conn
 
 
-def _run_groups(records: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def _run_groups(records: list[Record]) -> Iterator[tuple[str, list[Record]]]:
     """Records grouped by the pytest session that wrote them (a rerun into the same
     directory is its own run, with its own run_id)."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[Record]] = {}
     for r in records:
-        groups.setdefault(str(r.get("run_id") or ""), []).append(r)
+        groups.setdefault(r.run_id, []).append(r)
     yield from groups.items()
 
 
@@ -100,17 +101,17 @@ def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
             if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
                 out.append(Ingested(run_id, str(run_dir), len(group), 0, added=False))
                 continue
-            finished = max(str(r.get("finished") or "") for r in group)
-            env = next((r["env"] for r in group if isinstance(r.get("env"), dict)), {})
-            values = [(run_id, str(r.get("id")), r.get("variant"), metric, None if math.isnan(v) else v)
+            finished = max(r.finished for r in group)
+            fingerprint = next((r.env.get("fingerprint") for r in group if r.env), None)
+            values = [(run_id, r.id, r.variant, metric, None if math.isnan(v) else v)
                       for r in group for metric, v in record_numbers(r).items()]
             with conn:  # one transaction
                 conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (run_id, finished, env.get("fingerprint"), group[0].get("harness_version"),
+                             (run_id, finished, fingerprint, group[0].harness_version or None,
                               str(Path(run_dir).resolve()), now, len(group)))
                 conn.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 [(run_id, str(r.get("id")), r.get("variant"), r.get("suite"), r.get("verdict"),
-                                   first_line(r.get("reason")), r.get("finished")) for r in group])
+                                 [(run_id, r.id, r.variant, r.suite, r.verdict, r.first_reason_line,
+                                   r.finished or None) for r in group])
                 conn.executemany("INSERT OR REPLACE INTO metric_values VALUES (?, ?, ?, ?, ?)", values)
             out.append(Ingested(run_id, str(run_dir), len(group), len(values), added=True))
     return out

@@ -17,6 +17,8 @@ import numpy as np
 
 from harness.config import Precision, Tolerance, Variant
 from harness.metrics.numeric import Location, compare_arrays
+from harness.results.checks import CheckResult, GateFailure, raise_failures
+from harness.results.record import MetricKey
 from harness.tolerances import tolerance_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,12 +27,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.workspace import Workspace
 
 
-class GateFailure(AssertionError):
-    """A variant computed something else than the reference: verdict ``fail``, not ``error``."""
+__all__ = ["CheckResult", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
 
 
 @dataclass(frozen=True)
 class Failure:
+    """A failed check of one graph output: which graph and output (for callers that group by them),
+    and its ``CheckResult`` (the one message format)."""
+
     graph: str
     output: str
     metric: str
@@ -39,9 +43,12 @@ class Failure:
     op: str
     where: str
 
+    @property
+    def outcome(self) -> CheckResult:
+        return CheckResult(self.metric, self.value, self.op, self.threshold, f"{self.graph}/{self.output}", self.where)
+
     def message(self) -> str:
-        return (f"{self.graph}/{self.output}: {self.metric} = {self.value:.6g} (must be {self.op} "
-                f"{self.threshold:g}); worst element at {self.where}")
+        return self.outcome.message()
 
 
 @dataclass
@@ -82,20 +89,17 @@ class ParityResult:
         return not self.failures
 
     def metrics(self) -> dict[str, float]:
-        return {f"{o.graph}.{o.output}.{k}": v for o in self.outputs for k, v in o.metrics.items()}
+        return {str(MetricKey(k, o.graph, o.output)): v for o in self.outputs for k, v in o.metrics.items()}
 
     def thresholds(self) -> dict[str, dict]:
-        return {f"{o.graph}.{o.output}.{c.metric}": {"threshold": c.threshold, "op": c.symbol}
+        return {str(MetricKey(c.metric, o.graph, o.output)): {"threshold": c.threshold, "op": c.symbol}
                 for o in self.outputs if o.tolerance for c in o.tolerance.checks if c.metric in o.metrics}
 
     def worst(self) -> dict[str, str]:
         return {f"{o.graph}.{o.output}": o.worst.describe(o.axis_names) for o in self.outputs if o.worst}
 
     def assert_ok(self) -> None:
-        failures = self.failures
-        if failures:
-            lines = [f"{self.variant}: {len(failures)} check(s) failed"] + [f"  {f.message()}" for f in failures]
-            raise GateFailure("\n".join(lines))
+        raise_failures(self.variant, [f.message() for f in self.failures])
 
 
 def axis_names(ndim: int, is_logits: bool) -> tuple[str, ...]:

@@ -167,18 +167,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         variant = getattr(item, "callspec", None) and item.callspec.params.get("variant")
         if isinstance(variant, Variant):
-            item.user_properties.append(("harness_case", {
-                "variant": _display_id(variant), "model": variant.model, "precision": variant.precision.value,
-                "backend": variant.backend, "provider": variant.provider.short,
-                "execution_provider": variant.provider.device, "suite": item.module.__name__.rsplit(".", 1)[-1]
-                if item.module else "",
-            }))
+            from harness.results import CaseIdentity
+
+            suite = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+            identity = CaseIdentity.of_variant(variant, suite, display_id=_display_id(variant))
+            item.user_properties.append(("harness_case", identity.as_dict()))  # a dict: xdist ships it
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.when == "call" and call.excinfo is not None:
-        from harness.parity import GateFailure
+        from harness.results.checks import GateFailure
 
         exc = call.excinfo.value
         item.stash[EXCEPTION] = {"type": type(exc).__name__, "gate": isinstance(exc, GateFailure),

@@ -9,17 +9,13 @@ exactly one record with a verdict, whatever happened: pass, gate failure, skip, 
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
 from harness.config import Variant
 from harness.envinfo import environment
-from harness.results import SCHEMA, ResultsWriter
-
-RUN_ID = uuid.uuid4().hex[:12]
+from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 
 
 @dataclass
@@ -107,11 +103,15 @@ class Case:
 
 
 class RecordCollector:
-    """Controller side: one record per harness case, appended when its teardown report arrives."""
+    """Controller side: one record per harness case, appended when its teardown report arrives.
 
-    def __init__(self, writer: ResultsWriter) -> None:
+    Holds its session's run id (``run_id``): every record this collector writes carries it, and
+    a second session in the same process (a nested pytest run) has its own collector and id."""
+
+    def __init__(self, writer: ResultsWriter, run_id: str | None = None) -> None:
         self.writer = writer
-        self.records: list[dict] = []
+        self.run_id = run_id or new_run_id()
+        self.records: list[Record] = []
         self._state: dict[str, dict[str, Any]] = {}
 
     def pytest_runtest_logreport(self, report: Any) -> None:
@@ -131,41 +131,17 @@ class RecordCollector:
                 self.writer.append(record)
                 self.records.append(record)
 
-    def compose(self, nodeid: str, state: dict[str, Any]) -> dict | None:
+    def compose(self, nodeid: str, state: dict[str, Any]) -> Record | None:
         case = state["props"].get("harness_case")
         if case is None:
             return None
         payload = state["props"].get("harness_record") or {}
         verdict, reason = _verdict(state["phases"], payload.get("exception"))
-        record = {
-            "schema": SCHEMA,
-            "id": nodeid.split("::")[-1],
-            "nodeid": nodeid,
-            "run_id": RUN_ID,
-            "suite": case.get("suite"),
-            "variant": case.get("variant"),
-            "model": case.get("model"),
-            "model_sha256": payload.get("model_sha256"),
-            "precision": case.get("precision"),
-            "backend": case.get("backend"),
-            "provider": case.get("provider"),
-            "execution_provider": case.get("execution_provider"),
-            "verdict": verdict,
-            "reason": reason,
-            "metrics": payload.get("metrics", {}),
-            "thresholds": payload.get("thresholds", {}),
-            "artifacts": payload.get("artifacts", {}),
-            "settings": payload.get("settings", {}),
-            "env": payload.get("env") or environment(),
-            "rerun": rerun_command(nodeid, case, payload.get("settings", {})),
-            "duration_s": round(state["duration"], 4),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "harness_version": __version__,
-            "data": payload.get("data", {}),
-        }
-        if payload.get("perf"):
-            record["perf"] = payload["perf"]
-        return record
+        settings = payload.get("settings", {})
+        return compose(case_id=nodeid.split("::")[-1], nodeid=nodeid, run_id=self.run_id,
+                       identity=CaseIdentity.from_dict(case), payload=payload, verdict=verdict, reason=reason,
+                       duration_s=state["duration"], settings=settings,
+                       rerun=rerun_command(nodeid, case, settings))
 
 
 def rerun_command(nodeid: str, case: dict, settings: dict) -> str:
@@ -187,7 +163,7 @@ def _short(report: Any) -> str:
     return str(longrepr).strip().splitlines()[-1] if longrepr else ""
 
 
-def _verdict(phases: dict[str, tuple[str, str]], exception: dict | None) -> tuple[str, str]:
+def _verdict(phases: dict[str, tuple[str, str]], exception: dict | None) -> tuple[Verdict, str]:
     setup = phases.get("setup", ("passed", ""))
     if setup[0] == "skipped":
         return "skip", setup[1]

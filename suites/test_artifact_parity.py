@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.parity import GateFailure
+from harness.results import Record, fail
 
 
 def _has_artifacts(spec) -> bool:
@@ -38,16 +38,16 @@ def test_artifact_parity(variant, harness):
                            threads=options.intra_op_threads)
     outcome = run_check(request, harness.run_dir)
     failures, errors = [], []
-    for record in outcome.records:
-        harness.metrics.update(record.get("metrics", {}))
-        harness.thresholds.update(record.get("thresholds", {}))
-        harness.artifacts.update(record.get("artifacts", {}))
-        harness.data[record["id"].split("[")[0]] = record.get("data", {})
-        if record["verdict"] == "fail":
-            failures.append(record.get("reason", ""))
-        elif record["verdict"] == "error":
-            errors.append(record.get("reason", ""))
+    for record in map(Record.coerce, outcome.records):
+        harness.metrics.update(record.metrics)
+        harness.thresholds.update(record.thresholds)
+        harness.artifacts.update(record.artifacts)
+        harness.data[record.id.split("[")[0]] = record.data
+        if record.verdict == "fail":
+            failures.append(record.reason)
+        elif record.verdict == "error":
+            errors.append(record.reason)
     if errors:
         raise RuntimeError("; ".join(errors))
     if failures:
-        raise GateFailure("\n".join(failures))
+        fail("\n".join(failures))

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.parity import Failure, GateFailure
+from harness.results import CheckResult, MetricKey, raise_failures
 from harness.zoo.base import materialize
 from harness.zoo.minilm import embedding_metrics, embedding_tolerance, pool, sentence_pooling
 
@@ -51,16 +51,15 @@ def test_embedding_parity(variant, harness):
     ref_emb, got_emb = np.concatenate(refs), np.concatenate(gots)
     metrics = embedding_metrics(ref_emb, got_emb)
     tolerance = embedding_tolerance(variant.precision.value, model.spec.tolerances)
-    prefix = f"{graph.name}.sentence_embedding"
-    harness.metrics.update({f"{prefix}.{k}": v for k, v in metrics.items()})
-    harness.thresholds.update({f"{prefix}.{k}": v for k, v in tolerance.as_dict().items()})
+    prefix = f"{graph.name}.sentence_embedding"  # the output, as data.worst keys it
+    harness.metrics.update({str(MetricKey(k, graph.name, "sentence_embedding")): v for k, v in metrics.items()})
+    harness.thresholds.update({str(MetricKey(k, graph.name, "sentence_embedding")): v
+                               for k, v in tolerance.as_dict().items()})
     per_sentence = (ref_emb * got_emb).sum(-1) / (np.linalg.norm(ref_emb, axis=-1) * np.linalg.norm(got_emb, axis=-1))
     worst = int(np.argmin(per_sentence))
     texts = [t for batch in ws.batches(model) for t in batch]
     harness.data.update(pooling=pooling.describe(), sentences=len(texts), run_seconds=round(seconds, 4),
                         worst={prefix: f"sentence {worst} (cosine {per_sentence[worst]:.6f}): {texts[worst][:80]!r}"})
-    failures = [Failure(graph.name, "sentence_embedding", c.metric, metrics[c.metric], c.threshold, c.symbol,
-                        f"sentence {worst}") for c in tolerance.checks if not c.passes(metrics[c.metric])]
-    if failures:
-        raise GateFailure("\n".join([f"{variant.id}: {len(failures)} check(s) failed"]
-                                    + [f"  {f.message()}" for f in failures]))
+    failures = [CheckResult(c.metric, metrics[c.metric], c.symbol, c.threshold, f"{graph.name}/sentence_embedding",
+                             f"sentence {worst}") for c in tolerance.checks if not c.passes(metrics[c.metric])]
+    raise_failures(variant.id, [f.message() for f in failures])

@@ -22,6 +22,7 @@ from harness.check.io_match import IOMatch, match_io, reference_info
 from harness.check.jobs import Job, fit_sequence, job_feeds, plan_jobs, reference_outputs
 from harness.check.layout import ArtifactFile, discover
 from harness.check.record import compose
+from harness.results.checks import failure_text
 from harness.check.runners import MappedRunner, PrebuiltBackend, SplitLMRunner, synthesizers
 from harness.config import (Precision, Provider, RunOptions, UsageError, Variant, describe_error, parse_precision,
                             parse_provider)
@@ -355,7 +356,7 @@ def numeric_record(outcome: CheckOutcome, case, files: dict, settings: dict, sec
         verdict, reason = "error", "; ".join(e for e in errors if e)
     elif failures:
         verdict = "fail"
-        reason = "\n".join([f"{variant.id}: {len(failures)} check(s) failed"] + [f"  {f.message()}" for f in failures])
+        reason = failure_text(variant.id, [f.message() for f in failures])
     else:
         verdict, reason = "pass", ""
     return compose(case, suite="check", verdict=verdict, reason=reason, duration_s=seconds, settings=settings)

@@ -1,45 +1,35 @@
-"""Results records for ``harness check``: the suites' schema, so one results store,
-``summary.md``, baselines and gates serve both. Only the fields a pytest report would
-fill (nodeid, duration) are composed here instead of by ``RecordCollector``."""
+"""Results records for ``harness check``: a thin shim over the one composer
+(``harness.results.compose_standalone``), kept so existing callers work unchanged.
+
+The records are the suites' schema, so one results store, ``summary.md``, baselines and gates
+serve both. Returns the record as a dict, as ``CheckOutcome.records`` holds them.
+"""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from harness import __version__
-from harness.recording import RUN_ID, Case
-from harness.results import SCHEMA
+from harness.recording import Case
+from harness.results import compose_standalone, new_run_id
+from harness.results.record import as_verdict
+
+
+def session_run_id(case: Case) -> str:
+    """The run id of the check session this case belongs to: one per workspace (a ``harness check``
+    session builds one), stored on it on first use, so no id lives at module level."""
+    workspace = case.workspace
+    run_id = getattr(workspace, "run_id", None)
+    if not run_id:
+        run_id = new_run_id()
+        try:
+            workspace.run_id = run_id
+        except AttributeError:  # a workspace that takes no attributes: one id per record
+            pass
+    return str(run_id)
 
 
 def compose(case: Case, *, suite: str, verdict: str, reason: str, duration_s: float,
-            settings: dict[str, Any]) -> dict:
-    assert case.variant is not None
-    payload = case.payload()
-    variant = case.variant
-    case_id = f"{suite}[{variant.id}]"
-    return {
-        "schema": SCHEMA,
-        "id": case_id,
-        "nodeid": f"harness check::{case_id}",
-        "run_id": RUN_ID,
-        "suite": suite,
-        "variant": variant.id,
-        "model": variant.model,
-        "model_sha256": payload["model_sha256"],
-        "precision": variant.precision.value,
-        "backend": variant.backend,
-        "provider": variant.provider.short,
-        "execution_provider": variant.provider.device,
-        "verdict": verdict,
-        "reason": reason,
-        "metrics": payload["metrics"],
-        "thresholds": payload["thresholds"],
-        "artifacts": payload["artifacts"],
-        "settings": settings,
-        "env": payload["env"],
-        "duration_s": round(duration_s, 4),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "harness_version": __version__,
-        "data": payload["data"],
-    }
+            settings: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
+    record = compose_standalone(case, suite=suite, run_id=run_id or session_run_id(case), verdict=as_verdict(verdict),
+                                reason=reason, duration_s=duration_s, settings=settings)
+    return record.to_dict()

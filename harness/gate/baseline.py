@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.config import UsageError, did_you_mean
-from harness.results import RESULTS_FILE, ResultsFileError, iter_records, latest_records
+from harness.results import RESULTS_FILE, Record, ResultsFileError, iter_typed, latest_records, write_records
 
 META_FILE = "baseline.json"
 META_SCHEMA = "harness.baseline/1"
@@ -47,7 +47,7 @@ class BaselineInfo:
 @dataclass(frozen=True)
 class Baseline:
     info: BaselineInfo
-    records: list[dict[str, Any]]
+    records: list[Record]
 
 
 def validate_name(name: str) -> str:
@@ -57,7 +57,7 @@ def validate_name(name: str) -> str:
     return name
 
 
-def read_results(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_results(run_dir: str | os.PathLike[str]) -> list[Record]:
     """Every record of ``RUN_DIR/results.jsonl``, the last one per case id when a case was rerun.
 
     Strict about corrupt lines (the error names the line): numbers about to be
@@ -71,18 +71,18 @@ def read_results(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not (run / RESULTS_FILE).is_file():
         raise BaselineError(f"no {RESULTS_FILE} in {run} (is it a harness run directory?)")
     try:
-        records = list(iter_records(run / RESULTS_FILE, strict=True))
+        records = list(iter_typed(run / RESULTS_FILE, strict=True))
     except ResultsFileError as exc:
         raise BaselineError(str(exc)) from None
     return latest_records(records)
 
 
-def perf_records(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def perf_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
     """Only records that carry a ``perf`` section; the rest say nothing about speed or memory."""
-    return [dict(r) for r in records if isinstance(r.get("perf"), Mapping) and r["perf"]]
+    return [r for r in map(Record.coerce, records) if r.perf]
 
 
-def load_run(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def load_run(run_dir: str | os.PathLike[str]) -> list[Record]:
     """The perf records of a run directory; an error if there are none to compare."""
     found = perf_records(read_results(run_dir))
     if not found:
@@ -99,12 +99,8 @@ def _harness_version() -> str:
         return "unknown"
 
 
-def _fingerprint(records: list[dict[str, Any]]) -> str | None:
-    for rec in records:
-        env = rec.get("env")
-        if isinstance(env, Mapping) and env.get("fingerprint"):
-            return str(env["fingerprint"])
-    return None
+def _fingerprint(records: list[Record]) -> str | None:
+    return next((r.fingerprint for r in records if r.fingerprint), None)
 
 
 def save_baseline(
@@ -134,13 +130,11 @@ def save_baseline(
         "fingerprint": _fingerprint(records),
         "harness_version": _harness_version(),
         "records": len(records),
-        "variants": sorted({str(r.get("variant", "")) for r in records} - {""}),
+        "variants": sorted({r.variant or "" for r in records} - {""}),
     }
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
     try:
-        with (tmp / RESULTS_FILE).open("w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec, sort_keys=True) + "\n")
+        write_records(tmp / RESULTS_FILE, records, sort_keys=True)
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         if target.exists():
             old = root / f".{name}.old"

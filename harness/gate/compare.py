@@ -16,11 +16,12 @@ import math
 import re
 import zlib
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
 from harness.config import UsageError, did_you_mean
+from harness.results.record import Record, RecordError
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
     block_cv,
@@ -468,7 +469,17 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-def collect(records: Iterable[Mapping[str, Any]], scalar_names: Iterable[str]) -> RunPerf:
+def _typed(records: Iterable[Record | Mapping[str, Any]]) -> Iterator[Record]:
+    """Records as ``Record``; what is not a record of any schema version (no id, unknown verdict)
+    says nothing about speed and is skipped, like a record without ``perf``."""
+    for rec in records:
+        try:
+            yield Record.coerce(rec)
+        except RecordError:
+            continue
+
+
+def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterable[str]) -> RunPerf:
     """Pull latency samples and known scalars out of result records, tolerantly.
 
     Records without a ``perf`` dict are skipped and unknown fields ignored, so older
@@ -478,15 +489,14 @@ def collect(records: Iterable[Mapping[str, Any]], scalar_names: Iterable[str]) -
     scalar_names = set(scalar_names)
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
-    for rec in records:
-        perf = rec.get("perf") if isinstance(rec, Mapping) else None
-        if not isinstance(perf, Mapping):
+    for rec in _typed(records):
+        perf = rec.perf
+        if not perf:
             continue
-        rid = str(rec.get("id", ""))
-        variant = str(rec.get("variant") or rid or "?")
-        test = rid.split("[", 1)[0] or "?"
-        if variant not in envs and isinstance(rec.get("env"), Mapping):
-            envs[variant] = dict(rec["env"])
+        variant = rec.variant or rec.id or "?"
+        test = rec.id.split("[", 1)[0] or "?"
+        if variant not in envs and rec.env:
+            envs[variant] = dict(rec.env)
         for key, value in perf.items():
             if str(key).startswith("latency_ms"):
                 samples = value.get("samples") if isinstance(value, Mapping) else None
@@ -554,8 +564,8 @@ def _seed(variant: str, metric: str) -> int:
 
 
 def compare_runs(
-    baseline_records: Iterable[Mapping[str, Any]],
-    candidate_records: Iterable[Mapping[str, Any]],
+    baseline_records: Iterable[Record | Mapping[str, Any]],
+    candidate_records: Iterable[Record | Mapping[str, Any]],
     policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None = None,
     force_env: bool = False,
 ) -> Comparison:

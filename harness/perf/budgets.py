@@ -67,16 +67,14 @@ def check(budgets: Mapping[str, float], measured: Mapping[str, float]) -> list[B
 def enforce(case: Any, perf: Mapping[str, Any]) -> list[BudgetCheck]:
     """Record each checked budget on ``case`` (metric + threshold, so reports show it) and
     raise GateFailure listing every breach."""
-    from harness.parity import GateFailure
+    from harness.results.checks import raise_failures
+    from harness.results.record import MetricKey
 
     model = case.model
     checks = check(validate(model.spec.budgets, model.name), measured_values(perf))
     for c in checks:
-        case.metrics[f"perf.{c.name}"] = c.value
-        case.thresholds[f"perf.{c.name}"] = {"threshold": c.limit, "op": BUDGETS[c.name].symbol}
-    failed = [c for c in checks if not c.passed]
-    if failed:
-        lines = [f"{case.variant.id}: {len(failed)} performance budget(s) exceeded"]
-        lines += [f"  {c.message()}" for c in failed]
-        raise GateFailure("\n".join(lines))
+        key = str(MetricKey.perf(c.name))
+        case.metrics[key] = c.value
+        case.thresholds[key] = {"threshold": c.limit, "op": BUDGETS[c.name].symbol}
+    raise_failures(case.variant.id, [c.message() for c in checks if not c.passed], "performance budget(s) exceeded")
     return checks

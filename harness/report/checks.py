@@ -2,36 +2,38 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
 
-def worst_checks(record: dict) -> list[tuple[str, float, str, float, bool]]:
+from harness.results import CheckResult, Record
+
+
+def worst_outcomes(record: Record | Mapping[str, Any]) -> list[CheckResult]:
+    """The worst outcome per metric name over every output of the record (a NaN is the worst
+    value there is, and fails)."""
+    worst: dict[str, CheckResult] = {}
+    for outcome in Record.coerce(record).checks():
+        current = worst.get(outcome.metric)
+        if current is None or _worse(outcome.value, current.value, outcome.op):
+            worst[outcome.metric] = outcome
+    return list(worst.values())
+
+
+def worst_checks(record: Record | Mapping[str, Any]) -> list[tuple[str, float, str, float, bool]]:
     """[(metric, worst value, op, threshold, passed)] over every output of the record."""
-    metrics = record.get("metrics", {})
-    worst: dict[str, tuple[float, str, float]] = {}
-    for key, check in (record.get("thresholds") or {}).items():
-        value = metrics.get(key)
-        if value is None:
-            continue
-        name = key.rsplit(".", 1)[-1]
-        op, threshold = check.get("op", "<="), float(check.get("threshold", 0.0))
-        current = worst.get(name)
-        if current is None or _worse(value, current[0], op):
-            worst[name] = (float(value), op, threshold)
-    out = []
-    for name, (value, op, threshold) in worst.items():
-        ok = value >= threshold if op == ">=" else value <= threshold
-        out.append((name, value, op, threshold, bool(ok and value == value)))
-    return out
+    return [(o.metric, o.value, o.op, o.threshold, o.passed) for o in worst_outcomes(record)]
 
 
 def _worse(a: float, b: float, op: str) -> bool:
-    if a != a:
+    if math.isnan(a):
         return True
     return a < b if op == ">=" else a > b
 
 
-def format_checks(record: dict, limit: int = 4) -> str:
+def format_checks(record: Record | Mapping[str, Any], limit: int = 4) -> str:
     parts = []
-    for name, value, op, threshold, ok in worst_checks(record)[:limit]:
-        mark = "" if ok else " ✗"
-        parts.append(f"{name} {value:.3g} {op} {threshold:g}{mark}")
+    for o in worst_outcomes(record)[:limit]:
+        mark = "" if o.passed else " ✗"
+        parts.append(f"{o.metric} {o.value:.3g} {o.op} {o.threshold:g}{mark}")
     return "; ".join(parts)

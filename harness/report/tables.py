@@ -14,6 +14,8 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from harness.results import Record
+
 METRIC_PREFIX = "metric:"
 PERF_PREFIX = "perf:"
 BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "provider", "verdict", "reason",
@@ -50,14 +52,15 @@ def perf_numbers(perf: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def record_numbers(record: Mapping[str, Any]) -> dict[str, float]:
+def record_numbers(record: Record | Mapping[str, Any]) -> dict[str, float]:
     """Every number of a record, keyed ``metric:<key>`` or ``perf:<key>`` (the column names)."""
     out: dict[str, float] = {}
-    for key, value in (record.get("metrics") or {}).items():
+    metrics = record.metrics if isinstance(record, Record) else record.get("metrics") or {}
+    for key, value in metrics.items():
         number = _number(value)
         if number is not None:
             out[f"{METRIC_PREFIX}{key}"] = number
-    perf = record.get("perf")
+    perf = record.perf if isinstance(record, Record) else record.get("perf")
     if isinstance(perf, Mapping):
         out.update({f"{PERF_PREFIX}{k}": v for k, v in perf_numbers(perf).items()})
     return out
@@ -68,11 +71,11 @@ def first_line(text: Any) -> str:
     return lines[0] if lines else ""
 
 
-def records_frame(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame:
     """One row per record: identity columns first, then sorted metric and perf columns
     (NaN where a case did not measure that number)."""
     rows = []
-    for r in records:
+    for r in (r.to_dict() if isinstance(r, Record) else r for r in records):
         env = r.get("env") if isinstance(r.get("env"), Mapping) else {}
         row: dict[str, Any] = {c: r.get(c) for c in BASE_COLUMNS}
         row["reason"] = first_line(r.get("reason"))

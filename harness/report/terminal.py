@@ -3,29 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterable, Mapping
 
 from rich.markup import escape
 from rich.table import Table
 
 from harness.report.checks import format_checks
+from harness.results import Record
 
 STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow"}
 
 
-def build_table(records: Sequence[dict]) -> Table:
+def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
     table = Table(title="model deployment gate", show_lines=False)
     for col in ("case", "verdict", "worst checks", "reason"):
         table.add_column(col, overflow="fold")
-    for r in sorted(records, key=lambda r: (r.get("suite") or "", r.get("id") or "")):
-        verdict = r.get("verdict", "?")
-        reason = (r.get("reason") or "").splitlines()[0][:90] if r.get("reason") else ""
-        table.add_row(escape(str(r.get("id"))), f"[{STYLE.get(verdict, '')}]{verdict}[/]", escape(format_checks(r)),
+    for r in sorted(map(Record.coerce, records), key=lambda r: (r.suite or "", r.id)):
+        reason = r.reason.splitlines()[0][:90] if r.reason else ""
+        table.add_row(escape(r.id), f"[{STYLE.get(r.verdict, '')}]{r.verdict}[/]", escape(format_checks(r)),
                       escape(reason))
     return table
 
 
-def render_terminal(records: Sequence[dict], terminalreporter, out_dir: Path) -> None:
+def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter, out_dir: Path) -> None:
     from harness.report.console import reporter_console
 
     console, buffer = reporter_console(terminalreporter, min_width=100)

@@ -1,0 +1,88 @@
+"""One judged check and the one way a case says its checks failed.
+
+Numeric parity, generation parity, sentence embeddings, ``harness check`` and the perf budgets all
+end the same way: a list of checks that did not hold, turned into the ``reason`` of a ``fail``
+record. The text is read by people (terminal, ``summary.md``) and matched by tests, so it is built
+here once: a header ``<subject>: N check(s) failed`` and one indented line per failed check.
+``GateFailure`` is the exception that carries it; the pytest plugin maps it to verdict ``fail``
+(any other exception is an ``error``: the harness, not the variant, broke).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, NoReturn
+
+Op = Literal["<=", ">="]
+
+
+class GateFailure(AssertionError):
+    """A variant computed something else than the reference: verdict ``fail``, not ``error``."""
+
+
+def holds(value: float, op: str, threshold: float) -> bool:
+    """Whether ``value op threshold``; a NaN never holds (a metric that could not be computed
+    must not pass its gate by comparing False both ways)."""
+    if math.isnan(value):
+        return False
+    return value >= threshold if op == ">=" else value <= threshold
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One gate applied to one measured number.
+
+    ``subject`` is what was measured (``decoder/logits``; empty for a case-level metric such as
+    ``bleu``), ``where`` the worst element or detail that locates it (empty when nothing does).
+    """
+
+    metric: str
+    value: float
+    op: str
+    threshold: float
+    subject: str = ""
+    where: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return holds(self.value, self.op, self.threshold)
+
+    def message(self) -> str:
+        """``decoder/logits: max_abs = 0.31 (must be <= 0.01); worst element at batch=3, ...``"""
+        head = f"{self.subject}: " if self.subject else ""
+        tail = f"; worst element at {self.where}" if self.where else ""
+        return f"{head}{self.metric} = {self.value:.6g} (must be {self.op} {self.threshold:g}){tail}"
+
+
+def failure_text(subject: str, lines: Sequence[str], what: str = "check(s) failed",
+                 trailer: Iterable[str] = ()) -> str:
+    """``<subject>: N <what>`` then each line indented by two spaces (``trailer`` lines too,
+    uncounted: context such as the first diverging token)."""
+    body = [f"  {line}" for line in [*lines, *trailer]]
+    return "\n".join([f"{subject}: {len(lines)} {what}", *body])
+
+
+def outcomes_text(subject: str, failed: Sequence[CheckResult], trailer: Iterable[str] = ()) -> str:
+    """``failure_text`` of failed checks, one ``message()`` each."""
+    return failure_text(subject, [f.message() for f in failed], trailer=trailer)
+
+
+def raise_failures(subject: str, lines: Sequence[str], what: str = "check(s) failed",
+                   trailer: Iterable[str] = ()) -> None:
+    """Raise ``GateFailure`` with ``failure_text`` when ``lines`` is not empty; else return."""
+    if lines:
+        fail(failure_text(subject, lines, what, trailer))
+
+
+def raise_outcomes(subject: str, outcomes: Iterable[CheckResult], trailer: Iterable[str] = ()) -> None:
+    """Raise ``GateFailure`` listing every outcome that did not pass; return when all passed."""
+    failed = [o for o in outcomes if not o.passed]
+    if failed:
+        fail(outcomes_text(subject, failed, trailer))
+
+
+def fail(reason: str) -> NoReturn:
+    """The one raise path of a failed gate."""
+    raise GateFailure(reason)

@@ -1,0 +1,121 @@
+"""``<run dir>/results.jsonl``: one strict-JSON record per line, appended as each case finishes.
+
+Appended under a file lock, flushed and fsynced, so an interrupted run (even SIGKILL) keeps every
+case that finished and xdist workers never interleave lines. Lines are strict JSON (non-finite
+floats as ``"NaN"``/``"Infinity"``/``"-Infinity"``, see ``jsonsafe``) so any JSON parser reads them;
+files from before that rule (bare ``NaN`` tokens) still load here.
+
+Two reading paths: ``read_typed``/``iter_typed`` give ``Record`` objects; ``read_records``/
+``iter_records`` give plain dicts (the numeric fields decoded the same way) for code that predates
+the type.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from filelock import FileLock
+
+from harness.results.jsonsafe import dumps
+from harness.results.record import Record, RecordError, decode_record
+
+RESULTS_FILE = "results.jsonl"
+
+
+class ResultsFileError(ValueError):
+    """results.jsonl is missing or has a corrupt line; the message names file and line."""
+
+
+def record_line(record: Record | Mapping[str, Any], **kwargs: Any) -> str:
+    """One record as one line of strict JSON (no newline)."""
+    return dumps(record.to_dict() if isinstance(record, Record) else dict(record), **kwargs)
+
+
+class ResultsWriter:
+    """Appends records to ``out_dir/results.jsonl`` (the directory is made on the first record,
+    so a session without cases leaves none)."""
+
+    def __init__(self, out_dir: Path | str) -> None:
+        self.out_dir = Path(out_dir)
+        self.path = self.out_dir / RESULTS_FILE
+        self._lock: FileLock | None = None
+
+    def append(self, record: Record | Mapping[str, Any]) -> None:
+        line = record_line(record)
+        if self._lock is None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.path) + ".lock")
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def write_records(path: Path, records: Iterable[Record | Mapping[str, Any]], *, sort_keys: bool = False) -> None:
+    """A whole file of records at once (a baseline's copy), strict JSON like the writer's."""
+    with Path(path).open("w", encoding="utf-8") as fh:
+        fh.writelines(record_line(record, sort_keys=sort_keys) + "\n" for record in records)
+
+
+def _lines(path: Path, strict: bool) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_FILE
+    if not path.is_file():
+        raise ResultsFileError(f"{path}: no such results file")
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)  # bare NaN/Infinity of older files accepted
+            except json.JSONDecodeError as exc:
+                if strict:
+                    raise ResultsFileError(f"{path}:{number}: corrupt JSON ({exc.msg})") from None
+                continue  # a line cut by an interrupted write; the rest is still good
+            if isinstance(raw, dict):
+                yield path, number, raw
+
+
+def iter_records(path: Path | str, *, strict: bool = False) -> Iterator[dict[str, Any]]:
+    """Each record of a results file (or run directory) as a dict, numeric fields decoded."""
+    for _, _, raw in _lines(Path(path), strict):
+        yield decode_record(raw)
+
+
+def read_records(path: Path | str, *, strict: bool = False) -> list[dict[str, Any]]:
+    return list(iter_records(path, strict=strict))
+
+
+def iter_typed(path: Path | str, *, strict: bool = False) -> Iterator[Record]:
+    """Each record as a ``Record``. A line no schema version wrote (no id, unknown verdict) is a
+    ``ResultsFileError`` naming file and line in both modes: it is not an interrupted write."""
+    for file, number, raw in _lines(Path(path), strict):
+        try:
+            yield Record.from_dict(raw)
+        except RecordError as exc:
+            raise ResultsFileError(f"{file}:{number}: {exc}") from None
+
+
+def read_typed(path: Path | str, *, strict: bool = False) -> list[Record]:
+    return list(iter_typed(path, strict=strict))
+
+
+R = TypeVar("R", Record, Mapping[str, Any], dict[str, Any])
+
+
+def _case_id(record: Record | Mapping[str, Any]) -> str | None:
+    if isinstance(record, Record):
+        return record.id
+    return str(record["id"]) if "id" in record else None
+
+
+def latest_records(records: Iterable[R]) -> list[R]:
+    """The last record per case id, in file order (a rerun into the same directory supersedes)."""
+    listed = list(records)
+    last = {cid: i for i, r in enumerate(listed) if (cid := _case_id(r)) is not None}
+    return [r for i, r in enumerate(listed) if (cid := _case_id(r)) is None or last[cid] == i]
