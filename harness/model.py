@@ -151,15 +151,9 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_co
     }
     if not safetensors:
         kwargs["weights_only"] = True  # the pickle path: never full unpickling
-    archs = config.get("architectures") or []
-    if spec.family == "seq2seq":
-        cls = transformers.AutoModelForSeq2SeqLM
-    elif spec.family == "causal_lm":
-        cls = transformers.AutoModelForCausalLM
-    elif any(a.endswith("ForSequenceClassification") for a in archs):
-        cls = transformers.AutoModelForSequenceClassification
-    else:
-        cls = transformers.AutoModel
+    from harness.families import family_for
+
+    cls = family_for(spec.family).hf_model_class(config)
     try:
         return cls.from_pretrained(str(path), **kwargs)
     except Exception as exc:  # corrupt safetensors, bad config values...: bad input, not a crash

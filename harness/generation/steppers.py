@@ -26,6 +26,13 @@ class Stepper(Protocol):
         """Keep only ``rows`` (in that order) of the cached state: beam search's reshuffle."""
 
 
+class Starter(Protocol):
+    """Starts the decode of one batch of prompts (a family's ``starter``)."""
+
+    def start(self, input_ids: np.ndarray, attention_mask: np.ndarray, expand: int, use_cache: bool) -> "Start":
+        """The prompt and a stepper for ``expand`` rows per input (beams)."""
+
+
 @dataclass
 class Start:
     """What a search needs for one batch: the fixed prompt, a stepper, and the per-row

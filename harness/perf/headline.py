@@ -62,7 +62,7 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new
     blocks: dict[str, Callable[[int], list[float]]] = {}
     runners: list[Any] = []
     sizes: dict[str, int] = {}
-    generates = family.name in ("seq2seq", "causal_lm")
+    generates = family.generates
     if generates:
         from harness.generation.decode import prompt_batch
         from harness.perf.generation import prompt_texts
