@@ -1,7 +1,10 @@
 """Backends, one module each, registered by ``@register_backend``.
 
 Adding a backend = one new module here with a ``Backend`` subclass decorated by
-``@register_backend``; variants name it through ``Provider.backend``.
+``@register_backend``; variants name it through ``Provider.backend``. The class owns
+everything that differs between runtimes (loading, what one timed call is, device
+synchronisation, the files a deployment ships, loading in a fresh child process), so no
+other module asks which backend it holds.
 
 The modules are imported on first use of :func:`backends`, not with the package: a
 fresh-process measurement that only needs ``OrtGraphRunner`` must not pay for torch
@@ -13,15 +16,25 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from typing import TypeVar
+
 from harness.runners.base import Backend, GraphRunner
+
+B = TypeVar("B", bound=type[Backend])
 
 _REGISTRY: dict[str, type[Backend]] = {}
 _HELPERS = frozenset({"base", "trt_profile"})  # modules here that are not backends
 
 
-def register_backend(cls: type[Backend]) -> type[Backend]:
+def register_backend(cls: B) -> B:
+    """Register a backend under ``cls.name`` (a later registration of the same name replaces it)."""
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def unregister_backend(name: str) -> None:
+    """Forget a backend (tests that register their own)."""
+    _REGISTRY.pop(name, None)
 
 
 def backends() -> dict[str, type[Backend]]:
@@ -32,4 +45,4 @@ def backends() -> dict[str, type[Backend]]:
     return dict(_REGISTRY)
 
 
-__all__ = ["Backend", "GraphRunner", "backends", "register_backend"]
+__all__ = ["Backend", "GraphRunner", "backends", "register_backend", "unregister_backend"]
