@@ -27,7 +27,6 @@ import torch
 from harness.config import UsageError, describe_error
 from harness.zoo.base import ModelSpec, materialize
 
-
 #: weight files that are Python pickles (``torch.save``): loading them can run code
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
@@ -141,7 +140,6 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_co
         from harness.zoo.encoder_custom import load_encoder_custom
 
         return load_encoder_custom(path)
-    import transformers
 
     kwargs: dict[str, Any] = {
         "trust_remote_code": trust_remote_code,

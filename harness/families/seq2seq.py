@@ -18,7 +18,6 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from harness.families.base import Family, GraphModule, GraphSpec, to_torch, tokenize
 from harness.families.registry import register_family
 
-
 if TYPE_CHECKING:  # pragma: no cover
     from harness.generation.steppers import Starter
     from harness.model import LoadedModel

@@ -58,7 +58,7 @@ def spawn(args: Sequence[str], timeout: float = CHILD_TIMEOUT_S) -> dict[str, An
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         raise ChildError(f"measurement child exited with {proc.returncode}: {last}")
-    result = json.loads(lines[-1][len(child_module.MARKER):])
+    result: dict[str, Any] = json.loads(lines[-1][len(child_module.MARKER):])
     result["process_ms"] = process_ms
     return result
 

@@ -178,13 +178,14 @@ def latency_entry(samples_ms: Sequence[float], *, warmup: int, engine: str, item
     ``throughput`` is items (sequences, tokens) per second at the mean latency: the
     summary's calls/s times the items each call processes.
     """
-    summary = summarize(samples_ms).as_dict()
+    stats = summarize(samples_ms)
+    summary = stats.as_dict()
     return {
         "samples": [round(float(s), 6) for s in samples_ms],
         "warmup": warmup,
         "summary": summary,
         "engine": engine,
         "items_per_call": items_per_call,
-        "throughput": summary["throughput_per_s"] * items_per_call,
+        "throughput": stats.throughput_per_s * items_per_call,
         **context,
     }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-
 from typing import TypeVar
 
 from harness.runners.base import Backend, GraphRunner

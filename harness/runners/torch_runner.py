@@ -81,9 +81,10 @@ def precision_model(model: "LoadedModel", precision: Precision, device: str,
                     warnings.simplefilter("ignore")
                     if per_channel:
                         spec = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
-                        m = torch.ao.quantization.quantize_dynamic(m, spec, dtype=torch.qint8)
+                        m = torch.ao.quantization.quantize_dynamic(m, spec, dtype=torch.qint8)  # type: ignore[no-untyped-call]
                     else:
-                        m = torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
+                        m = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
+                            m, {torch.nn.Linear}, dtype=torch.qint8)
             m = m.to(device).eval()
         model.cache[key] = m
     m_out: torch.nn.Module = model.cache[key]
