@@ -135,7 +135,8 @@ def check_weights_only(path: Path) -> None:
                          f"({first[:200]})") from None
 
 
-def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_code: bool, safetensors: bool) -> torch.nn.Module:
+def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_code: bool,
+                      safetensors: bool) -> torch.nn.Module:
     if config.get("model_type") == "harness-encoder-custom":
         from harness.zoo.encoder_custom import load_encoder_custom
 

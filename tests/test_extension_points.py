@@ -58,8 +58,12 @@ class ToyRunner(GraphRunner):
         return call
 
 
+TOY = Provider("toy_cpu", "toy", "cpu")
+
+
 class ToyBackend(Backend):
     name = "toy"
+    providers = (TOY,)
     gain = 1.0
     loaded: list[ToyRunner] = []
 
@@ -88,9 +92,6 @@ class OffByHalf(ToyBackend):
     gain = 1.5
 
 
-TOY = Provider("toy_cpu", "toy", "cpu")
-
-
 @pytest.fixture
 def toy_backend():
     register_backend(ToyBackend)
@@ -100,10 +101,12 @@ def toy_backend():
 
 
 def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backend):
+    from harness.config import PROVIDERS, parse_provider
     from harness.parity import numeric_parity
 
     assert backends()["toy"] is ToyBackend
-    v = Variant("encoder-custom", Precision.FP32, TOY)
+    assert parse_provider("toy_cpu") is TOY and PROVIDERS["toy_cpu"] is TOY  # its providers are users' names
+    v = Variant("encoder-custom", Precision.FP32, parse_provider("toy_cpu"))
     assert workspace.unavailable_reason(v) is None
     result = numeric_parity(workspace, v)
     assert result.outputs and result.passed
@@ -159,7 +162,10 @@ def test_a_backend_without_a_child_loader_says_so():
         def load(self, model: Any, family: Any, graph: GraphSpec, variant: Variant) -> GraphRunner:
             raise NotImplementedError
 
+    from harness.config import PROVIDERS
+
     v = Variant("m", Precision.FP32, Provider("nochild_cpu", "nochild", "cpu"))
+    assert "toy_cpu" not in PROVIDERS  # not registered (outside its fixture): not a name users can give
     assert "no fresh-process loader" in str(NoChild.fresh_process_reason(v))
     assert ToyBackend.fresh_process_reason(v) is None
 

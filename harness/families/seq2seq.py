@@ -31,7 +31,8 @@ def n_layers(model) -> int:
     return int(getattr(cfg, "decoder_layers", None) or cfg.num_hidden_layers)
 
 
-def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"), prefix: str = "present") -> tuple[str, ...]:
+def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"),
+                  prefix: str = "present") -> tuple[str, ...]:
     return tuple(f"{prefix}.{i}.{kind}.{kv}" for i in range(layers) for kind in kinds for kv in ("key", "value"))
 
 

@@ -109,8 +109,6 @@ class CausalLMStepper:
 class Seq2SeqModel:
     """Starts seq2seq batches: runs the encoder once, repeats rows for beams."""
 
-    kind = "seq2seq"
-
     def __init__(self, runners: Mapping[str, GraphRunner], decoder_start_token_id: int) -> None:
         self.runners, self.start_id = runners, decoder_start_token_id
 
@@ -124,8 +122,6 @@ class Seq2SeqModel:
 
 class CausalLMModel:
     """Starts decoder-only batches from a left-padded prompt."""
-
-    kind = "causal_lm"
 
     def __init__(self, runner: GraphRunner, family: CausalLMFamily, model) -> None:
         self.runner, self.family, self.model = runner, family, model

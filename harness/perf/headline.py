@@ -68,7 +68,8 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new
         from harness.perf.generation import prompt_texts
 
         ids, mask = prompt_batch(model, prompt_texts(model, texts, batch_size))
-        unit = f"one greedy generation of {new_tokens} tokens, batch {ids.shape[0]}, prompt {ids.shape[1]} tokens, KV cache"
+        unit = (f"one greedy generation of {new_tokens} tokens, batch {ids.shape[0]}, "
+                f"prompt {ids.shape[1]} tokens, KV cache")
     else:
         feeds = shaped_feeds(model, family, graphs[0], texts, batch_size, seq_len)
         unit = f"one forward call, batch {batch_size} x {seq_len} tokens"

@@ -6,18 +6,23 @@ everything that differs between runtimes (loading, what one timed call is, devic
 synchronisation, the files a deployment ships, loading in a fresh child process), so no
 other module asks which backend it holds.
 
-The modules are imported on first use of :func:`backends`, not with the package: a
-fresh-process measurement that only needs ``OrtGraphRunner`` must not pay for torch
-(the PyTorch backend's module), which would distort cold start and peak memory.
+The modules are imported on first use of :func:`backends`, not with the package, and each
+imports its runtime only where it uses it: a fresh-process measurement that only needs
+``OrtGraphRunner`` must not pay for torch, which would distort cold start and peak memory,
+and reading the provider table (:func:`providers`, ``harness.config.PROVIDERS``) must not
+import any runtime.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from harness.runners.base import Backend, GraphRunner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.config import Provider
 
 B = TypeVar("B", bound=type[Backend])
 
@@ -44,4 +49,19 @@ def backends() -> dict[str, type[Backend]]:
     return dict(_REGISTRY)
 
 
-__all__ = ["Backend", "GraphRunner", "backends", "register_backend", "unregister_backend"]
+def providers() -> dict[str, "Provider"]:
+    """Every provider users can name, short name -> Provider, as the backends declare them
+    (``Backend.providers``). A short name declared twice is a programming error."""
+    table: dict[str, Provider] = {}
+    for backend in backends().values():
+        for provider in backend.providers:
+            if provider.short in table:
+                raise RuntimeError(f"provider {provider.short!r} declared by two backends")
+            if provider.backend != backend.name:
+                raise RuntimeError(
+                    f"provider {provider.short!r} of backend {backend.name!r} names {provider.backend!r}")
+            table[provider.short] = provider
+    return table
+
+
+__all__ = ["Backend", "GraphRunner", "backends", "providers", "register_backend", "unregister_backend"]

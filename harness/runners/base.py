@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Variant
+    from harness.config import Provider, Variant
     from harness.export.artifacts import ExportSettings
     from harness.export.cache import ArtifactCache
     from harness.families.base import Family, GraphSpec
@@ -116,6 +116,9 @@ class Backend(abc.ABC):
     """Makes GraphRunners for one backend (pytorch, onnxruntime, ...)."""
 
     name: str
+    #: the providers (``--providers`` short names) this backend serves; the one declaration
+    #: of each (``harness.config.PROVIDERS`` is derived from them)
+    providers: tuple["Provider", ...] = ()
 
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx

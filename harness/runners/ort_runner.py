@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.config import Precision, Variant
+from harness.config import Precision, Provider, Variant
 from harness.runners import register_backend
 from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
 
@@ -137,6 +137,14 @@ class OrtGraphRunner(GraphRunner):
 @register_backend
 class OrtBackend(Backend):
     name = "onnxruntime"
+    providers = (
+        Provider("ort_cpu", name, "CPUExecutionProvider"),
+        Provider("ort_cuda", name, "CUDAExecutionProvider", needs_gpu=True),
+        Provider("ort_trt", name, "TensorrtExecutionProvider", needs_gpu=True),
+        Provider("ort_openvino", name, "OpenVINOExecutionProvider"),
+        Provider("ort_dml", name, "DmlExecutionProvider", needs_gpu=True),
+        Provider("ort_coreml", name, "CoreMLExecutionProvider"),
+    )
 
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:

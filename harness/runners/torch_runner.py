@@ -2,6 +2,9 @@
 
 FP32 is the reference itself; FP16 is ``.half()`` (what users do before tracing for GPU);
 INT8 is ``torch.ao.quantization.quantize_dynamic`` on Linear layers (CPU only).
+
+torch is imported where it is used, not with the module: the provider table is read from
+every backend class, and parsing ``--providers`` must not cost a torch import.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
-from harness.config import Precision, Variant
+from harness.config import Precision, Provider, Variant
 from harness.runners import register_backend
 from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
     from harness.families.base import Family, GraphSpec
     from harness.model import LoadedModel
 
@@ -34,6 +38,8 @@ class TorchGraphRunner(GraphRunner):
         self.input_names, self.output_names = list(input_names), list(output_names)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import torch
+
         args = []
         for name in self.input_names:
             t = torch.from_numpy(np.ascontiguousarray(feeds[name])).to(self.device)
@@ -53,6 +59,8 @@ class TorchGraphRunner(GraphRunner):
 
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):
+            import torch
+
             torch.cuda.synchronize()
 
     def timed_call(self, feeds: Feeds) -> TimedCall:
@@ -68,6 +76,8 @@ class TorchGraphRunner(GraphRunner):
 def precision_model(model: "LoadedModel", precision: Precision, device: str,
                     per_channel: bool = False) -> torch.nn.Module:
     """The torch model at ``precision`` on ``device``; memoised per loaded model."""
+    import torch
+
     key = ("torch-precision", precision.value, device, per_channel and precision is Precision.INT8)
     if key not in model.cache:
         if precision is Precision.FP32 and device == "cpu":
@@ -94,9 +104,12 @@ def precision_model(model: "LoadedModel", precision: Precision, device: str,
 @register_backend
 class TorchBackend(Backend):
     name = "pytorch"
+    providers = (Provider("torch_cpu", name, "cpu"), Provider("torch_cuda", name, "cuda", needs_gpu=True))
 
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:
+        import torch
+
         device = variant.provider.device
         if device.startswith("cuda") and not torch.cuda.is_available():
             return "no CUDA device (torch.cuda.is_available() is False)"
@@ -105,6 +118,8 @@ class TorchBackend(Backend):
         return None
 
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
+        import torch
+
         device = variant.provider.device
         if self.ctx.intra_op_threads:
             torch.set_num_threads(self.ctx.intra_op_threads)
@@ -137,6 +152,8 @@ class TorchBackend(Backend):
     @classmethod
     def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
         """Weights and tokenizer once (``weights``), then every graph's module at the precision."""
+        import torch
+
         from harness.config import PROVIDERS, RunOptions
         from harness.workspace import Workspace
 
