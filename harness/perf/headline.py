@@ -38,6 +38,9 @@ SIZE_RATIOS = (
     ("ORT FP16 vs ORT FP32, artifact size", "ort-fp32", "ort-fp16"),
 )
 
+#: contenders whose artifact size is measured: those a size ratio compares
+_SIZED = frozenset(name for _, base, cand in SIZE_RATIOS for name in (base, cand))
+
 
 @dataclass
 class HeadlineResult:
@@ -97,7 +100,7 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new
             def block(n: int, call: Any = call) -> list[float]:
                 return time_calls(call, n)
         blocks[name] = block
-        if provider == "ort_cpu":
+        if name in _SIZED:
             sizes[name] = artifact_fields(ws, variant, model, family, graphs)["artifact_bytes"]
     return blocks, unit, runners, sizes
 
