@@ -1,6 +1,7 @@
 """Plain value types shared by every part of the harness.
 
-This module imports nothing else from the harness, so any module may depend on it.
+This module imports nothing else from the harness at import time, so any module may
+depend on it (the provider table is read from the backend registry on first use).
 A *variant* is one cell of the matrix: model x precision x provider. Its ``id`` is the
 stable, readable test id (``marian-tiny-int8-ort_cpu``) that appears in pytest ids,
 results records and baselines; never change how it is spelled.
@@ -42,31 +43,27 @@ class Provider:
     """Where a variant runs: a backend and, for ONNX Runtime, an execution provider.
 
     ``short`` is the name users type (``--providers ort_cpu``) and that ends test ids.
+    Each backend declares the providers it serves (``Backend.providers`` in its module
+    under ``harness/runners/``); ``PROVIDERS`` is derived from them.
     """
 
     short: str
-    backend: str  # "pytorch" | "onnxruntime" | "tensorrt"
+    backend: str  # a registered backend's name: "pytorch", "onnxruntime", ...
     device: str  # torch device or ORT execution provider name
     needs_gpu: bool = False
 
-    @property
-    def is_onnx(self) -> bool:
-        return self.backend in ("onnxruntime", "tensorrt")
+
+def provider_table() -> dict[str, Provider]:
+    """Every provider, short name -> Provider, as the registered backends declare them.
+
+    Imported here lazily: the backends import this module for its types, and reading the
+    table imports the backend modules (which import their runtimes lazily, so it is cheap).
+    """
+    from harness.runners import providers
+
+    return providers()
 
 
-PROVIDERS: dict[str, Provider] = {
-    p.short: p
-    for p in (
-        Provider("torch_cpu", "pytorch", "cpu"),
-        Provider("torch_cuda", "pytorch", "cuda", needs_gpu=True),
-        Provider("ort_cpu", "onnxruntime", "CPUExecutionProvider"),
-        Provider("ort_cuda", "onnxruntime", "CUDAExecutionProvider", needs_gpu=True),
-        Provider("ort_trt", "onnxruntime", "TensorrtExecutionProvider", needs_gpu=True),
-        Provider("ort_openvino", "onnxruntime", "OpenVINOExecutionProvider"),
-        Provider("ort_dml", "onnxruntime", "DmlExecutionProvider", needs_gpu=True),
-        Provider("ort_coreml", "onnxruntime", "CoreMLExecutionProvider"),
-    )
-}
 DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
 DEFAULT_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8)
 
@@ -89,11 +86,12 @@ def parse_precision(name: str, *, option: str = "--precisions") -> Precision:
 
 def parse_provider(name: str, *, option: str = "--providers") -> Provider:
     key = name.strip().lower()
-    if key not in PROVIDERS:
+    table = provider_table()
+    if key not in table:
         raise UsageError(
-            f"{option}: unknown provider {name!r}{did_you_mean(key, PROVIDERS)}; valid: {', '.join(PROVIDERS)}"
+            f"{option}: unknown provider {name!r}{did_you_mean(key, table)}; valid: {', '.join(table)}"
         )
-    return PROVIDERS[key]
+    return table[key]
 
 
 def split_csv(values: Iterable[str] | str | None) -> list[str]:
@@ -160,7 +158,11 @@ class Tolerance:
 
 
 def __getattr__(name: str) -> object:
-    """``HIGHER_IS_BETTER`` (deprecated): metric directions are declared in ``harness.metrics.registry``."""
+    """Derived module attributes (PEP 562): ``PROVIDERS``, the provider table the registered
+    backends declare; ``HIGHER_IS_BETTER`` (deprecated), the numeric metrics' directions, declared
+    in ``harness.metrics.registry``."""
+    if name == "PROVIDERS":
+        return provider_table()
     if name == "HIGHER_IS_BETTER":
         import warnings
 
@@ -178,7 +180,7 @@ class RunOptions:
 
     models: list[str] = field(default_factory=list)
     precisions: list[Precision] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
-    providers: list[Provider] = field(default_factory=lambda: [PROVIDERS[p] for p in DEFAULT_PROVIDERS])
+    providers: list[Provider] = field(default_factory=lambda: [provider_table()[p] for p in DEFAULT_PROVIDERS])
     opset: int = 17
     exporter: str = "torchscript"  # or "dynamo"
     batch_size: int = 8

@@ -27,7 +27,6 @@ import torch
 from harness.config import UsageError, describe_error
 from harness.zoo.base import ModelSpec, materialize
 
-
 #: weight files that are Python pickles (``torch.save``): loading them can run code
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
@@ -136,12 +135,12 @@ def check_weights_only(path: Path) -> None:
                          f"({first[:200]})") from None
 
 
-def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_code: bool, safetensors: bool) -> torch.nn.Module:
+def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_code: bool,
+                      safetensors: bool) -> torch.nn.Module:
     if config.get("model_type") == "harness-encoder-custom":
         from harness.zoo.encoder_custom import load_encoder_custom
 
         return load_encoder_custom(path)
-    import transformers
 
     kwargs: dict[str, Any] = {
         "trust_remote_code": trust_remote_code,
@@ -151,15 +150,9 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_co
     }
     if not safetensors:
         kwargs["weights_only"] = True  # the pickle path: never full unpickling
-    archs = config.get("architectures") or []
-    if spec.family == "seq2seq":
-        cls = transformers.AutoModelForSeq2SeqLM
-    elif spec.family == "causal_lm":
-        cls = transformers.AutoModelForCausalLM
-    elif any(a.endswith("ForSequenceClassification") for a in archs):
-        cls = transformers.AutoModelForSequenceClassification
-    else:
-        cls = transformers.AutoModel
+    from harness.families import family_for
+
+    cls = family_for(spec.family).hf_model_class(config)
     try:
         return cls.from_pretrained(str(path), **kwargs)
     except Exception as exc:  # corrupt safetensors, bad config values...: bad input, not a crash

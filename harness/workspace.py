@@ -77,7 +77,7 @@ class Workspace:
         ctx = BackendContext(self.artifacts, self.settings_for(model), self.options.intra_op_threads,
                              self.options.inter_op_threads,
                              trt_max_batch=self.options.trt_max_batch or self.options.batch_size,
-                             trt_max_seq=self.options.trt_max_seq or 128)
+                             trt_max_seq=self.options.trt_max_seq or 128, cache_dir=self.cache_dir)
         return backends()[variant.backend](ctx)
 
     @staticmethod

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for provider in ("torch_cpu", "ort_cpu"):
             rate = measure(ws, name, provider, args)
             cached, uncached = rate[True], rate[False]
-            print(f"| {name:<14} | {provider:<9} | {cached:>12.0f} | {uncached:>14.0f} | {cached / uncached:>14.2f}x |")
+            print(f"| {name:<14} | {provider:<9} | {cached:>12.1f} | {uncached:>14.1f} | {cached / uncached:>14.2f}x |")
     return 0
 
 

@@ -325,11 +325,16 @@ def test_child_floors_and_an_ort_cold_start(workspace, tmp_path):
 
 
 def test_child_failures_carry_the_reason(tmp_path):
-    with pytest.raises(coldstart.ChildError, match="--graph and --feeds are required"):
-        coldstart.spawn(["--backend", "onnxruntime"])
+    from harness.runners.ort_runner import OrtBackend
+
+    with pytest.raises(coldstart.ChildError, match="--loader is required"):
+        coldstart.spawn(["--mode", "imports"])
+    with pytest.raises(coldstart.ChildError, match="--spec and --feeds are required"):
+        coldstart.spawn(["--loader", OrtBackend.loader_ref()])
     feeds = coldstart.write_feeds(tmp_path / "f.npz", {"model": {"x": np.zeros(1, np.int64)}})
+    spec = json.dumps({"device": "CPUExecutionProvider", "graphs": {"model": str(tmp_path / "missing.onnx")}})
     with pytest.raises(coldstart.ChildError, match="exited with 1"):
-        coldstart.spawn(["--graph", f"model={tmp_path / 'missing.onnx'}", "--feeds", str(feeds)])
+        coldstart.spawn(["--loader", OrtBackend.loader_ref(), "--spec", spec, "--feeds", str(feeds)])
 
 
 def test_cold_start_fields_are_medians_over_processes():

@@ -1,17 +1,16 @@
-"""Model families: which graphs a model exports and how they are fed."""
+"""Model families: which graphs a model exports, how they are fed, how a model of the
+family is detected, loaded and decoded.
+
+Adding a family = one new module here with a ``Family`` subclass decorated by
+``@register_family`` (and its import below, so the built-in set is complete on import).
+"""
 
 from __future__ import annotations
 
 from harness.families.base import Family, GraphSpec
-from harness.families.causal_lm import CausalLMFamily
-from harness.families.encoder import EncoderFamily
-from harness.families.seq2seq import Seq2SeqFamily
+from harness.families.registry import detect_family, families, family_for, family_names, register_family
 
-_FAMILIES: dict[str, type[Family]] = {"encoder": EncoderFamily, "seq2seq": Seq2SeqFamily, "causal_lm": CausalLMFamily}
+# the built-in families register themselves on import, in this order (the order names are listed in)
+from harness.families import encoder, seq2seq, causal_lm  # noqa: E402,F401,I001  isort: skip
 
-
-def family_for(name: str) -> Family:
-    return _FAMILIES[name]()
-
-
-__all__ = ["Family", "GraphSpec", "family_for"]
+__all__ = ["Family", "GraphSpec", "detect_family", "families", "family_for", "family_names", "register_family"]

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.generation.steppers import Starter
     from harness.model import LoadedModel
+    from harness.runners.base import GraphRunner
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,19 @@ class GraphModule(torch.nn.Module):
 
 
 class Family(abc.ABC):
+    """One kind of model: its graphs and feeds, and everything else that differs by kind
+    (detection from an HF config, the transformers class that loads it, whether and how it
+    generates). Callers ask the family; they never compare ``family.name``.
+
+    Registered with ``@register_family`` (``harness.families``); adding a family is one
+    module there.
+    """
+
     name: str
+    #: whether models of this family generate text (decode loops, generation suites, perf)
+    generates: bool = False
+    #: order in which families are asked to detect a config: lower first (a catch-all last)
+    detection_priority: int = 100
 
     @abc.abstractmethod
     def graphs(self, model: "LoadedModel") -> list[GraphSpec]:
@@ -82,6 +96,41 @@ class Family(abc.ABC):
     def export_example(self, model: "LoadedModel", graph: GraphSpec) -> dict[str, np.ndarray]:
         """Inputs used to trace the export; by default a small corpus batch."""
         return self.feeds(model, graph, EXPORT_TEXTS)
+
+    # -- detection and loading ----------------------------------------------------------------------------
+    @classmethod
+    def claims(cls, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` (an HF ``config.json``) is this family's whatever its
+        architectures say (a ``model_type`` only this family loads). Asked before :meth:`detects`."""
+        return False
+
+    @classmethod
+    def detects(cls, config: Mapping[str, Any], architecture: str) -> bool:
+        """Whether one entry of the config's ``architectures`` names a model of this family."""
+        return False
+
+    def hf_model_class(self, config: Mapping[str, Any]) -> Any:
+        """The transformers auto class that loads a model of this family from ``config``."""
+        import transformers
+
+        return transformers.AutoModel
+
+    # -- generation ---------------------------------------------------------------------------------------
+    def generation_graphs(self, use_cache: bool) -> tuple[str, ...]:
+        """The graphs a decode loop runs, with or without the KV cache."""
+        raise ValueError(f"family {self.name!r} has no generation head")
+
+    def prompt_batch(self, model: "LoadedModel", texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids and attention mask of a batch of prompts, padded as this family decodes them."""
+        enc = tokenize(model, texts)
+        return enc["input_ids"], enc["attention_mask"]
+
+    def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
+                start_token_id: int | None = None) -> "Starter":
+        """What starts a decode over ``runners`` (the stepper factory of ``harness.generation``).
+        ``start_token_id``: the first decoder token where the family needs one (None: the
+        model config's)."""
+        raise ValueError(f"family {self.name!r} does not generate")
 
 
 #: Trace inputs: fixed, two different lengths so no axis is accidentally specialised to 1.

@@ -8,13 +8,19 @@ both the cache path and padding are exercised.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache
 
 from harness.families.base import Family, GraphModule, GraphSpec, to_torch, tokenize
+from harness.families.registry import register_family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.generation.steppers import Starter
+    from harness.model import LoadedModel
+    from harness.runners.base import GraphRunner
 
 
 def lm_layout(model) -> tuple[int, int, int]:
@@ -50,6 +56,7 @@ class _StepModule(GraphModule):
         return (out.logits, *presents)
 
 
+@register_family
 class CausalLMFamily(Family):
     name = "causal_lm"
 
@@ -102,6 +109,36 @@ class CausalLMFamily(Family):
             if name != "logits":
                 masks[name] = np.broadcast_to(mask[:, None, :], value.shape[:3]).copy()
         return masks
+
+    # -- detection, loading and generation (see Family) ---------------------------------------------------
+    generates = True
+    detection_priority = 20
+
+    @classmethod
+    def detects(cls, config: Mapping[str, Any], architecture: str) -> bool:
+        return architecture.endswith("ForCausalLM")
+
+    def hf_model_class(self, config: Mapping[str, Any]) -> Any:
+        import transformers
+
+        return transformers.AutoModelForCausalLM
+
+    def generation_graphs(self, use_cache: bool) -> tuple[str, ...]:
+        return ("model",)
+
+    def prompt_batch(self, model: "LoadedModel", texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Left-padded: generation needs the last real token in the last column."""
+        ids, mask = super().prompt_batch(model, texts)
+        if getattr(model.tokenizer, "padding_side", "right") != "left":
+            ids, mask = _left_pad(ids, mask, int(model.tokenizer.pad_token_id or 0))
+        return ids, mask
+
+    def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
+                start_token_id: int | None = None) -> "Starter":
+        """Prefill and step the one ``model`` graph from a left-padded prompt."""
+        from harness.generation.steppers import CausalLMModel
+
+        return CausalLMModel(runners["model"], self, model)
 
 
 def _left_pad(ids: np.ndarray, mask: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:

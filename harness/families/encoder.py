@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from harness.families.base import Family, GraphModule, GraphSpec, tokenize
+from harness.families.registry import register_family
 
 
 class _ClassifierModule(GraphModule):
@@ -37,6 +38,7 @@ def _is_classifier(model) -> bool:
     )
 
 
+@register_family
 class EncoderFamily(Family):
     name = "encoder"
 
@@ -61,3 +63,22 @@ class EncoderFamily(Family):
     def valid_masks(self, graph, feeds: Mapping[str, np.ndarray], outputs) -> dict[str, np.ndarray | None]:
         mask = feeds["attention_mask"].astype(bool)
         return {name: (None if name == "logits" else mask) for name in graph.output_names}
+
+    # -- detection and loading (see Family) ---------------------------------------------------------------
+    detection_priority = 1000  # "...Model" names almost anything: asked last
+
+    @classmethod
+    def claims(cls, config: Mapping[str, Any]) -> bool:
+        return config.get("model_type") == "harness-encoder-custom"
+
+    @classmethod
+    def detects(cls, config: Mapping[str, Any], architecture: str) -> bool:
+        return architecture.endswith(("ForSequenceClassification", "Model"))
+
+    def hf_model_class(self, config: Mapping[str, Any]) -> Any:
+        import transformers
+
+        archs = config.get("architectures") or []
+        if any(a.endswith("ForSequenceClassification") for a in archs):
+            return transformers.AutoModelForSequenceClassification
+        return transformers.AutoModel

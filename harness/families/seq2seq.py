@@ -9,13 +9,19 @@ the FP32 reference encoder's states, so each graph is judged on its own.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from harness.families.base import Family, GraphModule, GraphSpec, to_torch, tokenize
+from harness.families.registry import register_family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.generation.steppers import Starter
+    from harness.model import LoadedModel
+    from harness.runners.base import GraphRunner
 
 NO_ENCODER_MASK = "no_encoder_mask"
 
@@ -25,7 +31,8 @@ def n_layers(model) -> int:
     return int(getattr(cfg, "decoder_layers", None) or cfg.num_hidden_layers)
 
 
-def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"), prefix: str = "present") -> tuple[str, ...]:
+def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"),
+                  prefix: str = "present") -> tuple[str, ...]:
     return tuple(f"{prefix}.{i}.{kind}.{kv}" for i in range(layers) for kind in kinds for kv in ("key", "value"))
 
 
@@ -82,6 +89,7 @@ class _DecoderModule(GraphModule):
         return (logits, *presents)
 
 
+@register_family
 class Seq2SeqFamily(Family):
     name = "seq2seq"
 
@@ -196,6 +204,33 @@ class Seq2SeqFamily(Family):
             else:
                 masks[name] = None
         return masks
+
+    # -- detection, loading and generation (see Family) ---------------------------------------------------
+    generates = True
+    detection_priority = 10
+
+    @classmethod
+    def detects(cls, config: Mapping[str, Any], architecture: str) -> bool:
+        return architecture.endswith(("ForConditionalGeneration", "MTModel")) or bool(config.get("is_encoder_decoder"))
+
+    def hf_model_class(self, config: Mapping[str, Any]) -> Any:
+        import transformers
+
+        return transformers.AutoModelForSeq2SeqLM
+
+    def generation_graphs(self, use_cache: bool) -> tuple[str, ...]:
+        return ("encoder", "decoder", "decoder_with_past") if use_cache else ("encoder", "decoder")
+
+    def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
+                start_token_id: int | None = None) -> "Starter":
+        """Runs the encoder once per batch, then decodes from ``decoder_start_token_id``."""
+        from harness.generation.steppers import Seq2SeqModel
+
+        if start_token_id is None:
+            start_token_id = model.model.config.decoder_start_token_id
+        if start_token_id is None:
+            raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
+        return Seq2SeqModel(runners, int(start_token_id))
 
 
 def _decoder_lengths(dec_ids: np.ndarray, feeds: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -15,11 +15,9 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 import torch
 
-from harness.families.base import tokenize
-from harness.families.causal_lm import CausalLMFamily, _left_pad
+from harness.families import family_for
 from harness.generation.search import search
 from harness.generation.settings import GenerationSettings
-from harness.generation.steppers import CausalLMModel, Seq2SeqModel
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.config import Variant
@@ -62,17 +60,14 @@ class Decoded:
 
 
 def graphs_needed(family_name: str, use_cache: bool) -> tuple[str, ...]:
-    if family_name == "seq2seq":
-        return ("encoder", "decoder", "decoder_with_past") if use_cache else ("encoder", "decoder")
-    if family_name == "causal_lm":
-        return ("model",)
-    raise ValueError(f"family {family_name!r} has no generation head")
+    """The graphs decoding a model of ``family_name`` runs (``Family.generation_graphs``)."""
+    return family_for(family_name).generation_graphs(use_cache)
 
 
 def load_runners(backend: "Backend", model: "LoadedModel", family: "Family", variant: "Variant",
                  use_cache: bool, stack: ExitStack) -> tuple[dict[str, "GraphRunner"], dict[str, dict]]:
     """Load the graphs decoding needs (closed by ``stack``) and the artifacts they came from."""
-    wanted = graphs_needed(family.name, use_cache)
+    wanted = family.generation_graphs(use_cache)
     runners, artifacts = {}, {}
     for graph in family.graphs(model):
         if graph.name in wanted:
@@ -82,13 +77,9 @@ def load_runners(backend: "Backend", model: "LoadedModel", family: "Family", var
 
 
 def prompt_batch(model: "LoadedModel", texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids and mask; decoder-only prompts are left-padded (generation needs the
-    last real token in the last column)."""
-    enc = tokenize(model, texts)
-    ids, mask = enc["input_ids"], enc["attention_mask"]
-    if model.family == "causal_lm" and getattr(model.tokenizer, "padding_side", "right") != "left":
-        ids, mask = _left_pad(ids, mask, int(model.tokenizer.pad_token_id or 0))
-    return ids, mask
+    """Token ids and mask, padded as the model's family decodes them (decoder-only prompts
+    are left-padded: generation needs the last real token in the last column)."""
+    return family_for(model.family).prompt_batch(model, texts)
 
 
 def decode_texts(backend: "Backend", model: "LoadedModel", family: "Family", variant: "Variant",
@@ -99,18 +90,12 @@ def decode_texts(backend: "Backend", model: "LoadedModel", family: "Family", var
     with ExitStack() as stack:
         stack.enter_context(torch_threads(threads))
         runners, artifacts = load_runners(backend, model, family, variant, settings.use_cache, stack)
-        if family.name == "seq2seq":
-            if settings.decoder_start_token_id is None:
-                raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
-            starter: Seq2SeqModel | CausalLMModel = Seq2SeqModel(runners, settings.decoder_start_token_id)
-        else:
-            assert isinstance(family, CausalLMFamily)
-            starter = CausalLMModel(runners["model"], family, model)
+        starter = family.starter(model, runners, settings.decoder_start_token_id)
         tokens: list[list[int]] = []
         calls = 0
         began = time.perf_counter()
         for i in range(0, len(texts), batch_size):
-            ids, mask = prompt_batch(model, texts[i: i + batch_size])
+            ids, mask = family.prompt_batch(model, texts[i: i + batch_size])
             start = starter.start(ids, mask, settings.num_beams, settings.use_cache)
             tokens += search(start, settings)
             calls += getattr(start.stepper, "calls", 0)

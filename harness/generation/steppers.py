@@ -26,6 +26,13 @@ class Stepper(Protocol):
         """Keep only ``rows`` (in that order) of the cached state: beam search's reshuffle."""
 
 
+class Starter(Protocol):
+    """Starts the decode of one batch of prompts (a family's ``starter``)."""
+
+    def start(self, input_ids: np.ndarray, attention_mask: np.ndarray, expand: int, use_cache: bool) -> "Start":
+        """The prompt and a stepper for ``expand`` rows per input (beams)."""
+
+
 @dataclass
 class Start:
     """What a search needs for one batch: the fixed prompt, a stepper, and the per-row
@@ -102,8 +109,6 @@ class CausalLMStepper:
 class Seq2SeqModel:
     """Starts seq2seq batches: runs the encoder once, repeats rows for beams."""
 
-    kind = "seq2seq"
-
     def __init__(self, runners: Mapping[str, GraphRunner], decoder_start_token_id: int) -> None:
         self.runners, self.start_id = runners, decoder_start_token_id
 
@@ -117,8 +122,6 @@ class Seq2SeqModel:
 
 class CausalLMModel:
     """Starts decoder-only batches from a left-padded prompt."""
-
-    kind = "causal_lm"
 
     def __init__(self, runner: GraphRunner, family: CausalLMFamily, model) -> None:
         self.runner, self.family, self.model = runner, family, model

@@ -58,7 +58,7 @@ def spawn(args: Sequence[str], timeout: float = CHILD_TIMEOUT_S) -> dict[str, An
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         raise ChildError(f"measurement child exited with {proc.returncode}: {last}")
-    result = json.loads(lines[-1][len(child_module.MARKER):])
+    result: dict[str, Any] = json.loads(lines[-1][len(child_module.MARKER):])
     result["process_ms"] = process_ms
     return result
 
@@ -74,35 +74,26 @@ def write_feeds(path: Path, feeds_by_graph: Mapping[str, Mapping[str, np.ndarray
 
 
 def unsupported_reason(variant: "Variant") -> str | None:
-    if variant.backend not in ("onnxruntime", "pytorch"):
-        return f"fresh-process measurement supports onnxruntime and pytorch backends, not {variant.backend}"
-    return None
+    """Why the variant's backend cannot be measured in a fresh process (None: it can)."""
+    from harness.runners import backends
+
+    backend = backends().get(variant.backend)
+    if backend is None:
+        return f"backend {variant.backend!r} not available (no runner module for it)"
+    return backend.fresh_process_reason(variant)
 
 
 def child_args(ws: "Workspace", variant: "Variant", model: "LoadedModel", family: "Family",
                graphs: Sequence["GraphSpec"], feeds_path: Path, calls: int = 5) -> list[str]:
-    """The command line that makes a child load exactly what this workspace would load.
-
-    ONNX Runtime: artifact paths from the cache (built here first if missing, so the
-    child never exports). PyTorch: model name and cache dir; the child loads the weights.
-    """
+    """The command line that makes a child load exactly what this workspace would load:
+    the backend class to import, and its own description of what to load (``child_spec``)."""
     reason = unsupported_reason(variant)
     if reason:
         raise ValueError(reason)
-    options = ws.options
-    args = ["--backend", variant.backend, "--provider", variant.provider.short, "--feeds", str(feeds_path),
-            "--intra-op-threads", str(options.intra_op_threads or 0),
-            "--inter-op-threads", str(options.inter_op_threads or 0), "--calls", str(calls)]
-    if variant.backend == "onnxruntime":
-        backend = ws.backend(variant, model)
-        for graph in graphs:
-            files = backend.artifacts(model, family, graph, variant)
-            path = files[f"{graph.name}/model.onnx"]["path"]
-            args += ["--graph", f"{graph.name}={path}"]
-    else:
-        args += ["--model", variant.model, "--precision", variant.precision.value, "--cache", str(ws.cache_dir)]
-        args += [a for graph in graphs for a in ("--graph", graph.name)]
-    return args
+    backend = ws.backend(variant, model)
+    spec = backend.child_spec(model, family, graphs, variant)
+    return ["--loader", type(backend).loader_ref(), "--spec", json.dumps(spec, sort_keys=True),
+            "--feeds", str(feeds_path), "--calls", str(calls)]
 
 
 def fresh_runs(args: Sequence[str], repeats: int) -> list[dict[str, Any]]:

@@ -41,17 +41,8 @@ class GenerationSamples:
 
 
 def starter(model: "LoadedModel", family: "Family", runners: Mapping[str, "GraphRunner"]) -> Any:
-    """The generation package's batch starter for this family (runs the encoder, if any)."""
-    from harness.generation.steppers import CausalLMModel, Seq2SeqModel
-
-    if family.name == "seq2seq":
-        start_id = model.model.config.decoder_start_token_id
-        if start_id is None:
-            raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
-        return Seq2SeqModel(runners, int(start_id))
-    if family.name == "causal_lm":
-        return CausalLMModel(runners["model"], family, model)  # type: ignore[arg-type]
-    raise ValueError(f"family {family.name!r} does not generate")
+    """The family's batch starter over ``runners`` (runs the encoder, if any)."""
+    return family.starter(model, runners)
 
 
 def generate_timed(start_fn: Any, ids: np.ndarray, mask: np.ndarray, new_tokens: int, use_cache: bool,

@@ -38,6 +38,9 @@ SIZE_RATIOS = (
     ("ORT FP16 vs ORT FP32, artifact size", "ort-fp32", "ort-fp16"),
 )
 
+#: contenders whose artifact size is measured: those a size ratio compares
+_SIZED = frozenset(name for _, base, cand in SIZE_RATIOS for name in (base, cand))
+
 
 @dataclass
 class HeadlineResult:
@@ -62,13 +65,14 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new
     blocks: dict[str, Callable[[int], list[float]]] = {}
     runners: list[Any] = []
     sizes: dict[str, int] = {}
-    generates = family.name in ("seq2seq", "causal_lm")
+    generates = family.generates
     if generates:
         from harness.generation.decode import prompt_batch
         from harness.perf.generation import prompt_texts
 
         ids, mask = prompt_batch(model, prompt_texts(model, texts, batch_size))
-        unit = f"one greedy generation of {new_tokens} tokens, batch {ids.shape[0]}, prompt {ids.shape[1]} tokens, KV cache"
+        unit = (f"one greedy generation of {new_tokens} tokens, batch {ids.shape[0]}, "
+                f"prompt {ids.shape[1]} tokens, KV cache")
     else:
         feeds = shaped_feeds(model, family, graphs[0], texts, batch_size, seq_len)
         unit = f"one forward call, batch {batch_size} x {seq_len} tokens"
@@ -96,7 +100,7 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new
             def block(n: int, call: Any = call) -> list[float]:
                 return time_calls(call, n)
         blocks[name] = block
-        if provider == "ort_cpu":
+        if name in _SIZED:
             sizes[name] = artifact_fields(ws, variant, model, family, graphs)["artifact_bytes"]
     return blocks, unit, runners, sizes
 

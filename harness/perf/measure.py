@@ -23,7 +23,6 @@ from harness.config import UsageError
 from harness.perf.stats import summarize
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Variant
     from harness.runners.base import GraphRunner
 
 Call = Callable[[], object]
@@ -146,31 +145,14 @@ def engine_for(benchmark_fixture: Any | None, sync: Call | None = None) -> Harne
 
 
 def timed_call(runner: "GraphRunner", feeds: Mapping[str, np.ndarray]) -> Call:
-    """The callable one timed call executes.
+    """The callable one timed call executes: the runner's own ``timed_call``.
 
-    ONNX Runtime is timed at ``session.run`` on feeds already cast to the session's input
-    types, as onnxruntime_perf_test does: the runner's FP32 copy of every output exists
-    for comparisons, not deployments. Every other runner is timed through ``run()``
-    (for PyTorch that is numpy in, zero-copy tensors, numpy out).
+    The runner decides what a deployed call is (ONNX Runtime: ``session.run`` on feeds
+    already cast to the session's input types, as onnxruntime_perf_test does; PyTorch:
+    ``run()``, numpy in and out, synchronised on CUDA), so timing never asks which backend
+    it has.
     """
-    from harness.runners.ort_runner import OrtGraphRunner
-
-    if isinstance(runner, OrtGraphRunner):
-        prepared = runner.prepare(feeds)
-        run = runner.session.run
-        return lambda: run(None, prepared)
-    fixed = dict(feeds)
-    return lambda: runner.run(fixed)
-
-
-def device_sync(variant: "Variant") -> Call | None:
-    """A synchronise for devices that run asynchronously; None where outputs come back
-    to host memory anyway (every ORT provider returns numpy, so its calls are complete)."""
-    if variant.backend == "pytorch" and variant.provider.device.startswith("cuda"):
-        import torch
-
-        return torch.cuda.synchronize
-    return None
+    return runner.timed_call(feeds)
 
 
 # --------------------------------------------------------------------------- records
@@ -196,13 +178,14 @@ def latency_entry(samples_ms: Sequence[float], *, warmup: int, engine: str, item
     ``throughput`` is items (sequences, tokens) per second at the mean latency: the
     summary's calls/s times the items each call processes.
     """
-    summary = summarize(samples_ms).as_dict()
+    stats = summarize(samples_ms)
+    summary = stats.as_dict()
     return {
         "samples": [round(float(s), 6) for s in samples_ms],
         "warmup": warmup,
         "summary": summary,
         "engine": engine,
         "items_per_call": items_per_call,
-        "throughput": summary["throughput_per_s"] * items_per_call,
+        "throughput": stats.throughput_per_s * items_per_call,
         **context,
     }

@@ -10,7 +10,6 @@ arena and memory-pattern flags, threads) come from the child's live session.
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness.perf.coldstart import spawn
@@ -28,8 +27,10 @@ _FLOORS: dict[str, dict[str, int]] = {}
 def floors(backend: str) -> dict[str, int]:
     """Peak RSS of an empty interpreter and of one that imported ``backend`` (once per process)."""
     if backend not in _FLOORS:
+        from harness.runners import backends
+
         empty = spawn(["--mode", "empty"])
-        imports = spawn(["--mode", "imports", "--backend", backend])
+        imports = spawn(["--mode", "imports", "--loader", backends()[backend].loader_ref()])
         _FLOORS[backend] = {"baseline_rss_bytes": int(empty["peak_rss_bytes"]),
                             "imports_rss_bytes": int(imports["peak_rss_bytes"])}
     return dict(_FLOORS[backend])
@@ -58,16 +59,7 @@ def memory_fields(runs: Sequence[Mapping[str, Any]], floor: Mapping[str, int]) -
 
 def artifact_fields(ws: "Workspace", variant: "Variant", model: "LoadedModel", family: "Family",
                     graphs: Sequence["GraphSpec"]) -> dict[str, Any]:
-    """Bytes on disk of what the variant ships: ONNX files (with external data) for ONNX
-    backends, the weight files for PyTorch (its FP16/INT8 exist only in memory)."""
-    files: dict[str, int] = {}
-    if variant.provider.is_onnx:
-        backend = ws.backend(variant, model)
-        for graph in graphs:
-            for name, info in backend.artifacts(model, family, graph, variant).items():
-                files[name] = int(info["bytes"])
-    else:
-        for path in sorted(Path(model.path).iterdir()):
-            if path.suffix in (".safetensors", ".bin", ".pt", ".pth"):
-                files[path.name] = path.stat().st_size
+    """Bytes on disk of what the variant ships, as its backend counts them
+    (``Backend.shipped_files``: ONNX files with external data, or PyTorch's weight files)."""
+    files = ws.backend(variant, model).shipped_files(model, family, graphs, variant)
     return {"artifact_bytes": sum(files.values()), "artifact_files": files}

@@ -1,27 +1,44 @@
 """Backends, one module each, registered by ``@register_backend``.
 
 Adding a backend = one new module here with a ``Backend`` subclass decorated by
-``@register_backend``; variants name it through ``Provider.backend``.
+``@register_backend``; variants name it through ``Provider.backend``. The class owns
+everything that differs between runtimes (loading, what one timed call is, device
+synchronisation, the files a deployment ships, loading in a fresh child process), so no
+other module asks which backend it holds.
 
-The modules are imported on first use of :func:`backends`, not with the package: a
-fresh-process measurement that only needs ``OrtGraphRunner`` must not pay for torch
-(the PyTorch backend's module), which would distort cold start and peak memory.
+The modules are imported on first use of :func:`backends`, not with the package, and each
+imports its runtime only where it uses it: a fresh-process measurement that only needs
+``OrtGraphRunner`` must not pay for torch, which would distort cold start and peak memory,
+and reading the provider table (:func:`providers`, ``harness.config.PROVIDERS``) must not
+import any runtime.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING, TypeVar
 
 from harness.runners.base import Backend, GraphRunner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.config import Provider
+
+B = TypeVar("B", bound=type[Backend])
 
 _REGISTRY: dict[str, type[Backend]] = {}
 _HELPERS = frozenset({"base", "trt_profile"})  # modules here that are not backends
 
 
-def register_backend(cls: type[Backend]) -> type[Backend]:
+def register_backend(cls: B) -> B:
+    """Register a backend under ``cls.name`` (a later registration of the same name replaces it)."""
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def unregister_backend(name: str) -> None:
+    """Forget a backend (tests that register their own)."""
+    _REGISTRY.pop(name, None)
 
 
 def backends() -> dict[str, type[Backend]]:
@@ -32,4 +49,19 @@ def backends() -> dict[str, type[Backend]]:
     return dict(_REGISTRY)
 
 
-__all__ = ["Backend", "GraphRunner", "backends", "register_backend"]
+def providers() -> dict[str, "Provider"]:
+    """Every provider users can name, short name -> Provider, as the backends declare them
+    (``Backend.providers``). A short name declared twice is a programming error."""
+    table: dict[str, Provider] = {}
+    for backend in backends().values():
+        for provider in backend.providers:
+            if provider.short in table:
+                raise RuntimeError(f"provider {provider.short!r} declared by two backends")
+            if provider.backend != backend.name:
+                raise RuntimeError(
+                    f"provider {provider.short!r} of backend {backend.name!r} names {provider.backend!r}")
+            table[provider.short] = provider
+    return table
+
+
+__all__ = ["Backend", "GraphRunner", "backends", "providers", "register_backend", "unregister_backend"]

@@ -2,28 +2,44 @@
 
 FP32 is the reference itself; FP16 is ``.half()`` (what users do before tracing for GPU);
 INT8 is ``torch.ao.quantization.quantize_dynamic`` on Linear layers (CPU only).
+
+torch is imported where it is used, not with the module: the provider table is read from
+every backend class, and parsing ``--providers`` must not cost a torch import.
 """
 
 from __future__ import annotations
 
 import copy
+import time
 import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
-from harness.config import Precision, Variant
+from harness.config import Precision, Provider, Variant
 from harness.runners import register_backend
-from harness.runners.base import Backend, GraphRunner
+from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from harness.families.base import Family, GraphSpec
+    from harness.model import LoadedModel
+
+#: weight files a PyTorch deployment ships (its FP16/INT8 copies exist only in memory)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
 class TorchGraphRunner(GraphRunner):
-    def __init__(self, module: torch.nn.Module, input_names, output_names, device: str, dtype: torch.dtype,
-                 fastpath: bool = True) -> None:
+    def __init__(self, module: torch.nn.Module, input_names: Sequence[str], output_names: Sequence[str],
+                 device: str, dtype: torch.dtype, fastpath: bool = True) -> None:
         self.module, self.device, self.dtype, self.fastpath = module, device, dtype, fastpath
         self.input_names, self.output_names = list(input_names), list(output_names)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import torch
+
         args = []
         for name in self.input_names:
             t = torch.from_numpy(np.ascontiguousarray(feeds[name])).to(self.device)
@@ -41,9 +57,27 @@ class TorchGraphRunner(GraphRunner):
             torch.cuda.synchronize()
         return {n: (o.float() if o.is_floating_point() else o).cpu().numpy() for n, o in zip(self.output_names, outs)}
 
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
 
-def precision_model(model, precision: Precision, device: str, per_channel: bool = False) -> torch.nn.Module:
+            torch.cuda.synchronize()
+
+    def timed_call(self, feeds: Feeds) -> TimedCall:
+        """``run()`` (numpy in, zero-copy tensors, numpy out); on CUDA followed by a device
+        synchronise inside the timed region, so queued kernels are timed to completion."""
+        fixed = self.prepare(feeds)
+        if not self.device.startswith("cuda"):
+            return lambda: self.run(fixed)
+        sync = self.synchronize
+        return lambda: (self.run(fixed), sync())
+
+
+def precision_model(model: "LoadedModel", precision: Precision, device: str,
+                    per_channel: bool = False) -> torch.nn.Module:
     """The torch model at ``precision`` on ``device``; memoised per loaded model."""
+    import torch
+
     key = ("torch-precision", precision.value, device, per_channel and precision is Precision.INT8)
     if key not in model.cache:
         if precision is Precision.FP32 and device == "cpu":
@@ -57,20 +91,25 @@ def precision_model(model, precision: Precision, device: str, per_channel: bool 
                     warnings.simplefilter("ignore")
                     if per_channel:
                         spec = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
-                        m = torch.ao.quantization.quantize_dynamic(m, spec, dtype=torch.qint8)
+                        m = torch.ao.quantization.quantize_dynamic(m, spec, dtype=torch.qint8)  # type: ignore[no-untyped-call]
                     else:
-                        m = torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8)
+                        m = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
+                            m, {torch.nn.Linear}, dtype=torch.qint8)
             m = m.to(device).eval()
         model.cache[key] = m
-    return model.cache[key]
+    m_out: torch.nn.Module = model.cache[key]
+    return m_out
 
 
 @register_backend
 class TorchBackend(Backend):
     name = "pytorch"
+    providers = (Provider("torch_cpu", name, "cpu"), Provider("torch_cuda", name, "cuda", needs_gpu=True))
 
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:
+        import torch
+
         device = variant.provider.device
         if device.startswith("cuda") and not torch.cuda.is_available():
             return "no CUDA device (torch.cuda.is_available() is False)"
@@ -78,7 +117,9 @@ class TorchBackend(Backend):
             return "PyTorch dynamic INT8 quantization runs on CPU only"
         return None
 
-    def load(self, model, family, graph, variant) -> GraphRunner:
+    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
+        import torch
+
         device = variant.provider.device
         if self.ctx.intra_op_threads:
             torch.set_num_threads(self.ctx.intra_op_threads)
@@ -89,3 +130,52 @@ class TorchBackend(Backend):
         # quantization replaces with packed params: INT8 takes the regular path.
         return TorchGraphRunner(module, graph.input_names, graph.output_names, device, dtype,
                                 fastpath=variant.precision is not Precision.INT8)
+
+    def shipped_files(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
+                      variant: Variant) -> dict[str, int]:
+        """The model directory's weight files: FP16 and INT8 are made in memory at load."""
+        return {p.name: p.stat().st_size for p in sorted(Path(model.path).iterdir()) if p.suffix in WEIGHT_SUFFIXES}
+
+    # -- fresh-process measurement -----------------------------------------------------------------------
+    def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
+                   variant: Variant) -> dict[str, Any]:
+        """Model name and cache dir: the child loads the weights itself, as a service would."""
+        return {"model": variant.model, "precision": variant.precision.value, "provider": variant.provider.short,
+                "cache": str(self.ctx.cache_dir) if self.ctx.cache_dir else None,
+                "graphs": [g.name for g in graphs],
+                "intra_op_threads": self.ctx.intra_op_threads or 0, "inter_op_threads": self.ctx.inter_op_threads or 0}
+
+    @classmethod
+    def child_imports(cls) -> None:
+        import harness.workspace  # noqa: F401  (torch, transformers and the model loaders)
+
+    @classmethod
+    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+        """Weights and tokenizer once (``weights``), then every graph's module at the precision."""
+        import torch
+
+        from harness.config import PROVIDERS, RunOptions
+        from harness.workspace import Workspace
+
+        variant = Variant(str(spec["model"]), Precision(spec["precision"]), PROVIDERS[str(spec["provider"])])
+        options = RunOptions(models=[variant.model], precisions=[variant.precision], providers=[variant.provider],
+                             intra_op_threads=int(spec.get("intra_op_threads") or 0) or None,
+                             inter_op_threads=int(spec.get("inter_op_threads") or 0) or None)
+        start = time.perf_counter()
+        ws = Workspace(options, spec.get("cache"))
+        model = ws.model(variant.model)
+        family = ws.family(model)
+        backend = ws.backend(variant, model)
+        load = {"weights": (time.perf_counter() - start) * 1000.0}  # weights and tokenizer, shared by the graphs
+        runners: dict[str, GraphRunner] = {}
+        for graph in family.graphs(model):
+            if graph.name in spec["graphs"]:
+                start = time.perf_counter()
+                runners[graph.name] = backend.load(model, family, graph, variant)
+                load[graph.name] = (time.perf_counter() - start) * 1000.0
+        settings = {"torch": {"num_threads": torch.get_num_threads(),
+                              "num_interop_threads": torch.get_num_interop_threads(),
+                              "device": variant.provider.device}}
+        on_gpu = variant.provider.device.startswith("cuda") and torch.cuda.is_available()
+        return ChildLoad({g: r.run for g, r in runners.items()}, load, settings,
+                         (lambda: int(torch.cuda.max_memory_allocated())) if on_gpu else (lambda: None))

@@ -66,17 +66,22 @@ def profile_for(graph: "GraphSpec", example: Mapping[str, np.ndarray], *, max_ba
     highs: dict[str, tuple[int, ...]] = {}
     for name in graph.input_names:
         axes = graph.dynamic_axes.get(name, {})
-        low, opt, high = [], [], []
+        low: list[int] = []
+        opt: list[int] = []
+        high: list[int] = []
         for index, size in enumerate(example[name].shape):
             axis = str(axes.get(index, ""))
             if axis == "batch":
-                low.append(1), opt.append(opt_batch), high.append(max_batch)
+                lo, op, hi = 1, opt_batch, max_batch
             elif "sequence" in axis:
                 past = axis.startswith("past")
                 combined = "+" in axis  # past + new tokens (an LM's attention mask)
                 limit = max_seq * (2 if combined else 1)
-                low.append(0 if past else 1), opt.append(opt_seq), high.append(limit)
+                lo, op, hi = (0 if past else 1), opt_seq, limit
             else:
-                low.append(int(size)), opt.append(int(size)), high.append(int(size))
+                lo = op = hi = int(size)
+            low.append(lo)
+            opt.append(op)
+            high.append(hi)
         lows[name], opts[name], highs[name] = tuple(low), tuple(opt), tuple(high)
     return ShapeProfile(lows, opts, highs)

@@ -15,14 +15,28 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from filelock import FileLock
 
 from harness.config import UsageError, did_you_mean
 
-#: Families the harness knows how to export and judge.
-FAMILIES = ("encoder", "seq2seq", "causal_lm")
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.families import Family
+
+
+def family_names() -> tuple[str, ...]:
+    """Families the harness knows how to export and judge: the family registry's names."""
+    from harness.families import family_names as registered_families
+
+    return registered_families()
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``FAMILIES``, derived from the family registry when read (deprecated: use ``family_names()``)."""
+    if name == "FAMILIES":
+        return family_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -58,8 +72,8 @@ class ModelSpec:
     extra: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"{self.name}: unknown family {self.family!r}; known: {FAMILIES}")
+        if self.family not in family_names():
+            raise ValueError(f"{self.name}: unknown family {self.family!r}; known: {family_names()}")
         if (self.build is None) == (self.path is None):
             raise ValueError(f"{self.name}: give exactly one of build= or path=")
 
@@ -204,26 +218,25 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
     if family is None:
         raise UsageError(
             f"{config}: cannot tell the model family from architectures={cfg.get('architectures')}; "
-            f"give it explicitly (one of {', '.join(FAMILIES)})"
+            f"give it explicitly (one of {', '.join(family_names())})"
         )
     return ModelSpec(
         name=name or path.resolve().name,
         family=family,
         description=f"local HF model at {path}",
         path=path.resolve(),
-        generates=family in ("seq2seq", "causal_lm"),
+        generates=_family(family).generates,
     )
 
 
 def detect_family(cfg: Mapping[str, object]) -> str | None:
-    archs = [str(a) for a in (cfg.get("architectures") or [])]
-    if cfg.get("model_type") == "harness-encoder-custom":
-        return "encoder"
-    for arch in archs:
-        if arch.endswith(("ForConditionalGeneration", "MTModel")) or cfg.get("is_encoder_decoder"):
-            return "seq2seq"
-        if arch.endswith("ForCausalLM"):
-            return "causal_lm"
-        if arch.endswith(("ForSequenceClassification", "Model")):
-            return "encoder"
-    return None
+    """The family of an HF config, asked of every registered family (``Family.detects``)."""
+    from harness.families import detect_family as detect
+
+    return detect(cfg)
+
+
+def _family(name: str) -> "Family":
+    from harness.families import family_for
+
+    return family_for(name)
