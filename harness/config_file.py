@@ -35,7 +35,6 @@ PRECISIONS = ("fp32", "fp16", "int8")
 EXPORTERS = option("exporter").choices
 #: the ``[run]`` table's keys: the option table's config options
 RUN_KEYS = CONFIG_KEYS
-FAMILIES = ("encoder", "seq2seq", "causal_lm")
 
 
 @dataclass(frozen=True)
@@ -335,7 +334,7 @@ class _Validator:
                 artifacts[p] = self.inside(rel, f"{where}.artifacts.{prec}", kind="any")
         return ModelEntry(
             name=name, path=path,
-            family=self.choice(table["family"], f"{where}.family", FAMILIES) if "family" in table else None,
+            family=self.choice(table["family"], f"{where}.family", _family_names()) if "family" in table else None,
             description=self.string(table["description"], f"{where}.description") if "description" in table else None,
             corpus=self.corpus(table["corpus"], f"{where}.corpus") if "corpus" in table else None,
             target_lang=self.string(table["target_lang"], f"{where}.target_lang") if "target_lang" in table else None,
@@ -354,6 +353,13 @@ class _Validator:
 
 #: the allowed names of list options (checked with did-you-mean)
 _CHOICES: dict[str, tuple[str, ...] | Mapping[str, Any]] = {"precisions": PRECISIONS, "providers": PROVIDERS}
+
+
+def _family_names() -> tuple[str, ...]:
+    """The registered families (imported on need: the family modules import torch)."""
+    from harness.families import family_names
+
+    return tuple(family_names())
 
 
 def _kind(value: Any) -> str:

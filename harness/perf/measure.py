@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.config import UsageError
+from harness.settings.options import option
 from harness.perf.stats import summarize
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,12 +34,13 @@ Clock = Callable[[], int]
 class PerfSettings:
     """How much to measure; every field is recorded next to the numbers it produced."""
 
-    samples: int = 300
-    warmup: int = 20
-    batch_sizes: tuple[int, ...] = (1,)
-    seq_lens: tuple[int, ...] = (32,)
-    repeats: int = 3  # fresh processes for cold start and memory (pyperf/asv style)
-    new_tokens: int = 16  # generation: tokens per timed generation
+    # defaults are the option table's (``--harness-perf-samples`` ...): declared there once
+    samples: int = option("perf_samples").default
+    warmup: int = option("perf_warmup").default
+    batch_sizes: tuple[int, ...] = option("perf_batch_sizes").default
+    seq_lens: tuple[int, ...] = option("perf_seq_lens").default
+    repeats: int = option("perf_repeats").default  # fresh processes for cold start and memory (pyperf/asv style)
+    new_tokens: int = option("perf_new_tokens").default  # generation: tokens per timed generation
 
     def __post_init__(self) -> None:
         for name, value, low in (("samples", self.samples, 1), ("warmup", self.warmup, 0),
