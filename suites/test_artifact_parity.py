@@ -22,7 +22,12 @@ def _has_artifacts(spec) -> bool:
 
 
 def _artifact_for(spec, variant) -> bool:
-    return variant.backend == "onnxruntime" and variant.precision.value in (spec.extra.get("artifacts") or {})
+    from harness.runners import backends
+    from harness.runners.prebuilt import runs_onnx_files
+
+    backend = backends().get(variant.backend)
+    return backend is not None and runs_onnx_files(backend) and \
+        variant.precision.value in (spec.extra.get("artifacts") or {})
 
 
 @pytest.mark.harness(where=_has_artifacts, accepts=_artifact_for)

@@ -105,15 +105,18 @@ def config_requests(args: argparse.Namespace, common: dict) -> list:
 
 
 def available_ort_providers(providers) -> list[str]:
-    """The run's ONNX Runtime providers that exist here (``ort_cpu`` if it names none); the
-    others are skipped with a note, as the suites skip their variants."""
+    """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
+    it names none); the others are skipped with a note, as the suites skip their variants."""
     from harness.config import Precision, Variant
-    from harness.runners.ort_runner import OrtBackend
+    from harness.runners import backends
+    from harness.runners.prebuilt import runs_onnx_files
+    from harness.workspace import Workspace
 
-    wanted = [p for p in providers if p.backend == "onnxruntime"]
+    known = backends()
+    wanted = [p for p in providers if p.backend in known and runs_onnx_files(known[p.backend])]
     usable = []
     for provider in wanted:
-        reason = OrtBackend.unavailable_reason(Variant("check", Precision.FP32, provider))
+        reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
         if reason:
             print(f"note: skipping {provider.short}: {reason}")
         else:

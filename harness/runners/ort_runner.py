@@ -86,6 +86,8 @@ class OrtGraphRunner(GraphRunner):
 @register_backend
 class OrtBackend(Backend):
     name = "onnxruntime"
+    #: executes ONNX files: pre-built artifacts (``harness check``) can stand in for its exports
+    runs_onnx_files = True
 
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:
