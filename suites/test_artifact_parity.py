@@ -25,8 +25,7 @@ def _artifact_for(spec, variant) -> bool:
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
 
-    backend = backends().get(variant.backend)
-    return backend is not None and runs_onnx_files(backend) and \
+    return runs_onnx_files(backends().get(variant.backend)) and \
         variant.precision.value in (spec.extra.get("artifacts") or {})
 
 

@@ -125,8 +125,7 @@ def choose_precision(given: str | None, artifacts: list[ArtifactFile]) -> tuple[
 def onnx_provider(name: str) -> Provider:
     """``--provider``: a provider whose backend runs ONNX files, available here."""
     provider = parse_provider(name, option="--provider")
-    backend = backends().get(provider.backend)
-    if backend is None or not runs_onnx_files(backend):
+    if not runs_onnx_files(backends().get(provider.backend)):
         raise UsageError(f"--provider: {name!r} is not an ONNX Runtime provider; artifacts run on ort_* providers")
     reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
     if reason:

@@ -113,7 +113,7 @@ def available_ort_providers(providers) -> list[str]:
     from harness.workspace import Workspace
 
     known = backends()
-    wanted = [p for p in providers if p.backend in known and runs_onnx_files(known[p.backend])]
+    wanted = [p for p in providers if runs_onnx_files(known.get(p.backend))]
     usable = []
     for provider in wanted:
         reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))

@@ -38,8 +38,9 @@ def has_past(feeds: Mapping[str, np.ndarray]) -> bool:
     return any(k.startswith("past_key_values") and v.ndim >= 3 and v.shape[2] > 0 for k, v in feeds.items())
 
 
-def runs_onnx_files(backend: type[Backend]) -> bool:
-    """Whether ``backend`` executes ONNX files (a capability the backend class declares)."""
+def runs_onnx_files(backend: type[Backend] | None) -> bool:
+    """Whether ``backend`` executes ONNX files (a capability the backend class declares);
+    False for None, a backend name nothing registered."""
     return bool(getattr(backend, "runs_onnx_files", False))
 
 
