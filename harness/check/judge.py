@@ -21,11 +21,11 @@ import numpy as np
 
 from harness.check.io_match import IOMatch, match_io, reference_info
 from harness.check.jobs import Job, fit_sequence, plan_jobs
-from harness.check.layout import ArtifactFile, discover
+from harness.check.layout import ArtifactFile
 from harness.check.record import compose
+from harness.check.request import CheckRequest, CheckSetup, resolve
 from harness.check.synth import synthesizers
-from harness.config import (Precision, Provider, RunOptions, UsageError, Variant, describe_error, parse_precision,
-                            parse_provider)
+from harness.config import Precision, UsageError, Variant, describe_error
 from harness.embedding_parity import embedding_parity
 from harness.families import Family
 from harness.families.base import CheckedGraph
@@ -34,33 +34,12 @@ from harness.generation_parity import record as record_generation
 from harness.model import LoadedModel
 from harness.parity import GateFailure, OutputResult, ParityResult, lint_result, run_graph_parity
 from harness.recording import Case
-from harness.runners import backends
 from harness.runners.base import GraphRunner
-from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs, runs_onnx_files
+from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
 from harness.workspace import Workspace
 from harness.zoo.base import ModelSpec
 
-#: from the most to the least accurate: a set of files of mixed precision is judged at the loosest
-_ORDER = (Precision.FP32, Precision.FP16, Precision.INT8)
-
-
-@dataclass
-class CheckRequest:
-    reference: str
-    onnx: Path
-    precision: str | None = None  # None: detected from the files
-    provider: str = "ort_cpu"
-    corpus: str | None = None
-    samples: int | None = None
-    batch_size: int | None = None
-    maps: Mapping[str, str] = field(default_factory=dict)
-    tolerances: Mapping[str, float] = field(default_factory=dict)  # for the judged precision
-    trust_remote_code: bool = False
-    allow_pickle: bool = False
-    generation: bool = True
-    gen_samples: int | None = None
-    threads: int | None = None
-    spec: ModelSpec | None = None  # a config's model; else resolved from ``reference``
+__all__ = ["CheckOutcome", "CheckRequest", "JobResult", "run_check"]
 
 
 @dataclass
@@ -88,49 +67,6 @@ class CheckOutcome:
     @property
     def exit_code(self) -> int:
         return 0 if all(r["verdict"] in ("pass", "skip") for r in self.records) else 1
-
-
-# -- the request -> the pieces ----------------------------------------------------------------------
-def reference_spec(text: str) -> ModelSpec:
-    """An HF model directory, or a zoo name; a zoo model's own directory keeps its tolerances."""
-    from harness.zoo import registered
-    from harness.zoo.base import spec_for_directory
-
-    path = Path(text).expanduser()
-    if path.is_dir():
-        resolved = path.resolve()
-        for spec in registered().values():
-            if spec.path is not None and Path(spec.path).resolve() == resolved:
-                return spec
-        return spec_for_directory(path)
-    if text in registered():
-        return registered()[text]
-    if path.exists():
-        raise UsageError(f"--reference: {path} is a file; give the HF model directory (config.json, weights, "
-                         "tokenizer)")
-    raise UsageError(f"--reference: {text}: no such directory (give an HF model directory or a zoo model name)")
-
-
-def choose_precision(given: str | None, artifacts: list[ArtifactFile]) -> tuple[Precision, str]:
-    if given:
-        return parse_precision(given, option="--precision"), "given"
-    found = {a.path.name: Precision(a.precision) for a in artifacts}
-    loosest = max(found.values(), key=_ORDER.index)
-    details = "; ".join(f"{a.path.name}: {a.precision} ({a.precision_reason})" for a in artifacts)
-    if len(set(found.values())) > 1:
-        return loosest, f"detected, files disagree ({details}); judged at the loosest, {loosest.value}"
-    return loosest, f"detected ({details})"
-
-
-def onnx_provider(name: str) -> Provider:
-    """``--provider``: a provider whose backend runs ONNX files, available here."""
-    provider = parse_provider(name, option="--provider")
-    if not runs_onnx_files(backends().get(provider.backend)):
-        raise UsageError(f"--provider: {name!r} is not an ONNX Runtime provider; artifacts run on ort_* providers")
-    reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
-    if reason:
-        raise UsageError(f"--provider: {name}: {reason}")
-    return provider
 
 
 # -- one job ------------------------------------------------------------------------------------------
@@ -227,40 +163,24 @@ def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list
 
 # -- the whole check -----------------------------------------------------------------------------------------
 def run_check(req: CheckRequest, run_dir: Path) -> CheckOutcome:
-    from harness.options import merge_tolerances
-
     began = time.perf_counter()
-    spec = req.spec or reference_spec(req.reference)
-    artifacts = discover(Path(req.onnx))  # bad files fail here, before the model loads
-    provider = onnx_provider(req.provider)
-    if req.corpus:
-        spec = replace(spec, corpus=_corpus(req.corpus))
-    if req.trust_remote_code or req.allow_pickle:
-        spec = replace(spec, extra={**spec.extra, "trust_remote_code": req.trust_remote_code,
-                                    "allow_pickle": req.allow_pickle})
-    precision, precision_note = choose_precision(req.precision, artifacts)
-    overrides = merge_tolerances(spec.tolerances, {precision.value: dict(req.tolerances)})
-    spec = replace(spec, tolerances=overrides)  # numeric and generation gates both read the spec
-    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider])
-    options.batch_size = req.batch_size or options.batch_size
-    options.num_samples = req.samples or options.num_samples
-    options.intra_op_threads = req.threads
-    files = {a.path.name: a.record() for a in artifacts}
-    source = PrebuiltGraphs([a.path for a in artifacts], provider.device, req.threads, files)
+    setup = resolve(req)  # bad files, options and references fail here, before the model loads
+    files = {a.path.name: a.record() for a in setup.artifacts}
+    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files)
     try:
-        ws = Workspace(options, specs={spec.name: spec}, prebuilt=source)
-        return _judge(ws, req, spec, Variant(spec.name, precision, provider), precision_note, artifacts, files,
-                      run_dir, began)
+        ws = Workspace(setup.options, specs={setup.spec.name: setup.spec}, prebuilt=source)
+        return _judge(ws, req, setup, files, run_dir, began)
     finally:
         source.close()
 
 
-def _judge(ws: Workspace, req: CheckRequest, spec: ModelSpec, variant: Variant, precision_note: str,
-           artifacts: list[ArtifactFile], files: dict[str, dict], run_dir: Path, began: float) -> CheckOutcome:
+def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str, dict], run_dir: Path,
+           began: float) -> CheckOutcome:
     """Every job's numbers into one ``check`` record, then generation into ``check_generation``."""
+    spec, variant, artifacts = setup.spec, setup.variant, setup.artifacts
     model = ws.model(spec.name)
     family = ws.family(model)
-    outcome = CheckOutcome(spec, variant, precision_note, artifacts, [])
+    outcome = CheckOutcome(spec, variant, setup.precision_note, artifacts, [])
     linted: set[Path] = set()
     assert ws.prebuilt is not None
     for job in plan_jobs(artifacts, family, model):
@@ -327,24 +247,3 @@ def _record(case: Case, suite: str, verdict: tuple[str, str], began: float, sett
     """The one place a check composes a results record (the suites' schema)."""
     return compose(case, suite=suite, verdict=verdict[0], reason=verdict[1], duration_s=time.perf_counter() - began,
                    settings=settings)
-
-
-def _corpus(text: str) -> str:
-    """``--corpus``: a manifest name, or a .txt/.tsv file (made absolute)."""
-    from harness.corpus import CorpusError, list_corpora, load_corpus_file
-
-    if text.endswith((".txt", ".tsv")):
-        path = Path(text).expanduser()
-        try:
-            load_corpus_file(path)
-        except CorpusError as exc:
-            raise UsageError(f"--corpus: {exc}") from None
-        return str(path.resolve())
-    known = list_corpora()
-    if text not in known:
-        from harness.config import did_you_mean
-
-        raise UsageError(f"--corpus: unknown corpus {text!r}{did_you_mean(text, known)}; known: {', '.join(known)} "
-                         "(or a .txt/.tsv file)")
-    return text
-

@@ -8,7 +8,7 @@ family may fill is the family's to say (``Family.implicit_inputs``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
@@ -24,7 +24,7 @@ Factory = Callable[[TensorInfo], Synth]
 
 def synthesizers(model: "LoadedModel", family: "Family") -> dict[str, tuple[str, Factory]]:
     """Roles the harness can fill in -> (description, factory(artifact tensor) -> feeds -> array)."""
-    cfg = model.model.config
+    cfg: Any = model.model.config  # a transformers PretrainedConfig
 
     def batch(feeds: Mapping[str, np.ndarray]) -> int:
         return int(feeds["input_ids"].shape[0])
@@ -53,7 +53,7 @@ def synthesizers(model: "LoadedModel", family: "Family") -> dict[str, tuple[str,
     def dummy_past(info: TensorInfo) -> Synth:
         """(batch, heads, 1, head_dim); the artifact's own static dims win over the config's."""
         heads = int(getattr(cfg, "decoder_attention_heads", None) or cfg.num_attention_heads)
-        guess: list[int | None] = [None, heads, 1, int(cfg.d_model) // heads]
+        guess: list[int] = [0, heads, 1, int(cfg.d_model) // heads]
         dims = [d if isinstance(d, int) else g for d, g in zip(info.shape or guess, guess)]
         return lambda feeds: np.zeros([batch(feeds), *dims[1:]], np.float32)
 

@@ -60,7 +60,7 @@ def parse_tolerances(values: list[str]) -> dict[str, float]:
 
 
 def requests(args: argparse.Namespace) -> list:
-    from harness.check.judge import CheckRequest
+    from harness.check.request import CheckRequest
 
     for option, value in (("--samples", args.samples), ("--batch-size", args.batch_size),
                           ("--gen-samples", args.gen_samples), ("--threads", args.threads)):
@@ -80,7 +80,7 @@ def requests(args: argparse.Namespace) -> list:
 
 
 def config_requests(args: argparse.Namespace, common: dict) -> list:
-    from harness.check.judge import CheckRequest
+    from harness.check.request import CheckRequest
     from harness.options import build_options
     from harness.zoo import resolve
 
