@@ -19,7 +19,13 @@ from onnx import TensorProto, helper
 from harness.config import PROVIDERS, Precision, RunOptions, Variant
 from harness.families import family_for
 from harness.families.base import CheckedGraph, CheckMode
-from harness.runners.prebuilt import CacheSplitRunner, MappedRunner, PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
+from harness.runners.prebuilt import (
+    CacheSplitRunner,
+    MappedRunner,
+    PrebuiltBackend,
+    PrebuiltGraphs,
+    runs_onnx_files,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

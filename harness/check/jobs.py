@@ -10,8 +10,9 @@ modes a file makes, and how each is fed, is the family's to say
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class Job:
         return self.artifact.path.name if plain else f"{self.artifact.path.name} [{self.mode}]"
 
 
-def plan_jobs(artifacts: Sequence[ArtifactFile], family: Family, model: "LoadedModel") -> list[Job]:
+def plan_jobs(artifacts: Sequence[ArtifactFile], family: Family, model: LoadedModel) -> list[Job]:
     graphs = {g.name: g for g in family.graphs(model)}
     jobs: list[Job] = []
     for art in artifacts:

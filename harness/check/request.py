@@ -8,12 +8,20 @@ spec (with the check's tolerances and corpus), the files, a variant and run opti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
 
 from harness.check.layout import ArtifactFile, discover
-from harness.config import Precision, Provider, RunOptions, UsageError, Variant, parse_precision, parse_provider
+from harness.config import (
+    Precision,
+    Provider,
+    RunOptions,
+    UsageError,
+    Variant,
+    parse_precision,
+    parse_provider,
+)
 from harness.runners import backends
 from harness.runners.prebuilt import runs_onnx_files
 from harness.workspace import Workspace

@@ -8,7 +8,8 @@ family may fill is the family's to say (``Family.implicit_inputs``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 Factory = Callable[[TensorInfo], Synth]
 
 
-def synthesizers(model: "LoadedModel", family: "Family") -> dict[str, tuple[str, Factory]]:
+def synthesizers(model: LoadedModel, family: Family) -> dict[str, tuple[str, Factory]]:
     """Roles the harness can fill in -> (description, factory(artifact tensor) -> feeds -> array)."""
     cfg: Any = model.model.config  # a transformers PretrainedConfig
 

@@ -16,8 +16,9 @@ own, it stands in for the run's ONNX Runtime variants when a workspace has files
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -151,12 +152,12 @@ class PrebuiltBackend(Backend):
         self.source = source
 
     @classmethod
-    def unavailable_reason(cls, variant: "Variant") -> str | None:
+    def unavailable_reason(cls, variant: Variant) -> str | None:
         return None
 
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: "Variant") -> GraphRunner:
+    def load(self, model: LoadedModel, family: Family, graph: GraphSpec, variant: Variant) -> GraphRunner:
         return self.source.runner(graph.name)
 
-    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                  variant: "Variant") -> dict[str, dict[str, Any]]:
+    def artifacts(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                  variant: Variant) -> dict[str, dict[str, Any]]:
         return dict(self.source.records)
