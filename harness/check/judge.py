@@ -60,7 +60,7 @@ class CheckOutcome:
     precision_note: str
     artifacts: list[ArtifactFile]
     jobs: list[JobResult]
-    records: list[dict] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
     generation: GenerationResult | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -71,7 +71,7 @@ class CheckOutcome:
 
 # -- one job ------------------------------------------------------------------------------------------
 def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel, family: Family,
-              precision: Precision, overrides: Mapping, maps: Mapping[str, str]) -> JobResult:
+              precision: Precision, overrides: Mapping[str, Mapping[str, float]], maps: Mapping[str, str]) -> JobResult:
     """Match the job's I/O on the first corpus batch (UsageError if impossible), then compare
     on every batch through the workspace's memoised FP32 reference, as the suites do."""
     result = JobResult(job)
@@ -174,7 +174,7 @@ def run_check(req: CheckRequest, run_dir: Path) -> CheckOutcome:
         source.close()
 
 
-def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str, dict], run_dir: Path,
+def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str, dict[str, Any]], run_dir: Path,
            began: float) -> CheckOutcome:
     """Every job's numbers into one ``check`` record, then generation into ``check_generation``."""
     spec, variant, artifacts = setup.spec, setup.variant, setup.artifacts
@@ -202,7 +202,7 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
         case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
         started = time.perf_counter()
         try:
-            result, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
+            decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
         except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
             case.artifacts.update(files)
             outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
@@ -210,15 +210,15 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
             return outcome
         if note:
             outcome.notes.append(note)
-        if result is not None:
-            outcome.generation = result
-            record_generation(case, result)
-            outcome.records.append(_record(case, "check_generation", _verdict(result.assert_ok, []), started,
+        if decoded is not None:
+            outcome.generation = decoded
+            record_generation(case, decoded)
+            outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
                                            settings))
     return outcome
 
 
-def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict]) -> None:
+def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:
     """One record for every job's outputs, like one suite case covers every graph."""
     case.metrics.update(parity.metrics())
     case.thresholds.update(parity.thresholds())
@@ -243,7 +243,8 @@ def _verdict(assert_ok: Callable[[], None], errors: list[str]) -> tuple[str, str
     return "pass", ""
 
 
-def _record(case: Case, suite: str, verdict: tuple[str, str], began: float, settings: dict[str, Any]) -> dict:
+def _record(case: Case, suite: str, verdict: tuple[str, str], began: float,
+            settings: dict[str, Any]) -> dict[str, Any]:
     """The one place a check composes a results record (the suites' schema)."""
     return compose(case, suite=suite, verdict=verdict[0], reason=verdict[1], duration_s=time.perf_counter() - began,
                    settings=settings)
