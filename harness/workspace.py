@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from harness.config import RunOptions, Variant
+from harness.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
@@ -62,12 +63,17 @@ class Workspace:
     def family(self, model: LoadedModel) -> Family:
         return family_for(model.family)
 
-    def texts(self, model: LoadedModel) -> list[str]:
+    @staticmethod
+    def corpus(model: LoadedModel) -> Corpus:
+        """The model's corpus: a manifest name, or a user's .txt/.tsv file. The one place that
+        tells them apart (numeric parity, generation and ``harness check`` all read it here)."""
         from harness.corpus import load_corpus, load_corpus_file
 
         name = model.spec.corpus
-        corpus = load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
-        return list(corpus.sources[: self.options.num_samples])
+        return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
+
+    def texts(self, model: LoadedModel) -> list[str]:
+        return list(self.corpus(model).sources[: self.options.num_samples])
 
     def batches(self, model: LoadedModel, size: int | None = None) -> list[list[str]]:
         """The corpus sentences in batches of ``size`` (default: the run's batch size)."""
