@@ -242,11 +242,10 @@ def decode_threads(ws: "Workspace") -> int:
 
 
 def corpus_for(model: "LoadedModel") -> "Corpus":
-    """The model's corpus: a manifest name, or a user's .txt/.tsv file (as the workspace reads it)."""
-    from harness.corpus import load_corpus, load_corpus_file
+    """Deprecated: ``Workspace.corpus`` (kept for callers outside the harness)."""
+    from harness.workspace import Workspace
 
-    name = model.spec.corpus
-    return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
+    return Workspace.corpus(model)
 
 
 def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequest | None = None,
@@ -258,7 +257,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     settings = settings_for_model(model.model, max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
-    corpus = corpus_for(model)
+    corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
     texts = [corpus.sources[i] for i in indices]
     refs = [corpus.references[i] for i in indices] if corpus.references is not None else None

@@ -217,11 +217,7 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
         runner = backend.load(model, family, graph, variant)
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
-        batches = []
-        for texts in ws.batches(model):
-            feeds = family.feeds(model, graph, texts)
-            ref = ws.reference(model, family, graph, feeds)
-            batches.append((feeds, ref, family.valid_masks(graph, feeds, ref)))
+        batches = ws.parity_batches(model, family, graph)
         if getattr(runner, "path", None):
             result.outputs.append(lint_result(graph.name, runner.path))
         start = time.perf_counter()

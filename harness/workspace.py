@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from harness.config import RunOptions, Variant
+from harness.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
@@ -22,18 +24,29 @@ from harness.families.base import to_torch
 from harness.model import LoadedModel, load_model
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
+from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
 from harness.zoo.base import ModelCatalog, ModelSpec, cache_root
+
+#: one batch of a numeric comparison: feeds, FP32 reference outputs, valid-position masks
+ParityBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, "np.ndarray | None"]]
 
 
 class Workspace:
-    def __init__(self, options: RunOptions, cache_dir: Path | None = None, *, explicit_exporter: bool = False) -> None:
+    """``specs`` pre-resolves models the zoo does not name (a check's directory, with its
+    tolerances and corpus); ``prebuilt`` is the artifact source when the graphs were built
+    elsewhere: variants whose backend runs ONNX files then run those files instead of exports.
+    Both are fixed at construction, so one workspace never changes where its graphs come from."""
+
+    def __init__(self, options: RunOptions, cache_dir: Path | None = None, *, explicit_exporter: bool = False,
+                 specs: Mapping[str, ModelSpec] | None = None, prebuilt: PrebuiltGraphs | None = None) -> None:
         self.options = options
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.artifacts = ArtifactCache(self.cache_dir / "artifacts")
         self.explicit_exporter = explicit_exporter or options.explicit_exporter
         self.catalog = options.catalog or ModelCatalog()
+        self.prebuilt = prebuilt
         self._models: dict[str, LoadedModel] = {}
-        self._specs: dict[str, ModelSpec] = {}
+        self._specs: dict[str, ModelSpec] = dict(specs or {})
 
     # -- models and data -----------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -51,16 +64,36 @@ class Workspace:
     def family(self, model: LoadedModel) -> Family:
         return family_for(model.family)
 
-    def texts(self, model: LoadedModel) -> list[str]:
+    @staticmethod
+    def corpus(model: LoadedModel) -> Corpus:
+        """The model's corpus: a manifest name, or a user's .txt/.tsv file. The one place that
+        tells them apart (numeric parity, generation and ``harness check`` all read it here)."""
         from harness.corpus import load_corpus, load_corpus_file
 
         name = model.spec.corpus
-        corpus = load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
-        return list(corpus.sources[: self.options.num_samples])
+        return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
 
-    def batches(self, model: LoadedModel) -> list[list[str]]:
-        texts, size = self.texts(model), self.options.batch_size
+    def texts(self, model: LoadedModel) -> list[str]:
+        return list(self.corpus(model).sources[: self.options.num_samples])
+
+    def batches(self, model: LoadedModel, size: int | None = None) -> list[list[str]]:
+        """The corpus sentences in batches of ``size`` (default: the run's batch size)."""
+        texts, size = self.texts(model), size or self.options.batch_size
         return [texts[i: i + size] for i in range(0, len(texts), size)]
+
+    def parity_batches(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                       batches: Sequence[Sequence[str]] | None = None,
+                       feeds: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None) -> list[ParityBatch]:
+        """(feeds, FP32 reference outputs, valid masks) per corpus batch: what every numeric
+        comparison runs on. ``feeds`` builds a batch's inputs (default: the family's feeds
+        for ``graph``), so a check's other modes and fixed shapes share the same reference."""
+        make = feeds or (lambda texts: family.feeds(model, graph, texts))
+        out = []
+        for texts in self.batches(model) if batches is None else batches:
+            inputs = make(texts)
+            ref = self.reference(model, family, graph, inputs)
+            out.append((inputs, ref, family.valid_masks(graph, inputs, ref)))
+        return out
 
     # -- execution -----------------------------------------------------------------------
     def settings_for(self, model: LoadedModel) -> ExportSettings:
@@ -77,8 +110,11 @@ class Workspace:
         ctx = BackendContext(self.artifacts, self.settings_for(model), self.options.intra_op_threads,
                              self.options.inter_op_threads,
                              trt_max_batch=self.options.trt_max_batch or self.options.batch_size,
-                             trt_max_seq=self.options.trt_max_seq or 128, cache_dir=self.cache_dir)
-        return backends()[variant.backend](ctx)
+                             trt_max_seq=self.options.trt_max_seq, cache_dir=self.cache_dir)
+        backend = backends()[variant.backend]
+        if self.prebuilt is not None and runs_onnx_files(backend):
+            return PrebuiltBackend(ctx, self.prebuilt)
+        return backend(ctx)
 
     @staticmethod
     def unavailable_reason(variant: Variant) -> str | None:

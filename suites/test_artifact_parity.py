@@ -22,7 +22,11 @@ def _has_artifacts(spec) -> bool:
 
 
 def _artifact_for(spec, variant) -> bool:
-    return variant.backend == "onnxruntime" and variant.precision.value in (spec.extra.get("artifacts") or {})
+    from harness.runners import backends
+    from harness.runners.prebuilt import runs_onnx_files
+
+    return runs_onnx_files(backends().get(variant.backend)) and \
+        variant.precision.value in (spec.extra.get("artifacts") or {})
 
 
 @pytest.mark.harness(where=_has_artifacts, accepts=_artifact_for)

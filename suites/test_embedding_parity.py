@@ -9,12 +9,13 @@ or the reverse for a pooling bug. One case per model x precision x provider
 
 import time
 
-import numpy as np
 import pytest
 
-from harness.results import CheckResult, MetricKey, raise_failures
+from harness.embedding_parity import embedding_parity
+from harness.parity import ParityResult
 from harness.zoo.base import materialize
-from harness.zoo.minilm import embedding_metrics, embedding_tolerance, pool, sentence_pooling
+from harness.zoo.minilm import sentence_pooling
+
 
 def _has_pooling_recipe(spec) -> bool:
     """Only sentence-transformers directories ship a pooling recipe; built zoo models never do."""
@@ -27,39 +28,29 @@ pytestmark = pytest.mark.harness(families=["encoder"], where=_has_pooling_recipe
 def test_embedding_parity(variant, harness):
     ws = harness.workspace
     spec = ws.spec(variant.model)
-    pooling = sentence_pooling(materialize(spec))  # decided before loading any weights
-    if pooling is None:
+    if sentence_pooling(materialize(spec)) is None:  # decided before loading any weights
         pytest.skip(f"{spec.name}: no sentence-transformers pooling recipe (1_Pooling/config.json)")
     model = harness.model
     family = ws.family(model)
-    (graph,) = [g for g in family.graphs(model) if "last_hidden_state" in g.output_names]
+    (graph,) = [g for g in family.graphs(model) if family.sentence_pooling(model, g) is not None]
     backend = ws.backend(variant, model)
     runner = backend.load(model, family, graph, variant)
     harness.artifacts.update(backend.artifacts(model, family, graph, variant))
-    refs, gots, seconds = [], [], 0.0
+    batches = ws.parity_batches(model, family, graph)
+    outputs, seconds = [], 0.0
     try:
-        for texts in ws.batches(model):
-            feeds = family.feeds(model, graph, texts)
-            ref = ws.reference(model, family, graph, feeds)
+        for feeds, _, _ in batches:
             start = time.perf_counter()
-            got = runner.run(feeds)
+            outputs.append(runner.run(feeds))
             seconds += time.perf_counter() - start
-            refs.append(pool(ref["last_hidden_state"], feeds["attention_mask"], pooling))
-            gots.append(pool(got["last_hidden_state"], feeds["attention_mask"], pooling))
     finally:
         runner.close()
-    ref_emb, got_emb = np.concatenate(refs), np.concatenate(gots)
-    metrics = embedding_metrics(ref_emb, got_emb)
-    tolerance = embedding_tolerance(variant.precision.value, model.spec.tolerances)
-    prefix = f"{graph.name}.sentence_embedding"  # the output, as data.worst keys it
-    harness.metrics.update({str(MetricKey(k, graph.name, "sentence_embedding")): v for k, v in metrics.items()})
-    harness.thresholds.update({str(MetricKey(k, graph.name, "sentence_embedding")): v
-                               for k, v in tolerance.as_dict().items()})
-    per_sentence = (ref_emb * got_emb).sum(-1) / (np.linalg.norm(ref_emb, axis=-1) * np.linalg.norm(got_emb, axis=-1))
-    worst = int(np.argmin(per_sentence))
+    judged = embedding_parity(graph.name, family.sentence_pooling(model, graph), batches, outputs,
+                              variant.precision, model.spec.tolerances)
+    result = ParityResult(variant.id, [judged.output])
+    harness.metrics.update(result.metrics())
+    harness.thresholds.update(result.thresholds())
     texts = [t for batch in ws.batches(model) for t in batch]
-    harness.data.update(pooling=pooling.describe(), sentences=len(texts), run_seconds=round(seconds, 4),
-                        worst={prefix: f"sentence {worst} (cosine {per_sentence[worst]:.6f}): {texts[worst][:80]!r}"})
-    failures = [CheckResult(c.metric, metrics[c.metric], c.symbol, c.threshold, f"{graph.name}/sentence_embedding",
-                             f"sentence {worst}") for c in tolerance.checks if not c.passes(metrics[c.metric])]
-    raise_failures(variant.id, [f.message() for f in failures])
+    harness.data.update(pooling=judged.pooling.describe(), sentences=len(texts), run_seconds=round(seconds, 4),
+                        worst={f"{graph.name}.{judged.output.output}": judged.describe_worst(texts)})
+    result.assert_ok()

@@ -494,3 +494,22 @@ def test_config_lists_artifacts_and_its_tolerances_decide(bert_files, tmp_path, 
                              capsys)
     (record,) = _records(tmp_path / "loose")
     assert code == 0 and record["thresholds"]["model.logits.norm_max_abs"]["threshold"] == 1e-3
+
+
+def test_check_reuses_the_workspaces_memoised_reference(bert_files, tmp_path, capsys, monkeypatch):
+    """The batch that matches the I/O is the first judged batch: PyTorch runs it once, through the
+    workspace's memo (the run pipeline's), not again in a second reference path."""
+    from harness.families.encoder import EncoderFamily
+
+    calls: list[str] = []
+    original = EncoderFamily.module
+
+    def counting(self, model, graph, torch_model=None):
+        calls.append(graph.name)
+        return original(self, model, graph, torch_model)
+
+    monkeypatch.setattr(EncoderFamily, "module", counting)
+    code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(bert_files["good"]),
+                              "--samples", "16", "--batch-size", "8", "--out", str(tmp_path / "run")], capsys)
+    assert code == 0, err
+    assert calls == ["model", "model"]  # two corpus batches, each run once

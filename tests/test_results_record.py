@@ -22,6 +22,7 @@ from harness.results import (
     ResultsFileError,
     ResultsWriter,
     compose,
+    compose_standalone,
     failure_text,
     iter_records,
     latest_records,
@@ -226,7 +227,6 @@ def test_parity_failure_of_a_nan_metric_is_a_gate_failure() -> None:
 
 # -- one composer --------------------------------------------------------------------------------------
 def test_collector_and_check_compose_the_same_record_shape(tmp_path: Path) -> None:
-    from harness.check.record import compose as check_compose
     from harness.config import PROVIDERS, Precision, Variant
     from harness.recording import RecordCollector
 
@@ -242,15 +242,14 @@ def test_collector_and_check_compose_the_same_record_shape(tmp_path: Path) -> No
         collector.on_report(SimpleNamespace(**vars(ok), nodeid=nodeid, when=when))
     (suite_record,) = collector.records
     case = SimpleNamespace(variant=variant, workspace=SimpleNamespace(), payload=lambda: payload)
-    check_record = check_compose(case, suite="check", verdict="pass", reason="", duration_s=1.0, settings={"x": 1})
+    check_record = compose_standalone(case, suite="check", run_id="r1", verdict="pass", reason="", duration_s=1.0,
+                                      settings={"x": 1}).to_dict()
     assert list(suite_record.to_dict()) == KEYS
     assert list(check_record) == [k for k in KEYS if k != "rerun"]  # harness check has no rerun command
     assert suite_record.run_id == collector.run_id and suite_record.duration_s == 1.5
     assert suite_record.verdict == "pass" and suite_record.id == "test_logits_parity[m-int8-ort_cpu]"
     assert check_record["id"] == "check[m-int8-ort_cpu]" and check_record["nodeid"] == "harness check::check[m-int8-ort_cpu]"
-    assert check_record["settings"] == {"x": 1} and check_record["run_id"] == case.workspace.run_id
-    again = check_compose(case, suite="check_generation", verdict="fail", reason="r", duration_s=1.0, settings={})
-    assert again["run_id"] == check_record["run_id"]  # one id per check session (its workspace)
+    assert check_record["settings"] == {"x": 1} and check_record["run_id"] == "r1"
     assert json.loads((tmp_path / "results.jsonl").read_text())["run_id"] == collector.run_id
 
 

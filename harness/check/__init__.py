@@ -1,7 +1,10 @@
 """``harness check``: judge ONNX artifacts built outside the harness against the PyTorch reference.
 
-``layout`` reads and validates files (optimum's directory layout included), ``io_match``
-pairs their inputs/outputs with the reference graphs', ``jobs`` says which graph each file
-is judged against and feeds it, ``runners`` adapts a foreign session to the reference I/O,
-``judge`` runs the comparison into results records, ``report`` prints it.
+Only what is particular to foreign files lives here: ``request`` resolves the user's request
+(exit 2 for anything wrong, before a model loads), ``layout`` reads and validates the files
+(optimum's directory layout included), ``io_match`` pairs their inputs/outputs with the
+reference graphs', ``synth`` fills inputs the reference computes implicitly, ``jobs`` says
+which reference graph each file is judged against, ``judge`` runs the suites' own pipeline
+over them (``harness.runners.prebuilt`` is the artifact source) into results records, and
+``report`` prints the outcome.
 """

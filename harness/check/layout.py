@@ -1,5 +1,4 @@
-"""Pre-built ONNX artifacts: read them safely, describe their I/O, and say which reference
-graph each file is judged against.
+"""Pre-built ONNX artifacts: read them safely and describe their I/O and optimum role.
 
 An artifact is untrusted input, like a model directory: a truncated or corrupt file is a
 one-line ``UsageError`` naming the file (exit 2), and external-data locations that point
@@ -107,7 +106,7 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
 def discover(path: Path) -> list[ArtifactFile]:
     """The artifact files under ``path``: the file itself, or a directory's optimum-named
     files (else its single ``.onnx`` file). Roles of single files are settled later, from
-    their inputs, by :func:`role_of`."""
+    their inputs, by the family (``Family.artifact_role``)."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"--onnx: {path}: no such file or directory")
@@ -124,21 +123,6 @@ def discover(path: Path) -> list[ArtifactFile]:
                          "decoder_model.onnx, decoder_with_past_model.onnx, decoder_model_merged.onnx or model.onnx)")
     raise UsageError(f"--onnx: {path}: {len(found)} .onnx files ({', '.join(p.name for p in found)}) and none "
                      "with optimum's names; pass one file, or name them as optimum does")
-
-
-def role_of(artifact: ArtifactFile, family: str) -> str:
-    """The graph a file is judged against, from its name or (single files) its inputs."""
-    if artifact.role != "model" or family != "seq2seq":
-        return artifact.role
-    names = {i.name.lower() for i in artifact.inputs}
-    has_past = any("past" in n or "cache" in n for n in names)
-    if any("use_cache_branch" in n for n in names):
-        return "merged"
-    if has_past:
-        return "decoder_with_past"
-    if any("encoder_hidden" in n or "memory" in n or "encoder_out" in n for n in names):
-        return "decoder"
-    return "encoder"
 
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def parse_tolerances(values: list[str]) -> dict[str, float]:
 
 
 def requests(args: argparse.Namespace) -> list:
-    from harness.check.judge import CheckRequest
+    from harness.check.request import CheckRequest
 
     for option, value in (("--samples", args.samples), ("--batch-size", args.batch_size),
                           ("--gen-samples", args.gen_samples), ("--threads", args.threads)):
@@ -80,7 +80,7 @@ def requests(args: argparse.Namespace) -> list:
 
 
 def config_requests(args: argparse.Namespace, common: dict) -> list:
-    from harness.check.judge import CheckRequest
+    from harness.check.request import CheckRequest
     from harness.options import build_options
     from harness.zoo import resolve
 
@@ -105,15 +105,18 @@ def config_requests(args: argparse.Namespace, common: dict) -> list:
 
 
 def available_ort_providers(providers) -> list[str]:
-    """The run's ONNX Runtime providers that exist here (``ort_cpu`` if it names none); the
-    others are skipped with a note, as the suites skip their variants."""
+    """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
+    it names none); the others are skipped with a note, as the suites skip their variants."""
     from harness.config import Precision, Variant
-    from harness.runners.ort_runner import OrtBackend
+    from harness.runners import backends
+    from harness.runners.prebuilt import runs_onnx_files
+    from harness.workspace import Workspace
 
-    wanted = [p for p in providers if p.backend == "onnxruntime"]
+    known = backends()
+    wanted = [p for p in providers if runs_onnx_files(known.get(p.backend))]
     usable = []
     for provider in wanted:
-        reason = OrtBackend.unavailable_reason(Variant("check", Precision.FP32, provider))
+        reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
         if reason:
             print(f"note: skipping {provider.short}: {reason}")
         else:
@@ -127,7 +130,7 @@ def check(args: argparse.Namespace) -> int:
     from harness.check.judge import run_check
     from harness.check.report import print_outcome
     from harness.report.summary import write_summary
-    from harness.results import ResultsWriter
+    from harness.results import ResultsWriter, new_run_id
 
     todo = requests(args)
     out = args.out or Path("reports") / time.strftime("check-%Y%m%d-%H%M%S")
@@ -135,8 +138,9 @@ def check(args: argparse.Namespace) -> int:
     writer = ResultsWriter(out)
     records: list[dict] = []
     code = 0
+    run_id = new_run_id()  # one run: every request's records share it
     for request in todo:
-        outcome = run_check(request, out)
+        outcome = run_check(request, out, run_id)
         print_outcome(outcome, console)
         for record in outcome.records:
             writer.append(record)

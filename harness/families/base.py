@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -47,6 +47,24 @@ class GraphSpec:
             "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in self.dynamic_axes.items()},
             "tag": self.variant_tag,
         }
+
+
+class CheckMode(NamedTuple):
+    """One way a pre-built file is judged: against reference ``graph`` in ``mode``
+    (``model``, ``prefill``, ``step``...), named ``key`` in metric keys."""
+
+    graph: str
+    mode: str
+    key: str
+
+
+class CheckedGraph(NamedTuple):
+    """A judged pre-built graph, as decoding sees it: its runner (reference names), whether
+    it returns every KV-cache tensor the next step needs, and the file it came from."""
+
+    runner: Any  # harness.runners.base.GraphRunner
+    gives_cache: bool
+    file: str
 
 
 class GraphModule(torch.nn.Module):
@@ -131,6 +149,37 @@ class Family(abc.ABC):
         ``start_token_id``: the first decoder token where the family needs one (None: the
         model config's)."""
         raise ValueError(f"family {self.name!r} does not generate")
+
+    # -- judging files built elsewhere (``harness check``) -------------------------------------
+    def artifact_role(self, named_role: str, input_names: Sequence[str]) -> str:
+        """The role of a pre-built file: its optimum name says it (``named_role``); a file
+        without one (``model``) keeps it unless the family can tell from its inputs."""
+        return named_role
+
+    def check_modes(self, role: str, takes_cache: bool) -> list[CheckMode]:
+        """How a file of ``role`` is judged: one mode per reference graph (and state) it serves."""
+        return [CheckMode("model", "model", "model")]
+
+    def check_feeds(self, model: "LoadedModel", graph: GraphSpec, mode: str,
+                    texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Real inputs for one check ``mode`` of ``graph``; most modes are the graph's own feeds."""
+        return self.feeds(model, graph, texts)
+
+    #: inputs a foreign file may declare that the reference computes implicitly (beyond the
+    #: ones every family fills: ``token_type_ids``, ``use_cache_branch``)
+    implicit_inputs: tuple[str, ...] = ()
+    #: whether a file with a static sequence length is fed padded (masked) inputs of that length
+    pads_static_sequence: bool = False
+
+    def sentence_pooling(self, model: "LoadedModel", graph: GraphSpec) -> Any:
+        """How ``graph``'s token states become a sentence vector (a ``Pooling``), or None:
+        only families whose graphs emit token states for search indexes have one."""
+        return None
+
+    def decoding_runners(self, judged: Mapping[str, "CheckedGraph"]) -> tuple[dict[str, Any], bool, str]:
+        """From the check's judged modes: the runners the decoding loop uses by graph name,
+        whether a KV cache is usable, and '' -- or why these files cannot decode."""
+        return {}, False, f"the {self.name} family does not generate text"
 
 
 #: Trace inputs: fixed, two different lengths so no axis is accidentally specialised to 1.

@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.model import LoadedModel
     from harness.runners.base import GraphRunner
 
+from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
+
 
 def lm_layout(model) -> tuple[int, int, int]:
     """(layers, kv_heads, head_dim) of a causal LM config."""
@@ -139,6 +141,38 @@ class CausalLMFamily(Family):
         from harness.generation.steppers import CausalLMModel
 
         return CausalLMModel(runners["model"], self, model)
+
+    # -- judging files built elsewhere (``harness check``) -------------------------------------
+    def check_modes(self, role, takes_cache):
+        """A step graph that takes a cache is judged on the prompt (empty cache) and on a later
+        step; optimum's ``decoder_with_past_model.onnx`` only on the later step."""
+        modes = ("step",) if role == "decoder_with_past" else ("prefill", "step") if takes_cache else ("prefill",)
+        return [CheckMode("model", mode, f"{role}_{mode}") for mode in modes]
+
+    def check_feeds(self, model, graph, mode, texts):
+        """``prefill``: the whole left-padded prompt with an empty cache; ``step``: the parity feeds."""
+        if mode != "prefill":
+            return self.feeds(model, graph, texts)
+        enc = tokenize(model, texts)
+        ids, mask = enc["input_ids"], enc["attention_mask"]
+        if getattr(model.tokenizer, "padding_side", "right") != "left":
+            ids, mask = _left_pad(ids, mask, int(model.tokenizer.pad_token_id or 0))
+        return {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids(mask),
+                **self.empty_past(model, ids.shape[0])}
+
+    def decoding_runners(self, judged):
+        """The prompt graph alone decodes without a cache; with a cached step graph too (the same
+        file, or optimum's pair), the loop gets one step graph that serves both."""
+        prefill, step = judged.get("prefill"), judged.get("step")
+        if prefill is None:
+            return {}, False, "needs a graph that takes the prompt (decoder_model.onnx, model.onnx or merged)"
+        if step is None or not (prefill.gives_cache and step.gives_cache):
+            return {"model": prefill.runner}, False, ""
+        if step.file == prefill.file:
+            return {"model": step.runner}, True, ""
+        from harness.runners.prebuilt import CacheSplitRunner
+
+        return {"model": CacheSplitRunner(prefill.runner, step.runner)}, True, ""
 
 
 def _left_pad(ids: np.ndarray, mask: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:

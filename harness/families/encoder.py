@@ -82,3 +82,15 @@ class EncoderFamily(Family):
         if any(a.endswith("ForSequenceClassification") for a in archs):
             return transformers.AutoModelForSequenceClassification
         return transformers.AutoModel
+
+    # -- judging files built elsewhere (``harness check``) -------------------------------------
+    implicit_inputs = ("position_ids",)  # 0..length-1 per row, as the reference computes them
+    pads_static_sequence = True  # a file traced at a fixed length is fed padded (masked) inputs
+
+    def sentence_pooling(self, model, graph):
+        """A sentence-transformers directory's pooling recipe, for graphs emitting token states."""
+        if "last_hidden_state" not in graph.output_names:
+            return None
+        from harness.zoo.minilm import sentence_pooling
+
+        return sentence_pooling(model.path)

@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.model import LoadedModel
     from harness.runners.base import GraphRunner
 
+from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
+
 NO_ENCODER_MASK = "no_encoder_mask"
 
 
@@ -231,6 +233,40 @@ class Seq2SeqFamily(Family):
         if start_token_id is None:
             raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
         return Seq2SeqModel(runners, int(start_token_id))
+
+    # -- judging files built elsewhere (``harness check``) -------------------------------------
+    #: the merged decoder's other-branch inputs: zeros its active branch never reads
+    implicit_inputs = ("encoder_hidden_states", "past")
+    _CHECK_GRAPHS = {"encoder": ("encoder",), "decoder": ("decoder",), "decoder_with_past": ("decoder_with_past",),
+                     "merged": ("decoder", "decoder_with_past")}
+
+    def artifact_role(self, named_role: str, input_names: Sequence[str]) -> str:
+        """A single file's graph, from its inputs: a branch flag is optimum's merged decoder, a
+        cache the cached step, encoder states the first step, otherwise the encoder."""
+        if named_role != "model":
+            return named_role
+        names = {n.lower() for n in input_names}
+        if any("use_cache_branch" in n for n in names):
+            return "merged"
+        if any("past" in n or "cache" in n for n in names):
+            return "decoder_with_past"
+        if any("encoder_hidden" in n or "memory" in n or "encoder_out" in n for n in names):
+            return "decoder"
+        return "encoder"
+
+    def check_modes(self, role, takes_cache):
+        """A merged decoder is judged twice: its uncached branch as ``decoder``, its cached one
+        as ``decoder_with_past``."""
+        graphs = self._CHECK_GRAPHS["encoder" if role == "model" else role]
+        return [CheckMode(g, g, f"merged_{g}" if role == "merged" else g) for g in graphs]
+
+    def decoding_runners(self, judged):
+        if "encoder" not in judged or "decoder" not in judged:
+            return {}, False, f"needs the encoder and decoder graphs; judged: {', '.join(sorted(judged)) or 'none'}"
+        runners = {g: judged[g].runner for g in ("encoder", "decoder", "decoder_with_past") if g in judged}
+        cached = "decoder_with_past" in judged and judged["decoder"].gives_cache and \
+            judged["decoder_with_past"].gives_cache
+        return runners, cached, ""
 
 
 def _decoder_lengths(dec_ids: np.ndarray, feeds: Mapping[str, np.ndarray]) -> np.ndarray:

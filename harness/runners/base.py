@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import ClassVar, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -116,6 +116,8 @@ class Backend(abc.ABC):
     """Makes GraphRunners for one backend (pytorch, onnxruntime, ...)."""
 
     name: str
+    #: executes ONNX files, so pre-built artifacts (``harness check``) can stand in for its exports
+    runs_onnx_files: ClassVar[bool] = False
     #: the providers (``--providers`` short names) this backend serves; the one declaration
     #: of each (``harness.config.PROVIDERS`` is derived from them)
     providers: tuple["Provider", ...] = ()

@@ -146,6 +146,9 @@ class OrtBackend(Backend):
         Provider("ort_coreml", name, "CoreMLExecutionProvider"),
     )
 
+    #: executes ONNX files: pre-built artifacts (``harness check``) can stand in for its exports
+    runs_onnx_files = True
+
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:
         try:

@@ -1,0 +1,145 @@
+"""A ``harness check`` request and what it resolves to, before any model loads.
+
+Everything a user can get wrong -- a missing or corrupt file, a reference that is not a model
+directory, a provider that cannot run ONNX files here, an unknown corpus -- is found here and
+is a one-line ``UsageError`` (exit 2). The result is what the run pipeline needs: a model
+spec (with the check's tolerances and corpus), the files, a variant and run options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from harness.check.layout import ArtifactFile, discover
+from harness.config import (
+    Precision,
+    Provider,
+    RunOptions,
+    UsageError,
+    Variant,
+    parse_precision,
+    parse_provider,
+)
+from harness.runners import backends
+from harness.runners.prebuilt import runs_onnx_files
+from harness.workspace import Workspace
+from harness.zoo.base import ModelSpec
+
+#: from the most to the least accurate: a set of files of mixed precision is judged at the loosest
+_ORDER = (Precision.FP32, Precision.FP16, Precision.INT8)
+
+
+@dataclass
+class CheckRequest:
+    reference: str
+    onnx: Path
+    precision: str | None = None  # None: detected from the files
+    provider: str = "ort_cpu"
+    corpus: str | None = None
+    samples: int | None = None
+    batch_size: int | None = None
+    maps: Mapping[str, str] = field(default_factory=dict)
+    tolerances: Mapping[str, float] = field(default_factory=dict)  # for the judged precision
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    generation: bool = True
+    gen_samples: int | None = None
+    threads: int | None = None
+    spec: ModelSpec | None = None  # a config's model; else resolved from ``reference``
+
+
+@dataclass(frozen=True)
+class CheckSetup:
+    """A request resolved: the model (tolerances merged, corpus set), the files, the variant
+    they are judged as, why at that precision, and the run options of the workspace."""
+
+    spec: ModelSpec
+    artifacts: list[ArtifactFile]
+    variant: Variant
+    precision_note: str
+    options: RunOptions
+
+
+def resolve(req: CheckRequest) -> CheckSetup:
+    from harness.options import merge_tolerances
+
+    spec = req.spec or reference_spec(req.reference)
+    artifacts = discover(Path(req.onnx))  # bad files fail here, before the model loads
+    provider = onnx_provider(req.provider)
+    if req.corpus:
+        spec = replace(spec, corpus=corpus_option(req.corpus))
+    if req.trust_remote_code or req.allow_pickle:
+        spec = replace(spec, extra={**spec.extra, "trust_remote_code": req.trust_remote_code,
+                                    "allow_pickle": req.allow_pickle})
+    precision, precision_note = choose_precision(req.precision, artifacts)
+    overrides = merge_tolerances(spec.tolerances, {precision.value: dict(req.tolerances)})
+    spec = replace(spec, tolerances=overrides)  # numeric and generation gates both read the spec
+    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider])
+    options.batch_size = req.batch_size or options.batch_size
+    options.num_samples = req.samples or options.num_samples
+    options.intra_op_threads = req.threads
+    return CheckSetup(spec, artifacts, Variant(spec.name, precision, provider), precision_note, options)
+
+
+def reference_spec(text: str) -> ModelSpec:
+    """An HF model directory, or a zoo name; a zoo model's own directory keeps its tolerances."""
+    from harness.zoo import registered
+    from harness.zoo.base import spec_for_directory
+
+    path = Path(text).expanduser()
+    if path.is_dir():
+        resolved = path.resolve()
+        for spec in registered().values():
+            if spec.path is not None and Path(spec.path).resolve() == resolved:
+                return spec
+        return spec_for_directory(path)
+    if text in registered():
+        return registered()[text]
+    if path.exists():
+        raise UsageError(f"--reference: {path} is a file; give the HF model directory (config.json, weights, "
+                         "tokenizer)")
+    raise UsageError(f"--reference: {text}: no such directory (give an HF model directory or a zoo model name)")
+
+
+def choose_precision(given: str | None, artifacts: list[ArtifactFile]) -> tuple[Precision, str]:
+    if given:
+        return parse_precision(given, option="--precision"), "given"
+    found = {a.path.name: Precision(a.precision) for a in artifacts}
+    loosest = max(found.values(), key=_ORDER.index)
+    details = "; ".join(f"{a.path.name}: {a.precision} ({a.precision_reason})" for a in artifacts)
+    if len(set(found.values())) > 1:
+        return loosest, f"detected, files disagree ({details}); judged at the loosest, {loosest.value}"
+    return loosest, f"detected ({details})"
+
+
+def onnx_provider(name: str) -> Provider:
+    """``--provider``: a provider whose backend runs ONNX files, available here."""
+    provider = parse_provider(name, option="--provider")
+    if not runs_onnx_files(backends().get(provider.backend)):
+        raise UsageError(f"--provider: {name!r} is not an ONNX Runtime provider; artifacts run on ort_* providers")
+    reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
+    if reason:
+        raise UsageError(f"--provider: {name}: {reason}")
+    return provider
+
+
+def corpus_option(text: str) -> str:
+    """``--corpus``: a manifest name, or a .txt/.tsv file (made absolute)."""
+    from harness.corpus import CorpusError, list_corpora, load_corpus_file
+
+    if text.endswith((".txt", ".tsv")):
+        path = Path(text).expanduser()
+        try:
+            load_corpus_file(path)
+        except CorpusError as exc:
+            raise UsageError(f"--corpus: {exc}") from None
+        return str(path.resolve())
+    known = list_corpora()
+    if text not in known:
+        from harness.config import did_you_mean
+
+        raise UsageError(f"--corpus: unknown corpus {text!r}{did_you_mean(text, known)}; known: {', '.join(known)} "
+                         "(or a .txt/.tsv file)")
+    return text

@@ -1,0 +1,163 @@
+"""A backend whose graphs are already built: ONNX files from someone else's pipeline.
+
+``harness check`` (and the artifact suite) judge files they did not export. Everything
+downstream of the backend -- the workspace's batches and memoised FP32 reference, numeric
+parity, the decoding loops, the records -- is the run pipeline's own; only where a graph
+comes from differs. So the files are an *artifact source* (``PrebuiltGraphs``) given to the
+``Workspace`` when it is built, and ``PrebuiltBackend`` serves its runners by graph name to
+any variant whose backend runs ONNX files (``runs_onnx_files``).
+
+Foreign files speak their own I/O names; ``MappedRunner`` presents one under the reference
+graph's names (a mapping the check's I/O matcher produces) and fills in inputs the reference
+computes implicitly, so parity code and decoding run a foreign file exactly as they run the
+harness's own exports. The backend is not in the name registry: it has no provider of its
+own, it stands in for the run's ONNX Runtime variants when a workspace has files to judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.config import UsageError
+from harness.runners.base import Backend, BackendContext, GraphRunner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.config import Variant
+    from harness.families.base import Family, GraphSpec
+    from harness.model import LoadedModel
+
+#: feeds -> the value of one input the reference computes implicitly
+Synth = Callable[[Mapping[str, np.ndarray]], np.ndarray]
+
+
+def has_past(feeds: Mapping[str, np.ndarray]) -> bool:
+    """True when the feeds carry a non-empty KV cache (a cached step, not the prompt)."""
+    return any(k.startswith("past_key_values") and v.ndim >= 3 and v.shape[2] > 0 for k, v in feeds.items())
+
+
+def runs_onnx_files(backend: type[Backend] | None) -> bool:
+    """Whether ``backend`` executes ONNX files (a capability the backend class declares);
+    False for None, a backend name nothing registered."""
+    return backend is not None and backend.runs_onnx_files
+
+
+class MappedRunner(GraphRunner):
+    """A foreign file's session seen through the reference graph's names."""
+
+    def __init__(self, session: GraphRunner, input_map: Mapping[str, str], output_map: Mapping[str, str],
+                 synth: Mapping[str, Synth], label: str) -> None:
+        self.session, self.label = session, label
+        self.input_map, self.output_map, self.synth = dict(input_map), dict(output_map), dict(synth)
+        self.input_names = list(self.input_map)
+        self.output_names = list(self.output_map)
+        self.calls = 0
+        #: set to a list to keep every call's outputs (derived metrics such as sentence embeddings)
+        self.recorded: list[dict[str, np.ndarray]] | None = None
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every reference input must be given; extra feeds (the other branch's) are ignored."""
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise KeyError(f"{self.label}: missing inputs {missing}; got {sorted(feeds)}")
+        return self._run(dict(feeds))
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        theirs = {art: feeds[ref] for ref, art in self.input_map.items() if ref in feeds}
+        for art, make in self.synth.items():
+            theirs[art] = make(feeds)
+        self.calls += 1
+        out = self.session.run(theirs)
+        result = {ref: out[art] for ref, art in self.output_map.items()}
+        if self.recorded is not None:
+            self.recorded.append(result)
+        return result
+
+    def close(self) -> None:
+        """Sessions are shared between modes and owned by the ``PrebuiltGraphs``; closing is theirs."""
+
+
+class CacheSplitRunner(GraphRunner):
+    """optimum's decoder-only pair as one step graph: ``decoder_model.onnx`` for the prompt
+    (empty cache), ``decoder_with_past_model.onnx`` for every later token."""
+
+    def __init__(self, prefill: GraphRunner, step: GraphRunner) -> None:
+        self.prefill, self.step = prefill, step
+        self.input_names = sorted(set(prefill.input_names) | set(step.input_names))
+        self.output_names = list(step.output_names)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return (self.step if has_past(feeds) else self.prefill).run(feeds)
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # pragma: no cover - run() dispatches
+        return self.run(feeds)
+
+
+def open_onnx(path: Path, device: str, threads: int | None) -> GraphRunner:
+    """An ONNX Runtime session of a user's file; a file onnxruntime refuses is a usage error
+    naming it (exit 2), not a crash."""
+    from harness.runners.ort_runner import OrtGraphRunner
+
+    try:
+        return OrtGraphRunner(str(path), device, threads)
+    except Exception as exc:  # onnxruntime's Fail / InvalidGraph / NotImplemented...
+        text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{path}: onnxruntime cannot load it ({text})") from None
+
+
+class PrebuiltGraphs:
+    """The artifact source of a check: the user's files, each opened once, and the runners
+    that present them under reference graph names once their I/O is matched."""
+
+    def __init__(self, paths: Sequence[Path], device: str, threads: int | None,
+                 records: Mapping[str, dict[str, Any]]) -> None:
+        self.sessions: dict[Path, GraphRunner] = {}
+        try:
+            for path in paths:  # every file opens before anything is judged: a bad one is exit 2 at once
+                self.sessions[Path(path)] = open_onnx(Path(path), device, threads)
+        except BaseException:
+            self.close()
+            raise
+        self.records = dict(records)
+        self._runners: dict[str, GraphRunner] = {}
+
+    def session(self, path: Path) -> GraphRunner:
+        return self.sessions[Path(path)]
+
+    def serve(self, runners: Mapping[str, GraphRunner]) -> None:
+        """The runners decoding uses, by reference graph name (known once the files are judged)."""
+        self._runners.update(runners)
+
+    def runner(self, graph: str) -> GraphRunner:
+        if graph not in self._runners:
+            raise KeyError(f"no artifact provides the {graph!r} graph")
+        return self._runners[graph]
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+
+
+class PrebuiltBackend(Backend):
+    """Runners from a ``PrebuiltGraphs`` by graph name; artifacts as the files were found."""
+
+    name = "prebuilt"
+    runs_onnx_files = True
+
+    def __init__(self, ctx: BackendContext, source: PrebuiltGraphs) -> None:
+        super().__init__(ctx)
+        self.source = source
+
+    @classmethod
+    def unavailable_reason(cls, variant: Variant) -> str | None:
+        return None
+
+    def load(self, model: LoadedModel, family: Family, graph: GraphSpec, variant: Variant) -> GraphRunner:
+        return self.source.runner(graph.name)
+
+    def artifacts(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                  variant: Variant) -> dict[str, dict[str, Any]]:
+        return dict(self.source.records)
