@@ -318,7 +318,10 @@ def _real_perf_payload(tmp_path: Path) -> dict:
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"\0" * 3 * 2 ** 20)
     variant = Variant("m", Precision.FP32, PROVIDERS["torch_cpu"])
-    perf.update(memory.artifact_fields(None, variant, SimpleNamespace(path=tmp_path), None, []))
+    from harness.runners.torch_runner import TorchBackend
+
+    workspace = SimpleNamespace(backend=lambda variant, model: TorchBackend(None))  # the real backend counts bytes
+    perf.update(memory.artifact_fields(workspace, variant, SimpleNamespace(path=tmp_path), None, []))
     return perf
 
 

@@ -82,14 +82,15 @@ def requests(args: argparse.Namespace) -> list:
 def config_requests(args: argparse.Namespace, common: dict) -> list:
     from harness.check.request import CheckRequest
     from harness.options import build_options
-    from harness.zoo import resolve
+    from harness.zoo.base import ModelCatalog
 
     options = build_options(models=args.models, config_path=args.config, rootdir=Path.cwd(),
                             batch_size=args.batch_size, num_samples=args.samples, intra_op_threads=args.threads)
     providers = available_ort_providers(options.providers)
     out = []
+    catalog = options.catalog or ModelCatalog()
     for name in options.models:
-        spec = resolve(name)
+        spec = catalog.resolve(name)
         for precision, path in (spec.extra.get("artifacts") or {}).items():
             if args.precision and precision != args.precision:
                 continue
