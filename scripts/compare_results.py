@@ -25,6 +25,15 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
+def _value(record: Record, name: str, like: Record | None = None) -> object:
+    """A compared field; for ``settings``, only the keys the earlier record has: a setting the
+    newer version records in addition (``settings.options``) is a schema extension, not a change."""
+    value = getattr(record, name)
+    if name == "settings" and like is not None:
+        return {k: v for k, v in value.items() if k in like.settings}
+    return value
+
+
 def differences(before: list[Record], after: list[Record]) -> list[str]:
     old, new = {r.id: r for r in before}, {r.id: r for r in after}
     out = [f"only before: {cid}" for cid in sorted(set(old) - set(new))]
@@ -34,7 +43,7 @@ def differences(before: list[Record], after: list[Record]) -> list[str]:
         if list(a.to_dict()) != list(b.to_dict()):
             out.append(f"{cid}: fields {list(a.to_dict())} -> {list(b.to_dict())}")
         out += [f"{cid}: {name} {getattr(a, name)!r} -> {getattr(b, name)!r}" for name in COMPARED
-                if getattr(a, name) != getattr(b, name)]
+                if _value(a, name) != _value(b, name, like=a)]
         for key in sorted(set(a.metrics) | set(b.metrics)):
             x, y = a.metrics.get(key), b.metrics.get(key)
             if not _same(x, y):
