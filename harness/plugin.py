@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.config import RunOptions, UsageError, Variant
+from harness.core import RunOptions, UsageError, Variant
 from harness.results import SCHEMA, ResultsWriter
 
 from harness.plugins import discover as _discover_feature_plugins
@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _options(config: pytest.Config) -> RunOptions:
-    from harness.options import build_options
+    from harness.settings.resolve import build_options
     from harness.settings.options import Group, pytest_values
 
     return build_options(pytest_values(config, Group.RUN), rootdir=Path(str(config.rootpath)))
@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run_options(config)
     config.stash[RUN_DIR] = out_dir(config)
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
-        from harness.recording import RecordCollector
+        from harness.results.collector import RecordCollector
 
         collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR]))
         config.stash[COLLECTOR] = collector
@@ -89,7 +89,7 @@ def _asked_for(config: pytest.Config) -> bool:
     if any(config.getoption(o.pytest_dest) not in (None, False) for o in in_group(Group.RUN)
            if o.name not in ("out", "cache")):
         return True
-    from harness.config_file import find_config
+    from harness.settings.config_file import find_config
 
     try:
         return find_config(None, Path(str(config.rootpath))) is not None
@@ -111,7 +111,7 @@ def run_options(config: pytest.Config) -> RunOptions:
 
 def workspace(config: pytest.Config):
     if WORKSPACE not in config.stash:
-        from harness.workspace import Workspace
+        from harness.judge.workspace import Workspace
 
         config.stash[WORKSPACE] = Workspace(run_options(config))
     return config.stash[WORKSPACE]
@@ -189,7 +189,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 @pytest.fixture
 def harness(request: pytest.FixtureRequest):
     """The current case: its workspace, variant and record. Skips unavailable variants."""
-    from harness.recording import Case
+    from harness.results.collector import Case
 
     ws = workspace(request.config)
     variant = getattr(request.node, "callspec", None) and request.node.callspec.params.get("variant")

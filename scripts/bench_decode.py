@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.config import PROVIDERS, Precision, RunOptions, Variant  # noqa: E402
+from harness.core import PROVIDERS, Precision, RunOptions, Variant  # noqa: E402
 from harness.generation import decode_texts, settings_for_model  # noqa: E402
-from harness.generation_parity import corpus_for, select_indices  # noqa: E402
-from harness.workspace import Workspace  # noqa: E402
+from harness.judge.generation import corpus_for, select_indices  # noqa: E402
+from harness.judge.workspace import Workspace  # noqa: E402
 from harness.zoo import registered  # noqa: E402
 
 

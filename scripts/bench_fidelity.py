@@ -29,10 +29,10 @@ TEST_MODULE = '''
 import json, os, time
 import pytest
 
-from harness.config import PROVIDERS, Precision, RunOptions, Variant
+from harness.core import PROVIDERS, Precision, RunOptions, Variant
 from harness.perf.feeds import shaped_feeds
 from harness.perf.measure import BenchmarkEngine, HarnessEngine, timed_call
-from harness.workspace import Workspace
+from harness.judge.workspace import Workspace
 
 CFG = json.loads(os.environ["FIDELITY_CONFIG"])
 SAMPLES = {}

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.corpus import load_corpus  # noqa: E402
+from harness.data.corpus import load_corpus  # noqa: E402
 from harness.zoo.numbers import sample_number, to_chinese, to_english  # noqa: E402
 
 DEFAULT_SEED = 1234

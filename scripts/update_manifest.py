@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.corpus import (  # noqa: E402
+from harness.data.corpus import (  # noqa: E402
     MANIFEST_NAME,
     CorpusError,
     datasets_dir,

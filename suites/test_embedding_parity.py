@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from harness.embedding_parity import embedding_parity
-from harness.parity import ParityResult
+from harness.judge.embedding import embedding_parity
+from harness.judge.numeric import ParityResult
 from harness.zoo.base import materialize
 from harness.zoo.minilm import sentence_pooling
 

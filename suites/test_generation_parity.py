@@ -8,7 +8,7 @@ the decoded text of every sentence is kept in the case's ``decoded.jsonl``.
 
 import pytest
 
-from harness.generation_parity import judge
+from harness.judge.generation import judge
 
 
 @pytest.mark.harness(generates=True)

@@ -30,7 +30,7 @@ def _graphs_and_plan(harness, settings):
 
 
 def _settings_record(harness, settings, **extra) -> dict:
-    from harness.envinfo import thread_settings
+    from harness.results.envinfo import thread_settings
 
     options = harness.workspace.options
     return {**settings.as_dict(), "threads": thread_settings(options.intra_op_threads, options.inter_op_threads),

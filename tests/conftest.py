@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from harness.config import PROVIDERS, Precision, RunOptions, Variant
+from harness.core import PROVIDERS, Precision, RunOptions, Variant
 
 # Two cores, often two xdist workers: one thread per process avoids oversubscription, which
 # on this machine made torch an order of magnitude slower (numbers-en-zh decode: 11.3 s with
@@ -22,7 +22,7 @@ def small_options() -> RunOptions:
 
 @pytest.fixture(scope="session")
 def workspace(small_options):
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
     return Workspace(small_options)
 

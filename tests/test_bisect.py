@@ -10,9 +10,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import harness.workspace  # noqa: F401  (import native stacks once, see tests/test_plugin.py)
+import harness.judge.workspace  # noqa: F401  (import native stacks once, see tests/test_plugin.py)
 from harness.cli import main
-from harness.config import Precision
+from harness.core import Precision
 from harness.debug.bisect import bisect_graph, bisect_tolerance
 
 TINY = {"norm_max_abs": 1e-7}

@@ -18,7 +18,7 @@ import torch
 from onnx import TensorProto, helper
 
 from harness.cli import main
-from harness.config import UsageError
+from harness.core import UsageError
 from harness.results import SCHEMA
 from harness.zoo.base import materialize, resolve
 

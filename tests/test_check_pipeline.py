@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.config import PROVIDERS, Precision, RunOptions, Variant
+from harness.core import PROVIDERS, Precision, RunOptions, Variant
 from harness.families import family_for
 from harness.families.base import CheckedGraph, CheckMode
 from harness.runners.prebuilt import (
@@ -114,7 +114,7 @@ def test_backends_declare_whether_they_run_onnx_files():
 
 
 def test_workspace_serves_prebuilt_files_only_to_backends_that_run_onnx(tmp_path):
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
     path = _identity_onnx(tmp_path / "id.onnx")
     source = PrebuiltGraphs([path], "CPUExecutionProvider", 1, {"id.onnx": {"path": str(path)}})
@@ -142,7 +142,7 @@ def test_workspace_serves_prebuilt_files_only_to_backends_that_run_onnx(tmp_path
 
 
 def test_an_unloadable_file_is_a_usage_error_naming_it(tmp_path):
-    from harness.config import UsageError
+    from harness.core import UsageError
 
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07not onnx")
@@ -151,7 +151,7 @@ def test_an_unloadable_file_is_a_usage_error_naming_it(tmp_path):
 
 
 def test_parity_batches_reuse_the_memoised_reference():
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
     ws = Workspace(RunOptions(num_samples=8, batch_size=4))
     model = ws.model("bert-tiny")
@@ -169,7 +169,7 @@ def test_parity_batches_reuse_the_memoised_reference():
 
 # -- one embedding judgement ----------------------------------------------------------------------------
 def test_embedding_parity_names_the_sentence_that_moved_most():
-    from harness.embedding_parity import embedding_parity
+    from harness.judge.embedding import embedding_parity
     from harness.zoo.minilm import Pooling
 
     rng = np.random.default_rng(0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import harness.workspace  # noqa: F401  (see tests/test_plugin.py: import native stacks once)
+import harness.judge.workspace  # noqa: F401  (see tests/test_plugin.py: import native stacks once)
 from harness.cli import main
 
 FAILING_SUITE = '''
-from harness.parity import GateFailure
+from harness.judge.numeric import GateFailure
 
 
 def test_always_drifts(variant, harness):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from harness.cli import baseline as cli
-from harness.config import UsageError
+from harness.core import UsageError
 
 ENV = {"fingerprint": "f00d", "cpu": "Test CPU", "cores": 2, "versions": {"onnxruntime": "1.20.0"}}
 

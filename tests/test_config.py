@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.config import PROVIDERS, Check, Precision, UsageError, Variant, parse_precision, parse_provider, split_csv
-from harness.options import build_options
+from harness.core import PROVIDERS, Check, Precision, UsageError, Variant, parse_precision, parse_provider, split_csv
+from harness.settings.resolve import build_options
 
 
 def test_variant_id_is_stable_and_readable():
@@ -34,7 +34,7 @@ def test_check_direction_and_nan():
 
 
 def test_tolerance_overrides_keep_direction():
-    from harness.tolerances import tolerance_for
+    from harness.judge.tolerances import tolerance_for
 
     tol = tolerance_for(Precision.INT8, is_logits=True, overrides={"int8": {"cosine": 0.9, "top1_agreement": 0.5}})
     merged = {c.metric: c for c in tol.checks}

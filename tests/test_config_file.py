@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import UsageError
-from harness.config_file import find_config, load_config
-from harness.options import build_options
+from harness.core import UsageError
+from harness.settings.config_file import find_config, load_config
+from harness.settings.resolve import build_options
 from harness.zoo import registered
 from harness.zoo.base import materialize, resolve
 
@@ -237,7 +237,7 @@ cosine = 0.999999
 
 
 def test_model_quantization_settings_reach_the_export_settings(project):
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
     write(project, """
 [run]

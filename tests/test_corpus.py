@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.corpus import (
+from harness.data.corpus import (
     Corpus,
     CorpusError,
     datasets_dir,

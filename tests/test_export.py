@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 import pytest
 
-from harness.config import Precision
+from harness.core import Precision
 from harness.export.artifacts import ExportSettings, onnx_artifact
 from harness.export.onnx_export import ExportError, export_graph
 from harness.runners.ort_runner import OrtGraphRunner
@@ -111,8 +111,8 @@ def test_dynamo_exporter_is_selectable(workspace):
 
 
 def test_int8_per_channel_is_a_separate_artifact_and_at_least_as_accurate(workspace):
-    from harness.parity import numeric_parity
-    from harness.workspace import Workspace
+    from harness.judge.numeric import numeric_parity
+    from harness.judge.workspace import Workspace
 
     per_tensor = numeric_parity(workspace, variant("bert-tiny", "int8"))
     options = workspace.options.__class__(**{**workspace.options.__dict__, "int8_per_channel": True})

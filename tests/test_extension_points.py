@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.config import Precision, Provider, Variant
+from harness.core import Precision, Provider, Variant
 from harness.families import detect_family, family_for, family_names, register_family
 from harness.families.base import GraphSpec, to_torch
 from harness.families.causal_lm import CausalLMFamily
@@ -101,8 +101,8 @@ def toy_backend():
 
 
 def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backend):
-    from harness.config import PROVIDERS, parse_provider
-    from harness.parity import numeric_parity
+    from harness.core import PROVIDERS, parse_provider
+    from harness.judge.numeric import numeric_parity
 
     assert backends()["toy"] is ToyBackend
     assert parse_provider("toy_cpu") is TOY and PROVIDERS["toy_cpu"] is TOY  # its providers are users' names
@@ -114,7 +114,7 @@ def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backe
 
 
 def test_parity_fails_when_the_registered_backend_is_wrong(workspace):
-    from harness.parity import numeric_parity
+    from harness.judge.numeric import numeric_parity
 
     register_backend(OffByHalf)  # same name "toy": replaces the registration
     try:
@@ -162,7 +162,7 @@ def test_a_backend_without_a_child_loader_says_so():
         def load(self, model: Any, family: Any, graph: GraphSpec, variant: Variant) -> GraphRunner:
             raise NotImplementedError
 
-    from harness.config import PROVIDERS
+    from harness.core import PROVIDERS
 
     v = Variant("m", Precision.FP32, Provider("nochild_cpu", "nochild", "cpu"))
     assert "toy_cpu" not in PROVIDERS  # not registered (outside its fixture): not a name users can give
@@ -172,7 +172,7 @@ def test_a_backend_without_a_child_loader_says_so():
 
 def test_an_onnxruntime_child_never_imports_torch(workspace, tmp_path):
     """Cold start and peak memory of an ORT variant must not pay for torch."""
-    from harness.config import PROVIDERS
+    from harness.core import PROVIDERS
     from harness.perf import coldstart
 
     model = workspace.model("encoder-custom")
@@ -188,7 +188,7 @@ def test_an_onnxruntime_child_never_imports_torch(workspace, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "HARNESS_CHILD_RESULT" in proc.stdout and "TORCH_LOADED False" in proc.stdout
     # the control: the probe does see torch when the backend's child needs it
-    probe_torch = probe.replace("code = g['main'](sys.argv[2:])", "import harness.workspace; code = 0")
+    probe_torch = probe.replace("code = g['main'](sys.argv[2:])", "import harness.judge.workspace; code = 0")
     proc = subprocess.run([sys.executable, "-c", probe_torch, str(coldstart.CHILD_SCRIPT)], capture_output=True,
                           text=True, env=coldstart.child_env(), timeout=300)
     assert "TORCH_LOADED True" in proc.stdout, proc.stderr
@@ -222,9 +222,9 @@ def toy_family():
 
 
 def test_a_registered_family_is_detected_loaded_and_decoded(workspace, toy_family, tmp_path):
-    from harness.config import PROVIDERS
+    from harness.core import PROVIDERS
     from harness.generation import decode_texts, settings_for_model
-    from harness.model import load_model
+    from harness.zoo.loading import load_model
     from harness.perf.generation import measure_generation
     from harness.perf.measure import PerfSettings
     from harness.zoo.base import spec_for_directory

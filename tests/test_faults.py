@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from harness.config import Precision, RunOptions
+from harness.core import Precision, RunOptions
 from harness.families.seq2seq import Seq2SeqFamily
-from harness.parity import GateFailure, lint_result, numeric_parity, run_graph_parity
+from harness.judge.numeric import GateFailure, lint_result, numeric_parity, run_graph_parity
 from harness.runners.ort_runner import OrtGraphRunner
-from harness.workspace import Workspace
+from harness.judge.workspace import Workspace
 from tests.conftest import variant
 
 

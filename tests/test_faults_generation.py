@@ -13,11 +13,11 @@ import json
 
 import pytest
 
-from harness.config import RunOptions
+from harness.core import RunOptions
 from harness.families.seq2seq import Seq2SeqFamily
-from harness.generation_parity import GenerationRequest, generation_parity
-from harness.parity import GateFailure
-from harness.workspace import Workspace
+from harness.judge.generation import GenerationRequest, generation_parity
+from harness.judge.numeric import GateFailure
+from harness.judge.workspace import Workspace
 from tests.conftest import variant
 
 #: 64 sentences in batches of 16: every batch mixes lengths, so rows are padded
@@ -26,7 +26,7 @@ PADDED = GenerationRequest(samples=64, batch_size=16)
 FAULTY_SUITE = '''
 import pytest
 from harness.families.seq2seq import Seq2SeqFamily
-from harness.generation_parity import GenerationRequest, judge
+from harness.judge.generation import GenerationRequest, judge
 
 REQUEST = GenerationRequest(samples=64, batch_size=16)
 

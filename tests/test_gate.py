@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from harness.config import UsageError
+from harness.core import UsageError
 from harness.gate.compare import (
     DEFAULT_POLICIES,
     EnvironmentMismatch,

@@ -16,8 +16,8 @@ import pytest
 import torch
 from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
 
-from harness.config import UsageError
-from harness.corpus import load_corpus
+from harness.core import UsageError
+from harness.data.corpus import load_corpus
 from harness.generation import GenerationSettings, decode_texts, prompt_batch, settings_for_model
 from harness.generation.decode import torch_threads
 from harness.generation.processors import repetition_penalty

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import Precision
-from harness.generation_parity import (GEN_TOLERANCES, GenerationRequest, GenerationResult, gen_checks,
+from harness.core import Precision
+from harness.judge.generation import (GEN_TOLERANCES, GenerationRequest, GenerationResult, gen_checks,
                                        generation_parity, read_decoded, record, score_rows, select_indices)
-from harness.parity import GateFailure
+from harness.judge.numeric import GateFailure
 from tests.conftest import variant
 
 SUITE = (Path(__file__).resolve().parent.parent / "suites" / "test_generation_parity.py").read_text()

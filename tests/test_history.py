@@ -1,4 +1,4 @@
-"""The history store (``harness.history``) and ``harness history add|show|list`` on three
+"""The history store (``harness.results.history``) and ``harness history add|show|list`` on three
 synthetic nightly runs written here."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness import history
+from harness.results import history
 from harness.cli import main
-from harness.config import UsageError
+from harness.core import UsageError
 
 ENV = {"fingerprint": "f00d", "cpu": "Test CPU", "cores": 2}
 VARIANTS = ("bert-fp32-ort_cpu", "bert-int8-ort_cpu")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tomllib
 
-from harness.config import PROVIDERS, Check, Precision, Tolerance, UsageError, Variant
+from harness.core import PROVIDERS, Check, Precision, Tolerance, UsageError, Variant
 from harness.metrics.registry import (
     METRICS,
     Direction,
@@ -38,7 +38,7 @@ from harness.metrics.tables import BLOCKS, blocks_in, doc_files, render_text, st
 ROOT = Path(__file__).resolve().parents[1]
 
 # ------------------------------------------------------------------ the values before the registry existed
-# Copied from the tree before this change (harness/tolerances.py, harness/config.py, generation_parity.py,
+# Copied from the tree before this change (harness/judge/tolerances.py, harness/core/types.py, generation_parity.py,
 # debug/bisect.py, zoo/minilm.py, metrics/numeric.py and text.py): the registry must reproduce them exactly.
 OLD_DEFAULT_TOLERANCES = {
     Precision.FP32: {"norm_max_abs": 1e-4, "cosine": 0.99999, "top1_agreement": 1.0, "kl": 1e-6},
@@ -119,7 +119,7 @@ def test_checks_take_their_direction_from_the_declaration():
 @pytest.mark.parametrize("precision", list(Precision))
 @pytest.mark.parametrize("is_logits", [True, False])
 def test_default_numeric_tolerances_are_the_ones_before_the_registry(precision, is_logits):
-    from harness.tolerances import DEFAULT_TOLERANCES, LOGITS_ONLY, tolerance_for
+    from harness.judge.tolerances import DEFAULT_TOLERANCES, LOGITS_ONLY, tolerance_for
 
     old = OLD_DEFAULT_TOLERANCES[precision]
     expected = Tolerance(tuple(Check(m, t, m in OLD_HIGHER_IS_BETTER) for m, t in old.items()
@@ -134,7 +134,7 @@ def test_default_numeric_tolerances_are_the_ones_before_the_registry(precision, 
 
 def test_every_direction_and_default_gate_is_the_one_before_the_registry():
     from harness.debug.bisect import DEFAULT_BISECT_TOLERANCES, TENSOR_METRICS
-    from harness.generation_parity import GEN_TOLERANCES, REFERENCE_METRICS, gen_checks
+    from harness.judge.generation import GEN_TOLERANCES, REFERENCE_METRICS, gen_checks
     from harness.zoo.minilm import EMBEDDING_DEFAULTS, embedding_tolerance
 
     for spec in METRICS.of(Scope.NUMERIC):
@@ -156,10 +156,10 @@ def test_every_direction_and_default_gate_is_the_one_before_the_registry():
 
 
 def test_deprecated_higher_is_better_still_reads_the_registry():
-    import harness.config
+    import harness.core
 
     with pytest.warns(DeprecationWarning, match="registry"):
-        assert harness.config.HIGHER_IS_BETTER == OLD_HIGHER_IS_BETTER
+        assert harness.core.HIGHER_IS_BETTER == OLD_HIGHER_IS_BETTER
 
 
 # ------------------------------------------------------------------ the code produces exactly what is declared
@@ -199,7 +199,7 @@ def _rows(with_refs: bool) -> list[dict]:
 
 
 def test_score_rows_produces_exactly_the_declared_generation_metrics():
-    from harness.generation_parity import score_rows
+    from harness.judge.generation import score_rows
 
     declared = set(METRICS.names(Scope.GENERATION))
     with_refs, _ = score_rows(_rows(True), "en")
@@ -212,7 +212,7 @@ def test_embedding_and_lint_produce_exactly_the_declared_metrics(tmp_path):
     import onnx
     from onnx import TensorProto, helper
 
-    from harness.parity import lint_result
+    from harness.judge.numeric import lint_result
     from harness.zoo.minilm import embedding_metrics
 
     assert set(embedding_metrics(np.ones((2, 4)), np.ones((2, 4)))) == set(METRICS.names(Scope.EMBEDDING))
@@ -229,7 +229,7 @@ def test_embedding_and_lint_produce_exactly_the_declared_metrics(tmp_path):
 
 # ------------------------------------------------------------------ config, CLI and gates accept what is declared
 def test_config_validator_accepts_every_declared_tolerance_and_budget(tmp_path):
-    from harness.config_file import load_config
+    from harness.settings.config_file import load_config
 
     tolerances = "\n".join(f"{name} = 0.5" for name in tolerance_names())
     budgets = "\n".join(f"{name} = 10" for name in budget_names())
@@ -284,8 +284,8 @@ def test_bisect_tolerance_covers_every_tensor_metric_with_its_direction():
 
 def test_every_tolerance_scope_has_a_gate_that_uses_its_overrides():
     """A tolerance the config accepts reaches the gate of its scope (numeric, generation, embedding)."""
-    from harness.generation_parity import gen_checks
-    from harness.tolerances import tolerance_for
+    from harness.judge.generation import gen_checks
+    from harness.judge.tolerances import tolerance_for
     from harness.zoo.minilm import embedding_tolerance
 
     for p in Precision:
@@ -344,7 +344,7 @@ def test_every_budget_is_read_from_the_payload_the_perf_suite_records(tmp_path):
 
 @pytest.mark.parametrize("name", budget_names())
 def test_each_budget_fails_the_case_when_exceeded_and_passes_below(name, tmp_path):
-    from harness.parity import GateFailure
+    from harness.judge.numeric import GateFailure
     from harness.perf import budgets
 
     perf = _real_perf_payload(tmp_path)

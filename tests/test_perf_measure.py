@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.config import PROVIDERS, Precision, UsageError, Variant
+from harness.core import PROVIDERS, Precision, UsageError, Variant
 from harness.perf import bench, budgets, coldstart, latency, memory
 from harness.perf.feeds import shapeable, shaped_feeds
 from harness.perf.generation import sample_generation
@@ -213,7 +213,7 @@ def test_budgets_validate_and_check():
 
 
 def test_enforce_records_thresholds_and_fails_with_the_numbers():
-    from harness.parity import GateFailure
+    from harness.judge.numeric import GateFailure
 
     case = SimpleNamespace(model=SimpleNamespace(name="m", spec=SimpleNamespace(budgets={"peak_rss_mb": 100})),
                            variant=variant("m"), metrics={}, thresholds={})

@@ -15,10 +15,10 @@ import pytest
 # pytester's in-process runs drop modules first imported inside them; native extensions
 # (onnx's protobuf registry) abort when imported twice, so import the stack up front.
 import harness.export.artifacts  # noqa: F401,E402
-import harness.parity  # noqa: F401,E402
+import harness.judge.numeric  # noqa: F401,E402
 import harness.perf.generation  # noqa: F401,E402
 import harness.runners  # noqa: F401,E402
-import harness.workspace  # noqa: F401,E402
+import harness.judge.workspace  # noqa: F401,E402
 import onnxruntime  # noqa: F401,E402
 
 SUITE = (Path(__file__).resolve().parents[1] / "suites" / "test_perf.py").read_text()
@@ -135,7 +135,7 @@ def test_bad_perf_options_are_usage_errors(pytester: pytest.Pytester, tmp_path, 
 
 
 def test_torch_child_loads_weights_in_a_fresh_process(workspace, tmp_path):
-    from harness.config import PROVIDERS, Precision, Variant
+    from harness.core import PROVIDERS, Precision, Variant
     from harness.perf import coldstart
 
     fp16_torch = Variant("encoder-custom", Precision.FP16, PROVIDERS["torch_cpu"])

@@ -10,13 +10,13 @@ import pytest
 # pytester's in-process runs drop modules first imported inside them; native extensions
 # (onnx's protobuf registry) abort when imported twice, so import the stack up front.
 import harness.export.artifacts  # noqa: F401,E402
-import harness.parity  # noqa: F401,E402
+import harness.judge.numeric  # noqa: F401,E402
 import harness.runners  # noqa: F401,E402
-import harness.workspace  # noqa: F401,E402
+import harness.judge.workspace  # noqa: F401,E402
 import onnxruntime  # noqa: F401,E402
 
 SUITE = '''
-from harness.parity import GateFailure
+from harness.judge.numeric import GateFailure
 
 
 def test_logits_parity(variant, harness):
@@ -25,7 +25,7 @@ def test_logits_parity(variant, harness):
 
 VERDICTS = '''
 import pytest
-from harness.parity import GateFailure
+from harness.judge.numeric import GateFailure
 
 
 @pytest.fixture

@@ -212,8 +212,8 @@ def test_raise_failures_raises_gate_failure_only_when_something_failed() -> None
 
 
 def test_parity_failure_of_a_nan_metric_is_a_gate_failure() -> None:
-    from harness.config import Check, Tolerance
-    from harness.parity import OutputResult, ParityResult
+    from harness.core import Check, Tolerance
+    from harness.judge.numeric import OutputResult, ParityResult
 
     output = OutputResult("decoder", "logits", {"cosine": math.nan}, None, (), Tolerance((Check("cosine", 0.99, True),)),
                           1, where="n/a")
@@ -227,8 +227,8 @@ def test_parity_failure_of_a_nan_metric_is_a_gate_failure() -> None:
 
 # -- one composer --------------------------------------------------------------------------------------
 def test_collector_and_check_compose_the_same_record_shape(tmp_path: Path) -> None:
-    from harness.config import PROVIDERS, Precision, Variant
-    from harness.recording import RecordCollector
+    from harness.core import PROVIDERS, Precision, Variant
+    from harness.results.collector import RecordCollector
 
     payload = {"model_sha256": "s", "metrics": {"a.b.c": 1.0}, "thresholds": {}, "artifacts": {}, "data": {},
                "perf": {}, "env": {"fingerprint": "fp"}, "settings": {"opset": 17}}
@@ -254,10 +254,10 @@ def test_collector_and_check_compose_the_same_record_shape(tmp_path: Path) -> No
 
 
 def test_run_id_is_per_session_not_per_module() -> None:
-    import harness.recording
-    from harness.recording import RecordCollector
+    import harness.results.collector
+    from harness.results.collector import RecordCollector
 
-    assert not hasattr(harness.recording, "RUN_ID")
+    assert not hasattr(harness.results.collector, "RUN_ID")
     first, second = RecordCollector(ResultsWriter(Path("unused"))), RecordCollector(ResultsWriter(Path("unused")))
     assert first.run_id != second.run_id and len(new_run_id()) == 12
 

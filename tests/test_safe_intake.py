@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.config import UsageError
-from harness.model import load_model
+from harness.core import UsageError
+from harness.zoo.loading import load_model
 from harness.zoo.base import materialize, resolve, spec_for_directory
 
 

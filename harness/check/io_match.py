@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from harness.check.layout import TensorInfo
-from harness.config import UsageError
+from harness.core import UsageError
 
 #: role -> names other pipelines use for it (compared after lower-casing and joining with "_")
 ALIASES: dict[str, frozenset[str]] = {

@@ -21,7 +21,7 @@ from harness.check.layout import ArtifactFile
 from harness.families import Family, GraphSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
 
 
 @dataclass(frozen=True)

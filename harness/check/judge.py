@@ -26,18 +26,18 @@ from harness.results import compose_standalone, new_run_id
 from harness.results.record import as_verdict
 from harness.check.request import CheckRequest, CheckSetup, resolve
 from harness.check.synth import synthesizers
-from harness.config import Precision, UsageError, Variant, describe_error
-from harness.embedding_parity import embedding_parity
+from harness.core import Precision, UsageError, Variant, describe_error
+from harness.judge.embedding import embedding_parity
 from harness.families import Family
 from harness.families.base import CheckedGraph
-from harness.generation_parity import GenerationRequest, GenerationResult, generation_parity
-from harness.generation_parity import record as record_generation
-from harness.model import LoadedModel
-from harness.parity import GateFailure, OutputResult, ParityResult, lint_result, run_graph_parity
-from harness.recording import Case
+from harness.judge.generation import GenerationRequest, GenerationResult, generation_parity
+from harness.judge.generation import record as record_generation
+from harness.zoo.loading import LoadedModel
+from harness.judge.numeric import GateFailure, OutputResult, ParityResult, lint_result, run_graph_parity
+from harness.results.collector import Case
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
-from harness.workspace import Workspace
+from harness.judge.workspace import Workspace
 from harness.zoo.base import ModelSpec
 
 __all__ = ["CheckOutcome", "CheckRequest", "JobResult", "run_check"]

@@ -17,7 +17,7 @@ from typing import Iterator
 import onnx
 from onnx import TensorProto
 
-from harness.config import UsageError, describe_error
+from harness.core import UsageError, describe_error
 from harness.export.cache import file_sha256
 
 #: optimum's file names -> the harness's graph names

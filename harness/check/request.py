@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.check.layout import ArtifactFile, discover
-from harness.config import (
+from harness.core import (
     Precision,
     Provider,
     RunOptions,
@@ -24,7 +24,7 @@ from harness.config import (
 )
 from harness.runners import backends
 from harness.runners.prebuilt import runs_onnx_files
-from harness.workspace import Workspace
+from harness.judge.workspace import Workspace
 from harness.zoo.base import ModelSpec
 
 #: from the most to the least accurate: a set of files of mixed precision is judged at the loosest
@@ -63,7 +63,7 @@ class CheckSetup:
 
 
 def resolve(req: CheckRequest) -> CheckSetup:
-    from harness.options import merge_tolerances
+    from harness.settings.resolve import merge_tolerances
 
     spec = req.spec or reference_spec(req.reference)
     artifacts = discover(Path(req.onnx))  # bad files fail here, before the model loads
@@ -127,7 +127,7 @@ def onnx_provider(name: str) -> Provider:
 
 def corpus_option(text: str) -> str:
     """``--corpus``: a manifest name, or a .txt/.tsv file (made absolute)."""
-    from harness.corpus import CorpusError, list_corpora, load_corpus_file
+    from harness.data.corpus import CorpusError, list_corpora, load_corpus_file
 
     if text.endswith((".txt", ".tsv")):
         path = Path(text).expanduser()
@@ -138,7 +138,7 @@ def corpus_option(text: str) -> str:
         return str(path.resolve())
     known = list_corpora()
     if text not in known:
-        from harness.config import did_you_mean
+        from harness.core import did_you_mean
 
         raise UsageError(f"--corpus: unknown corpus {text!r}{did_you_mean(text, known)}; known: {', '.join(known)} "
                          "(or a .txt/.tsv file)")

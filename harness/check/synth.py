@@ -18,7 +18,7 @@ from harness.runners.prebuilt import Synth, has_past
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
 
 Factory = Callable[[TensorInfo], Synth]
 

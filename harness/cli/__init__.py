@@ -15,7 +15,7 @@ import sys
 from typing import Sequence
 
 from harness import __version__
-from harness.config import UsageError
+from harness.core import UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from harness.config import UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean
 
 
 def parse_pairs(values: Iterable[str], option: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from harness.config import UsageError
+from harness.core import UsageError
 
 DEFAULT_ENCODER = "encoder-custom-12x768"
 TRANSLATOR, TRANSLATOR_FALLBACK = "numbers-en-zh", "marian-tiny"
@@ -65,11 +65,11 @@ def bench(args: argparse.Namespace) -> int:
         os.environ["HARNESS_CACHE"] = str(args.cache)
     from harness.report.console import cli_console
 
-    from harness.config import RunOptions
-    from harness.envinfo import environment
+    from harness.core import RunOptions
+    from harness.results.envinfo import environment
     from harness.perf.bench import render, to_markdown
     from harness.perf.headline import measure_headline
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
     from harness.zoo import resolve
 
     models, notes = (args.models, []) if args.models else default_models()

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from harness.cli._args import parse_metric_values
-from harness.config import Precision, UsageError, did_you_mean, parse_precision
+from harness.core import Precision, UsageError, did_you_mean, parse_precision
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,11 +52,11 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
 
 def bisect(args: argparse.Namespace) -> int:
     precision, overrides = _validate(args)
-    from harness.config import RunOptions
+    from harness.core import RunOptions
     from harness.debug.bisect import bisect_graph, bisect_tolerance
     from harness.debug.report import print_tables, write_json, write_markdown
     from harness.export.artifacts import onnx_artifact
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
     ws = Workspace(RunOptions(models=[args.models], precisions=[precision], num_samples=args.samples,
                               batch_size=args.samples, intra_op_threads=1))

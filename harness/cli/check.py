@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from harness.cli._args import parse_metric_values, parse_pairs
-from harness.config import UsageError
+from harness.core import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -81,7 +81,7 @@ def requests(args: argparse.Namespace) -> list:
 
 def config_requests(args: argparse.Namespace, common: dict) -> list:
     from harness.check.request import CheckRequest
-    from harness.options import build_options
+    from harness.settings.resolve import build_options
     from harness.zoo.base import ModelCatalog
 
     options = build_options(models=args.models, config_path=args.config, rootdir=Path.cwd(),
@@ -108,10 +108,10 @@ def config_requests(args: argparse.Namespace, common: dict) -> list:
 def available_ort_providers(providers) -> list[str]:
     """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
     it names none); the others are skipped with a note, as the suites skip their variants."""
-    from harness.config import Precision, Variant
+    from harness.core import Precision, Variant
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
     known = backends()
     wanted = [p for p in providers if runs_onnx_files(known.get(p.backend))]

@@ -18,12 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def doctor(args: argparse.Namespace) -> int:
     from harness.report.console import cli_console
-    from harness.config import PROVIDERS
-    from harness.envinfo import environment
-    from harness.options import build_options
+    from harness.core import PROVIDERS
+    from harness.results.envinfo import environment
+    from harness.settings.resolve import build_options
     from harness.plugin import matrix
     from harness.runners.ort_runner import available_providers
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
     from harness.settings.options import cli_values
     from harness.zoo.base import cache_root
 

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from harness.config import UsageError
+from harness.core import UsageError
 
 
 def suites_dir() -> Path:
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
-    from harness.options import build_options
+    from harness.settings.resolve import build_options
     from harness.settings.options import cli_values, pytest_argv
 
     values = cli_values(args)

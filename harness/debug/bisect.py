@@ -19,7 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.config import Precision, Tolerance
+from harness.core import Precision, Tolerance
 from harness.metrics.numeric import compare_arrays
 from harness.metrics.registry import METRICS, Scope, tensor_metric_names
 

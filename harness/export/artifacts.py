@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.config import Precision
+from harness.core import Precision
 from harness.export.cache import ArtifactCache, CacheEntry
 from harness.export.fp16 import convert_fp16, fp16_settings
 from harness.export.int8 import int8_settings, quantize_int8
@@ -18,7 +18,7 @@ from harness.export.onnx_export import export_graph
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families.base import Family, GraphSpec
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
 
 #: Bump when the export code changes what it writes for the same inputs.
 EXPORT_RECIPE = 4

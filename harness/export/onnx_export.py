@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 import torch
 
-from harness.config import UsageError
+from harness.core import UsageError
 from harness.families.base import GraphModule, GraphSpec, to_torch
 
 EXPORTERS = ("torchscript", "dynamo")

@@ -18,7 +18,7 @@ import torch
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.generation.steppers import Starter
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
 
 

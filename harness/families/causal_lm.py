@@ -19,7 +19,7 @@ from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.generation.steppers import Starter
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
 
 from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.config import UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean
 from harness.results import RESULTS_FILE, Record, ResultsFileError, iter_typed, latest_records, write_records
 
 META_FILE = "baseline.json"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
-from harness.config import UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean
 from harness.results.record import Record, RecordError
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,

@@ -20,9 +20,9 @@ from harness.generation.search import search
 from harness.generation.settings import GenerationSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Variant
+    from harness.core import Variant
     from harness.families import Family
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
     from harness.runners.base import Backend, GraphRunner
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
-from harness.config import UsageError
+from harness.core import UsageError
 
 #: generation_config fields that change the search and that the loops do not implement,
 #: with the value that means "off".

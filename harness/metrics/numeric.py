@@ -3,7 +3,7 @@
 Every metric is computed in float64 over the *valid* elements only, so padding never
 hides or invents an error. Failure is loud: a NaN/Inf that the reference does not have
 turns every error into ``inf`` and every similarity into ``nan``, and ``nan`` never
-passes a gate (see ``harness.config.Check.passes``).
+passes a gate (see ``harness.core.Check.passes``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every metric the harness computes, gates or budgets: declared here once, derived everywhere.
 
-The default tolerances (``harness.tolerances``), the generation gates, ``harness bisect``'s
+The default tolerances (``harness.judge.tolerances``), the generation gates, ``harness bisect``'s
 per-tensor rule, the perf budgets and how each is read from a record, the config-file validator,
 the ``--tolerance`` parsers, the report tables and the docs tables (``scripts/render_metric_docs.py``)
 all read these declarations. ``tests/test_metric_registry.py`` proves that what the code computes,
@@ -95,7 +95,7 @@ METRICS = MetricRegistry([
     _numeric("kl_max", LOWER, Outputs.LOGITS, "The largest per-position KL divergence.", "nats"),
     _numeric("mismatch_rate", LOWER, Outputs.EXACT, "Fraction of valid elements that differ at all (no tolerance "
              "for token ids and masks).", "fraction"),
-    # -- artifact lint (harness/export/lint.py, gated by harness.parity.lint_result) ---------------------------
+    # -- artifact lint (harness/export/lint.py, gated by harness.judge.numeric.lint_result) ---------------------------
     MetricSpec("training_mode_ops", LOWER, Scope.ARTIFACT_LINT, "Training-mode Dropout / random ops in the "
                "exported ONNX graph; must be 0 whatever the runtime's optimisations would delete.", "nodes",
                Thresholds.uniform(0.0)),
@@ -122,7 +122,7 @@ METRICS = MetricRegistry([
           "length when equal).", "tokens"),
     _text("position_match", HIGHER, "Fraction of aligned token positions equal to PyTorch's; positions past the "
           "shorter sequence count as mismatches.", "fraction"),
-    # -- generation parity (harness/generation_parity.py: score_rows) -----------------------------------------
+    # -- generation parity (harness/judge/generation.py: score_rows) -----------------------------------------
     _gen("gen_sentences", LOWER, "Sentences decoded and scored.", "sentences", context=True),
     _gen("gen_token_exact_match", HIGHER, "Fraction of sentences whose token ids equal PyTorch's.", "fraction",
          Thresholds(fp32=1.0), headline=True),

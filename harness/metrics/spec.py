@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.config import Check, Precision, UsageError, did_you_mean
+from harness.core import Check, Precision, UsageError, did_you_mean
 
 
 class Direction(str, enum.Enum):

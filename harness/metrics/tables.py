@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from harness.config import Precision
+from harness.core import Precision
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, MetricSpec, Scope, tensor_metric_names
 
 _MARK = re.compile(r"<!-- metrics:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /metrics:(?P=name) -->", re.DOTALL)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.config import UsageError
+from harness.core import UsageError
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 
 #: budget name -> its declaration (derived from the registry)

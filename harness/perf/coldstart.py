@@ -22,10 +22,10 @@ import numpy as np
 from harness.perf import child as child_module
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Variant
+    from harness.core import Variant
     from harness.families import Family, GraphSpec
-    from harness.model import LoadedModel
-    from harness.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
+    from harness.judge.workspace import Workspace
 
 CHILD_SCRIPT = Path(child_module.__file__).resolve()
 #: A child that takes longer than this is stuck (a 12x768 torch load takes ~10 s here).

@@ -16,7 +16,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
 
 _TOKEN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
 

@@ -20,7 +20,7 @@ from harness.perf.measure import PerfSettings, latency_entry, latency_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
 
 Clock = Callable[[], int]

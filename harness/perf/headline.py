@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from harness.config import PROVIDERS, Precision, Variant
+from harness.core import PROVIDERS, Precision, Variant
 from harness.perf import bench
 from harness.perf.measure import time_calls, timed_call
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
 #: contender name -> (precision, provider)
 CONTENDERS: dict[str, tuple[Precision, str]] = {

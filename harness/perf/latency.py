@@ -22,7 +22,7 @@ from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, lat
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
 
 Engine = Callable[[Callable[[], object], int, int], list[float]]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.config import UsageError
+from harness.core import UsageError
 from harness.settings.options import option
 from harness.perf.stats import summarize
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from harness.perf.coldstart import spawn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Variant
+    from harness.core import Variant
     from harness.families import Family, GraphSpec
-    from harness.model import LoadedModel
-    from harness.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
+    from harness.judge.workspace import Workspace
 
 MiB = 1024 * 1024
 _FLOORS: dict[str, dict[str, int]] = {}

@@ -1,7 +1,7 @@
 """pytest options for generation parity (``--harness-gen-*``) and the request fixture.
 
 Unset options leave each model's own choice (``ModelSpec.extra["generation"]``) or the
-defaults in ``harness.generation_parity.DEFAULT_REQUEST``.
+defaults in ``harness.judge.generation.DEFAULT_REQUEST``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.generation_parity import GenerationRequest
+    from harness.judge.generation import GenerationRequest
 
 # imported lazily: this plugin loads in every pytest session of the environment
 REQUEST = pytest.StashKey[Any]()
@@ -61,6 +61,6 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def generation_request(request: pytest.FixtureRequest) -> "GenerationRequest":
     """What this run asks of generation parity (from the ``--harness-gen-*`` options)."""
-    from harness.generation_parity import GenerationRequest
+    from harness.judge.generation import GenerationRequest
 
     return GenerationRequest(**request.config.stash[REQUEST])

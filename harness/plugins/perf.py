@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from harness.config import UsageError
+from harness.core import UsageError
 
 SKIP_REASON = "performance suite not requested (use --harness-perf)"
 

@@ -53,7 +53,7 @@ class CaseIdentity:
 
     @classmethod
     def of_variant(cls, variant: Any, suite: str, display_id: str | None = None) -> CaseIdentity:
-        """From a ``harness.config.Variant`` (``display_id``: the id shown for a local-path model)."""
+        """From a ``harness.core.Variant`` (``display_id``: the id shown for a local-path model)."""
         return cls(display_id or variant.id, variant.model, variant.precision.value, variant.backend,
                    variant.provider.short, variant.provider.device, suite)
 
@@ -72,7 +72,7 @@ def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, p
 
     env = payload.get("env")
     if not env:
-        from harness.envinfo import environment
+        from harness.results.envinfo import environment
 
         env = environment()
     return Record(
@@ -104,7 +104,7 @@ def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, p
 
 
 class StandaloneCase(Protocol):
-    """What ``compose_standalone`` needs of a case (``harness.recording.Case``)."""
+    """What ``compose_standalone`` needs of a case (``harness.results.collector.Case``)."""
 
     @property
     def variant(self) -> Any: ...

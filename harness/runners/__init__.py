@@ -9,7 +9,7 @@ other module asks which backend it holds.
 The modules are imported on first use of :func:`backends`, not with the package, and each
 imports its runtime only where it uses it: a fresh-process measurement that only needs
 ``OrtGraphRunner`` must not pay for torch, which would distort cold start and peak memory,
-and reading the provider table (:func:`providers`, ``harness.config.PROVIDERS``) must not
+and reading the provider table (:func:`providers`, ``harness.core.PROVIDERS``) must not
 import any runtime.
 """
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from harness.runners.base import Backend, GraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Provider
+    from harness.core import Provider
 
 B = TypeVar("B", bound=type[Backend])
 

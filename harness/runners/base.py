@@ -26,11 +26,11 @@ from typing import ClassVar, TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Provider, Variant
+    from harness.core import Provider, Variant
     from harness.export.artifacts import ExportSettings
     from harness.export.cache import ArtifactCache
     from harness.families.base import Family, GraphSpec
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
 
 Feeds = Mapping[str, np.ndarray]
 #: one timed call: everything a deployment does per request, nothing the harness adds
@@ -119,7 +119,7 @@ class Backend(abc.ABC):
     #: executes ONNX files, so pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files: ClassVar[bool] = False
     #: the providers (``--providers`` short names) this backend serves; the one declaration
-    #: of each (``harness.config.PROVIDERS`` is derived from them)
+    #: of each (``harness.core.PROVIDERS`` is derived from them)
     providers: tuple["Provider", ...] = ()
 
     def __init__(self, ctx: BackendContext) -> None:

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.config import Precision, Provider, Variant
+from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
 from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.export.cache import CacheEntry
     from harness.families.base import Family, GraphSpec
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
     from harness.runners.trt_profile import ShapeProfile
 
 _ORT_TYPES: dict[str, type[np.generic]] = {

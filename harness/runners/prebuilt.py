@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.config import UsageError
+from harness.core import UsageError
 from harness.runners.base import Backend, BackendContext, GraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.config import Variant
+    from harness.core import Variant
     from harness.families.base import Family, GraphSpec
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
 
 #: feeds -> the value of one input the reference computes implicitly
 Synth = Callable[[Mapping[str, np.ndarray]], np.ndarray]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.config import Precision, Provider, Variant
+from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
 from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from harness.families.base import Family, GraphSpec
-    from harness.model import LoadedModel
+    from harness.zoo.loading import LoadedModel
 
 #: weight files a PyTorch deployment ships (its FP16/INT8 copies exist only in memory)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -147,15 +147,15 @@ class TorchBackend(Backend):
 
     @classmethod
     def child_imports(cls) -> None:
-        import harness.workspace  # noqa: F401  (torch, transformers and the model loaders)
+        import harness.judge.workspace  # noqa: F401  (torch, transformers and the model loaders)
 
     @classmethod
     def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
         """Weights and tokenizer once (``weights``), then every graph's module at the precision."""
         import torch
 
-        from harness.config import PROVIDERS, RunOptions
-        from harness.workspace import Workspace
+        from harness.core import PROVIDERS, RunOptions
+        from harness.judge.workspace import Workspace
 
         variant = Variant(str(spec["model"]), Precision(spec["precision"]), PROVIDERS[str(spec["provider"])])
         options = RunOptions(models=[variant.model], precisions=[variant.precision], providers=[variant.provider],

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness.config import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, RunOptions, UsageError, split_csv
+from harness.core import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, RunOptions, UsageError, split_csv
 
 
 class Kind(str, enum.Enum):

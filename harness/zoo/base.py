@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from filelock import FileLock
 
-from harness.config import UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family

@@ -20,7 +20,7 @@ SEED = 1234
 
 
 def corpus_texts() -> list[str]:
-    from harness.corpus import load_corpus
+    from harness.data.corpus import load_corpus
 
     return list(load_corpus("sentences_en").sources)
 

@@ -23,7 +23,7 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.config import Precision, Tolerance
+from harness.core import Precision, Tolerance
 from harness.metrics.registry import METRICS, Scope
 from harness.zoo.base import ModelSpec, register, register_unavailable
 

@@ -15,13 +15,13 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from harness.config import RunOptions, Variant
-from harness.corpus import Corpus
+from harness.core import RunOptions, Variant
+from harness.data.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
-from harness.model import LoadedModel, load_model
+from harness.zoo.loading import LoadedModel, load_model
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
 from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
@@ -68,7 +68,7 @@ class Workspace:
     def corpus(model: LoadedModel) -> Corpus:
         """The model's corpus: a manifest name, or a user's .txt/.tsv file. The one place that
         tells them apart (numeric parity, generation and ``harness check`` all read it here)."""
-        from harness.corpus import load_corpus, load_corpus_file
+        from harness.data.corpus import load_corpus, load_corpus_file
 
         name = model.spec.corpus
         return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from harness.config import UsageError, describe_error
+from harness.core import UsageError, describe_error
 from harness.zoo.base import ModelSpec, materialize
 
 #: weight files that are Python pickles (``torch.save``): loading them can run code

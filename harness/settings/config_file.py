@@ -6,7 +6,7 @@ validates*: every mistake is one ``UsageError`` naming the file and the key path
 (``harness.toml: models.ranker.tolerances.int8.cosin: unknown metric ... (did you mean
 'cosine'?)``), raised before anything runs. Every path in the file is relative to the
 file's directory and must stay inside it, so a shared config cannot point a CI job at
-``/etc`` or ``../../someone-else``. ``harness.options`` turns the result into run options
+``/etc`` or ``../../someone-else``. ``harness.settings.resolve`` turns the result into run options
 and registered model specs.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.config import PROVIDERS, UsageError, did_you_mean
+from harness.core import PROVIDERS, UsageError, did_you_mean
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
 from harness.settings.options import CONFIG_KEYS, Kind, option
 
@@ -217,7 +217,7 @@ class _Validator:
 
     def corpus(self, value: Any, where: str) -> str:
         """A manifest corpus name, or a .txt/.tsv file under the root (returned absolute)."""
-        from harness.corpus import CorpusError, list_corpora, load_corpus_file
+        from harness.data.corpus import CorpusError, list_corpora, load_corpus_file
 
         text = self.string(value, where)
         if text.endswith((".txt", ".tsv")) or "/" in text or os.sep in text:

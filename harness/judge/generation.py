@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from harness.config import Check, Precision, PROVIDERS, Variant
+from harness.core import Check, Precision, PROVIDERS, Variant
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
 from harness.metrics.registry import METRICS, Scope
@@ -27,10 +27,10 @@ from harness.metrics.text import (corpus_scores, first_divergence, repetition_ra
 from harness.results.checks import CheckResult, raise_failures
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.corpus import Corpus
+    from harness.data.corpus import Corpus
     from harness.families import Family
-    from harness.model import LoadedModel
-    from harness.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
+    from harness.judge.workspace import Workspace
 
 #: Default generation gates per precision, declared with the metrics in ``harness.metrics.registry``
 #: (docs/generation.md has the measurements behind them). FP32 must reproduce PyTorch's greedy
@@ -243,7 +243,7 @@ def decode_threads(ws: "Workspace") -> int:
 
 def corpus_for(model: "LoadedModel") -> "Corpus":
     """Deprecated: ``Workspace.corpus`` (kept for callers outside the harness)."""
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
     return Workspace.corpus(model)
 

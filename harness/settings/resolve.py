@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.config import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision, parse_provider
+from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision, parse_provider
 from harness.settings.options import BY_NAME, option
 from harness.zoo.base import ModelCatalog, ModelSpec
 
@@ -34,7 +34,7 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
     pytest; keyword arguments are accepted too, e.g. ``models=[...]``, ``num_samples=4``); a
     suite config file (``config``, or a ``harness.toml`` / ``[tool.harness]`` in ``rootdir`` or
     the working directory) supplies what they leave unset."""
-    from harness.config_file import find_config, load_config
+    from harness.settings.config_file import find_config, load_config
 
     values: dict[str, Any] = dict(given or {})
     for key, value in keywords.items():

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from harness.config import UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean
 from harness.gate.baseline import read_results
 from harness.report.tables import record_numbers
 from harness.results import Record

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
-from harness.config import Precision, Tolerance, Variant
+from harness.core import Precision, Tolerance, Variant
 from harness.metrics.numeric import Location, compare_arrays
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
-from harness.tolerances import tolerance_for
+from harness.judge.tolerances import tolerance_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.runners.base import GraphRunner
-    from harness.workspace import Workspace
+    from harness.judge.workspace import Workspace
 
 
 __all__ = ["CheckResult", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
@@ -169,7 +169,7 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
 
 def lint_result(graph_name: str, path: str) -> OutputResult:
     """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``)."""
-    from harness.config import Check
+    from harness.core import Check
     from harness.export.lint import training_mode_nodes
 
     nodes = training_mode_nodes(path)

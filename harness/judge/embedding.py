@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.config import Precision
-from harness.parity import OutputResult
+from harness.core import Precision
+from harness.judge.numeric import OutputResult
 from harness.zoo.minilm import Pooling, embedding_metrics, embedding_tolerance, pool
 
 OUTPUT = "sentence_embedding"

@@ -43,7 +43,7 @@ def datasets_dir() -> Path:
     env = os.environ.get("HARNESS_DATASETS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "datasets"
+    return Path(__file__).resolve().parents[2] / "datasets"
 
 
 

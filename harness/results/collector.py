@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config import Variant
-from harness.envinfo import environment
+from harness.core import Variant
+from harness.results.envinfo import environment
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 
 
@@ -39,7 +39,7 @@ class Case:
 
     def numeric_parity(self, family=None):
         """Judge the variant's graphs against PyTorch FP32; records everything, returns the result."""
-        from harness.parity import numeric_parity
+        from harness.judge.numeric import numeric_parity
 
         assert self.variant is not None
         result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness.config import Precision, Tolerance
+from harness.core import Precision, Tolerance
 from harness.metrics.registry import METRICS, Scope
 
 #: metric -> default threshold, per precision (derived from the registry; kept for callers).

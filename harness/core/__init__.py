@@ -1,0 +1,34 @@
+"""Core: the value types and errors every layer may import. Imports nothing else of the
+harness at import time (the provider table and the deprecated ``HIGHER_IS_BETTER`` are read
+from their registries on first use).
+
+``types``: Precision, Provider, Variant, Check, Tolerance, RunOptions and their parsers.
+``errors``: UsageError (one line, exit 2) and the helpers that word such lines.
+"""
+
+from __future__ import annotations
+
+from harness.core import types as _types
+from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv
+from harness.core.types import (
+    DEFAULT_PRECISIONS,
+    DEFAULT_PROVIDERS,
+    Check,
+    Precision,
+    Provider,
+    RunOptions,
+    Tolerance,
+    Variant,
+    parse_precision,
+    parse_provider,
+    provider_table,
+)
+
+__all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
+           "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
+           "parse_provider", "provider_table", "split_csv"]
+
+
+def __getattr__(name: str) -> object:
+    """``PROVIDERS`` (derived from the backends when read) and other derived names of ``types``."""
+    return getattr(_types, name)

@@ -1,0 +1,174 @@
+"""Plain value types shared by every part of the harness.
+
+This module imports nothing else from the harness at import time, so any module may
+depend on it (the provider table is read from the backend registry on first use).
+A *variant* is one cell of the matrix: model x precision x provider. Its ``id`` is the
+stable, readable test id (``marian-tiny-int8-ort_cpu``) that appears in pytest ids,
+results records and baselines; never change how it is spelled.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from harness.core.errors import UsageError, did_you_mean
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo.base import ModelCatalog
+
+
+class Precision(str, enum.Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.value
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a variant runs: a backend and, for ONNX Runtime, an execution provider.
+
+    ``short`` is the name users type (``--providers ort_cpu``) and that ends test ids.
+    Each backend declares the providers it serves (``Backend.providers`` in its module
+    under ``harness/runners/``); ``PROVIDERS`` is derived from them.
+    """
+
+    short: str
+    backend: str  # a registered backend's name: "pytorch", "onnxruntime", ...
+    device: str  # torch device or ORT execution provider name
+    needs_gpu: bool = False
+
+
+def provider_table() -> dict[str, Provider]:
+    """Every provider, short name -> Provider, as the registered backends declare them.
+
+    Imported here lazily: the backends import this module for its types, and reading the
+    table imports the backend modules (which import their runtimes lazily, so it is cheap).
+    """
+    from harness.runners import providers
+
+    return providers()
+
+
+DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
+DEFAULT_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8)
+
+
+def parse_precision(name: str, *, option: str = "--precisions") -> Precision:
+    try:
+        return Precision(name.strip().lower())
+    except ValueError:
+        valid = [p.value for p in Precision]
+        raise UsageError(
+            f"{option}: unknown precision {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}"
+        ) from None
+
+
+def parse_provider(name: str, *, option: str = "--providers") -> Provider:
+    key = name.strip().lower()
+    table = provider_table()
+    if key not in table:
+        raise UsageError(
+            f"{option}: unknown provider {name!r}{did_you_mean(key, table)}; valid: {', '.join(table)}"
+        )
+    return table[key]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One cell of the matrix. ``id`` is the stable public name of the case."""
+
+    model: str
+    precision: Precision
+    provider: Provider
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}-{self.precision.value}-{self.provider.short}"
+
+    @property
+    def backend(self) -> str:
+        return self.provider.backend
+
+
+@dataclass(frozen=True)
+class Check:
+    """One gate: ``metric`` compared with ``threshold``.
+
+    ``higher_is_better`` decides the direction: errors must stay <= threshold,
+    agreements and similarities must stay >= threshold. Build checks with
+    ``harness.metrics.registry.metric(name).check(threshold)`` so the direction is the
+    metric's declared one, never a caller's guess.
+    """
+
+    metric: str
+    threshold: float
+    higher_is_better: bool = False
+
+    def passes(self, value: float) -> bool:
+        if value != value:  # NaN never passes
+            return False
+        return value >= self.threshold if self.higher_is_better else value <= self.threshold
+
+    @property
+    def symbol(self) -> str:
+        return ">=" if self.higher_is_better else "<="
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The checks applied to one output of one graph at one precision."""
+
+    checks: tuple[Check, ...]
+
+    def as_dict(self) -> dict[str, dict[str, float | str]]:
+        return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
+
+
+def __getattr__(name: str) -> object:
+    """Derived module attributes (PEP 562): ``PROVIDERS``, the provider table the registered
+    backends declare; ``HIGHER_IS_BETTER`` (deprecated), the numeric metrics' directions, declared
+    in ``harness.metrics.registry``."""
+    if name == "PROVIDERS":
+        return provider_table()
+    if name == "HIGHER_IS_BETTER":
+        import warnings
+
+        from harness.metrics.registry import METRICS, Scope
+
+        warnings.warn("harness.core.HIGHER_IS_BETTER is deprecated: read MetricSpec.direction from "
+                      "harness.metrics.registry", DeprecationWarning, stacklevel=2)
+        return frozenset(s.name for s in METRICS.of(Scope.NUMERIC) if s.higher_is_better)
+    raise AttributeError(f"module 'harness.core' has no attribute {name!r}")
+
+
+@dataclass
+class RunOptions:
+    """What one run covers; built from CLI/pytest options or a config file."""
+
+    models: list[str] = field(default_factory=list)
+    precisions: list[Precision] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
+    providers: list[Provider] = field(default_factory=lambda: [provider_table()[p] for p in DEFAULT_PROVIDERS])
+    opset: int = 17
+    exporter: str = "torchscript"  # or "dynamo"
+    batch_size: int = 8
+    num_samples: int = 32
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    #: TensorRT optimisation profile limits (None: the batch size / the tokenizer's 128 tokens)
+    trt_max_batch: int | None = None
+    trt_max_seq: int = 128
+    #: ONNX ops kept in FP32 by the FP16 conversion, on top of onnxconverter-common's defaults
+    fp16_op_block_list: tuple[str, ...] = ()
+    #: INT8 with per-channel weight scales for every model (a model may also ask for it itself)
+    int8_per_channel: bool = False
+    #: the exporter was chosen for this run (it then overrides a model's own default exporter)
+    explicit_exporter: bool = False
+    #: the options this run set explicitly (option name -> value): what a record's rerun repeats
+    given: dict[str, Any] = field(default_factory=dict)
+    #: the models this run can name (the zoo plus the suite config's models and overrides)
+    catalog: "ModelCatalog | None" = None

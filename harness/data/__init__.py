@@ -1,0 +1,1 @@
+"""Fixed, versioned inputs: the corpora under ``datasets/`` with their sha256 manifest."""
