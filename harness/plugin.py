@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from harness.core import RunOptions, UsageError, Variant
-from harness.results import SCHEMA, ResultsWriter
-
 from harness.plugins import discover as _discover_feature_plugins
+from harness.results import SCHEMA, ResultsWriter
 
 #: feature plugins (perf, generation, config files...), one module each in harness/plugins/
 pytest_plugins = _discover_feature_plugins()
@@ -37,8 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _options(config: pytest.Config) -> RunOptions:
-    from harness.settings.resolve import build_options
     from harness.settings.options import Group, pytest_values
+    from harness.settings.resolve import build_options
 
     return build_options(pytest_values(config, Group.RUN), rootdir=Path(str(config.rootpath)))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.metrics.tables import rewrite, stale
+from harness.metrics.tables import rewrite, stale  # noqa: E402  (runnable without an install)
 
 
 def main(argv: list[str] | None = None) -> int:

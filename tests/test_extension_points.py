@@ -224,10 +224,10 @@ def toy_family():
 def test_a_registered_family_is_detected_loaded_and_decoded(workspace, toy_family, tmp_path):
     from harness.core import PROVIDERS
     from harness.generation import decode_texts, settings_for_model
-    from harness.zoo.loading import load_model
     from harness.perf.generation import measure_generation
     from harness.perf.measure import PerfSettings
     from harness.zoo.base import spec_for_directory
+    from harness.zoo.loading import load_model
 
     assert "toy_lm" in family_names() and detect_family({"architectures": ["LlamaForToyLM"]}) == "toy_lm"
     assert detect_family({"architectures": ["LlamaForCausalLM"]}) == "causal_lm"  # the others are untouched

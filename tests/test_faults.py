@@ -12,8 +12,8 @@ import torch
 from harness.core import Precision, RunOptions
 from harness.families.seq2seq import Seq2SeqFamily
 from harness.judge.numeric import GateFailure, lint_result, numeric_parity, run_graph_parity
-from harness.runners.ort_runner import OrtGraphRunner
 from harness.judge.workspace import Workspace
+from harness.runners.ort_runner import OrtGraphRunner
 from tests.conftest import variant
 
 

@@ -26,7 +26,6 @@ from harness.generation.steppers import Start
 from tests.conftest import variant
 
 
-
 def hf_tokens(model, texts, settings: GenerationSettings, batch_size: int) -> list[list[int]]:
     """``generate()`` on the FP32 model, cut like the loops cut: new tokens through the first EOS."""
     out: list[list[int]] = []

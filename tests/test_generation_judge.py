@@ -13,8 +13,17 @@ from pathlib import Path
 import pytest
 
 from harness.core import Precision
-from harness.judge.generation import (GEN_TOLERANCES, GenerationRequest, GenerationResult, gen_checks,
-                                       generation_parity, read_decoded, record, score_rows, select_indices)
+from harness.judge.generation import (
+    GEN_TOLERANCES,
+    GenerationRequest,
+    GenerationResult,
+    gen_checks,
+    generation_parity,
+    read_decoded,
+    record,
+    score_rows,
+    select_indices,
+)
 from harness.judge.numeric import GateFailure
 from tests.conftest import variant
 

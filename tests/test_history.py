@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.results import history
 from harness.cli import main
 from harness.core import UsageError
+from harness.results import history
 
 ENV = {"fingerprint": "f00d", "cpu": "Test CPU", "cores": 2}
 VARIANTS = ("bert-fp32-ort_cpu", "bert-int8-ort_cpu")

@@ -12,8 +12,17 @@ import pytest
 from harness.cli import build_parser
 from harness.core import UsageError
 from harness.settings.config_file import RUN_KEYS, SuiteConfig, load_config
-from harness.settings.options import (OPTIONS, Group, Kind, Rerun, cli_values, option, pytest_argv, recordable,
-                                      rerun_command)
+from harness.settings.options import (
+    OPTIONS,
+    Group,
+    Kind,
+    Rerun,
+    cli_values,
+    option,
+    pytest_argv,
+    recordable,
+    rerun_command,
+)
 
 #: a value for every option, as a user would type it
 SAMPLE = {

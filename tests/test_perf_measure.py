@@ -18,8 +18,17 @@ from harness.core import PROVIDERS, Precision, UsageError, Variant
 from harness.perf import bench, budgets, coldstart, latency, memory
 from harness.perf.feeds import shapeable, shaped_feeds
 from harness.perf.generation import sample_generation
-from harness.perf.measure import (BenchmarkEngine, HarnessEngine, PerfSettings, engine_for, latency_entry,
-                                  latency_key, parse_sizes, time_calls, timed_call)
+from harness.perf.measure import (
+    BenchmarkEngine,
+    HarnessEngine,
+    PerfSettings,
+    engine_for,
+    latency_entry,
+    latency_key,
+    parse_sizes,
+    time_calls,
+    timed_call,
+)
 from harness.runners.base import GraphRunner
 
 

@@ -10,16 +10,16 @@ import json
 import os
 from pathlib import Path
 
+import onnxruntime  # noqa: F401,E402
 import pytest
 
 # pytester's in-process runs drop modules first imported inside them; native extensions
 # (onnx's protobuf registry) abort when imported twice, so import the stack up front.
 import harness.export.artifacts  # noqa: F401,E402
 import harness.judge.numeric  # noqa: F401,E402
+import harness.judge.workspace  # noqa: F401,E402
 import harness.perf.generation  # noqa: F401,E402
 import harness.runners  # noqa: F401,E402
-import harness.judge.workspace  # noqa: F401,E402
-import onnxruntime  # noqa: F401,E402
 
 SUITE = (Path(__file__).resolve().parents[1] / "suites" / "test_perf.py").read_text()
 FAST = ["--harness-perf-samples=12", "--harness-perf-warmup=2", "--harness-perf-repeats=1",

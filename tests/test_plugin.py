@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import onnxruntime  # noqa: F401,E402
 import pytest
 
 # pytester's in-process runs drop modules first imported inside them; native extensions
 # (onnx's protobuf registry) abort when imported twice, so import the stack up front.
 import harness.export.artifacts  # noqa: F401,E402
 import harness.judge.numeric  # noqa: F401,E402
-import harness.runners  # noqa: F401,E402
 import harness.judge.workspace  # noqa: F401,E402
-import onnxruntime  # noqa: F401,E402
+import harness.runners  # noqa: F401,E402
 
 SUITE = '''
 from harness.judge.numeric import GateFailure

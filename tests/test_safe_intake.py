@@ -19,8 +19,8 @@ import torch
 
 from harness.cli import main
 from harness.core import UsageError
-from harness.zoo.loading import load_model
 from harness.zoo.base import materialize, resolve, spec_for_directory
+from harness.zoo.loading import load_model
 
 
 @pytest.fixture(scope="module")

@@ -22,23 +22,23 @@ import numpy as np
 from harness.check.io_match import IOMatch, match_io, reference_info
 from harness.check.jobs import Job, fit_sequence, plan_jobs
 from harness.check.layout import ArtifactFile
-from harness.results import compose_standalone, new_run_id
-from harness.results.record import as_verdict
 from harness.check.request import CheckRequest, CheckSetup, resolve
 from harness.check.synth import synthesizers
 from harness.core import Precision, UsageError, Variant, describe_error
-from harness.judge.embedding import embedding_parity
 from harness.families import Family
 from harness.families.base import CheckedGraph
+from harness.judge.embedding import embedding_parity
 from harness.judge.generation import GenerationRequest, GenerationResult, generation_parity
 from harness.judge.generation import record as record_generation
-from harness.zoo.loading import LoadedModel
 from harness.judge.numeric import GateFailure, OutputResult, ParityResult, lint_result, run_graph_parity
+from harness.judge.workspace import Workspace
+from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
+from harness.results.record import as_verdict
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
-from harness.judge.workspace import Workspace
 from harness.zoo.base import ModelSpec
+from harness.zoo.loading import LoadedModel
 
 __all__ = ["CheckOutcome", "CheckRequest", "JobResult", "run_check"]
 

@@ -22,9 +22,9 @@ from harness.core import (
     parse_precision,
     parse_provider,
 )
+from harness.judge.workspace import Workspace
 from harness.runners import backends
 from harness.runners.prebuilt import runs_onnx_files
-from harness.judge.workspace import Workspace
 from harness.zoo.base import ModelSpec
 
 #: from the most to the least accurate: a set of files of mixed precision is judged at the loosest

@@ -63,13 +63,12 @@ def bench(args: argparse.Namespace) -> int:
     _check(args)
     if args.cache:
         os.environ["HARNESS_CACHE"] = str(args.cache)
-    from harness.report.console import cli_console
-
     from harness.core import RunOptions
-    from harness.results.envinfo import environment
+    from harness.judge.workspace import Workspace
     from harness.perf.bench import render, to_markdown
     from harness.perf.headline import measure_headline
-    from harness.judge.workspace import Workspace
+    from harness.report.console import cli_console
+    from harness.results.envinfo import environment
     from harness.zoo import resolve
 
     models, notes = (args.models, []) if args.models else default_models()

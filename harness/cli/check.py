@@ -109,9 +109,9 @@ def available_ort_providers(providers) -> list[str]:
     """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
     it names none); the others are skipped with a note, as the suites skip their variants."""
     from harness.core import Precision, Variant
+    from harness.judge.workspace import Workspace
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
-    from harness.judge.workspace import Workspace
 
     known = backends()
     wanted = [p for p in providers if runs_onnx_files(known.get(p.backend))]
@@ -126,10 +126,9 @@ def available_ort_providers(providers) -> list[str]:
 
 
 def check(args: argparse.Namespace) -> int:
-    from harness.report.console import cli_console
-
     from harness.check.judge import run_check
     from harness.check.report import print_outcome
+    from harness.report.console import cli_console
     from harness.report.summary import write_summary
     from harness.results import ResultsWriter, new_run_id
 

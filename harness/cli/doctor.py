@@ -17,14 +17,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    from harness.report.console import cli_console
     from harness.core import PROVIDERS
-    from harness.results.envinfo import environment
-    from harness.settings.resolve import build_options
-    from harness.plugin import matrix
-    from harness.runners.ort_runner import available_providers
     from harness.judge.workspace import Workspace
+    from harness.plugin import matrix
+    from harness.report.console import cli_console
+    from harness.results.envinfo import environment
+    from harness.runners.ort_runner import available_providers
     from harness.settings.options import cli_values
+    from harness.settings.resolve import build_options
     from harness.zoo.base import cache_root
 
     values = cli_values(args)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.results import history
 from harness.core import UsageError
+from harness.results import history
 
 
 def _console():

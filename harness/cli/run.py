@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
-    from harness.settings.resolve import build_options
     from harness.settings.options import cli_values, pytest_argv
+    from harness.settings.resolve import build_options
 
     values = cli_values(args)
     values.pop("out", None)

@@ -65,9 +65,10 @@ def growth(rows: list[TensorResult]) -> list[str]:
 
 def print_tables(result: BisectResult, top: int) -> None:
     """Terminal view; the tensor name is left to bisect.md/json (it mostly repeats the node name)."""
-    from harness.report.console import cli_console
     from rich.markup import escape
     from rich.table import Table
+
+    from harness.report.console import cli_console
 
     console = cli_console()
     path = result.path()

@@ -18,8 +18,8 @@ import torch
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.generation.steppers import Starter
-    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
+    from harness.zoo.loading import LoadedModel
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,14 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from harness.families.base import Family, GraphModule, GraphSpec, to_torch, tokenize
+from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.generation.steppers import Starter
-    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
+    from harness.zoo.loading import LoadedModel
 
-from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
 
 NO_ENCODER_MASK = "no_encoder_mask"
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from harness.core import UsageError, did_you_mean
-from harness.results.record import Record, RecordError
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
     block_cv,
@@ -29,6 +28,7 @@ from harness.perf.stats import (
     mann_whitney,
     min_samples_for,
 )
+from harness.results.record import Record, RecordError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console

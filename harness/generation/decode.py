@@ -22,8 +22,8 @@ from harness.generation.settings import GenerationSettings
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.families import Family
-    from harness.zoo.loading import LoadedModel
     from harness.runners.base import Backend, GraphRunner
+    from harness.zoo.loading import LoadedModel
 
 
 #: torch intra-op threads while decoding, unless the run sets ``--harness-threads``. A

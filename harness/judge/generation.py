@@ -18,19 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from harness.core import Check, Precision, PROVIDERS, Variant
+from harness.core import PROVIDERS, Check, Precision, Variant
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
 from harness.metrics.registry import METRICS, Scope
-from harness.metrics.text import (corpus_scores, first_divergence, repetition_rate, sentence_edit, token_agreement,
-                                  worst_pairs)
+from harness.metrics.text import (
+    corpus_scores,
+    first_divergence,
+    repetition_rate,
+    sentence_edit,
+    token_agreement,
+    worst_pairs,
+)
 from harness.results.checks import CheckResult, raise_failures
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
     from harness.families import Family
-    from harness.zoo.loading import LoadedModel
     from harness.judge.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
 
 #: Default generation gates per precision, declared with the metrics in ``harness.metrics.registry``
 #: (docs/generation.md has the measurements behind them). FP32 must reproduce PyTorch's greedy

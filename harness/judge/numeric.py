@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Tolerance, Variant
+from harness.judge.tolerances import tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
-from harness.judge.tolerances import tolerance_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
-    from harness.runners.base import GraphRunner
     from harness.judge.workspace import Workspace
+    from harness.runners.base import GraphRunner
 
 
 __all__ = ["CheckResult", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]

@@ -21,11 +21,11 @@ from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
-from harness.zoo.loading import LoadedModel, load_model
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
 from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
 from harness.zoo.base import ModelCatalog, ModelSpec, cache_root
+from harness.zoo.loading import LoadedModel, load_model
 
 #: one batch of a numeric comparison: feeds, FP32 reference outputs, valid-position masks
 ParityBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, "np.ndarray | None"]]

@@ -24,8 +24,8 @@ from harness.perf import child as child_module
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.families import Family, GraphSpec
-    from harness.zoo.loading import LoadedModel
     from harness.judge.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
 
 CHILD_SCRIPT = Path(child_module.__file__).resolve()
 #: A child that takes longer than this is stuck (a 12x768 torch load takes ~10 s here).

@@ -20,8 +20,8 @@ from harness.perf.measure import PerfSettings, latency_entry, latency_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
-    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
+    from harness.zoo.loading import LoadedModel
 
 Clock = Callable[[], int]
 

@@ -22,8 +22,8 @@ from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, lat
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
-    from harness.zoo.loading import LoadedModel
     from harness.runners.base import GraphRunner
+    from harness.zoo.loading import LoadedModel
 
 Engine = Callable[[Callable[[], object], int, int], list[float]]
 
@@ -49,8 +49,8 @@ def plan(model: "LoadedModel", family: "Family", texts: Sequence[str],
     skipped: list[str] = []
     if shapeable(entry):
         limit = max_positions(model)
-        for i, bs in enumerate(settings.batch_sizes):
-            for j, seq in enumerate(settings.seq_lens):
+        for bs in settings.batch_sizes:
+            for seq in settings.seq_lens:
                 if limit is not None and seq > limit:
                     skipped.append(f"bs={bs},seq={seq}: longer than the model's {limit} positions")
                     continue

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.core import UsageError
-from harness.settings.options import option
 from harness.perf.stats import summarize
+from harness.settings.options import option
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.runners.base import GraphRunner

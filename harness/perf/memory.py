@@ -17,8 +17,8 @@ from harness.perf.coldstart import spawn
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.families import Family, GraphSpec
-    from harness.zoo.loading import LoadedModel
     from harness.judge.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
 
 MiB = 1024 * 1024
 _FLOORS: dict[str, dict[str, int]] = {}

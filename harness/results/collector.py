@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import Variant
-from harness.results.envinfo import environment
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
+from harness.results.envinfo import environment
 
 
 @dataclass

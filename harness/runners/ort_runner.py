@@ -20,8 +20,8 @@ from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCa
 if TYPE_CHECKING:  # pragma: no cover
     from harness.export.cache import CacheEntry
     from harness.families.base import Family, GraphSpec
-    from harness.zoo.loading import LoadedModel
     from harness.runners.trt_profile import ShapeProfile
+    from harness.zoo.loading import LoadedModel
 
 _ORT_TYPES: dict[str, type[np.generic]] = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
@@ -228,6 +228,11 @@ class OrtBackend(Backend):
         first = next(iter(runners.values()))
         if first.providers[0] != device:
             raise SystemExit(f"{device} was requested but the session runs on {first.providers}")
-        calls = {g: (lambda r: (lambda feeds: r.session.run(None, r.prepare(feeds))))(r) for g, r in runners.items()}
+        calls = {g: _session_call(r) for g, r in runners.items()}
         gpu = nvml_process_bytes if device in _GPU_PROVIDERS else (lambda: None)
         return ChildLoad(calls, load, {"onnxruntime": session_settings(first.session)}, gpu)
+
+
+def _session_call(runner: OrtGraphRunner) -> Callable[[Mapping[str, np.ndarray]], Any]:
+    """The bare ``session.run`` on prepared feeds: what a fresh-process measurement times."""
+    return lambda feeds: runner.session.run(None, runner.prepare(feeds))

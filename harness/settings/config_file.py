@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+
+import tomllib
 
 from harness.core import PROVIDERS, UsageError, did_you_mean
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names

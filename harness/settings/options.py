@@ -164,7 +164,8 @@ OPTIONS: tuple[Option, ...] = (
     # -- how data and artifacts are made: these change numbers ------------------------------
     Option("samples", Kind.INT, "corpus sentences per model", default=RunOptions.num_samples, minimum=1, in_config=True,
            rerun=Rerun.ALWAYS),
-    Option("batch_size", Kind.INT, "sentences per batch", default=RunOptions.batch_size, minimum=1, in_config=True, rerun=Rerun.ALWAYS),
+    Option("batch_size", Kind.INT, "sentences per batch", default=RunOptions.batch_size, minimum=1, in_config=True,
+           rerun=Rerun.ALWAYS),
     Option("opset", Kind.INT, "ONNX opset", default=RunOptions.opset, minimum=11, in_config=True, rerun=Rerun.ALWAYS),
     Option("exporter", Kind.CHOICE, "torch.onnx exporter (default: torchscript, or the model's own default)",
            choices=("torchscript", "dynamo"), in_config=True),
