@@ -86,7 +86,7 @@ def _asked_for(config: pytest.Config) -> bool:
     from harness.settings.options import Group, in_group
 
     if any(config.getoption(o.pytest_dest) not in (None, False) for o in in_group(Group.RUN)
-           if o.name not in ("out", "cache")):
+           if o.on_cli and o.name not in ("out", "cache")):
         return True
     from harness.settings.config_file import find_config
 

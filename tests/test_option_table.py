@@ -56,9 +56,25 @@ def test_harness_run_offers_every_cli_option_and_forwards_it_to_pytest(pytestcon
     assert {o.name: o.parse(getattr(namespace, o.pytest_dest)) for o in OPTIONS if o.name in values} == values
 
 
-def test_pytest_knows_every_option(pytestconfig):
+def test_pytest_knows_every_command_line_option_and_no_config_only_one(pytestconfig):
     for o in OPTIONS:
-        pytestconfig.getoption(o.pytest_dest)  # raises ValueError for an unknown option
+        if o.on_cli:
+            pytestconfig.getoption(o.pytest_dest)  # raises ValueError for an unknown option
+        else:
+            with pytest.raises(ValueError):
+                pytestconfig.getoption(o.pytest_dest)
+
+
+def test_generated_docs_list_every_option():
+    from harness.metrics.tables import stale
+
+    root = Path(__file__).resolve().parents[1]
+    options_doc = (root / "docs" / "options.md").read_text()
+    config_doc = (root / "docs" / "config.md").read_text()
+    for o in OPTIONS:
+        assert f"`{o.pytest_flag}`" in options_doc or not o.on_cli, o.name
+        assert f"| `{o.name}` |" in config_doc or not o.in_config, o.name
+    assert not stale(root)
 
 
 def test_config_run_keys_are_the_config_options_and_validate_by_type(tmp_path):

@@ -115,7 +115,24 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "budget-names": (lambda: _names(METRICS.of(Scope.PERF_BUDGET)), True),
     "tolerance-names": (tolerance_list, False),
     "tensor-names": (lambda: ", ".join(f"`{n}`" for n in tensor_metric_names()), True),
+    # the option table's docs (docs/options.md), rendered by the same machinery
+    "options-run": (lambda: _options_table("run"), False),
+    "options-perf": (lambda: _options_table("perf"), False),
+    "options-gate": (lambda: _options_table("gate"), False),
+    "options-config": (lambda: _config_table(), False),
 }
+
+
+def _config_table() -> str:
+    from harness.settings.options import config_docs_table
+
+    return config_docs_table()
+
+
+def _options_table(group: str) -> str:
+    from harness.settings.options import Group, docs_table
+
+    return docs_table(Group(group))
 
 
 def render_block(name: str) -> str:

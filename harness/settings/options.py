@@ -68,7 +68,7 @@ class Option:
     metavar: str | None = None
     #: the CLI flag differs from the canonical spelling (``--samples``, kept for compatibility)
     cli_flag: str | None = None
-    #: shown by ``harness run`` (False: pytest-only, e.g. where ``harness run`` has its own spelling)
+    #: offered on the command line (``harness run`` and pytest); False: a config-file key only
     on_cli: bool = True
 
     @property
@@ -170,8 +170,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("exporter", Kind.CHOICE, "torch.onnx exporter (default: torchscript, or the model's own default)",
            choices=("torchscript", "dynamo"), in_config=True),
     Option("threads", Kind.INT, "intra-op threads for ONNX Runtime and torch", minimum=1, in_config=True),
-    Option("corpus", Kind.TEXT, "corpus name or .txt/.tsv file for every model of the run", in_config=True,
-           on_cli=False),
+    Option("corpus", Kind.TEXT, "default corpus (a manifest name or a .txt/.tsv file) of the models the config "
+           "file defines (otherwise sentences_en)", in_config=True, on_cli=False),
     Option("fp16_block_list", Kind.LIST, "ONNX op types kept in FP32 by the FP16 conversion (e.g. Softmax Pow)",
            metavar="OPS"),
     Option("int8_per_channel", Kind.FLAG, "INT8 with per-channel weight scales (default: per tensor, or the "
@@ -234,9 +234,12 @@ def _help(o: Option) -> str:
 
 def add_pytest_options(parser: Any, group: Group, *, title: str, description: str) -> None:
     """Register ``group``'s options with pytest (``--harness-...``). Lists are repeatable and
-    comma-separated; every default is None so the config file can fill what was not given."""
+    comma-separated; every default is None so the config file can fill what was not given.
+    Config-only options (``on_cli=False``) are not offered here either."""
     pgroup = parser.getgroup(title, description)
     for o in in_group(group):
+        if not o.on_cli:
+            continue
         kwargs: dict[str, Any] = {"dest": o.pytest_dest, "help": _help(o)}
         if o.kind is Kind.FLAG:
             pgroup.addoption(o.pytest_flag, action="store_true", default=False, **kwargs)
@@ -364,3 +367,35 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
 def _plain(text: str) -> bool:
     return all(c.isalnum() or c in "-_./=,:+" for c in text)
 
+
+def docs_table(group: Group) -> str:
+    """docs/options.md: ``group``'s options as a Markdown table (generated, never hand-written)."""
+    lines = ["| `harness run` | pytest | config `[run]` | default | changes results | what |", "|---|---|---|---|---|---|"]
+    for o in in_group(group):
+        cli = f"`{o.flag}`" if o.on_cli else "–"
+        pytest_flag = f"`{o.pytest_flag}`" if o.on_cli else "–"
+        config = f"`{o.name}`" if o.in_config else "–"
+        default = f"`{o.describe_default()}`" if o.describe_default() else "–"
+        changes = {Rerun.NEVER: "no", Rerun.CASE: "yes (the case)", Rerun.GIVEN: "yes", Rerun.ALWAYS: "yes"}[o.rerun]
+        lines.append(f"| {cli} | {pytest_flag} | {config} | {default} | {changes} | {o.help.replace('%%', '%')} |")
+    return "\n".join(lines)
+
+
+_CONFIG_TYPES = {Kind.LIST: "list of names", Kind.INT: "int", Kind.TEXT: "string", Kind.CHOICE: "one of",
+                 Kind.FLAG: "true/false", Kind.PATH: "path", Kind.INT_LIST: "list of ints", Kind.PAIRS: "list"}
+
+
+def config_docs_table() -> str:
+    """docs/config.md: the ``[run]`` keys (the config options of the table)."""
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for o in OPTIONS:
+        if not o.in_config:
+            continue
+        kind = _CONFIG_TYPES[o.kind]
+        if o.kind is Kind.CHOICE:
+            kind = " \\| ".join(f"`{c}`" for c in o.choices)
+        elif o.minimum is not None:
+            kind += f" ≥ {o.minimum}"
+        default = f"`{o.describe_default()}`" if o.describe_default() else "–"
+        lines.append(f"| `{o.name}` | {kind} | {default} | {o.help} |")
+    return "\n".join(lines)
