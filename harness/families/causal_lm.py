@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache
 
-from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
+from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, cache_kv, to_torch, tokenize
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +53,7 @@ class _StepModule(GraphModule):
                          cache=cache, use_cache=True)
         presents: list[torch.Tensor] = []
         for layer in cache.layers:
-            presents += [layer.keys, layer.values]
+            presents += cache_kv(layer)
         return (out.logits, *presents)
 
 

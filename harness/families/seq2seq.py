@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
+from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, cache_kv, to_torch, tokenize
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +38,7 @@ def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"),
 
 
 class _EncoderModule(GraphModule):
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: Any) -> None:  # a transformers encoder-decoder model
         super().__init__()
         self.encoder = model.get_encoder()
 
@@ -48,6 +48,8 @@ class _EncoderModule(GraphModule):
 
 class _DecoderModule(GraphModule):
     """One decoder pass; returns logits and the self/cross-attention caches it produced."""
+
+    model: Any  # a transformers encoder-decoder model: config, get_decoder(), lm_head
 
     def __init__(self, model: torch.nn.Module, graph: GraphSpec, layers: int) -> None:
         super().__init__()
@@ -84,9 +86,9 @@ class _DecoderModule(GraphModule):
             logits = logits + bias
         presents: list[torch.Tensor] = []
         for i in range(self.layers):
-            presents += [cache.self_attention_cache.layers[i].keys, cache.self_attention_cache.layers[i].values]
+            presents += cache_kv(cache.self_attention_cache.layers[i])
             if not self.with_past:
-                presents += [cache.cross_attention_cache.layers[i].keys, cache.cross_attention_cache.layers[i].values]
+                presents += cache_kv(cache.cross_attention_cache.layers[i])
         return (logits, *presents)
 
 
@@ -187,14 +189,13 @@ class Seq2SeqFamily(Family):
         if graph.name == "encoder":
             return {"last_hidden_state": feeds["attention_mask"].astype(bool)}
         masks: dict[str, np.ndarray | None] = {}
+        dec_mask: np.ndarray | None = None
         if graph.name == "decoder":
             ids = feeds["input_ids"]
             dec_mask = np.zeros(ids.shape, dtype=bool)
             lengths = _decoder_lengths(ids, feeds)
             for row, n in enumerate(lengths):
                 dec_mask[row, :n] = True
-        else:
-            dec_mask = None
         for name, value in outputs.items():
             if name == "logits":
                 masks[name] = dec_mask
@@ -228,7 +229,8 @@ class Seq2SeqFamily(Family):
         from harness.generation.steppers import Seq2SeqModel
 
         if start_token_id is None:
-            start_token_id = model.model.config.decoder_start_token_id
+            cfg: Any = model.model.config  # a transformers PretrainedConfig
+            start_token_id = cfg.decoder_start_token_id
         if start_token_id is None:
             raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
         return Seq2SeqModel(runners, int(start_token_id))
