@@ -184,10 +184,10 @@ def dump_failing_batch(runner: "GraphRunner", graph: "GraphSpec", outputs: Seque
                        batches: Sequence[tuple[Mapping, Mapping, Mapping]], directory: Path) -> Path | None:
     """Save the inputs, reference and variant outputs of the batch holding the worst failing
     element, so the regression reproduces from files (``np.load``) without the corpus or model."""
-    failing = [o for o in outputs if o.failures() and o.worst is not None]
-    if not failing:
+    worst = next((o.worst for o in outputs if o.failures() and o.worst is not None), None)
+    if worst is None:
         return None
-    row = failing[0].worst.index[0]
+    row = worst.index[0]
     offset = 0
     for number, (feeds, ref, _) in enumerate(batches):
         size = next(iter(feeds.values())).shape[0]
@@ -218,8 +218,9 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
         batches = ws.parity_batches(model, family, graph)
-        if getattr(runner, "path", None):
-            result.outputs.append(lint_result(graph.name, runner.path))
+        path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
+        if path:
+            result.outputs.append(lint_result(graph.name, path))
         start = time.perf_counter()
         try:
             judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)

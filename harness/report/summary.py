@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.report.checks import format_checks
-from harness.results import VERDICTS, Record
+from harness.results import VERDICTS, Record, Verdict
 
 SUMMARY_FILE = "summary.md"
 #: verdict order in counts: the ones that need attention first
-ORDER = ("pass", "fail", "error", "skip")
+ORDER: tuple[Verdict, ...] = ("pass", "fail", "error", "skip")
 assert set(ORDER) == set(VERDICTS)
 
 
