@@ -164,7 +164,9 @@ def _display_id(variant: Variant) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        variant = getattr(item, "callspec", None) and item.callspec.params.get("variant")
+        if not isinstance(item, pytest.Function) or not hasattr(item, "callspec"):  # only parametrized tests
+            continue
+        variant = item.callspec.params.get("variant")
         if isinstance(variant, Variant):
             from harness.results import CaseIdentity
 

@@ -118,8 +118,9 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, 
                       ("norm_edit_distance", "gen_norm_edit_vs_torch"), ("length_ratio", "gen_length_ratio_vs_torch")):
         metrics[key] = vs_torch.metrics[name]
     signatures.update({f"{k}_vs_torch": v for k, v in vs_torch.signatures.items()})
-    refs = [r.get("reference") for r in rows]
-    if all(ref is not None for ref in refs):
+    given = [r.get("reference") for r in rows]
+    refs = [ref for ref in given if ref is not None]
+    if len(refs) == len(given):
         vs_ref = corpus_scores(var_text, refs, lang=lang)
         torch_ref = corpus_scores(torch_text, refs, lang=lang)
         for name in ("bleu", "chrf", "exact_match", "norm_edit_distance", "length_ratio"):
