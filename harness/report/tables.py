@@ -96,7 +96,8 @@ def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame
 
 def to_csv(frame: pd.DataFrame) -> str:
     """CSV with full float precision, so a round trip gives back the recorded numbers."""
-    return frame.to_csv(index=False, float_format="%.17g")
+    csv: str = frame.to_csv(index=False, float_format="%.17g")
+    return csv
 
 
 _CSS = """
