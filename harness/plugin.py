@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generator, Iterator
 
 import pytest
 
@@ -19,13 +19,17 @@ from harness.core import RunOptions, UsageError, Variant
 from harness.plugins import discover as _discover_feature_plugins
 from harness.results import SCHEMA, ResultsWriter
 
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.judge.workspace import Workspace
+    from harness.results.collector import Case, RecordCollector
+
 #: feature plugins (perf, generation, config files...), one module each in harness/plugins/
 pytest_plugins = _discover_feature_plugins()
 
 OPTIONS = pytest.StashKey[RunOptions]()
-WORKSPACE = pytest.StashKey[Any]()
-COLLECTOR = pytest.StashKey[Any]()
-EXCEPTION = pytest.StashKey[dict]()
+WORKSPACE: pytest.StashKey[Workspace] = pytest.StashKey()
+COLLECTOR: pytest.StashKey[RecordCollector] = pytest.StashKey()
+EXCEPTION = pytest.StashKey[dict[str, Any]]()
 RUN_DIR = pytest.StashKey[Path]()
 
 
@@ -108,7 +112,7 @@ def run_options(config: pytest.Config) -> RunOptions:
     return config.stash[OPTIONS]
 
 
-def workspace(config: pytest.Config):
+def workspace(config: pytest.Config) -> Workspace:
     if WORKSPACE not in config.stash:
         from harness.judge.workspace import Workspace
 
@@ -164,7 +168,9 @@ def _display_id(variant: Variant) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        variant = getattr(item, "callspec", None) and item.callspec.params.get("variant")
+        if not isinstance(item, pytest.Function) or not hasattr(item, "callspec"):  # only parametrized tests
+            continue
+        variant = item.callspec.params.get("variant")
         if isinstance(variant, Variant):
             from harness.results import CaseIdentity
 
@@ -174,7 +180,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     if call.when == "call" and call.excinfo is not None:
         from harness.results.checks import GateFailure
 
@@ -186,7 +193,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 @pytest.fixture
-def harness(request: pytest.FixtureRequest):
+def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     """The current case: its workspace, variant and record. Skips unavailable variants."""
     from harness.results.collector import Case
 
@@ -211,7 +218,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         write_summary(collector.writer.out_dir, collector.records)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
     collector = config.stash.get(COLLECTOR, None)
     if collector is None or not collector.records:
         return

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -116,7 +116,7 @@ class IOMatch:
     def output_map(self) -> dict[str, str]:
         return {p.reference: p.artifact for p in self.outputs if p.reference and p.artifact}
 
-    def account(self) -> list[dict]:
+    def account(self) -> list[dict[str, Any]]:
         return [{"side": side, "reference": p.reference, "artifact": p.artifact, "how": p.how, "detail": p.detail}
                 for side, pairs in (("input", self.inputs), ("output", self.outputs)) for p in pairs]
 
@@ -144,9 +144,9 @@ def match_io(label: str, ref_inputs: Mapping[str, TensorInfo], ref_outputs: Mapp
     ins.run()
     match = IOMatch()
     for ref in ref_inputs:
-        art = ins.pairs.get(ref)
-        if art:
-            match.inputs.append(Pair(ref, art[0], art[1], _shapes(ref_inputs[ref], ins.theirs[art[0]])))
+        paired = ins.pairs.get(ref)
+        if paired:
+            match.inputs.append(Pair(ref, paired[0], paired[1], _shapes(ref_inputs[ref], ins.theirs[paired[0]])))
     for name, info in ins.theirs.items():
         if name in {a for a, _ in ins.pairs.values()}:
             continue
@@ -229,7 +229,7 @@ class _Matcher:
                           and role(a).base not in self.ours, "alias")
         self._by_shape()
 
-    def _by_role(self, same, how: str) -> None:
+    def _by_role(self, same: Callable[[str, str], bool], how: str) -> None:
         for ref in self.ours:
             if ref in self.pairs:
                 continue

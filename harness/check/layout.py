@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import onnx
 from onnx import TensorProto
@@ -31,7 +31,7 @@ OPTIMUM_FILES = {
 _INT8_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                        "ConvInteger", "QLinearMatMul", "QLinearConv", "DynamicQuantizeMatMul", "QAttention",
                        "QGemm", "MatMulNBits", "QOrderedMatMul"})
-_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64",
+_DTYPES: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64",
            TensorProto.BFLOAT16: "bfloat16", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
            TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.BOOL: "bool"}
 
@@ -69,7 +69,7 @@ class ArtifactFile:
     sha256: str
     bytes: int
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         return {"path": str(self.path), "sha256": self.sha256, "bytes": self.bytes, "role": self.role,
                 "opset": self.opsets.get("", None), "producer": self.producer,
                 "detected_precision": self.precision}

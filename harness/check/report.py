@@ -4,14 +4,19 @@ numbers per output. Renders an outcome; computes nothing new."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from harness.check.judge import CheckOutcome
+from harness.judge.generation import GenerationResult
 from harness.metrics.registry import METRICS, Scope
 from harness.report.terminal import STYLE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import JustifyMethod
 
 #: metrics shown per output, in this order (gated ones always, the others when computed)
 COLUMNS = ("training_mode_ops", "norm_max_abs", "cosine", "top1_agreement", "kl", "embedding_cosine",
@@ -54,7 +59,7 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
         if result.error:
             console.print(f"[red]error[/] {escape(result.error)}")
     if outcome.generation is not None:
-        console.print(generation_table(outcome))
+        console.print(generation_table(outcome.generation))
     for note in outcome.notes:
         console.print(f"note: {escape(note)}")
     for record in outcome.records:
@@ -66,12 +71,13 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
             console.print(f"  {escape(line.strip())}")
 
 
-def compact_account(rows: list[dict]) -> list[dict]:
+def compact_account(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """KV-cache tensors matched name for name collapse into one line per side; every
     other pairing (and any cache tensor matched another way) stays explicit."""
     from harness.check.io_match import role
 
-    out, folded = [], {}
+    out: list[dict[str, Any]] = []
+    folded: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         same = row["reference"] and row["reference"] == row["artifact"] and row["how"] == "name"
         if same and role(row["reference"]).kv is not None:
@@ -92,8 +98,9 @@ def metrics_table(outcome: CheckOutcome) -> Table:
     """One row per (output, metric): gated metrics with their threshold, then the errors
     that explain them (max/mean absolute, relative L2), so a failure shows its size."""
     table = Table(title="numeric parity vs PyTorch FP32", title_justify="left")
-    for col, justify in (("graph.output", "left"), ("n", "right"), ("metric", "left"), ("value", "right"),
-                         ("gate", "left"), ("", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("graph.output", "left"), ("n", "right"), ("metric", "left"), ("value", "right"), ("gate", "left"), ("", "left"))
+    for col, justify in columns:
         table.add_column(col, justify=justify, overflow="fold")
     for result in outcome.jobs:
         ungated = [o for o in result.outputs if o.tolerance is None]
@@ -120,8 +127,7 @@ def metrics_table(outcome: CheckOutcome) -> Table:
     return table
 
 
-def generation_table(outcome: CheckOutcome) -> Table:
-    result = outcome.generation
+def generation_table(result: GenerationResult) -> Table:
     checks = {c.metric: c for c in result.checks}
     table = Table(title=f"generation parity vs PyTorch FP32 decode ({int(result.metrics.get('gen_sentences', 0))} "
                         "sentences)", title_justify="left")

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.gate.baseline import DEFAULT_STORE, list_baselines, load_baseline, load_run, save_baseline
 from harness.gate.compare import compare_runs, parse_threshold
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
-def _console():
+
+def _console() -> Console:
     from harness.report.console import cli_console
 
     return cli_console()
@@ -66,7 +70,7 @@ def _store_option(parser: argparse.ArgumentParser) -> None:
                         help=f"where baselines live (default: {DEFAULT_STORE})")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``baseline`` with its three subcommands to the top-level parser."""
     parser = subparsers.add_parser("baseline", help="save performance baselines and compare runs against them",
                                    description=__doc__.splitlines()[0])

@@ -19,7 +19,7 @@ DEFAULT_ENCODER = "encoder-custom-12x768"
 TRANSLATOR, TRANSLATOR_FALLBACK = "numbers-en-zh", "marian-tiny"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help="headline ratios: ORT vs PyTorch, INT8/FP16 vs FP32 (latency, size)",
                        description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="+", default=None,

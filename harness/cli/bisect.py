@@ -16,7 +16,7 @@ from harness.cli._args import parse_metric_values
 from harness.core import Precision, UsageError, did_you_mean, parse_precision
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bisect", help="find the first ONNX node where FP16/INT8 diverges from FP32",
                        description="Run the FP32 and the FP16/INT8 ONNX artifact of one graph with every "
                                    "intermediate activation as an output, compare them tensor by tensor and report "

@@ -13,12 +13,17 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.cli._args import parse_metric_values, parse_pairs
 from harness.core import UsageError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.check.request import CheckRequest
+    from harness.core import Provider
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("check", help="judge pre-built ONNX artifacts (any exporter) against the PyTorch reference",
                        description="Judge ONNX artifacts that were built outside the harness (optimum-cli, "
                                    "torch.onnx.export, vendor tools) against the PyTorch FP32 reference on real "
@@ -59,7 +64,7 @@ def parse_tolerances(values: list[str]) -> dict[str, float]:
     return parse_metric_values(values, tolerance_names())
 
 
-def requests(args: argparse.Namespace) -> list:
+def requests(args: argparse.Namespace) -> list[CheckRequest]:
     from harness.check.request import CheckRequest
 
     for option, value in (("--samples", args.samples), ("--batch-size", args.batch_size),
@@ -79,7 +84,7 @@ def requests(args: argparse.Namespace) -> list:
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
 
 
-def config_requests(args: argparse.Namespace, common: dict) -> list:
+def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[CheckRequest]:
     from harness.check.request import CheckRequest
     from harness.settings.resolve import build_options
     from harness.zoo.base import ModelCatalog
@@ -105,7 +110,7 @@ def config_requests(args: argparse.Namespace, common: dict) -> list:
     return out
 
 
-def available_ort_providers(providers) -> list[str]:
+def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
     it names none); the others are skipped with a note, as the suites skip their variants."""
     from harness.core import Precision, Variant
@@ -136,7 +141,7 @@ def check(args: argparse.Namespace) -> int:
     out = args.out or Path("reports") / time.strftime("check-%Y%m%d-%H%M%S")
     console = cli_console()
     writer = ResultsWriter(out)
-    records: list[dict] = []
+    records: list[dict[str, Any]] = []
     code = 0
     run_id = new_run_id()  # one run: every request's records share it
     for request in todo:

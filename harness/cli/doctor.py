@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="versions, execution providers, and which variants would be skipped")
     from harness.settings.options import add_cli_arguments
 

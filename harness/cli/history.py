@@ -9,14 +9,19 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from harness.core import UsageError
 from harness.results import history
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+    from rich.text import Text
 
-def _console():
+
+def _console() -> Console:
     from harness.report.console import cli_console
 
     return cli_console()
@@ -97,7 +102,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _change_text(change: float):
+def _change_text(change: float) -> Text:
     from rich.text import Text
 
     text = _pct(change)
@@ -128,7 +133,7 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
                         help=f"history database (default: {history.DEFAULT_DB})")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``history`` with its add/show/list subcommands to the top-level parser."""
     parser = subparsers.add_parser("history", help="store runs' numbers over time and show their trend",
                                    description=__doc__.splitlines()[0])

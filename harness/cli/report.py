@@ -42,7 +42,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``report`` to the top-level parser."""
     parser = subparsers.add_parser("report", help="re-render a run's results as CSV, HTML or Markdown",
                                    description=__doc__.splitlines()[0])

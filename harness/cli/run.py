@@ -20,7 +20,7 @@ def suites_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "suites"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the gating suites (results.jsonl + summary.md)",
                        description="Run the suites over model x precision x provider and write DIR/results.jsonl "
                                    "and DIR/summary.md. Exit 0 all passed/skipped, 1 any failed, 2 bad usage.")

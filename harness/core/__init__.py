@@ -8,6 +8,8 @@ from their registries on first use).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harness.core import types as _types
 from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv
 from harness.core.types import (
@@ -27,6 +29,11 @@ from harness.core.types import (
 __all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
            "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
            "parse_provider", "provider_table", "split_csv"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)
+    PROVIDERS: dict[str, Provider]
+    HIGHER_IS_BETTER: frozenset[str]
 
 
 def __getattr__(name: str) -> object:

@@ -129,6 +129,12 @@ class Tolerance:
         return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
 
 
+if TYPE_CHECKING:  # pragma: no cover
+    #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)
+    PROVIDERS: dict[str, Provider]
+    HIGHER_IS_BETTER: frozenset[str]
+
+
 def __getattr__(name: str) -> object:
     """Derived module attributes (PEP 562): ``PROVIDERS``, the provider table the registered
     backends declare; ``HIGHER_IS_BETTER`` (deprecated), the numeric metrics' directions, declared

@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.export.cache import file_sha256  # re-exported: what the manifest pins
 
@@ -48,7 +49,7 @@ def datasets_dir() -> Path:
 
 
 
-def read_manifest(root: Path | None = None) -> dict:
+def read_manifest(root: Path | None = None) -> dict[str, Any]:
     """Parse and structurally check ``MANIFEST.json`` under ``root``."""
     root = Path(root) if root is not None else datasets_dir()
     path = root / MANIFEST_NAME
@@ -70,7 +71,7 @@ def list_corpora(root: Path | None = None) -> list[str]:
     return sorted(read_manifest(root)["corpora"])
 
 
-def resolve_entry_path(root: Path, name: str, entry: dict) -> Path:
+def resolve_entry_path(root: Path, name: str, entry: dict[str, Any]) -> Path:
     """The corpus file for a manifest entry, refusing paths that leave ``root``."""
     rel = entry.get("file")
     if not isinstance(rel, str) or not rel:

@@ -15,13 +15,16 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from harness.core import Precision, Tolerance
 from harness.metrics.numeric import compare_arrays
 from harness.metrics.registry import METRICS, Scope, tensor_metric_names
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
 
 #: metrics compare_arrays reports for a float tensor; the ones a --tolerance may name (from the registry)
 TENSOR_METRICS = tensor_metric_names()
@@ -82,7 +85,7 @@ class TensorResult:
     def error(self) -> float:
         return self.metrics.get("norm_max_abs", float("nan"))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "order": self.order,
                 "candidate_node": self.candidate_node, "candidate_op": self.candidate_op,
                 "shape": list(self.shape), "metrics": self.metrics, "failed": list(self.failed)}
@@ -125,7 +128,7 @@ class BisectResult:
             start = max(feeding, key=lambda t: -1.0 if t.error != t.error else t.error).tensor if feeding else None
         return chain[::-1]
 
-    def as_dict(self, top: int = 10) -> dict:
+    def as_dict(self, top: int = 10) -> dict[str, Any]:
         first = self.first_divergent
         return {"schema": "harness.bisect/1", "tolerance": self.tolerance.as_dict(),
                 "first_divergent": first.as_dict() if first else None,
@@ -156,7 +159,7 @@ class _Instrumented:
     untyped: list[str]
 
 
-def _activations(graph) -> tuple[dict[str, _Producer], list[str]]:
+def _activations(graph: onnx.GraphProto) -> tuple[dict[str, _Producer], list[str]]:
     """Producers of every node output, and the outputs that depend on a graph input."""
     initializers = {i.name for i in graph.initializer}
     live = {i.name for i in graph.input if i.name not in initializers}
@@ -234,7 +237,8 @@ def _unsaturated(ref: np.ndarray, got: np.ndarray) -> np.ndarray | None:
         if not huge.any():
             return None
         agree = huge & (np.sign(ref) == np.sign(got)) & (np.abs(got) >= MASK_FLOOR)
-    return ~agree
+    keep: np.ndarray = ~agree
+    return keep
 
 
 def bisect_graph(fp32_path: str | Path, candidate_path: str | Path, feeds: Mapping[str, np.ndarray],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from harness.debug.bisect import BisectResult, TensorResult
 
@@ -31,11 +32,11 @@ def headline(result: BisectResult) -> str:
                if first.candidate_node != first.node else ""))
 
 
-def write_json(result: BisectResult, path: Path, meta: dict, top: int) -> None:
+def write_json(result: BisectResult, path: Path, meta: dict[str, Any], top: int) -> None:
     path.write_text(json.dumps({**meta, **result.as_dict(top)}, indent=2, default=str) + "\n")
 
 
-def write_markdown(result: BisectResult, path: Path, meta: dict, top: int) -> None:
+def write_markdown(result: BisectResult, path: Path, meta: dict[str, Any], top: int) -> None:
     def table(rows: list[TensorResult]) -> list[str]:
         lines = ["| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
         return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in _row(t)) + " |" for t in rows]

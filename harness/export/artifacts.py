@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.core import Precision
 from harness.export.cache import ArtifactCache, CacheEntry
@@ -32,7 +32,7 @@ class ExportSettings:
     int8_per_channel: bool = False
     int8_reduce_range: bool = False
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"opset": self.opset, "exporter": self.exporter, "fp16_op_block_list": list(self.fp16_op_block_list),
                 "int8_per_channel": self.int8_per_channel, "int8_reduce_range": self.int8_reduce_range}
 

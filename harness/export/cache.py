@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from filelock import FileLock
 
@@ -34,7 +34,7 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def cache_key(parts: dict) -> str:
+def cache_key(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -54,7 +54,7 @@ class ArtifactCache:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def get_or_build(self, label: str, parts: dict, build: Callable[[Path], None]) -> CacheEntry:
+    def get_or_build(self, label: str, parts: dict[str, Any], build: Callable[[Path], object]) -> CacheEntry:
         """Return the entry for ``parts``; ``build(tmpdir)`` writes its files on a miss."""
         key = cache_key(parts)
         directory = self.root / f"{label}-{key[:16]}"

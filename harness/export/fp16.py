@@ -11,7 +11,7 @@ import json
 import re
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import onnx
 from onnxconverter_common import float16
@@ -38,7 +38,7 @@ def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAUL
     return target
 
 
-def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST) -> dict:
+def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST) -> dict[str, Any]:
     import onnxconverter_common
 
     return {"tool": "onnxconverter_common.float16", "version": onnxconverter_common.__version__,
@@ -96,7 +96,8 @@ def _write_range_report(path: Path, messages: list[str]) -> None:
     """Record which weights FP16 cannot represent: values flushed towards 1e-7 (underflow)
     and values clamped to +-65504 (overflow, the classic FP16 failure)."""
     pattern = re.compile(r"the float32 number (\S+) will be truncated to (\S+)")
-    underflow, overflow = [], []
+    underflow: list[float] = []
+    overflow: list[float] = []
     for message in messages:
         match = pattern.search(message)
         if not match:

@@ -4,13 +4,14 @@ activations quantized on the fly): the standard CPU recipe, no calibration data 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness.export.onnx_export import check_model
 
 DEFAULT_INT8 = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
 
 
-def quantize_int8(src: Path, out_dir: Path, settings: dict | None = None) -> Path:
+def quantize_int8(src: Path, out_dir: Path, settings: dict[str, Any] | None = None) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     s = {**DEFAULT_INT8, **(settings or {})}
@@ -21,7 +22,7 @@ def quantize_int8(src: Path, out_dir: Path, settings: dict | None = None) -> Pat
     return target
 
 
-def int8_settings(settings: dict | None = None) -> dict:
+def int8_settings(settings: dict[str, Any] | None = None) -> dict[str, Any]:
     import onnxruntime
 
     return {"tool": "onnxruntime.quantization.quantize_dynamic", "version": onnxruntime.__version__,

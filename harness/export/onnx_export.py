@@ -59,6 +59,8 @@ def export_graph(module: GraphModule, graph: GraphSpec, example: Mapping[str, np
                 program = torch.onnx.export(module, args, input_names=list(graph.input_names),
                                             output_names=list(graph.output_names), dynamic_axes=axes,
                                             opset_version=opset, dynamo=True, optimize=True)
+                if program is None:  # only the legacy exporter returns None
+                    raise RuntimeError("the dynamo exporter returned no program")
                 program.save(str(target))
     except Exception as exc:  # the exporters raise many unrelated types
         raise ExportError(f"{graph.name}: {exporter} export failed: {type(exc).__name__}: "

@@ -22,6 +22,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.zoo.loading import LoadedModel
 
 
+def cache_kv(layer: object) -> list[torch.Tensor]:
+    """The key and value tensors of one filled layer of a transformers attention cache.
+
+    transformers types a cache's layers as a union that also holds linear-attention and dummy
+    layers; the graphs here only ever build attention caches, so anything else is a bug."""
+    from transformers.cache_utils import CacheLayerMixin
+
+    if not isinstance(layer, CacheLayerMixin) or layer.keys is None or layer.values is None:
+        raise TypeError(f"expected a filled attention-cache layer, got {type(layer).__name__}")
+    return [layer.keys, layer.values]
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     """The I/O contract of one exported graph. ``variant_tag`` marks deliberate deviations
@@ -39,7 +51,7 @@ class GraphSpec:
     def is_gated(self, output: str) -> bool:
         return self.gated_outputs is None or output in self.gated_outputs
 
-    def key(self) -> dict:
+    def key(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "inputs": list(self.input_names),

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache
 
-from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
+from harness.families.base import CheckedGraph, CheckMode, Family, GraphModule, GraphSpec, cache_kv, to_torch, tokenize
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,9 +24,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 
-def lm_layout(model) -> tuple[int, int, int]:
+def lm_layout(model: LoadedModel) -> tuple[int, int, int]:
     """(layers, kv_heads, head_dim) of a causal LM config."""
-    cfg = model.model.config
+    cfg: Any = model.model.config  # a transformers PretrainedConfig
     heads = cfg.num_attention_heads
     kv = getattr(cfg, "num_key_value_heads", None) or heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
@@ -47,13 +47,14 @@ class _StepModule(GraphModule):
         super().__init__()
         self.model, self.layers = model, layers
 
-    def forward(self, input_ids, attention_mask, position_ids, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cache = DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(self.layers)])
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          cache=cache, use_cache=True)
         presents: list[torch.Tensor] = []
         for layer in cache.layers:
-            presents += [layer.keys, layer.values]
+            presents += cache_kv(layer)
         return (out.logits, *presents)
 
 
@@ -61,10 +62,10 @@ class _StepModule(GraphModule):
 class CausalLMFamily(Family):
     name = "causal_lm"
 
-    def graphs(self, model) -> list[GraphSpec]:
+    def graphs(self, model: LoadedModel) -> list[GraphSpec]:
         layers, _, _ = lm_layout(model)
         past, present = kv_names(layers, "past_key_values"), kv_names(layers, "present")
-        axes: dict = {
+        axes: dict[str, Any] = {
             "input_ids": {0: "batch", 1: "sequence"},
             "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
             "position_ids": {0: "batch", 1: "sequence"},
@@ -75,14 +76,14 @@ class CausalLMFamily(Family):
         return [GraphSpec("model", ("input_ids", "attention_mask", "position_ids", *past), ("logits", *present),
                           axes, logits_outputs=frozenset({"logits"}), gated_outputs=frozenset({"logits"}))]
 
-    def module(self, model, graph, torch_model=None) -> GraphModule:
+    def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
         return _StepModule(torch_model if torch_model is not None else model.model, lm_layout(model)[0])
 
-    def empty_past(self, model, batch: int) -> dict[str, np.ndarray]:
+    def empty_past(self, model: LoadedModel, batch: int) -> dict[str, np.ndarray]:
         layers, kv, head_dim = lm_layout(model)
         return {n: np.zeros((batch, kv, 0, head_dim), np.float32) for n in kv_names(layers, "past_key_values")}
 
-    def feeds(self, model, graph, texts: Sequence[str], step: int = 2) -> dict[str, np.ndarray]:
+    def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str], step: int = 2) -> dict[str, np.ndarray]:
         memo_key = ("lm-feeds", tuple(texts), step)
         if memo_key in model.cache:
             return dict(model.cache[memo_key])
@@ -102,7 +103,8 @@ class CausalLMFamily(Family):
         model.cache[memo_key] = feeds
         return dict(feeds)
 
-    def valid_masks(self, graph, feeds: Mapping[str, np.ndarray], outputs) -> dict[str, np.ndarray | None]:
+    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
         mask = feeds["attention_mask"].astype(bool)
         step = feeds["input_ids"].shape[1]
         masks: dict[str, np.ndarray | None] = {"logits": mask[:, -step:]}
@@ -142,13 +144,14 @@ class CausalLMFamily(Family):
         return CausalLMModel(runners["model"], self, model)
 
     # -- judging files built elsewhere (``harness check``) -------------------------------------
-    def check_modes(self, role, takes_cache):
+    def check_modes(self, role: str, takes_cache: bool) -> list[CheckMode]:
         """A step graph that takes a cache is judged on the prompt (empty cache) and on a later
         step; optimum's ``decoder_with_past_model.onnx`` only on the later step."""
         modes = ("step",) if role == "decoder_with_past" else ("prefill", "step") if takes_cache else ("prefill",)
         return [CheckMode("model", mode, f"{role}_{mode}") for mode in modes]
 
-    def check_feeds(self, model, graph, mode, texts):
+    def check_feeds(self, model: LoadedModel, graph: GraphSpec, mode: str,
+                    texts: Sequence[str]) -> dict[str, np.ndarray]:
         """``prefill``: the whole left-padded prompt with an empty cache; ``step``: the parity feeds."""
         if mode != "prefill":
             return self.feeds(model, graph, texts)
@@ -159,7 +162,7 @@ class CausalLMFamily(Family):
         return {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids(mask),
                 **self.empty_past(model, ids.shape[0])}
 
-    def decoding_runners(self, judged):
+    def decoding_runners(self, judged: Mapping[str, CheckedGraph]) -> tuple[dict[str, Any], bool, str]:
         """The prompt graph alone decodes without a cache; with a cached step graph too (the same
         file, or optimum's pair), the loop gets one step graph that serves both."""
         prefill, step = judged.get("prefill"), judged.get("step")

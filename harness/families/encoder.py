@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from harness.families.base import Family, GraphModule, GraphSpec, tokenize
 from harness.families.registry import register_family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo.loading import LoadedModel
 
 
 class _ClassifierModule(GraphModule):
@@ -31,7 +34,7 @@ class _HiddenModule(GraphModule):
         return (self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,)
 
 
-def _is_classifier(model) -> bool:
+def _is_classifier(model: LoadedModel) -> bool:
     archs = model.config.get("architectures") or []
     return model.config.get("model_type") == "harness-encoder-custom" or any(
         a.endswith("ForSequenceClassification") for a in archs
@@ -42,7 +45,7 @@ def _is_classifier(model) -> bool:
 class EncoderFamily(Family):
     name = "encoder"
 
-    def graphs(self, model) -> list[GraphSpec]:
+    def graphs(self, model: LoadedModel) -> list[GraphSpec]:
         axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
         if _is_classifier(model):
             return [GraphSpec("model", ("input_ids", "attention_mask"), ("logits",),
@@ -50,17 +53,18 @@ class EncoderFamily(Family):
         return [GraphSpec("model", ("input_ids", "attention_mask"), ("last_hidden_state",),
                           {**axes, "last_hidden_state": {0: "batch", 1: "sequence"}})]
 
-    def module(self, model, graph, torch_model=None) -> GraphModule:
+    def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
         m = torch_model if torch_model is not None else model.model
         if graph.output_names == ("logits",):
             return _ClassifierModule(m, hf=model.config.get("model_type") != "harness-encoder-custom")
         return _HiddenModule(m)
 
-    def feeds(self, model, graph, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
         enc = tokenize(model, texts)
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
-    def valid_masks(self, graph, feeds: Mapping[str, np.ndarray], outputs) -> dict[str, np.ndarray | None]:
+    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
         mask = feeds["attention_mask"].astype(bool)
         return {name: (None if name == "logits" else mask) for name in graph.output_names}
 
@@ -87,7 +91,7 @@ class EncoderFamily(Family):
     implicit_inputs = ("position_ids",)  # 0..length-1 per row, as the reference computes them
     pads_static_sequence = True  # a file traced at a fixed length is fed padded (masked) inputs
 
-    def sentence_pooling(self, model, graph):
+    def sentence_pooling(self, model: LoadedModel, graph: GraphSpec) -> Any:
         """A sentence-transformers directory's pooling recipe, for graphs emitting token states."""
         if "last_hidden_state" not in graph.output_names:
             return None

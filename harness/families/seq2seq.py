@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from harness.families.base import CheckMode, Family, GraphModule, GraphSpec, to_torch, tokenize
+from harness.families.base import CheckedGraph, CheckMode, Family, GraphModule, GraphSpec, cache_kv, to_torch, tokenize
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
 NO_ENCODER_MASK = "no_encoder_mask"
 
 
-def n_layers(model) -> int:
-    cfg = model.model.config
+def n_layers(model: LoadedModel) -> int:
+    cfg: Any = model.model.config  # a transformers PretrainedConfig
     return int(getattr(cfg, "decoder_layers", None) or cfg.num_hidden_layers)
 
 
@@ -38,7 +38,7 @@ def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"),
 
 
 class _EncoderModule(GraphModule):
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: Any) -> None:  # a transformers encoder-decoder model
         super().__init__()
         self.encoder = model.get_encoder()
 
@@ -48,6 +48,8 @@ class _EncoderModule(GraphModule):
 
 class _DecoderModule(GraphModule):
     """One decoder pass; returns logits and the self/cross-attention caches it produced."""
+
+    model: Any  # a transformers encoder-decoder model: config, get_decoder(), lm_head
 
     def __init__(self, model: torch.nn.Module, graph: GraphSpec, layers: int) -> None:
         super().__init__()
@@ -84,9 +86,9 @@ class _DecoderModule(GraphModule):
             logits = logits + bias
         presents: list[torch.Tensor] = []
         for i in range(self.layers):
-            presents += [cache.self_attention_cache.layers[i].keys, cache.self_attention_cache.layers[i].values]
+            presents += cache_kv(cache.self_attention_cache.layers[i])
             if not self.with_past:
-                presents += [cache.cross_attention_cache.layers[i].keys, cache.cross_attention_cache.layers[i].values]
+                presents += cache_kv(cache.cross_attention_cache.layers[i])
         return (logits, *presents)
 
 
@@ -97,14 +99,14 @@ class Seq2SeqFamily(Family):
     def __init__(self, *, encoder_mask: bool = True) -> None:
         self.encoder_mask = encoder_mask
 
-    def graphs(self, model) -> list[GraphSpec]:
+    def graphs(self, model: LoadedModel) -> list[GraphSpec]:
         layers = n_layers(model)
         tag = "" if self.encoder_mask else NO_ENCODER_MASK
         mask_in = ("encoder_attention_mask",) if self.encoder_mask else ()
         enc_axes = {0: "batch", 1: "encoder_sequence"}
         dec_present = present_names(layers, ("decoder",))
         enc_present = present_names(layers, ("encoder",))
-        decoder_axes: dict = {
+        decoder_axes: dict[str, Any] = {
             "input_ids": {0: "batch", 1: "decoder_sequence"},
             "encoder_hidden_states": enc_axes,
             "encoder_attention_mask": enc_axes,
@@ -114,7 +116,7 @@ class Seq2SeqFamily(Family):
         }
         past_dec = present_names(layers, ("decoder",), "past_key_values")
         past_enc = present_names(layers, ("encoder",), "past_key_values")
-        with_past_axes: dict = {
+        with_past_axes: dict[str, Any] = {
             "input_ids": {0: "batch", 1: "decoder_sequence"},
             "encoder_attention_mask": enc_axes,
             "logits": {0: "batch", 1: "decoder_sequence"},
@@ -134,14 +136,14 @@ class Seq2SeqFamily(Family):
                       logits_outputs=logits, gated_outputs=logits, variant_tag=tag),
         ]
 
-    def module(self, model, graph, torch_model=None) -> GraphModule:
+    def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
         m = torch_model if torch_model is not None else model.model
         if graph.name == "encoder":
             return _EncoderModule(m)
         return _DecoderModule(m, graph, n_layers(model))
 
     # -- feeds ---------------------------------------------------------------------------
-    def feeds(self, model, graph, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
         memo_key = ("seq2seq-feeds", tuple(texts))
         if memo_key not in model.cache:
             model.cache[memo_key] = self._all_feeds(model, texts)
@@ -149,15 +151,16 @@ class Seq2SeqFamily(Family):
         # their inputs by name), so masks and references are the same for every variant.
         return dict(model.cache[memo_key][graph.name])
 
-    def _all_feeds(self, model, texts: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    def _all_feeds(self, model: LoadedModel, texts: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
         enc = tokenize(model, texts)
         ids, mask = enc["input_ids"], enc["attention_mask"]
         reference = Seq2SeqFamily(encoder_mask=True)
         ref_graphs = {g.name: g for g in reference.graphs(model)}
         with torch.no_grad():
             (states,) = reference.module(model, ref_graphs["encoder"])(*to_torch(enc, ("input_ids", "attention_mask")))
-        start = int(model.model.config.decoder_start_token_id)
-        pad = int(model.model.config.pad_token_id)
+        cfg: Any = model.model.config  # a transformers PretrainedConfig
+        start = int(cfg.decoder_start_token_id)
+        pad = int(cfg.pad_token_id)
         # Teacher-forced decoder inputs: <start> + the source ids, right-padded (causal, so
         # padding after a row's end never reaches its real positions).
         lengths = mask.sum(axis=1)
@@ -182,19 +185,19 @@ class Seq2SeqFamily(Family):
             "decoder_with_past": with_past,
         }
 
-    def valid_masks(self, graph, feeds: Mapping[str, np.ndarray], outputs) -> dict[str, np.ndarray | None]:
+    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
         enc_mask = feeds["encoder_attention_mask"].astype(bool) if "encoder_attention_mask" in feeds else None
         if graph.name == "encoder":
             return {"last_hidden_state": feeds["attention_mask"].astype(bool)}
         masks: dict[str, np.ndarray | None] = {}
+        dec_mask: np.ndarray | None = None
         if graph.name == "decoder":
             ids = feeds["input_ids"]
             dec_mask = np.zeros(ids.shape, dtype=bool)
             lengths = _decoder_lengths(ids, feeds)
             for row, n in enumerate(lengths):
                 dec_mask[row, :n] = True
-        else:
-            dec_mask = None
         for name, value in outputs.items():
             if name == "logits":
                 masks[name] = dec_mask
@@ -228,7 +231,8 @@ class Seq2SeqFamily(Family):
         from harness.generation.steppers import Seq2SeqModel
 
         if start_token_id is None:
-            start_token_id = model.model.config.decoder_start_token_id
+            cfg: Any = model.model.config  # a transformers PretrainedConfig
+            start_token_id = cfg.decoder_start_token_id
         if start_token_id is None:
             raise ValueError(f"{model.name}: no decoder_start_token_id in its config")
         return Seq2SeqModel(runners, int(start_token_id))
@@ -253,13 +257,13 @@ class Seq2SeqFamily(Family):
             return "decoder"
         return "encoder"
 
-    def check_modes(self, role, takes_cache):
+    def check_modes(self, role: str, takes_cache: bool) -> list[CheckMode]:
         """A merged decoder is judged twice: its uncached branch as ``decoder``, its cached one
         as ``decoder_with_past``."""
         graphs = self._CHECK_GRAPHS["encoder" if role == "model" else role]
         return [CheckMode(g, g, f"merged_{g}" if role == "merged" else g) for g in graphs]
 
-    def decoding_runners(self, judged):
+    def decoding_runners(self, judged: Mapping[str, CheckedGraph]) -> tuple[dict[str, Any], bool, str]:
         if "encoder" not in judged or "decoder" not in judged:
             return {}, False, f"needs the encoder and decoder graphs; judged: {', '.join(sorted(judged)) or 'none'}"
         runners = {g: judged[g].runner for g in ("encoder", "decoder", "decoder_with_past") if g in judged}
@@ -272,5 +276,6 @@ def _decoder_lengths(dec_ids: np.ndarray, feeds: Mapping[str, np.ndarray]) -> np
     """Real decoder lengths: the encoder lengths (decoder = <start> + source[:-1])."""
     mask = feeds.get("encoder_attention_mask")
     if mask is not None:
-        return mask.sum(axis=1)
+        lengths: np.ndarray = mask.sum(axis=1)
+        return lengths
     return np.full(dec_ids.shape[0], dec_ids.shape[1])

@@ -23,6 +23,7 @@ import numpy as np
 from harness.core import UsageError, did_you_mean
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
+    Stat,
     block_cv,
     bootstrap_ratio_cis,
     mann_whitney,
@@ -47,7 +48,7 @@ OUTLIER_FACTOR = 1.5
 _PERCENTILE_NAME = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
 
 
-def latency_stat(name: str) -> float | Any | None:
+def latency_stat(name: str) -> Stat | None:
     """What a latency policy name measures: ``pNN`` -> percentile NN, ``mean`` -> np.mean, else None."""
     if name == "mean":
         return np.mean
@@ -353,8 +354,8 @@ def judge_latency(
     The noise and sample-count checks come first: if the data cannot be trusted, the
     interval and the p-value are still reported but the verdict is INCONCLUSIVE.
     """
-    wanted = {name: latency_stat(name) for name, pol in policies.items() if pol.kind == "latency"}
-    wanted = {name: stat for name, stat in wanted.items() if stat is not None}
+    stats = {name: latency_stat(name) for name, pol in policies.items() if pol.kind == "latency"}
+    wanted: dict[str, Stat] = {name: stat for name, stat in stats.items() if stat is not None}
     if not wanted:
         return {}
     n = min(base.size, cand.size)

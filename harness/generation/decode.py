@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -52,7 +52,7 @@ class Decoded:
     texts: list[str]
     seconds: float = 0.0
     calls: int = 0  # graph calls of the decoder steps
-    artifacts: dict[str, dict] = field(default_factory=dict)
+    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def new_tokens(self) -> int:
@@ -65,7 +65,7 @@ def graphs_needed(family_name: str, use_cache: bool) -> tuple[str, ...]:
 
 
 def load_runners(backend: "Backend", model: "LoadedModel", family: "Family", variant: "Variant",
-                 use_cache: bool, stack: ExitStack) -> tuple[dict[str, "GraphRunner"], dict[str, dict]]:
+                 use_cache: bool, stack: ExitStack) -> tuple[dict[str, "GraphRunner"], dict[str, dict[str, Any]]]:
     """Load the graphs decoding needs (closed by ``stack``) and the artifacts they came from."""
     wanted = family.generation_graphs(use_cache)
     runners, artifacts = {}, {}

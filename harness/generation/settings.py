@@ -68,7 +68,7 @@ class GenerationSettings:
             return self.pad_token_id
         return self.eos_token_ids[0] if self.eos_token_ids else 0
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[tuple[str, Any], ...]:
         """Hashable identity, for memoising decodes."""
         return tuple(sorted(asdict(self).items()))
 
@@ -116,7 +116,11 @@ def settings_for_model(torch_model: Any, **overrides: Any) -> GenerationSettings
     """
     gen = getattr(torch_model, "generation_config", None)
     cfg = torch_model.config
-    get = (lambda name: getattr(gen, name, None)) if gen is not None else (lambda name: getattr(cfg, name, None))
+    source = gen if gen is not None else cfg
+
+    def get(name: str) -> Any:
+        return getattr(source, name, None)
+
     unsupported = [f"{name}={get(name)!r}" for name, off in _UNSUPPORTED_DEFAULTS.items()
                    if get(name) not in off]
     bad_words = get("bad_words_ids") or []

@@ -10,12 +10,15 @@ the PyTorch wrappers do exactly the same sequence of graph calls.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 import numpy as np
 
 from harness.families.causal_lm import CausalLMFamily, position_ids
 from harness.runners.base import GraphRunner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo.loading import LoadedModel
 
 
 class Stepper(Protocol):
@@ -81,7 +84,8 @@ class CausalLMStepper:
     """Decoder-only: prefill with an empty past, then one token per step with past, or
     (uncached) the whole sequence every step. Left padding, ``position_ids`` from the mask."""
 
-    def __init__(self, runner: GraphRunner, prompt_mask: np.ndarray, empty_past, use_cache: bool) -> None:
+    def __init__(self, runner: GraphRunner, prompt_mask: np.ndarray,
+                 empty_past: Callable[[int], dict[str, np.ndarray]], use_cache: bool) -> None:
         self.runner, self.prompt_mask, self.empty_past, self.use_cache = runner, prompt_mask, empty_past, use_cache
         self.past: dict[str, np.ndarray] | None = None
         self.calls = 0
@@ -123,7 +127,7 @@ class Seq2SeqModel:
 class CausalLMModel:
     """Starts decoder-only batches from a left-padded prompt."""
 
-    def __init__(self, runner: GraphRunner, family: CausalLMFamily, model) -> None:
+    def __init__(self, runner: GraphRunner, family: CausalLMFamily, model: LoadedModel) -> None:
         self.runner, self.family, self.model = runner, family, model
 
     def start(self, input_ids: np.ndarray, attention_mask: np.ndarray, expand: int, use_cache: bool) -> Start:

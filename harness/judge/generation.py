@@ -118,8 +118,9 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, 
                       ("norm_edit_distance", "gen_norm_edit_vs_torch"), ("length_ratio", "gen_length_ratio_vs_torch")):
         metrics[key] = vs_torch.metrics[name]
     signatures.update({f"{k}_vs_torch": v for k, v in vs_torch.signatures.items()})
-    refs = [r.get("reference") for r in rows]
-    if all(ref is not None for ref in refs):
+    given = [r.get("reference") for r in rows]
+    refs = [ref for ref in given if ref is not None]
+    if len(refs) == len(given):
         vs_ref = corpus_scores(var_text, refs, lang=lang)
         torch_ref = corpus_scores(torch_text, refs, lang=lang)
         for name in ("bleu", "chrf", "exact_match", "norm_edit_distance", "length_ratio"):
@@ -130,7 +131,9 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, 
         metrics["gen_bleu_ref_drop"] = torch_ref.metrics["bleu"] - vs_ref.metrics["bleu"]
         signatures.update({f"{k}_vs_ref": v for k, v in vs_ref.signatures.items()})
     zh = lang.replace("_", "-").split("-")[0].lower() == "zh"
-    units = (lambda t: t.replace(" ", "")) if zh else (lambda t: t.split())
+
+    def units(text: str) -> Sequence[str]:  # Chinese: characters; else words
+        return text.replace(" ", "") if zh else text.split()
 
     def mean_repetition(texts: Sequence[str]) -> float:
         return sum(repetition_rate(units(t)) for t in texts) / len(texts)
@@ -185,8 +188,8 @@ class GenerationResult:
     signatures: dict[str, str] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    artifacts: dict[str, dict] = field(default_factory=dict)
-    worst: list[dict] = field(default_factory=list)
+    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    worst: list[dict[str, Any]] = field(default_factory=list)
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passes(self.metrics.get(c.metric, math.nan))]
@@ -195,7 +198,7 @@ class GenerationResult:
     def passed(self) -> bool:
         return not self.failed_checks()
 
-    def thresholds(self) -> dict[str, dict]:
+    def thresholds(self) -> dict[str, dict[str, Any]]:
         return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
 
     def first_divergence(self) -> str:
@@ -239,7 +242,8 @@ def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[in
         assert not model.model.training, "reference model left training mode"
         model.cache[key] = decode_texts(ws.backend(variant, model), model, family_for(model.family), variant,
                                         texts, settings, batch_size, decode_threads(ws))
-    return model.cache[key]
+    decoded: Decoded = model.cache[key]
+    return decoded
 
 
 def decode_threads(ws: "Workspace") -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.judge.workspace import Workspace
     from harness.runners.base import GraphRunner
+
+#: one parity batch: feeds, reference outputs, valid-position masks (None: every position)
+Batch = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray], Mapping[str, "np.ndarray | None"]]
 
 
 __all__ = ["CheckResult", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
@@ -76,7 +79,7 @@ class OutputResult:
 class ParityResult:
     variant: str
     outputs: list[OutputResult] = field(default_factory=list)
-    artifacts: dict[str, dict] = field(default_factory=dict)
+    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
 
@@ -91,7 +94,7 @@ class ParityResult:
     def metrics(self) -> dict[str, float]:
         return {str(MetricKey(k, o.graph, o.output)): v for o in self.outputs for k, v in o.metrics.items()}
 
-    def thresholds(self) -> dict[str, dict]:
+    def thresholds(self) -> dict[str, dict[str, Any]]:
         return {str(MetricKey(c.metric, o.graph, o.output)): {"threshold": c.threshold, "op": c.symbol}
                 for o in self.outputs if o.tolerance for c in o.tolerance.checks if c.metric in o.metrics}
 
@@ -145,8 +148,8 @@ class _Collector:
         return result.metrics, worst, result.n_compared
 
 
-def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequence[tuple[Mapping, Mapping, Mapping]],
-                     precision: Precision, overrides: Mapping | None = None,
+def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequence[Batch],
+                     precision: Precision, overrides: Mapping[str, Mapping[str, float]] | None = None,
                      output_map: Mapping[str, str] | None = None) -> list[OutputResult]:
     """Compare ``runner`` on (feeds, reference outputs, masks) batches; ``output_map``
     maps reference output names to the runner's (for foreign artifacts)."""
@@ -181,13 +184,13 @@ def lint_result(graph_name: str, path: str) -> OutputResult:
 
 
 def dump_failing_batch(runner: "GraphRunner", graph: "GraphSpec", outputs: Sequence[OutputResult],
-                       batches: Sequence[tuple[Mapping, Mapping, Mapping]], directory: Path) -> Path | None:
+                       batches: Sequence[Batch], directory: Path) -> Path | None:
     """Save the inputs, reference and variant outputs of the batch holding the worst failing
     element, so the regression reproduces from files (``np.load``) without the corpus or model."""
-    failing = [o for o in outputs if o.failures() and o.worst is not None]
-    if not failing:
+    worst = next((o.worst for o in outputs if o.failures() and o.worst is not None), None)
+    if worst is None:
         return None
-    row = failing[0].worst.index[0]
+    row = worst.index[0]
     offset = 0
     for number, (feeds, ref, _) in enumerate(batches):
         size = next(iter(feeds.values())).shape[0]
@@ -198,7 +201,7 @@ def dump_failing_batch(runner: "GraphRunner", graph: "GraphSpec", outputs: Seque
             arrays.update({f"variant.{k}": v for k, v in got.items()})
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / f"{graph.name}-batch{number}.npz"
-            np.savez_compressed(path, **arrays)
+            np.savez_compressed(path, **arrays)  # type: ignore[arg-type]  # mypy matches **arrays to allow_pickle: bool
             return path
         offset += size
     return None
@@ -218,8 +221,9 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
         batches = ws.parity_batches(model, family, graph)
-        if getattr(runner, "path", None):
-            result.outputs.append(lint_result(graph.name, runner.path))
+        path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
+        if path:
+            result.outputs.append(lint_result(graph.name, path))
         start = time.perf_counter()
         try:
             judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)

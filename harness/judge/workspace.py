@@ -135,7 +135,8 @@ class Workspace:
             with torch.inference_mode():
                 outs = module(*to_torch(feeds, correct.input_names))
             model.cache[key] = {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
-        return model.cache[key]
+        reference: dict[str, np.ndarray] = model.cache[key]
+        return reference
 
 
 def _digest(feeds: dict[str, np.ndarray]) -> str:

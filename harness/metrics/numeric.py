@@ -235,7 +235,8 @@ def _cosine(r: np.ndarray, g: np.ndarray, r_scale: float) -> float:
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
     shifted = x - np.max(x, axis=-1, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    out: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    return out
 
 
 def _logit_metrics(r: np.ndarray, g: np.ndarray, topk: int) -> dict[str, float]:
@@ -261,4 +262,5 @@ def _topk_overlap(r: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
     top_g = np.argpartition(g, v - k, axis=-1)[:, v - k :]
     both = np.sort(np.concatenate([top_r, top_g], axis=-1), axis=-1)
     # Each set has k distinct ids, so an id adjacent to itself after sorting is shared.
-    return np.sum(both[:, 1:] == both[:, :-1], axis=-1)
+    shared: np.ndarray = np.sum(both[:, 1:] == both[:, :-1], axis=-1)
+    return shared

@@ -9,10 +9,11 @@ decoding of a variant left the PyTorch path, which a corpus score alone cannot.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Any, Hashable, Sequence
 
 from rapidfuzz.distance import Levenshtein
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.metrics.chrf import CHRF
 
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 
@@ -34,7 +35,7 @@ def _is_zh(lang: str) -> bool:
     return lang.replace("_", "-").split("-")[0].lower() == "zh"
 
 
-def _check_pairs(a: Sequence, b: Sequence, what: str) -> None:
+def _check_pairs(a: Sequence[object], b: Sequence[object], what: str) -> None:
     if len(a) != len(b):
         raise ValueError(f"{what}: {len(a)} vs {len(b)} items; they must pair up")
     if len(a) == 0:
@@ -99,7 +100,7 @@ def repetition_rate(tokens: Sequence[Hashable], n: int = 3) -> float:
     total = len(items) - n + 1
     if total <= 0:
         return 0.0
-    seen: set[tuple] = set()
+    seen: set[tuple[Hashable, ...]] = set()
     repeats = 0
     for i in range(total):
         gram = tuple(items[i : i + n])
@@ -135,7 +136,7 @@ def worst_pairs(
     hyps_ref_model: Sequence[str],
     hyps_variant: Sequence[str],
     n: int = 5,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The ``n`` sentences where the variant departs most from PyTorch, for the report.
 
     Ordered by normalised then absolute edit distance (largest first), ties by corpus
@@ -146,7 +147,7 @@ def worst_pairs(
     _check_pairs(sources, refs, "sources/refs")
     _check_pairs(sources, hyps_ref_model, "sources/pytorch hyps")
     _check_pairs(sources, hyps_variant, "sources/variant hyps")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, (src, ref, pt, var) in enumerate(zip(sources, refs, hyps_ref_model, hyps_variant)):
         dist, norm = sentence_edit(var, pt)
         if dist:

@@ -92,13 +92,13 @@ def _blocks(ws: "Workspace", model_name: str, batch_size: int, seq_len: int, new
         if generates:
             start_fn = starter(model, family, loaded)
 
-            def block(n: int, start_fn: Any = start_fn) -> list[float]:
-                return [generate_timed(start_fn, ids, mask, new_tokens, True)[2] / 1e6 for _ in range(n)]
+            def block(n: int, bound: Any = start_fn) -> list[float]:
+                return [generate_timed(bound, ids, mask, new_tokens, True)[2] / 1e6 for _ in range(n)]
         else:
             call = timed_call(loaded[graphs[0].name], feeds)
 
-            def block(n: int, call: Any = call) -> list[float]:
-                return time_calls(call, n)
+            def block(n: int, bound: Any = call) -> list[float]:
+                return time_calls(bound, n)
         blocks[name] = block
         if name in _SIZED:
             sizes[name] = artifact_fields(ws, variant, model, family, graphs)["artifact_bytes"]

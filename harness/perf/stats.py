@@ -209,7 +209,8 @@ def _block_resample(arr: np.ndarray, block: int, reps: int, rng: np.random.Gener
     per_series = -(-n // block)
     starts = rng.integers(0, n - block + 1, size=(reps, per_series))
     idx = (starts[:, :, None] + np.arange(block)).reshape(reps, -1)[:, :n]
-    return arr[idx]
+    series: np.ndarray = arr[idx]
+    return series
 
 
 def bootstrap_ratio_cis(

@@ -10,13 +10,16 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 #: width used when stdout is not a terminal and COLUMNS is not set
 PIPE_WIDTH = 160
 
 
-def cli_console() -> Any:
+def cli_console() -> Console:
     """A rich Console for a CLI command's stdout (rich imported lazily: `harness --help` stays fast)."""
     from rich.console import Console
 
@@ -24,7 +27,7 @@ def cli_console() -> Any:
     return Console(width=None if wide else PIPE_WIDTH, highlight=False)
 
 
-def reporter_console(terminalreporter: Any, *, min_width: int = PIPE_WIDTH) -> tuple[Any, io.StringIO]:
+def reporter_console(terminalreporter: Any, *, min_width: int = PIPE_WIDTH) -> tuple[Console, io.StringIO]:
     """A Console writing into a buffer for pytest's terminal summary (at least ``min_width``
     wide, colours when pytest has them); write ``buffer.getvalue()`` to the reporter after."""
     from rich.console import Console

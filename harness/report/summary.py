@@ -7,22 +7,22 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.report.checks import format_checks
-from harness.results import VERDICTS, Record
+from harness.results import VERDICTS, Record, Verdict
 
 SUMMARY_FILE = "summary.md"
 #: verdict order in counts: the ones that need attention first
-ORDER = ("pass", "fail", "error", "skip")
+ORDER: tuple[Verdict, ...] = ("pass", "fail", "error", "skip")
 assert set(ORDER) == set(VERDICTS)
 
 
 def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "Model deployment gate") -> str:
-    records = [Record.coerce(r) for r in records]
-    counts = Counter(r.verdict for r in records)
-    env = records[0].env if records else {}
+    recs = [Record.coerce(r) for r in records]
+    counts = Counter(r.verdict for r in recs)
+    env = recs[0].env if recs else {}
     versions = env.get("versions", {})
     lines = [f"# {title}", ""]
-    status = "FAILED" if any(r.failed for r in records) else "PASSED"
-    lines.append(f"**{status}** — {len(records)} cases: " + ", ".join(
+    status = "FAILED" if any(r.failed for r in recs) else "PASSED"
+    lines.append(f"**{status}** — {len(recs)} cases: " + ", ".join(
         f"{counts.get(v, 0)} {v}" for v in ORDER))
     lines.append("")
     if env:
@@ -30,10 +30,10 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
                      + ", ".join(f"{k} {v}" for k, v in versions.items()) + f" (fingerprint `{env.get('fingerprint')}`)")
         lines.append("")
     lines += ["| case | verdict | worst checks | reason |", "|---|---|---|---|"]
-    for r in sorted(records, key=lambda r: (r.suite or "", r.id)):
+    for r in sorted(recs, key=lambda r: (r.suite or "", r.id)):
         reason = r.reason.splitlines()[0][:160] if r.reason else ""
         lines.append(f"| `{r.id}` | {r.verdict} | {format_checks(r)} | {_md(reason)} |")
-    failed = [r for r in records if r.failed]
+    failed = [r for r in recs if r.failed]
     if failed:
         lines += ["", "## Failures", ""]
         for r in failed:
@@ -46,7 +46,7 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
             for output, where in worst.items():
                 lines.append(f"- worst element of `{output}`: {where}")
             lines.append("")
-    pairs = [r for r in records if r.data.get("worst_pairs")]
+    pairs = [r for r in recs if r.data.get("worst_pairs")]
     if pairs:
         lines += ["", "## Worst sentences per generation case", ""]
         for r in pairs:

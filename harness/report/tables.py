@@ -44,7 +44,8 @@ def perf_numbers(perf: Mapping[str, Any]) -> dict[str, float]:
         if scalar is not None:
             out[key] = scalar
         elif isinstance(value, Mapping):
-            source = value.get("summary") if isinstance(value.get("summary"), Mapping) else value
+            summary = value.get("summary")
+            source = summary if isinstance(summary, Mapping) else value
             for sub, sub_value in source.items():
                 number = _number(sub_value)
                 if number is not None and sub not in _PERF_SKIP:
@@ -76,7 +77,9 @@ def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame
     (NaN where a case did not measure that number)."""
     rows = []
     for r in (r.to_dict() if isinstance(r, Record) else r for r in records):
-        env = r.get("env") if isinstance(r.get("env"), Mapping) else {}
+        env = r.get("env")
+        if not isinstance(env, Mapping):
+            env = {}
         row: dict[str, Any] = {c: r.get(c) for c in BASE_COLUMNS}
         row["reason"] = first_line(r.get("reason"))
         row["fingerprint"] = env.get("fingerprint")
@@ -93,7 +96,8 @@ def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame
 
 def to_csv(frame: pd.DataFrame) -> str:
     """CSV with full float precision, so a round trip gives back the recorded numbers."""
-    return frame.to_csv(index=False, float_format="%.17g")
+    csv: str = frame.to_csv(index=False, float_format="%.17g")
+    return csv
 
 
 _CSS = """

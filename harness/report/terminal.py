@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import pytest
 from rich.markup import escape
 from rich.table import Table
 
@@ -25,7 +26,8 @@ def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
     return table
 
 
-def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter, out_dir: Path) -> None:
+def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter: pytest.TerminalReporter,
+                    out_dir: Path) -> None:
     from harness.report.console import reporter_console
 
     console, buffer = reporter_console(terminalreporter, min_width=100)

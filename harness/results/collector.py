@@ -11,33 +11,39 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core import Variant
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
 
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.families import Family
+    from harness.judge.numeric import ParityResult
+    from harness.judge.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
+
 
 @dataclass
 class Case:
-    workspace: Any
+    workspace: Workspace
     variant: Variant | None
     run_dir: Path
     name: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
-    thresholds: dict[str, dict] = field(default_factory=dict)
-    artifacts: dict[str, dict] = field(default_factory=dict)
+    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     perf: dict[str, Any] = field(default_factory=dict)
-    exception: dict | None = None
+    exception: dict[str, Any] | None = None
     started: float = field(default_factory=time.time)
 
     @property
-    def model(self):
+    def model(self) -> LoadedModel:
         assert self.variant is not None, "this case has no variant"
         return self.workspace.model(self.variant.model)
 
-    def numeric_parity(self, family=None):
+    def numeric_parity(self, family: Family | None = None) -> ParityResult:
         """Judge the variant's graphs against PyTorch FP32; records everything, returns the result."""
         from harness.judge.numeric import numeric_parity
 
@@ -144,7 +150,7 @@ class RecordCollector:
                        rerun=rerun_command(nodeid, case, settings))
 
 
-def rerun_command(nodeid: str, case: dict, settings: dict) -> str:
+def rerun_command(nodeid: str, case: dict[str, Any], settings: dict[str, Any]) -> str:
     """One command that re-runs exactly this case (derived from the option table)."""
     from harness.settings import options
 
@@ -163,7 +169,7 @@ def _short(report: Any) -> str:
     return str(longrepr).strip().splitlines()[-1] if longrepr else ""
 
 
-def _verdict(phases: dict[str, tuple[str, str]], exception: dict | None) -> tuple[Verdict, str]:
+def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | None) -> tuple[Verdict, str]:
     setup = phases.get("setup", ("passed", ""))
     if setup[0] == "skipped":
         return "skip", setup[1]

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 from functools import lru_cache
+from typing import Any
 
 LIBRARIES = ("harness", "torch", "transformers", "tokenizers", "onnx", "onnxruntime", "onnxruntime-gpu",
              "onnxconverter-common", "numpy", "sacrebleu", "tensorrt")
@@ -40,7 +41,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def thread_settings(intra_op: int | None = None, inter_op: int | None = None) -> dict[str, object]:
+def thread_settings(intra_op: int | None = None, inter_op: int | None = None) -> dict[str, Any]:
     import torch
 
     return {
@@ -54,7 +55,7 @@ def thread_settings(intra_op: int | None = None, inter_op: int | None = None) ->
 
 
 @lru_cache(maxsize=1)
-def _static() -> dict[str, object]:
+def _static() -> dict[str, Any]:
     import psutil
 
     return {
@@ -80,7 +81,7 @@ def gpu_name() -> str | None:
     return None
 
 
-def environment(intra_op: int | None = None, inter_op: int | None = None) -> dict[str, object]:
+def environment(intra_op: int | None = None, inter_op: int | None = None) -> dict[str, Any]:
     static = _static()
     ident = {k: static[k] for k in ("cpu", "cores", "os", "machine", "versions", "gpu")}
     fingerprint = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]

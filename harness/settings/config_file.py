@@ -110,7 +110,7 @@ def _has_tool_harness(path: Path) -> bool:
         return False  # a broken pyproject that is not ours to validate
 
 
-def _read_toml(path: Path) -> dict:
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -154,7 +154,7 @@ class _Validator:
                 raise self.fail(loc, f"unknown key{did_you_mean(key, allowed)}; valid: {', '.join(allowed)}")
 
     # scalars
-    def table(self, value: Any, where: str) -> dict:
+    def table(self, value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.fail(where, f"expected a table, got {_kind(value)}")
         return value
@@ -270,7 +270,7 @@ class _Validator:
         return out
 
     # tables
-    def suite(self, data: dict) -> SuiteConfig:
+    def suite(self, data: dict[str, Any]) -> SuiteConfig:
         self.keys(data, TOP_KEYS, "")
         entries: dict[str, ModelEntry] = {}
         if "models" in data:

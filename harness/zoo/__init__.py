@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from harness.zoo.base import ModelSpec, materialize, register, registered, resolve  # noqa: F401
+from harness.zoo.base import ModelSpec, materialize, register, registered, resolve
+
+__all__ = ["ModelSpec", "materialize", "register", "registered", "resolve"]
 
 for _info in pkgutil.iter_modules(__path__):
     if _info.name not in ("base", "tokenizer", "numbers") and not _info.name.startswith("_"):

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from filelock import FileLock
 
@@ -68,8 +68,9 @@ class ModelSpec:
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: performance budgets, e.g. {"p50_ms": 5.0, "peak_rss_mb": 600, "artifact_mb": 20}
     budgets: Mapping[str, float] = field(default_factory=dict)
-    #: arguments users may need, e.g. {"trust_remote_code": False}
-    extra: Mapping[str, object] = field(default_factory=dict)
+    #: arguments users may need, e.g. {"trust_remote_code": False}; each key has its own shape
+    #: (``generation``: a mapping, ``artifacts``: precision -> path), read by the part that owns it
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.family not in family_names():

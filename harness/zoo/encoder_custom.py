@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -48,7 +49,8 @@ class EncoderClassifier(nn.Module):
         x = self.encoder(x, src_key_padding_mask=attention_mask == 0)
         weights = attention_mask.unsqueeze(-1).to(x.dtype)
         pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        return self.classifier(pooled)
+        logits: torch.Tensor = self.classifier(pooled)
+        return logits
 
 
 def build_encoder_custom(directory: Path, *, d_model: int, nhead: int, num_layers: int, ffn: int) -> None:
@@ -73,7 +75,7 @@ def build_encoder_custom(directory: Path, *, d_model: int, nhead: int, num_layer
     save_tokenizer(tok, directory)
 
 
-def _from_config(config: dict) -> EncoderClassifier:
+def _from_config(config: dict[str, Any]) -> EncoderClassifier:
     return EncoderClassifier(
         vocab_size=config["vocab_size"], d_model=config["d_model"], nhead=config["nhead"],
         num_layers=config["num_layers"], dim_feedforward=config["dim_feedforward"],

@@ -10,11 +10,15 @@ Attention is "eager": the dynamo exporter cannot trace SDPA with symbolic causal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from harness.zoo.base import ModelSpec, register
 from harness.zoo.tokenizer import save_tokenizer, train_tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedModel
 
 SEED = 1234
 
@@ -25,7 +29,7 @@ def corpus_texts() -> list[str]:
     return list(load_corpus("sentences_en").sources)
 
 
-def _save(model: torch.nn.Module, tokenizer, directory: Path) -> None:
+def _save(model: PreTrainedModel, tokenizer: Any, directory: Path) -> None:
     model.eval()
     model.save_pretrained(str(directory), safe_serialization=True)
     save_tokenizer(tokenizer, directory)
@@ -36,7 +40,7 @@ def build_marian_tiny(directory: Path) -> None:
 
     tok = train_tokenizer(corpus_texts(), "marian", vocab_size=1000)
     pad = tok.pad_token_id
-    cfg = MarianConfig(
+    cfg = MarianConfig(  # type: ignore[call-arg]  # transformers' dataclass_transform signature omits the kwargs PreTrainedConfig.__post_init__ takes
         vocab_size=len(tok),
         d_model=64,
         encoder_layers=2,
@@ -65,7 +69,7 @@ def build_bert_tiny(directory: Path) -> None:
     from transformers import BertConfig, BertForSequenceClassification
 
     tok = train_tokenizer(corpus_texts(), "bert", vocab_size=1000)
-    cfg = BertConfig(
+    cfg = BertConfig(  # type: ignore[call-arg]  # transformers' dataclass_transform signature omits the kwargs PreTrainedConfig.__post_init__ takes
         vocab_size=len(tok),
         hidden_size=64,
         num_hidden_layers=2,
@@ -85,7 +89,7 @@ def build_llama_tiny(directory: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = train_tokenizer(corpus_texts(), "llama", vocab_size=1000)
-    cfg = LlamaConfig(
+    cfg = LlamaConfig(  # type: ignore[call-arg]  # transformers' dataclass_transform signature omits the kwargs PreTrainedConfig.__post_init__ takes
         vocab_size=len(tok),
         hidden_size=64,
         intermediate_size=128,

@@ -37,9 +37,9 @@ class LoadedModel:
     path: Path
     model: torch.nn.Module
     tokenizer: Any
-    config: dict
+    config: dict[str, Any]
     weights_sha256: str
-    cache: dict = field(default_factory=dict)  # per-session memo (feeds, references)
+    cache: dict[Any, Any] = field(default_factory=dict)  # per-session memo (feeds, references)
 
     @property
     def name(self) -> str:
@@ -104,7 +104,7 @@ def load_model(spec: ModelSpec, *, trust_remote_code: bool = False, allow_pickle
     return LoadedModel(spec, path, model, tokenizer, config, weights_digest(path))
 
 
-def refuse_remote_code(path: Path, config: dict) -> None:
+def refuse_remote_code(path: Path, config: dict[str, Any]) -> None:
     """Refuse a directory whose model or tokenizer needs its own Python code."""
     mapped = dict(config.get("auto_map") or {})
     tok_cfg = path / "tokenizer_config.json"
@@ -135,7 +135,7 @@ def check_weights_only(path: Path) -> None:
                          f"({first[:200]})") from None
 
 
-def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_code: bool,
+def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust_remote_code: bool,
                       safetensors: bool) -> torch.nn.Module:
     if config.get("model_type") == "harness-encoder-custom":
         from harness.zoo.encoder_custom import load_encoder_custom
@@ -154,7 +154,8 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict, trust_remote_co
 
     cls = family_for(spec.family).hf_model_class(config)
     try:
-        return cls.from_pretrained(str(path), **kwargs)
+        loaded: torch.nn.Module = cls.from_pretrained(str(path), **kwargs)
+        return loaded
     except Exception as exc:  # corrupt safetensors, bad config values...: bad input, not a crash
         raise UsageError(f"{path}: cannot load model ({describe_error(exc)})") from None
 
