@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: the same parser from PyPI
+    import tomli as tomllib
 
 from harness.core import PROVIDERS, UsageError, did_you_mean
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
