@@ -18,7 +18,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from harness.core.cachedir import file_sha256, lock_for, mismatch, sweep_orphans, temp_dir_for
 
@@ -27,7 +27,7 @@ log = logging.getLogger("harness.cache")
 META = "meta.json"
 
 
-def cache_key(parts: dict) -> str:
+def cache_key(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -52,7 +52,7 @@ class ArtifactCache:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def get_or_build(self, label: str, parts: dict, build: Callable[[Path], None]) -> CacheEntry:
+    def get_or_build(self, label: str, parts: dict[str, Any], build: Callable[[Path], None]) -> CacheEntry:
         """Return the entry for ``parts``; ``build(tmpdir)`` writes its files on a miss.
         ``CacheEntry.built`` is True only on the call that built it."""
         key = cache_key(parts)
