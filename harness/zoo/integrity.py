@@ -30,8 +30,9 @@ from pathlib import Path
 from harness.core import UsageError
 from harness.core.cachedir import file_sha256, mismatch, tree_files
 
-#: the zoo entry's completion marker, holding its manifest
+#: the zoo entry's completion marker, holding its manifest (and the name it is written under first)
 MANIFEST = ".complete"
+_MANIFEST_TMP = MANIFEST + ".tmp"
 MANIFEST_FORMAT = "harness.zoo-entry/1"
 #: weight files the harness loads (safetensors; pickles only on opt-in, see ``loading``)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
@@ -47,8 +48,9 @@ _CHECKED: dict[str, tuple[tuple[str, int, int, int], ...]] = {}
 # -- zoo entries: recorded hashes -----------------------------------------------------------------
 def write_manifest(directory: Path) -> dict[str, str]:
     """Record the sha256 of every file of a freshly built entry (the completion marker)."""
-    files = {name: file_sha256(directory / name, fresh=True) for name in tree_files(directory, skip=(MANIFEST,))}
-    tmp = directory / (MANIFEST + ".tmp")
+    files = {name: file_sha256(directory / name, fresh=True)
+             for name in tree_files(directory, skip=(MANIFEST, _MANIFEST_TMP))}
+    tmp = directory / _MANIFEST_TMP
     tmp.write_text(json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, directory / MANIFEST)
     return files
@@ -77,7 +79,7 @@ def entry_problem(directory: Path) -> str | None:
         files = None
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         return "unreadable completion marker"
-    return mismatch(directory, files, skip=(MANIFEST,), exact=True)
+    return mismatch(directory, files, skip=(MANIFEST, _MANIFEST_TMP), exact=True)
 
 
 # -- users' directories: cheap structural checks ------------------------------------------------
