@@ -18,7 +18,7 @@ import onnx
 from onnx import TensorProto
 
 from harness.core import UsageError, describe_error
-from harness.export.cache import file_sha256
+from harness.core.cachedir import file_sha256
 
 #: optimum's file names -> the harness's graph names
 OPTIMUM_FILES = {

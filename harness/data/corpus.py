@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.export.cache import file_sha256  # re-exported: what the manifest pins
+from harness.core.cachedir import file_sha256  # re-exported: what the manifest pins
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_SCHEMA = "harness.datasets/1"

@@ -3,7 +3,9 @@
 An artifact's key hashes everything that decides its bytes: the weights' sha256, the graph
 contract, export settings, precision settings and library versions. A second run re-exports
 nothing; two pytest-xdist workers never build the same entry twice (file lock); a partially
-written or corrupted entry is detected (sha256 of every file, recorded at build) and rebuilt.
+written or corrupted entry is detected (sha256 of every file, recorded at build, checked on
+every use -- read once per process while unchanged) and rebuilt; a build that died (SIGKILL)
+leaves a temporary directory that the next run sweeps (``harness.core.cachedir``).
 """
 
 from __future__ import annotations
@@ -13,25 +15,16 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from filelock import FileLock
+from harness.core.cachedir import file_sha256, lock_for, mismatch, sweep_orphans, temp_dir_for
 
 log = logging.getLogger("harness.cache")
 
 META = "meta.json"
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def cache_key(parts: dict[str, Any]) -> str:
@@ -51,30 +44,37 @@ class CacheEntry:
 
 
 class ArtifactCache:
+    """Entries ``<root>/<label>-<key16>`` built under their lock into a temporary directory
+    (``harness.core.cachedir``): orphaned temporary directories of dead builders are swept on
+    first use; every hit re-checks each recorded file's sha256 (hashed once per process while
+    the file is unchanged on disk)."""
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
     def get_or_build(self, label: str, parts: dict[str, Any], build: Callable[[Path], object]) -> CacheEntry:
-        """Return the entry for ``parts``; ``build(tmpdir)`` writes its files on a miss."""
+        """Return the entry for ``parts``; ``build(tmpdir)`` writes its files on a miss.
+        ``CacheEntry.built`` is True only on the call that built it."""
         key = cache_key(parts)
         directory = self.root / f"{label}-{key[:16]}"
         self.root.mkdir(parents=True, exist_ok=True)
-        entry = self._valid(directory, key)
+        sweep_orphans(self.root)
+        entry, _ = self._valid(directory, key)
         if entry is not None:
             return entry
-        with FileLock(str(directory) + ".lock"):
-            entry = self._valid(directory, key)
+        with lock_for(directory):
+            entry, problem = self._valid(directory, key)
             if entry is not None:
                 return entry
             if directory.exists():
-                log.warning("cache entry %s is corrupt or incomplete; rebuilding", directory)
+                log.warning("cache entry %s is corrupt or incomplete (%s); rebuilding", directory, problem)
                 shutil.rmtree(directory, ignore_errors=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{label}-", dir=self.root))
+            tmp = temp_dir_for(directory)
             try:
                 start = time.perf_counter()
                 build(tmp)
                 seconds = time.perf_counter() - start
-                files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+                files = {p.name: file_sha256(p, fresh=True) for p in sorted(tmp.iterdir()) if p.is_file()}
                 meta = {"key": key, "parts": parts, "files": files, "build_seconds": seconds,
                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                 (tmp / META).write_text(json.dumps(meta, indent=2, default=str))
@@ -84,17 +84,19 @@ class ArtifactCache:
                     shutil.rmtree(tmp, ignore_errors=True)
             return CacheEntry(directory, key, files, True, seconds)
 
-    def _valid(self, directory: Path, key: str) -> CacheEntry | None:
+    def _valid(self, directory: Path, key: str) -> tuple[CacheEntry | None, str]:
+        """The entry when it is complete and intact, else (None, what is wrong)."""
         meta_path = directory / META
         if not meta_path.is_file():
-            return None
+            return None, "no meta.json"
         try:
             meta = json.loads(meta_path.read_text())
             if meta.get("key") != key:
-                return None
-            for name, digest in meta["files"].items():
-                if file_sha256(directory / name) != digest:
-                    return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return CacheEntry(directory, key, dict(meta["files"]), False, float(meta.get("build_seconds", 0.0)))
+                return None, "meta.json records another key"
+            files = {str(name): str(digest) for name, digest in meta["files"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None, "unreadable meta.json"
+        problem = mismatch(directory, files)
+        if problem is not None:
+            return None, problem
+        return CacheEntry(directory, key, files, False, float(meta.get("build_seconds", 0.0))), ""

@@ -15,7 +15,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
-from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.export.cache import CacheEntry
@@ -161,12 +161,21 @@ class OrtBackend(Backend):
             return "INT8 on TensorRT needs a calibration table; dynamic-quantized ONNX is not a TensorRT INT8 path"
         return None
 
+    def __init__(self, ctx: BackendContext) -> None:
+        super().__init__(ctx)
+        #: entries this backend (one case: the judge makes one per case) built rather than found in
+        #: the cache; their files are recorded with ``cache_hit: false``
+        self._built: set[Path] = set()
+
     def _entry(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> "CacheEntry":
         # imported here: exporting needs torch, running a built artifact must not (cold-start
         # and memory children load only onnxruntime)
         from harness.export.artifacts import onnx_artifact
 
-        return onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
+        entry = onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
+        if entry.built:
+            self._built.add(entry.directory)
+        return entry
 
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
         entry = self._entry(model, family, graph, variant)
@@ -194,11 +203,12 @@ class OrtBackend(Backend):
     def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
                   variant: Variant) -> dict[str, dict[str, Any]]:
         entry = self._entry(model, family, graph, variant)
+        hit = entry.directory not in self._built  # found in the cache, not exported for this case
         out = {}
         for name, digest in entry.files.items():
             p = entry.path(name)
             out[f"{graph.name}/{name}"] = {"path": str(p), "sha256": digest, "bytes": p.stat().st_size,
-                                           "cache_hit": not entry.built}
+                                           "cache_hit": hit}
         return out
 
     # -- fresh-process measurement -----------------------------------------------------------------------

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from filelock import FileLock
-
 from harness.core import UsageError, did_you_mean
+from harness.core.cachedir import lock_for, replace_dir, sweep_orphans, temp_dir_for
+from harness.zoo.integrity import LegacyEntry, check_model_dir, entry_problem, write_manifest
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
+
+log = logging.getLogger("harness.cache")
 
 
 def family_names() -> tuple[str, ...]:
@@ -162,30 +164,54 @@ def _fingerprint_build(spec: ModelSpec) -> str:
 
 
 def materialize(spec: ModelSpec) -> Path:
-    """Return the HF directory of ``spec``, building it once (atomically, under a lock)."""
+    """Return the HF directory of ``spec``, checked for this process's first use.
+
+    A zoo model is built once (atomically, under its lock) and verified against the sha256
+    of every file recorded when it was built; a corrupt or incomplete entry is rebuilt from
+    its recipe (``harness.zoo.integrity``). A directory the user supplied has nothing to
+    rebuild from: it is held to cheap structural checks and refused with one line."""
     if spec.path is not None:
+        check_model_dir(spec.path)
         return spec.path
     root = cache_root() / "zoo"
     root.mkdir(parents=True, exist_ok=True)
+    sweep_orphans(root)
     target = root / f"{spec.name}-{_fingerprint_build(spec)}"
-    done = target / ".complete"
-    if done.exists():
+    if _entry_problem(target, locked=False) is None:
         return target
-    with FileLock(str(target) + ".lock"):
-        if done.exists():
+    with lock_for(target):
+        problem = _entry_problem(target, locked=True)
+        if problem is None:
             return target
-        tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}-", dir=root))
+        if target.exists():
+            log.warning("zoo model %s: %s; rebuilding it from its recipe", target, problem)
+        tmp = temp_dir_for(target)
         try:
             assert spec.build is not None
             spec.build(tmp)
-            (tmp / ".complete").write_text("ok\n")
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
+            write_manifest(tmp)
+            replace_dir(tmp, target)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _entry_problem(target: Path, *, locked: bool) -> str | None:
+    """What is wrong with the zoo entry (None: intact). An entry finished by harness <= 0.1
+    (a marker without hashes) is adopted under the lock when its files pass the structural
+    checks: rebuilding every shared cache on upgrade would re-export every artifact."""
+    try:
+        return entry_problem(target)
+    except LegacyEntry:
+        if not locked:
+            return "recorded without hashes"
+        try:
+            check_model_dir(target)
+        except UsageError as exc:
+            return str(exc)
+        write_manifest(target)
+        return None
 
 
 def resolve(name: str) -> ModelSpec:
@@ -221,6 +247,7 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
             f"{config}: cannot tell the model family from architectures={cfg.get('architectures')}; "
             f"give it explicitly (one of {', '.join(family_names())})"
         )
+    check_model_dir(path)
     return ModelSpec(
         name=name or path.resolve().name,
         family=family,
