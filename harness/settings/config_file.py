@@ -249,10 +249,10 @@ class _Validator:
                 if metric not in metrics:
                     raise self.fail(loc, f"unknown metric{did_you_mean(metric, metrics)}; "
                                          f"valid: {', '.join(sorted(metrics))}")
-                number = self.number(threshold, loc)
-                if not metrics[metric].higher_is_better and number < 0:
-                    raise self.fail(loc, f"an error bound must be >= 0, got {number:g}")
-                out[p][metric] = number
+                problem = metrics[metric].threshold_problem(threshold)  # the rule the CLI applies too
+                if problem:
+                    raise self.fail(loc, problem)
+                out[p][metric] = float(threshold)
         return out
 
     def budgets(self, value: Any, where: str) -> dict[str, float]:
