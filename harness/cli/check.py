@@ -61,7 +61,6 @@ def parse_tolerances(values: list[str]) -> dict[str, float]:
 
 def requests(args: argparse.Namespace) -> list:
     from harness.check.request import CheckRequest
-
     from harness.settings.options import option
 
     # the run options' own rows (type, minimum) judge them, as they judge the config's [run] values

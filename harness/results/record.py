@@ -254,10 +254,10 @@ def _check_shape(raw: Mapping[str, Any]) -> None:
 
 
 def _is_number(value: Any) -> bool:
-    """A number as a record holds it: a JSON number, null, or a canonical non-finite string."""
+    """A number as a record holds it: a JSON number or boolean, null, or a canonical non-finite string."""
     if value is None or (isinstance(value, str) and decode_float(value) is not value):
         return True
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real)  # booleans too: a flag metric (true/false) is 1/0
 
 
 def decode_record(raw: Mapping[str, Any]) -> dict[str, Any]:
