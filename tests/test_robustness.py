@@ -247,6 +247,27 @@ def test_summary_makes_text_from_corpora_and_models_inert() -> None:
     assert "````" in text  # the reason's fence is longer than the ``` inside it
 
 
+def test_summary_keeps_comparisons_and_identifiers_readable() -> None:
+    from harness.report.summary import _md
+
+    assert _md("max_abs 0.5 <= 0.01 and cosine >= 0.99") == "max_abs 0.5 <= 0.01 and cosine >= 0.99"
+    assert _md("a & b, <b>bold</b>") == "a & b, &lt;b>bold&lt;/b>"
+
+
+def test_terminal_table_shows_control_characters_as_escapes() -> None:
+    import io
+
+    from rich.console import Console
+
+    from harness.report.terminal import build_table
+
+    record = Record.from_dict({"id": "t[m-fp32-ort_cpu]", "verdict": "fail", "reason": "decoded a\x1b[2Jb [bold]x"})
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(build_table([record]))
+    shown = console.file.getvalue()
+    assert "\x1b" not in shown and "\\x1b[2Jb" in shown and "[bold]x" in shown
+
+
 # -- inputs: records -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("line,message", [
     ("[1, 2]", "a record is a JSON object, got list"),

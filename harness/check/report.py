@@ -142,7 +142,9 @@ def generation_table(outcome: CheckOutcome) -> Table:
 def _safe(text: object) -> str:
     """Text a model or a corpus produced, for the terminal: Rich markup escaped and control
     characters shown as ``\\xNN`` (a decoded ESC sequence must not drive the terminal)."""
-    return escape("".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" for c in str(text)))
+    from harness.report.text import printable
+
+    return escape(printable(text))
 
 
 def _fmt(value: float) -> str:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import html
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.report.checks import format_checks
+from harness.report.text import printable
 from harness.results import VERDICTS, Record
 
 SUMMARY_FILE = "summary.md"
@@ -35,7 +35,7 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
     lines += ["| case | verdict | worst checks | reason |", "|---|---|---|---|"]
     for r in sorted(records, key=lambda r: (r.suite or "", r.id)):
         reason = r.reason.splitlines()[0][:160] if r.reason else ""
-        lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {r.verdict} | {format_checks(r)} | {_md(reason)} |")
+        lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {r.verdict} | {_md(format_checks(r))} | {_md(reason)} |")
     failed = [r for r in records if r.failed]
     if failed:
         lines += ["", "## Failures", ""]
@@ -61,30 +61,28 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
     return "\n".join(lines) + "\n"
 
 
-def _printable(text: object, keep_newlines: bool = False) -> str:
-    """Control characters (random-weight models decode raw bytes such as ESC) as ``\\xNN``
-    escapes, so the file stays text whatever a corpus or a model produced."""
-    raw = str(text if text is not None else "")
-    return "".join(c if c.isprintable() or c == " " or (keep_newlines and c == "\n") else f"\\x{ord(c):02x}"
-                   for c in raw)
-
-
 def _md(text: object) -> str:
     """One table cell of text from a corpus, a model or a record: control characters escaped, HTML
-    inert (``<``, ``>``, ``&`` as entities: a corpus line ``<img src=x onerror=...>`` must not
-    become markup in a rendered summary), Markdown punctuation and pipes backslash-escaped."""
-    cleaned = html.escape(str(text if text is not None else "").replace("\n", " "), quote=False)
-    cleaned = "".join("\\" + c if c in _MD_SPECIAL else c for c in cleaned).replace("](", "]\\(")  # no links
-    return _printable(cleaned)
+    inert (a ``<`` that could open a tag and an ``&`` that could start an entity written as entities:
+    a corpus line ``<img src=x onerror=...>`` must not become markup in a rendered summary, while
+    ``max_abs 0.5 <= 0.01`` still reads as it did), Markdown punctuation and pipes backslash-escaped."""
+    cleaned = str(text if text is not None else "").replace("\n", " ")
+    cleaned = _TAG_START.sub("&lt;", _ENTITY.sub("&amp;", cleaned))  # `<=` and `a & b` stay as they read
+    cleaned = _MD_SPECIAL.sub(r"\\\g<0>", cleaned).replace("](", "]\\(")  # no emphasis, code, cells or links
+    return printable(cleaned)
 
 
-_MD_SPECIAL = frozenset("\\`*_|~")
+#: what could open an HTML tag, comment or declaration, and what could be read as an entity
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_ENTITY = re.compile(r"&(?=#?\w+;)")
+#: Markdown punctuation to backslash-escape; an underscore inside a word (``max_abs``) emphasises nothing
+_MD_SPECIAL = re.compile(r"[\\`*|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def _code(text: object) -> str:
     """Inline code for an id or a name (it may come from a config's model name): a fence longer
     than any run of backticks inside it, control characters escaped."""
-    cleaned = _printable(str(text if text is not None else "").replace("\n", " "))
+    cleaned = printable(str(text if text is not None else "").replace("\n", " "))
     fence = "`" * (max((len(run) for run in re.findall("`+", cleaned)), default=0) + 1)
     pad = " " if cleaned.startswith("`") or cleaned.endswith("`") else ""
     return f"{fence}{pad}{cleaned}{pad}{fence}"
@@ -93,7 +91,7 @@ def _code(text: object) -> str:
 def _block(text: str) -> list[str]:
     """A fenced block for a failure reason (text a model or a corpus may have put in): the fence
     is longer than any backtick run inside, so the block cannot be closed early."""
-    cleaned = _printable(text, keep_newlines=True)
+    cleaned = printable(text, keep_newlines=True)
     fence = "`" * max(3, max((len(run) for run in re.findall("`+", cleaned)), default=0) + 1)
     return [fence, cleaned, fence]
 
