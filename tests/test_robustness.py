@@ -174,9 +174,19 @@ def test_history_refuses_another_applications_database_untouched(tmp_path, capsy
         conn.execute(f"INSERT INTO {foreign.split()[2]} VALUES (1, 'someone')")
     conn.close()
     before = db.read_bytes()
+    run = _run_dir(tmp_path / "run")
+    for argv in (["add", str(run)], ["list"], ["show"]):
+        code, out, err = _cli(["history", *argv, "--db", str(db)], capsys)
+        assert "is not a harness history database" in _one_line_refusal(code, out, err)
+        assert db.read_bytes() == before
+
+
+def test_history_refuses_a_file_that_is_not_sqlite_untouched(tmp_path, capsys):
+    db = tmp_path / "notes.sqlite"
+    db.write_text("just some notes\n" * 100)
     code, out, err = _cli(["history", "add", str(_run_dir(tmp_path / "run")), "--db", str(db)], capsys)
-    assert "is not a harness history database" in _one_line_refusal(code, out, err)
-    assert db.read_bytes() == before
+    assert "is not a usable history database" in _one_line_refusal(code, out, err)
+    assert db.read_text() == "just some notes\n" * 100
 
 
 def test_history_still_opens_its_own_database(tmp_path, capsys):
