@@ -233,6 +233,15 @@ def test_every_subcommands_int_options_are_validated(argv, message, capsys):
     assert message in _one_line_refusal(*_cli(argv, capsys))
 
 
+@pytest.mark.parametrize("value", ["p50=nan", "p50=-5%", "p50=inf"])
+def test_baseline_threshold_that_would_switch_the_gate_off_is_refused(value):
+    """Found while checking every CLI value: ``--threshold p50=nan`` silently disabled the perf gate."""
+    from harness.gate.compare import parse_threshold
+
+    with pytest.raises(UsageError, match="an effect threshold must be a finite fraction >= 0"):
+        parse_threshold(value)
+
+
 def test_run_threads_and_config_threads_share_the_option_tables_rule(project):
     with pytest.raises(UsageError, match=r"run\.threads: must be >= 1, got -3"):
         load_config(_config(project, "[run]\nthreads = -3\n"))
