@@ -58,6 +58,38 @@ def test_corpus_reader_returns_a_corpus_or_one_line_corpus_error(tmp_path_factor
         assert corpus.references is not None and len(corpus.references) == len(corpus.sources)
 
 
+_entry_values = st.one_of(st.none(), st.integers(-2, 5), st.text(max_size=6), st.lists(st.integers(), max_size=2),
+                         st.sampled_from(["a.txt", "b.tsv", "../a.txt", "/etc/passwd", "txt", "tsv", "missing.txt"]))
+manifests = st.one_of(
+    st.dictionaries(st.sampled_from(["schema", "corpora"]), _entry_values, max_size=2),
+    st.fixed_dictionaries({"schema": st.just("harness.datasets/1"), "corpora": st.dictionaries(
+        st.sampled_from(["a", "b", "c"]), st.one_of(_entry_values, st.dictionaries(
+            st.sampled_from(["file", "sha256", "lines", "format"]), _entry_values, max_size=4)), max_size=3)}))
+
+
+@FUZZ
+@given(manifest=manifests, text=st.one_of(st.just("one\ttwo\n"), corpus_text))
+def test_manifest_reader_returns_corpora_or_one_line_corpus_error(tmp_path_factory, manifest: object, text: str) -> None:
+    from harness.data.corpus import MANIFEST_NAME, list_corpora, load_corpus
+
+    root = tmp_path_factory.mktemp("datasets")
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    for name in ("a.txt", "b.tsv"):
+        (root / name).write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        names = list_corpora(root)
+    except CorpusError as exc:
+        _one_line(exc)
+        return
+    for name in [*names, "absent"]:
+        try:
+            corpus = load_corpus(name, root)
+        except CorpusError as exc:
+            _one_line(exc)
+            continue
+        assert isinstance(corpus, Corpus) and corpus.path.is_relative_to(root.resolve())
+
+
 # -- the config reader ---------------------------------------------------------------------------------
 _keys = st.sampled_from([*TOP_KEYS, *RUN_KEYS, *PRECISIONS, "path", "family", "artifacts", "tolerances", "budgets",
                          "cosine", "norm_max_abs", "latency_ms", "m", "models", "trust_remote_code", "x y", ""])
