@@ -26,7 +26,7 @@ from harness.results import SCHEMA, Record  # noqa: E402
 from harness.results.store import ResultsFileError, read_typed  # noqa: E402
 from harness.settings.config_file import PRECISIONS, RUN_KEYS, TOP_KEYS, SuiteConfig, load_config  # noqa: E402
 
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=100, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
