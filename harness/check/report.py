@@ -57,7 +57,7 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
                               f"{escape(out.worst.describe(out.axis_names))}")
     for result in outcome.jobs:
         if result.error:
-            console.print(f"[red]error[/] {escape(result.error)}")
+            console.print(f"[red]error[/] {_safe(result.error)}")
     if outcome.generation is not None:
         console.print(generation_table(outcome.generation))
     for note in outcome.notes:
@@ -66,9 +66,9 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
         verdict = record["verdict"]
         lines = record["reason"].splitlines() if record["reason"] else []
         console.print(f"[{STYLE.get(verdict, '')}]{verdict.upper()}[/] {escape(record['id'])}"
-                      + (f": {escape(lines[0])}" if lines else ""))
+                      + (f": {_safe(lines[0])}" if lines else ""))
         for line in lines[1:8]:
-            console.print(f"  {escape(line.strip())}")
+            console.print(f"  {_safe(line.strip())}")
 
 
 def compact_account(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -141,8 +141,16 @@ def generation_table(result: GenerationResult) -> Table:
         check = checks.get(name)
         gate = "" if check is None else f"{check.symbol} {check.threshold:g}" + ("" if check.passes(value) else " ✗")
         table.add_row(name, _fmt(value), gate)
-    table.caption = escape(result.first_divergence())
+    table.caption = _safe(result.first_divergence())  # decoded model text: may hold ESC and friends
     return table
+
+
+def _safe(text: object) -> str:
+    """Text a model or a corpus produced, for the terminal: Rich markup escaped and control
+    characters shown as ``\\xNN`` (a decoded ESC sequence must not drive the terminal)."""
+    from harness.report.text import printable
+
+    return escape(printable(text))
 
 
 def _fmt(value: float) -> str:

@@ -70,6 +70,7 @@ def resolve(req: CheckRequest) -> CheckSetup:
     provider = onnx_provider(req.provider)
     if req.corpus:
         spec = replace(spec, corpus=corpus_option(req.corpus))
+    verify_corpus(spec.corpus)  # a corpus that no longer matches its manifest: one line now, not a traceback later
     if req.trust_remote_code or req.allow_pickle:
         spec = replace(spec, extra={**spec.extra, "trust_remote_code": req.trust_remote_code,
                                     "allow_pickle": req.allow_pickle})
@@ -136,10 +137,26 @@ def corpus_option(text: str) -> str:
         except CorpusError as exc:
             raise UsageError(f"--corpus: {exc}") from None
         return str(path.resolve())
-    known = list_corpora()
+    try:
+        known = list_corpora()
+    except CorpusError as exc:
+        raise UsageError(f"--corpus: {exc}") from None
     if text not in known:
         from harness.core import did_you_mean
 
         raise UsageError(f"--corpus: unknown corpus {text!r}{did_you_mean(text, known)}; known: {', '.join(known)} "
                          "(or a .txt/.tsv file)")
     return text
+
+
+def verify_corpus(name: str | None) -> None:
+    """Read the corpus the check will use (hash, line count, format) so a damaged or edited one is
+    a one-line ``UsageError`` naming the file, as ``harness run`` reports it, before a model loads."""
+    from harness.data.corpus import CorpusError, load_corpus, load_corpus_file
+
+    if not name:
+        return
+    try:
+        load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
+    except CorpusError as exc:
+        raise UsageError(f"corpus: {exc}") from None

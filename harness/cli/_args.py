@@ -19,7 +19,10 @@ def parse_pairs(values: Iterable[str], option: str) -> dict[str, str]:
 
 
 def parse_metric_values(values: Iterable[str], known: Iterable[str], option: str = "--tolerance") -> dict[str, float]:
-    """``METRIC=NUMBER`` options, each metric one of ``known`` (did-you-mean on a typo)."""
+    """``METRIC=NUMBER`` options, each metric one of ``known`` (did-you-mean on a typo), each value a
+    threshold its declaration accepts (``MetricSpec.threshold_problem``, as in the config file)."""
+    from harness.metrics.registry import METRICS
+
     names = list(known)
     out: dict[str, float] = {}
     for metric, raw in parse_pairs(values, option).items():
@@ -27,7 +30,11 @@ def parse_metric_values(values: Iterable[str], known: Iterable[str], option: str
             raise UsageError(f"{option}: unknown metric {metric!r}{did_you_mean(metric, names)}; "
                              f"valid: {', '.join(sorted(names))}")
         try:
-            out[metric] = float(raw)
+            value = float(raw)
         except ValueError:
             raise UsageError(f"{option} {metric}={raw}: not a number") from None
+        problem = METRICS[metric].threshold_problem(value)  # exactly the config file's rule
+        if problem:
+            raise UsageError(f"{option} {metric}={raw}: {problem}")
+        out[metric] = value
     return out

@@ -55,8 +55,9 @@ def _check(args: argparse.Namespace) -> None:
             raise UsageError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
     if args.new_tokens < 2:
         raise UsageError(f"--new-tokens: must be >= 2, got {args.new_tokens}")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads: must be >= 1, got {args.threads}")
+    from harness.settings.options import option
+
+    option("threads").parse(args.threads, "--threads")  # the run option's row: as `harness run` and the config
 
 
 def bench(args: argparse.Namespace) -> int:

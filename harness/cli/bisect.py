@@ -44,9 +44,11 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     precision = parse_precision(args.precision, option="--precision")
     if precision is Precision.FP32:
         raise UsageError("--precision: fp32 is the reference; bisect fp16 or int8 against it")
-    for option, value in (("--samples", args.samples), ("--top", args.top)):
-        if value < 1:
-            raise UsageError(f"{option}: must be >= 1, got {value}")
+    from harness.settings.options import option
+
+    option("samples").parse(args.samples, "--samples")  # the run option's row: as `harness run` and the config
+    if args.top < 1:
+        raise UsageError(f"--top: must be >= 1, got {args.top}")
     return precision, parse_tolerances(args.tolerance)
 
 

@@ -66,11 +66,13 @@ def parse_tolerances(values: list[str]) -> dict[str, float]:
 
 def requests(args: argparse.Namespace) -> list[CheckRequest]:
     from harness.check.request import CheckRequest
+    from harness.settings.options import option
 
-    for option, value in (("--samples", args.samples), ("--batch-size", args.batch_size),
-                          ("--gen-samples", args.gen_samples), ("--threads", args.threads)):
-        if value is not None and value < 1:
-            raise UsageError(f"{option}: must be >= 1, got {value}")
+    # the run options' own rows (type, minimum) judge them, as they judge the config's [run] values
+    for name, flag in (("samples", "--samples"), ("batch_size", "--batch-size"), ("threads", "--threads")):
+        option(name).parse(getattr(args, name), flag)
+    if args.gen_samples is not None and args.gen_samples < 1:
+        raise UsageError(f"--gen-samples: must be >= 1, got {args.gen_samples}")
     common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples)

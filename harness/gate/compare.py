@@ -158,6 +158,8 @@ def parse_threshold(text: str) -> MetricPolicy:
         effect = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
     except ValueError:
         raise UsageError(f"--threshold {text!r}: {raw!r} is not a number") from None
+    if not math.isfinite(effect) or effect < 0:  # NaN would switch the gate off without a word
+        raise UsageError(f"--threshold {text!r}: an effect threshold must be a finite fraction >= 0")
     return replace(DEFAULT_POLICIES[name], min_effect=effect)
 
 

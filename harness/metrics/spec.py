@@ -191,6 +191,16 @@ class MetricSpec:
         """The default threshold at ``precision``, None where it is not gated by default."""
         return None if self.thresholds is None else self.thresholds.get(precision)
 
+    def threshold_problem(self, value: Any) -> str | None:
+        """Why ``value`` cannot be a threshold of this metric, None when it can. The one rule for
+        every place a threshold is given (the config file, ``harness check``/``bisect --tolerance``):
+        a finite number, and an error bound (lower is better) is >= 0, or the gate can never pass."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"expected a finite number, got {value!r}"
+        if not self.higher_is_better and value < 0:
+            return f"an error bound must be >= 0, got {value:g}"
+        return None
+
     def check(self, threshold: float) -> Check:
         """A gate on this metric: the direction always comes from the declaration."""
         return Check(self.name, float(threshold), self.higher_is_better)

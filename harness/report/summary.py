@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.report.checks import format_checks
+from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 
 SUMMARY_FILE = "summary.md"
@@ -26,34 +28,33 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
         f"{counts.get(v, 0)} {v}" for v in ORDER))
     lines.append("")
     if env:
-        lines.append(f"Environment: {env.get('cpu', '?')}, {env.get('cores', '?')} cores, "
-                     + ", ".join(f"{k} {v}" for k, v in versions.items()) + f" (fingerprint `{env.get('fingerprint')}`)")
+        lines.append(f"Environment: {_md(env.get('cpu', '?'))}, {_md(env.get('cores', '?'))} cores, "
+                     + ", ".join(f"{_md(k)} {_md(v)}" for k, v in versions.items())
+                     + f" (fingerprint {_code(env.get('fingerprint'))})")
         lines.append("")
     lines += ["| case | verdict | worst checks | reason |", "|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (r.suite or "", r.id)):
         reason = r.reason.splitlines()[0][:160] if r.reason else ""
-        lines.append(f"| `{r.id}` | {r.verdict} | {format_checks(r)} | {_md(reason)} |")
+        lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {r.verdict} | {_md(format_checks(r))} | {_md(reason)} |")
     failed = [r for r in recs if r.failed]
     if failed:
         lines += ["", "## Failures", ""]
         for r in failed:
-            lines.append(f"### `{r.id}` ({r.verdict})")
+            lines.append(f"### {_code(r.id)} ({r.verdict})")
             lines.append("")
-            lines.append("```")
-            lines.append(r.reason.strip())
-            lines.append("```")
+            lines += _block(r.reason.strip())
             worst = r.data.get("worst") or {}
-            for output, where in worst.items():
-                lines.append(f"- worst element of `{output}`: {where}")
+            for output, where in worst.items() if isinstance(worst, Mapping) else ():
+                lines.append(f"- worst element of {_code(output)}: {_md(where)}")
             lines.append("")
     pairs = [r for r in recs if r.data.get("worst_pairs")]
     if pairs:
         lines += ["", "## Worst sentences per generation case", ""]
         for r in pairs:
-            lines.append(f"### `{r.id}`")
+            lines.append(f"### {_code(r.id)}")
             lines += ["", "| # | source | reference | PyTorch | variant | edit |", "|---|---|---|---|---|---|"]
             for p in r.data["worst_pairs"]:
-                lines.append(f"| {p.get('index', '')} | {_md(p.get('source'))} | {_md(p.get('reference'))} | "
+                lines.append(f"| {_md(p.get('index', ''))} | {_md(p.get('source'))} | {_md(p.get('reference'))} | "
                              f"{_md(p.get('pytorch'))} | {_md(p.get('variant'))} | {p.get('edit_distance')} "
                              f"({p.get('norm_edit_distance', 0):.2f}) |")
             lines.append("")
@@ -61,11 +62,38 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
 
 
 def _md(text: object) -> str:
-    """One table cell: pipes escaped, control characters (random-weight models decode raw
-    bytes such as ESC) shown as ``\\xNN`` escapes so the file stays text."""
-    raw = str(text if text is not None else "").replace("\n", " ")
-    cleaned = "".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" for c in raw)
-    return cleaned.replace("|", "\\|")
+    """One table cell of text from a corpus, a model or a record: control characters escaped, HTML
+    inert (a ``<`` that could open a tag and an ``&`` that could start an entity written as entities:
+    a corpus line ``<img src=x onerror=...>`` must not become markup in a rendered summary, while
+    ``max_abs 0.5 <= 0.01`` still reads as it did), Markdown punctuation and pipes backslash-escaped."""
+    cleaned = str(text if text is not None else "").replace("\n", " ")
+    cleaned = _TAG_START.sub("&lt;", _ENTITY.sub("&amp;", cleaned))  # `<=` and `a & b` stay as they read
+    cleaned = _MD_SPECIAL.sub(r"\\\g<0>", cleaned).replace("](", "]\\(")  # no emphasis, code, cells or links
+    return printable(cleaned)
+
+
+#: what could open an HTML tag, comment or declaration, and what could be read as an entity
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_ENTITY = re.compile(r"&(?=#?\w+;)")
+#: Markdown punctuation to backslash-escape; an underscore inside a word (``max_abs``) emphasises nothing
+_MD_SPECIAL = re.compile(r"[\\`*|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def _code(text: object) -> str:
+    """Inline code for an id or a name (it may come from a config's model name): a fence longer
+    than any run of backticks inside it, control characters escaped."""
+    cleaned = printable(str(text if text is not None else "").replace("\n", " "))
+    fence = "`" * (max((len(run) for run in re.findall("`+", cleaned)), default=0) + 1)
+    pad = " " if cleaned.startswith("`") or cleaned.endswith("`") else ""
+    return f"{fence}{pad}{cleaned}{pad}{fence}"
+
+
+def _block(text: str) -> list[str]:
+    """A fenced block for a failure reason (text a model or a corpus may have put in): the fence
+    is longer than any backtick run inside, so the block cannot be closed early."""
+    cleaned = printable(text, keep_newlines=True)
+    fence = "`" * max(3, max((len(run) for run in re.findall("`+", cleaned)), default=0) + 1)
+    return [fence, cleaned, fence]
 
 
 def write_summary(out_dir: Path, records: Iterable[Record | Mapping[str, Any]]) -> Path:

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.report.checks import format_checks
+from harness.report.text import printable
 from harness.results import Record
 
 STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow"}
@@ -21,8 +22,8 @@ def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
         table.add_column(col, overflow="fold")
     for r in sorted(map(Record.coerce, records), key=lambda r: (r.suite or "", r.id)):
         reason = r.reason.splitlines()[0][:90] if r.reason else ""
-        table.add_row(escape(r.id), f"[{STYLE.get(r.verdict, '')}]{r.verdict}[/]", escape(format_checks(r)),
-                      escape(reason))
+        table.add_row(escape(printable(r.id)), f"[{STYLE.get(r.verdict, '')}]{r.verdict}[/]",
+                      escape(printable(format_checks(r))), escape(printable(reason)))
     return table
 
 

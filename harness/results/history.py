@@ -43,6 +43,16 @@ CREATE INDEX IF NOT EXISTS metric_values_by_series ON metric_values (variant, me
 """
 
 
+#: every table's columns, in order: what a database must hold to be taken for ours
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id", "finished", "fingerprint", "harness_version", "source", "ingested", "cases"),
+    "cases": ("run_id", "id", "variant", "suite", "verdict", "reason", "finished"),
+    "metric_values": ("run_id", "id", "variant", "metric", "value"),
+}
+#: the schema objects (tables, indexes, including SQLite's automatic primary-key indexes) a history holds
+_OBJECTS = (*_COLUMNS, "metric_values_by_series")
+
+
 class HistoryError(UsageError):
     """The history database is missing, unreadable, or the query names nothing stored."""
 
@@ -71,10 +81,32 @@ def _connect(db: Path, *, create: bool) -> sqlite3.Connection:
             raise HistoryError(f"cannot create history database {db}: {exc.strerror or exc}") from None
     try:
         conn = sqlite3.connect(db)
+        _check_ours(conn, db)  # before anything is written: another application's file stays untouched
         conn.executescript(_SCHEMA)
     except sqlite3.DatabaseError as exc:
         raise HistoryError(f"{db} is not a usable history database ({exc})") from None
     return conn
+
+
+def _check_ours(conn: sqlite3.Connection, db: Path) -> None:
+    """Refuse (``HistoryError``, nothing written) a database that holds anything but the
+    history's tables with their columns: an empty file or a fresh one is ours to create, a
+    history database of this or an earlier version is ours to use, anything else is not."""
+    found = {name: sql for name, sql in conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+    if not found:
+        return
+    foreign = sorted(set(found) - set(_OBJECTS))
+    if foreign:
+        conn.close()
+        raise HistoryError(f"{db} is not a harness history database (it holds {', '.join(foreign[:3])}"
+                           f"{' ...' if len(foreign) > 3 else ''}); pass another file with --db")
+    for table, columns in _COLUMNS.items():
+        have = tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
+        if have and have != columns:
+            conn.close()
+            raise HistoryError(f"{db} is not a harness history database (table {table} has columns "
+                               f"{', '.join(have)}); pass another file with --db")
 
 
 def _run_groups(records: list[Record]) -> Iterator[tuple[str, list[Record]]]:

@@ -14,6 +14,7 @@ Metric keys are dotted strings in the file (``decoder.logits.max_abs``, ``perf.p
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
@@ -170,6 +171,7 @@ class Record:
             raise RecordError(f"a record is a JSON object, got {type(raw).__name__}")
         if "id" not in raw:
             raise RecordError("record has no 'id'")
+        _check_shape(raw)
         known = {f.name for f in fields(cls)} - {"extra"}
         decoded = decode_record(raw)
         perf = decoded.get("perf")
@@ -226,6 +228,36 @@ class Record:
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return out
+
+
+#: the sections that are JSON objects when present
+_OBJECT_FIELDS = ("metrics", "thresholds", "artifacts", "settings", "env", "data", "perf")
+
+
+def _check_shape(raw: Mapping[str, Any]) -> None:
+    """``RecordError`` for a JSON object that no harness wrote: another schema, an id that is not a
+    string, a section that is not an object, a metric value that is not a number. Missing fields
+    and fields this version does not know stay welcome (older and newer files)."""
+    schema = raw.get("schema", SCHEMA)
+    if not isinstance(schema, str) or not schema.startswith(SCHEMA.split("/")[0] + "/"):
+        raise RecordError(f"not a harness record (schema {schema!r}, expected {SCHEMA!r})")
+    if not isinstance(raw["id"], str) or not raw["id"]:
+        raise RecordError(f"record 'id' must be a non-empty string, got {raw['id']!r}")
+    for name in _OBJECT_FIELDS:
+        if raw.get(name) is not None and not isinstance(raw[name], Mapping):
+            raise RecordError(f"record {name!r} must be an object, got {type(raw[name]).__name__}")
+    for key, value in (raw.get("metrics") or {}).items():
+        if not _is_number(value):
+            raise RecordError(f"metric {key!r} is not a number: {value!r}")
+    if "duration_s" in raw and not _is_number(raw["duration_s"]):
+        raise RecordError(f"'duration_s' is not a number: {raw['duration_s']!r}")
+
+
+def _is_number(value: Any) -> bool:
+    """A number as a record holds it: a JSON number or boolean, null, or a canonical non-finite string."""
+    if value is None or (isinstance(value, str) and decode_float(value) is not value):
+        return True
+    return isinstance(value, numbers.Real)  # booleans too: a flag metric (true/false) is 1/0
 
 
 def decode_record(raw: Mapping[str, Any]) -> dict[str, Any]:

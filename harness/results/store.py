@@ -61,7 +61,7 @@ def write_records(path: Path, records: Iterable[Record | Mapping[str, Any]], *, 
         fh.writelines(record_line(record, sort_keys=sort_keys) + "\n" for record in records)
 
 
-def _lines(path: Path, strict: bool) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+def _lines(path: Path, strict: bool) -> Iterator[tuple[Path, int, Any]]:
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS_FILE
@@ -77,14 +77,15 @@ def _lines(path: Path, strict: bool) -> Iterator[tuple[Path, int, dict[str, Any]
                 if strict:
                     raise ResultsFileError(f"{path}:{number}: corrupt JSON ({exc.msg})") from None
                 continue  # a line cut by an interrupted write; the rest is still good
-            if isinstance(raw, dict):
-                yield path, number, raw
+            yield path, number, raw
 
 
 def iter_records(path: Path | str, *, strict: bool = False) -> Iterator[dict[str, Any]]:
-    """Each record of a results file (or run directory) as a dict, numeric fields decoded."""
+    """Each record of a results file (or run directory) as a dict, numeric fields decoded
+    (lines that are not JSON objects skipped: this path stays as tolerant as it always was)."""
     for _, _, raw in _lines(Path(path), strict):
-        yield decode_record(raw)
+        if isinstance(raw, dict):
+            yield decode_record(raw)
 
 
 def read_records(path: Path | str, *, strict: bool = False) -> list[dict[str, Any]]:
@@ -92,8 +93,9 @@ def read_records(path: Path | str, *, strict: bool = False) -> list[dict[str, An
 
 
 def iter_typed(path: Path | str, *, strict: bool = False) -> Iterator[Record]:
-    """Each record as a ``Record``. A line no schema version wrote (no id, unknown verdict) is a
-    ``ResultsFileError`` naming file and line in both modes: it is not an interrupted write."""
+    """Each record as a ``Record``. A line no schema version wrote (not a JSON object, another schema,
+    no id, unknown verdict, a metric that is not a number) is a ``ResultsFileError`` naming file and
+    line in both modes: it is not an interrupted write."""
     for file, number, raw in _lines(Path(path), strict):
         try:
             yield Record.from_dict(raw)

@@ -218,6 +218,11 @@ class _Validator:
             raise self.fail(where, f"{text!r} not found ({path})")
         if kind == "any" and not path.exists():
             raise self.fail(where, f"{text!r} not found ({path})")
+        if path.is_dir():
+            escaped = _escaping_link(path, self.root)
+            if escaped is not None:
+                raise self.fail(where, f"{text!r} holds {escaped.relative_to(path)!s}, a link to "
+                                       f"{escaped.resolve()} outside the config's directory {self.root}")
         return path
 
     def corpus(self, value: Any, where: str) -> str:
@@ -253,10 +258,10 @@ class _Validator:
                 if metric not in metrics:
                     raise self.fail(loc, f"unknown metric{did_you_mean(metric, metrics)}; "
                                          f"valid: {', '.join(sorted(metrics))}")
-                number = self.number(threshold, loc)
-                if not metrics[metric].higher_is_better and number < 0:
-                    raise self.fail(loc, f"an error bound must be >= 0, got {number:g}")
-                out[p][metric] = number
+                problem = metrics[metric].threshold_problem(threshold)  # the rule the CLI applies too
+                if problem:
+                    raise self.fail(loc, problem)
+                out[p][metric] = float(threshold)
         return out
 
     def budgets(self, value: Any, where: str) -> dict[str, float]:
@@ -365,6 +370,25 @@ def _family_names() -> tuple[str, ...]:
     from harness.families import family_names
 
     return tuple(family_names())
+
+
+def _escaping_link(directory: Path, root: Path) -> Path | None:
+    """The first entry under ``directory`` (files as directories, at any depth) that is a symlink
+    resolving outside ``root``, else None. The directory itself was resolved and held to the root;
+    without this a weights file linked to ``/elsewhere`` would be read as if it were inside."""
+    seen: set[Path] = set()
+    for current, dirs, files in os.walk(directory, followlinks=True):
+        here = Path(current)
+        real = here.resolve()
+        if real in seen:  # a link loop or two links to one directory: walked once
+            dirs[:] = []
+            continue
+        seen.add(real)
+        for name in sorted(dirs) + sorted(files):
+            entry = here / name
+            if entry.is_symlink() and not entry.resolve().is_relative_to(root):
+                return entry
+    return None
 
 
 def _kind(value: Any) -> str:
