@@ -27,6 +27,8 @@ WORKSPACE = pytest.StashKey[Any]()
 COLLECTOR = pytest.StashKey[Any]()
 EXCEPTION = pytest.StashKey[dict]()
 RUN_DIR = pytest.StashKey[Path]()
+GUARD = pytest.StashKey[Any]()
+INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,6 +67,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if _asked_for(config):  # validate now: a typo is a usage error before anything runs
         run_options(config)
     config.stash[RUN_DIR] = out_dir(config)
+    if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
+        _check_out(config)  # an unwritable run dir is one line now, not an INTERNALERROR after the work
+    from harness.core.interrupts import SignalGuard
+
+    guard = SignalGuard()  # SIGTERM/SIGHUP end the run like Ctrl-C: summary says INTERRUPTED
+    guard.install()
+    config.stash[GUARD] = guard
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
         from harness.results.collector import RecordCollector
 
@@ -73,6 +82,27 @@ def pytest_configure(config: pytest.Config) -> None:
         # registered per session (its pytest_runtest_logreport sees this session's reports only,
         # also when pytest runs nested in-process)
         config.pluginmanager.register(collector, f"harness-records-{id(config)}")
+
+
+def _out_given(config: pytest.Config) -> bool:
+    return bool(config.getoption("harness_out") or os.environ.get("HARNESS_OUT"))
+
+
+def _check_out(config: pytest.Config) -> None:
+    from harness.core.writable import ensure_writable_dir
+
+    option = "--harness-out" if config.getoption("harness_out") else \
+        "HARNESS_OUT" if os.environ.get("HARNESS_OUT") else "run directory"
+    try:
+        ensure_writable_dir(config.stash[RUN_DIR], option)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    guard = config.stash.get(GUARD, None)
+    if guard is not None:
+        guard.uninstall()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -203,21 +233,74 @@ def harness(request: pytest.FixtureRequest):
     request.node.user_properties.append(("harness_record", case.payload()))
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Serial run: the harness cases the session will run (an interrupted run counts the rest)."""
     collector = session.config.stash.get(COLLECTOR, None)
-    if collector is not None and collector.records:
+    if collector is not None:
+        collector.expect([item.nodeid for item in session.items
+                          if any(key == "harness_case" for key, _ in item.user_properties)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """pytest-xdist: the controller collects nothing itself; each worker reports the same ids."""
+    collector = node.config.stash.get(COLLECTOR, None)
+    if collector is not None:
+        collector.expect(list(ids))
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    from harness.core.interrupts import signal_of
+
+    signum = signal_of(excinfo.value)
+    config = _SESSION_CONFIGS[-1] if _SESSION_CONFIGS else None
+    if signum is not None and config is not None:
+        config.stash[INTERRUPT] = signum
+
+
+#: configs of the sessions in progress in this process (innermost last): pytest_keyboard_interrupt
+#: receives no config, and pytest can run nested in-process
+_SESSION_CONFIGS: list[pytest.Config] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION_CONFIGS.append(session.config)
+
+
+def interruption(config: pytest.Config):
+    """The run's ``Interruption`` when a signal stopped a harness session, else None."""
+    collector = config.stash.get(COLLECTOR, None)
+    signum = config.stash.get(INTERRUPT, None)
+    if collector is None or signum is None or not (collector.harness_seen or collector.expected):
+        return None
+    from harness.core.interrupts import Interruption
+
+    return Interruption(signum, tuple(collector.not_run()), len(collector.expected))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if _SESSION_CONFIGS and _SESSION_CONFIGS[-1] is config:
+        _SESSION_CONFIGS.pop()
+    collector = config.stash.get(COLLECTOR, None)
+    stopped = interruption(config)
+    if collector is not None and (collector.records or stopped):
         from harness.report.summary import write_summary
 
-        write_summary(collector.writer.out_dir, collector.records)
+        write_summary(collector.writer.out_dir, collector.records, interruption=stopped)
+    if stopped is not None:  # distinct from pass/fail/usage: 130 SIGINT, 143 SIGTERM, 129 SIGHUP
+        session.exitstatus = stopped.exit_code
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     collector = config.stash.get(COLLECTOR, None)
-    if collector is None or not collector.records:
+    stopped = interruption(config)
+    if collector is None or not (collector.records or stopped):
         return
     from harness.report.terminal import render_terminal
 
-    render_terminal(collector.records, terminalreporter, collector.writer.out_dir)
+    render_terminal(collector.records, terminalreporter, collector.writer.out_dir, interruption=stopped)
 
 
 __all__ = ["SCHEMA", "harness", "matrix"]

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping
 from rich.markup import escape
 from rich.table import Table
 
+from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks
 from harness.results import Record
 
@@ -25,11 +26,18 @@ def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
     return table
 
 
-def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter, out_dir: Path) -> None:
+def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter, out_dir: Path, *,
+                    interruption: Interruption | None = None) -> None:
     from harness.report.console import reporter_console
+    from harness.report.summary import status_line
 
+    records = [Record.coerce(r) for r in records]
     console, buffer = reporter_console(terminalreporter, min_width=100)
-    console.print(build_table(records))
+    if records:
+        console.print(build_table(records))
     terminalreporter.write_sep("=", "harness summary")
     terminalreporter.write(buffer.getvalue())
+    if interruption is not None:
+        terminalreporter.write_line(status_line(records, interruption) + f" (exit {interruption.exit_code})",
+                                    red=True, bold=True)
     terminalreporter.write_line(f"results: {Path(out_dir) / 'results.jsonl'}  summary: {Path(out_dir) / 'summary.md'}")
