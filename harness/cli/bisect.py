@@ -47,6 +47,10 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     for option, value in (("--samples", args.samples), ("--top", args.top)):
         if value < 1:
             raise UsageError(f"{option}: must be >= 1, got {value}")
+    from harness.core.writable import ensure_writable_dir
+
+    args.out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
+    ensure_writable_dir(args.out, "--out")  # before a model is loaded or an artifact built
     return precision, parse_tolerances(args.tolerance)
 
 
@@ -76,7 +80,7 @@ def bisect(args: argparse.Namespace) -> int:
     tolerance = bisect_tolerance(precision, overrides)
     result = bisect_graph(fp32, candidate, feeds, tolerance)
 
-    out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     meta = {"model": args.models, "graph": name, "precision": precision.value, "samples": args.samples,
             "artifacts": {"fp32": str(fp32), precision.value: str(candidate)},
