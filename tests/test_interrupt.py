@@ -172,3 +172,43 @@ def test_rerun_into_the_same_directory_supersedes(tmp_path):
     assert all(r.verdict == "pass" for r in latest)
     summary = (out / "summary.md").read_text()
     assert summary.splitlines()[2].startswith(f"**PASSED** — {CASES} cases")
+
+
+# -- the pieces, without a subprocess -----------------------------------------------------------------
+
+def test_summary_of_an_interrupted_run_never_says_passed():
+    from harness.core.interrupts import Interruption
+    from harness.report.summary import render_summary
+
+    record = {"schema": "harness.result/1", "id": "test_a[m-fp32-torch_cpu]", "verdict": "pass"}
+    stopped = Interruption(signal.SIGTERM, tuple(f"s.py::test_b[m-{i}]" for i in range(60)), 61)
+    text = render_summary([record], interruption=stopped)
+    assert "PASSED" not in text and "**INTERRUPTED by SIGTERM** — 60 case(s) not run; 1 finished" in text
+    assert "(exit 143)" in text and "`test_b[m-0]`" in text and "… and 10 more" in text
+    assert render_summary([record]).splitlines()[2].startswith("**PASSED** — 1 cases")
+
+
+def test_signal_guard_installs_over_defaults_only_and_restores():
+    from harness.core.interrupts import Interrupted, SignalGuard
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # this session's own guard may hold them
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+        guard = SignalGuard()
+        guard.install()
+        try:
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN  # left alone
+            assert signal.getsignal(signal.SIGTERM) == guard._handle
+            with pytest.raises(Interrupted) as caught:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises at the next bytecode
+            assert caught.value.signum == signal.SIGTERM and guard.received == signal.SIGTERM
+        finally:
+            guard.uninstall()
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
