@@ -272,25 +272,33 @@ def interruption(config: pytest.Config):
     """The run's ``Interruption`` when a signal stopped a harness session, else None."""
     collector = config.stash.get(COLLECTOR, None)
     signum = config.stash.get(INTERRUPT, None)
-    if collector is None or signum is None or not (collector.harness_seen or collector.expected):
+    if collector is None or signum is None:
         return None
+    if not (collector.harness_seen or collector.expected or _out_given(config) or _asked_for(config)):
+        return None  # not a harness session (the plugin is installed everywhere): pytest's own status
     from harness.core.interrupts import Interruption
 
     return Interruption(signum, tuple(collector.not_run()), len(collector.expected))
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session):
+    """summary.md, then — after every other finisher has seen pytest's INTERRUPTED (the perf gate
+    says "not run") — the status 128 + the signal: distinct from pass/fail/usage (130, 143, 129)."""
     config = session.config
-    if _SESSION_CONFIGS and _SESSION_CONFIGS[-1] is config:
-        _SESSION_CONFIGS.pop()
-    collector = config.stash.get(COLLECTOR, None)
-    stopped = interruption(config)
-    if collector is not None and (collector.records or stopped):
-        from harness.report.summary import write_summary
+    try:
+        return (yield)
+    finally:
+        if _SESSION_CONFIGS and _SESSION_CONFIGS[-1] is config:
+            _SESSION_CONFIGS.pop()
+        collector = config.stash.get(COLLECTOR, None)
+        stopped = interruption(config)
+        if collector is not None and (collector.records or stopped):
+            from harness.report.summary import write_summary
 
-        write_summary(collector.writer.out_dir, collector.records, interruption=stopped)
-    if stopped is not None:  # distinct from pass/fail/usage: 130 SIGINT, 143 SIGTERM, 129 SIGHUP
-        session.exitstatus = stopped.exit_code
+            write_summary(collector.writer.out_dir, collector.records, interruption=stopped)
+        if stopped is not None:
+            session.exitstatus = stopped.exit_code
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -212,3 +212,38 @@ def test_signal_guard_installs_over_defaults_only_and_restores():
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
+
+
+def test_only_signals_count_as_interrupts():
+    """pytest-xdist stops a `-x` run by raising its own KeyboardInterrupt subclass: a failed run,
+    not an interrupted one (exit 1, not 130)."""
+    from harness.core.interrupts import Interrupted, signal_of
+
+    class XdistInterrupted(KeyboardInterrupt):
+        pass
+
+    assert signal_of(Interrupted(signal.SIGTERM)) == signal.SIGTERM
+    assert signal_of(KeyboardInterrupt()) == signal.SIGINT
+    assert signal_of(XdistInterrupted("stopping after 1 failures")) is None
+    assert signal_of(SystemExit(3)) is None
+
+
+def test_interrupt_during_collection_still_says_interrupted(tmp_path):
+    marker = tmp_path / "collecting"
+    slow_import = f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(120)\n" + SUITE
+    proc, out, log = _start_run(tmp_path, "harness", 0, suite=slow_import)
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert marker.exists(), log.read_text()[-3000:]
+        os.killpg(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert code == 143, log.read_text()[-3000:]
+    summary = (out / "summary.md").read_text()
+    assert "**INTERRUPTED by SIGTERM** — stopped before the cases were collected" in summary
+    assert "INTERRUPTED by SIGTERM" in log.read_text()

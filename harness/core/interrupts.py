@@ -47,10 +47,12 @@ class Interrupted(KeyboardInterrupt):
 
 def signal_of(exc: BaseException) -> int | None:
     """The signal behind an exception that stopped a run: ``Interrupted`` carries it, a plain
-    ``KeyboardInterrupt`` is Ctrl-C (SIGINT); anything else (``pytest.exit``) is no signal."""
+    ``KeyboardInterrupt`` is Ctrl-C (SIGINT) under someone else's handler. Anything else is no
+    signal: ``pytest.exit``, and pytest-xdist's own ``KeyboardInterrupt`` subclass, which it
+    raises to stop after ``-x``/``--maxfail`` failures (that run failed; it was not interrupted)."""
     if isinstance(exc, Interrupted):
         return exc.signum
-    if isinstance(exc, KeyboardInterrupt):
+    if type(exc) is KeyboardInterrupt:
         return int(signal.SIGINT)
     return None
 

@@ -22,6 +22,8 @@ def status_line(records: list[Record], interruption: Interruption | None = None)
     """The first thing read: PASSED, FAILED or INTERRUPTED (never PASSED for a run cut short)."""
     counts = Counter(r.verdict for r in records)
     tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in ORDER)
+    if interruption is not None and not interruption.expected and not records:
+        return f"INTERRUPTED by {interruption.signal} — stopped before the cases were collected; 0 finished"
     if interruption is not None:
         failed = " (FAILED among them)" if any(r.failed for r in records) else ""
         return (f"INTERRUPTED by {interruption.signal} — {len(interruption.not_run)} case(s) not run; "
