@@ -31,6 +31,8 @@ WORKSPACE: pytest.StashKey[Workspace] = pytest.StashKey()
 COLLECTOR: pytest.StashKey[RecordCollector] = pytest.StashKey()
 EXCEPTION = pytest.StashKey[dict[str, Any]]()
 RUN_DIR = pytest.StashKey[Path]()
+GUARD = pytest.StashKey[Any]()
+INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,6 +71,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if _asked_for(config):  # validate now: a typo is a usage error before anything runs
         run_options(config)
     config.stash[RUN_DIR] = out_dir(config)
+    if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
+        _check_out(config)  # an unwritable run dir is one line now, not an INTERNALERROR after the work
+    from harness.core.interrupts import SignalGuard
+
+    guard = SignalGuard()  # SIGTERM/SIGHUP end the run like Ctrl-C: summary says INTERRUPTED
+    guard.install()
+    config.stash[GUARD] = guard
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
         from harness.results.collector import RecordCollector
 
@@ -77,6 +86,28 @@ def pytest_configure(config: pytest.Config) -> None:
         # registered per session (its pytest_runtest_logreport sees this session's reports only,
         # also when pytest runs nested in-process)
         config.pluginmanager.register(collector, f"harness-records-{id(config)}")
+    config.pluginmanager.register(_InterruptListener(config), f"harness-interrupts-{id(config)}")
+
+
+def _out_given(config: pytest.Config) -> bool:
+    return bool(config.getoption("harness_out") or os.environ.get("HARNESS_OUT"))
+
+
+def _check_out(config: pytest.Config) -> None:
+    from harness.core.writable import ensure_writable_dir
+
+    option = "--harness-out" if config.getoption("harness_out") else \
+        "HARNESS_OUT" if os.environ.get("HARNESS_OUT") else "run directory"
+    try:
+        ensure_writable_dir(config.stash[RUN_DIR], option)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    guard = config.stash.get(GUARD, None)
+    if guard is not None:
+        guard.uninstall()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -210,21 +241,77 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     request.node.user_properties.append(("harness_record", case.payload()))
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Serial run: the harness cases the session will run (an interrupted run counts the rest)."""
     collector = session.config.stash.get(COLLECTOR, None)
-    if collector is not None and collector.records:
-        from harness.report.summary import write_summary
+    if collector is not None:
+        collector.expect([item.nodeid for item in session.items
+                          if any(key == "harness_case" for key, _ in item.user_properties)])
 
-        write_summary(collector.writer.out_dir, collector.records)
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """pytest-xdist: the controller collects nothing itself; each worker reports the same ids."""
+    collector = node.config.stash.get(COLLECTOR, None)
+    if collector is not None:
+        collector.expect(list(ids))
+
+
+class _InterruptListener:
+    """Remembers which signal stopped *this* session (``pytest_keyboard_interrupt`` receives no
+    config): registered per session like the record collector, so nested in-process sessions
+    each hear their own interrupt and nothing lives at module level."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        from harness.core.interrupts import signal_of
+
+        signum = signal_of(excinfo.value)
+        if signum is not None:
+            self.config.stash[INTERRUPT] = signum
+
+
+def interruption(config: pytest.Config) -> Any:
+    """The run's ``Interruption`` when a signal stopped a harness session, else None."""
+    collector = config.stash.get(COLLECTOR, None)
+    signum = config.stash.get(INTERRUPT, None)
+    if collector is None or signum is None:
+        return None
+    if not (collector.harness_seen or collector.expected or _out_given(config) or _asked_for(config)):
+        return None  # not a harness session (the plugin is installed everywhere): pytest's own status
+    from harness.core.interrupts import Interruption
+
+    return Interruption(signum, tuple(collector.not_run()), len(collector.expected))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session) -> Any:
+    """summary.md, then — after every other finisher has seen pytest's INTERRUPTED (the perf gate
+    says "not run") — the status 128 + the signal: distinct from pass/fail/usage (130, 143, 129)."""
+    config = session.config
+    try:
+        return (yield)
+    finally:
+        collector = config.stash.get(COLLECTOR, None)
+        stopped = interruption(config)
+        if collector is not None and (collector.records or stopped):
+            from harness.report.summary import write_summary
+
+            write_summary(collector.writer.out_dir, collector.records, interruption=stopped)
+        if stopped is not None:
+            session.exitstatus = stopped.exit_code
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
     collector = config.stash.get(COLLECTOR, None)
-    if collector is None or not collector.records:
+    stopped = interruption(config)
+    if collector is None or not (collector.records or stopped):
         return
     from harness.report.terminal import render_terminal
 
-    render_terminal(collector.records, terminalreporter, collector.writer.out_dir)
+    render_terminal(collector.records, terminalreporter, collector.writer.out_dir, interruption=stopped)
 
 
 __all__ = ["SCHEMA", "harness", "matrix"]

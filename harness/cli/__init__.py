@@ -3,7 +3,8 @@ function contributes a subcommand (run, doctor, baseline, check, bench, ...).
 
 Exit codes (a contract scripts rely on): 0 all cases passed or were skipped with a reason,
 1 a case failed or errored (or a confirmed regression), 2 bad usage or input (one line on
-stderr, no traceback).
+stderr, no traceback), 128+N a run stopped by signal N (130 SIGINT/Ctrl-C, 143 SIGTERM,
+129 SIGHUP): finished records kept, summary.md says INTERRUPTED.
 """
 
 from __future__ import annotations
@@ -52,9 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("harness: interrupted; results written so far are kept", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        from harness.core.interrupts import exit_code, signal_name, signal_of
+
+        signum = signal_of(exc) or 2
+        print(f"harness: interrupted by {signal_name(signum)}; results written so far are kept", file=sys.stderr)
+        return exit_code(signum)
 
 
 def entrypoint() -> None:  # pragma: no cover - console script

@@ -30,12 +30,20 @@ def _write(path: str, text: str) -> None:
 
 
 def cmd_save(args: argparse.Namespace) -> int:
+    from harness.core.writable import ensure_writable_dir
+
+    ensure_writable_dir(args.store, "--store")  # one line, exit 2, before the run is read
     info = save_baseline(args.run_dir, args.name, args.store, force=args.force)
     print(f"saved baseline {info.name!r}: {info.records} perf record(s) from {args.run_dir} -> {info.path}")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.core.writable import ensure_writable_file
+
+    for option in ("json", "markdown"):
+        if getattr(args, option):
+            ensure_writable_file(getattr(args, option), f"--{option}")
     baseline = load_baseline(args.name, args.store)
     candidate = load_run(args.run_dir)
     policies = [parse_threshold(t) for t in args.threshold]

@@ -62,6 +62,11 @@ def _check(args: argparse.Namespace) -> None:
 
 def bench(args: argparse.Namespace) -> int:
     _check(args)
+    from harness.core.writable import ensure_writable_file
+
+    for option in ("json", "markdown"):  # before anything is measured
+        if getattr(args, option):
+            ensure_writable_file(getattr(args, option), f"--{option}")
     if args.cache:
         os.environ["HARNESS_CACHE"] = str(args.cache)
     from harness.core import RunOptions

@@ -49,6 +49,10 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     option("samples").parse(args.samples, "--samples")  # the run option's row: as `harness run` and the config
     if args.top < 1:
         raise UsageError(f"--top: must be >= 1, got {args.top}")
+    from harness.core.writable import ensure_writable_dir
+
+    args.out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
+    ensure_writable_dir(args.out, "--out")  # before a model is loaded or an artifact built
     return precision, parse_tolerances(args.tolerance)
 
 
@@ -78,7 +82,7 @@ def bisect(args: argparse.Namespace) -> int:
     tolerance = bisect_tolerance(precision, overrides)
     result = bisect_graph(fp32, candidate, feeds, tolerance)
 
-    out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     meta = {"model": args.models, "graph": name, "precision": precision.value, "samples": args.samples,
             "artifacts": {"fp32": str(fp32), precision.value: str(candidate)},

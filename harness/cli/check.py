@@ -135,12 +135,13 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
 def check(args: argparse.Namespace) -> int:
     from harness.check.judge import run_check
     from harness.check.report import print_outcome
+    from harness.core.writable import ensure_writable_dir
     from harness.report.console import cli_console
     from harness.report.summary import write_summary
     from harness.results import ResultsWriter, new_run_id
 
     todo = requests(args)
-    out = args.out or Path("reports") / time.strftime("check-%Y%m%d-%H%M%S")
+    out = ensure_writable_dir(args.out or Path("reports") / time.strftime("check-%Y%m%d-%H%M%S"), "--out")
     console = cli_console()
     writer = ResultsWriter(out)
     records: list[dict[str, Any]] = []

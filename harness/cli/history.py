@@ -30,6 +30,9 @@ def _console() -> Console:
 def cmd_add(args: argparse.Namespace) -> int:
     """Adds every good directory even when one is bad: a nightly `add reports/nightly-*` must
     not stall forever behind one interrupted night. Then fails (one line) naming the first bad one."""
+    from harness.core.writable import ensure_writable_file
+
+    ensure_writable_file(args.db, "--db")  # before any directory is read
     failed: list[str] = []
     for run_dir in args.run_dirs:
         try:
@@ -76,6 +79,10 @@ def show_rows(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if args.csv:
+        from harness.core.writable import ensure_writable_file
+
+        ensure_writable_file(args.csv, "--csv")
     wide = history.trend(args.db, variant=args.variant, metric_glob=args.metric, last=args.last)
     rows = show_rows(wide)
     from rich.table import Table

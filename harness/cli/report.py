@@ -19,6 +19,11 @@ def _write(path: str, text: str) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness.core.writable import ensure_writable_file
+
+    for option in ("csv", "html", "markdown"):  # before reading: an unwritable OUT is one line, exit 2
+        if getattr(args, option):
+            ensure_writable_file(getattr(args, option), f"--{option}")
     records = read_results(args.run_dir)  # one-line UsageError for a missing dir or corrupt line
     from harness.report import tables
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,9 @@ def suites_dir() -> Path:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the gating suites (results.jsonl + summary.md)",
                        description="Run the suites over model x precision x provider and write DIR/results.jsonl "
-                                   "and DIR/summary.md. Exit 0 all passed/skipped, 1 any failed, 2 bad usage.")
+                                   "and DIR/summary.md. Exit 0 all passed/skipped, 1 any failed, 2 bad usage, "
+                                   "128+N stopped by signal N (130 SIGINT/Ctrl-C, 143 SIGTERM, 129 SIGHUP; "
+                                   "finished records kept, summary.md says INTERRUPTED).")
     from harness.settings.options import add_cli_arguments
 
     add_cli_arguments(p)
@@ -56,7 +59,10 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import pytest
 
+    from harness.core.writable import ensure_writable_dir
+
     out = args.out or Path("reports") / time.strftime("run-%Y%m%d-%H%M%S")
+    ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
     argv = pytest_args(args, out)
     code = pytest.main(argv)
     _link_latest(out)
@@ -77,13 +83,17 @@ def _link_latest(out: Path) -> None:
 
 
 def exit_code(pytest_code: int, out: Path) -> int:
-    """pytest's exit status -> the harness contract (0 / 1 / 2)."""
+    """pytest's exit status -> the harness contract (0 / 1 / 2, or 128+N when signal N stopped
+    the run: the plugin sets that status, and it passes through unchanged)."""
     from harness.results import read_records
 
+    if pytest_code >= 128:  # interrupted by a signal; summary.md and the terminal say INTERRUPTED
+        return pytest_code
     if pytest_code == 4:  # usage error (pytest already printed it)
         return 2
     if pytest_code == 5:
-        print(f"harness: error: no cases selected (check --models/--precisions/--providers/-k); nothing in {out}")
+        print(f"harness: error: no cases selected (check --models/--precisions/--providers/-k); nothing in {out}",
+              file=sys.stderr)
         return 2
     try:
         records = read_records(out)

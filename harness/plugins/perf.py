@@ -95,6 +95,9 @@ def _check_gate_request(req: GateRequest) -> None:
         load_baseline(req.compare, req.store)
     if req.save:
         validate_name(req.save)
+        from harness.core.writable import ensure_writable_dir
+
+        ensure_writable_dir(req.store, "--harness-baseline-store")
         if (req.store / req.save).exists() and not req.force and req.save != req.compare:
             raise UsageError(f"--harness-baseline-save: baseline {req.save!r} already exists in {req.store}; "
                              "pass --harness-baseline-force to replace it")

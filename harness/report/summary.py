@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
@@ -15,18 +16,39 @@ SUMMARY_FILE = "summary.md"
 #: verdict order in counts: the ones that need attention first
 ORDER: tuple[Verdict, ...] = ("pass", "fail", "error", "skip")
 assert set(ORDER) == set(VERDICTS)
+#: not-run case ids listed in an interrupted run's summary (the rest are counted)
+NOT_RUN_LISTED = 50
 
 
-def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "Model deployment gate") -> str:
+def status_line(records: list[Record], interruption: Interruption | None = None) -> str:
+    """The first thing read: PASSED, FAILED or INTERRUPTED (never PASSED for a run cut short)."""
+    counts = Counter(r.verdict for r in records)
+    tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in ORDER)
+    if interruption is not None and not interruption.expected and not records:
+        return f"INTERRUPTED by {interruption.signal} — stopped before the cases were collected; 0 finished"
+    if interruption is not None:
+        failed = " (FAILED among them)" if any(r.failed for r in records) else ""
+        return (f"INTERRUPTED by {interruption.signal} — {len(interruption.not_run)} case(s) not run; "
+                f"{len(records)} finished{failed}: {tally}")
+    status = "FAILED" if any(r.failed for r in records) else "PASSED"
+    return f"{status} — {len(records)} cases: {tally}"
+
+
+def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "Model deployment gate", *,
+                   interruption: Interruption | None = None) -> str:
     recs = [Record.coerce(r) for r in records]
-    counts = Counter(r.verdict for r in recs)
     env = recs[0].env if recs else {}
     versions = env.get("versions", {})
     lines = [f"# {title}", ""]
-    status = "FAILED" if any(r.failed for r in recs) else "PASSED"
-    lines.append(f"**{status}** — {len(recs)} cases: " + ", ".join(
-        f"{counts.get(v, 0)} {v}" for v in ORDER))
+    head, sep, rest = status_line(recs, interruption).partition(" — ")
+    lines.append(f"**{head}**{sep}{rest}")
     lines.append("")
+    if interruption is not None:
+        lines.append(f"The run was stopped (exit {interruption.exit_code}). The {len(recs)} finished case(s) below "
+                     "are kept in results.jsonl; the ones not run are listed under *Not run*. A rerun into the same "
+                     "directory runs every selected case again, and each case's newest record supersedes the older "
+                     "one (docs/reliability.md).")
+        lines.append("")
     if env:
         lines.append(f"Environment: {_md(env.get('cpu', '?'))}, {_md(env.get('cores', '?'))} cores, "
                      + ", ".join(f"{_md(k)} {_md(v)}" for k, v in versions.items())
@@ -47,6 +69,12 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
             for output, where in worst.items() if isinstance(worst, Mapping) else ():
                 lines.append(f"- worst element of {_code(output)}: {_md(where)}")
             lines.append("")
+    if interruption is not None and interruption.not_run:
+        lines += ["", "## Not run", ""]
+        lines += [f"- `{_md(nodeid.split('::')[-1])}`" for nodeid in interruption.not_run[:NOT_RUN_LISTED]]
+        if len(interruption.not_run) > NOT_RUN_LISTED:
+            lines.append(f"- … and {len(interruption.not_run) - NOT_RUN_LISTED} more")
+        lines.append("")
     pairs = [r for r in recs if r.data.get("worst_pairs")]
     if pairs:
         lines += ["", "## Worst sentences per generation case", ""]
@@ -96,8 +124,9 @@ def _block(text: str) -> list[str]:
     return [fence, cleaned, fence]
 
 
-def write_summary(out_dir: Path, records: Iterable[Record | Mapping[str, Any]]) -> Path:
+def write_summary(out_dir: Path, records: Iterable[Record | Mapping[str, Any]], *,
+                  interruption: Interruption | None = None) -> Path:
     path = Path(out_dir) / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_summary(records), encoding="utf-8")
+    path.write_text(render_summary(records, interruption=interruption), encoding="utf-8")
     return path

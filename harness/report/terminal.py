@@ -9,6 +9,7 @@ import pytest
 from rich.markup import escape
 from rich.table import Table
 
+from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks
 from harness.report.text import printable
 from harness.results import Record
@@ -28,11 +29,17 @@ def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
 
 
 def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter: pytest.TerminalReporter,
-                    out_dir: Path) -> None:
+                    out_dir: Path, *, interruption: Interruption | None = None) -> None:
     from harness.report.console import reporter_console
+    from harness.report.summary import status_line
 
+    recs = [Record.coerce(r) for r in records]
     console, buffer = reporter_console(terminalreporter, min_width=100)
-    console.print(build_table(records))
+    if recs:
+        console.print(build_table(recs))
     terminalreporter.write_sep("=", "harness summary")
     terminalreporter.write(buffer.getvalue())
+    if interruption is not None:
+        terminalreporter.write_line(status_line(recs, interruption) + f" (exit {interruption.exit_code})",
+                                    red=True, bold=True)
     terminalreporter.write_line(f"results: {Path(out_dir) / 'results.jsonl'}  summary: {Path(out_dir) / 'summary.md'}")

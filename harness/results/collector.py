@@ -119,6 +119,21 @@ class RecordCollector:
         self.run_id = run_id or new_run_id()
         self.records: list[Record] = []
         self._state: dict[str, dict[str, Any]] = {}
+        #: node ids the session is expected to run (harness cases serially; every collected
+        #: test under xdist, whose controller sees ids only) and those whose teardown came in
+        self.expected: list[str] = []
+        self.finished: set[str] = set()
+        #: whether any report of a harness case arrived (the session is a harness run)
+        self.harness_seen = False
+
+    def expect(self, nodeids: list[str]) -> None:
+        """The cases this session will run (called once collection is known; idempotent)."""
+        known = set(self.expected)
+        self.expected += [n for n in nodeids if n not in known]
+
+    def not_run(self) -> list[str]:
+        """Expected cases that never finished (not started, or cut off while running)."""
+        return [n for n in self.expected if n not in self.finished]
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         """pytest hook (the collector is registered as a plugin of its session)."""
@@ -128,10 +143,13 @@ class RecordCollector:
         state = self._state.setdefault(report.nodeid, {"props": {}, "phases": {}, "duration": 0.0})
         for key, value in getattr(report, "user_properties", []) or []:
             state["props"][key] = value
+        if "harness_case" in state["props"]:
+            self.harness_seen = True
         state["phases"][report.when] = (report.outcome, _short(report))
         state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
         if report.when == "teardown":
             self._state.pop(report.nodeid, None)
+            self.finished.add(report.nodeid)
             record = self.compose(report.nodeid, state)
             if record is not None:
                 self.writer.append(record)

@@ -1,0 +1,116 @@
+"""Interrupts end a run cleanly and say so.
+
+Python turns SIGINT into ``KeyboardInterrupt`` (which pytest already handles: it stops, then
+runs its session-finish hooks) but leaves SIGTERM and SIGHUP at their defaults, which kill
+the process without a summary or a message — what a CI timeout or a closed terminal sends.
+``SignalGuard`` routes all three through the same path: the handler raises ``Interrupted``
+(a ``KeyboardInterrupt`` carrying the signal), so pytest unwinds, finished records stay, and
+the summary can say INTERRUPTED with the exit code ``128 + signal`` (130 SIGINT, 143 SIGTERM,
+129 SIGHUP) — the shell's convention, distinct from pass 0, fail 1 and usage 2.
+
+Handlers are installed only over the defaults (a handler someone else set, or SIGHUP ignored
+by ``nohup``, is left alone), only from the main thread, and restored by ``uninstall``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Callable
+
+#: the signals that end a run cleanly (SIGHUP does not exist on Windows)
+SIGNALS: tuple[signal.Signals, ...] = tuple(
+    s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+
+
+def exit_code(signum: int) -> int:
+    """The exit status of a run ended by ``signum``: 128 + its number, as a shell reports it."""
+    return 128 + int(signum)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread when an interrupt signal arrives."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal_name(signum))
+        self.signum = int(signum)
+
+
+def signal_of(exc: BaseException) -> int | None:
+    """The signal behind an exception that stopped a run: ``Interrupted`` carries it, a plain
+    ``KeyboardInterrupt`` is Ctrl-C (SIGINT) under someone else's handler. Anything else is no
+    signal: ``pytest.exit``, and pytest-xdist's own ``KeyboardInterrupt`` subclass, which it
+    raises to stop after ``-x``/``--maxfail`` failures (that run failed; it was not interrupted)."""
+    if isinstance(exc, Interrupted):
+        return exc.signum
+    if type(exc) is KeyboardInterrupt:
+        return int(signal.SIGINT)
+    return None
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """What a summary says about a run that did not finish."""
+
+    signum: int
+    not_run: tuple[str, ...] = ()
+    expected: int = 0
+
+    @property
+    def signal(self) -> str:
+        return signal_name(self.signum)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.signum)
+
+
+Handler = Callable[[int, FrameType | None], Any] | int | None
+
+
+@dataclass
+class SignalGuard:
+    """Installs the raising handler for ``SIGNALS`` over their defaults; ``received`` is the
+    first signal seen."""
+
+    received: int | None = None
+    _previous: dict[int, Handler] = field(default_factory=dict)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
+        raise Interrupted(signum)
+
+    @staticmethod
+    def _is_default(signum: int, current: Handler) -> bool:
+        if signum == signal.SIGINT:
+            return current is signal.default_int_handler
+        return current == signal.SIG_DFL
+
+    def install(self) -> bool:
+        """Install where the handler is still the default; False when not in the main thread."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        for signum in SIGNALS:
+            current = signal.getsignal(signum)
+            if self._is_default(signum, current):
+                self._previous[signum] = current
+                signal.signal(signum, self._handle)
+        return True
+
+    def uninstall(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in self._previous.items():
+            if signal.getsignal(signum) == self._handle:
+                signal.signal(signum, previous)
+        self._previous.clear()

@@ -1,0 +1,87 @@
+"""Output paths are checked before any work starts.
+
+A run that computes for an hour and then cannot write its results has lost the hour; a check
+that costs a millisecond up front turns that into one line and exit 2. The check is a real
+probe (create a file, or the missing directories, then remove them again) rather than
+``os.access``: ``root`` passes every permission bit test yet still cannot write under a
+regular file, into ``/proc`` or onto a read-only mount, and the probe sees all of those.
+Nothing is left behind, so a directory that would only be made on the first record still is.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from harness.core.errors import UsageError
+
+PROBE_PREFIX = ".harness-write-probe-"
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _nearest_existing(path: Path) -> Path:
+    here = path
+    while not here.exists() and here != here.parent:
+        if here.is_symlink():  # a dangling symlink: writing would follow it somewhere else
+            return here
+        here = here.parent
+    return here
+
+
+def _probe_dir(path: Path, option: str, shown: Path) -> None:
+    """``path`` is (or can become) a directory we can create files in; leaves no trace."""
+    base = _nearest_existing(path)
+    if base.exists() and not base.is_dir():
+        where = "" if base == path else f" ({base} is a file)"
+        raise UsageError(f"{option} {shown}: not a directory{where}")
+    if not base.exists():
+        raise UsageError(f"{option} {shown}: {base} is a dangling symlink")
+    made: list[Path] = []
+    try:
+        missing = []
+        here = path
+        while here != base:
+            missing.append(here)
+            here = here.parent
+        for directory in reversed(missing):
+            directory.mkdir()
+            made.append(directory)
+        fd, probe = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{option} {shown}: not writable ({_reason(exc)})") from None
+    finally:
+        for directory in reversed(made):
+            try:
+                directory.rmdir()
+            except OSError:
+                pass
+
+
+def ensure_writable_dir(path: str | os.PathLike[str], option: str) -> Path:
+    """Refuse (``UsageError``, one line naming ``option``) an output directory that cannot be
+    created or written: an existing file, a path under a file, a read-only place."""
+    out = Path(path)
+    _probe_dir(out, option, out)
+    return out
+
+
+def ensure_writable_file(path: str | os.PathLike[str], option: str) -> Path:
+    """Refuse an output file that cannot be written: a directory, under a file, read-only."""
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"{option} {out}: is a directory, expected a file path")
+    if out.exists():
+        try:
+            with out.open("a"):  # append mode, nothing written: contents and mtime unchanged
+                pass
+        except OSError as exc:
+            raise UsageError(f"{option} {out}: not writable ({_reason(exc)})") from None
+        return out
+    _probe_dir(out.parent if str(out.parent) else Path("."), option, out)
+    return out
