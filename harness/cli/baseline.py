@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.gate.baseline import DEFAULT_STORE, list_baselines, load_baseline, load_run, save_baseline
-from harness.gate.compare import compare_runs, parse_threshold
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -46,6 +45,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ensure_writable_file(getattr(args, option), f"--{option}")
     baseline = load_baseline(args.name, args.store)
     candidate = load_run(args.run_dir)
+    from harness.gate.compare import compare_runs, parse_threshold  # scipy: only when comparing
+
     policies = [parse_threshold(t) for t in args.threshold]
     comparison = compare_runs(baseline.records, candidate, policies, force_env=args.force_env)
     comparison.render_table(_console())

@@ -11,10 +11,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from harness.core import UsageError
 from harness.results import history
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -63,6 +64,8 @@ def _value(value: float) -> str:
 
 def show_rows(wide: pd.DataFrame) -> pd.DataFrame:
     """Long table of what ``show`` prints: one row per series and run, oldest run first."""
+    import pandas as pd
+
     parts = []
     for variant, metric in wide.columns:
         found = history.changes(wide[(variant, metric)])
@@ -119,6 +122,8 @@ def _change_text(change: float) -> Text:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     stored = history.runs(args.db)
     if stored.empty:
         print(f"no runs in {args.db}")

@@ -1,41 +1,25 @@
-"""The performance gate: named baselines and the noise-aware comparison against them."""
+"""The performance gate: named baselines and the noise-aware comparison against them.
 
-from harness.gate.baseline import (
-    DEFAULT_STORE,
-    Baseline,
-    BaselineError,
-    BaselineInfo,
-    list_baselines,
-    load_baseline,
-    load_run,
-    read_results,
-    save_baseline,
-)
-from harness.gate.compare import (
-    DEFAULT_POLICIES,
-    Comparison,
-    EnvironmentMismatch,
-    MetricPolicy,
-    Row,
-    Verdict,
-    compare_runs,
-)
+Names are imported from their modules on first use (PEP 562): ``harness.gate.compare`` needs
+scipy, and every ``harness`` command that only reads a baseline's location must not pay for it.
+"""
 
-__all__ = [
-    "DEFAULT_POLICIES",
-    "DEFAULT_STORE",
-    "Baseline",
-    "BaselineError",
-    "BaselineInfo",
-    "Comparison",
-    "EnvironmentMismatch",
-    "MetricPolicy",
-    "Row",
-    "Verdict",
-    "compare_runs",
-    "list_baselines",
-    "load_baseline",
-    "load_run",
-    "read_results",
-    "save_baseline",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    **dict.fromkeys(("DEFAULT_STORE", "Baseline", "BaselineError", "BaselineInfo", "list_baselines", "load_baseline",
+                     "load_run", "read_results", "save_baseline"), "harness.gate.baseline"),
+    **dict.fromkeys(("DEFAULT_POLICIES", "Comparison", "EnvironmentMismatch", "MetricPolicy", "Row", "Verdict",
+                     "compare_runs"), "harness.gate.compare"),
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -15,13 +15,13 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a trend is computed: `harness --help` must not pay for it
+    import pandas as pd
 
 from harness.core import UsageError, did_you_mean
 from harness.gate.baseline import read_results
-from harness.report.tables import record_numbers
 from harness.results import Record
 
 DEFAULT_DB = Path("reports/history.sqlite")
@@ -118,6 +118,13 @@ def _run_groups(records: list[Record]) -> Iterator[tuple[str, list[Record]]]:
     yield from groups.items()
 
 
+def _numbers(record: Record) -> dict[str, float]:
+    """The record's numbers as the reports flatten them (imported on ingest: the report tables need pandas)."""
+    from harness.report.tables import record_numbers
+
+    return record_numbers(record)
+
+
 def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
     """Store every record of ``run_dir`` (the last one per case id); one transaction per run,
     so an interrupted ingest leaves either the whole run or none of it."""
@@ -136,7 +143,7 @@ def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
             finished = max(r.finished for r in group)
             fingerprint = next((r.env.get("fingerprint") for r in group if r.env), None)
             values = [(run_id, r.id, r.variant, metric, None if math.isnan(v) else v)
-                      for r in group for metric, v in record_numbers(r).items()]
+                      for r in group for metric, v in _numbers(r).items()]
             with conn:  # one transaction
                 conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
                              (run_id, finished, fingerprint, group[0].harness_version or None,
@@ -151,6 +158,8 @@ def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
 
 def runs(db: str | Path = DEFAULT_DB) -> pd.DataFrame:
     """Stored runs, oldest first, with case counts per verdict."""
+    import pandas as pd
+
     with closing(_connect(Path(db), create=False)) as conn:
         return pd.read_sql_query(
             """SELECT r.run_id, r.finished, r.fingerprint, r.cases,
@@ -165,6 +174,8 @@ def trend(db: str | Path = DEFAULT_DB, variant: str | None = None, metric_glob: 
     """Wide table: one row per run (index ``(finished, run_id)``, oldest first; only runs that
     have a matching value), one column per ``(variant, metric)``. A metric measured by two
     cases of one variant in one run is averaged. ``last`` keeps the newest N runs."""
+    import pandas as pd
+
     if last is not None and last < 1:
         raise HistoryError(f"--last must be at least 1, got {last}")
     with closing(_connect(Path(db), create=False)) as conn:
@@ -191,6 +202,8 @@ def trend(db: str | Path = DEFAULT_DB, variant: str | None = None, metric_glob: 
 def changes(series: pd.Series) -> pd.DataFrame:
     """Per run: the value, relative change vs the previous run that has a value, and vs the
     median of the window. Relative, because a 2 ms shift means nothing without the scale."""
+    import pandas as pd
+
     values = series.astype(float)
     previous = values.ffill().shift(1)
     median = values.median()
@@ -202,5 +215,6 @@ def changes(series: pd.Series) -> pd.DataFrame:
 
 
 def _relative(values: pd.Series, reference: pd.Series) -> pd.Series:
+
     ref = reference.where(reference != 0)
     return values / ref - 1.0
