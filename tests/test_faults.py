@@ -75,7 +75,7 @@ def test_correct_export_has_no_training_mode_ops(workspace):
 def test_missing_dynamic_axis_is_caught():
     """TorchScript bakes nn.MultiheadAttention's batch size into a Reshape: the artifact
     crashes on any other batch, so the case errors instead of passing silently."""
-    ws = Workspace(RunOptions(num_samples=16, batch_size=8, exporter="torchscript"), explicit_exporter=True)
+    ws = Workspace(RunOptions(num_samples=16, batch_size=8, exporter="torchscript", explicit_exporter=True))
     with pytest.raises(Exception, match="Reshape"):
         numeric_parity(ws, variant("encoder-custom"))
     default = Workspace(RunOptions(num_samples=16, batch_size=8))  # the model's own default: dynamo

@@ -171,7 +171,7 @@ def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> Ch
     files = {a.path.name: a.record() for a in setup.artifacts}
     source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files)
     try:
-        ws = Workspace(setup.options, specs={setup.spec.name: setup.spec}, prebuilt=source)
+        ws = Workspace(setup.options, prebuilt=source)
         return _judge(ws, req, setup, files, run_dir, began, run_id)
     finally:
         source.close()

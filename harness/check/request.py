@@ -25,7 +25,7 @@ from harness.core import (
 from harness.judge.workspace import Workspace
 from harness.runners import backends
 from harness.runners.prebuilt import runs_onnx_files
-from harness.zoo.base import ModelSpec
+from harness.zoo.base import ModelCatalog, ModelSpec
 
 #: from the most to the least accurate: a set of files of mixed precision is judged at the loosest
 _ORDER = (Precision.FP32, Precision.FP16, Precision.INT8)
@@ -77,7 +77,9 @@ def resolve(req: CheckRequest) -> CheckSetup:
     precision, precision_note = choose_precision(req.precision, artifacts)
     overrides = merge_tolerances(spec.tolerances, {precision.value: dict(req.tolerances)})
     spec = replace(spec, tolerances=overrides)  # numeric and generation gates both read the spec
-    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider])
+    catalog = ModelCatalog()
+    catalog.add(spec)  # the checked model with its tolerances and corpus: this run's, like a config's models
+    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider], catalog=catalog)
     options.batch_size = req.batch_size or options.batch_size
     options.num_samples = req.samples or options.num_samples
     options.intra_op_threads = req.threads

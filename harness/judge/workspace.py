@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -32,21 +32,20 @@ ParityBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, "np.
 
 
 class Workspace:
-    """``specs`` pre-resolves models the zoo does not name (a check's directory, with its
-    tolerances and corpus); ``prebuilt`` is the artifact source when the graphs were built
+    """Models resolve through the run's ``ModelCatalog`` (the zoo, a config's models, the model a
+    ``harness check`` judges, with its tolerances and corpus); ``prebuilt`` is the artifact source when the graphs were built
     elsewhere: variants whose backend runs ONNX files then run those files instead of exports.
     Both are fixed at construction, so one workspace never changes where its graphs come from."""
 
-    def __init__(self, options: RunOptions, cache_dir: Path | None = None, *, explicit_exporter: bool = False,
-                 specs: Mapping[str, ModelSpec] | None = None, prebuilt: PrebuiltGraphs | None = None) -> None:
+    def __init__(self, options: RunOptions, cache_dir: Path | None = None, *,
+                 prebuilt: PrebuiltGraphs | None = None) -> None:
         self.options = options
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.artifacts = ArtifactCache(self.cache_dir / "artifacts")
-        self.explicit_exporter = explicit_exporter or options.explicit_exporter
         self.catalog = options.catalog or ModelCatalog()
         self.prebuilt = prebuilt
         self._models: dict[str, LoadedModel] = {}
-        self._specs: dict[str, ModelSpec] = dict(specs or {})
+        self._specs: dict[str, ModelSpec] = {}
 
     # -- models and data -----------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -102,7 +101,7 @@ class Workspace:
         settings = ExportSettings(opset=self.options.opset, exporter=self.options.exporter,
                                   fp16_op_block_list=blocked,
                                   int8_per_channel=self.options.int8_per_channel or spec.int8_per_channel)
-        if model.spec.exporter and not self.explicit_exporter:
+        if model.spec.exporter and not self.options.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core import Variant
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
+from harness.settings.options import rerun_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -81,7 +82,7 @@ class Case:
             except Exception:
                 pass
         return {"opset": options.opset, "exporter": exporter,
-                "exporter_explicit": bool(getattr(self.workspace, "explicit_exporter", False)),
+                "exporter_explicit": options.explicit_exporter,
                 "batch_size": options.batch_size, "num_samples": options.num_samples,
                 "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
                 "int8_per_channel_forced": options.int8_per_channel, "options": recordable(options.given)}
@@ -166,13 +167,6 @@ class RecordCollector:
                        identity=CaseIdentity.from_dict(case), payload=payload, verdict=verdict, reason=reason,
                        duration_s=state["duration"], settings=settings,
                        rerun=rerun_command(nodeid, case, settings))
-
-
-def rerun_command(nodeid: str, case: dict[str, Any], settings: dict[str, Any]) -> str:
-    """One command that re-runs exactly this case (derived from the option table)."""
-    from harness.settings import options
-
-    return options.rerun_command(nodeid, case, settings)
 
 
 def _short(report: Any) -> str:

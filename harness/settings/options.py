@@ -324,7 +324,7 @@ def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in values.items():
         o = BY_NAME.get(name)
-        if o is None or o.rerun not in (Rerun.GIVEN, Rerun.ALWAYS):
+        if o is None or not o.changes_results or o.rerun is Rerun.CASE:  # the case's own values: in the rerun itself
             continue
         if isinstance(value, Path):
             value = str(value.resolve())
