@@ -156,7 +156,8 @@ def test_bare_nan_of_older_files_still_loads(tmp_path: Path) -> None:
 
 
 def test_numpy_values_are_written_as_plain_json() -> None:
-    np = pytest.importorskip("numpy")
+    import numpy as np
+
     line = record_line({"id": "t", "verdict": "pass", "metrics": {"x": np.float32("nan"), "y": np.float64(2.0)},
                         "data": {"arr": np.arange(2), "path": Path("/a")}})
     assert json.loads(line, parse_constant=_refuse)["metrics"] == {"x": "NaN", "y": 2.0}

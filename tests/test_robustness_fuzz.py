@@ -14,11 +14,8 @@ from __future__ import annotations
 import json
 import string
 
-import pytest
-
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.core import UsageError  # noqa: E402
 from harness.data.corpus import Corpus, CorpusError, load_corpus_file  # noqa: E402
