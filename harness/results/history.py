@@ -1,56 +1,39 @@
-"""Nightly trending: an append-only SQLite store of each run's key numbers.
+"""Nightly trending: an append-only store of each run's key numbers, SQLite or PostgreSQL.
 
 A run directory is cleaned up eventually, and a baseline compares only two runs; the history
 keeps one row per (run, case, number) forever, so a slow drift over weeks is visible.
 Ingesting is idempotent per ``run_id``: re-adding a run (or a glob that matches old runs
-again, as the nightly job does) stores nothing twice. Schema: docs/history.md.
+again, as the nightly job does) stores nothing twice, also when several machines add at the
+same moment (the ``runs`` row is inserted with ON CONFLICT DO NOTHING inside the run's one
+transaction: the writer that loses stores nothing and says "already stored").
+
+``db`` is a file path (SQLite, the default ``reports/history.sqlite``) or a SQLAlchemy URL
+(``postgresql://user@host/db``; the psycopg 3 driver is chosen for you). Schema and
+migrations: ``history_schema``; docs/history.md.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
-import sqlite3
-from contextlib import closing
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:  # pandas is imported where a trend is computed: `harness --help` must not pay for it
     import pandas as pd
+    from sqlalchemy.engine import Connection, Engine
 
 from harness.core import UsageError, did_you_mean
 from harness.gate.baseline import read_results
 from harness.results import Record
 
 DEFAULT_DB = Path("reports/history.sqlite")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, finished TEXT, fingerprint TEXT, harness_version TEXT,
-    source TEXT, ingested TEXT, cases INTEGER
-);
-CREATE TABLE IF NOT EXISTS cases (
-    run_id TEXT NOT NULL REFERENCES runs(run_id), id TEXT NOT NULL, variant TEXT, suite TEXT,
-    verdict TEXT, reason TEXT, finished TEXT, PRIMARY KEY (run_id, id)
-);
-CREATE TABLE IF NOT EXISTS metric_values (
-    run_id TEXT NOT NULL REFERENCES runs(run_id), id TEXT NOT NULL, variant TEXT, metric TEXT NOT NULL,
-    value REAL, PRIMARY KEY (run_id, id, metric)
-);
-CREATE INDEX IF NOT EXISTS metric_values_by_series ON metric_values (variant, metric);
-"""
-
-
-#: every table's columns, in order: what a database must hold to be taken for ours
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "runs": ("run_id", "finished", "fingerprint", "harness_version", "source", "ingested", "cases"),
-    "cases": ("run_id", "id", "variant", "suite", "verdict", "reason", "finished"),
-    "metric_values": ("run_id", "id", "variant", "metric", "value"),
-}
-#: the schema objects (tables, indexes, including SQLite's automatic primary-key indexes) a history holds
-_OBJECTS = (*_COLUMNS, "metric_values_by_series")
+#: environment variable naming the default store (a path or URL), so a team sets it once in CI
+DB_ENV = "HARNESS_HISTORY_DB"
 
 
 class HistoryError(UsageError):
@@ -66,47 +49,119 @@ class Ingested:
     added: bool  # False: this run_id was already stored, nothing was written
 
 
-def _connect(db: Path, *, create: bool) -> sqlite3.Connection:
-    db = Path(db)
-    if db.is_dir():
-        raise HistoryError(f"history database {db} is a directory; pass a file path with --db")
-    if not db.exists():
+def default_db() -> str:
+    return os.environ.get(DB_ENV) or str(DEFAULT_DB)
+
+
+def is_url(db: str | Path) -> bool:
+    return "://" in str(db)
+
+
+def describe(db: str | Path) -> str:
+    """``db`` as messages name it: a URL without its password."""
+    if not is_url(db):
+        return str(db)
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(str(db)).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL is reported by _engine
+        return str(db).split("@")[-1]
+
+
+def _url(db: str | Path, *, create: bool) -> str:
+    """A SQLAlchemy URL for ``db``; checks a SQLite path the way the file store always did."""
+    if is_url(db):
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(str(db))
+        except ArgumentError:
+            raise HistoryError(f"--db {describe(db)}: not a database URL (postgresql://user@host/db) or a file path") from None
+        if url.drivername in ("postgresql", "postgres"):
+            url = url.set(drivername="postgresql+psycopg")
+        if url.get_backend_name() not in ("postgresql", "sqlite"):
+            raise HistoryError(f"--db {describe(db)}: unsupported database {url.get_backend_name()!r} "
+                               "(SQLite file paths and postgresql:// URLs are supported)")
+        if url.get_backend_name() == "postgresql":
+            try:
+                import psycopg  # noqa: F401
+            except ImportError:
+                raise HistoryError("--db postgresql://... needs the psycopg driver: "
+                                   "pip install 'model-harness[postgres]'") from None
+        return url.render_as_string(hide_password=False)
+    path = Path(db)
+    if path.is_dir():
+        raise HistoryError(f"history database {path} is a directory; pass a file path with --db")
+    if not path.exists():
         if not create:
-            siblings = [str(p) for p in db.parent.glob("*.sqlite")] if db.parent.is_dir() else []
-            raise HistoryError(f"no history database at {db}{did_you_mean(str(db), siblings)}; "
+            siblings = [str(p) for p in path.parent.glob("*.sqlite")] if path.parent.is_dir() else []
+            raise HistoryError(f"no history database at {path}{did_you_mean(str(path), siblings)}; "
                                "create it with `harness history add RUN_DIR`")
         try:
-            db.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise HistoryError(f"cannot create history database {db}: {exc.strerror or exc}") from None
+            raise HistoryError(f"cannot create history database {path}: {exc.strerror or exc}") from None
+    return f"sqlite:///{path.resolve()}"
+
+
+def _engine(db: str | Path, *, create: bool) -> Engine:
+    from sqlalchemy import create_engine, event
+
+    url = _url(db, create=create)
+    if url.startswith("sqlite"):
+        # writers queue on the file lock for up to 60 s instead of failing "database is locked";
+        # BEGIN IMMEDIATE takes the write lock up front (no deadlock upgrading a read lock)
+        engine = create_engine(url, connect_args={"timeout": 60})
+
+        @event.listens_for(engine, "connect")
+        def _autocommit_off(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # SQLAlchemy's BEGIN below, not pysqlite's
+
+        @event.listens_for(engine, "begin")
+        def _begin_immediate(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+@contextmanager
+def _open(db: str | Path, *, create: bool) -> Iterator[Engine]:
+    """An engine on a history that exists (and is migrated to the current schema); every
+    database error becomes one ``HistoryError`` line naming ``db``."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from harness.results import history_schema as schema
+
+    engine = _engine(db, create=create)
     try:
-        conn = sqlite3.connect(db)
-        _check_ours(conn, db)  # before anything is written: another application's file stays untouched
-        conn.executescript(_SCHEMA)
-    except sqlite3.DatabaseError as exc:
-        raise HistoryError(f"{db} is not a usable history database ({exc})") from None
-    return conn
+        try:
+            with engine.begin() as conn:
+                found = schema.found_version(conn) if not create else None
+                if not create and found is None:
+                    raise HistoryError(f"{describe(db)} holds no history yet; create it with `harness history add RUN_DIR`")
+                schema.prepare(conn, _now())
+        except schema.ForeignDatabase as exc:
+            raise HistoryError(f"{describe(db)} is not a harness history database ({exc}); pass another --db") from None
+        except SQLAlchemyError as exc:
+            raise HistoryError(f"{describe(db)} is not a usable history database ({_reason(exc)})") from None
+        try:
+            yield engine
+        except SQLAlchemyError as exc:
+            raise HistoryError(f"history database {describe(db)}: {_reason(exc)}") from None
+    finally:
+        engine.dispose()
 
 
-def _check_ours(conn: sqlite3.Connection, db: Path) -> None:
-    """Refuse (``HistoryError``, nothing written) a database that holds anything but the
-    history's tables with their columns: an empty file or a fresh one is ours to create, a
-    history database of this or an earlier version is ours to use, anything else is not."""
-    found = {name: sql for name, sql in conn.execute(
-        "SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
-    if not found:
-        return
-    foreign = sorted(set(found) - set(_OBJECTS))
-    if foreign:
-        conn.close()
-        raise HistoryError(f"{db} is not a harness history database (it holds {', '.join(foreign[:3])}"
-                           f"{' ...' if len(foreign) > 3 else ''}); pass another file with --db")
-    for table, columns in _COLUMNS.items():
-        have = tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
-        if have and have != columns:
-            conn.close()
-            raise HistoryError(f"{db} is not a harness history database (table {table} has columns "
-                               f"{', '.join(have)}); pass another file with --db")
+def _reason(exc: Exception) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return " ".join(str(orig).split())[:300]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _run_groups(records: list[Record]) -> Iterator[tuple[str, list[Record]]]:
@@ -125,48 +180,82 @@ def _numbers(record: Record) -> dict[str, float]:
     return record_numbers(record)
 
 
+def _insert(conn: Connection, table: Any) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING in the connection's dialect."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table).on_conflict_do_nothing()
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
 def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
     """Store every record of ``run_dir`` (the last one per case id); one transaction per run,
-    so an interrupted ingest leaves either the whole run or none of it."""
+    so an interrupted ingest leaves either the whole run or none of it, and two writers adding
+    the same run at once store it once."""
+    from harness.results import history_schema as schema
+
     records = read_results(run_dir)
     if not records:
         raise UsageError(f"{Path(run_dir)} has no records to store")
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     out = []
-    with closing(_connect(Path(db), create=True)) as conn:
+    with _open(db, create=True) as engine:
         for run_id, group in _run_groups(records):
             if not run_id:
                 raise UsageError(f"{Path(run_dir)}: a record has no run_id (not a harness.result/1 file?)")
-            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
-                out.append(Ingested(run_id, str(run_dir), len(group), 0, added=False))
-                continue
-            finished = max(r.finished for r in group)
-            fingerprint = next((r.env.get("fingerprint") for r in group if r.env), None)
-            values = [(run_id, r.id, r.variant, metric, None if math.isnan(v) else v)
+            values = [{"run_id": run_id, "id": r.id, "variant": r.variant, "metric": metric, "value": _finite(v)}
                       for r in group for metric, v in _numbers(r).items()]
-            with conn:  # one transaction
-                conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (run_id, finished, fingerprint, group[0].harness_version or None,
-                              str(Path(run_dir).resolve()), now, len(group)))
-                conn.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 [(run_id, r.id, r.variant, r.suite, r.verdict, r.first_reason_line,
-                                   r.finished or None) for r in group])
-                conn.executemany("INSERT OR REPLACE INTO metric_values VALUES (?, ?, ?, ?, ?)", values)
+            with engine.begin() as conn:  # one transaction
+                claimed = conn.execute(_insert(conn, schema.runs_table).values(
+                    run_id=run_id, finished=max(r.finished for r in group),
+                    fingerprint=next((r.env.get("fingerprint") for r in group if r.env), None),
+                    harness_version=group[0].harness_version or None, source=str(Path(run_dir).resolve()),
+                    ingested=_now(), cases=len(group)).returning(schema.runs_table.c.run_id)).first()
+                if claimed is None:  # stored before, or by a writer that committed first
+                    out.append(Ingested(run_id, str(run_dir), len(group), 0, added=False))
+                    continue
+                conn.execute(schema.cases_table.insert(), [
+                    {"run_id": run_id, "id": r.id, "variant": r.variant, "suite": r.suite, "verdict": r.verdict,
+                     "reason": r.first_reason_line, "finished": r.finished or None,
+                     "duration_s": _finite(r.duration_s)} for r in group])
+                if values:
+                    conn.execute(_insert(conn, schema.values_table), values)
             out.append(Ingested(run_id, str(run_dir), len(group), len(values), added=True))
     return out
 
 
+def _frame(db: str | Path, sql: str) -> pd.DataFrame:
+    import pandas as pd
+    from sqlalchemy import text
+
+    with _open(db, create=False) as engine, engine.connect() as conn:
+        result = conn.execute(text(sql))
+        return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+
+
 def runs(db: str | Path = DEFAULT_DB) -> pd.DataFrame:
     """Stored runs, oldest first, with case counts per verdict."""
-    import pandas as pd
+    return _frame(db, """SELECT r.run_id, r.finished, r.fingerprint, r.cases,
+                      SUM(CASE WHEN c.verdict = 'pass' THEN 1 ELSE 0 END) AS pass,
+                      SUM(CASE WHEN c.verdict = 'fail' THEN 1 ELSE 0 END) AS fail,
+                      SUM(CASE WHEN c.verdict = 'error' THEN 1 ELSE 0 END) AS error,
+                      SUM(CASE WHEN c.verdict = 'skip' THEN 1 ELSE 0 END) AS skip, r.source
+               FROM runs r LEFT JOIN cases c ON c.run_id = r.run_id
+               GROUP BY r.run_id, r.finished, r.fingerprint, r.cases, r.source
+               ORDER BY r.finished, r.run_id""")
 
-    with closing(_connect(Path(db), create=False)) as conn:
-        return pd.read_sql_query(
-            """SELECT r.run_id, r.finished, r.fingerprint, r.cases,
-                      SUM(c.verdict = 'pass') AS pass, SUM(c.verdict = 'fail') AS fail,
-                      SUM(c.verdict = 'error') AS error, SUM(c.verdict = 'skip') AS skip, r.source
-               FROM runs r LEFT JOIN cases c USING (run_id)
-               GROUP BY r.run_id ORDER BY r.finished, r.run_id""", conn)
+
+def durations(db: str | Path = DEFAULT_DB) -> dict[str, float]:
+    """Each case id's duration in its newest stored run that measured one (for ``--shard`` balancing)."""
+    frame = _frame(db, """SELECT c.id, c.duration_s FROM cases c JOIN runs r ON r.run_id = c.run_id
+                          WHERE c.duration_s IS NOT NULL ORDER BY r.finished, r.run_id""")
+    return {str(i): float(d) for i, d in zip(frame["id"], frame["duration_s"])} if len(frame) else {}
 
 
 def trend(db: str | Path = DEFAULT_DB, variant: str | None = None, metric_glob: str = "*",
@@ -178,10 +267,9 @@ def trend(db: str | Path = DEFAULT_DB, variant: str | None = None, metric_glob: 
 
     if last is not None and last < 1:
         raise HistoryError(f"--last must be at least 1, got {last}")
-    with closing(_connect(Path(db), create=False)) as conn:
-        long = pd.read_sql_query(
-            """SELECT r.finished, v.run_id, v.variant, v.metric, v.value
-               FROM metric_values v JOIN runs r USING (run_id)""", conn)
+    long = _frame(db, """SELECT r.finished, v.run_id, v.variant, v.metric, v.value
+                         FROM metric_values v JOIN runs r ON r.run_id = v.run_id""")
+    long["value"] = pd.to_numeric(long["value"], errors="coerce")
     if variant is not None:
         known = sorted(set(long["variant"].dropna()))
         if variant not in known:
