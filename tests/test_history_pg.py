@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
+import pg_server
 import pytest
 import sqlalchemy as sa
 
-import pg_server
 from harness.cli import main
 from harness.results import history
 from harness.results.history_schema import VERSION

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.core import UsageError
 from harness.gate.baseline import read_results
 
 
@@ -21,6 +22,8 @@ def _write(path: str, text: str) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.core.writable import ensure_writable_file
 
+    if args.db and not args.html:
+        raise UsageError("--db: trend plots go into the HTML report; add --html OUT")
     for option in ("csv", "html", "markdown"):  # before reading: an unwritable OUT is one line, exit 2
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
@@ -31,7 +34,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.csv:
         _write(args.csv, tables.to_csv(frame))
     if args.html:
-        _write(args.html, tables.to_html(frame, title=f"model deployment gate: {Path(args.run_dir).name}"))
+        from harness.report.html import render_report
+
+        _write(args.html, render_report(records, title=f"model deployment gate: {Path(args.run_dir).name}",
+                                        run_dir=Path(args.run_dir), report_path=Path(args.html), history_db=args.db))
     if args.markdown:
         from harness.report.summary import render_summary
 
@@ -53,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", metavar="RUN_DIR")
     parser.add_argument("--csv", metavar="OUT", help="one row per case, every metric and perf number a column")
-    parser.add_argument("--html", metavar="OUT", help="a self-contained HTML page, rows coloured by verdict")
+    parser.add_argument("--html", metavar="OUT", help="a self-contained HTML page: verdict banner, overview grid, "
+                        "failures first, performance plots (docs/report.md)")
+    parser.add_argument("--db", metavar="PATH|URL", help="history store (SQLite path or postgresql:// URL): "
+                        "adds trend plots with baseline bands to --html")
     parser.add_argument("--markdown", metavar="OUT", help="summary.md as the run wrote it")
     parser.set_defaults(func=cmd_report)

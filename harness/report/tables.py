@@ -19,7 +19,9 @@ from harness.results import Record
 METRIC_PREFIX = "metric:"
 PERF_PREFIX = "perf:"
 BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "provider", "verdict", "reason",
-                "duration_s", "fingerprint", "finished", "run_id")
+                "duration_s", "fingerprint", "finished", "run_id",
+                # the case's headline number, chosen by the metric registry (report/html/headline.py)
+                "headline_metric", "headline_value", "headline_threshold")
 VERDICT_COLOURS = {"pass": "#d7f5dd", "fail": "#f8d0d0", "error": "#f4b6b6", "skip": "#fcefc7"}
 # perf sections that describe how a measurement was taken, not what it measured
 _PERF_SKIP = {"settings", "samples", "cold_start_runs", "artifact_files"}
@@ -83,6 +85,7 @@ def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame
         row: dict[str, Any] = {c: r.get(c) for c in BASE_COLUMNS}
         row["reason"] = first_line(r.get("reason"))
         row["fingerprint"] = env.get("fingerprint")
+        row.update(_headline_cells(r))
         row.update(record_numbers(r))
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(BASE_COLUMNS) if not rows else None)
@@ -92,6 +95,20 @@ def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame
     if len(frame):
         frame["duration_s"] = pd.to_numeric(frame["duration_s"], errors="coerce")
     return frame
+
+
+def _headline_cells(raw: Mapping[str, Any]) -> dict[str, Any]:
+    from harness.report.html.headline import headline
+    from harness.results.record import RecordError
+
+    try:
+        found = headline(Record.from_dict(raw))
+    except RecordError:
+        found = None
+    if found is None:
+        return {}
+    gate = f"{found.op} {found.threshold:g}" if found.threshold is not None else None
+    return {"headline_metric": found.key, "headline_value": found.value, "headline_threshold": gate}
 
 
 def to_csv(frame: pd.DataFrame) -> str:

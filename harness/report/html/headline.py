@@ -1,0 +1,93 @@
+"""The one number a report shows for a case, chosen by the metric registry, not by a hand list.
+
+Order of choice: a failing gated check (the one that failed the case), else the gated metric the
+registry declares first (``norm_max_abs`` before ``cosine``, ``gen_token_exact_match`` ...), taking
+the worst value over the case's outputs; a case without gates shows its first ``headline`` metric;
+a performance case its first perf budget the record can read (p50 latency, then cold start ...).
+Adding a metric to the registry changes what reports show without touching this module.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.metrics.registry import METRICS
+from harness.metrics.spec import Scope
+from harness.results import MetricKey, Record
+from harness.results.checks import CheckResult
+
+
+@dataclass(frozen=True)
+class Headline:
+    metric: str  # the registry name (``norm_max_abs``, ``p50_ms``)
+    key: str  # the record key (``decoder.logits.norm_max_abs``, ``perf.p50_ms``)
+    value: float
+    threshold: float | None = None
+    op: str = ""
+    passed: bool | None = None  # None: not gated
+    unit: str = ""
+
+    def text(self) -> str:
+        gate = f" {self.op} {format_number(self.threshold)}" if self.threshold is not None else ""
+        unit = f" {self.unit}" if self.unit in ("ms", "MiB") else ""
+        return f"{self.metric} {format_number(self.value)}{unit}{gate}"
+
+
+def format_number(value: float | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4g}"
+
+
+_ORDER = {spec.name: i for i, spec in enumerate(METRICS)}
+
+
+def _worse(a: CheckResult, b: CheckResult) -> CheckResult:
+    """The worse of two checks of one metric (NaN is the worst)."""
+    if math.isnan(a.value):
+        return a
+    if math.isnan(b.value):
+        return b
+    higher = METRICS.get(a.metric)
+    better_is_higher = higher.higher_is_better if higher else a.op == ">="
+    return a if (a.value < b.value) == better_is_higher else b
+
+
+def _from_checks(record: Record) -> Headline | None:
+    checks = record.checks()
+    if not checks:
+        return None
+    failing = [c for c in checks if not c.passed]
+    pool = failing or checks
+    best = min(_ORDER.get(c.metric, len(_ORDER)) for c in pool)
+    candidates = [c for c in pool if _ORDER.get(c.metric, len(_ORDER)) == best]
+    worst = candidates[0]
+    for c in candidates[1:]:
+        worst = _worse(worst, c)
+    key = str(MetricKey(worst.metric, *worst.subject.split("/", 1))) if worst.subject else worst.metric
+    spec = METRICS.get(worst.metric)
+    return Headline(worst.metric, key, worst.value, worst.threshold, worst.op, worst.passed,
+                    spec.unit if spec else "")
+
+
+def headline(record: Record) -> Headline | None:
+    """The case's headline number, or None (a skip, an error before measuring)."""
+    found = _from_checks(record)
+    if found is not None:
+        return found
+    for spec in METRICS:
+        if spec.headline:
+            for key, value in record.metrics.items():
+                if MetricKey.parse(key).metric == spec.name and isinstance(value, (int, float)):
+                    return Headline(spec.name, key, float(value), unit=spec.unit)
+    if record.perf:
+        for spec in METRICS.of(Scope.PERF_BUDGET):
+            read = spec.reading.read(record.perf) if spec.reading else None
+            if read is not None:
+                return Headline(spec.name, str(MetricKey.perf(spec.name)), read, unit=spec.unit)
+    return None

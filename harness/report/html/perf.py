@@ -1,0 +1,102 @@
+"""The performance section: latency distributions (CDF per variant, p50/p99 marked) from the raw
+samples every latency record keeps, cold start and memory bars, and throughput (tokens/s of the
+generation cases, calls/s of the latency cases). Absent when the run measured none of these."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any, Mapping
+
+from harness.report.html import plots
+from harness.report.tables import perf_numbers
+from harness.results import Record
+
+MiB = float(2 ** 20)
+#: at most this many latency keys get their own CDF (bs/seq buckets beyond are in the table)
+MAX_CDFS = 4
+
+
+def _latency_series(records: list[Record]) -> dict[str, dict[str, list[float]]]:
+    """``{perf key: {variant: samples}}`` for every latency measurement with raw samples."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        for key, value in r.perf.items():
+            if isinstance(value, Mapping) and isinstance(value.get("samples"), list) and value["samples"]:
+                samples = [float(s) for s in value["samples"] if isinstance(s, (int, float)) and not isinstance(s, bool)]
+                if samples:
+                    out.setdefault(key, {})[r.variant or r.id] = samples
+    return out
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _throughput(records: list[Record]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in records:
+        name = r.variant or r.id
+        for key, value in perf_numbers(r.perf).items():
+            if key.endswith("tokens_per_s") or key == "throughput":
+                unit = "tokens/s" if key.endswith("tokens_per_s") else "calls/s"
+                out[f"{name} {key} ({unit})"] = [value]
+        generation = r.data.get("generation")
+        seconds = generation.get("seconds") if isinstance(generation, Mapping) else None
+        tokens = _number(seconds.get("tokens_per_s")) if isinstance(seconds, Mapping) else None
+        if tokens is not None:
+            out[f"{name} decode (tokens/s)"] = [tokens]
+    return out
+
+
+def _latency_table(series: dict[str, dict[str, list[float]]], records: list[Record]) -> str:
+    rows = []
+    for r in records:
+        for key, value in r.perf.items():
+            summary = value.get("summary") if isinstance(value, Mapping) else None
+            if not isinstance(summary, Mapping):
+                continue
+            cells = "".join(f"<td class=\"num\">{_fmt(summary.get(s))}</td>" for s in ("n", "p50", "p90", "p99", "mean", "cv"))
+            rows.append(f"<tr><td>{escape(r.variant or r.id)}</td><td>{escape(key)}</td>{cells}</tr>")
+    if not rows:
+        return ""
+    return ("<table class=\"perf\"><thead><tr><th>variant</th><th>measurement</th><th>n</th><th>p50 ms</th>"
+            f"<th>p90 ms</th><th>p99 ms</th><th>mean ms</th><th>cv</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _fmt(value: Any) -> str:
+    number = _number(value)
+    return "" if number is None else f"{number:.4g}"
+
+
+def render_perf(records: list[Record]) -> str:
+    perf = [r for r in records if r.perf]
+    throughput = _throughput(records)
+    if not perf and not throughput:
+        return ""
+    parts = []
+    series = _latency_series(perf)
+    for key in sorted(series, key=lambda k: (k != "latency_ms", k))[:MAX_CDFS]:
+        parts.append(plots.latency_cdf(series[key], f"latency distribution: {key}"))
+    parts.append(_latency_table(series, perf))
+    cold = {}
+    memory = {}
+    for r in perf:
+        name = r.variant or r.id
+        start = r.perf.get("cold_start_ms")
+        if isinstance(start, Mapping):
+            load, first = _number(start.get("load")), _number(start.get("first_inference"))
+            if load is not None and first is not None:
+                cold[name] = [load, first]
+        peak = _number(r.perf.get("peak_rss_bytes"))
+        if peak is not None:
+            memory[name] = [peak / MiB]
+    if cold:
+        parts.append(plots.bars(cold, ["load", "first inference"], "cold start (fresh process)", "ms"))
+    if memory:
+        parts.append(plots.bars(memory, ["peak RSS"], "peak memory (fresh process)", "MiB"))
+    if throughput:
+        parts.append(plots.bars(throughput, ["throughput"], "throughput", "per second"))
+    return f'<section id="perf"><h2>Performance</h2>{"".join(parts)}</section>'

@@ -1,0 +1,110 @@
+"""Matplotlib figures as inline SVG: the report stays one offline file (no CDN, no script).
+
+The Agg backend is forced (no display on CI machines); text stays text in the SVG
+(``svg.fonttype = none``: smaller, searchable) and matplotlib escapes it, so a model name
+cannot inject markup. Fixed ``svg.hashsalt`` and no date metadata: the same data gives the
+same bytes, which keeps reports diffable.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: verdict colours shared with the grid (also colour-blind distinguishable by lightness)
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+MAX_SERIES = 10
+
+
+def _figure(width: float, height: float) -> Figure:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=96, layout="constrained")
+
+
+def to_svg(fig: Figure, label: str) -> str:
+    """The figure as an ``<svg>`` element (no XML prolog) with an accessible label."""
+    import html
+
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "harness", "font.size": 9}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buffer.getvalue()
+    start = svg.find("<svg")
+    return (f'<figure class="plot" aria-label="{html.escape(label)}">'
+            f"{svg[start:]}</figure>")
+
+
+def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:
+    """Empirical CDF per variant with p50 and p99 marked: the shape (a tail, two modes) that a
+    percentile table hides."""
+    import numpy as np
+
+    fig = _figure(7.0, 3.2)
+    ax: Axes = fig.add_subplot()
+    for i, (name, samples) in enumerate(list(series.items())[:MAX_SERIES]):
+        values = np.sort(np.asarray([s for s in samples if math.isfinite(s)], dtype=float))
+        if values.size == 0:
+            continue
+        colour = PALETTE[i % len(PALETTE)]
+        ax.step(values, np.arange(1, values.size + 1) / values.size, where="post", color=colour, label=name)
+        for q, marker in ((50, "o"), (99, "^")):
+            x = float(np.percentile(values, q))
+            ax.plot([x], [q / 100], marker=marker, color=colour, markersize=5)
+    ax.axhline(0.5, color="#999", linewidth=0.6, linestyle=":")
+    ax.axhline(0.99, color="#999", linewidth=0.6, linestyle=":")
+    ax.set_xlabel("latency per call (ms)   ● p50   ▲ p99")
+    ax.set_ylabel("fraction of calls")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    return to_svg(fig, title)
+
+
+def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str, unit: str) -> str:
+    """Horizontal (stacked when several ``parts``) bars per variant: cold start, memory, tokens/s."""
+    fig = _figure(7.0, 0.9 + 0.28 * max(len(values), 1))
+    ax: Axes = fig.add_subplot()
+    names = list(values)
+    left = [0.0] * len(names)
+    for j, part in enumerate(parts):
+        widths = [values[n][j] if j < len(values[n]) else 0.0 for n in names]
+        ax.barh(names, widths, left=left, color=PALETTE[j % len(PALETTE)], label=part)
+        left = [a + b for a, b in zip(left, widths)]
+    for y, total in enumerate(left):
+        ax.text(total, y, f" {total:.4g}", va="center", fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    if len(parts) > 1:
+        ax.legend(fontsize=7, loc="lower right")
+    return to_svg(fig, title)
+
+
+def trend(series: Mapping[str, Sequence[tuple[str, float]]], title: str, band: Mapping[str, tuple[float, float]]) -> str:
+    """One line per variant over runs (oldest left), with the baseline band (the window's median
+    ± 3 scaled MADs of the earlier runs) shaded: a point outside its band is a real move."""
+    fig = _figure(7.0, 2.8)
+    ax: Axes = fig.add_subplot()
+    for i, (name, points) in enumerate(list(series.items())[:MAX_SERIES]):
+        colour = PALETTE[i % len(PALETTE)]
+        xs = list(range(len(points)))
+        ax.plot(xs, [v for _, v in points], marker="o", markersize=3, color=colour, label=name)
+        if name in band:
+            lo, hi = band[name]
+            ax.fill_between([0, max(len(points) - 1, 1)], lo, hi, color=colour, alpha=0.12, linewidth=0)
+    runs = max((len(p) for p in series.values()), default=0)
+    ax.set_xlabel(f"run (oldest → newest, {runs} runs)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="best")
+    return to_svg(fig, title)
