@@ -45,6 +45,14 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     values.pop("out", None)
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
     build_options(values, rootdir=Path.cwd())
+    if values.get("shard"):  # a bad K/N or durations source is one line before pytest starts
+        from harness.shard.plan import ShardSpec, load_durations
+
+        ShardSpec.parse(values["shard"])
+        if values.get("shard_durations"):
+            load_durations(values["shard_durations"])
+    elif values.get("shard_durations"):
+        raise UsageError("--shard-durations: only used with --shard K/N")
     suites = args.suites or suites_dir()
     if not suites.exists():
         raise UsageError(f"--suites: {suites} does not exist")

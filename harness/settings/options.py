@@ -183,6 +183,12 @@ OPTIONS: tuple[Option, ...] = (
            rerun=Rerun.NEVER, metavar="DIR"),
     Option("cache", Kind.PATH, "cache for built models and artifacts (default: $HARNESS_CACHE or "
            "~/.cache/model-harness)", rerun=Rerun.NEVER, metavar="DIR"),
+    # --- issue 12: sharding across machines (harness/shard/, docs/sharding.md) ---
+    Option("shard", Kind.TEXT, "run only shard K of N of the case matrix (deterministic; combine the shard "
+           "directories with `harness merge`)", rerun=Rerun.NEVER, metavar="K/N"),
+    Option("shard_durations", Kind.TEXT, "balance shards by the case durations of a run directory or a history "
+           "database (path or URL); every shard must be given the same one", rerun=Rerun.NEVER, metavar="SOURCE"),
+    # --- end issue 12 ---
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
            group=Group.PERF),

@@ -1,0 +1,43 @@
+"""``harness merge RUN_DIR...``: combine the shard directories of one split run (``harness run
+--shard K/N`` on N machines) into one run directory with its summary and report.
+
+Exit codes: 0 merged and every case passed or skipped, 1 merged and a case failed (as the
+unsplit run would have exited), 2 the shards do not form one run (overlapping, missing, from
+different splits or environments: one line saying which; ``--force`` merges anyway and lists
+what it overrode in ``merge.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from harness.core.writable import ensure_writable_dir
+    from harness.shard.merge import merge_shards, write_merged
+
+    out = args.out or Path("reports") / time.strftime("merged-%Y%m%d-%H%M%S")
+    ensure_writable_dir(out, "--out")
+    merged = merge_shards([Path(p) for p in args.run_dirs], force=args.force)
+    write_merged(merged, Path(out))
+    for warning in merged.warnings:
+        print(f"harness: warning: forced: {warning}")
+    from harness.report.summary import status_line
+
+    print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} case(s) -> {out} "
+          f"(results.jsonl, summary.md, report.html)")
+    print(status_line(merged.records))
+    return 1 if any(r.failed for r in merged.records) else 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``merge`` to the top-level parser."""
+    parser = subparsers.add_parser("merge", help="combine shard run directories into one run, summary and report",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="merged run directory (default: reports/merged-<time>)")
+    parser.add_argument("--force", action="store_true",
+                        help="merge despite overlapping/missing shards or mixed environments")
+    parser.set_defaults(func=cmd_merge)

@@ -1,0 +1,42 @@
+"""``--harness-shard K/N``: keep this shard's part of the collected matrix (harness.shard.plan)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _case(item: pytest.Item) -> str | None:
+    """The case id a record gets (``test_x[variant]``); None for an item that writes no record
+    (a suite's "no variant fits" placeholder): those stay in every shard, they only skip."""
+    return item.name if any(k == "harness_case" for k, _ in item.user_properties) else None
+
+
+@pytest.hookimpl(trylast=True)  # after harness.plugin has tagged the cases
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from harness.plugin import RUN_DIR, _asked_for, run_options
+
+    if not _asked_for(config):
+        return
+    given = run_options(config).given
+    if not given.get("shard"):
+        if given.get("shard_durations"):
+            raise pytest.UsageError("--harness-shard-durations only balances a --harness-shard K/N run")
+        return
+    from harness.core import UsageError
+    from harness.shard.plan import ShardSpec, assign, load_durations, write_shard_file
+
+    try:
+        spec = ShardSpec.parse(given["shard"], "--harness-shard")
+        source = given.get("shard_durations")
+        durations = load_durations(source) if source else None
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    keys = [_case(item) for item in items]
+    cases = [k for k in keys if k is not None]
+    mine = set(assign(cases, spec.count, durations)[0][spec.index - 1])
+    keep = [item for item, key in zip(items, keys) if key is None or key in mine]
+    dropped = [item for item, key in zip(items, keys) if key is not None and key not in mine]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+    write_shard_file(config.stash[RUN_DIR], spec, cases, durations, str(source) if source else None)
