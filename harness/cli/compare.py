@@ -1,0 +1,49 @@
+"""``harness compare RUN_A RUN_B``: what changed between two runs — verdict changes first, then
+accuracy metrics and performance side by side with deltas (performance judged by the
+statistical gate). The "after upgrading onnxruntime, what moved?" view.
+
+Exit codes: 0 compared (informational), 1 with ``--strict`` when a case newly fails or a
+performance metric regressed (gating), 2 a missing or corrupt run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.core.writable import ensure_writable_file
+    from harness.gate.baseline import read_results
+
+    for option in ("markdown", "html"):
+        if getattr(args, option):
+            ensure_writable_file(getattr(args, option), f"--{option}")
+    records_a, records_b = read_results(args.run_a), read_results(args.run_b)
+    from harness.compare.diff import compare
+    from harness.compare.render import render_terminal, to_html, to_markdown
+    from harness.report.console import cli_console
+
+    cmp = compare(records_a, records_b, name_a=Path(args.run_a).name or str(args.run_a),
+                  name_b=Path(args.run_b).name or str(args.run_b))
+    render_terminal(cmp, cli_console())
+    for option, render in (("markdown", to_markdown), ("html", to_html)):
+        target = getattr(args, option)
+        if target:
+            out = Path(target)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(render(cmp), encoding="utf-8")
+    return 1 if args.strict and cmp.regressed else 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``compare`` to the top-level parser."""
+    parser = subparsers.add_parser("compare", help="what changed between two runs: verdicts, accuracy, perf",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("run_a", metavar="RUN_A", help="the earlier / reference run directory")
+    parser.add_argument("run_b", metavar="RUN_B", help="the later / candidate run directory")
+    parser.add_argument("--markdown", metavar="OUT", help="also write the comparison as Markdown")
+    parser.add_argument("--html", metavar="OUT", help="also write the comparison as a self-contained HTML page")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when a case newly fails or a gating perf metric regressed")
+    parser.set_defaults(func=cmd_compare)

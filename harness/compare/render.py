@@ -1,0 +1,148 @@
+"""A ``RunComparison`` as a terminal table, Markdown (a PR comment or job summary) and HTML."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import TYPE_CHECKING
+
+from harness.compare.diff import MetricDelta, RunComparison
+from harness.gate.compare import _ordered, fmt_change, fmt_ci, fmt_p, fmt_value
+from harness.report.summary import _code, _md
+from harness.report.text import printable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+#: accuracy rows shown (worst first); the rest are counted
+MAX_ROWS = 200
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return f"{value:.6g}"
+
+
+def _pct(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:+.2%}"
+
+
+def _v(verdict: str | None) -> str:
+    return verdict or "—"
+
+
+def _accuracy_cells(d: MetricDelta) -> list[str]:
+    return [d.case, d.key, _num(d.before), _num(d.after), _num(d.delta), _pct(d.relative), d.change]
+
+
+def _perf_cells(cmp: RunComparison) -> list[list[str]]:
+    if cmp.perf is None:
+        return []
+    return [[r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
+             fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), r.verdict.value + (" (advisory)" if r.advisory else ""),
+             r.reason] for r in _ordered(cmp.perf.rows)]
+
+
+ACCURACY_HEADER = ["case", "metric", "A", "B", "delta", "relative", "change"]
+PERF_HEADER = ["variant", "metric", "A", "B", "change", "95% CI", "p", "verdict", "reason"]
+
+
+def to_markdown(cmp: RunComparison) -> str:
+    lines = [f"# Compare {_code(cmp.name_a)} → {_code(cmp.name_b)}", "", f"**{_md(cmp.headline())}**", ""]
+    if cmp.env:
+        lines += ["Environment changes:", ""] + [f"- {_md(d)}" for d in cmp.env] + [""]
+    lines += ["## Verdict changes", ""]
+    if cmp.verdicts:
+        lines += ["| case | A | B | reason (B) |", "|---|---|---|---|"]
+        lines += [f"| {_code(v.case)} | {_v(v.before)} | {'**' + _v(v.after) + '**' if v.worse else _v(v.after)} | "
+                  f"{_md(v.reason[:160])} |" for v in cmp.verdicts]
+    else:
+        lines.append(f"none ({cmp.unchanged_cases} case(s) with the same verdict)")
+    lines += ["", "## Accuracy metrics that moved", ""]
+    if cmp.accuracy:
+        lines += ["| " + " | ".join(ACCURACY_HEADER) + " |", "|---|---|---:|---:|---:|---:|---|"]
+        for d in cmp.accuracy[:MAX_ROWS]:
+            cells = _accuracy_cells(d)
+            lines.append("| " + " | ".join([_code(cells[0]), _code(cells[1]), *(_md(c) for c in cells[2:])]) + " |")
+        if len(cmp.accuracy) > MAX_ROWS:
+            lines.append(f"\n… and {len(cmp.accuracy) - MAX_ROWS} more (all in the HTML/JSON output)")
+    else:
+        lines.append("none: every metric of every common case is identical")
+    lines += ["", "## Performance (statistical gate)", ""]
+    rows = _perf_cells(cmp)
+    if rows:
+        lines += ["| " + " | ".join(PERF_HEADER) + " |", "|---|---|---:|---:|---:|---|---:|---|---|"]
+        lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+    else:
+        lines.append("no performance measurements on both sides (run both with `--perf`)")
+    return "\n".join(lines) + "\n"
+
+
+def render_terminal(cmp: RunComparison, console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(Text(f"compare {cmp.name_a} -> {cmp.name_b}", style="bold"))
+    for d in cmp.env:
+        console.print(Text(f"environment: {printable(d)}", style="yellow"))
+    table = Table(title="verdict changes")
+    for column in ("case", "A", "B", "reason (B)"):
+        table.add_column(column)
+    for v in cmp.verdicts:
+        style = "bold red" if v.worse else ""
+        table.add_row(Text(printable(v.case)), Text(_v(v.before)), Text(_v(v.after), style=style),
+                      Text(printable(v.reason[:120])))
+    if cmp.verdicts:
+        console.print(table)
+    else:
+        console.print(f"no verdict changes ({cmp.unchanged_cases} case(s) with the same verdict)")
+    if cmp.accuracy:
+        acc = Table(title=f"accuracy metrics that moved ({len(cmp.accuracy)})")
+        for column in ACCURACY_HEADER:
+            acc.add_column(column, justify="right" if column in ("A", "B", "delta", "relative") else "left")
+        for delta in cmp.accuracy[:40]:
+            colour = {"worse": "red", "better": "green"}.get(delta.change, "")
+            acc.add_row(*(Text(printable(c)) for c in _accuracy_cells(delta)[:-1]), Text(delta.change, style=colour))
+        console.print(acc)
+        if len(cmp.accuracy) > 40:
+            console.print(f"... and {len(cmp.accuracy) - 40} more (--markdown / --html for all)")
+    else:
+        console.print("accuracy: every metric of every common case is identical")
+    if cmp.perf is not None and cmp.perf.rows:
+        cmp.perf.render_table(console)
+    else:
+        console.print("perf: no performance measurements on both sides")
+    console.print(Text(cmp.headline(), style="bold red" if cmp.regressed else "bold green"))
+
+
+def _table(header: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(f'<tr class="{escape(classes[i]) if classes else ""}">'
+                   + "".join(f"<td>{escape(printable(c))}</td>" for c in row) + "</tr>" for i, row in enumerate(rows))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def to_html(cmp: RunComparison) -> str:
+    from harness.report.html.page import CSS
+
+    state = "failed" if cmp.regressed else "passed"
+    verdicts = _table(["case", "A", "B", "reason (B)"],
+                      [[v.case, _v(v.before), _v(v.after), v.reason[:200]] for v in cmp.verdicts],
+                      ["bad" if v.worse else "" for v in cmp.verdicts]) if cmp.verdicts else \
+        f'<p class="muted">none ({cmp.unchanged_cases} case(s) with the same verdict)</p>'
+    accuracy = _table(ACCURACY_HEADER, [_accuracy_cells(d) for d in cmp.accuracy],
+                      ["bad" if d.change == "worse" else "" for d in cmp.accuracy]) if cmp.accuracy else \
+        '<p class="muted">every metric of every common case is identical</p>'
+    rows = _perf_cells(cmp)
+    perf = _table(PERF_HEADER, rows, ["bad" if "REGRESSION" in r[7] else "" for r in rows]) if rows else \
+        '<p class="muted">no performance measurements on both sides</p>'
+    env = "".join(f"<li>{escape(printable(d))}</li>" for d in cmp.env)
+    title = f"compare {cmp.name_a} → {cmp.name_b}"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+            f'<div class="banner {state}" id="verdict">{escape(cmp.headline())}</div>'
+            + (f"<p>environment changes:</p><ul class=\"env\">{env}</ul>" if env else "")
+            + f'<section id="verdicts"><h2>Verdict changes</h2>{verdicts}</section>'
+            f'<section id="accuracy"><h2>Accuracy metrics that moved</h2>{accuracy}</section>'
+            f'<section id="perf"><h2>Performance (statistical gate)</h2>{perf}</section></body></html>\n')
