@@ -40,7 +40,7 @@ def _throughput(records: list[Record]) -> dict[str, list[float]]:
     for r in records:
         name = r.variant or r.id
         for key, value in perf_numbers(r.perf).items():
-            if key.endswith("tokens_per_s") or key == "throughput":
+            if key.endswith(("tokens_per_s", "throughput")):
                 unit = "tokens/s" if key.endswith("tokens_per_s") else "calls/s"
                 out[f"{name} {key} ({unit})"] = [value]
         generation = r.data.get("generation")

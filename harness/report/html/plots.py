@@ -104,6 +104,10 @@ def trend(series: Mapping[str, Sequence[tuple[str, float]]], title: str, band: M
             lo, hi = band[name]
             ax.fill_between([0, max(len(points) - 1, 1)], lo, hi, color=colour, alpha=0.12, linewidth=0)
     runs = max((len(p) for p in series.values()), default=0)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.ticklabel_format(axis="y", useOffset=False)
     ax.set_xlabel(f"run (oldest → newest, {runs} runs)")
     ax.set_title(title)
     ax.legend(fontsize=7, loc="best")
