@@ -1,0 +1,73 @@
+"""``harness compare RUN_A RUN_B``: verdict changes first, accuracy deltas with the registry's
+direction, perf through the statistical gate, in all three renderings, text escaped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from report_fixture import HOSTILE, logits, record, write_run
+
+from harness.cli import main
+from harness.compare.diff import accuracy_deltas, compare
+from harness.gate.baseline import read_results
+
+
+def _latency(variant: str, base: float, run_id: str) -> dict:
+    samples = [base + 0.002 * (i % 11) for i in range(400)]
+    return record("test_latency", variant, run_id=run_id, perf={
+        "latency_ms": {"samples": samples, "summary": {"p50": base, "n": 400}}})
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> tuple[Path, Path]:
+    a = write_run(tmp_path / "ort-1.19", [
+        logits("bert-fp32-ort_cpu", 2e-7, run_id="a"), logits("bert-int8-ort_cpu", 0.05, run_id="a"),
+        record("test_logits_parity", "gone-fp32-ort_cpu", run_id="a"),
+        _latency("bert-fp32-ort_cpu", 1.0, "a"), _latency("bert-int8-ort_cpu", 1.0, "a")])
+    b_rows = [logits("bert-fp32-ort_cpu", 2e-7, run_id="b"),
+              logits("bert-int8-ort_cpu", 0.31, "fail", run_id="b", reason=f"norm_max_abs 0.31 {HOSTILE}"),
+              record("test_logits_parity", "new-fp32-ort_cpu", run_id="b"),
+              _latency("bert-fp32-ort_cpu", 1.5, "b"), _latency("bert-int8-ort_cpu", 1.0, "b")]
+    for row in b_rows:
+        row["env"] = {**row["env"], "versions": {"onnxruntime": "1.21.0"}, "fingerprint": "beef"}
+    return a, write_run(tmp_path / "ort-1.20", b_rows)
+
+
+def test_verdict_changes_first_then_deltas_then_perf(runs: tuple[Path, Path]) -> None:
+    cmp = compare(read_results(runs[0]), read_results(runs[1]))
+    assert [(v.case, v.before, v.after, v.worse) for v in cmp.verdicts] == [
+        ("test_logits_parity[bert-int8-ort_cpu]", "pass", "fail", True),
+        ("test_logits_parity[gone-fp32-ort_cpu]", "pass", None, False),
+        ("test_logits_parity[new-fp32-ort_cpu]", None, "pass", False)]
+    moved = {(d.case, d.key): d for d in cmp.accuracy}
+    norm = moved[("test_logits_parity[bert-int8-ort_cpu]", "model.logits.norm_max_abs")]
+    assert (norm.before, norm.after, norm.change) == (0.05, 0.31, "worse")  # lower is better, by the registry
+    assert ("test_logits_parity[bert-fp32-ort_cpu]", "model.logits.norm_max_abs") not in moved  # unchanged
+    assert cmp.perf is not None
+    p50 = {(r.variant, r.metric): r for r in cmp.perf.rows}
+    assert p50[("bert-fp32-ort_cpu", "latency_ms.p50")].verdict.value == "REGRESSION"
+    assert p50[("bert-int8-ort_cpu", "latency_ms.p50")].verdict.value != "REGRESSION"
+    assert cmp.regressed and any("onnxruntime" in d for d in cmp.env)
+
+
+def test_accuracy_seam_takes_two_metric_dicts() -> None:
+    rows = accuracy_deltas("c", {"m.o.cosine": 0.999, "m.o.max_abs": 0.1, "only_a": 1.0},
+                           {"m.o.cosine": 0.9999, "m.o.max_abs": 0.1, "only_b": 1.0})
+    assert [(r.key, r.change) for r in rows] == [("m.o.cosine", "better")]
+    assert rows[0].relative == pytest.approx(0.0009 / 0.999)
+
+
+def test_cli_writes_markdown_and_html_escaped(runs: tuple[Path, Path], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    md, page = tmp_path / "c.md", tmp_path / "c.html"
+    assert main(["compare", str(runs[0]), str(runs[1]), "--markdown", str(md), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("verdict changes") < out.index("accuracy metrics that moved") < out.index("performance")
+    text = md.read_text()
+    assert text.index("## Verdict changes") < text.index("## Accuracy") < text.index("## Performance")
+    assert "**fail**" in text and HOSTILE not in text
+    html = page.read_text()
+    assert HOSTILE not in html and "&lt;script&gt;" in html and 'class="bad"' in html
+    assert main(["compare", str(runs[0]), str(runs[1]), "--strict"]) == 1
+    assert main(["compare", str(runs[0]), str(tmp_path / "absent")]) == 2
