@@ -13,7 +13,6 @@ from report_fixture import FAILING_ID, HOSTILE, make_history, make_run
 
 from harness.cli import main
 from harness.gate.baseline import read_results
-from harness.report.html import render_report
 from harness.report.html.diff import highlight
 from harness.report.html.headline import headline
 
@@ -145,3 +144,12 @@ def test_report_in_headless_chromium(site: tuple[Path, Path, Path]) -> None:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(keep) / "report.png")
     print(f"screenshot: {shot}")
+
+
+def test_history_show_html_renders_trend_plots(site: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "trend.html"
+    assert main(["history", "show", "--metric", "perf:*", "--db", str(site[1]), "--html", str(out)]) == 0
+    page = out.read_text()
+    labels = re.findall(r'<figure class="plot" aria-label="([^"]+)"><svg', page)
+    assert "trend: perf:latency_ms.p50" in labels and "trend: perf:cold_start_ms.load" in labels
+    assert "<script" not in page

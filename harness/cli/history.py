@@ -33,7 +33,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     not stall forever behind one interrupted night. Then fails (one line) naming the first bad one."""
     from harness.core.writable import ensure_writable_file
 
-    ensure_writable_file(args.db, "--db")  # before any directory is read
+    if not history.is_url(args.db):
+        ensure_writable_file(args.db, "--db")  # before any directory is read
     failed: list[str] = []
     for run_dir in args.run_dirs:
         try:
@@ -82,16 +83,19 @@ def show_rows(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    if args.csv:
-        from harness.core.writable import ensure_writable_file
+    from harness.core.writable import ensure_writable_file
 
-        ensure_writable_file(args.csv, "--csv")
+    for option in ("csv", "html"):
+        if getattr(args, option):
+            ensure_writable_file(getattr(args, option), f"--{option}")
     wide = history.trend(args.db, variant=args.variant, metric_glob=args.metric, last=args.last)
+    if args.html:
+        _write_html(args, wide)
     rows = show_rows(wide)
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"history of {args.metric!r} over the last {len(wide)} run(s) in {args.db}"))
+    table = Table(title=Text(f"history of {args.metric!r} over the last {len(wide)} run(s) in {history.describe(args.db)}"))
     for column in ("variant", "metric", "run", "finished", "value", "vs previous", "vs window median"):
         table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left")
     series = None
@@ -112,6 +116,23 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_html(args: argparse.Namespace, wide: pd.DataFrame) -> None:
+    """One trend plot per metric (a line per variant, its baseline band shaded) as a page."""
+    from html import escape
+
+    from harness.report.html.page import CSS
+    from harness.report.html.trends import render_trends
+
+    wanted = [(str(variant), str(metric)) for variant, metric in wide.columns]
+    body = render_trends(args.db, wanted, last=args.last or 30, max_plots=args.max_plots)
+    title = f"history of {args.metric!r} in {history.describe(args.db)}"
+    out = Path(args.html)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+                   f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>\n",
+                   encoding="utf-8")
+
+
 def _change_text(change: float) -> Text:
     from rich.text import Text
 
@@ -126,12 +147,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     stored = history.runs(args.db)
     if stored.empty:
-        print(f"no runs in {args.db}")
+        print(f"no runs in {history.describe(args.db)}")
         return 0
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"runs in {args.db}"))
+    table = Table(title=Text(f"runs in {history.describe(args.db)}"))
     for column in stored.columns:
         table.add_column(column)
     for row in stored.itertuples(index=False):
@@ -141,8 +162,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=str(history.DEFAULT_DB), metavar="PATH",
-                        help=f"history database (default: {history.DEFAULT_DB})")
+    parser.add_argument("--db", default=history.default_db(), metavar="PATH|URL",
+                        help=f"history store: a SQLite file or a postgresql://user@host/db URL "
+                             f"(default: ${history.DB_ENV} or {history.DEFAULT_DB})")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -162,6 +184,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="metric name glob, e.g. 'perf:latency_ms.p50' or 'metric:*.top1_agreement'")
     show.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
     show.add_argument("--csv", metavar="OUT", help="also write the rows shown as CSV")
+    show.add_argument("--html", metavar="OUT", help="also write trend plots (baseline band shaded) as an HTML page")
+    show.add_argument("--max-plots", type=int, default=24, metavar="N", help="at most N metrics plotted in --html")
     _db_option(show)
     show.set_defaults(func=cmd_show)
 

@@ -34,7 +34,8 @@ def history_key(record_key: str) -> str:
     return f"metric:{record_key}"
 
 
-def render_trends(db: str | Path, wanted: Sequence[tuple[str, str]], *, last: int = 30) -> str:
+def render_trends(db: str | Path, wanted: Sequence[tuple[str, str]], *, last: int = 30,
+                  max_plots: int = MAX_PLOTS) -> str:
     """``wanted``: (variant, history metric) pairs to plot."""
     from harness.results import history
 
@@ -50,7 +51,7 @@ def render_trends(db: str | Path, wanted: Sequence[tuple[str, str]], *, last: in
     except history.HistoryError as exc:
         return f'<section id="trends"><h2>Trends</h2><p class="muted">{escape(str(exc))}</p></section>'
     stored = set(wide.columns)
-    for metric, variants in sorted(metrics.items(), key=lambda kv: -len(kv[1]))[:MAX_PLOTS]:
+    for metric, variants in sorted(metrics.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:max_plots]:
         series = {}
         bands = {}
         for variant in variants:
