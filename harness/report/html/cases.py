@@ -71,7 +71,7 @@ def _checks_table(record: Record) -> str:
     shown = failing + [c for c in checks if c.passed][: max(0, 6 - len(failing))]
     rows = "".join(
         f'<tr class="{"bad" if not c.passed else "ok"}"><td>{_text(c.subject)}</td><td>{_text(c.metric)}</td>'
-        f"<td class=\"num\">{format_number(c.value)}</td><td>{_text(c.op)} {format_number(c.threshold)}</td>"
+        f"<td class=\"num\">{format_number(c.value)}</td><td>{_text(c.op)} {format_number(c.threshold, 6)}</td>"
         f"<td>{'FAIL' if not c.passed else 'ok'}</td></tr>" for c in shown)
     more = len(checks) - len(shown)
     tail = f"<p class=\"muted\">{more} more passing check(s) not shown</p>" if more > 0 else ""
@@ -133,7 +133,7 @@ def render_case_table(records: list[Record]) -> str:
             f'<tr{ident} class="v-{escape(r.verdict)}" data-case="{escape(r.id)}"><td>{_text(r.id)}</td>'
             f"<td>{escape(r.verdict)}</td><td>{_text(h.metric) if h else ''}</td>"
             f"<td class=\"num\">{format_number(h.value) if h else ''}</td>"
-            f"<td>{_text(f'{h.op} {format_number(h.threshold)}') if h and h.threshold is not None else ''}</td>"
+            f"<td>{_text(f'{h.op} {format_number(h.threshold, 6)}') if h and h.threshold is not None else ''}</td>"
             f"<td class=\"num\">{r.duration_s:.2f}</td><td>{_text(r.first_reason_line[:200])}</td></tr>")
     return ('<section id="cases"><h2>All cases</h2><table class="cases"><thead><tr><th>case</th><th>verdict</th>'
             "<th>headline metric</th><th>value</th><th>threshold</th><th>s</th><th>reason</th></tr></thead>"

@@ -29,19 +29,20 @@ class Headline:
     unit: str = ""
 
     def text(self) -> str:
-        gate = f" {self.op} {format_number(self.threshold)}" if self.threshold is not None else ""
+        gate = f" {self.op} {format_number(self.threshold, 6)}" if self.threshold is not None else ""
         unit = f" {self.unit}" if self.unit in ("ms", "MiB") else ""
         return f"{self.metric} {format_number(self.value)}{unit}{gate}"
 
 
-def format_number(value: float | None) -> str:
+def format_number(value: float | None, digits: int = 4) -> str:
+    """A value for a table cell; thresholds pass ``digits=6`` so 0.99999 does not read as 1."""
     if value is None:
         return ""
     if isinstance(value, float) and math.isnan(value):
         return "NaN"
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.4g}"
+    return f"{value:.{digits}g}"
 
 
 _ORDER = {spec.name: i for i, spec in enumerate(METRICS)}
