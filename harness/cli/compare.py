@@ -39,7 +39,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``compare`` to the top-level parser."""
     parser = subparsers.add_parser("compare", help="what changed between two runs: verdicts, accuracy, perf",
-                                   description=__doc__.splitlines()[0])
+                                   description="What changed between two runs: verdict changes first, then accuracy "
+                                               "metrics and performance side by side with deltas (performance judged by "
+                                               "the statistical gate).")
     parser.add_argument("run_a", metavar="RUN_A", help="the earlier / reference run directory")
     parser.add_argument("run_b", metavar="RUN_B", help="the later / candidate run directory")
     parser.add_argument("--markdown", metavar="OUT", help="also write the comparison as Markdown")
