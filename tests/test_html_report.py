@@ -153,3 +153,11 @@ def test_history_show_html_renders_trend_plots(site: tuple[Path, Path, Path], tm
     labels = re.findall(r'<figure class="plot" aria-label="([^"]+)"><svg', page)
     assert "trend: perf:latency_ms.p50" in labels and "trend: perf:cold_start_ms.load" in labels
     assert "<script" not in page
+
+
+def test_missing_history_store_is_one_line(site: tuple[Path, Path, Path], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", str(site[0]), "--html", str(out), "--db", str(tmp_path / "nope.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no history database" in err and not out.exists()

@@ -28,6 +28,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
     records = read_results(args.run_dir)  # one-line UsageError for a missing dir or corrupt line
+    if args.db:  # a missing or foreign store is one line, exit 2 (an empty one only says so in the page)
+        from harness.results import history
+
+        history.runs(args.db)
     from harness.report import tables
 
     frame = tables.records_frame(records)

@@ -61,8 +61,7 @@ class Case:
 
     def case_dir(self) -> Path:
         """This case's directory in the run dir (created on first use by whoever writes)."""
-        safe = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in self.name) or "case"
-        return self.run_dir / "cases" / safe
+        return self.run_dir / "cases" / case_dir_name(self.name)
 
     def side_file(self, name: str) -> Path:
         """A path in the run dir for this case's extra outputs (decoded text, raw samples)."""
@@ -199,3 +198,10 @@ def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | Non
     if teardown[0] == "failed":
         return "error", f"teardown: {teardown[1]}"
     return "pass", ""
+
+
+def case_dir_name(case_id: str) -> str:
+    """The directory name of a case's side files under ``<run dir>/cases/`` (also how the HTML
+    report finds them)."""
+    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in case_id) or "case"
+

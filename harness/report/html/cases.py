@@ -54,7 +54,9 @@ def _files(record: Record, run_dir: Path | None, report_dir: Path | None) -> lis
         if found is not None:
             out.append((label, _href(found, report_dir)))
     if run_dir is not None:
-        case_dir = run_dir / "cases" / "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in record.id)
+        from harness.results.collector import case_dir_name
+
+        case_dir = run_dir / "cases" / case_dir_name(record.id)
         shown = {h for _, h in out}
         for f in sorted(case_dir.glob("*")) if case_dir.is_dir() else []:
             href = _href(f, report_dir)

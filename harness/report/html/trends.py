@@ -3,6 +3,7 @@ report, and each variant's baseline band (median ± 3 scaled MADs of its earlier
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from html import escape
 from pathlib import Path
@@ -28,12 +29,6 @@ def band(values: Sequence[float]) -> tuple[float, float] | None:
     return median - spread, median + spread
 
 
-def history_key(record_key: str) -> str:
-    """The history store's metric name for a record key (``perf.p50_ms`` is read from the
-    perf payload; plain metrics are stored as ``metric:<key>``)."""
-    return f"metric:{record_key}"
-
-
 def render_trends(db: str | Path, wanted: Sequence[tuple[str, str]], *, last: int = 30,
                   max_plots: int = MAX_PLOTS) -> str:
     """``wanted``: (variant, history metric) pairs to plot."""
@@ -45,10 +40,8 @@ def render_trends(db: str | Path, wanted: Sequence[tuple[str, str]], *, last: in
             metrics[metric].append(variant)
     figures = []
     try:
-        import fnmatch
-
         wide = history.trend(db, last=last)
-    except history.HistoryError as exc:
+    except history.HistoryError as exc:  # a store with no numbers yet (the first night): say so in the page
         return f'<section id="trends"><h2>Trends</h2><p class="muted">{escape(str(exc))}</p></section>'
     stored = set(wide.columns)
     for metric, variants in sorted(metrics.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:max_plots]:
