@@ -62,6 +62,9 @@ def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:
         for q, marker in ((50, "o"), (99, "^")):
             x = float(np.percentile(values, q))
             ax.plot([x], [q / 100], marker=marker, color=colour, markersize=5)
+    everything = [s for samples in series.values() for s in samples if math.isfinite(s) and s > 0]
+    if everything and max(everything) > 20 * float(np.median(everything)):
+        ax.set_xscale("log")  # a tail of preempted calls would squeeze the body of the distribution
     ax.axhline(0.5, color="#999", linewidth=0.6, linestyle=":")
     ax.axhline(0.99, color="#999", linewidth=0.6, linestyle=":")
     ax.set_xlabel("latency per call (ms)   ● p50   ▲ p99")
@@ -86,8 +89,8 @@ def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.set_title(title)
-    if len(parts) > 1:
-        ax.legend(fontsize=7, loc="lower right")
+    if len(parts) > 1:  # outside the axes: inside, it would cover the longest bar's end
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return to_svg(fig, title)
 
 
