@@ -37,6 +37,7 @@ class GateRequest:
     force: bool = False
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
+    margins: tuple[str, ...] = ()  # --harness-accuracy-margin (issue 17)
 
     @property
     def active(self) -> bool:
@@ -46,6 +47,7 @@ class GateRequest:
 @dataclass
 class GateOutcome:
     comparison: Any = None
+    accuracy: Any = None  # AccuracyComparison against the same baseline (issue 17)
     saved: Any = None
     messages: list[str] = field(default_factory=list)
     error: str | None = None
@@ -81,7 +83,8 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
         directory = Path("reports") / "baselines"
     return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
                        force_env=bool(values.get("baseline_force_env")),
-                       thresholds=tuple(values.get("baseline_threshold") or ()))
+                       thresholds=tuple(values.get("baseline_threshold") or ()),
+                       margins=tuple(values.get("accuracy_margin") or ()))
 
 
 def _check_gate_request(req: GateRequest) -> None:
@@ -91,6 +94,10 @@ def _check_gate_request(req: GateRequest) -> None:
 
     for text in req.thresholds:
         parse_threshold(text)
+    from harness.metrics.margins import parse_cli_margin
+
+    for text in req.margins:
+        parse_cli_margin(text, "--harness-accuracy-margin")
     if req.compare:
         load_baseline(req.compare, req.store)
     if req.save:
@@ -200,7 +207,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     try:
         if req.compare:
             outcome.comparison = _compare(req, run_dir)
-            if outcome.comparison.exit_code:
+            outcome.accuracy = _compare_accuracy(req, run_dir, config)
+            if outcome.comparison.exit_code or outcome.accuracy.exit_code:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if req.save:
             if session.exitstatus != pytest.ExitCode.OK:
@@ -227,6 +235,22 @@ def _compare(req: GateRequest, run_dir: Path) -> Any:
     return comparison
 
 
+def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) -> Any:
+    """The accuracy gate against the same baseline (``harness.gate.accuracy``), margins from the
+    run's config file and ``--harness-accuracy-margin``."""
+    from harness.gate.accuracy import compare_accuracy, margin_table
+    from harness.gate.baseline import load_baseline, read_results
+    from harness.plugin import run_options
+
+    config_path = run_options(config).given.get("config")
+    margins = margin_table(config_path, req.margins, rootdir=config.rootpath)
+    baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
+    comparison = compare_accuracy(baseline.records, read_results(run_dir), margins)
+    (run_dir / "accuracy-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
+    (run_dir / "accuracy-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
+    return comparison
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     outcome = config.stash.get(OUTCOME, None)
@@ -238,6 +262,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         console, buffer = reporter_console(terminalreporter)  # room for the reasons, even in CI logs
         outcome.comparison.render_table(console)
+        if outcome.accuracy is not None:
+            outcome.accuracy.render_table(console)
         terminalreporter.write(buffer.getvalue())
     if outcome.saved is not None:
         terminalreporter.write_line(f"saved baseline {outcome.saved.name!r}: {outcome.saved.records} perf record(s) "
