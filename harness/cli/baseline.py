@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.gate.baseline import (
     DEFAULT_STORE,
@@ -75,7 +75,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if accuracy is not None:
         accuracy.render_table(console, everything=args.all_rows)
     if args.json:
-        doc = comparison.as_dict() if comparison is not None else {"schema": "harness.perf-compare/1", "rows": []}
+        doc: dict[str, Any] = (comparison.as_dict() if comparison is not None
+                               else {"schema": "harness.perf-compare/1", "exit_code": 0, "rows": []})
         if accuracy is not None:
             doc["accuracy"] = accuracy.as_dict()
             doc["exit_code"] = max(int(doc.get("exit_code", 0)), accuracy.exit_code)

@@ -437,7 +437,8 @@ def compare_accuracy(
             unjudged += 1
             continue
         j = judge(spec, b.value, c.value, margin)
-        reason, explained = j.reason, ()
+        reason = j.reason
+        explained: tuple[str, ...] = ()
         if j.verdict is not Verdict.PASS:
             cache_key = (case, spec.scope.value)
             if cache_key not in causes_cache:
