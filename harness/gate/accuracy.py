@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.gate.baseline import is_accuracy_key
 from harness.gate.compare import Verdict
-from harness.metrics.margins import EffectiveMargin, MarginTable
+from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 from harness.results.record import MetricKey, Record, RecordError
 
@@ -123,20 +123,14 @@ class Judgement:
     reason: str
 
 
-def fmt(value: float) -> str:
-    if not math.isfinite(value):
-        return str(value)
-    return f"{value:.6g}" if value == 0 or 1e-3 <= abs(value) < 1e6 else f"{value:.3g}"
-
-
 def judge(spec: MetricSpec, base: float, cand: float, margin: EffectiveMargin) -> Judgement:
     """One metric, baseline vs candidate, under ``margin``. NaN is worse than any number."""
     if math.isnan(base) and math.isnan(cand):
         return Judgement(Verdict.PASS, 0.0, 0.0, "NaN in both runs")
     if math.isnan(cand):
-        return Judgement(Verdict.REGRESSION, math.inf, 0.0, f"{fmt(base)} -> NaN")
+        return Judgement(Verdict.REGRESSION, math.inf, 0.0, f"{fmt_value(spec, base)} -> NaN")
     if math.isnan(base):
-        return Judgement(Verdict.IMPROVEMENT, -math.inf, 0.0, f"NaN -> {fmt(cand)}")
+        return Judgement(Verdict.IMPROVEMENT, -math.inf, 0.0, f"NaN -> {fmt_value(spec, cand)}")
     b_bad, c_bad = spec.badness(base), spec.badness(cand)
     worsening = c_bad - b_bad
     scale = spec.margin_scale(base)
@@ -145,7 +139,7 @@ def judge(spec: MetricSpec, base: float, cand: float, margin: EffectiveMargin) -
     else:
         allowed = max(margin.rel * scale, margin.floor)
         rule = f"margin {fmt(allowed)} = max({margin.rel:.0%} x {fmt(scale)}, floor {fmt(margin.floor)})"
-    change = f"{fmt(base)} -> {fmt(cand)}"
+    change = f"{fmt_value(spec, base)} -> {fmt_value(spec, cand)}"
     slack = 1e-12 * max(1.0, abs(base))  # float round-off of identical numbers is not a change
     if worsening > allowed + slack:
         return Judgement(Verdict.REGRESSION, worsening, allowed, f"{change}: worse by {fmt(worsening)} > {rule}")
@@ -351,7 +345,9 @@ class AccuracyComparison:
 
     def _cells(self, r: AccuracyRow) -> list[str]:
         verdict = f"{r.verdict.value} (advisory)" if r.advisory else r.verdict.value
-        return [r.variant, r.key, fmt(r.base), fmt(r.cand), f"{r.delta:+.3g}" if math.isfinite(r.delta) else "-",
+        spec = METRICS[r.metric]
+        delta = f"{r.delta:+.3g}" if math.isfinite(r.delta) else "-"
+        return [r.variant, r.key, fmt_value(spec, r.base), fmt_value(spec, r.cand), delta,
                 fmt(r.allowed), verdict, r.reason]
 
     def to_markdown(self, everything: bool = False) -> str:

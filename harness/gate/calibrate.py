@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness.core import UsageError
-from harness.metrics.margins import MarginTable
+from harness.metrics.margins import MarginTable, fmt_value
 from harness.metrics.registry import METRICS, MetricSpec
 from harness.results.record import MetricKey, Record, RecordError
 
@@ -88,7 +88,7 @@ class Calibration:
             if (p.model, p.precision) != current:
                 current = (p.model, p.precision)
                 lines += ["", f"[models.{_key(p.model)}.tolerances.{p.precision}]"]
-            lines.append(f"{_key(p.metric)} = {_number(p.proposed)}  # observed {p.observed:.4g} ({p.where}), "
+            lines.append(f"{_key(p.metric)} = {_number(p.proposed)}  # observed {fmt_value(p.spec, p.observed)} ({p.where}), "
                          f"was {p.spec.symbol} {p.current:g}")
         if not self.proposals:
             lines += ["", "# nothing to tighten: every gated metric is already within its headroom"]

@@ -222,3 +222,18 @@ def rules_from_config(table: Mapping[str, Any], where: str, model: str | None = 
             margin_metric(key, f"{where}.{key}")
             rules.append(MarginRule(key, override_from_mapping(body, f"{where}.{key}"), model, None, source or where))
     return rules
+
+
+# -- showing values ---------------------------------------------------------------------------------
+def fmt(value: float) -> str:
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.6g}" if value == 0 or 1e-3 <= abs(value) < 1e6 else f"{value:.3g}"
+
+
+def fmt_value(spec: MetricSpec, value: float) -> str:
+    """A metric value; one within 1e-3 of its ideal as ``1 - 1.5e-07`` (``0.999999850`` hides the change)."""
+    ideal = spec.margin.ideal if spec.margin is not None else None
+    if ideal is not None and math.isfinite(value) and 0 < abs(ideal - value) < 1e-3:
+        return f"{ideal:g} {'-' if value < ideal else '+'} {abs(ideal - value):.3g}"
+    return fmt(value)

@@ -190,44 +190,49 @@ METRICS = MetricRegistry([
 
 
 # --- issue 17: accuracy-baseline margins (harness.gate.accuracy; docs/accuracy-gate.md) --------------------
-# How far each metric may move against a blessed baseline: badness may grow by at most
-# max(rel x baseline badness, floor at the precision). The floors are the largest movement
-# scripts/measure_accuracy_noise.py measured between runs of the same build (threads 1 vs 2, batch 4/8/16,
-# ORT optimisation levels) times 2, rounded up to 1-2-5; the relative parts sit above the measured
-# relative noise of the variants whose errors are well above their floor. Metrics without a margin
-# (context numbers) are listed, never judged.
+# How far each metric may move against a blessed baseline: its badness (distance from the ideal) may
+# grow by at most max(rel x baseline badness, floor at the precision). Floors of continuous metrics come
+# from scripts/measure_accuracy_noise.py on the default zoo (32 sentences): FP32 = 2 x the largest
+# movement across thread counts (1 vs 2) and ORT optimisation levels (float32 rounding of another kernel
+# is no regression), FP16/INT8 = max(FP32 floor, 2 x the largest movement across thread counts), each
+# rounded up to 1-2-5. rel 25%: the largest relative movement of an error well above its floor was 7%.
+# Discrete metrics (agreements, decoded text) did not move at all; their floors are a resolution of the
+# default 32-sentence corpus (about two sentences). Metrics without a margin (context numbers) are listed,
+# never judged.
 FP32 = (Precision.FP32,)
 _UNIT = 1.0  # the ideal of a similarity / agreement / fraction-equal
 _PCT = 100.0  # the ideal of BLEU and chrF
 _MARGINS: dict[str, Margin] = {
-    # numeric parity: errors of an output against PyTorch FP32 (scale-free ones first)
-    "max_abs": Margin(0.5, Thresholds(1e-5, 1e-3, 1e-2), advisory=True),
-    "mean_abs": Margin(0.25, Thresholds(1e-6, 1e-4, 1e-3)),
-    "p99_abs": Margin(0.25, Thresholds(1e-5, 1e-3, 1e-2)),
-    "max_rel": Margin(1.0, Thresholds(1e-2, 1.0, 10.0), advisory=True),
-    "norm_max_abs": Margin(0.25, Thresholds(1e-6, 2e-4, 2e-3)),
-    "rel_l2": Margin(0.25, Thresholds(1e-6, 1e-4, 1e-3)),
-    "cosine": Margin(0.25, Thresholds(1e-9, 1e-7, 1e-5), ideal=_UNIT),
-    "top1_agreement": Margin(0.25, Thresholds(0.0, 0.01, 0.02), ideal=_UNIT, exact=FP32),
-    "topk_agreement": Margin(0.25, Thresholds(0.0, 0.01, 0.02), ideal=_UNIT, exact=FP32),
-    "kl": Margin(0.25, Thresholds(1e-9, 1e-7, 1e-5)),
-    "kl_max": Margin(0.5, Thresholds(1e-9, 1e-6, 1e-4), advisory=True),
-    "mismatch_rate": Margin(0.25, Thresholds(0.0, 0.01, 0.02), exact=FP32),
+    # numeric parity: errors of an output against PyTorch FP32 (measured floors)
+    "max_abs": Margin(0.25, Thresholds(1e-5, 1e-5, 1e-5)),
+    "mean_abs": Margin(0.25, Thresholds(5e-8, 5e-8, 5e-8)),
+    "p99_abs": Margin(0.25, Thresholds(5e-7, 5e-7, 5e-7)),
+    # one near-zero reference element decides it: thread counts alone moved INT8 max_rel by 93
+    "max_rel": Margin(1.0, Thresholds(0.05, 2.0, 200.0), advisory=True),
+    "norm_max_abs": Margin(0.25, Thresholds(5e-7, 5e-7, 5e-7)),
+    "rel_l2": Margin(0.25, Thresholds(1e-7, 1e-7, 1e-7)),
+    "cosine": Margin(0.25, Thresholds(1e-13, 1e-13, 1e-8), ideal=_UNIT),
+    "kl": Margin(0.25, Thresholds(2e-13, 2e-13, 2e-13)),
+    "kl_max": Margin(0.25, Thresholds(2e-11, 2e-11, 2e-11)),
+    # discrete: one flipped position of 32 sentences is tolerated at FP16/INT8, none at FP32
+    "top1_agreement": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
+    "topk_agreement": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
+    "mismatch_rate": Margin(0.25, Thresholds(0.0, 0.05, 0.05), exact=FP32),
     "training_mode_ops": Margin(0.0, Thresholds.uniform(0.0)),
-    # sentence embeddings
-    "embedding_cosine": Margin(0.25, Thresholds(1e-9, 1e-7, 2e-3), ideal=_UNIT),
-    "embedding_cosine_min": Margin(0.25, Thresholds(1e-9, 1e-6, 5e-3), ideal=_UNIT),
-    # text building blocks (harness check / config thresholds)
-    "bleu": Margin(0.25, Thresholds(0.0, 2.0, 2.0), ideal=_PCT, exact=FP32),
+    # sentence embeddings (measured floors)
+    "embedding_cosine": Margin(0.25, Thresholds(1e-13, 1e-13, 2e-8), ideal=_UNIT),
+    "embedding_cosine_min": Margin(0.25, Thresholds(5e-13, 1e-9, 5e-8), ideal=_UNIT),
+    # text building blocks (harness check / config thresholds): about two sentences of 32
+    "bleu": Margin(0.25, Thresholds(0.0, 3.0, 3.0), ideal=_PCT, exact=FP32),
     "chrf": Margin(0.25, Thresholds(0.0, 2.0, 2.0), ideal=_PCT, exact=FP32),
-    "exact_match": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
+    "exact_match": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
     "char_edit_distance": Margin(0.25, Thresholds(0.0, 0.5, 0.5), exact=FP32),
     "norm_edit_distance": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
     "length_ratio": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
     "repetition_rate": Margin(0.25, Thresholds(0.0, 0.02, 0.02)),
-    "exact_sequence_match": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
+    "exact_sequence_match": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
     "mean_first_divergence": Margin(0.25, Thresholds(0.0, 1.0, 1.0)),
-    "position_match": Margin(0.25, Thresholds(0.0, 0.02, 0.02), ideal=_UNIT, exact=FP32),
+    "position_match": Margin(0.25, Thresholds(0.0, 0.03, 0.03), ideal=_UNIT, exact=FP32),
     # generation parity against PyTorch's text (exact at FP32: greedy tokens must stay PyTorch's)
     "gen_token_exact_match": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
     "gen_position_match": Margin(0.25, Thresholds(0.0, 0.03, 0.03), ideal=_UNIT, exact=FP32),
@@ -238,15 +243,15 @@ _MARGINS: dict[str, Margin] = {
     "gen_char_edit_vs_torch": Margin(0.25, Thresholds(0.0, 0.5, 0.5), exact=FP32),
     "gen_norm_edit_vs_torch": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
     "gen_length_ratio_vs_torch": Margin(0.25, Thresholds(0.0, 0.02, 0.02), ideal=1.0, exact=FP32),
-    # generation against the corpus references
-    "gen_bleu_vs_ref": Margin(0.1, Thresholds(0.0, 2.0, 2.0), ideal=_PCT),
-    "gen_chrf_vs_ref": Margin(0.1, Thresholds(0.0, 2.0, 2.0), ideal=_PCT),
-    "gen_exact_match_vs_ref": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT),
-    "gen_norm_edit_vs_ref": Margin(0.25, Thresholds(0.0, 0.02, 0.02)),
-    "gen_length_ratio_vs_ref": Margin(0.25, Thresholds(0.0, 0.02, 0.02), ideal=1.0),
-    "gen_bleu_ref_drop": Margin(0.25, Thresholds(0.5, 1.0, 1.0)),
-    "gen_repetition_rate": Margin(0.25, Thresholds(0.0, 0.02, 0.02)),
-    "gen_repetition_increase": Margin(0.25, Thresholds(0.0, 0.02, 0.02)),
+    # generation against the corpus references (the reference's own quality is context, not judged)
+    "gen_bleu_vs_ref": Margin(0.1, Thresholds(2.0, 2.0, 2.0), ideal=_PCT),
+    "gen_chrf_vs_ref": Margin(0.1, Thresholds(2.0, 2.0, 2.0), ideal=_PCT),
+    "gen_exact_match_vs_ref": Margin(0.25, Thresholds(0.07, 0.07, 0.07), ideal=_UNIT),
+    "gen_norm_edit_vs_ref": Margin(0.25, Thresholds(0.02, 0.02, 0.02)),
+    "gen_length_ratio_vs_ref": Margin(0.25, Thresholds(0.02, 0.02, 0.02), ideal=1.0),
+    "gen_bleu_ref_drop": Margin(0.25, Thresholds(1.0, 1.0, 1.0)),
+    "gen_repetition_rate": Margin(0.25, Thresholds(0.02, 0.02, 0.02)),
+    "gen_repetition_increase": Margin(0.25, Thresholds(0.02, 0.02, 0.02)),
     "gen_token_exact_match_long": Margin(0.25, Thresholds(0.0, 0.1, 0.1), ideal=_UNIT, exact=FP32),
     "gen_bleu_vs_torch_long": Margin(0.25, Thresholds(0.0, 5.0, 5.0), ideal=_PCT, exact=FP32),
 }
