@@ -272,6 +272,12 @@ def plausible_causes(spec: MetricSpec, base: Record, cand: Record) -> list[str]:
     return causes
 
 
+def _listing(items: list[str], shown: int = 6) -> str:
+    """A few names, then how many more (the JSON lists them all)."""
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f", +{more} more (all in the JSON)" if more > 0 else "")
+
+
 # -- the comparison -----------------------------------------------------------------------------------
 @dataclass
 class AccuracyComparison:
@@ -310,9 +316,9 @@ class AccuracyComparison:
         if self.env_differences:
             out.append("environment differs from the baseline (compared anyway): " + "; ".join(self.env_differences))
         if self.missing:
-            out.append("missing in candidate: " + ", ".join(self.missing))
+            out.append("missing in candidate: " + _listing(self.missing))
         if self.new:
-            out.append("new in candidate (no baseline): " + ", ".join(self.new))
+            out.append("new in candidate (no baseline): " + _listing(self.new))
         return out
 
     def shown(self, everything: bool = False) -> list[AccuracyRow]:

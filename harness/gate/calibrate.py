@@ -132,7 +132,8 @@ def bound(spec: MetricSpec, observed: float, floor: float, headroom: float) -> f
     if ideal is not None:
         gap = max(ideal - observed, 0.0)
         allowed = _round_out(max(gap * headroom, gap + floor), up=True)
-        return float(f"{ideal - allowed:.12g}")
+        # not rounded again: near 1 (FP32 cosine 1 - 1e-13) twelve digits would give exactly 1.0
+        return ideal - allowed
     return _round_out(min(observed / headroom, observed - floor), up=False)
 
 
