@@ -208,7 +208,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if req.compare:
             outcome.comparison = _compare(req, run_dir)
             outcome.accuracy = _compare_accuracy(req, run_dir, config)
-            if outcome.comparison.exit_code or outcome.accuracy.exit_code:
+            if any(c is not None and c.exit_code for c in (outcome.comparison, outcome.accuracy)):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if req.save:
             if session.exitstatus != pytest.ExitCode.OK:
@@ -224,10 +224,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _compare(req: GateRequest, run_dir: Path) -> Any:
-    from harness.gate.baseline import load_baseline, load_run
+    from harness.gate.baseline import accuracy_records, load_baseline, load_run, perf_records
     from harness.gate.compare import compare_runs, parse_threshold
 
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
+    if not perf_records(baseline.records) and accuracy_records(baseline.records):
+        return None  # an accuracy-only baseline (a run without --perf was blessed): nothing to time
     comparison = compare_runs(baseline.records, load_run(run_dir), [parse_threshold(t) for t in req.thresholds],
                               force_env=req.force_env)
     (run_dir / "perf-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
@@ -237,14 +239,16 @@ def _compare(req: GateRequest, run_dir: Path) -> Any:
 
 def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) -> Any:
     """The accuracy gate against the same baseline (``harness.gate.accuracy``), margins from the
-    run's config file and ``--harness-accuracy-margin``."""
+    run's config file and ``--harness-accuracy-margin``; None when the baseline blessed no accuracy."""
     from harness.gate.accuracy import compare_accuracy, margin_table
-    from harness.gate.baseline import load_baseline, read_results
+    from harness.gate.baseline import accuracy_records, load_baseline, read_results
     from harness.plugin import run_options
 
+    baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
+    if not accuracy_records(baseline.records):
+        return None
     config_path = run_options(config).given.get("config")
     margins = margin_table(config_path, req.margins, rootdir=config.rootpath)
-    baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
     comparison = compare_accuracy(baseline.records, read_results(run_dir), margins)
     (run_dir / "accuracy-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "accuracy-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
@@ -257,17 +261,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if outcome is None:
         return
     terminalreporter.write_sep("=", "harness performance gate")
-    if outcome.comparison is not None:
+    if outcome.comparison is not None or outcome.accuracy is not None:
         from harness.report.console import reporter_console
 
         console, buffer = reporter_console(terminalreporter)  # room for the reasons, even in CI logs
-        outcome.comparison.render_table(console)
-        if outcome.accuracy is not None:
-            outcome.accuracy.render_table(console)
+        for comparison in (outcome.comparison, outcome.accuracy):
+            if comparison is not None:
+                comparison.render_table(console)
         terminalreporter.write(buffer.getvalue())
     if outcome.saved is not None:
-        terminalreporter.write_line(f"saved baseline {outcome.saved.name!r}: {outcome.saved.records} perf record(s) "
-                                    f"-> {outcome.saved.path}")
+        from harness.gate.baseline import accuracy_records, load_baseline, perf_records
+
+        blessed = load_baseline(outcome.saved.name, outcome.saved.path.parent).records
+        terminalreporter.write_line(f"saved baseline {outcome.saved.name!r}: {len(perf_records(blessed))} perf record(s), "
+                                    f"{len(accuracy_records(blessed))} accuracy record(s) -> {outcome.saved.path}")
     for message in outcome.messages:
         terminalreporter.write_line(message, yellow=True)
     if outcome.error:
