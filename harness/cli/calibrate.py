@@ -47,7 +47,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     from harness.settings.options import add_cli_arguments
 
     parser = subparsers.add_parser("calibrate", help="propose per-model tolerances (harness.toml) from a known-good run",
-                                   description=__doc__.splitlines()[0])
+                                   description="Propose per-model tolerances from a known-good run: each gated "
+                                               "metric's worst observed value x a headroom (at least + its noise "
+                                               "floor), never looser than the threshold the run applied, as "
+                                               "[models.<name>.tolerances.<precision>] tables for harness.toml "
+                                               "(docs/accuracy-gate.md). The --accuracy-margin floors apply.")
     parser.add_argument("run_dir", metavar="RUN_DIR")
     parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, metavar="X",
                         help=f"observed error x X becomes the bound (default {DEFAULT_HEADROOM:g}; >= 1)")
