@@ -51,8 +51,8 @@ ARTIFACT_LIBRARIES = ("onnx", "onnxruntime", "onnxconverter-common")
 TEXT_LIBRARIES = ("tokenizers", "sacrebleu")
 #: environment fields (outside ``versions``) that change floating-point results
 MACHINE_FIELDS = ("cpu", "gpu", "machine", "os")
-#: record ``settings`` that change numbers, and the precisions where each applies (prefix rule:
-#: ``int8_*`` settings only change INT8 artifacts, ``fp16_*`` only FP16 ones)
+#: record ``settings`` that restate others (how a value was given, not what it was). Every other
+#: setting is compared where it applies: ``int8_*`` only for INT8 cases, ``fp16_*`` only for FP16.
 _IGNORED_SETTINGS = ("options", "exporter_explicit", "int8_per_channel_forced")
 
 
