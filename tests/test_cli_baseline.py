@@ -75,9 +75,12 @@ def test_save_copies_only_perf_records_with_metadata(tmp_path: Path, store: Path
     code, out, _ = run(["baseline", "save", str(run_dir), "--name", "nightly", "--store", str(store)], capsys)
     assert code == 0 and "nightly" in out
     saved = [json.loads(line) for line in (store / "nightly" / "results.jsonl").read_text().splitlines()]
-    assert len(saved) == 2 and all("perf" in r for r in saved)
+    # the perf records, and (issue 17) the accuracy record next to them for the accuracy gate
+    assert len(saved) == 3 and sum("perf" in r for r in saved) == 2
+    assert [r["id"] for r in saved if "perf" not in r] == ["test_accuracy[enc-fp32-ort_cpu]"]
     meta = json.loads((store / "nightly" / "baseline.json").read_text())
-    assert meta["fingerprint"] == "f00d" and meta["records"] == 2
+    assert meta["fingerprint"] == "f00d" and meta["records"] == 3
+    assert meta["perf_records"] == 2 and meta["accuracy_records"] == 1
     assert meta["source"] == str(run_dir.resolve()) and meta["harness_version"] and meta["created"]
 
 
@@ -89,8 +92,8 @@ def test_save_refuses_to_overwrite_without_force(tmp_path: Path, store: Path, ca
     assert code == 2 and "already exists" in err and "--force" in err
     write_run(tmp_path / "run1", rss=700 * 2**20)
     assert run(argv + ["--force"], capsys)[0] == 0
-    saved = json.loads((store / "main" / "results.jsonl").read_text().splitlines()[0])
-    assert saved["perf"]["peak_rss_bytes"] == 700 * 2**20
+    saved = [json.loads(line) for line in (store / "main" / "results.jsonl").read_text().splitlines()]
+    assert next(r for r in saved if "perf" in r)["perf"]["peak_rss_bytes"] == 700 * 2**20
     assert sorted(p.name for p in store.iterdir()) == ["main"]  # no temporary leftovers
 
 

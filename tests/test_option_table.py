@@ -34,6 +34,7 @@ SAMPLE = {
     "baseline_save": "nightly", "baseline_compare": "main", "baseline_store": Path("/tmp/b"),
     "baseline_force": True, "baseline_force_env": True, "baseline_threshold": ["p50=8%"],
     "shard": "2/3", "shard_durations": "/tmp/durations",  # issue 12
+    "accuracy_margin": ["int8:cosine=10%"],
 }
 
 

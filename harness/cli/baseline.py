@@ -1,16 +1,26 @@
-"""``harness baseline save|compare|list``: bless a run's performance, then gate on it.
+"""``harness baseline save|compare|list``: bless a run's performance and accuracy, then gate on it.
 
-Exit codes follow the rest of the CLI: 0 ok, 1 a gating performance regression,
-2 a usage error (bad run directory, unknown baseline, environment mismatch).
+Exit codes follow the rest of the CLI: 0 ok, 1 a gating performance or accuracy regression,
+2 a usage error (bad run directory, unknown baseline, environment mismatch for timings).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from harness.gate.baseline import DEFAULT_STORE, list_baselines, load_baseline, load_run, save_baseline
+from harness.gate.baseline import (
+    DEFAULT_STORE,
+    accuracy_records,
+    list_baselines,
+    load_baseline,
+    load_run,
+    perf_records,
+    read_results,
+    save_baseline,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -33,7 +43,9 @@ def cmd_save(args: argparse.Namespace) -> int:
 
     ensure_writable_dir(args.store, "--store")  # one line, exit 2, before the run is read
     info = save_baseline(args.run_dir, args.name, args.store, force=args.force)
-    print(f"saved baseline {info.name!r}: {info.records} perf record(s) from {args.run_dir} -> {info.path}")
+    blessed = load_baseline(info.name, args.store).records
+    print(f"saved baseline {info.name!r}: {len(perf_records(blessed))} perf record(s), "
+          f"{len(accuracy_records(blessed))} accuracy record(s) from {args.run_dir} -> {info.path}")
     return 0
 
 
@@ -43,18 +55,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for option in ("json", "markdown"):
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
-    baseline = load_baseline(args.name, args.store)
-    candidate = load_run(args.run_dir)
+    from harness.gate.accuracy import compare_accuracy, margin_table
     from harness.gate.compare import compare_runs, parse_threshold  # scipy: only when comparing
 
+    margins = margin_table(args.config, args.accuracy_margin or (), rootdir=Path.cwd())
+    baseline = load_baseline(args.name, args.store)
     policies = [parse_threshold(t) for t in args.threshold]
-    comparison = compare_runs(baseline.records, candidate, policies, force_env=args.force_env)
-    comparison.render_table(_console())
+    # Perf is judged when the baseline blessed timings (the candidate must then have them too);
+    # accuracy when it blessed accuracy metrics. A baseline of a default run is accuracy only.
+    comparison = None
+    if perf_records(baseline.records) or not accuracy_records(baseline.records):
+        comparison = compare_runs(baseline.records, load_run(args.run_dir), policies, force_env=args.force_env)
+    accuracy = None
+    if accuracy_records(baseline.records):
+        accuracy = compare_accuracy(baseline.records, read_results(args.run_dir), margins)
+    console = _console()
+    if comparison is not None:
+        comparison.render_table(console)
+    if accuracy is not None:
+        accuracy.render_table(console, everything=args.all_rows)
     if args.json:
-        _write(args.json, comparison.to_json() + "\n")
+        doc: dict[str, Any] = (comparison.as_dict() if comparison is not None
+                               else {"schema": "harness.perf-compare/1", "exit_code": 0, "rows": []})
+        if accuracy is not None:
+            doc["accuracy"] = accuracy.as_dict()
+            doc["exit_code"] = max(int(doc.get("exit_code", 0)), accuracy.exit_code)
+        _write(args.json, json.dumps(doc, indent=2) + "\n")
     if args.markdown:
-        _write(args.markdown, comparison.to_markdown())
-    return comparison.exit_code
+        parts = [comparison.to_markdown()] if comparison is not None else []
+        if accuracy is not None:
+            parts.append("### Accuracy\n\n" + accuracy.to_markdown(everything=args.all_rows))
+        _write(args.markdown, "\n".join(parts))
+    return max(comparison.exit_code if comparison is not None else 0, accuracy.exit_code if accuracy else 0)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -85,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="baseline_command", metavar="{save,compare,list}", required=True)
 
-    save = actions.add_parser("save", help="store RUN_DIR's perf records as baseline NAME")
+    save = actions.add_parser("save", help="store RUN_DIR's perf and accuracy records as baseline NAME")
     save.add_argument("run_dir", metavar="RUN_DIR")
     save.add_argument("--name", required=True, help="baseline name: letters, digits, '.', '_' or '-'")
     _store_option(save)
@@ -100,6 +132,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="compare even though the environment fingerprints differ")
     compare.add_argument("--threshold", action="append", default=[], metavar="METRIC=FRACTION",
                          help="override an effect threshold, e.g. p50=8%% (repeatable; see docs/perf-gate.md)")
+    from harness.settings.options import add_cli_arguments
+
+    add_cli_arguments(compare, names=("accuracy_margin", "config"))
+    compare.add_argument("--all-rows", action="store_true",
+                         help="show accuracy metrics that passed too (JSON always has every row)")
     compare.add_argument("--json", metavar="OUT", help="also write the comparison as JSON")
     compare.add_argument("--markdown", metavar="OUT", help="also write the comparison as a Markdown table")
     compare.set_defaults(func=cmd_compare)

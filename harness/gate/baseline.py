@@ -1,9 +1,12 @@
-"""Named performance baselines: a frozen copy of a run's perf records.
+"""Named baselines: a frozen copy of a run's perf and accuracy records.
 
 A baseline is copied, not referenced, because run directories get cleaned up and
 overwritten; the gate must keep comparing against exactly the numbers that were
-blessed. Each baseline is a folder ``STORE/NAME/`` with the perf-bearing records
-(``results.jsonl``, unchanged) and ``baseline.json`` (where and when it came from).
+blessed. Each baseline is a folder ``STORE/NAME/`` with the perf-bearing and the
+accuracy-bearing records (``results.jsonl``, unchanged: each carries its settings and
+environment) and ``baseline.json`` (where and when it came from, the fingerprint, the
+library versions and settings of the run). The perf gate (``harness.gate.compare``) reads
+the perf records, the accuracy gate (``harness.gate.accuracy``) the accuracy ones.
 """
 
 from __future__ import annotations
@@ -82,6 +85,28 @@ def perf_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
     return [r for r in map(Record.coerce, records) if r.perf]
 
 
+def is_accuracy_key(key: str) -> bool:
+    """A metric key the accuracy gate compares: a registered, non-budget metric outside ``perf``."""
+    from harness.metrics.registry import METRICS, Scope
+    from harness.results.record import MetricKey
+
+    parsed = MetricKey.parse(key)
+    spec = METRICS.get(parsed.metric)
+    return not parsed.is_perf and spec is not None and spec.scope is not Scope.PERF_BUDGET
+
+
+def accuracy_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
+    """Records with at least one accuracy metric (what a baseline blesses next to the perf ones)."""
+    return [r for r in map(Record.coerce, records) if any(is_accuracy_key(k) for k in r.metrics)]
+
+
+def blessed_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
+    """What a baseline keeps: every record with perf numbers or accuracy metrics, in run order."""
+    typed = [Record.coerce(r) for r in records]
+    keep = {id(r) for r in perf_records(typed)} | {id(r) for r in accuracy_records(typed)}
+    return [r for r in typed if id(r) in keep]
+
+
 def load_run(run_dir: str | os.PathLike[str]) -> list[Record]:
     """The perf records of a run directory; an error if there are none to compare."""
     found = perf_records(read_results(run_dir))
@@ -116,7 +141,10 @@ def save_baseline(
     save never leaves a half-written baseline that a later compare would trust.
     """
     validate_name(name)
-    records = load_run(run_dir)
+    records = blessed_records(read_results(run_dir))
+    if not records:
+        raise BaselineError(f"{Path(run_dir) / RESULTS_FILE} has no performance records and no accuracy metrics "
+                            "(no record has a 'perf' section or a metric the registry declares)")
     root = Path(store)
     target = root / name
     if target.exists() and not force:
@@ -131,6 +159,10 @@ def save_baseline(
         "harness_version": _harness_version(),
         "records": len(records),
         "variants": sorted({r.variant or "" for r in records} - {""}),
+        "perf_records": len(perf_records(records)),
+        "accuracy_records": len(accuracy_records(records)),
+        "versions": next((dict(r.env.get("versions") or {}) for r in records if r.env.get("versions")), {}),
+        "settings": next((dict(r.settings) for r in records if r.settings), {}),
     }
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
     try:
@@ -194,7 +226,7 @@ def load_baseline(name: str, store: str | os.PathLike[str] = DEFAULT_STORE) -> B
         raise BaselineError(f"unknown baseline {name!r}{did_you_mean(name, known)}{listing}")
     meta = _read_meta(name, path)
     try:
-        records = perf_records(read_results(path))
+        records = blessed_records(read_results(path))
     except BaselineError as exc:
         raise BaselineError(f"baseline {name!r} is damaged: {exc}") from None
     return Baseline(_info(name, path, meta), records)

@@ -20,9 +20,13 @@ a broken export decodes garbage (BLEU < 10).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from harness.core import Precision
 from harness.metrics.spec import (
     TOLERANCE_SCOPES,
     Direction,
+    Margin,
     MetricRegistry,
     MetricSpec,
     Outputs,
@@ -31,7 +35,7 @@ from harness.metrics.spec import (
     Thresholds,
 )
 
-__all__ = ["METRICS", "TOLERANCE_SCOPES", "Direction", "MetricRegistry", "MetricSpec", "Outputs", "PerfReading",
+__all__ = ["METRICS", "TOLERANCE_SCOPES", "Direction", "Margin", "MetricRegistry", "MetricSpec", "Outputs", "PerfReading",
            "Scope", "Thresholds", "budget_names", "metric", "tensor_metric_names", "tolerance_names"]
 
 HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
@@ -184,6 +188,77 @@ METRICS = MetricRegistry([
     _generation_step("tpot", "time per output token"),
 ])
 
+
+# --- issue 17: accuracy-baseline margins (harness.gate.accuracy; docs/accuracy-gate.md) --------------------
+# How far each metric may move against a blessed baseline: its badness (distance from the ideal) may
+# grow by at most max(rel x baseline badness, floor at the precision). Floors of continuous metrics come
+# from scripts/measure_accuracy_noise.py on the default zoo (32 sentences): FP32 = 2 x the largest
+# movement across thread counts (1 vs 2) and ORT optimisation levels (float32 rounding of another kernel
+# is no regression), FP16/INT8 = max(FP32 floor, 2 x the largest movement across thread counts), each
+# rounded up to 1-2-5. rel 25%: the largest relative movement of an error well above its floor was 7%.
+# Discrete metrics (agreements, decoded text) did not move at all; their floors are a resolution of the
+# default 32-sentence corpus (about two sentences). Metrics without a margin (context numbers) are listed,
+# never judged.
+FP32 = (Precision.FP32,)
+_UNIT = 1.0  # the ideal of a similarity / agreement / fraction-equal
+_PCT = 100.0  # the ideal of BLEU and chrF
+_MARGINS: dict[str, Margin] = {
+    # numeric parity: errors of an output against PyTorch FP32 (measured floors)
+    "max_abs": Margin(0.25, Thresholds(1e-5, 1e-5, 1e-5)),
+    "mean_abs": Margin(0.25, Thresholds(5e-8, 5e-8, 5e-8)),
+    "p99_abs": Margin(0.25, Thresholds(5e-7, 5e-7, 5e-7)),
+    # one near-zero reference element decides it: thread counts alone moved INT8 max_rel by 93
+    "max_rel": Margin(1.0, Thresholds(0.05, 2.0, 200.0), advisory=True),
+    "norm_max_abs": Margin(0.25, Thresholds(5e-7, 5e-7, 5e-7)),
+    "rel_l2": Margin(0.25, Thresholds(1e-7, 1e-7, 1e-7)),
+    "cosine": Margin(0.25, Thresholds(1e-13, 5e-11, 1e-8), ideal=_UNIT),
+    "kl": Margin(0.25, Thresholds(2e-13, 2e-13, 2e-13)),
+    "kl_max": Margin(0.25, Thresholds(2e-11, 2e-11, 2e-11)),
+    # discrete: one flipped position of 32 sentences is tolerated at FP16/INT8, none at FP32
+    "top1_agreement": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
+    "topk_agreement": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
+    "mismatch_rate": Margin(0.25, Thresholds(0.0, 0.05, 0.05), exact=FP32),
+    "training_mode_ops": Margin(0.0, Thresholds.uniform(0.0)),
+    # sentence embeddings (measured floors)
+    "embedding_cosine": Margin(0.25, Thresholds(1e-13, 5e-11, 2e-8), ideal=_UNIT),
+    "embedding_cosine_min": Margin(0.25, Thresholds(5e-13, 1e-9, 5e-8), ideal=_UNIT),
+    # text building blocks (harness check / config thresholds): about two sentences of 32
+    "bleu": Margin(0.25, Thresholds(0.0, 3.0, 3.0), ideal=_PCT, exact=FP32),
+    "chrf": Margin(0.25, Thresholds(0.0, 2.0, 2.0), ideal=_PCT, exact=FP32),
+    "exact_match": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
+    "char_edit_distance": Margin(0.25, Thresholds(0.0, 0.5, 0.5), exact=FP32),
+    "norm_edit_distance": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
+    "length_ratio": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
+    "repetition_rate": Margin(0.25, Thresholds(0.0, 0.02, 0.02)),
+    "exact_sequence_match": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
+    "mean_first_divergence": Margin(0.25, Thresholds(0.0, 1.0, 1.0)),
+    "position_match": Margin(0.25, Thresholds(0.0, 0.03, 0.03), ideal=_UNIT, exact=FP32),
+    # generation parity against PyTorch's text (exact at FP32: greedy tokens must stay PyTorch's)
+    "gen_token_exact_match": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
+    "gen_position_match": Margin(0.25, Thresholds(0.0, 0.03, 0.03), ideal=_UNIT, exact=FP32),
+    "gen_mean_first_divergence": Margin(0.25, Thresholds(0.0, 1.0, 1.0)),
+    "gen_bleu_vs_torch": Margin(0.25, Thresholds(0.0, 3.0, 3.0), ideal=_PCT, exact=FP32),
+    "gen_chrf_vs_torch": Margin(0.25, Thresholds(0.0, 2.0, 2.0), ideal=_PCT, exact=FP32),
+    "gen_exact_match_vs_torch": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
+    "gen_char_edit_vs_torch": Margin(0.25, Thresholds(0.0, 0.5, 0.5), exact=FP32),
+    "gen_norm_edit_vs_torch": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
+    "gen_length_ratio_vs_torch": Margin(0.25, Thresholds(0.0, 0.02, 0.02), ideal=1.0, exact=FP32),
+    # generation against the corpus references (the reference's own quality is context, not judged)
+    "gen_bleu_vs_ref": Margin(0.1, Thresholds(2.0, 2.0, 2.0), ideal=_PCT),
+    "gen_chrf_vs_ref": Margin(0.1, Thresholds(2.0, 2.0, 2.0), ideal=_PCT),
+    "gen_exact_match_vs_ref": Margin(0.25, Thresholds(0.07, 0.07, 0.07), ideal=_UNIT),
+    "gen_norm_edit_vs_ref": Margin(0.25, Thresholds(0.02, 0.02, 0.02)),
+    "gen_length_ratio_vs_ref": Margin(0.25, Thresholds(0.02, 0.02, 0.02), ideal=1.0),
+    "gen_bleu_ref_drop": Margin(0.25, Thresholds(1.0, 1.0, 1.0)),
+    "gen_repetition_rate": Margin(0.25, Thresholds(0.02, 0.02, 0.02)),
+    "gen_repetition_increase": Margin(0.25, Thresholds(0.02, 0.02, 0.02)),
+    "gen_token_exact_match_long": Margin(0.25, Thresholds(0.0, 0.1, 0.1), ideal=_UNIT, exact=FP32),
+    "gen_bleu_vs_torch_long": Margin(0.25, Thresholds(0.0, 5.0, 5.0), ideal=_PCT, exact=FP32),
+}
+METRICS = MetricRegistry(replace(s, margin=_MARGINS.pop(s.name, s.margin)) for s in METRICS)
+if _MARGINS:  # pragma: no cover - a typo in the table above
+    raise ValueError(f"margins declared for unknown metrics: {', '.join(_MARGINS)}")
+# --- end issue 17 -------------------------------------------------------------------------------------------
 
 def metric(name: str) -> MetricSpec:
     """The declaration of ``name``; an unknown name is a UsageError with a did-you-mean."""

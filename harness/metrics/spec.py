@@ -114,6 +114,43 @@ class PerfReading:
 
 
 @dataclass(frozen=True)
+class Margin:
+    """How far a metric may move against a blessed baseline before the accuracy gate calls it a
+    REGRESSION (``harness.gate.accuracy``, docs/accuracy-gate.md has the measurements).
+
+    A metric's *badness* is its distance from ``ideal`` in its own direction: an error's value
+    (ideal 0, or the metric's ``target``), a similarity's ``1 - value``, BLEU's ``100 - BLEU``.
+    The candidate regresses when its badness grows by more than
+    ``max(rel * baseline badness, floor at the precision)``: the relative part scales with how
+    wrong the variant already was (a 0.0155 INT8 error may not become 0.14 just because 0.15
+    is the envelope), the floor keeps thread-count and batch-size jitter on near-perfect
+    numbers from tripping it. A higher-is-better metric without an ideal (a token index) is
+    judged on its value: it may drop by ``max(rel * |baseline|, floor)``. At the ``exact``
+    precisions a baseline *at* the ideal must stay there (FP32 greedy tokens equal PyTorch's).
+    ``advisory`` margins are reported but never fail the gate (metrics whose measured noise
+    is as large as the changes worth catching).
+    """
+
+    rel: float
+    floor: Thresholds
+    ideal: float | None = None
+    exact: tuple[Precision, ...] = ()
+    advisory: bool = False
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rel) and self.rel >= 0):
+            raise ValueError(f"margin: rel must be a finite fraction >= 0, got {self.rel!r}")
+        for precision in Precision:
+            value = self.floor.get(precision)
+            if value is None or not math.isfinite(value) or value < 0:
+                raise ValueError(f"margin: the floor at {precision.value} must be a finite number >= 0, got {value!r}")
+
+    def floor_at(self, precision: Precision | str) -> float:
+        value = self.floor.get(precision)
+        return 0.0 if value is None else value
+
+
+@dataclass(frozen=True)
 class MetricSpec:
     """Everything the harness knows about one metric, declared once.
 
@@ -140,6 +177,8 @@ class MetricSpec:
     reading: PerfReading | None = None
     measured_by: str = ""
     label: str = ""
+    #: how far it may move against a blessed baseline (accuracy gate); None: not compared
+    margin: Margin | None = None
 
     def __post_init__(self) -> None:
         def bad(why: str) -> ValueError:
@@ -162,6 +201,22 @@ class MetricSpec:
         for precision, value in (self.thresholds.items() if self.thresholds else ()):
             if not math.isfinite(value) or (self.direction is Direction.LOWER and value < 0):
                 raise bad(f"default threshold {value!r} at {precision.value} is not a valid bound")
+
+    def badness(self, value: float) -> float:
+        """How far ``value`` is from perfect in this metric's direction (the accuracy gate's
+        yardstick, see :class:`Margin`); for a higher-is-better metric without an ideal, minus
+        the value (worse is still larger)."""
+        ideal = self.margin.ideal if self.margin is not None else None
+        if self.higher_is_better:
+            return ideal - value if ideal is not None else -value
+        center = ideal if ideal is not None else self.target
+        return value if center is None else abs(value - center)  # a ratio is as wrong above its target as below
+
+    def margin_scale(self, value: float) -> float:
+        """What ``Margin.rel`` is a fraction of: the baseline's badness, or |value| without an ideal."""
+        if self.higher_is_better and (self.margin is None or self.margin.ideal is None):
+            return abs(value)
+        return abs(self.badness(value))
 
     @property
     def higher_is_better(self) -> bool:

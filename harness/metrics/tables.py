@@ -103,6 +103,21 @@ def tolerance_list() -> str:
     return "\n".join(lines)
 
 
+def margins_table() -> str:
+    """docs/accuracy-gate.md: every metric's accuracy-gate margin (issue 17)."""
+    rows = []
+    for spec in METRICS:
+        m = spec.margin
+        if m is None:
+            continue
+        floors = " / ".join(number(m.floor_at(p)) for p in ("fp32", "fp16", "int8"))
+        ideal = "" if m.ideal is None else number(m.ideal)
+        flags = ", ".join(([f"exact at {', '.join(p.value for p in m.exact)}"] if m.exact else [])
+                          + (["advisory"] if m.advisory else []))
+        rows.append((f"`{spec.name}`", spec.direction.value, ideal or "–", f"{m.rel:.0%}", floors, flags or "–"))
+    return _table(("metric", "better", "ideal", "rel", "floor fp32 / fp16 / int8", "notes"), rows)
+
+
 #: block name -> (renderer, inline). Inline blocks sit inside a sentence; the others are tables.
 BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "numeric": (numeric_table, False),
@@ -120,6 +135,7 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "options-perf": (lambda: _options_table("perf"), False),
     "options-gate": (lambda: _options_table("gate"), False),
     "options-config": (lambda: _config_table(), False),
+    "margins": (margins_table, False),
 }
 
 

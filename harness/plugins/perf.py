@@ -37,6 +37,7 @@ class GateRequest:
     force: bool = False
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
+    margins: tuple[str, ...] = ()  # --harness-accuracy-margin (issue 17)
 
     @property
     def active(self) -> bool:
@@ -46,6 +47,7 @@ class GateRequest:
 @dataclass
 class GateOutcome:
     comparison: Any = None
+    accuracy: Any = None  # AccuracyComparison against the same baseline (issue 17)
     saved: Any = None
     messages: list[str] = field(default_factory=list)
     error: str | None = None
@@ -81,7 +83,8 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
         directory = Path("reports") / "baselines"
     return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
                        force_env=bool(values.get("baseline_force_env")),
-                       thresholds=tuple(values.get("baseline_threshold") or ()))
+                       thresholds=tuple(values.get("baseline_threshold") or ()),
+                       margins=tuple(values.get("accuracy_margin") or ()))
 
 
 def _check_gate_request(req: GateRequest) -> None:
@@ -91,6 +94,10 @@ def _check_gate_request(req: GateRequest) -> None:
 
     for text in req.thresholds:
         parse_threshold(text)
+    from harness.metrics.margins import parse_cli_margin
+
+    for text in req.margins:
+        parse_cli_margin(text, "--harness-accuracy-margin")
     if req.compare:
         load_baseline(req.compare, req.store)
     if req.save:
@@ -200,7 +207,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     try:
         if req.compare:
             outcome.comparison = _compare(req, run_dir)
-            if outcome.comparison.exit_code:
+            outcome.accuracy = _compare_accuracy(req, run_dir, config)
+            if any(c is not None and c.exit_code for c in (outcome.comparison, outcome.accuracy)):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if req.save:
             if session.exitstatus != pytest.ExitCode.OK:
@@ -216,14 +224,34 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _compare(req: GateRequest, run_dir: Path) -> Any:
-    from harness.gate.baseline import load_baseline, load_run
+    from harness.gate.baseline import accuracy_records, load_baseline, load_run, perf_records
     from harness.gate.compare import compare_runs, parse_threshold
 
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
+    if not perf_records(baseline.records) and accuracy_records(baseline.records):
+        return None  # an accuracy-only baseline (a run without --perf was blessed): nothing to time
     comparison = compare_runs(baseline.records, load_run(run_dir), [parse_threshold(t) for t in req.thresholds],
                               force_env=req.force_env)
     (run_dir / "perf-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "perf-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
+    return comparison
+
+
+def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) -> Any:
+    """The accuracy gate against the same baseline (``harness.gate.accuracy``), margins from the
+    run's config file and ``--harness-accuracy-margin``; None when the baseline blessed no accuracy."""
+    from harness.gate.accuracy import compare_accuracy, margin_table
+    from harness.gate.baseline import accuracy_records, load_baseline, read_results
+    from harness.plugin import run_options
+
+    baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
+    if not accuracy_records(baseline.records):
+        return None
+    config_path = run_options(config).given.get("config")
+    margins = margin_table(config_path, req.margins, rootdir=config.rootpath)
+    comparison = compare_accuracy(baseline.records, read_results(run_dir), margins)
+    (run_dir / "accuracy-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
+    (run_dir / "accuracy-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
     return comparison
 
 
@@ -233,15 +261,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if outcome is None:
         return
     terminalreporter.write_sep("=", "harness performance gate")
-    if outcome.comparison is not None:
+    if outcome.comparison is not None or outcome.accuracy is not None:
         from harness.report.console import reporter_console
 
         console, buffer = reporter_console(terminalreporter)  # room for the reasons, even in CI logs
-        outcome.comparison.render_table(console)
+        for comparison in (outcome.comparison, outcome.accuracy):
+            if comparison is not None:
+                comparison.render_table(console)
         terminalreporter.write(buffer.getvalue())
     if outcome.saved is not None:
-        terminalreporter.write_line(f"saved baseline {outcome.saved.name!r}: {outcome.saved.records} perf record(s) "
-                                    f"-> {outcome.saved.path}")
+        from harness.gate.baseline import accuracy_records, load_baseline, perf_records
+
+        blessed = load_baseline(outcome.saved.name, outcome.saved.path.parent).records
+        terminalreporter.write_line(f"saved baseline {outcome.saved.name!r}: {len(perf_records(blessed))} perf record(s), "
+                                    f"{len(accuracy_records(blessed))} accuracy record(s) -> {outcome.saved.path}")
     for message in outcome.messages:
         terminalreporter.write_line(message, yellow=True)
     if outcome.error:

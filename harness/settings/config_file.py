@@ -25,15 +25,17 @@ else:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
 from harness.core import PROVIDERS, UsageError, did_you_mean
+from harness.metrics.margins import MarginRule, rules_from_config
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
 from harness.settings.options import CONFIG_KEYS, Kind, option
 
 CONFIG_FILE = "harness.toml"
 PYPROJECT = "pyproject.toml"
 
-TOP_KEYS = ("run", "models", "tolerances", "budgets")
+TOP_KEYS = ("run", "models", "tolerances", "budgets", "margins")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
-              "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list")
+              "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list",
+              "margins")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -61,6 +63,8 @@ class ModelEntry:
     fp16_op_block_list: tuple[str, ...] = ()
     #: precision -> ONNX file or directory, judged by ``harness check --config``
     artifacts: Mapping[str, Path] = field(default_factory=dict)
+    #: accuracy-gate margin overrides for this model (``[models.<name>.margins]``, issue 17)
+    margins: tuple[MarginRule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,12 @@ class SuiteConfig:
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)
+    #: accuracy-gate margin overrides for every model (``[margins]``, issue 17)
+    margins: tuple[MarginRule, ...] = ()
+
+    def margin_rules(self) -> tuple[MarginRule, ...]:
+        """Every margin override of the file: run-wide first, then per model (more specific)."""
+        return (*self.margins, *(r for e in self.entries.values() for r in e.margins))
 
 
 # -- finding and parsing ------------------------------------------------------------------------
@@ -278,6 +288,12 @@ class _Validator:
             out[key] = number
         return out
 
+    def margins(self, value: Any, where: str, model: str | None = None) -> tuple[MarginRule, ...]:
+        """Accuracy-gate margin overrides (``harness.metrics.margins``): metric = {rel, abs, exact,
+        advisory}, directly (every precision) or under a precision."""
+        table = self.table(value, where)
+        return tuple(rules_from_config(table, f"{self.path}: {self.prefix}{where}", model, f"{self.path.name}: {where}"))
+
     # tables
     def suite(self, data: dict[str, Any]) -> SuiteConfig:
         self.keys(data, TOP_KEYS, "")
@@ -293,6 +309,7 @@ class _Validator:
             tolerances=self.tolerances(data["tolerances"], "tolerances") if "tolerances" in data else {},
             budgets=self.budgets(data["budgets"], "budgets") if "budgets" in data else {},
             entries=entries,
+            margins=self.margins(data["margins"], "margins") if "margins" in data else (),
         )
 
     def run_value(self, key: str, value: Any, entries: dict[str, ModelEntry]) -> Any:
@@ -358,6 +375,7 @@ class _Validator:
                               if "int8_per_channel" in table else None),
             fp16_op_block_list=(tuple(self.names(table["fp16_op_block_list"], f"{where}.fp16_op_block_list"))
                                 if "fp16_op_block_list" in table else ()),
+            margins=self.margins(table["margins"], f"{where}.margins", name) if "margins" in table else (),
         )
 
 

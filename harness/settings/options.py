@@ -217,6 +217,11 @@ OPTIONS: tuple[Option, ...] = (
            group=Group.GATE, rerun=Rerun.NEVER),
     Option("baseline_threshold", Kind.PAIRS, "override a gate threshold, e.g. p50=8%% (repeatable)",
            group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION"),
+    # --- issue 17: accuracy gate against a blessed baseline (docs/accuracy-gate.md) ---
+    Option("accuracy_margin", Kind.PAIRS, "override an accuracy-gate margin against the baseline, e.g. "
+           "int8:embedding_cosine=10%%,0.002 or minilm-l6:int8:cosine=rel=5%% or fp32:top1_agreement=exact "
+           "(repeatable; [margins] in harness.toml)", group=Group.GATE, rerun=Rerun.NEVER,
+           metavar="[MODEL:][PREC:]METRIC=REL[,ABS]"),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
