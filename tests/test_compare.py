@@ -10,6 +10,7 @@ from report_fixture import HOSTILE, logits, record, write_run
 
 from harness.cli import main
 from harness.compare.diff import accuracy_deltas, compare
+from harness.gate.accuracy import margin_table
 from harness.gate.baseline import read_results
 
 
@@ -71,3 +72,23 @@ def test_cli_writes_markdown_and_html_escaped(runs: tuple[Path, Path], tmp_path:
     assert HOSTILE not in html and "&lt;script&gt;" in html and 'class="bad"' in html
     assert main(["compare", str(runs[0]), str(runs[1]), "--strict"]) == 1
     assert main(["compare", str(runs[0]), str(tmp_path / "absent")]) == 2
+
+
+def test_accuracy_moves_are_judged_by_the_baseline_gate(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """B's INT8 error grew 6x: past its margin, the accuracy gate names it a REGRESSION in the
+    comparison (and in --strict's exit code); a wide enough --accuracy-margin lets it pass."""
+    cmp = compare(read_results(runs[0]), read_results(runs[1]))
+    assert cmp.accuracy_gate is not None
+    judged = {(r.case, r.key): r for r in cmp.accuracy_gate.rows}
+    norm = judged[("test_logits_parity[bert-int8-ort_cpu]", "model.logits.norm_max_abs")]
+    assert norm.verdict.value == "REGRESSION" and norm.gating_regression
+    assert judged[("test_logits_parity[bert-fp32-ort_cpu]", "model.logits.norm_max_abs")].verdict.value == "PASS"
+    assert "past their margin" in cmp.headline()
+    md = tmp_path / "cmp.md"
+    html = tmp_path / "cmp.html"
+    assert main(["compare", str(runs[0]), str(runs[1]), "--markdown", str(md), "--html", str(html)]) == 0
+    assert "## Accuracy gate" in md.read_text() and 'id="accuracy-gate"' in html.read_text()
+    loose = margin_table(None, ["norm_max_abs=1000%,1"], rootdir=tmp_path)
+    only_accuracy = compare(read_results(runs[0]), read_results(runs[1]), margins=loose)
+    assert only_accuracy.accuracy_gate is not None
+    assert not any(r.gating_regression and r.metric == "norm_max_abs" for r in only_accuracy.accuracy_gate.rows)

@@ -2,8 +2,9 @@
 accuracy metrics and performance side by side with deltas (performance judged by the
 statistical gate). The "after upgrading onnxruntime, what moved?" view.
 
-Exit codes: 0 compared (informational), 1 with ``--strict`` when a case newly fails or a
-performance metric regressed (gating), 2 a missing or corrupt run directory.
+Exit codes: 0 compared (informational), 1 with ``--strict`` when a case newly fails, a
+performance metric regressed or an accuracy metric moved past its margin (gating), 2 a missing
+or corrupt run directory or a bad margin.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     records_a, records_b = read_results(args.run_a), read_results(args.run_b)
     from harness.compare.diff import compare
     from harness.compare.render import render_terminal, to_html, to_markdown
+    from harness.gate.accuracy import margin_table
     from harness.report.console import cli_console
 
+    margins = margin_table(args.config, args.accuracy_margin or (), rootdir=Path.cwd())
     cmp = compare(records_a, records_b, name_a=Path(args.run_a).name or str(args.run_a),
-                  name_b=Path(args.run_b).name or str(args.run_b))
+                  name_b=Path(args.run_b).name or str(args.run_b), margins=margins)
     render_terminal(cmp, cli_console())
     for option, render in (("markdown", to_markdown), ("html", to_html)):
         target = getattr(args, option)
@@ -47,5 +50,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--markdown", metavar="OUT", help="also write the comparison as Markdown")
     parser.add_argument("--html", metavar="OUT", help="also write the comparison as a self-contained HTML page")
     parser.add_argument("--strict", action="store_true",
-                        help="exit 1 when a case newly fails or a gating perf metric regressed")
+                        help="exit 1 when a case newly fails, a gating perf metric regressed or an accuracy metric "
+                             "moved past its margin")
+    from harness.settings.options import add_cli_arguments
+
+    add_cli_arguments(parser, names=("accuracy_margin", "config"))  # the same flags as `baseline compare`
     parser.set_defaults(func=cmd_compare)

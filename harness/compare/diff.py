@@ -1,8 +1,9 @@
 """Two runs side by side: verdict changes first, then accuracy metrics, then performance.
 
-Accuracy is a plain delta table: ``accuracy_deltas(metrics_a, metrics_b)`` takes two records'
-metric dicts and returns one row per metric whose value moved — the seam where a judged
-comparison (accuracy-vs-baseline margins) plugs in by replacing that one function.
+Accuracy is shown twice, for two questions: ``accuracy_deltas`` lists every number that moved
+(what changed at all), and the accuracy gate (``harness.gate.accuracy.compare_accuracy``, the
+same margins ``harness baseline compare`` applies) says which of those moves is a REGRESSION —
+B judged against A as if A were the blessed baseline.
 Performance goes through the statistical gate (``harness.gate.compare.compare_runs``) so a
 "+4 % p50" is judged against the noise, not eyeballed; the environments are expected to differ
 (that is usually the question: "what moved after upgrading onnxruntime?"), so the comparison is
@@ -13,11 +14,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.gate.accuracy import AccuracyComparison
+    from harness.metrics.margins import MarginTable
 
 #: verdicts from best to worst: a change towards the end is a regression
 RANK = {"pass": 0, "skip": 1, "fail": 2, "error": 3}
@@ -97,11 +102,13 @@ class RunComparison:
     perf: Comparison | None
     env: list[str] = field(default_factory=list)
     unchanged_cases: int = 0
+    accuracy_gate: AccuracyComparison | None = None
 
     @property
     def regressed(self) -> bool:
-        """A case newly failing, or a gating perf regression."""
-        return any(v.worse for v in self.verdicts) or bool(self.perf and self.perf.exit_code)
+        """A case newly failing, a gating perf regression, or an accuracy metric past its margin."""
+        return (any(v.worse for v in self.verdicts) or bool(self.perf and self.perf.exit_code)
+                or bool(self.accuracy_gate and self.accuracy_gate.exit_code))
 
     def headline(self) -> str:
         worse = sum(v.worse for v in self.verdicts)
@@ -109,12 +116,21 @@ class RunComparison:
         moved = len(self.accuracy)
         worse_metrics = sum(d.change == "worse" for d in self.accuracy)
         perf = self.perf.headline() if self.perf and self.perf.rows else "no perf measurements on both sides"
+        gate = ""
+        if self.accuracy_gate is not None and self.accuracy_gate.rows:
+            counts = self.accuracy_gate.counts()
+            gate = f", {counts.get('REGRESSION', 0)} past their margin"
         return (f"{changed} verdict change(s) ({worse} worse); {moved} accuracy number(s) moved "
-                f"({worse_metrics} worse); perf: {perf}")
+                f"({worse_metrics} worse{gate}); perf: {perf}")
 
 
 def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a: str = "A", name_b: str = "B",
-            judge: AccuracyJudge = accuracy_deltas) -> RunComparison:
+            judge: AccuracyJudge = accuracy_deltas, margins: MarginTable | None = None) -> RunComparison:
+    """A against B. ``margins`` are the accuracy gate's overrides (``[margins]`` of a config,
+    ``--accuracy-margin``); the registry's defaults apply without them."""
+    from harness.gate.accuracy import compare_accuracy
+
+    records_a, records_b = list(records_a), list(records_b)
     a = {r.id: r for r in records_a}
     b = {r.id: r for r in records_b}
     verdicts = []
@@ -137,4 +153,5 @@ def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a:
     env_b = next((r.env for r in b.values() if r.env), {})
     env = env_differences(env_a, env_b) if env_a and env_b else []
     unchanged = len(set(a) & set(b)) - len({v.case for v in verdicts})
-    return RunComparison(name_a, name_b, verdicts, accuracy, perf, env, unchanged)
+    gate = compare_accuracy(records_a, records_b, margins)
+    return RunComparison(name_a, name_b, verdicts, accuracy, perf, env, unchanged, gate)

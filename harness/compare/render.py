@@ -69,6 +69,8 @@ def to_markdown(cmp: RunComparison) -> str:
             lines.append(f"\n… and {len(cmp.accuracy) - MAX_ROWS} more (all in the HTML/JSON output)")
     else:
         lines.append("none: every metric of every common case is identical")
+    if cmp.accuracy_gate is not None:
+        lines += ["", "## Accuracy gate (B against A's margins)", "", cmp.accuracy_gate.to_markdown().rstrip()]
     lines += ["", "## Performance (statistical gate)", ""]
     rows = _perf_cells(cmp)
     if rows:
@@ -109,6 +111,8 @@ def render_terminal(cmp: RunComparison, console: Console) -> None:
             console.print(f"... and {len(cmp.accuracy) - 40} more (--markdown / --html for all)")
     else:
         console.print("accuracy: every metric of every common case is identical")
+    if cmp.accuracy_gate is not None:
+        cmp.accuracy_gate.render_table(console)
     if cmp.perf is not None and cmp.perf.rows:
         cmp.perf.render_table(console)
     else:
@@ -134,6 +138,14 @@ def to_html(cmp: RunComparison) -> str:
     accuracy = _table(ACCURACY_HEADER, [_accuracy_cells(d) for d in cmp.accuracy],
                       ["bad" if d.change == "worse" else "" for d in cmp.accuracy]) if cmp.accuracy else \
         '<p class="muted">every metric of every common case is identical</p>'
+    gate = ""
+    if cmp.accuracy_gate is not None:
+        judged = cmp.accuracy_gate.shown()
+        gate_rows = [[r.variant, r.key, _num(r.base), _num(r.cand), _num(r.delta), _num(r.allowed),
+                      r.verdict.value + (" (advisory)" if r.advisory else ""), r.reason] for r in judged]
+        gate = (f"<p>{escape(cmp.accuracy_gate.headline())}</p>"
+                + (_table(["variant", "metric", "A", "B", "delta", "margin", "verdict", "reason"], gate_rows,
+                          ["bad" if r.gating_regression else "" for r in judged]) if gate_rows else ""))
     rows = _perf_cells(cmp)
     perf = _table(PERF_HEADER, rows, ["bad" if "REGRESSION" in r[7] else "" for r in rows]) if rows else \
         '<p class="muted">no performance measurements on both sides</p>'
@@ -145,4 +157,6 @@ def to_html(cmp: RunComparison) -> str:
             + (f"<p>environment changes:</p><ul class=\"env\">{env}</ul>" if env else "")
             + f'<section id="verdicts"><h2>Verdict changes</h2>{verdicts}</section>'
             f'<section id="accuracy"><h2>Accuracy metrics that moved</h2>{accuracy}</section>'
+            + (f'<section id="accuracy-gate"><h2>Accuracy gate (B against A\'s margins)</h2>{gate}</section>'
+               if gate else "") +
             f'<section id="perf"><h2>Performance (statistical gate)</h2>{perf}</section></body></html>\n')
