@@ -38,7 +38,7 @@ def test_missing_suites_dir_is_exit_2(capsys, tmp_path):
 
 def test_run_passes_and_writes_results(tmp_path):
     out = tmp_path / "run"
-    suite = Path(__file__).resolve().parents[1] / "suites" / "test_logits_parity.py"
+    suite = Path(__file__).resolve().parents[1] / "harness" / "suites" / "test_logits_parity.py"
     code = main(["run", "--suites", str(suite), "--models", "bert-tiny", "--precisions", "fp32",
                  "--providers", "ort_cpu", "ort_cuda", "--out", str(out)])
     assert code == 0

@@ -2,7 +2,7 @@
 
 A regression gate is only as trustworthy as its inputs: if a corpus silently changes,
 every score comparison across runs becomes meaningless. So every shipped corpus is
-pinned by sha256 and line count in ``datasets/MANIFEST.json`` and verified on load.
+pinned by sha256 and line count in ``harness/data/corpora/MANIFEST.json`` and verified on load.
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ class Corpus:
 
 
 def datasets_dir() -> Path:
-    """Datasets root: ``$HARNESS_DATASETS`` if set, else the repo's ``datasets/``."""
+    """Datasets root: ``$HARNESS_DATASETS`` if set, else the corpora shipped inside the package
+    (``harness/data/corpora``): a run needs them wherever the harness is installed, so they are
+    package data, not files of the source checkout."""
     env = os.environ.get("HARNESS_DATASETS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "datasets"
+    return Path(__file__).resolve().parent / "corpora"
 
 
 
