@@ -180,7 +180,8 @@ def test_datasets_dir_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_shipped_manifest_is_fresh() -> None:
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "update_manifest.py"), "--check", "--root", str(REPO / "harness" / "data" / "corpora")],
+        [sys.executable, str(REPO / "scripts" / "update_manifest.py"), "--check", "--root",
+         str(REPO / "harness" / "data" / "corpora")],
         capture_output=True,
         text=True,
     )

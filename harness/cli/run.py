@@ -12,13 +12,15 @@ from harness.core import UsageError
 
 
 def suites_dir() -> Path:
+    """The suites a run collects when ``--suites`` is not given: ``$HARNESS_SUITES``, else the
+    built-in suites installed with the package (the same from any directory: a ``suites/``
+    folder of the working directory is never picked up by itself)."""
     env = os.environ.get("HARNESS_SUITES")
     if env:
         return Path(env)
-    local = Path.cwd() / "suites"
-    if local.is_dir():
-        return local
-    return Path(__file__).resolve().parents[2] / "suites"
+    from harness.suites import suites_dir as builtin
+
+    return builtin()
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.settings.options import add_cli_arguments
 
     add_cli_arguments(p)
-    p.add_argument("--suites", type=Path, default=None, help="suites directory or file (default: ./suites)")
+    p.add_argument("--suites", type=Path, nargs="+", default=None, metavar="PATH",
+                   help="suite directories or files (default: the built-in suites; --builtin-suites adds them "
+                        "to yours)")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression to select cases")
     p.add_argument("-n", dest="workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
     p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed to pytest verbatim")
@@ -39,16 +43,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     from harness.settings.options import cli_values, pytest_argv
-    from harness.settings.resolve import build_options
+    from harness.settings.resolve import build_options, preflight
 
     values = cli_values(args)
     values.pop("out", None)
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
-    build_options(values, rootdir=Path.cwd())
-    suites = args.suites or suites_dir()
-    if not suites.exists():
-        raise UsageError(f"--suites: {suites} does not exist")
-    argv = [str(suites), "-p", "no:cacheprovider", "-q", "-rs", f"--harness-out={out}", *pytest_argv(values)]
+    options = build_options(values, rootdir=Path.cwd())
+    suites = list(args.suites or [suites_dir()])
+    for path in suites:
+        if not path.exists():
+            raise UsageError(f"--suites: {path} does not exist")
+    preflight(options)
+    for note in options.notes:
+        print(f"harness: note: {note}", file=sys.stderr)
+    if "config" not in values and options.given.get("config"):  # found in this directory: pytest's
+        values["config"] = options.given["config"]  # rootdir is the suites' one, so name it
+    argv = [*map(str, suites), "-p", "no:cacheprovider", "-q", "-rs", f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
         argv += ["-k", args.keyword]
     if args.workers:
@@ -99,8 +109,12 @@ def exit_code(pytest_code: int, out: Path) -> int:
         records = read_records(out)
     except ValueError:
         records = []
-    if any(r.get("verdict") in ("fail", "error") for r in records) or pytest_code == 1:
+    from harness.results.record import FAILING, judged_nothing
+
+    if any(r.get("verdict") in FAILING for r in records) or pytest_code == 1:
         return 1
+    if judged_nothing(str(r.get("verdict")) for r in records):
+        return 1  # a gate that checked nothing is not green (the terminal summary says so)
     if pytest_code in (2, 3):  # interrupted / internal error: keep what finished, report failure
         return 1
     return 0

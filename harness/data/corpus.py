@@ -122,6 +122,12 @@ def load_corpus(name: str, root: Path | None = None) -> Corpus:
     return corpus
 
 
+def corpus_by_name(name: str) -> Corpus:
+    """A model's corpus: a manifest name, or a user's .txt/.tsv file (the one place that tells
+    them apart)."""
+    return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
+
+
 def load_corpus_file(path: Path | str, fmt: str | None = None) -> Corpus:
     """Load a user corpus not in the manifest (same format checks, no pinned hash)."""
     path = Path(path)
