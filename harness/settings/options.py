@@ -369,7 +369,10 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
             given["int8_per_channel"] = True
         if settings.get("fp16_op_block_list"):
             given["fp16_block_list"] = list(settings["fp16_op_block_list"])
-    parts = ["harness", "run", "--suites", nodeid.split("::")[0]]
+    suite_file = nodeid.split("::")[0]
+    # a built-in suite is found by `harness run` itself wherever the harness is installed; its node
+    # id path is relative to whatever rootdir pytest chose, so it is not repeated
+    parts = ["harness", "run"] if _builtin_suite(suite_file) else ["harness", "run", "--suites", suite_file]
     for name in ("models", "precisions", "providers"):
         parts += [option(name).flag, str(case.get(name.rstrip("s")) or "")]
     for o in OPTIONS:  # config-only options come back with --config
@@ -377,6 +380,14 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
             parts += o.argv(given[o.name], pytest_form=False)
     parts += ["-k", f"{function} and {case.get('variant')}"]
     return " ".join(shlex.quote(p) if p and not _plain(p) else p for p in parts)
+
+
+def _builtin_suite(path: str) -> bool:
+    """Whether a node id's file is one of the suites shipped in ``harness/suites``."""
+    from harness.suites import suites_dir
+
+    parts = Path(path).parts
+    return len(parts) >= 3 and parts[-3:-1] == ("harness", "suites") and (suites_dir() / parts[-1]).is_file()
 
 
 def _plain(text: str) -> bool:

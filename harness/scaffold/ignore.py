@@ -1,0 +1,11 @@
+"""The ``.gitignore`` entries for a repository the harness runs in."""
+
+from __future__ import annotations
+
+#: run directories (results.jsonl, summary.md, junit.xml, cases/) and the CI cache directory
+ENTRIES = ("reports/", ".harness-cache/")
+
+
+def render_ignore() -> str:
+    return "# model-harness: run reports and the CI cache of built models and exported artifacts\n" + \
+        "\n".join(ENTRIES) + "\n"
