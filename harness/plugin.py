@@ -115,6 +115,13 @@ def _preflight(options: RunOptions) -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """How the run's names resolved, when that needs saying (a zoo name shadowing a local
+    directory): shown by plain pytest; ``harness run`` prints the same notes itself."""
+    options = config.stash.get(OPTIONS, None)
+    return [f"harness: note: {note}" for note in options.notes] if options is not None else []
+
+
 def _out_given(config: pytest.Config) -> bool:
     return bool(config.getoption("harness_out") or os.environ.get("HARNESS_OUT"))
 

@@ -54,11 +54,18 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
         if not path.exists():
             raise UsageError(f"--suites: {path} does not exist")
     preflight(options)
-    for note in options.notes:
+    notes = list(options.notes)
+    if not args.suites and Path("suites").is_dir() and Path("suites").resolve() != suites[0].resolve():
+        notes.append("./suites is not collected (the built-in suites are); --suites suites runs it, "
+                     "--suites suites --builtin-suites runs both")
+    for note in notes:
         print(f"harness: note: {note}", file=sys.stderr)
     if "config" not in values and options.given.get("config"):  # found in this directory: pytest's
         values["config"] = options.given["config"]  # rootdir is the suites' one, so name it
-    argv = [*map(str, suites), "-p", "no:cacheprovider", "-q", "-rs", f"--harness-out={out}", *pytest_argv(values)]
+    # the harness is imported before pytest starts (this command), so pytest cannot assert-rewrite it and
+    # warns once per run about it: noise for the user, nothing to act on
+    argv = [*map(str, suites), "-p", "no:cacheprovider", "-q", "-rs", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
         argv += ["-k", args.keyword]
     if args.workers:
