@@ -62,7 +62,7 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
 
     # ignore entries added once, existing lines kept
     entries = [line for line in (repo / ".gitignore").read_text().splitlines() if not line.startswith("#")]
-    assert entries == ["__pycache__/", "reports/", ".harness-cache/"]
+    assert entries == ["__pycache__/", "reports/", ".harness-cache/", ".benchmarks/"]
 
 
 def test_init_never_overwrites_without_force(repo, capsys):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-#: run directories (results.jsonl, summary.md, junit.xml, cases/) and the CI cache directory
-ENTRIES = ("reports/", ".harness-cache/")
+#: run directories (results.jsonl, summary.md, junit.xml, cases/), the CI cache directory, and the
+#: storage directory pytest-benchmark (a dependency) creates in the working directory
+ENTRIES = ("reports/", ".harness-cache/", ".benchmarks/")
 
 
 def render_ignore() -> str:
