@@ -246,9 +246,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if isinstance(variant, Variant):
             from harness.results import CaseIdentity
 
-            suite = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-            identity = CaseIdentity.of_variant(variant, suite, display_id=_display_id(variant))
-            item.user_properties.append(("harness_case", identity.as_dict()))  # a dict: xdist ships it
+            module = item.module.__name__ if item.module else ""
+            identity = CaseIdentity.of_variant(variant, module.rsplit(".", 1)[-1], display_id=_display_id(variant))
+            # a dict: xdist ships it; the module says whether the suite is a built-in one (its node id
+            # path is relative to whichever rootdir the session had, so it cannot tell)
+            item.user_properties.append(("harness_case", {**identity.as_dict(), "suite_module": module}))
 
 
 @pytest.hookimpl(wrapper=True)

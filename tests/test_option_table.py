@@ -122,6 +122,10 @@ def test_rerun_command_reproduces_every_setting_that_changes_results():
     builtin = rerun_command("harness/suites/test_logits_parity.py::test_logits_parity[bert-tiny-int8-ort_cpu]",
                             case, settings)
     assert "--suites" not in builtin and _run_parser().parse_args(shlex.split(builtin)[2:]).suites is None
+    # collected from another repository's rootdir the node id is just the file name: the module tells
+    foreign = rerun_command("test_logits_parity.py::test_logits_parity[x]",
+                            {**case, "suite_module": "harness.suites.test_logits_parity"}, settings)
+    assert "--suites" not in foreign
     # where output goes does not change results: not repeated
     assert not {o.name for o in OPTIONS if o.rerun is Rerun.NEVER} & set(back)
 

@@ -229,3 +229,17 @@ def test_a_chinese_model_judged_from_another_path_scores_bleu_in_chinese(tmp_pat
     assert "tok:zh" in result.signatures["bleu_vs_torch"]
     assert result.settings["target_lang"] == "zh"
     assert result.settings["target_lang_from"] == "detected from the PyTorch outputs"
+
+
+def test_builtin_suites_from_the_config_join_a_foreign_repository(pytester: pytest.Pytester):
+    """`builtin_suites = true` under [run]: plain pytest in a team's repository collects the
+    installed suites beside the team's own tests (which use the public fixtures)."""
+    pytester.makefile(".toml", harness='[run]\nmodels = ["bert-tiny"]\nprecisions = ["fp32"]\n'
+                                       'providers = ["ort_cpu"]\nbuiltin_suites = true\n')
+    pytester.makepyfile(test_team_own="from harness.testing import Case, Variant\n\n\n"
+                                      "def test_team_rule(variant: Variant, harness: Case) -> None:\n"
+                                      "    harness.metrics['answer'] = 42.0\n")
+    result = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*test_team_own.py::test_team_rule[[]bert-tiny-fp32-ort_cpu[]]",
+                                 "*test_logits_parity.py::test_logits_parity[[]bert-tiny-fp32-ort_cpu[]]"])

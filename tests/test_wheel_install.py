@@ -129,6 +129,8 @@ def test_wheel_runs_from_an_empty_directory(fresh_env, tmp_path):
     assert set(by_id) == {"test_numeric_parity[bert-tiny-fp32-ort_cpu]", "test_predicted_labels_agree[bert-tiny-fp32-ort_cpu]",
                           "test_logits_parity[bert-tiny-fp32-ort_cpu]"}
     assert by_id["test_predicted_labels_agree[bert-tiny-fp32-ort_cpu]"]["metrics"]["label_agreement"] == 1.0
+    assert "--suites" not in by_id["test_logits_parity[bert-tiny-fp32-ort_cpu]"]["rerun"]  # reruns from anywhere
+    assert "--suites tests/test_own_model.py" in by_id["test_numeric_parity[bert-tiny-fp32-ort_cpu]"]["rerun"]
 
     # (c) harness init for the user's model, then the written config
     init = _run([str(bin_dir / "harness"), "init", "models/my model"], work, env)

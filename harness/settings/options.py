@@ -372,7 +372,8 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
     suite_file = nodeid.split("::")[0]
     # a built-in suite is found by `harness run` itself wherever the harness is installed; its node
     # id path is relative to whatever rootdir pytest chose, so it is not repeated
-    parts = ["harness", "run"] if _builtin_suite(suite_file) else ["harness", "run", "--suites", suite_file]
+    builtin = str(case.get("suite_module") or "").startswith("harness.suites.") or _builtin_suite(suite_file)
+    parts = ["harness", "run"] if builtin else ["harness", "run", "--suites", suite_file]
     for name in ("models", "precisions", "providers"):
         parts += [option(name).flag, str(case.get(name.rstrip("s")) or "")]
     for o in OPTIONS:  # config-only options come back with --config
