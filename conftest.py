@@ -1,4 +1,8 @@
-"""Repository-level pytest setup: ``pytester`` for the plugin's own end-to-end tests.
+"""Repository-level pytest setup for the plugin's own end-to-end tests (``pytester``, enabled
+with ``-p pytester`` in pyproject's addopts rather than ``pytest_plugins`` here: the built-in suites
+live under this directory, and a session rooted elsewhere that collects them — ``pytest
+--harness-builtin-suites`` from another repository with an editable install — loads this file as a
+non-root conftest, where ``pytest_plugins`` is an error).
 
 The harness plugin itself is loaded through its ``pytest11`` entry point (installed with
 ``pip install -e .``), so suites behave the same here as in any other repository.
@@ -9,8 +13,6 @@ from __future__ import annotations
 import sys
 
 import _pytest.pytester as _pytester
-
-pytest_plugins = ["pytester"]
 
 
 class _KeepLibraryModules(_pytester.SysModulesSnapshot):

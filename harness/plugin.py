@@ -69,7 +69,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if cache:
         os.environ["HARNESS_CACHE"] = str(cache)
     if _asked_for(config):  # validate now: a typo is a usage error before anything runs
-        run_options(config)
+        options = run_options(config)
+        if options.builtin_suites:
+            _add_builtin_suites(config)
+        if not hasattr(config, "workerinput"):
+            _preflight(options)
     config.stash[RUN_DIR] = out_dir(config)
     if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
         _check_out(config)  # an unwritable run dir is one line now, not an INTERNALERROR after the work
@@ -89,17 +93,49 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_InterruptListener(config), f"harness-interrupts-{id(config)}")
 
 
+def _add_builtin_suites(config: pytest.Config) -> None:
+    """``--harness-builtin-suites`` / ``builtin_suites = true``: the installed suites join this
+    session's collection (once: pytest-xdist workers receive the controller's arguments)."""
+    from harness.suites import suites_dir
+
+    target = suites_dir()
+    if not any(Path(arg.split("::")[0]).resolve() == target for arg in config.args):
+        config.args.append(str(target))
+
+
+def _preflight(options: RunOptions) -> None:
+    """Users' model directories pass the loader's safety and completeness refusals before any
+    case starts: a refused directory is one usage line (exit 2 from ``harness run``, 4 from
+    pytest), as from ``harness check``, not an error record with a traceback per case."""
+    from harness.settings.resolve import preflight
+
+    try:
+        preflight(options)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """How the run's names resolved, when that needs saying (a zoo name shadowing a local
+    directory): shown by plain pytest; ``harness run`` prints the same notes itself."""
+    options = config.stash.get(OPTIONS, None)
+    return [f"harness: note: {note}" for note in options.notes] if options is not None else []
+
+
 def _out_given(config: pytest.Config) -> bool:
     return bool(config.getoption("harness_out") or os.environ.get("HARNESS_OUT"))
 
 
 def _check_out(config: pytest.Config) -> None:
-    from harness.core.writable import ensure_writable_dir
+    from harness.core.writable import ensure_writable_dir, ensure_writable_file
 
     option = "--harness-out" if config.getoption("harness_out") else \
         "HARNESS_OUT" if os.environ.get("HARNESS_OUT") else "run directory"
     try:
         ensure_writable_dir(config.stash[RUN_DIR], option)
+        junit = config.getoption("harness_junit_xml", None)
+        if junit:
+            ensure_writable_file(Path(junit), "--junit-xml")
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -155,7 +191,7 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
            where: Any = None, accepts: Any = None) -> list[Variant]:
     """The variants of a suite: models filtered by family, generation head and ``where(spec)``;
     variants filtered by ``accepts(spec, variant)``."""
-    from harness.zoo.base import ModelCatalog
+    from harness.zoo.base import ModelCatalog, is_path
 
     catalog = options.catalog or ModelCatalog()
     variants = []
@@ -169,7 +205,7 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
             continue
         for precision in options.precisions:
             for provider in options.providers:
-                variant = Variant(spec.name if not Path(model).is_dir() else model, precision, provider)
+                variant = Variant(model if is_path(model) else spec.name, precision, provider)
                 if accepts is None or accepts(spec, variant):
                     variants.append(variant)
     return variants
@@ -192,8 +228,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _display_id(variant: Variant) -> str:
-    if os.sep in variant.model:
-        return f"{Path(variant.model).name}-{variant.precision.value}-{variant.provider.short}"
+    """A local directory's case is named after its last path component (spaces as ``_``, so
+    ``-k`` can select it)."""
+    from harness.zoo.base import is_path
+
+    if is_path(variant.model):
+        name = Path(variant.model).expanduser().resolve().name.replace(" ", "_")
+        return f"{name}-{variant.precision.value}-{variant.provider.short}"
     return variant.id
 
 
@@ -205,9 +246,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if isinstance(variant, Variant):
             from harness.results import CaseIdentity
 
-            suite = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-            identity = CaseIdentity.of_variant(variant, suite, display_id=_display_id(variant))
-            item.user_properties.append(("harness_case", identity.as_dict()))  # a dict: xdist ships it
+            module = item.module.__name__ if item.module else ""
+            identity = CaseIdentity.of_variant(variant, module.rsplit(".", 1)[-1], display_id=_display_id(variant))
+            # a dict: xdist ships it; the module says whether the suite is a built-in one (its node id
+            # path is relative to whichever rootdir the session had, so it cannot tell)
+            item.user_properties.append(("harness_case", {**identity.as_dict(), "suite_module": module}))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -233,6 +276,10 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     if isinstance(variant, Variant):
         reason = ws.unavailable_reason(variant)
         if reason:
+            if ws.options.explicit_variants and not ws.options.allow_skip:
+                # asked for by name (CLI or config): the record says not-run and the run fails
+                request.node.user_properties.append(("harness_not_run", True))
+                reason += " (requested explicitly; --allow-skip lets the run pass without it)"
             pytest.skip(reason)
     case = Case(ws, variant if isinstance(variant, Variant) else None, request.config.stash[RUN_DIR],
                 request.node.name)
@@ -297,11 +344,35 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
         collector = config.stash.get(COLLECTOR, None)
         stopped = interruption(config)
         if collector is not None and (collector.records or stopped):
-            from harness.report.summary import write_summary
-
-            write_summary(collector.writer.out_dir, collector.records, interruption=stopped)
+            _write_reports(config, collector, stopped)
+            if stopped is None and session.exitstatus == 0 and _not_green(collector.records):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if stopped is not None:
             session.exitstatus = stopped.exit_code
+
+
+def _not_green(records: list[Any]) -> bool:
+    """A requested variant that did not run (``not-run``), or a run that judged nothing: pytest
+    itself saw only skips and would exit 0, but a gate must not read as passed."""
+    from harness.results.record import judged_nothing
+
+    return any(r.verdict == "not-run" for r in records) or judged_nothing(r.verdict for r in records)
+
+
+def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: Any) -> None:
+    """Beside results.jsonl: summary.md, junit.xml (and a copy at ``--junit-xml``), and the
+    GitHub job summary when ``$GITHUB_STEP_SUMMARY`` is set."""
+    from harness.report.github import append_step_summary
+    from harness.report.junit import JUNIT_FILE, write_junit
+    from harness.report.summary import render_summary, write_summary
+
+    out = collector.writer.out_dir
+    write_summary(out, collector.records, interruption=stopped)
+    write_junit(out / JUNIT_FILE, collector.records)
+    extra = config.getoption("harness_junit_xml", None)
+    if extra:
+        write_junit(Path(extra), collector.records)
+    append_step_summary(render_summary(collector.records, interruption=stopped), out)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
@@ -312,6 +383,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     from harness.report.terminal import render_terminal
 
     render_terminal(collector.records, terminalreporter, collector.writer.out_dir, interruption=stopped)
+    if stopped is None and _not_green(collector.records):
+        from harness.report.summary import status_line
+
+        terminalreporter.write_line(f"harness: {status_line(collector.records)}", red=True, bold=True)
 
 
 __all__ = ["SCHEMA", "harness", "matrix"]

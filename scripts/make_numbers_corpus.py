@@ -1,10 +1,10 @@
-"""Generate datasets/numbers_en_zh.tsv: held-out English -> Chinese number pairs.
+"""Generate harness/data/corpora/numbers_en_zh.tsv: held-out English -> Chinese number pairs.
 
 The corpus is the evaluation set of the numbers-en-zh zoo model, so it must be
 reproducible (fixed seed) and the trainer must never see these numbers; the trainer
 reads this file and excludes every number in it.
 
-Usage: python scripts/make_numbers_corpus.py [--seed 2024] [--out datasets/numbers_en_zh.tsv]
+Usage: python scripts/make_numbers_corpus.py [--seed 2024] [--out harness/data/corpora/numbers_en_zh.tsv]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent.parent / "datasets" / "numbers_en_zh.tsv"
+        "--out", type=Path, default=Path(__file__).resolve().parent.parent / "harness" / "data" / "corpora" / "numbers_en_zh.tsv"
     )
     args = parser.parse_args(argv)
     numbers = held_out_numbers(args.seed)

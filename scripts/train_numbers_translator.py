@@ -2,7 +2,7 @@
 
 Why: the harness needs a seq2seq model whose output quality is *real* and exactly
 checkable offline. Training data is generated on the fly by harness/zoo/numbers.py;
-every English source in datasets/numbers_en_zh.tsv (the held-out evaluation corpus) is
+every English source in harness/data/corpora/numbers_en_zh.tsv (the held-out evaluation corpus) is
 excluded, so the evaluation measures generalisation, not memorisation.
 
 Deterministic: fixed seeds, deterministic torch algorithms, a fixed thread count, and
@@ -275,7 +275,7 @@ Deterministic for a given library version and thread count: seed {record["seed"]
   (`sample_number`: digit count uniform in 1..12, extra zero digits), rendered with
   `to_english` / `to_chinese`: {record["steps"]} steps x batch {record["batch_size"]}
   = {record["training_examples"]:,} examples.
-* Every English source in `datasets/numbers_en_zh.tsv` ({record["held_out_pairs"]} pairs)
+* Every English source in `harness/data/corpora/numbers_en_zh.tsv` ({record["held_out_pairs"]} pairs)
   is excluded from the stream (`training_numbers()` in the script; the test suite replays
   the stream to confirm).
 

@@ -1,10 +1,10 @@
-"""Refresh sha256 and line counts in datasets/MANIFEST.json.
+"""Refresh sha256 and line counts in harness/data/corpora/MANIFEST.json.
 
 The manifest pins every corpus so a silent edit fails loudly at load time. After an
 *intended* edit, run this script (and bump the corpus "version"); CI runs it with
 ``--check``, which changes nothing and exits 1 if any entry is stale.
 
-Usage: python scripts/update_manifest.py [--check] [--root datasets]
+Usage: python scripts/update_manifest.py [--check] [--root harness/data/corpora]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def refresh(root: Path) -> tuple[dict, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if stale, write nothing")
-    parser.add_argument("--root", type=Path, default=None, help="datasets root (default: repo datasets/)")
+    parser.add_argument("--root", type=Path, default=None, help="datasets root (default: harness/data/corpora)")
     args = parser.parse_args(argv)
     root = args.root if args.root is not None else datasets_dir()
     try:

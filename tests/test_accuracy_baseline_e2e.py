@@ -24,7 +24,7 @@ from harness.gate.calibrate import calibrate
 from harness.gate.compare import Verdict
 from harness.results.record import Record
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
+SUITES = Path(__file__).resolve().parents[1] / "harness" / "suites"
 SELECT = ["--models", "bert-tiny", "minilm-l6", "--samples", "8", "-k", "bert-tiny or minilm-l6-int8-ort_cpu"]
 EMBEDDING = "model.sentence_embedding.embedding_cosine"
 

@@ -16,7 +16,7 @@ import pytest
 from harness.zoo.base import materialize, resolve
 from tests.test_check import _bert_onnx
 
-SUITE = (Path(__file__).resolve().parents[1] / "suites" / "test_artifact_parity.py").read_text()
+SUITE = (Path(__file__).resolve().parents[1] / "harness" / "suites" / "test_artifact_parity.py").read_text()
 
 
 def test_config_artifacts_become_cases_and_are_judged(pytester: pytest.Pytester, tmp_path):

@@ -87,8 +87,8 @@ def test_check_code_has_no_family_or_backend_name_switches():
     pattern = re.compile(r"""(family(\.name)?|\.backend|family_name)\s*(==|!=|\bin\b)|==\s*["'](onnxruntime|seq2seq|"""
                          r"""causal_lm|encoder)["']""")
     files = sorted((ROOT / "harness" / "check").glob("*.py")) + [ROOT / "harness" / "cli" / "check.py",
-                                                                   ROOT / "suites" / "test_artifact_parity.py",
-                                                                   ROOT / "suites" / "test_embedding_parity.py"]
+                                                                   ROOT / "harness" / "suites" / "test_artifact_parity.py",
+                                                                   ROOT / "harness" / "suites" / "test_embedding_parity.py"]
     hits = [f"{f.name}:{n}: {line.strip()}" for f in files
             for n, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import harness.judge.workspace  # noqa: F401  (see tests/test_plugin.py: import native stacks once)
@@ -38,13 +39,29 @@ def test_missing_suites_dir_is_exit_2(capsys, tmp_path):
 
 def test_run_passes_and_writes_results(tmp_path):
     out = tmp_path / "run"
-    suite = Path(__file__).resolve().parents[1] / "suites" / "test_logits_parity.py"
+    suite = Path(__file__).resolve().parents[1] / "harness" / "suites" / "test_logits_parity.py"
     code = main(["run", "--suites", str(suite), "--models", "bert-tiny", "--precisions", "fp32",
-                 "--providers", "ort_cpu", "ort_cuda", "--out", str(out)])
+                 "--providers", "ort_cpu", "ort_cuda", "--allow-skip", "--out", str(out)])
     assert code == 0
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert {r["verdict"] for r in records} == {"pass", "skip"}
     assert "test_logits_parity[bert-tiny-fp32-ort_cpu]" in (out / "summary.md").read_text()
+
+
+def test_requested_provider_that_cannot_run_is_not_run_and_fails(tmp_path, capsys, monkeypatch):
+    """--providers ort_cuda on a machine without CUDA: the case is not green (verdict not-run,
+    exit 1), junit.xml reports it as a failure and the GitHub job summary says so."""
+    out, summary = tmp_path / "run", tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code = main(["run", "--models", "bert-tiny", "--precisions", "fp32", "--providers", "ort_cuda",
+                 "-k", "logits", "--junit-xml", str(tmp_path / "ci" / "junit.xml"), "--out", str(out)])
+    assert code == 1
+    (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert record["verdict"] == "not-run" and "CUDAExecutionProvider" in record["reason"]
+    for junit in (out / "junit.xml", tmp_path / "ci" / "junit.xml"):
+        failure = ET.parse(junit).getroot().find(".//testcase/failure")
+        assert failure is not None and failure.get("type") == "not-run"
+    assert "not-run" in summary.read_text() and "FAILED" in summary.read_text()
 
 
 def test_run_fails_with_exit_1_and_keeps_records(tmp_path):

@@ -33,7 +33,10 @@ def project(tmp_path, monkeypatch) -> Path:
     """A team's repository: a model directory, a corpus, an exported artifact."""
     shutil.copytree(materialize(resolve("bert-tiny")), tmp_path / "models" / "ticket-classifier")
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "tickets.txt").write_text("My invoice is wrong.\nThe app crashes when I log in today.\n")
+    # 32 sentences: the documented example asks for samples = 32 (a larger request is a usage error)
+    tickets = ["My invoice is wrong.", "The app crashes when I log in today."]
+    tickets += [f"Ticket {i}: the printer on floor {i % 7} prints blank pages again." for i in range(30)]
+    (tmp_path / "data" / "tickets.txt").write_text("\n".join(tickets) + "\n")
     (tmp_path / "exports").mkdir()
     (tmp_path / "exports" / "classifier.onnx").write_bytes(b"placeholder")
     monkeypatch.chdir(tmp_path)

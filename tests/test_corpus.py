@@ -172,7 +172,7 @@ def test_datasets_dir_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert datasets_dir() == root
     assert list_corpora() == ["a"]
     monkeypatch.delenv("HARNESS_DATASETS")
-    assert datasets_dir() == REPO / "datasets"
+    assert datasets_dir() == REPO / "harness" / "data" / "corpora"
 
 
 # --- the shipped corpora -------------------------------------------------------------
@@ -180,7 +180,8 @@ def test_datasets_dir_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_shipped_manifest_is_fresh() -> None:
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "update_manifest.py"), "--check", "--root", str(REPO / "datasets")],
+        [sys.executable, str(REPO / "scripts" / "update_manifest.py"), "--check", "--root",
+         str(REPO / "harness" / "data" / "corpora")],
         capture_output=True,
         text=True,
     )
@@ -189,7 +190,7 @@ def test_shipped_manifest_is_fresh() -> None:
 
 def test_update_manifest_check_detects_stale(tmp_path: Path) -> None:
     root = tmp_path / "copy"
-    shutil.copytree(REPO / "datasets", root)
+    shutil.copytree(REPO / "harness" / "data" / "corpora", root)
     with (root / "sentences_en.txt").open("a", encoding="utf-8") as f:
         f.write("A brand new sentence.\n")
     script = str(REPO / "scripts" / "update_manifest.py")
@@ -201,7 +202,7 @@ def test_update_manifest_check_detects_stale(tmp_path: Path) -> None:
 
 
 def test_shipped_manifest_entries_are_complete() -> None:
-    manifest = json.loads((REPO / "datasets" / "MANIFEST.json").read_text(encoding="utf-8"))
+    manifest = json.loads((REPO / "harness" / "data" / "corpora" / "MANIFEST.json").read_text(encoding="utf-8"))
     assert set(manifest["corpora"]) >= {"sentences_en", "numbers_en_zh"}
     for name, entry in manifest["corpora"].items():
         for key in ("file", "sha256", "lines", "format", "origin", "license", "version", "description"):

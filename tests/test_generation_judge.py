@@ -27,7 +27,7 @@ from harness.judge.generation import (
 from harness.judge.numeric import GateFailure
 from tests.conftest import variant
 
-SUITE = (Path(__file__).resolve().parent.parent / "suites" / "test_generation_parity.py").read_text()
+SUITE = (Path(__file__).resolve().parent.parent / "harness" / "suites" / "test_generation_parity.py").read_text()
 LONG = " ".join(["word"] * 31)
 
 

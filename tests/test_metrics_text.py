@@ -70,9 +70,11 @@ def test_chinese_uses_zh_tokenizer() -> None:
     same = corpus_scores(["我爱北京天安门"], ["我爱北京天安门"], lang="zh")
     assert same.metrics["bleu"] == pytest.approx(100.0)
     assert "tok:zh" in same.signatures["bleu"]
-    # 13a does not split Chinese: the sentence is one token, there is no 4-gram, BLEU is 0
+    # 13a does not split Chinese: the sentence is one token and has no 4-gram; standard BLEU would
+    # be 0 for identical output, so the effective order applies (eff:yes) and says so
     as_english = corpus_scores(["我爱北京天安门"], ["我爱北京天安门"], lang="en")
-    assert as_english.metrics["bleu"] == 0.0
+    assert as_english.metrics["bleu"] == pytest.approx(100.0)
+    assert "eff:yes|tok:13a" in as_english.signatures["bleu"]
     # zh splits per character: 4 of 7 characters, all n-grams match, BP = exp(1 - 7/4)
     short = corpus_scores(["我爱北京"], ["我爱北京天安门"], lang="zh-CN")
     assert short.metrics["bleu"] == pytest.approx(100 * math.exp(-0.75))
@@ -216,3 +218,57 @@ def test_rates_stay_in_unit_interval(pairs: list[tuple[str, str]]) -> None:
     assert 0.0 <= m["norm_edit_distance"] <= 1.0
     assert 0.0 <= m["bleu"] <= 100.0 + 1e-9
     assert 0.0 <= repetition_rate(" ".join(hyps).split(), n=2) <= 1.0
+
+
+# --- language from the data (issue 9) ----------------------------------------------------
+
+
+def test_identical_short_outputs_never_score_bleu_zero() -> None:
+    """Numerals and one-word answers have no 4-grams: standard corpus BLEU is 0 for output
+    identical to the reference, so a 'may lose at most 2 BLEU' gate could never fire."""
+    short = ["七", "三百", "十一"]
+    s = corpus_scores(short, list(short), lang="zh")
+    assert s.metrics["bleu"] == pytest.approx(100.0) and "eff:yes" in s.signatures["bleu"]
+    # the fallback does not hide a real difference: a wrong answer still costs BLEU
+    wrong = corpus_scores(["七", "三百", "十二"], short, lang="zh")
+    assert 0 < wrong.metrics["bleu"] < 100
+    # sentences long enough for 4-grams keep standard BLEU (eff:no), as before
+    assert "eff:no" in corpus_scores(["the cat sat on the mat"], ["the cat sat on a mat"]).signatures["bleu"]
+
+
+@pytest.mark.parametrize(("texts", "lang", "tokenizer"), [
+    (["三百二十一", "一千零一"], "zh", "zh"),
+    (["こんにちは世界、元気ですか"], "ja", None),
+    (["안녕하세요 세계"], "ko", None),
+    (["the quick brown fox", "Grüße aus Köln"], None, "13a"),
+])
+def test_language_detected_from_the_script(texts, lang, tokenizer) -> None:
+    from harness.metrics.text import bleu_tokenizer, detect_lang
+
+    assert detect_lang(texts) == lang
+    if tokenizer is not None:
+        assert bleu_tokenizer(lang) == tokenizer
+
+
+def test_japanese_and_korean_use_mecab_when_installed_else_characters() -> None:
+    """sacrebleu's ja-mecab / ko-mecab need MeCab packages that are not dependencies; without
+    them the text is scored per character (tok:char), never as one token per sentence."""
+    import importlib.util
+
+    from harness.metrics.text import bleu_tokenizer
+
+    has_ja = all(importlib.util.find_spec(m) for m in ("MeCab", "ipadic"))
+    assert bleu_tokenizer("ja") == ("ja-mecab" if has_ja else "char")
+    s = corpus_scores(["こんにちは世界"], ["こんにちは世界"], lang="ja")
+    assert s.metrics["bleu"] == pytest.approx(100.0)
+    assert f"tok:{bleu_tokenizer('ja')}" in s.signatures["bleu"]
+
+
+def test_target_language_precedence() -> None:
+    from harness.metrics.text import target_language
+
+    assert target_language("ja", "zh", ["hello"], ["x"]) == ("ja", "run option target_lang")
+    assert target_language(None, "zh", ["hello"], ["x"]) == ("zh", "model's target_lang")
+    assert target_language(None, None, ["三百"], ["hello"]) == ("zh", "detected from the references")
+    assert target_language(None, None, None, ["三百"]) == ("zh", "detected from the PyTorch outputs")
+    assert target_language(None, None, None, ["three hundred"])[0] is None

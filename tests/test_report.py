@@ -33,7 +33,7 @@ def test_summary_counts_failures_and_escapes_control_characters():
     ]
     text = render_summary(records)
     assert text.startswith("# Model deployment gate")
-    assert "**FAILED** — 3 cases: 2 pass, 1 fail, 0 error, 0 skip" in text
+    assert "**FAILED** — 3 cases: 2 pass, 1 fail, 0 error, 0 not-run, 0 skip" in text
     assert "### `test_logits_parity[m-int8-ort_cpu]` (fail)" in text
     assert "worst element of `decoder.logits`: batch=3, position=1, index=7" in text
     assert "| 4 | a\\|b |  | ok\\x1b[31m | x y | 3 (0.50) |" in text

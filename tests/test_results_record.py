@@ -81,8 +81,12 @@ def test_unknown_verdict_is_an_error_naming_file_and_line(tmp_path: Path) -> Non
     assert len(read_records(path)) == 2  # the dict path stays as tolerant as before
 
 
-def test_verdicts_are_the_four_of_the_schema() -> None:
-    assert VERDICTS == ("pass", "fail", "skip", "error")
+def test_verdicts_are_the_five_of_the_schema() -> None:
+    """``not-run`` (issue 9): a variant asked for by name that could not run here fails the run."""
+    from harness.results.record import FAILING
+
+    assert VERDICTS == ("pass", "fail", "skip", "error", "not-run")
+    assert FAILING == {"fail", "error", "not-run"}
 
 
 # -- strict JSON ---------------------------------------------------------------------------------------

@@ -12,13 +12,15 @@ from harness.core import UsageError
 
 
 def suites_dir() -> Path:
+    """The suites a run collects when ``--suites`` is not given: ``$HARNESS_SUITES``, else the
+    built-in suites installed with the package (the same from any directory: a ``suites/``
+    folder of the working directory is never picked up by itself)."""
     env = os.environ.get("HARNESS_SUITES")
     if env:
         return Path(env)
-    local = Path.cwd() / "suites"
-    if local.is_dir():
-        return local
-    return Path(__file__).resolve().parents[2] / "suites"
+    from harness.suites import suites_dir as builtin
+
+    return builtin()
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.settings.options import add_cli_arguments
 
     add_cli_arguments(p)
-    p.add_argument("--suites", type=Path, default=None, help="suites directory or file (default: ./suites)")
+    p.add_argument("--suites", type=Path, nargs="+", default=None, metavar="PATH",
+                   help="suite directories or files (default: the built-in suites; --builtin-suites adds them "
+                        "to yours)")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression to select cases")
     p.add_argument("-n", dest="workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
     p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed to pytest verbatim")
@@ -39,12 +43,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     from harness.settings.options import cli_values, pytest_argv
-    from harness.settings.resolve import build_options
+    from harness.settings.resolve import build_options, preflight
 
     values = cli_values(args)
     values.pop("out", None)
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
-    build_options(values, rootdir=Path.cwd())
+    options = build_options(values, rootdir=Path.cwd())
     if values.get("shard"):  # a bad K/N or durations source is one line before pytest starts
         from harness.shard.plan import ShardSpec, load_durations
 
@@ -53,10 +57,23 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
             load_durations(values["shard_durations"])
     elif values.get("shard_durations"):
         raise UsageError("--shard-durations: only used with --shard K/N")
-    suites = args.suites or suites_dir()
-    if not suites.exists():
-        raise UsageError(f"--suites: {suites} does not exist")
-    argv = [str(suites), "-p", "no:cacheprovider", "-q", "-rs", f"--harness-out={out}", *pytest_argv(values)]
+    suites = list(args.suites or [suites_dir()])
+    for path in suites:
+        if not path.exists():
+            raise UsageError(f"--suites: {path} does not exist")
+    preflight(options)
+    notes = list(options.notes)
+    if not args.suites and Path("suites").is_dir() and Path("suites").resolve() != suites[0].resolve():
+        notes.append("./suites is not collected (the built-in suites are); --suites suites runs it, "
+                     "--suites suites --builtin-suites runs both")
+    for note in notes:
+        print(f"harness: note: {note}", file=sys.stderr)
+    if "config" not in values and options.given.get("config"):  # found in this directory: pytest's
+        values["config"] = options.given["config"]  # rootdir is the suites' one, so name it
+    # the harness is imported before pytest starts (this command), so pytest cannot assert-rewrite it and
+    # warns once per run about it: noise for the user, nothing to act on
+    argv = [*map(str, suites), "-p", "no:cacheprovider", "-q", "-rs", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
         argv += ["-k", args.keyword]
     if args.workers:
@@ -107,8 +124,12 @@ def exit_code(pytest_code: int, out: Path) -> int:
         records = read_records(out)
     except ValueError:
         records = []
-    if any(r.get("verdict") in ("fail", "error") for r in records) or pytest_code == 1:
+    from harness.results.record import FAILING, judged_nothing
+
+    if any(r.get("verdict") in FAILING for r in records) or pytest_code == 1:
         return 1
+    if judged_nothing(str(r.get("verdict")) for r in records):
+        return 1  # a gate that checked nothing is not green (the terminal summary says so)
     if pytest_code in (2, 3):  # interrupted / internal error: keep what finished, report failure
         return 1
     return 0

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
+from harness.results.record import FAILING
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.gate.accuracy import AccuracyComparison
     from harness.metrics.margins import MarginTable
 
 #: verdicts from best to worst: a change towards the end is a regression
-RANK = {"pass": 0, "skip": 1, "fail": 2, "error": 3}
+RANK = {"pass": 0, "skip": 1, "not-run": 2, "fail": 3, "error": 4}
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class VerdictChange:
     def worse(self) -> bool:
         if self.before is None or self.after is None:
             return False
-        return RANK.get(self.after, 9) > RANK.get(self.before, 9) and self.after in ("fail", "error")
+        return RANK.get(self.after, 9) > RANK.get(self.before, 9) and self.after in FAILING
 
 
 @dataclass(frozen=True)

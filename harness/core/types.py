@@ -178,3 +178,17 @@ class RunOptions:
     given: dict[str, Any] = field(default_factory=dict)
     #: the models this run can name (the zoo plus the suite config's models and overrides)
     catalog: "ModelCatalog | None" = None
+    # -- issue 9: CI semantics and inputs --
+    #: precisions or providers were chosen explicitly (CLI or config): a variant of this run that
+    #: cannot run here was asked for, so it is 'not-run' (failing) rather than a skip...
+    explicit_variants: bool = False
+    #: ...unless the run allows it (``--allow-skip``)
+    allow_skip: bool = False
+    #: language of generated text (BLEU tokenizer), overriding each model's own and detection
+    target_lang: str | None = None
+    #: the pytest plugin adds the built-in suites to the collection
+    builtin_suites: bool = False
+    #: ``--samples`` was set explicitly: a corpus shorter than it is a usage error, not silently shorter
+    explicit_samples: bool = False
+    #: one-line notes for the user about how the run's inputs resolved (a shadowed local directory...)
+    notes: tuple[str, ...] = ()

@@ -1,1 +1,1 @@
-"""Fixed, versioned inputs: the corpora under ``datasets/`` with their sha256 manifest."""
+"""Fixed, versioned inputs: the corpora under ``harness/data/corpora/`` with their sha256 manifest."""

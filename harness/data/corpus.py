@@ -2,7 +2,7 @@
 
 A regression gate is only as trustworthy as its inputs: if a corpus silently changes,
 every score comparison across runs becomes meaningless. So every shipped corpus is
-pinned by sha256 and line count in ``datasets/MANIFEST.json`` and verified on load.
+pinned by sha256 and line count in ``harness/data/corpora/MANIFEST.json`` and verified on load.
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ class Corpus:
 
 
 def datasets_dir() -> Path:
-    """Datasets root: ``$HARNESS_DATASETS`` if set, else the repo's ``datasets/``."""
+    """Datasets root: ``$HARNESS_DATASETS`` if set, else the corpora shipped inside the package
+    (``harness/data/corpora``): a run needs them wherever the harness is installed, so they are
+    package data, not files of the source checkout."""
     env = os.environ.get("HARNESS_DATASETS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "datasets"
+    return Path(__file__).resolve().parent / "corpora"
 
 
 
@@ -118,6 +120,12 @@ def load_corpus(name: str, root: Path | None = None) -> Corpus:
             f"file has {len(corpus.sources)}"
         )
     return corpus
+
+
+def corpus_by_name(name: str) -> Corpus:
+    """A model's corpus: a manifest name, or a user's .txt/.tsv file (the one place that tells
+    them apart)."""
+    return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
 
 
 def load_corpus_file(path: Path | str, fmt: str | None = None) -> Corpus:

@@ -205,6 +205,37 @@ def to_torch(feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> tuple[tor
     return tuple(torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in names)
 
 
-def tokenize(model: "LoadedModel", texts: Sequence[str], *, max_length: int = 128) -> dict[str, np.ndarray]:
+#: the longest input the harness feeds when the model allows more (keeps exports and references cheap)
+MAX_INPUT_TOKENS = 128
+#: config.json keys that bound a model's positions, as different architectures name them
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_source_positions", "n_ctx", "max_seq_len",
+                  "seq_length", "max_len")
+
+
+def input_token_limit(model: "LoadedModel") -> int:
+    """How many tokens an input may have: ``MAX_INPUT_TOKENS``, or fewer when the model's
+    config (its position table) or its tokenizer (``model_max_length``) allows fewer. A fixed
+    128 crashed a 64-position model in its embedding lookup (IndexError)."""
+    limits = [MAX_INPUT_TOKENS]
+    for key in _POSITION_KEYS:
+        value = model.config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            limits.append(value)
+            break
+    declared = getattr(model.tokenizer, "model_max_length", None)
+    if isinstance(declared, int) and 0 < declared < 1_000_000:  # tokenizers without a limit say 1e30
+        limits.append(declared)
+    return min(limits)
+
+
+def truncated_count(model: "LoadedModel", texts: Sequence[str]) -> int:
+    """How many of ``texts`` are longer than ``input_token_limit`` (and so are cut), for the record."""
+    limit = input_token_limit(model)
+    return sum(len(ids) > limit for ids in model.tokenizer(list(texts), truncation=False)["input_ids"])
+
+
+def tokenize(model: "LoadedModel", texts: Sequence[str], *, max_length: int | None = None) -> dict[str, np.ndarray]:
+    """Padded, truncated to the model's own limit (``input_token_limit``) unless ``max_length`` is given."""
+    max_length = max_length or input_token_limit(model)
     enc = model.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="np")
     return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items()}

@@ -25,8 +25,10 @@ from harness.metrics.registry import METRICS, Scope
 from harness.metrics.text import (
     corpus_scores,
     first_divergence,
+    is_unspaced,
     repetition_rate,
     sentence_edit,
+    target_language,
     token_agreement,
     worst_pairs,
 )
@@ -100,7 +102,7 @@ def select_indices(total: int, samples: int | None) -> list[int]:
 
 
 # -- scoring ---------------------------------------------------------------------------------
-def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, float], dict[str, str]]:
+def score_rows(rows: Sequence[Mapping[str, Any]], lang: str | None) -> tuple[dict[str, float], dict[str, str]]:
     """All generation metrics from decoded rows (``source``, ``reference``, ``pytorch``,
     ``variant`` texts and ``pytorch_tokens``/``variant_tokens``): the one scorer used live
     and when re-scoring a saved ``decoded.jsonl``."""
@@ -130,9 +132,9 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, 
         metrics["gen_torch_exact_match_vs_ref"] = torch_ref.metrics["exact_match"]
         metrics["gen_bleu_ref_drop"] = torch_ref.metrics["bleu"] - vs_ref.metrics["bleu"]
         signatures.update({f"{k}_vs_ref": v for k, v in vs_ref.signatures.items()})
-    zh = lang.replace("_", "-").split("-")[0].lower() == "zh"
+    zh = is_unspaced(lang)
 
-    def units(text: str) -> Sequence[str]:  # Chinese: characters; else words
+    def units(text: str) -> Sequence[str]:  # Chinese, Japanese...: characters; else words
         return text.replace(" ", "") if zh else text.split()
 
     def mean_repetition(texts: Sequence[str]) -> float:
@@ -277,7 +279,9 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     got = decode_texts(ws.backend(variant, model), model, family, variant, texts, settings, wanted["batch_size"],
                        decode_threads(ws))
     rows = make_rows(indices, texts, refs, reference, got, model.tokenizer.convert_ids_to_tokens)
-    metrics, signatures = score_rows(rows, model.spec.target_lang)
+    lang, lang_from = target_language(ws.options.target_lang, model.spec.target_lang, refs, reference.texts)
+    metrics, signatures = score_rows(rows, lang)
+    signatures["target_lang"] = f"{lang or 'spaced script'} ({lang_from})"
     worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,
                         n=int(wanted["worst"]))
     if refs is None:
@@ -287,6 +291,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
                "tokens_per_s": round(got.new_tokens / got.seconds, 1) if got.seconds else 0.0}
     described = {**settings.describe(), "samples": len(indices), "batch_size": wanted["batch_size"],
                  "corpus": corpus.name, "corpus_sha256": corpus.sha256, "graph_calls": got.calls,
+                 "target_lang": lang, "target_lang_from": lang_from,
                  "new_tokens": got.new_tokens}
     checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
     return GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)

@@ -67,10 +67,9 @@ class Workspace:
     def corpus(model: LoadedModel) -> Corpus:
         """The model's corpus: a manifest name, or a user's .txt/.tsv file. The one place that
         tells them apart (numeric parity, generation and ``harness check`` all read it here)."""
-        from harness.data.corpus import load_corpus, load_corpus_file
+        from harness.data.corpus import corpus_by_name
 
-        name = model.spec.corpus
-        return load_corpus_file(Path(name)) if name.endswith((".txt", ".tsv")) else load_corpus(name)
+        return corpus_by_name(model.spec.corpus)
 
     def texts(self, model: LoadedModel) -> list[str]:
         return list(self.corpus(model).sources[: self.options.num_samples])

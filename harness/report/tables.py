@@ -22,7 +22,7 @@ BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "prov
                 "duration_s", "fingerprint", "finished", "run_id",
                 # the case's headline number, chosen by the metric registry (report/html/headline.py)
                 "headline_metric", "headline_value", "headline_threshold")
-VERDICT_COLOURS = {"pass": "#d7f5dd", "fail": "#f8d0d0", "error": "#f4b6b6", "skip": "#fcefc7"}
+VERDICT_COLOURS = {"pass": "#d7f5dd", "fail": "#f8d0d0", "error": "#f4b6b6", "skip": "#fcefc7", "not-run": "#e9d3f5"}
 # perf sections that describe how a measurement was taken, not what it measured
 _PERF_SKIP = {"settings", "samples", "cold_start_runs", "artifact_files"}
 
@@ -152,7 +152,7 @@ def to_html(frame: pd.DataFrame, title: str = "model deployment gate") -> str:
     with pd.option_context("styler.render.max_elements", max(frame.size, 1) * 2):
         table = styler.set_table_attributes('class="results"').to_html()
     counts = frame["verdict"].value_counts().to_dict() if "verdict" in frame.columns else {}
-    summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "error", "skip"))
+    summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "error", "not-run", "skip"))
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{_CSS}</style></head>\n<body><h1>{html.escape(title)}</h1>\n"
             f"<p>{len(frame)} cases: {html.escape(summary)}</p>\n{table}\n</body></html>\n")

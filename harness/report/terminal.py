@@ -14,7 +14,7 @@ from harness.report.checks import format_checks
 from harness.report.text import printable
 from harness.results import Record
 
-STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow"}
+STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow", "not-run": "bold magenta"}
 
 
 def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:

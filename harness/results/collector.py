@@ -74,17 +74,33 @@ class Case:
 
         options = self.workspace.options
         exporter, per_channel = options.exporter, options.int8_per_channel
+        inputs: dict[str, Any] = {}
         if self.variant is not None:
             try:  # what this model really used (a model may default to dynamo / per-channel INT8)
-                effective = self.workspace.settings_for(self.workspace.model(self.variant.model))
+                model = self.workspace.model(self.variant.model)
+                effective = self.workspace.settings_for(model)
                 exporter, per_channel = effective.exporter, effective.int8_per_channel
+                inputs = self._inputs(model)
             except Exception:
                 pass
         return {"opset": options.opset, "exporter": exporter,
                 "exporter_explicit": options.explicit_exporter,
-                "batch_size": options.batch_size, "num_samples": options.num_samples,
+                "batch_size": options.batch_size, "num_samples": inputs.pop("sentences", options.num_samples),
                 "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
-                "int8_per_channel_forced": options.int8_per_channel, "options": recordable(options.given)}
+                "int8_per_channel_forced": options.int8_per_channel, "options": recordable(options.given),
+                **inputs}
+
+    def _inputs(self, model: LoadedModel) -> dict[str, Any]:
+        """What the case's inputs really were: the sentences used (``num_samples`` is that count,
+        never the request when the corpus is shorter), the corpus, and the token limit with how
+        many sentences it cut."""
+        from harness.families.base import input_token_limit, truncated_count
+
+        corpus = self.workspace.corpus(model)
+        texts = self.workspace.texts(model)
+        return {"sentences": len(texts), "samples_requested": self.workspace.options.num_samples,
+                "corpus": corpus.name, "corpus_sha256": corpus.sha256, "corpus_size": len(corpus),
+                "max_input_tokens": input_token_limit(model), "truncated_sentences": truncated_count(model, texts)}
 
     def payload(self) -> dict[str, Any]:
         model_sha = None
@@ -161,6 +177,8 @@ class RecordCollector:
             return None
         payload = state["props"].get("harness_record") or {}
         verdict, reason = _verdict(state["phases"], payload.get("exception"))
+        if verdict == "skip" and state["props"].get("harness_not_run"):
+            verdict = "not-run"  # asked for explicitly and could not run here: not green
         settings = payload.get("settings", {})
         return compose(case_id=nodeid.split("::")[-1], nodeid=nodeid, run_id=self.run_id,
                        identity=CaseIdentity.from_dict(case), payload=payload, verdict=verdict, reason=reason,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
@@ -23,10 +23,19 @@ from harness.results.checks import CheckResult
 from harness.results.jsonsafe import decode_float, decode_numbers
 
 SCHEMA = "harness.result/1"
-Verdict = Literal["pass", "fail", "skip", "error"]
+#: ``not-run``: a variant the run asked for explicitly (CLI or config) could not run here (its
+#: provider is missing...); unlike ``skip`` it fails the run unless the run allows skips
+Verdict = Literal["pass", "fail", "skip", "error", "not-run"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 #: verdicts that make a run fail
-FAILING: frozenset[str] = frozenset({"fail", "error"})
+FAILING: frozenset[str] = frozenset({"fail", "error", "not-run"})
+
+
+def judged_nothing(verdicts: Iterable[str]) -> bool:
+    """Whether a run of these verdicts judged nothing (every case skipped): a gate that
+    checked nothing must not read as green."""
+    seen = list(verdicts)
+    return bool(seen) and all(v == "skip" for v in seen)
 
 PERF_SCOPE = "perf"
 

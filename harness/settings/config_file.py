@@ -82,6 +82,9 @@ class SuiteConfig:
     exporter: str | None = None
     threads: int | None = None
     corpus: str | None = None
+    target_lang: str | None = None
+    allow_skip: bool | None = None
+    builtin_suites: bool | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)

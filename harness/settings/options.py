@@ -70,6 +70,9 @@ class Option:
     cli_flag: str | None = None
     #: offered on the command line (``harness run`` and pytest); False: a config-file key only
     on_cli: bool = True
+    #: a LIST whose items may hold spaces (paths: ``--models "/models/my model"``): items are
+    #: separated by commas and repeated arguments only, never by whitespace
+    spaced_items: bool = False
 
     @property
     def flag(self) -> str:
@@ -121,6 +124,9 @@ class Option:
         if self.kind is Kind.TEXT:
             return str(raw)
         if self.kind is Kind.LIST:
+            if self.spaced_items:
+                items = [raw] if isinstance(raw, str) else list(raw)
+                return [p.strip() for item in items for p in str(item).split(",") if p.strip()] or None
             return split_csv(raw) or None
         if self.kind is Kind.INT_LIST:
             out: list[int] = []
@@ -154,7 +160,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     # -- what runs ------------------------------------------------------------------------
     Option("models", Kind.LIST, "models to judge: zoo names or local HF dirs (default: the built-in zoo)",
-           in_config=True, rerun=Rerun.CASE, metavar="NAMES"),
+           in_config=True, rerun=Rerun.CASE, metavar="NAMES", spaced_items=True),
     Option("precisions", Kind.LIST, "fp32 fp16 int8", default=tuple(p.value for p in DEFAULT_PRECISIONS), in_config=True,
            rerun=Rerun.CASE, metavar="LIST"),
     Option("providers", Kind.LIST, "torch_cpu ort_cpu ort_cuda ort_trt ...",
@@ -178,6 +184,15 @@ OPTIONS: tuple[Option, ...] = (
            "model's own choice)"),
     Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1),
     Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=RunOptions.trt_max_seq, minimum=1),
+    # --- issue 9: the harness in a team's own repository and CI ---------------------------------
+    Option("target_lang", Kind.TEXT, "language of the generated text, for BLEU's tokenizer (zh, ja, ko, en, ...; "
+           "default: the model's own, else detected from the references or outputs)", in_config=True, metavar="LANG"),
+    Option("allow_skip", Kind.FLAG, "a requested variant that cannot run here (no such provider) is a skip; "
+           "without it the case is 'not-run' and the run exits 1", in_config=True, rerun=Rerun.NEVER),
+    Option("builtin_suites", Kind.FLAG, "also collect the built-in suites (harness.suites) beside your own tests "
+           "or --suites", in_config=True, rerun=Rerun.NEVER),
+    Option("junit_xml", Kind.PATH, "also write the run's JUnit XML here (always written as junit.xml in the "
+           "run directory)", rerun=Rerun.NEVER, metavar="FILE"),
     # -- where things go: no effect on numbers ------------------------------------------------
     Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",
            rerun=Rerun.NEVER, metavar="DIR"),
@@ -365,7 +380,11 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
             given["int8_per_channel"] = True
         if settings.get("fp16_op_block_list"):
             given["fp16_block_list"] = list(settings["fp16_op_block_list"])
-    parts = ["harness", "run", "--suites", nodeid.split("::")[0]]
+    suite_file = nodeid.split("::")[0]
+    # a built-in suite is found by `harness run` itself wherever the harness is installed; its node
+    # id path is relative to whatever rootdir pytest chose, so it is not repeated
+    builtin = str(case.get("suite_module") or "").startswith("harness.suites.") or _builtin_suite(suite_file)
+    parts = ["harness", "run"] if builtin else ["harness", "run", "--suites", suite_file]
     for name in ("models", "precisions", "providers"):
         parts += [option(name).flag, str(case.get(name.rstrip("s")) or "")]
     for o in OPTIONS:  # config-only options come back with --config
@@ -373,6 +392,14 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
             parts += o.argv(given[o.name], pytest_form=False)
     parts += ["-k", f"{function} and {case.get('variant')}"]
     return " ".join(shlex.quote(p) if p and not _plain(p) else p for p in parts)
+
+
+def _builtin_suite(path: str) -> bool:
+    """Whether a node id's file is one of the suites shipped in ``harness/suites``."""
+    from harness.suites import suites_dir
+
+    parts = Path(path).parts
+    return len(parts) >= 3 and parts[-3:-1] == ("harness", "suites") and (suites_dir() / parts[-1]).is_file()
 
 
 def _plain(text: str) -> bool:

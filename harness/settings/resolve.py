@@ -77,6 +77,11 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
 
     precisions: list[Precision] = [parse_precision(p) for p in setting("precisions")]
     providers: list[Provider] = [parse_provider(p) for p in setting("providers")]
+    explicit = {name for name in ("precisions", "providers", "samples")
+                if name in values or (cfg is not None and getattr(cfg, name, None) is not None)}
+    if "samples" in explicit:
+        check_samples(names, catalog, setting("samples"), "--samples" if "samples" in values else
+                      f"{cfg.path if cfg else ''}: run.samples")
     if found is not None and "config" not in values:  # found by itself: the rerun must name it
         values["config"] = found
     return RunOptions(
@@ -90,7 +95,42 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         int8_per_channel=bool(setting("int8_per_channel")),
         explicit_exporter="exporter" in values,
         given=values, catalog=catalog,
+        explicit_variants=bool(explicit & {"precisions", "providers"}),
+        allow_skip=bool(setting("allow_skip")), target_lang=setting("target_lang"),
+        builtin_suites=bool(setting("builtin_suites")), explicit_samples="samples" in explicit,
+        notes=tuple(shadow_notes(names, catalog)),
     )
+
+
+def shadow_notes(names: Iterable[str], catalog: ModelCatalog) -> list[str]:
+    """One line per zoo name that a local directory of the same name shadows in the working
+    directory: the name means the zoo model (names are names, paths are paths), and the user
+    should know the directory was not judged."""
+    from harness.zoo.base import shadowed_directory
+
+    notes = []
+    for name in names:
+        local = shadowed_directory(name)
+        if local is not None and name in catalog.registered():
+            notes.append(f"--models {name}: the zoo model {name!r} is judged, not the local directory "
+                         f"{str(local.resolve())!r} (write --models ./{name} for the directory)")
+    return notes
+
+
+def check_samples(names: Iterable[str], catalog: ModelCatalog, samples: int, where: str) -> None:
+    """An explicit sample count larger than a model's corpus is a usage error: the run would
+    otherwise judge fewer sentences than it claims."""
+    from harness.data.corpus import CorpusError, corpus_by_name
+
+    for name in names:
+        spec = catalog.resolve(name)
+        try:
+            size = len(corpus_by_name(spec.corpus))
+        except CorpusError:
+            continue  # reported where the corpus is loaded, with its own message
+        if samples > size:
+            raise UsageError(f"{where} {samples}: the corpus {spec.corpus!r} of model {name!r} has only {size} "
+                             f"sentences (use --samples {size} or fewer, or a larger corpus)")
 
 
 def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
@@ -157,3 +197,17 @@ def merge_tolerances(*layers: Mapping[str, Mapping[str, float]]) -> dict[str, di
         for precision, checks in (layer or {}).items():
             out.setdefault(precision, {}).update(checks)
     return out
+
+
+def preflight(options: RunOptions) -> None:
+    """Users' model directories held to every refusal of the loader that needs no weights
+    (``harness.zoo.loading.check_intake``), before any case starts: a directory without a
+    tokenizer, with pickle weights or its own code is one ``UsageError`` line, exactly as
+    ``harness check`` reports it, instead of an error record with a traceback per case."""
+    from harness.zoo.loading import check_intake
+
+    catalog = options.catalog or ModelCatalog()
+    for name in options.models:
+        spec = catalog.resolve(name)
+        if spec.path is not None:
+            check_intake(spec)

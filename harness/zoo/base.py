@@ -57,7 +57,8 @@ class ModelSpec:
     path: Path | None = None
     recipe_version: int = 1
     corpus: str = "sentences_en"
-    target_lang: str = "en"
+    #: language of generated text (BLEU tokenizer); None: detected from the data when scored
+    target_lang: str | None = None
     generates: bool = False
     default: bool = True
     #: exporter this model needs by default (None: the run's choice, TorchScript unless told)
@@ -214,21 +215,38 @@ def _entry_problem(target: Path, *, locked: bool) -> str | None:
         return None
 
 
+def is_path(name: str) -> bool:
+    """Whether ``--models`` text names a directory rather than a zoo model: it holds a path
+    separator or starts with ``.`` or ``~``. Names are zoo names, paths are paths, so a local
+    directory that happens to be called like a zoo model never changes what a name means."""
+    return any(sep in name for sep in ("/", os.sep)) or name.startswith((".", "~"))
+
+
+def shadowed_directory(name: str) -> Path | None:
+    """A directory in the working directory with the same name as the zoo model ``name`` (it
+    is *not* what the name means; the run says so, and ``./name`` judges the directory)."""
+    candidate = Path(name)
+    return candidate if not is_path(name) and candidate.is_dir() else None
+
+
 def resolve(name: str) -> ModelSpec:
-    """A registered model by name, or a local HF directory given as a path."""
+    """A registered model by name, or a local HF directory given as a path (``./my-model``,
+    ``/abs/path``, ``~/models/x``; spaces in the path are fine)."""
     _import_zoo()
+    if is_path(name):
+        candidate = Path(name).expanduser()
+        if not candidate.is_dir():
+            raise UsageError(f"--models: {name!r} is not a directory")
+        return spec_for_directory(candidate)
     if name in _REGISTRY:
         return _REGISTRY[name]
     if name in _UNAVAILABLE:
         raise UsageError(f"--models: {name!r} is not available: {_UNAVAILABLE[name]}")
-    candidate = Path(name).expanduser()
-    if candidate.is_dir():
-        return spec_for_directory(candidate)
-    if any(sep in name for sep in ("/", os.sep)) or name.startswith("."):
-        raise UsageError(f"--models: {name!r} is not a directory")
+    local = f"; the local directory {name!r} is judged as --models ./{name}" if Path(name).is_dir() else \
+        " (or a path to a local HF model directory)"
     raise UsageError(
         f"--models: unknown model {name!r}{did_you_mean(name, _REGISTRY)}; "
-        f"known: {', '.join(sorted(_REGISTRY))} (or a path to a local HF model directory)"
+        f"known: {', '.join(sorted(_REGISTRY))}{local}"
     )
 
 

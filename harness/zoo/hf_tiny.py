@@ -135,5 +135,6 @@ LLAMA_TINY = register(
         description="LlamaForCausalLM, hidden 64, 2 layers, GQA 4/2 heads, random weights",
         build=build_llama_tiny,
         generates=True,
+        target_lang="en",
     )
 )

@@ -76,6 +76,28 @@ def load_model(spec: ModelSpec, *, trust_remote_code: bool = False, allow_pickle
     _quiet_transformers()
     trust_remote_code = trust_remote_code or spec.extra.get("trust_remote_code") is True
     allow_pickle = allow_pickle or spec.extra.get("allow_pickle") is True
+    path, config, has_safetensors = _intake(spec, trust_remote_code, allow_pickle)
+    model = _load_torch_model(spec, path, config, trust_remote_code, has_safetensors)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
+    return LoadedModel(spec, path, model, tokenizer, config, weights_digest(path))
+
+
+def check_intake(spec: ModelSpec) -> None:
+    """Every refusal ``load_model`` makes before the weights are read (structure, remote code,
+    pickle checkpoints, a loadable tokenizer), as the same one-line ``UsageError``, without
+    building the model: ``harness run`` and the pytest plugin call it for users' directories
+    before any case starts, so a bad directory is exit 2 with one line, as from ``harness check``."""
+    _quiet_transformers()
+    trust_remote_code = spec.extra.get("trust_remote_code") is True
+    path, config, _ = _intake(spec, trust_remote_code, spec.extra.get("allow_pickle") is True)
+    _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
+
+
+def _intake(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool) -> tuple[Path, dict[str, Any], bool]:
+    """The directory, its config and whether it has safetensors, after the safety refusals."""
     path = materialize(spec)
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
@@ -96,12 +118,7 @@ def load_model(spec: ModelSpec, *, trust_remote_code: bool = False, allow_pickle
             )
         for pickle_file in pickles:
             check_weights_only(pickle_file)
-    model = _load_torch_model(spec, path, config, trust_remote_code, has_safetensors)
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
-    return LoadedModel(spec, path, model, tokenizer, config, weights_digest(path))
+    return path, config, has_safetensors
 
 
 def refuse_remote_code(path: Path, config: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from harness.report.html.headline import headline
 from harness.results import Record
 
 #: worst first: a cell takes the colour of the worst case in it
-SEVERITY = {"error": 0, "fail": 1, "pass": 2, "skip": 3}
+SEVERITY = {"error": 0, "fail": 1, "not-run": 2, "pass": 3, "skip": 4}
 
 
 def anchor(case_id: str) -> str:

@@ -35,7 +35,7 @@ table.grid td.cell { min-width: 11em; }
 table.grid a.case { display: block; color: inherit; text-decoration: none; font-size: 12px; }
 table.grid a.case:hover { text-decoration: underline; }
 .v-pass { background: #d7f5dd; } .v-fail { background: #f8d0d0; } .v-error { background: #f4b6b6; }
-.v-skip { background: #fcefc7; } td.empty { color: #aaa; text-align: center; }
+.v-skip { background: #fcefc7; } .v-not-run { background: #e9d3f5; } td.empty { color: #aaa; text-align: center; }
 table.grid a.case.v-pass, table.grid a.case.v-skip { background: none; }
 .badge { padding: 1px 6px; border-radius: 4px; font-size: .8em; border: 1px solid #999; }
 article.failure { border: 1px solid #d32f2f; border-left-width: 6px; border-radius: 4px; padding: .3em 1em;

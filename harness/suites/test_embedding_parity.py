@@ -9,15 +9,18 @@ or the reverse for a pooling bug. One case per model x precision x provider
 
 import time
 
+import numpy as np
 import pytest
 
+from harness.core import Variant
 from harness.judge.embedding import embedding_parity
 from harness.judge.numeric import ParityResult
-from harness.zoo.base import materialize
+from harness.results.collector import Case
+from harness.zoo.base import ModelSpec, materialize
 from harness.zoo.minilm import sentence_pooling
 
 
-def _has_pooling_recipe(spec) -> bool:
+def _has_pooling_recipe(spec: ModelSpec) -> bool:
     """Only sentence-transformers directories ship a pooling recipe; built zoo models never do."""
     return spec.path is not None and sentence_pooling(spec.path) is not None
 
@@ -25,7 +28,7 @@ def _has_pooling_recipe(spec) -> bool:
 pytestmark = pytest.mark.harness(families=["encoder"], where=_has_pooling_recipe)
 
 
-def test_embedding_parity(variant, harness):
+def test_embedding_parity(variant: Variant, harness: Case) -> None:
     ws = harness.workspace
     spec = ws.spec(variant.model)
     if sentence_pooling(materialize(spec)) is None:  # decided before loading any weights
@@ -37,7 +40,8 @@ def test_embedding_parity(variant, harness):
     runner = backend.load(model, family, graph, variant)
     harness.artifacts.update(backend.artifacts(model, family, graph, variant))
     batches = ws.parity_batches(model, family, graph)
-    outputs, seconds = [], 0.0
+    outputs: list[dict[str, np.ndarray]] = []
+    seconds = 0.0
     try:
         for feeds, _, _ in batches:
             start = time.perf_counter()

@@ -13,23 +13,27 @@ that measures them; the baseline gate (``--harness-baseline-compare``) judges ch
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from harness.core import Variant
 from harness.perf import budgets, coldstart, generation, latency, memory
-from harness.perf.measure import engine_for
+from harness.perf.measure import PerfSettings, engine_for
+from harness.results.collector import Case
 
 # one skip for the whole module without --harness-perf: no per-case records, no slower default run
 pytestmark = pytest.mark.harness_perf_suite
 
 
-def _graphs_and_plan(harness, settings):
+def _graphs_and_plan(harness: Case, settings: PerfSettings) -> Any:
     ws, model = harness.workspace, harness.model
     family = ws.family(model)
     points, skipped = latency.plan(model, family, ws.texts(model), settings)
     return ws, model, family, points, skipped
 
 
-def _settings_record(harness, settings, **extra) -> dict:
+def _settings_record(harness: Case, settings: PerfSettings, **extra: Any) -> dict[str, Any]:
     from harness.results.envinfo import thread_settings
 
     options = harness.workspace.options
@@ -37,7 +41,7 @@ def _settings_record(harness, settings, **extra) -> dict:
             **extra}
 
 
-def test_latency(variant, harness, perf_settings, benchmark_or_none):
+def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, benchmark_or_none: Any) -> None:
     ws, model, family, points, skipped = _graphs_and_plan(harness, perf_settings)
     backend = ws.backend(variant, model)
     runners = {}
@@ -57,7 +61,7 @@ def test_latency(variant, harness, perf_settings, benchmark_or_none):
     budgets.enforce(harness, harness.perf)
 
 
-def test_cold_start_memory(variant, harness, perf_settings):
+def test_cold_start_memory(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
     reason = coldstart.unsupported_reason(variant)
     if reason:
         pytest.skip(reason)
@@ -74,7 +78,7 @@ def test_cold_start_memory(variant, harness, perf_settings):
 
 
 @pytest.mark.harness(generates=True)
-def test_generation_perf(variant, harness, perf_settings):
+def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
     ws, model = harness.workspace, harness.model
     family = ws.family(model)
     backend = ws.backend(variant, model)

@@ -14,14 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import Variant
 from harness.results import Record, fail
+from harness.results.collector import Case
+from harness.zoo.base import ModelSpec
 
 
-def _has_artifacts(spec) -> bool:
+def _has_artifacts(spec: ModelSpec) -> bool:
     return bool(spec.extra.get("artifacts"))
 
 
-def _artifact_for(spec, variant) -> bool:
+def _artifact_for(spec: ModelSpec, variant: Variant) -> bool:
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
 
@@ -30,7 +33,7 @@ def _artifact_for(spec, variant) -> bool:
 
 
 @pytest.mark.harness(where=_has_artifacts, accepts=_artifact_for)
-def test_artifact_parity(variant, harness):
+def test_artifact_parity(variant: Variant, harness: Case) -> None:
     from harness.check.judge import CheckRequest, run_check
 
     ws = harness.workspace
@@ -41,7 +44,8 @@ def test_artifact_parity(variant, harness):
                            samples=options.num_samples, batch_size=options.batch_size,
                            threads=options.intra_op_threads)
     outcome = run_check(request, harness.run_dir)
-    failures, errors = [], []
+    failures: list[str] = []
+    errors: list[str] = []
     for record in map(Record.coerce, outcome.records):
         harness.metrics.update(record.metrics)
         harness.thresholds.update(record.thresholds)

@@ -8,9 +8,11 @@ the decoded text of every sentence is kept in the case's ``decoded.jsonl``.
 
 import pytest
 
-from harness.judge.generation import judge
+from harness.core import Variant
+from harness.judge.generation import GenerationRequest, judge
+from harness.results.collector import Case
 
 
 @pytest.mark.harness(generates=True)
-def test_generation_parity(variant, harness, generation_request):
+def test_generation_parity(variant: Variant, harness: Case, generation_request: GenerationRequest) -> None:
     judge(harness, generation_request).assert_ok()

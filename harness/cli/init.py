@@ -1,0 +1,81 @@
+"""``harness init [MODEL_DIR]``: add the harness to a repository.
+
+Writes a commented ``harness.toml`` for the model (family detected from its ``config.json``),
+a GitHub Actions workflow (pull-request gate, nightly schedule with performance, cache of
+``$HARNESS_CACHE``, the report uploaded as an artifact) and the ``.gitignore`` entries. Nothing
+is overwritten without ``--force``, and the config is validated by the same reader
+``harness run`` uses before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("init", help="write harness.toml, a CI workflow and .gitignore entries for a model",
+                       description="Add the harness to this repository: a commented harness.toml for MODEL_DIR "
+                                   "(a local Hugging Face model directory; without it, the built-in zoo), a GitHub "
+                                   "Actions workflow gating pull requests and running nightly, and .gitignore "
+                                   "entries. Existing files are never replaced without --force.")
+    p.add_argument("model_dir", nargs="?", type=Path, default=None, metavar="MODEL_DIR",
+                   help="the model to gate: an HF directory with config.json (inside --dir)")
+    p.add_argument("--dir", type=Path, default=Path("."), help="repository root to write into (default: .)")
+    p.add_argument("--name", default=None, help="the model's name in harness.toml (default: the directory's name)")
+    p.add_argument("--family", default=None, help="model family when config.json does not tell it")
+    p.add_argument("--precisions", nargs="+", default=None, metavar="LIST", help="precisions to gate "
+                   "(default fp32 fp16 int8)")
+    p.add_argument("--providers", nargs="+", default=None, metavar="LIST", help="providers to gate on "
+                   "(default torch_cpu ort_cpu)")
+    p.add_argument("--ci", choices=("github", "none"), default="github", help="CI workflow to write (default github)")
+    p.add_argument("--force", action="store_true", help="replace harness.toml and the workflow if they exist")
+    p.set_defaults(func=init)
+
+
+def init(args: argparse.Namespace) -> int:
+    from harness.core import UsageError, parse_precision, parse_provider, split_csv
+    from harness.scaffold.config import model_facts, render_config
+    from harness.scaffold.files import Planned, write_all
+    from harness.scaffold.ignore import render_ignore
+    from harness.scaffold.workflow import DEFAULT_PATH, WorkflowSpec, render_workflow
+
+    root: Path = args.dir
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--dir {root}: not a directory")
+    precisions = tuple(parse_precision(p).value for p in split_csv(args.precisions)) or None
+    providers = tuple(parse_provider(p).short for p in split_csv(args.providers)) or None
+    facts = model_facts(args.model_dir, root, family=args.family, name=args.name) if args.model_dir else None
+    config_text = render_config(facts, precisions=precisions, providers=providers)
+    _validate(config_text, root)
+    planned = [Planned(root / "harness.toml", config_text)]
+    if args.ci == "github":
+        inputs = ("harness.toml", f"{facts.path.removeprefix('./')}/**") if facts and facts.path != "." \
+            else ("harness.toml",)
+        planned.append(Planned(root / DEFAULT_PATH, render_workflow(WorkflowSpec(cache_inputs=inputs))))
+    planned.append(Planned(root / ".gitignore", render_ignore(), append=True))
+    for line in write_all(planned, force=args.force):
+        print(f"harness init: {line}")
+    if facts is not None:
+        print(f"harness init: model {facts.name!r} at {facts.path}: family {facts.family}"
+              + (f" (config.json architectures {list(facts.architectures)})" if facts.architectures else ""))
+    where = "" if root.resolve() == Path.cwd().resolve() else f"cd {root} && "
+    print(f"next: {where}harness run        # reads harness.toml; results in reports/run-<time>/")
+    return 0
+
+
+def _validate(text: str, root: Path) -> None:
+    """Read the config with ``harness run``'s own reader before writing it (paths resolve
+    against ``root``): a file ``harness init`` writes is one ``harness run`` accepts."""
+    from harness.settings.config_file import load_config
+
+    root.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".harness-init-", suffix=".toml", dir=root)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        load_config(name)
+    finally:
+        os.unlink(name)

@@ -1,0 +1,66 @@
+"""``junit.xml``: the run's records as JUnit XML, for CI systems that draw test tables from it.
+
+Written from the records (not from pytest's own ``--junitxml``) so the CI table says what
+``results.jsonl`` says: a ``not-run`` case (a requested variant that could not run here) is a
+failure there, not a quiet skip, and every case carries its rerun command. One ``<testsuite>``
+per suite (``test_logits_parity``...), one ``<testcase>`` per record.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from harness.report.text import printable
+from harness.results import Record
+
+JUNIT_FILE = "junit.xml"
+
+
+def _text(value: object) -> str:
+    """XML 1.0 cannot hold most control characters: escape them as the terminal does."""
+    return printable(str(value or ""), keep_newlines=True)
+
+
+def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "model-harness") -> str:
+    recs = [Record.coerce(r) for r in records]
+    by_suite: dict[str, list[Record]] = defaultdict(list)
+    for r in recs:
+        by_suite[r.suite or "harness"].append(r)
+    root = ET.Element("testsuites", name=name, tests=str(len(recs)),
+                      failures=str(sum(r.verdict in ("fail", "not-run") for r in recs)),
+                      errors=str(sum(r.verdict == "error" for r in recs)),
+                      skipped=str(sum(r.verdict == "skip" for r in recs)),
+                      time=f"{sum(r.duration_s for r in recs):.3f}")
+    for suite, cases in sorted(by_suite.items()):
+        element = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
+                                failures=str(sum(r.verdict in ("fail", "not-run") for r in cases)),
+                                errors=str(sum(r.verdict == "error" for r in cases)),
+                                skipped=str(sum(r.verdict == "skip" for r in cases)),
+                                time=f"{sum(r.duration_s for r in cases):.3f}")
+        for r in sorted(cases, key=lambda r: r.id):
+            case = ET.SubElement(element, "testcase", classname=f"harness.{suite}", name=_text(r.id),
+                                 time=f"{r.duration_s:.3f}")
+            properties = ET.SubElement(case, "properties")
+            for key in ("variant", "model", "precision", "provider", "verdict"):
+                ET.SubElement(properties, "property", name=key, value=_text(getattr(r, key)))
+            message = _text(r.first_reason_line)
+            if r.verdict in ("fail", "not-run"):
+                ET.SubElement(case, "failure", message=message, type=r.verdict).text = _text(r.reason)
+            elif r.verdict == "error":
+                ET.SubElement(case, "error", message=message, type="error").text = _text(r.reason)
+            elif r.verdict == "skip":
+                ET.SubElement(case, "skipped", message=message)
+            if r.rerun:
+                ET.SubElement(case, "system-out").text = f"rerun: {_text(r.rerun)}"
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(path: Path, records: Iterable[Record | Mapping[str, Any]]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_junit(records), encoding="utf-8")
+    return path

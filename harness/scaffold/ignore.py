@@ -1,0 +1,12 @@
+"""The ``.gitignore`` entries for a repository the harness runs in."""
+
+from __future__ import annotations
+
+#: run directories (results.jsonl, summary.md, junit.xml, cases/), the CI cache directory, and the
+#: storage directory pytest-benchmark (a dependency) creates in the working directory
+ENTRIES = ("reports/", ".harness-cache/", ".benchmarks/")
+
+
+def render_ignore() -> str:
+    return "# model-harness: run reports and the CI cache of built models and exported artifacts\n" + \
+        "\n".join(ENTRIES) + "\n"

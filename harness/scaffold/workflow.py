@@ -1,0 +1,118 @@
+"""The GitHub Actions workflow ``harness init`` writes: a small template with named parts.
+
+Pull requests (and pushes to the default branch) run the gate; a nightly schedule runs it with
+the performance suites; both restore ``$HARNESS_CACHE`` (built models, exported ONNX files)
+with ``actions/cache`` and upload the run directory (results.jsonl, summary.md, junit.xml) as
+an artifact, also when the gate failed. The harness writes the job summary itself
+(``$GITHUB_STEP_SUMMARY``).
+
+``WorkflowSpec`` holds what varies; ``render_workflow`` fills the template. A job matrix (for
+instance shards of the case list) is one more field and a ``strategy:`` block in ``_JOB``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from harness import __version__
+
+DEFAULT_PATH = ".github/workflows/model-harness.yml"
+
+
+def _q(text: str) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(text)
+
+
+def _expr_string(text: str) -> str:
+    """A string literal of a GitHub Actions expression (single quotes, doubled inside)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class WorkflowSpec:
+    name: str = "model-harness"
+    python: str = "3.11"
+    #: pip requirement for the harness (pinned to the version that wrote the config)
+    requirement: str = f"model-harness=={__version__}"
+    #: CPU PyTorch first: a bare `torch` from PyPI is a multi-GB CUDA build
+    torch_install: str = "python -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    #: files whose change invalidates the cache (the config, the model directories)
+    cache_inputs: tuple[str, ...] = ("harness.toml",)
+    cron: str = "17 3 * * *"
+    default_branch: str = "main"
+    pr_command: str = "harness run --out reports/gate"
+    nightly_command: str = "harness run --perf --out reports/nightly"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+_HEADER = """\
+# model-harness: the deployment gate of this repository (written by `harness init`).
+# Pull requests: every model x precision x provider of harness.toml judged against PyTorch FP32;
+# a failing, erroring or not-run case fails the job. Nightly: the same with the performance suites.
+# Results (results.jsonl, summary.md, junit.xml) are uploaded as the artifact `harness-report-*`;
+# the job summary on the run's page is written by the harness.
+name: {name}
+
+on:
+  pull_request:
+  push:
+    branches: [{branch}]
+  schedule:
+    - cron: {cron}  # nightly (UTC)
+  workflow_dispatch:
+
+"""
+
+_JOB = """\
+jobs:
+  gate:
+    runs-on: ubuntu-latest
+    timeout-minutes: 90
+    env:
+      # built models and exported artifacts, keyed by content hash: restored below, reused across runs
+      HARNESS_CACHE: ${{{{ github.workspace }}}}/.harness-cache
+      OMP_NUM_THREADS: "2"
+{extra_env}    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: {python}
+      - name: Install the harness
+        run: |
+          {torch_install}
+          python -m pip install {requirement}
+      - name: Restore the model and artifact cache
+        uses: actions/cache@v4
+        with:
+          path: ${{{{ env.HARNESS_CACHE }}}}
+          key: harness-${{{{ runner.os }}}}-${{{{ hashFiles({cache_inputs}) }}}}
+          restore-keys: |
+            harness-${{{{ runner.os }}}}-
+      - name: Environment (providers, skipped variants and why)
+        run: harness doctor
+      - name: Gate
+        if: github.event_name != 'schedule'
+        run: {pr_command}
+      - name: Nightly gate with performance
+        if: github.event_name == 'schedule'
+        run: {nightly_command}
+      - name: Upload the report
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: harness-report-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}
+          path: reports/
+          if-no-files-found: warn
+"""
+
+
+def render_workflow(spec: WorkflowSpec | None = None) -> str:
+    spec = spec or WorkflowSpec()
+    env = "".join(f"      {key}: {_q(value)}\n" for key, value in spec.extra_env.items())
+    header = _HEADER.format(name=spec.name, branch=spec.default_branch, cron=_q(spec.cron))
+    job = _JOB.format(python=_q(spec.python), torch_install=spec.torch_install, requirement=_q(spec.requirement),
+                      cache_inputs=", ".join(_expr_string(p) for p in spec.cache_inputs), pr_command=spec.pr_command,
+                      nightly_command=spec.nightly_command, extra_env=env)
+    return header + job
