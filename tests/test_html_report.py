@@ -32,7 +32,7 @@ def test_sections_order_and_failures_first(site: tuple[Path, Path, Path]) -> Non
     page = site[2].read_text()
     assert page.index('id="verdict"') < page.index('id="overview"') < page.index('id="failures"') \
         < page.index('id="perf"') < page.index('id="trends"') < page.index('id="cases"')
-    assert "FAILED — 6 cases: 3 pass, 2 fail, 0 error, 1 skip" in page
+    assert "FAILED — 6 cases: 3 pass, 2 fail, 0 error, 0 not-run, 1 skip" in page
     failures = re.findall(r'<article class="failure[^"]*" id="[^"]+" data-case="([^"]+)"', page)
     assert failures == ["test_generation_parity[marian-int8-ort_cpu]", FAILING_ID]
     rows = re.findall(r'<tr[^>]* class="v-(\w+)" data-case=', page)

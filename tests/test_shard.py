@@ -94,6 +94,7 @@ def test_merge_combines_and_refuses(tmp_path: Path, split: Any, capsys: pytest.C
     meta = json.loads((tmp_path / "m" / "merge.json").read_text())
     assert meta["forced"] == ["missing shard(s) 3/3"]
     assert (tmp_path / "m" / "summary.md").is_file() and (tmp_path / "m" / "report.html").is_file()
+    assert "<testsuites" in (tmp_path / "m" / "junit.xml").read_text()
 
 
 def _same(a: float, b: float) -> bool:

@@ -130,8 +130,12 @@ def merge_shards(paths: list[Path], *, force: bool = False) -> Merged:
 
 
 def write_merged(merged: Merged, out: Path) -> dict[str, Any]:
-    """The merged run directory: results.jsonl, cases/, summary.md, report.html, merge.json."""
+    """The merged run directory: results.jsonl, cases/, summary.md, junit.xml, report.html,
+    merge.json — what an unsplit run writes, so the CI job that merges is the one that reports
+    (JUnit table, ``$GITHUB_STEP_SUMMARY``)."""
+    from harness.report.github import append_step_summary
     from harness.report.html import render_report
+    from harness.report.junit import JUNIT_FILE, write_junit
     from harness.report.summary import write_summary
     from harness.results.store import write_records
 
@@ -142,6 +146,8 @@ def write_merged(merged: Merged, out: Path) -> dict[str, Any]:
         if cases.is_dir():
             shutil.copytree(cases, out / "cases", dirs_exist_ok=True)
     write_summary(out, merged.records)
+    write_junit(out / JUNIT_FILE, merged.records)
+    append_step_summary((out / "summary.md").read_text(encoding="utf-8"), out)
     report = out / "report.html"
     report.write_text(render_report(merged.records, title=f"model deployment gate: {out.name} (merged)",
                                     run_dir=out, report_path=report), encoding="utf-8")
