@@ -65,6 +65,22 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
     assert entries == ["__pycache__/", "reports/", ".harness-cache/", ".benchmarks/"]
 
 
+def test_init_shards_write_a_matrix_and_a_merge_job_that_gates(repo, capsys):
+    assert main(["init", "models/intent model", "--shards", "3"]) == 0
+    workflow = yaml.safe_load((repo / ".github" / "workflows" / "model-harness.yml").read_text())
+    gate, merge = workflow["jobs"]["gate"], workflow["jobs"]["merge"]
+    assert gate["strategy"]["matrix"]["shard"] == [1, 2, 3] and gate["strategy"]["fail-fast"] is False
+    run = next(s["run"] for s in gate["steps"] if "--shard" in s.get("run", ""))
+    assert 'shard="--shard ${{ matrix.shard }}/3 --out reports/shard-${{ matrix.shard }}"' in run
+    assert "harness run $shard $durations || true" in run
+    assert "harness run --perf $shard $durations || true" in run  # the nightly variant
+    assert merge["needs"] == "gate" and merge["if"] == "always()"
+    gate_step = next(s for s in merge["steps"] if "harness merge" in s.get("run", ""))
+    assert "|| true" not in gate_step["run"]  # the merge is the verdict
+    assert main(["init", "models/intent model", "--shards", "0", "--force"]) == 2
+    assert "--shards 0" in capsys.readouterr().err
+
+
 def test_init_never_overwrites_without_force(repo, capsys):
     (repo / "harness.toml").write_text("# ours\n")
     assert main(["init", "models/intent model"]) == 2

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--providers", nargs="+", default=None, metavar="LIST", help="providers to gate on "
                    "(default torch_cpu ort_cpu)")
     p.add_argument("--ci", choices=("github", "none"), default="github", help="CI workflow to write (default github)")
+    p.add_argument("--shards", type=int, default=1, metavar="N",
+                   help="split the CI gate over N parallel jobs merged by `harness merge` (default 1: one job)")
     p.add_argument("--force", action="store_true", help="replace harness.toml and the workflow if they exist")
     p.set_defaults(func=init)
 
@@ -43,6 +45,8 @@ def init(args: argparse.Namespace) -> int:
     from harness.scaffold.workflow import DEFAULT_PATH, WorkflowSpec, render_workflow
 
     root: Path = args.dir
+    if args.shards < 1:
+        raise UsageError(f"--shards {args.shards}: must be 1 (one job) or more")
     if root.exists() and not root.is_dir():
         raise UsageError(f"--dir {root}: not a directory")
     precisions = tuple(parse_precision(p).value for p in split_csv(args.precisions)) or None
@@ -54,7 +58,7 @@ def init(args: argparse.Namespace) -> int:
     if args.ci == "github":
         inputs = ("harness.toml", f"{facts.path.removeprefix('./')}/**") if facts and facts.path != "." \
             else ("harness.toml",)
-        planned.append(Planned(root / DEFAULT_PATH, render_workflow(WorkflowSpec(cache_inputs=inputs))))
+        planned.append(Planned(root / DEFAULT_PATH, render_workflow(WorkflowSpec(cache_inputs=inputs, shards=args.shards))))
     planned.append(Planned(root / ".gitignore", render_ignore(), append=True))
     for line in write_all(planned, force=args.force):
         print(f"harness init: {line}")

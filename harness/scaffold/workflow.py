@@ -6,8 +6,12 @@ with ``actions/cache`` and upload the run directory (results.jsonl, summary.md, 
 an artifact, also when the gate failed. The harness writes the job summary itself
 (``$GITHUB_STEP_SUMMARY``).
 
-``WorkflowSpec`` holds what varies; ``render_workflow`` fills the template. A job matrix (for
-instance shards of the case list) is one more field and a ``strategy:`` block in ``_JOB``.
+``WorkflowSpec`` holds what varies; ``render_workflow`` fills the template. With ``shards > 1``
+(``harness init --shards N``) the gate job becomes a matrix of ``harness run --shard K/N`` jobs
+(``fail-fast: false``: the merge needs every shard) and a ``merge`` job that runs
+``harness merge`` — the gate's verdict — writes the job summary and uploads the merged report;
+on the default branch it keeps the merged results as the next run's ``--shard-durations`` so
+shards stay balanced (docs/sharding.md).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class WorkflowSpec:
     pr_command: str = "harness run --out reports/gate"
     nightly_command: str = "harness run --perf --out reports/nightly"
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: split the case matrix over this many parallel jobs (1: one job)
+    shards: int = 1
 
 
 _HEADER = """\
@@ -108,10 +114,106 @@ jobs:
 """
 
 
+_SHARDED_JOBS = """\
+jobs:
+  gate:
+    strategy:
+      fail-fast: false  # a failing shard must not cancel the others: the merge needs them all
+      matrix:
+        shard: [{shard_list}]
+    runs-on: ubuntu-latest
+    timeout-minutes: 90
+    env:
+      HARNESS_CACHE: ${{{{ github.workspace }}}}/.harness-cache
+      OMP_NUM_THREADS: "2"
+{extra_env}    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: {python}
+      - name: Install the harness
+        run: |
+          {torch_install}
+          python -m pip install {requirement}
+      - name: Restore the model and artifact cache
+        uses: actions/cache@v4
+        with:
+          path: ${{{{ env.HARNESS_CACHE }}}}
+          key: harness-${{{{ runner.os }}}}-${{{{ hashFiles({cache_inputs}) }}}}
+          restore-keys: |
+            harness-${{{{ runner.os }}}}-
+      - name: Case durations of the last run on {branch} (balances the shards; optional)
+        uses: actions/cache/restore@v4
+        with:
+          path: reports/durations
+          key: harness-durations-${{{{ github.sha }}}}
+          restore-keys: harness-durations-
+      - name: Shard ${{{{ matrix.shard }}}}/{shards} (the merge job gates; a failing shard still uploads)
+        run: |
+          durations=""; [ -f reports/durations/results.jsonl ] && durations="--shard-durations reports/durations"
+          shard="--shard ${{{{ matrix.shard }}}}/{shards} --out reports/shard-${{{{ matrix.shard }}}}"
+          if [ "${{{{ github.event_name }}}}" = schedule ]; then
+            {nightly_command} $shard $durations || true
+          else
+            {pr_command} $shard $durations || true
+          fi
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: harness-shard-${{{{ matrix.shard }}}}
+          path: reports/shard-${{{{ matrix.shard }}}}
+
+  merge:
+    needs: gate
+    if: always()  # merge and report even when a shard failed
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/setup-python@v5
+        with:
+          python-version: {python}
+      - name: Install the harness
+        run: |
+          {torch_install}
+          python -m pip install {requirement}
+      - uses: actions/download-artifact@v4
+        with:
+          pattern: harness-shard-*
+          path: shards
+      - name: Merge = the gate (1 when a case failed or was not run, 2 when a shard is missing)
+        run: harness merge shards/harness-shard-* --out reports/merged
+      - name: Upload the report
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: harness-report-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}
+          path: reports/merged
+      - name: Keep the case durations for the next run's split
+        if: always() && github.ref == 'refs/heads/{branch}'
+        run: mkdir -p reports/durations && cp reports/merged/results.jsonl reports/durations/
+      - if: always() && github.ref == 'refs/heads/{branch}'
+        uses: actions/cache/save@v4
+        with:
+          path: reports/durations
+          key: harness-durations-${{{{ github.sha }}}}
+"""
+
+
 def render_workflow(spec: WorkflowSpec | None = None) -> str:
     spec = spec or WorkflowSpec()
+    if spec.shards < 1:
+        raise ValueError(f"shards must be >= 1, got {spec.shards}")
     env = "".join(f"      {key}: {_q(value)}\n" for key, value in spec.extra_env.items())
     header = _HEADER.format(name=spec.name, branch=spec.default_branch, cron=_q(spec.cron))
+    if spec.shards > 1:
+        def without_out(command: str) -> str:  # each shard writes its own directory
+            return command.split(" --out ")[0]
+
+        return header + _SHARDED_JOBS.format(
+            python=_q(spec.python), torch_install=spec.torch_install, requirement=_q(spec.requirement),
+            cache_inputs=", ".join(_expr_string(p) for p in spec.cache_inputs), extra_env=env,
+            pr_command=without_out(spec.pr_command), nightly_command=without_out(spec.nightly_command),
+            shards=spec.shards, shard_list=", ".join(str(k) for k in range(1, spec.shards + 1)),
+            branch=spec.default_branch)
     job = _JOB.format(python=_q(spec.python), torch_install=spec.torch_install, requirement=_q(spec.requirement),
                       cache_inputs=", ".join(_expr_string(p) for p in spec.cache_inputs), pr_command=spec.pr_command,
                       nightly_command=spec.nightly_command, extra_env=env)
