@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from harness.core import types as _types
 from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv
 from harness.core.types import (
+    precision_overrides,
     DEFAULT_PRECISIONS,
     DEFAULT_PROVIDERS,
     Check,
@@ -28,7 +29,7 @@ from harness.core.types import (
 
 __all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
            "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
-           "parse_provider", "provider_table", "split_csv"]
+           "parse_provider", "precision_overrides", "provider_table", "split_csv"]
 
 if TYPE_CHECKING:  # pragma: no cover
     #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)

@@ -81,7 +81,13 @@ class Case:
                 exporter, per_channel = effective.exporter, effective.int8_per_channel
             except Exception:
                 pass
-        return {"opset": options.opset, "exporter": exporter,
+        runtime: dict[str, Any] = {}
+        if self.variant is not None:
+            try:
+                runtime = self.workspace.runtime_for(self.variant).as_dict(self.variant.provider.short)
+            except Exception:  # the model failed to resolve: the error is the record's reason
+                runtime = {}
+        return {"opset": options.opset, "exporter": exporter, "runtime": runtime,
                 "exporter_explicit": options.explicit_exporter,
                 "batch_size": options.batch_size, "num_samples": options.num_samples,
                 "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,

@@ -79,6 +79,12 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
     providers: list[Provider] = [parse_provider(p) for p in setting("providers")]
     if found is not None and "config" not in values:  # found by itself: the rerun must name it
         values["config"] = found
+    from harness.settings.runtime import RUNTIME_KEYS, build_runtime
+
+    runtime, axes = build_runtime({name: setting(name) for name in RUNTIME_KEYS
+                                   if name in values or getattr(cfg, name, None) is not None},
+                                  f"{cfg.path}: run" if cfg is not None and not any(n in values for n in RUNTIME_KEYS)
+                                  else "")
     return RunOptions(
         models=list(dict.fromkeys(names)), precisions=list(dict.fromkeys(precisions)),
         providers=list(dict.fromkeys(providers)),
@@ -89,7 +95,8 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         fp16_op_block_list=tuple(setting("fp16_block_list") or ()),
         int8_per_channel=bool(setting("int8_per_channel")),
         explicit_exporter="exporter" in values,
-        given=values, catalog=catalog,
+        given=values, catalog=catalog, runtime=runtime, runtime_axes=axes,
+        int8_calibration=setting("int8_calibration"), int8_calibration_samples=setting("int8_calibration_samples"),
     )
 
 
@@ -121,6 +128,8 @@ def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
             extra.update(trust_remote_code=entry.trust_remote_code, allow_pickle=entry.allow_pickle)
         if artifacts:
             extra["artifacts"] = artifacts
+        if entry.runtime:
+            extra["runtime"] = dict(entry.runtime)
         spec = replace(
             spec,
             corpus=entry.corpus or spec.corpus,
