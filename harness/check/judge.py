@@ -30,7 +30,14 @@ from harness.families.base import CheckedGraph
 from harness.judge.embedding import embedding_parity
 from harness.judge.generation import GenerationRequest, GenerationResult, generation_parity
 from harness.judge.generation import record as record_generation
-from harness.judge.numeric import GateFailure, OutputResult, ParityResult, lint_result, run_graph_parity
+from harness.judge.numeric import (
+    GateFailure,
+    OutputResult,
+    ParityResult,
+    lint_result,
+    probe_batches,
+    run_graph_parity,
+)
 from harness.judge.workspace import Workspace
 from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
@@ -52,6 +59,8 @@ class JobResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     runner: MappedRunner | None = None
+    #: every shape tried (corpus batches and shape probes)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -113,12 +122,15 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
         return fit_sequence(feeds(texts), static_seq, pad) if static_seq else feeds(texts)
 
     batches = ws.parity_batches(model, family, job.graph, chunks, fitted)
+    # shape probes (target != source length, other past lengths) where the file's shapes are dynamic
+    probes = probe_batches(ws, model, family, job.graph, batches[0][0]) if not (static_seq or static_batch) else []
     pooling = family.sentence_pooling(model, job.graph) if "last_hidden_state" in match.output_map else None
     runner.recorded = [] if pooling else None
     start = time.perf_counter()
     try:
         result.outputs = run_graph_parity(runner, replace(job.graph, name=job.key), batches, precision, overrides,
-                                          output_map={r: r for r in match.output_map})
+                                          output_map={r: r for r in match.output_map}, probes=probes,
+                                          shapes=result.shapes)
     except Exception as exc:  # the artifact ran and broke: its verdict is "error", others still run
         result.error = f"{job.label}: {describe_error(exc, 300)}"
         return result
@@ -191,7 +203,8 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
                            spec.tolerances, req.maps)
         if job.artifact.path not in linted:  # the suites' static checks (training-mode ops), once per file
             linted.add(job.artifact.path)
-            result.outputs.insert(0, lint_result(job.key, str(job.artifact.path)))
+            result.outputs.insert(0, lint_result(job.key, str(job.artifact.path), job.graph,
+                                                 result.match.input_map if result.match else None))
         outcome.jobs.append(result)
     settings = {"batch_size": ws.options.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
                 "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
@@ -232,7 +245,8 @@ def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files:
         precision=outcome.precision_note, worst=parity.worst(),
         jobs={j.job.key: {"file": j.job.artifact.path.name, "mode": j.job.mode, "graph": j.job.graph.name,
                           "io_match": j.match.account() if j.match else [], "notes": j.notes,
-                          "seconds": round(j.seconds, 4), "error": j.error} for j in outcome.jobs})
+                          "seconds": round(j.seconds, 4), "error": j.error, "shapes": j.shapes}
+              for j in outcome.jobs})
 
 
 def _verdict(assert_ok: Callable[[], None], errors: list[str]) -> tuple[str, str]:

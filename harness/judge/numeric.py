@@ -82,6 +82,10 @@ class ParityResult:
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
+    #: every shape tried: {"graph", "probe" ("corpus" or what the probe varies), "shapes": input -> dims}
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    #: graph -> ORT profiling summary (``--profile``)
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def failures(self) -> list[Failure]:
@@ -150,14 +154,30 @@ class _Collector:
 
 def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequence[Batch],
                      precision: Precision, overrides: Mapping[str, Mapping[str, float]] | None = None,
-                     output_map: Mapping[str, str] | None = None) -> list[OutputResult]:
-    """Compare ``runner`` on (feeds, reference outputs, masks) batches; ``output_map``
-    maps reference output names to the runner's (for foreign artifacts)."""
+                     output_map: Mapping[str, str] | None = None,
+                     probes: Sequence[tuple[str, Batch]] = (),
+                     shapes: list[dict[str, Any]] | None = None) -> list[OutputResult]:
+    """Compare ``runner`` on (feeds, reference outputs, masks) batches, then on the shape
+    ``probes`` (labelled batches of other shapes, judged with the same metrics); ``output_map``
+    maps reference output names to the runner's (for foreign artifacts). Every shape tried is
+    appended to ``shapes``; a probe the runner cannot run is a gated ``<graph>/shapes`` failure
+    (``shape_failures``) naming the probe, its shapes and the runtime's first error line."""
     output_map = dict(output_map or {n: n for n in graph.output_names})
     collectors = {name: _Collector() for name in output_map}
     offset = 0
-    for feeds, ref, masks in batches:
-        got = runner.run(feeds)
+    labelled = [("corpus", b) for b in batches] + list(probes)
+    broken: list[str] = []
+    for label, (feeds, ref, masks) in labelled:
+        if shapes is not None:
+            shapes.append({"graph": graph.name, "probe": label, "shapes": {k: list(v.shape) for k, v in feeds.items()}})
+        try:
+            got = runner.run(feeds)
+        except Exception as exc:
+            if label == "corpus":
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            broken.append(f"{label} ({describe_shapes(feeds)}): {first[:240]}")
+            continue
         for name, theirs in output_map.items():
             collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
         offset += next(iter(feeds.values())).shape[0]
@@ -167,20 +187,56 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
         metrics, worst, n = col.compare(is_logits)
         tol = tolerance_for(precision, is_logits=is_logits, overrides=overrides) if graph.is_gated(name) else None
         results.append(OutputResult(graph.name, name, metrics, worst, axis_names(col.ndim, is_logits), tol, n))
+    if probes:  # shape coverage: every probe must run (its numbers are judged with the corpus's above)
+        from harness.core import Check
+
+        coverage = OutputResult(graph.name, "shapes", {"shape_failures": float(len(broken))}, None, (),
+                                Tolerance((Check("shape_failures", 0.0),)), len(probes))
+        coverage.where = "; ".join(broken) or "n/a"
+        results.append(coverage)
     return results
 
 
-def lint_result(graph_name: str, path: str) -> OutputResult:
-    """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``)."""
-    from harness.core import Check
-    from harness.export.lint import training_mode_nodes
+def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
+                input_map: Mapping[str, str] | None = None) -> OutputResult:
+    """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``): training-mode
+    ops, and -- given the reference ``graph`` -- dynamic axes the file ties although the graph
+    declares them as different lengths (``input_map``: reference input -> the file's name)."""
+    import onnx
 
-    nodes = training_mode_nodes(path)
-    where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else "n/a"
-    result = OutputResult(graph_name, "artifact", {"training_mode_ops": float(len(nodes))}, None, (),
-                          Tolerance((Check("training_mode_ops", 0.0),)), 1)
-    result.where = where
+    from harness.core import Check
+    from harness.export.lint import tied_axes, training_mode_nodes
+
+    proto = onnx.load(str(path), load_external_data=False)
+    nodes = training_mode_nodes(proto)
+    where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else ""
+    metrics = {"training_mode_ops": float(len(nodes))}
+    checks = [Check("training_mode_ops", 0.0)]
+    if graph is not None:
+        declared = {n: dict(graph.dynamic_axes.get(n, {})) for n in graph.input_names}
+        tied = tied_axes(proto, declared, dict(input_map or {}))
+        metrics["tied_axes"] = float(len(tied))
+        checks.append(Check("tied_axes", 0.0))
+        if tied:
+            where = "; ".join(filter(None, [where, "one dynamic axis for different lengths: " + "; ".join(tied)]))
+    result = OutputResult(graph_name, "artifact", metrics, None, (), Tolerance(tuple(checks)), 1)
+    result.where = where or "n/a"
     return result
+
+
+def probe_batches(ws: "Workspace", model: Any, family: "Family", graph: "GraphSpec",
+                  base: Mapping[str, np.ndarray]) -> list[tuple[str, Batch]]:
+    """The family's shape probes (target length != source length, other past lengths...)
+    derived from one batch's feeds, each with its memoised FP32 reference and masks."""
+    out: list[tuple[str, Batch]] = []
+    for label, feeds in family.shape_probes(model, graph, base):
+        ref = ws.reference(model, family, graph, feeds)
+        out.append((label, (feeds, ref, family.valid_masks(graph, feeds, ref))))
+    return out
+
+
+def describe_shapes(feeds: Mapping[str, np.ndarray]) -> str:
+    return ", ".join(f"{k} {'x'.join(str(d) for d in v.shape)}" for k, v in feeds.items())
 
 
 def dump_failing_batch(runner: "GraphRunner", graph: "GraphSpec", outputs: Sequence[OutputResult],
@@ -221,12 +277,14 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
         batches = ws.parity_batches(model, family, graph)
+        probes = probe_batches(ws, model, family, graph, batches[0][0]) if batches else []
         path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
         if path:
-            result.outputs.append(lint_result(graph.name, path))
+            result.outputs.append(lint_result(graph.name, path, graph))
         start = time.perf_counter()
         try:
-            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)
+            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
+                                      probes=probes, shapes=result.shapes)
             result.outputs += judged
             if dump_dir is not None:
                 dumped = dump_failing_batch(runner, graph, judged, batches, dump_dir)
