@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from harness.core import types as _types
 from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv
 from harness.core.types import (
-    precision_overrides,
     DEFAULT_PRECISIONS,
     DEFAULT_PROVIDERS,
     Check,
@@ -24,6 +23,7 @@ from harness.core.types import (
     Variant,
     parse_precision,
     parse_provider,
+    precision_overrides,
     provider_table,
 )
 

@@ -269,7 +269,7 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
     saved there (inputs, reference and variant outputs) for reproduction."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
-    backend = ws.backend(variant, model)
+    backend = ws.backend(variant, model, profile_dir=dump_dir)
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
         start = time.perf_counter()
@@ -291,6 +291,11 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
                 if dumped is not None:
                     result.dumps[graph.name] = str(dumped)
         finally:
+            trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
             runner.close()
+        if trace:
+            from harness.perf.profiling import summarise_trace
+
+            result.profiles[graph.name] = summarise_trace(trace)
         result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
     return result

@@ -155,8 +155,8 @@ OPTIONS: tuple[Option, ...] = (
     # -- what runs ------------------------------------------------------------------------
     Option("models", Kind.LIST, "models to judge: zoo names or local HF dirs (default: the built-in zoo)",
            in_config=True, rerun=Rerun.CASE, metavar="NAMES"),
-    Option("precisions", Kind.LIST, "fp32 fp16 int8 int8-static", default=tuple(p.value for p in DEFAULT_PRECISIONS), in_config=True,
-           rerun=Rerun.CASE, metavar="LIST"),
+    Option("precisions", Kind.LIST, "fp32 fp16 int8 int8-static", default=tuple(p.value for p in DEFAULT_PRECISIONS),
+           in_config=True, rerun=Rerun.CASE, metavar="LIST"),
     Option("providers", Kind.LIST, "torch_cpu ort_cpu ort_cuda ort_trt ...",
            default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST"),
     Option("config", Kind.PATH, "declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
