@@ -33,6 +33,10 @@ SAMPLE = {
     "perf_batch_sizes": [1, 8], "perf_seq_lens": [16, 64], "perf_repeats": 2, "perf_new_tokens": 4,
     "baseline_save": "nightly", "baseline_compare": "main", "baseline_store": Path("/tmp/b"),
     "baseline_force": True, "baseline_force_env": True, "baseline_threshold": ["p50=8%"],
+    "graph_optimization": ["disabled", "all"], "inter_threads": 2, "execution_mode": "parallel", "mem_pattern": "off",
+    "cpu_arena": "off", "provider_options": ["ort_cuda:device_id=0"], "trt_profile": ["input_ids:1x16,8x64,16x256"],
+    "trt_engine_cache": Path("/tmp/engines"), "trt_timing_cache": Path("/tmp/timing"), "profile": True,
+    "int8_calibration": "entropy", "int8_calibration_samples": 16,
 }
 
 

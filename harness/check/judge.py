@@ -73,6 +73,8 @@ class CheckOutcome:
     records: list[dict[str, Any]] = field(default_factory=list)
     generation: GenerationResult | None = None
     notes: list[str] = field(default_factory=list)
+    #: ``--perf``: the perf fields of the ``check_perf`` record
+    perf: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -181,7 +183,9 @@ def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> Ch
     run_id = run_id or new_run_id()
     setup = resolve(req)  # bad files, options and references fail here, before the model loads
     files = {a.path.name: a.record() for a in setup.artifacts}
-    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files)
+    runtime = setup.options.runtime
+    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files,
+                            runtime, runtime.options_for(setup.variant.provider.short))
     try:
         ws = Workspace(setup.options, prebuilt=source)
         return _judge(ws, req, setup, files, run_dir, began, run_id)
@@ -208,30 +212,66 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
         outcome.jobs.append(result)
     settings = {"batch_size": ws.options.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
                 "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
-                "tolerance_overrides": dict(req.tolerances)}
+                "tolerance_overrides": dict(req.tolerances),
+                "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
     parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])
     case = Case(ws, variant, run_dir, f"check[{variant.id}]")
     numeric_case(case, outcome, parity, files)
     errors = [j.error for j in outcome.jobs if j.error]
     outcome.records.append(_record(case, "check", _verdict(parity.assert_ok, errors), began, settings, run_id))
     if req.generation and spec.generates:
-        case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
-        started = time.perf_counter()
-        try:
-            decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
-        except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
-            case.artifacts.update(files)
-            outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
-                                           settings, run_id))
-            return outcome
-        if note:
-            outcome.notes.append(note)
-        if decoded is not None:
-            outcome.generation = decoded
-            record_generation(case, decoded)
-            outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
-                                           settings, run_id))
+        _judge_generation(ws, req, outcome, variant, family, settings, files, run_dir, run_id)
+    if req.perf is not None:
+        _judge_perf(ws, req, outcome, variant, model, family, settings, files, run_dir, run_id)
     return outcome
+
+
+def _judge_perf(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant: Variant, model: LoadedModel,
+                family: Family, settings: dict[str, Any], files: dict[str, dict[str, Any]], run_dir: Path,
+                run_id: str) -> None:
+    """``--perf``: a ``check_perf`` record with the perf suites' numbers for these files; the
+    model's perf budgets (``p50_ms``, ``peak_rss_mb``...) gate it."""
+    from harness.check.perf import measure_prebuilt
+    from harness.perf import budgets
+
+    case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
+    case.artifacts.update(files)
+    started = time.perf_counter()
+    runners, use_cache, _ = generation_runners(family, outcome.jobs) if family.generates else ({}, False, "")
+    try:
+        perf, notes = measure_prebuilt(ws, variant, model, family, outcome.jobs, req.perf, case.case_dir(),
+                                       runners if use_cache else None)
+        case.perf.update(perf)
+        outcome.notes += notes
+        outcome.perf = perf
+        def gate() -> None:
+            budgets.enforce(case, case.perf)
+
+        verdict = _verdict(gate, [])
+    except Exception as exc:  # a file that cannot be timed: its verdict, not a crash of the check
+        verdict = ("error", describe_error(exc, 300))
+    outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
+
+
+def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant: Variant, family: Family,
+                      settings: dict[str, Any], files: dict[str, dict[str, Any]], run_dir: Path, run_id: str) -> None:
+    """Decode with the files and with PyTorch into a ``check_generation`` record."""
+    case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
+    started = time.perf_counter()
+    try:
+        decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
+    except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
+        case.artifacts.update(files)
+        outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
+                                       settings, run_id))
+        return
+    if note:
+        outcome.notes.append(note)
+    if decoded is not None:
+        outcome.generation = decoded
+        record_generation(case, decoded)
+        outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
+                                       settings, run_id))
 
 
 def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 #: how many nodes the summary lists
 TOP = 10
@@ -52,7 +52,7 @@ def summarise_trace(path: str | Path, top: int = TOP) -> dict[str, Any]:
     }
 
 
-def headline(summary: dict[str, Any]) -> str:
+def headline(summary: Mapping[str, Any]) -> str:
     """One line for summary.md: first vs steady run and the top op types."""
     shares = ", ".join(f"{op} {share:.0%}" for op, share in list(summary.get("op_type_share", {}).items())[:3])
     first, steady = summary.get("first_run_ms"), summary.get("steady_run_ms")

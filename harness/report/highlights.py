@@ -20,7 +20,7 @@ def latency_text(perf: Mapping[str, Any]) -> str:
     """``p50 1.23 ms, p99 2.34 ms (n=300, low confidence)`` for the headline latency."""
     entry = perf.get("latency_ms")
     summary = entry.get("summary") if isinstance(entry, Mapping) else None
-    if not isinstance(summary, Mapping):
+    if not isinstance(summary, Mapping) or summary.get("p99") is None:
         return ""
     n = summary.get("n")
     low = bool((summary.get("low_confidence") or {}).get("p99"))
@@ -67,7 +67,7 @@ def perf_columns(record: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     entry = perf.get("latency_ms") if isinstance(perf, Mapping) else None
     summary = entry.get("summary") if isinstance(entry, Mapping) else None
-    if isinstance(summary, Mapping):
+    if isinstance(summary, Mapping) and summary.get("p99") is not None:
         out["p99_ms"] = summary.get("p99")
         out["p99_samples"] = summary.get("n")
         out["p99_low_confidence"] = bool((summary.get("low_confidence") or {}).get("p99"))

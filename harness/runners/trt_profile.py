@@ -75,10 +75,9 @@ class ShapeProfile:
     def check(self, feeds: Mapping[str, np.ndarray]) -> None:
         problems = self.violations(feeds)
         if problems:
-            raise ShapeProfileError("TensorRT shape profile too small: feeds outside the profile: "
-                                    + "; ".join(problems)
-                                    + " (raise --harness-trt-max-batch / --harness-trt-max-seq or declare "
-                                    "--trt-profile INPUT:MIN,OPT,MAX)")
+            raise ShapeProfileError("TensorRT shape profile too small: " + "; ".join(problems)
+                                    + " (feeds outside the profile: raise --harness-trt-max-batch / "
+                                    "--harness-trt-max-seq or declare --trt-profile INPUT:MIN,OPT,MAX)")
 
 
 def profile_for(graph: "GraphSpec", example: Mapping[str, np.ndarray], *, max_batch: int, max_seq: int,
