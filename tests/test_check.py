@@ -99,6 +99,25 @@ def test_faithful_foreign_classifier_passes_with_renamed_io(bert_files, tmp_path
     assert (out / "summary.md").read_text().count(f"check[{name}-fp32-ort_cpu]") == 1
 
 
+def test_check_perf_times_the_shipped_file(bert_files, tmp_path, capsys):
+    """``harness check --perf``: latency distribution (p99 with its count and confidence) and
+    cold start of the user's own file, in a ``check_perf`` record and on the terminal."""
+    out = tmp_path / "run"
+    code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(bert_files["good"]),
+                              "--samples", "8", "--perf", "--perf-samples", "40", "--perf-warmup", "2",
+                              "--perf-repeats", "1", "--graph-optimization", "basic", "--out", str(out)], capsys)
+    assert code == 0, err + stdout
+    assert "p99" in stdout and "n=40" in stdout and "low confidence" in stdout and "cold start: load" in stdout
+    records = {r["suite"]: r for r in _records(out)}
+    perf = records["check_perf"]
+    assert perf["verdict"] == "pass" and perf["variant"].endswith("-ort_cpu-opt_basic")
+    assert perf["perf"]["latency_ms"]["summary"]["n"] == 40 and len(perf["perf"]["latency_ms"]["samples"]) == 40
+    assert perf["perf"]["cold_start_ms"]["load"] > 0 and perf["perf"]["peak_rss_bytes"] > 0
+    assert perf["perf"]["artifact_bytes"] == bert_files["good"].stat().st_size
+    assert records["check"]["settings"]["runtime"]["graph_optimization"] == "basic"
+    assert "p99" in (out / "summary.md").read_text()
+
+
 def test_perturbed_weight_fails_with_the_numbers(bert_files, tmp_path, capsys):
     out = tmp_path / "run"
     code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(bert_files["bad"]),
@@ -427,6 +446,19 @@ def test_decoder_without_encoder_mask_fails(marian_dirs, tmp_path, capsys):
     assert record["metrics"]["encoder.last_hidden_state.cosine"] > 0.99999  # the encoder is fine
     assert record["metrics"]["decoder.logits.norm_max_abs"] > 1e-3  # padding leaks into cross-attention
     assert "decoder/logits" in record["reason"]
+
+
+def test_check_perf_on_a_seq2seq_layout_measures_generation_with_and_without_cache(marian_dirs, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, stdout, err = _run(["--reference", str(_dir("marian-tiny")), "--onnx", str(marian_dirs["good"]),
+                              "--samples", "8", "--no-generation", "--perf", "--perf-samples", "20",
+                              "--perf-warmup", "1", "--perf-repeats", "1", "--perf-new-tokens", "4",
+                              "--out", str(out)], capsys)
+    assert code == 0, err + stdout
+    perf = {r["suite"]: r for r in _records(out)}["check_perf"]["perf"]
+    assert {"latency_ms", "latency_ms[graph=decoder]", "latency_ms[graph=decoder_with_past]"} <= set(perf)
+    assert perf["generation"]["kv=on"]["tokens_per_s"] > 0 and perf["generation"]["kv=off"]["tokens_per_s"] > 0
+    assert "latency_ms[gen=ttft,kv=on]" in perf and "TTFT" in stdout
 
 
 def test_decoder_exported_with_tied_source_and_target_axes_fails_naming_them(marian_dirs, tmp_path, capsys):
