@@ -176,7 +176,9 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
             if label == "corpus":
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            broken.append(f"{label} ({describe_shapes(feeds)}): {first[:240]}")
+            if len(first) > 260:  # ORT's line: the node first, the reason ("Shape mismatch ...") last
+                first = f"{first[:110]} ... {first[-150:]}"
+            broken.append(f"{label} ({describe_shapes(feeds)}): {first}")
             continue
         for name, theirs in output_map.items():
             collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
