@@ -289,7 +289,8 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
                                       probes=probes, shapes=result.shapes)
             result.outputs += judged
             if dump_dir is not None:
-                dumped = dump_failing_batch(runner, graph, judged, batches, dump_dir)
+                # rows are numbered over the corpus batches, then the shape probes (as they were judged)
+                dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
                 if dumped is not None:
                     result.dumps[graph.name] = str(dumped)
         finally:
