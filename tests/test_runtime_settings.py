@@ -193,7 +193,7 @@ def test_axis_static_int8_and_profile_end_to_end(tmp_path):
            "run", "--suites", str(ROOT / "suites" / "test_logits_parity.py"),
            "--models", "bert-tiny", "--precisions", "fp32", "int8-static", "--providers", "ort_cpu",
            "--graph-optimization", "disabled", "all", "--profile", "--samples", "8",
-           "--int8-calibration-samples", "8", "--out", str(out)]
+           "--int8-calibration-samples", "8", "--trt-profile", "input_ids:1x16,8x64,16x256", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     records = {r["variant"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
@@ -207,6 +207,13 @@ def test_axis_static_int8_and_profile_end_to_end(tmp_path):
     fused_ops = set(fused["data"]["profile"]["model"]["op_type_share"])
     unfused_ops = set(unfused["data"]["profile"]["model"]["op_type_share"])
     assert fused_ops != unfused_ops and Path(fused["data"]["profile"]["model"]["trace"]).is_file()
+    # the shape sweep: batch 1 short, the widest batch at the longest sequence, the declared TensorRT
+    # profile's min/opt/max (validated and recorded without a GPU): all run and are judged
+    probes = {s["probe"]: s["shapes"]["input_ids"] for s in fused["data"]["shapes"] if s["probe"] != "corpus"}
+    assert probes["TensorRT profile max 16x256"] == [16, 256] and probes["batch 8 x sequence 128 (longest)"] == [8, 128]
+    assert any(p.startswith("batch 1 x sequence") and p.endswith("(shortest)") for p in probes)
+    assert fused["metrics"]["model.shapes.shape_failures"] == 0
+    assert fused["settings"]["runtime"]["trt_profile"] == {"input_ids": "1x16,8x64,16x256"}
     static = records["bert-tiny-int8-static-ort_cpu"]
     calibration = static["settings"]["int8_calibration"]
     assert calibration["first_index"] == 8 and calibration["sentences"] == 8  # disjoint from the 8 judged

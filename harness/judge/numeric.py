@@ -227,14 +227,59 @@ def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
 
 
 def probe_batches(ws: "Workspace", model: Any, family: "Family", graph: "GraphSpec",
-                  base: Mapping[str, np.ndarray]) -> list[tuple[str, Batch]]:
-    """The family's shape probes (target length != source length, other past lengths...)
-    derived from one batch's feeds, each with its memoised FP32 reference and masks."""
+                  base: Mapping[str, np.ndarray], variant: Variant | None = None) -> list[tuple[str, Batch]]:
+    """Shape probes, each with its memoised FP32 reference and masks: the family's (target length
+    != source length, other past lengths...) derived from one batch's feeds, then a sweep of a
+    token-fed graph's declared dynamic range (:func:`sweep_shapes`)."""
+    from harness.perf.feeds import shaped_feeds
+
+    probes = list(family.shape_probes(model, graph, base))
+    texts = ws.texts(model)
+    for label, batch, seq in sweep_shapes(ws, model, graph, variant):
+        try:
+            probes.append((label, shaped_feeds(model, family, graph, texts, batch, seq)))
+        except ValueError:  # a length the tokenizer cannot fill exactly: not a shape of this model
+            continue
     out: list[tuple[str, Batch]] = []
-    for label, feeds in family.shape_probes(model, graph, base):
+    for label, feeds in probes:
         ref = ws.reference(model, family, graph, feeds)
         out.append((label, (feeds, ref, family.valid_masks(graph, feeds, ref))))
     return out
+
+
+def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
+                 variant: Variant | None = None) -> list[tuple[str, int, int]]:
+    """(label, batch, sequence) across a token-fed graph's dynamic range: batch 1 at the shortest
+    sequence the tokenizer can fill (its special tokens + 1) and at a short one, the largest batch
+    at the longest sequence (``--trt-max-batch`` or the batch size x ``--trt-max-seq``, capped by the
+    model's positions), and a declared TensorRT profile's min / opt / max of ``input_ids``. The
+    corpus batches cover the lengths in between."""
+    from harness.perf.feeds import max_positions, shapeable
+
+    if not shapeable(graph) or "input_ids" not in graph.dynamic_axes:
+        return []
+    limit = max_positions(model) or 10**9
+    longest = min(ws.options.trt_max_seq, limit)
+    widest = ws.options.trt_max_batch or ws.options.batch_size
+    try:
+        shortest = len(model.tokenizer("")["input_ids"]) + 1
+    except Exception:
+        shortest = 2
+    out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
+           (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
+    if variant is not None:
+        declared = ws.runtime_for(variant).trt_profile
+        rng = declared.get(f"{graph.name}.input_ids") or declared.get("input_ids")
+        if rng is not None and len(rng.max) == 2:
+            out += [(f"TensorRT profile {what} {dims[0]}x{dims[1]}", dims[0], dims[1])
+                    for what, dims in (("min", rng.min), ("opt", rng.opt), ("max", rng.max)) if dims[1] <= limit]
+    seen: set[tuple[int, int]] = set()
+    unique = []
+    for label, batch, seq in out:
+        if (batch, seq) not in seen and 1 <= seq <= limit and batch >= 1:
+            seen.add((batch, seq))
+            unique.append((label, batch, seq))
+    return unique
 
 
 def describe_shapes(feeds: Mapping[str, np.ndarray]) -> str:
@@ -279,7 +324,7 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
         batches = ws.parity_batches(model, family, graph)
-        probes = probe_batches(ws, model, family, graph, batches[0][0]) if batches else []
+        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
         if path:
             result.outputs.append(lint_result(graph.name, path, graph))
