@@ -572,4 +572,7 @@ def test_check_reuses_the_workspaces_memoised_reference(bert_files, tmp_path, ca
     code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(bert_files["good"]),
                               "--samples", "16", "--batch-size", "8", "--out", str(tmp_path / "run")], capsys)
     assert code == 0, err
-    assert calls == ["model", "model"]  # two corpus batches, each run once
+    (record,) = _records(tmp_path / "run")
+    tried = record["data"]["jobs"]["model"]["shapes"]  # the two corpus batches, then the shape sweep's
+    assert [t["probe"] for t in tried[:2]] == ["corpus", "corpus"] and len(tried) > 2
+    assert calls == ["model"] * len(tried)  # every batch run once (the I/O-matching one through the memo)

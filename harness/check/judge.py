@@ -139,8 +139,8 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     finally:
         result.seconds = time.perf_counter() - start
     if pooling:  # the sentence vector a search index stores, judged like any other output
-        result.outputs.append(embedding_parity(job.key, pooling, batches, runner.recorded or [], precision,
-                                               overrides).output)
+        corpus = (runner.recorded or [])[: len(batches)]  # the shape probes' outputs come after the corpus's
+        result.outputs.append(embedding_parity(job.key, pooling, batches, corpus, precision, overrides).output)
     return result
 
 

@@ -247,6 +247,13 @@ def probe_batches(ws: "Workspace", model: Any, family: "Family", graph: "GraphSp
     return out
 
 
+def family_entry(model: Any) -> str:
+    """The name of the model's entry graph (the one fed by token ids)."""
+    from harness.families import family_for
+
+    return str(family_for(model.family).graphs(model)[0].name)
+
+
 def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
                  variant: Variant | None = None) -> list[tuple[str, int, int]]:
     """(label, batch, sequence) across a token-fed graph's dynamic range: batch 1 at the shortest
@@ -256,8 +263,9 @@ def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
     corpus batches cover the lengths in between."""
     from harness.perf.feeds import max_positions, shapeable
 
-    if not shapeable(graph) or "input_ids" not in graph.dynamic_axes:
-        return []
+    entry = family_entry(model)
+    if graph.name != entry or not shapeable(graph) or "input_ids" not in graph.dynamic_axes:
+        return []  # the entry graph only: the others are fed by its outputs (the family's probes cover them)
     limit = max_positions(model) or 10**9
     longest = min(ws.options.trt_max_seq, limit)
     widest = ws.options.trt_max_batch or ws.options.batch_size
