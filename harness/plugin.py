@@ -205,10 +205,29 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
             continue
         for precision in options.precisions:
             for provider in options.providers:
-                variant = Variant(model if is_path(model) else spec.name, precision, provider)
-                if accepts is None or accepts(spec, variant):
-                    variants.append(variant)
+                for axes in _runtime_axes(options, spec, provider):
+                    variant = Variant(model if is_path(model) else spec.name, precision, provider, axes)
+                    if accepts is None or accepts(spec, variant):
+                        variants.append(variant)
     return variants
+
+
+def _runtime_axes(options: RunOptions, spec: Any, provider: Any) -> list[tuple[tuple[str, str], ...]]:
+    """The runtime axis values of one model x provider: one tuple per case. Only axes the
+    provider's backend honours multiply its cases; no axis in the run: one case, ``()``."""
+    from itertools import product
+
+    from harness.runners import backends
+    from harness.settings.runtime import AXES, axis_values
+
+    backend = backends().get(provider.backend)
+    honoured = backend.runtime_settings if backend is not None else frozenset()
+    own = dict(spec.extra.get("runtime") or {})
+    named = [(name, axis_values(name, options.runtime_axes, own)) for name in AXES if name in honoured]
+    named = [(name, values) for name, values in named if values]
+    if not named:
+        return [()]
+    return [tuple(zip([n for n, _ in named], combo)) for combo in product(*[v for _, v in named])]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -229,12 +248,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _display_id(variant: Variant) -> str:
     """A local directory's case is named after its last path component (spaces as ``_``, so
-    ``-k`` can select it)."""
+    ``-k`` can select it), then the runtime axes as in ``Variant.id``."""
+    from harness.core.runtime import axis_suffix
     from harness.zoo.base import is_path
 
     if is_path(variant.model):
         name = Path(variant.model).expanduser().resolve().name.replace(" ", "_")
-        return f"{name}-{variant.precision.value}-{variant.provider.short}"
+        return f"{name}-{variant.precision.value}-{variant.provider.short}{axis_suffix(variant.runtime)}"
     return variant.id
 
 

@@ -17,7 +17,7 @@ import harness.judge.numeric  # noqa: F401
 import harness.judge.workspace  # noqa: F401
 import harness.runners  # noqa: F401
 
-SUITE = (Path(__file__).resolve().parents[1] / "suites" / "test_logits_parity.py").read_text()
+SUITE = (Path(__file__).resolve().parents[1] / "harness" / "suites" / "test_logits_parity.py").read_text()
 ARGS = ["--harness-models=bert-tiny", "--harness-precisions=fp16", "--harness-providers=ort_cpu",
         "--harness-samples=8", "--harness-threads=1", "-p", "no:cacheprovider"]
 KEY = "model.logits.norm_max_abs"

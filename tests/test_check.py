@@ -99,6 +99,26 @@ def test_faithful_foreign_classifier_passes_with_renamed_io(bert_files, tmp_path
     assert (out / "summary.md").read_text().count(f"check[{name}-fp32-ort_cpu]") == 1
 
 
+def test_check_perf_times_the_shipped_file(bert_files, tmp_path, capsys):
+    """``harness check --perf``: latency distribution (p99 with its count and confidence) and
+    cold start of the user's own file, in a ``check_perf`` record and on the terminal."""
+    out = tmp_path / "run"
+    code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(bert_files["good"]),
+                              "--samples", "8", "--perf", "--perf-samples", "40", "--perf-warmup", "2",
+                              "--perf-repeats", "1", "--graph-optimization", "basic", "--out", str(out)], capsys)
+    records = {r["suite"]: r for r in _records(out)}
+    assert code == 0, err + stdout + json.dumps({k: r["reason"] for k, r in records.items()})
+    flat = " ".join(stdout.split())  # the console wraps at its width
+    assert "p99" in flat and "n=40 (low confidence" in flat and "cold start: load" in flat
+    perf = records["check_perf"]
+    assert perf["verdict"] == "pass" and perf["variant"].endswith("-ort_cpu-opt_basic")
+    assert perf["perf"]["latency_ms"]["summary"]["n"] == 40 and len(perf["perf"]["latency_ms"]["samples"]) == 40
+    assert perf["perf"]["cold_start_ms"]["load"] > 0 and perf["perf"]["peak_rss_bytes"] > 0
+    assert perf["perf"]["artifact_bytes"] == bert_files["good"].stat().st_size
+    assert records["check"]["settings"]["runtime"]["graph_optimization"] == "basic"
+    assert "p99" in (out / "summary.md").read_text()
+
+
 def test_perturbed_weight_fails_with_the_numbers(bert_files, tmp_path, capsys):
     out = tmp_path / "run"
     code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(bert_files["bad"]),
@@ -289,7 +309,7 @@ class _Decoder(torch.nn.Module):
         return tuple(outs)
 
 
-def _marian_dir(root: Path, use_mask: bool = True, optimum_names: bool = False) -> Path:
+def _marian_dir(root: Path, use_mask: bool = True, optimum_names: bool = False, tied_axes: bool = False) -> Path:
     """encoder_model.onnx / decoder_model.onnx / decoder_with_past_model.onnx, optimum's file
     names; the decoder's inputs are ``decoder_input_ids`` and ``encoder_outputs`` unless
     ``optimum_names`` (a merged decoder needs one name per input across both branches)."""
@@ -308,9 +328,11 @@ def _marian_dir(root: Path, use_mask: bool = True, optimum_names: bool = False) 
                 for kv in ("key", "value")]
     ids_name, states_name = ("input_ids", "encoder_hidden_states") if optimum_names else \
         ("decoder_input_ids", "encoder_outputs")
-    axes = {ids_name: {0: "b", 1: "t"}, "encoder_attention_mask": {0: "b", 1: "s"},
-            states_name: {0: "b", 1: "s"}, "logits": {0: "b", 1: "t"}}
-    axes.update({n: {0: "b", 2: ("t" if ".decoder." in n else "s")} for n in presents})
+    # tied_axes: the widely copied Marian recipe's dynamic_axes, one name for target and source length
+    t = "s" if tied_axes else "t"
+    axes = {ids_name: {0: "b", 1: t}, "encoder_attention_mask": {0: "b", 1: "s"},
+            states_name: {0: "b", 1: "s"}, "logits": {0: "b", 1: t}}
+    axes.update({n: {0: "b", 2: (t if ".decoder." in n else "s")} for n in presents})
     _export(_Decoder(model, False, use_mask), (dec_in, mask, states), root / "decoder_model.onnx",
             [ids_name, "encoder_attention_mask", states_name], ["logits", *presents], axes, opset=16)
     past = [torch.randn(2, heads, 3 if ".decoder." in n else 5, hd) for n in presents]
@@ -379,7 +401,8 @@ def marian_dirs(tmp_path_factory) -> dict[str, Path]:
     merged.mkdir()
     (merged / "encoder_model.onnx").write_bytes((plain / "encoder_model.onnx").read_bytes())
     _merge(plain / "decoder_model.onnx", plain / "decoder_with_past_model.onnx", merged / "decoder_model_merged.onnx")
-    return {"good": good, "merged": merged, "nomask": _marian_dir(root / "nomask", use_mask=False)}
+    return {"good": good, "merged": merged, "nomask": _marian_dir(root / "nomask", use_mask=False),
+            "tied": _marian_dir(root / "tied", tied_axes=True)}
 
 
 def test_seq2seq_optimum_layout_passes_numeric_and_generation(marian_dirs, tmp_path, capsys):
@@ -424,6 +447,43 @@ def test_decoder_without_encoder_mask_fails(marian_dirs, tmp_path, capsys):
     assert record["metrics"]["encoder.last_hidden_state.cosine"] > 0.99999  # the encoder is fine
     assert record["metrics"]["decoder.logits.norm_max_abs"] > 1e-3  # padding leaks into cross-attention
     assert "decoder/logits" in record["reason"]
+
+
+def test_check_perf_on_a_seq2seq_layout_measures_generation_with_and_without_cache(marian_dirs, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, stdout, err = _run(["--reference", str(_dir("marian-tiny")), "--onnx", str(marian_dirs["good"]),
+                              "--samples", "8", "--no-generation", "--perf", "--perf-samples", "20",
+                              "--perf-warmup", "1", "--perf-repeats", "1", "--perf-new-tokens", "4",
+                              "--out", str(out)], capsys)
+    assert code == 0, err + stdout
+    perf = {r["suite"]: r for r in _records(out)}["check_perf"]["perf"]
+    assert {"latency_ms", "latency_ms[graph=decoder]", "latency_ms[graph=decoder_with_past]"} <= set(perf)
+    assert perf["generation"]["kv=on"]["tokens_per_s"] > 0 and perf["generation"]["kv=off"]["tokens_per_s"] > 0
+    assert "latency_ms[gen=ttft,kv=on]" in perf and "TTFT" in " ".join(stdout.split())
+
+
+def test_decoder_exported_with_tied_source_and_target_axes_fails_naming_them(marian_dirs, tmp_path, capsys):
+    """The Marian recipe's ``dynamic_axes`` give the decoder's target length and the encoder's
+    source length one name. Corpus batches (target = source length) pass; the shape probes
+    (target != source) and the axis lint fail it, naming both axes, without generation."""
+    out = tmp_path / "run"
+    code, stdout, err = _run(["--reference", str(_dir("marian-tiny")), "--onnx", str(marian_dirs["tied"]),
+                              "--samples", "8", "--no-generation", "--out", str(out)], capsys)
+    (record,) = _records(out)
+    assert code == 1 and record["verdict"] == "fail", record["reason"]
+    assert record["metrics"]["decoder.artifact.tied_axes"] == 1
+    assert "decoder_sequence" in record["reason"] and "encoder_sequence" in record["reason"]
+    assert record["metrics"]["decoder.logits.cosine"] > 0.99999  # the numbers of equal lengths are right
+    probes = {s["probe"] for s in record["data"]["jobs"]["decoder"]["shapes"]}
+    assert any("target length" in p and "<" in p for p in probes) and any(">" in p for p in probes)
+    # the correctly exported decoder passes the same probes and lint
+    good = tmp_path / "good"
+    code, _, _ = _run(["--reference", str(_dir("marian-tiny")), "--onnx", str(marian_dirs["good"]),
+                       "--samples", "8", "--no-generation", "--out", str(good)], capsys)
+    (ok,) = _records(good)
+    assert code == 0, ok["reason"]
+    assert ok["metrics"]["decoder.artifact.tied_axes"] == 0 and ok["metrics"]["decoder.shapes.shape_failures"] == 0
+    assert ok["metrics"]["decoder_with_past.shapes.shape_failures"] == 0
 
 
 # -- decoder-only with past, other names --------------------------------------------------------------------
@@ -512,4 +572,7 @@ def test_check_reuses_the_workspaces_memoised_reference(bert_files, tmp_path, ca
     code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(bert_files["good"]),
                               "--samples", "16", "--batch-size", "8", "--out", str(tmp_path / "run")], capsys)
     assert code == 0, err
-    assert calls == ["model", "model"]  # two corpus batches, each run once
+    (record,) = _records(tmp_path / "run")
+    tried = record["data"]["jobs"]["model"]["shapes"]  # the two corpus batches, then the shape sweep's
+    assert [t["probe"] for t in tried[:2]] == ["corpus", "corpus"] and len(tried) > 2
+    assert calls == ["model"] * len(tried)  # every batch run once (the I/O-matching one through the memo)

@@ -51,11 +51,14 @@ def test_int8_and_fp16_artifacts_are_smaller_and_valid(workspace):
     family = workspace.family(model)
     graph = family.graphs(model)[0]
     sizes = {}
+    calibration = tuple(workspace.calibration_texts(model))  # int8-static: sentences after the judged ones
     for precision in Precision:
-        entry = onnx_artifact(model, family, graph, precision, ExportSettings(), workspace.artifacts)
+        entry = onnx_artifact(model, family, graph, precision, ExportSettings(calibration_texts=calibration),
+                              workspace.artifacts)
         onnx.checker.check_model(str(entry.path()))
         sizes[precision] = entry.path().stat().st_size
     assert sizes[Precision.INT8] < sizes[Precision.FP16] < sizes[Precision.FP32]
+    assert sizes[Precision.INT8_STATIC] < sizes[Precision.FP32]
 
 
 def test_export_refuses_a_module_in_training_mode(workspace, tmp_path):

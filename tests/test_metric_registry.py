@@ -121,11 +121,11 @@ def test_checks_take_their_direction_from_the_declaration():
 def test_default_numeric_tolerances_are_the_ones_before_the_registry(precision, is_logits):
     from harness.judge.tolerances import DEFAULT_TOLERANCES, LOGITS_ONLY, tolerance_for
 
-    old = OLD_DEFAULT_TOLERANCES[precision]
+    old = OLD_DEFAULT_TOLERANCES[Precision(precision.tolerance_key)]  # int8-static starts from int8's
     expected = Tolerance(tuple(Check(m, t, m in OLD_HIGHER_IS_BETTER) for m, t in old.items()
                                if is_logits or m not in OLD_LOGITS_ONLY))
     assert tolerance_for(precision, is_logits=is_logits) == expected  # values, directions and order
-    assert DEFAULT_TOLERANCES[precision] == OLD_DEFAULT_TOLERANCES[precision] and LOGITS_ONLY == OLD_LOGITS_ONLY
+    assert DEFAULT_TOLERANCES[precision] == old and LOGITS_ONLY == OLD_LOGITS_ONLY
     overrides = {precision.value: {"cosine": 0.5, "max_abs": 3.0, "kl_max": 1.0, "gen_bleu_vs_torch": 1.0}}
     got = {c.metric: c for c in tolerance_for(precision, is_logits=is_logits, overrides=overrides).checks}
     assert got["cosine"] == Check("cosine", 0.5, True) and got["max_abs"] == Check("max_abs", 3.0, False)
@@ -143,15 +143,19 @@ def test_every_direction_and_default_gate_is_the_one_before_the_registry():
         assert spec.higher_is_better == (spec.name in OLD_TEXT_HIGHER), spec.name
     for spec in METRICS.of(Scope.GENERATION):
         assert spec.higher_is_better == (spec.name in OLD_GEN_HIGHER_IS_BETTER), spec.name
-    assert GEN_TOLERANCES == OLD_GEN_TOLERANCES and REFERENCE_METRICS == OLD_REFERENCE_METRICS
+    static = Precision.INT8_STATIC  # added later: it starts from int8's thresholds everywhere
+    assert {p: v for p, v in GEN_TOLERANCES.items() if p is not static} == OLD_GEN_TOLERANCES
+    assert REFERENCE_METRICS == OLD_REFERENCE_METRICS
     for precision in Precision:
+        old = Precision(precision.tolerance_key)
         assert gen_checks(precision) == tuple(Check(m, t, m in OLD_GEN_HIGHER_IS_BETTER)
-                                              for m, t in OLD_GEN_TOLERANCES[precision].items())
-        assert DEFAULT_BISECT_TOLERANCES[precision] == {m: OLD_DEFAULT_TOLERANCES[precision][m]
+                                              for m, t in OLD_GEN_TOLERANCES[old].items())
+        assert DEFAULT_BISECT_TOLERANCES[precision] == {m: OLD_DEFAULT_TOLERANCES[old][m]
                                                         for m in ("norm_max_abs", "cosine")}
         assert embedding_tolerance(precision.value) == Tolerance(
-            tuple(Check(m, t, True) for m, t in OLD_EMBEDDING_DEFAULTS[precision.value].items()))
-    assert EMBEDDING_DEFAULTS == OLD_EMBEDDING_DEFAULTS and TENSOR_METRICS == OLD_TENSOR_METRICS
+            tuple(Check(m, t, True) for m, t in OLD_EMBEDDING_DEFAULTS[old.value].items()))
+    assert {p: v for p, v in EMBEDDING_DEFAULTS.items() if p != static.value} == OLD_EMBEDDING_DEFAULTS
+    assert TENSOR_METRICS == OLD_TENSOR_METRICS
     assert metric("training_mode_ops").thresholds == Thresholds.uniform(0.0)
 
 
@@ -221,10 +225,14 @@ def test_embedding_and_lint_produce_exactly_the_declared_metrics(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph), path)
-    result = lint_result("model", str(path))
-    assert set(result.metrics) == set(METRICS.names(Scope.ARTIFACT_LINT))
+    from harness.families.base import GraphSpec
+
+    result = lint_result("model", str(path), GraphSpec("model", ("x",), ("y",), {"x": {0: "batch"}}))
+    # shape_failures is the lint of a run (judge.numeric.run_graph_parity's shape probes), not of the file
+    assert set(result.metrics) | {"shape_failures"} == set(METRICS.names(Scope.ARTIFACT_LINT))
     for precision in Precision:  # the lint's gate is the declared default at every precision
-        assert result.tolerance.checks == (metric("training_mode_ops").default_check(precision),)
+        assert result.tolerance.checks == (metric("training_mode_ops").default_check(precision),
+                                           metric("tied_axes").default_check(precision))
 
 
 # ------------------------------------------------------------------ config, CLI and gates accept what is declared

@@ -58,7 +58,8 @@ def test_perf_records_latency_cold_start_memory_and_saves_a_baseline(pytester: p
         "--harness-models=encoder-custom", "--harness-precisions=fp32,int8", "--harness-providers=ort_cpu",
         "--harness-perf", "--harness-perf-batch-sizes=1,2", "--harness-perf-seq-lens=8", *FAST,
         f"--harness-out={out}", f"--harness-baseline-store={store}", "--harness-baseline-save=first")
-    result.assert_outcomes(passed=4, skipped=1)  # the generation test has no generative model here
+    # skipped: the generation test (no generative model here) and test_artifact_perf (no config artifacts)
+    result.assert_outcomes(passed=4, skipped=2)
     result.stdout.fnmatch_lines(["*harness perf: 12 samples after 2 warmup*", "*saved baseline 'first': 4 perf record(s)*"])
     records = _records(out)
     lat = records["test_latency[encoder-custom-fp32-ort_cpu]"]["perf"]

@@ -30,7 +30,14 @@ from harness.families.base import CheckedGraph
 from harness.judge.embedding import embedding_parity
 from harness.judge.generation import GenerationRequest, GenerationResult, generation_parity
 from harness.judge.generation import record as record_generation
-from harness.judge.numeric import GateFailure, OutputResult, ParityResult, lint_result, run_graph_parity
+from harness.judge.numeric import (
+    GateFailure,
+    OutputResult,
+    ParityResult,
+    lint_result,
+    probe_batches,
+    run_graph_parity,
+)
 from harness.judge.workspace import Workspace
 from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
@@ -52,6 +59,8 @@ class JobResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     runner: MappedRunner | None = None
+    #: every shape tried (corpus batches and shape probes)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -64,6 +73,8 @@ class CheckOutcome:
     records: list[dict[str, Any]] = field(default_factory=list)
     generation: GenerationResult | None = None
     notes: list[str] = field(default_factory=list)
+    #: ``--perf``: the perf fields of the ``check_perf`` record
+    perf: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -113,20 +124,23 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
         return fit_sequence(feeds(texts), static_seq, pad) if static_seq else feeds(texts)
 
     batches = ws.parity_batches(model, family, job.graph, chunks, fitted)
+    # shape probes (target != source length, other past lengths) where the file's shapes are dynamic
+    probes = probe_batches(ws, model, family, job.graph, batches[0][0]) if not (static_seq or static_batch) else []
     pooling = family.sentence_pooling(model, job.graph) if "last_hidden_state" in match.output_map else None
     runner.recorded = [] if pooling else None
     start = time.perf_counter()
     try:
         result.outputs = run_graph_parity(runner, replace(job.graph, name=job.key), batches, precision, overrides,
-                                          output_map={r: r for r in match.output_map})
+                                          output_map={r: r for r in match.output_map}, probes=probes,
+                                          shapes=result.shapes)
     except Exception as exc:  # the artifact ran and broke: its verdict is "error", others still run
         result.error = f"{job.label}: {describe_error(exc, 300)}"
         return result
     finally:
         result.seconds = time.perf_counter() - start
     if pooling:  # the sentence vector a search index stores, judged like any other output
-        result.outputs.append(embedding_parity(job.key, pooling, batches, runner.recorded or [], precision,
-                                               overrides).output)
+        corpus = (runner.recorded or [])[: len(batches)]  # the shape probes' outputs come after the corpus's
+        result.outputs.append(embedding_parity(job.key, pooling, batches, corpus, precision, overrides).output)
     return result
 
 
@@ -169,7 +183,9 @@ def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> Ch
     run_id = run_id or new_run_id()
     setup = resolve(req)  # bad files, options and references fail here, before the model loads
     files = {a.path.name: a.record() for a in setup.artifacts}
-    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files)
+    runtime = setup.options.runtime
+    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files,
+                            runtime, runtime.options_for(setup.variant.provider.short))
     try:
         ws = Workspace(setup.options, prebuilt=source)
         return _judge(ws, req, setup, files, run_dir, began, run_id)
@@ -191,34 +207,71 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
                            spec.tolerances, req.maps)
         if job.artifact.path not in linted:  # the suites' static checks (training-mode ops), once per file
             linted.add(job.artifact.path)
-            result.outputs.insert(0, lint_result(job.key, str(job.artifact.path)))
+            result.outputs.insert(0, lint_result(job.key, str(job.artifact.path), job.graph,
+                                                 result.match.input_map if result.match else None))
         outcome.jobs.append(result)
     settings = {"batch_size": ws.options.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
                 "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
-                "tolerance_overrides": dict(req.tolerances)}
+                "tolerance_overrides": dict(req.tolerances),
+                "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
     parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])
     case = Case(ws, variant, run_dir, f"check[{variant.id}]")
     numeric_case(case, outcome, parity, files)
     errors = [j.error for j in outcome.jobs if j.error]
     outcome.records.append(_record(case, "check", _verdict(parity.assert_ok, errors), began, settings, run_id))
     if req.generation and spec.generates:
-        case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
-        started = time.perf_counter()
-        try:
-            decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
-        except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
-            case.artifacts.update(files)
-            outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
-                                           settings, run_id))
-            return outcome
-        if note:
-            outcome.notes.append(note)
-        if decoded is not None:
-            outcome.generation = decoded
-            record_generation(case, decoded)
-            outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
-                                           settings, run_id))
+        _judge_generation(ws, req, outcome, variant, family, settings, files, run_dir, run_id)
+    if req.perf is not None:
+        _judge_perf(ws, req, outcome, variant, model, family, settings, files, run_dir, run_id)
     return outcome
+
+
+def _judge_perf(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant: Variant, model: LoadedModel,
+                family: Family, settings: dict[str, Any], files: dict[str, dict[str, Any]], run_dir: Path,
+                run_id: str) -> None:
+    """``--perf``: a ``check_perf`` record with the perf suites' numbers for these files; the
+    model's perf budgets (``p50_ms``, ``peak_rss_mb``...) gate it."""
+    from harness.check.perf import measure_prebuilt
+    from harness.perf import budgets
+
+    case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
+    case.artifacts.update(files)
+    started = time.perf_counter()
+    runners, use_cache, _ = generation_runners(family, outcome.jobs) if family.generates else ({}, False, "")
+    try:
+        perf, notes = measure_prebuilt(ws, variant, model, family, outcome.jobs, req.perf, case.case_dir(),
+                                       runners if use_cache else None)
+        case.perf.update(perf)
+        outcome.notes += notes
+        outcome.perf = perf
+        def gate() -> None:
+            budgets.enforce(case, case.perf)
+
+        verdict = _verdict(gate, [])
+    except Exception as exc:  # a file that cannot be timed: its verdict, not a crash of the check
+        verdict = ("error", describe_error(exc, 300))
+    outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
+
+
+def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant: Variant, family: Family,
+                      settings: dict[str, Any], files: dict[str, dict[str, Any]], run_dir: Path, run_id: str) -> None:
+    """Decode with the files and with PyTorch into a ``check_generation`` record."""
+    case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
+    started = time.perf_counter()
+    try:
+        decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
+    except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
+        case.artifacts.update(files)
+        outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
+                                       settings, run_id))
+        return
+    if note:
+        outcome.notes.append(note)
+    if decoded is not None:
+        outcome.generation = decoded
+        record_generation(case, decoded)
+        outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
+                                       settings, run_id))
 
 
 def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:
@@ -232,7 +285,8 @@ def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files:
         precision=outcome.precision_note, worst=parity.worst(),
         jobs={j.job.key: {"file": j.job.artifact.path.name, "mode": j.job.mode, "graph": j.job.graph.name,
                           "io_match": j.match.account() if j.match else [], "notes": j.notes,
-                          "seconds": round(j.seconds, 4), "error": j.error} for j in outcome.jobs})
+                          "seconds": round(j.seconds, 4), "error": j.error, "shapes": j.shapes}
+              for j in outcome.jobs})
 
 
 def _verdict(assert_ok: Callable[[], None], errors: list[str]) -> tuple[str, str]:

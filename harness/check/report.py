@@ -58,6 +58,12 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
     for result in outcome.jobs:
         if result.error:
             console.print(f"[red]error[/] {_safe(result.error)}")
+    if outcome.perf:
+        from harness.check.perf import describe
+
+        console.print("[bold]performance[/] (harness check --perf)")
+        for line in describe(outcome.perf):
+            console.print(f"  {escape(line)}")
     if outcome.generation is not None:
         console.print(generation_table(outcome.generation))
     for note in outcome.notes:

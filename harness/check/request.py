@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness.check.layout import ArtifactFile, discover
 from harness.core import (
@@ -48,6 +49,10 @@ class CheckRequest:
     gen_samples: int | None = None
     threads: int | None = None
     spec: ModelSpec | None = None  # a config's model; else resolved from ``reference``
+    #: ``--perf``: also time the files (latency distribution, cold start, memory, generation)
+    perf: Any = None  # harness.perf.measure.PerfSettings
+    #: how the files run (harness.core.runtime.RuntimeSettings); None: the defaults
+    runtime: Any = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,10 @@ def resolve(req: CheckRequest) -> CheckSetup:
     options.batch_size = req.batch_size or options.batch_size
     options.num_samples = req.samples or options.num_samples
     options.intra_op_threads = req.threads
-    return CheckSetup(spec, artifacts, Variant(spec.name, precision, provider), precision_note, options)
+    if req.runtime is not None:  # runtime settings of the check (--graph-optimization, --provider-option...)
+        options.runtime = req.runtime
+    variant = Variant(spec.name, precision, provider, options.runtime.axis_values())  # ...-opt_disabled when set
+    return CheckSetup(spec, artifacts, variant, precision_note, options)
 
 
 def reference_spec(text: str) -> ModelSpec:

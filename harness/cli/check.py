@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--allow-pickle", action="store_true",
                    help="accept pickle weights (read with torch.load(weights_only=True)); off: safetensors only")
     p.add_argument("--out", type=Path, default=None, help="run directory (default: reports/check-<time>)")
+    from harness.settings.options import Group, add_cli_arguments
+
+    # --perf and its sizes (a check_perf record: latency distribution, cold start, memory, TTFT/TPOT);
+    # the runtime settings the files are judged and timed with
+    add_cli_arguments(p, groups=(Group.PERF,))
+    add_cli_arguments(p, names=RUNTIME_FLAGS)
     p.set_defaults(func=check)
 
 
@@ -75,7 +81,8 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         raise UsageError(f"--gen-samples: must be >= 1, got {args.gen_samples}")
     common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-                  generation=not args.no_generation, gen_samples=args.gen_samples)
+                  generation=not args.no_generation, gen_samples=args.gen_samples,
+                  perf=perf_settings(args), runtime=runtime_settings(args))
     if args.config is not None:
         if args.reference or args.onnx:
             raise UsageError("--config: give either --config or --reference/--onnx, not both")
@@ -84,6 +91,43 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         raise UsageError("give --reference DIR and --onnx PATH (or --config FILE)")
     return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
+
+
+#: the runtime options ``harness check`` takes (``--threads`` is its own, older flag)
+RUNTIME_FLAGS = ("graph_optimization", "inter_threads", "execution_mode", "mem_pattern", "cpu_arena",
+                 "provider_options")
+
+
+def perf_settings(args: argparse.Namespace) -> Any:
+    """PerfSettings when ``--perf`` was given, else None."""
+    from harness.perf.measure import PerfSettings
+    from harness.settings.options import cli_values
+
+    values = cli_values(args)
+    if not values.get("perf"):
+        return None
+    given = {key: values[f"perf_{key}"] for key in ("samples", "warmup", "repeats", "new_tokens")
+             if f"perf_{key}" in values}
+    for key in ("batch_sizes", "seq_lens"):
+        if f"perf_{key}" in values:
+            given[key] = tuple(values[f"perf_{key}"])
+    return PerfSettings(**given)
+
+
+def runtime_settings(args: argparse.Namespace) -> Any:
+    """The check's RuntimeSettings (None: defaults); one level of graph optimisation per check."""
+    from harness.settings.options import cli_values
+    from harness.settings.runtime import build_runtime
+
+    values = {k: v for k, v in cli_values(args).items() if k in RUNTIME_FLAGS}
+    if args.threads:
+        values["threads"] = args.threads
+    if not values:
+        return None
+    runtime, axes = build_runtime(values)
+    if len(axes.get("graph_optimization", [])) > 1:
+        raise UsageError("--graph-optimization: harness check takes one level (an axis is a harness run matrix)")
+    return runtime
 
 
 def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[CheckRequest]:

@@ -23,12 +23,13 @@ from harness.core.types import (
     Variant,
     parse_precision,
     parse_provider,
+    precision_overrides,
     provider_table,
 )
 
 __all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
            "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
-           "parse_provider", "provider_table", "split_csv"]
+           "parse_provider", "precision_overrides", "provider_table", "split_csv"]
 
 if TYPE_CHECKING:  # pragma: no cover
     #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)

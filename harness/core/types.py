@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from harness.core.errors import UsageError, did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.runtime import RuntimeSettings
     from harness.zoo.base import ModelCatalog
 
 
@@ -23,6 +24,15 @@ class Precision(str, enum.Enum):
     FP32 = "fp32"
     FP16 = "fp16"
     INT8 = "int8"
+    #: static (calibrated, QDQ) INT8: ``onnxruntime.quantization.quantize_static`` on corpus
+    #: sentences disjoint from the judged ones; judged with INT8's thresholds unless a model or
+    #: config sets its own
+    INT8_STATIC = "int8-static"
+
+    @property
+    def tolerance_key(self) -> str:
+        """The precision whose default thresholds apply (static INT8 starts from INT8's)."""
+        return "int8" if self is Precision.INT8_STATIC else self.value
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.value
@@ -58,6 +68,17 @@ DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
 DEFAULT_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8)
 
 
+def precision_overrides(overrides: "Mapping[str, Mapping[str, float]] | None",
+                        precision: "Precision | str") -> dict[str, float]:
+    """A model's per-precision threshold overrides for ``precision``: those of the precision whose
+    defaults it shares (``int8`` for ``int8-static``), then its own on top."""
+    p = Precision(precision)
+    out = dict((overrides or {}).get(p.tolerance_key, {}) or {})
+    if p.value != p.tolerance_key:
+        out.update((overrides or {}).get(p.value, {}) or {})
+    return out
+
+
 def parse_precision(name: str, *, option: str = "--precisions") -> Precision:
     try:
         return Precision(name.strip().lower())
@@ -85,10 +106,15 @@ class Variant:
     model: str
     precision: Precision
     provider: Provider
+    #: the case's non-default runtime axis values (``(("graph_optimization", "disabled"),)``);
+    #: empty for every default case, so the default run's ids never change
+    runtime: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> str:
-        return f"{self.model}-{self.precision.value}-{self.provider.short}"
+        from harness.core.runtime import axis_suffix
+
+        return f"{self.model}-{self.precision.value}-{self.provider.short}{axis_suffix(self.runtime)}"
 
     @property
     def backend(self) -> str:
@@ -192,3 +218,17 @@ class RunOptions:
     explicit_samples: bool = False
     #: one-line notes for the user about how the run's inputs resolved (a shadowed local directory...)
     notes: tuple[str, ...] = ()
+    #: how artifacts are run (session options, EP options, TensorRT profile), run-wide; a model's
+    #: ``[models.<name>.runtime]`` refines it (``harness.judge.workspace.Workspace.runtime_for``)
+    runtime: "RuntimeSettings" = field(default_factory=lambda: _runtime_default())
+    #: runtime axes of the matrix: setting -> values (one case per value where the backend honours it)
+    runtime_axes: dict[str, list[str]] = field(default_factory=dict)
+    #: static INT8 calibration: method and how many corpus sentences (taken after the judged ones)
+    int8_calibration: str = "minmax"
+    int8_calibration_samples: int = 32
+
+
+def _runtime_default() -> "RuntimeSettings":
+    from harness.core.runtime import RuntimeSettings
+
+    return RuntimeSettings()

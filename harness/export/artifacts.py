@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core import Precision
 from harness.export.cache import ArtifactCache, CacheEntry
 from harness.export.fp16 import convert_fp16, fp16_settings
-from harness.export.int8 import int8_settings, quantize_int8
+from harness.export.int8 import int8_settings, int8_static_settings, quantize_int8, quantize_int8_static
 from harness.export.onnx_export import export_graph
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,10 +31,20 @@ class ExportSettings:
     fp16_op_block_list: tuple[str, ...] = ()
     int8_per_channel: bool = False
     int8_reduce_range: bool = False
+    #: static INT8: calibration method and the calibration sentences (disjoint from the judged ones)
+    int8_calibration: str = "minmax"
+    calibration_texts: tuple[str, ...] = ()
+    calibration_batch_size: int = 8
 
     def as_dict(self) -> dict[str, Any]:
         return {"opset": self.opset, "exporter": self.exporter, "fp16_op_block_list": list(self.fp16_op_block_list),
                 "int8_per_channel": self.int8_per_channel, "int8_reduce_range": self.int8_reduce_range}
+
+    def calibration_digest(self) -> str:
+        """sha256 of the calibration sentences (part of a static INT8 artifact's cache key)."""
+        import hashlib
+
+        return hashlib.sha256("\n".join(self.calibration_texts).encode()).hexdigest()
 
 
 def export_versions() -> dict[str, str]:
@@ -62,6 +72,17 @@ def onnx_artifact(model: "LoadedModel", family: "Family", graph: "GraphSpec", pr
         s = fp16_settings(settings.fp16_op_block_list)
         return cache.get_or_build(f"{label}-fp16", {"kind": "fp16", "source": fp32.key, "settings": s},
                                   lambda tmp: convert_fp16(src, tmp, settings.fp16_op_block_list))
-    q = {"per_channel": settings.int8_per_channel, "reduce_range": settings.int8_reduce_range}
+    q: dict[str, Any] = {"per_channel": settings.int8_per_channel, "reduce_range": settings.int8_reduce_range}
+    if precision is Precision.INT8_STATIC:
+        q["calibration"] = settings.int8_calibration
+        texts, size = settings.calibration_texts, settings.calibration_batch_size
+
+        def calibrate(tmp: Path) -> Path:
+            batches = [family.feeds(model, graph, list(texts[i: i + size])) for i in range(0, len(texts), size)]
+            return quantize_int8_static(src, tmp, batches, q)
+
+        return cache.get_or_build(f"{label}-int8-static",
+                                  {"kind": "int8-static", "source": fp32.key, "settings": int8_static_settings(q),
+                                   "calibration": settings.calibration_digest()}, calibrate)
     return cache.get_or_build(f"{label}-int8", {"kind": "int8", "source": fp32.key, "settings": int8_settings(q)},
                               lambda tmp: quantize_int8(src, tmp, q))

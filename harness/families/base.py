@@ -172,6 +172,14 @@ class Family(abc.ABC):
         """How a file of ``role`` is judged: one mode per reference graph (and state) it serves."""
         return [CheckMode("model", "model", "model")]
 
+    def shape_probes(self, model: "LoadedModel", graph: GraphSpec,
+                     feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """Feeds of other shapes inside ``graph``'s declared dynamic ranges, derived from one
+        corpus batch (``feeds``), each with a label saying what differs: lengths the corpus
+        batches always tie together (a decoder's target and source length) come apart here, so
+        an export that ties them fails. Default: none."""
+        return []
+
     def check_feeds(self, model: "LoadedModel", graph: GraphSpec, mode: str,
                     texts: Sequence[str]) -> dict[str, np.ndarray]:
         """Real inputs for one check ``mode`` of ``graph``; most modes are the graph's own feeds."""

@@ -185,6 +185,37 @@ class Seq2SeqFamily(Family):
             "decoder_with_past": with_past,
         }
 
+    def shape_probes(self, model: LoadedModel, graph: GraphSpec,
+                     feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """The corpus batches feed the decoder a target exactly as long as the source (teacher
+        forcing on the source ids), so a decoder exported with one dynamic axis for both lengths
+        passes them. Probes: target shorter than the source, target longer than the source
+        (the source cut), and for the cached step two other past lengths."""
+        out: list[tuple[str, dict[str, np.ndarray]]] = []
+        if graph.name == "decoder" and "encoder_hidden_states" in feeds:
+            ids, src = feeds["input_ids"], feeds["encoder_hidden_states"].shape[1]
+            if ids.shape[1] > 1:
+                short = {**feeds, "input_ids": ids[:, : max(1, ids.shape[1] // 2)]}
+                out.append((f"target length {short['input_ids'].shape[1]} < source length {src}", short))
+            if src > 1:
+                cut = max(1, src // 2)
+                longer = {**feeds, "encoder_hidden_states": feeds["encoder_hidden_states"][:, :cut]}
+                if "encoder_attention_mask" in feeds:
+                    mask = feeds["encoder_attention_mask"][:, :cut].copy()
+                    mask[:, 0] = 1  # every row keeps a real source token
+                    longer["encoder_attention_mask"] = mask
+                out.append((f"target length {ids.shape[1]} > source length {cut}", longer))
+        elif graph.name == "decoder_with_past" and "encoder_attention_mask" in feeds:
+            past = next((v for k, v in feeds.items() if ".decoder." in k and k.startswith("past")), None)
+            if past is not None and past.shape[2] > 1:
+                for length in sorted({1, max(1, past.shape[2] // 2)}):
+                    if length == past.shape[2]:
+                        continue
+                    probe = {k: (v[:, :, :length] if ".decoder." in k and k.startswith("past") else v)
+                             for k, v in feeds.items()}
+                    out.append((f"past length {length} (corpus: {past.shape[2]})", probe))
+        return out
+
     def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
                     outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
         enc_mask = feeds["encoder_attention_mask"].astype(bool) if "encoder_attention_mask" in feeds else None

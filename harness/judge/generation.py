@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from harness.core import PROVIDERS, Check, Precision, Variant
+from harness.core import PROVIDERS, Check, Precision, Variant, precision_overrides
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
 from harness.metrics.registry import METRICS, Scope
@@ -86,7 +86,7 @@ def gen_checks(precision: Precision, overrides: Mapping[str, Mapping[str, float]
     gated metric that is missing fails (NaN never passes).
     """
     values = dict(GEN_TOLERANCES[precision])
-    for metric, threshold in ((overrides or {}).get(precision.value, {}) or {}).items():
+    for metric, threshold in precision_overrides(overrides, precision).items():
         if metric.startswith("gen_"):  # other scopes' overrides belong to other gates; a typo is an error
             values[metric] = threshold
     specs = {m: METRICS.lookup(m, Scope.GENERATION, what="generation metric") for m in values}

@@ -82,6 +82,10 @@ class ParityResult:
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
+    #: every shape tried: {"graph", "probe" ("corpus" or what the probe varies), "shapes": input -> dims}
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    #: graph -> ORT profiling summary (``--profile``)
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def failures(self) -> list[Failure]:
@@ -150,14 +154,32 @@ class _Collector:
 
 def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequence[Batch],
                      precision: Precision, overrides: Mapping[str, Mapping[str, float]] | None = None,
-                     output_map: Mapping[str, str] | None = None) -> list[OutputResult]:
-    """Compare ``runner`` on (feeds, reference outputs, masks) batches; ``output_map``
-    maps reference output names to the runner's (for foreign artifacts)."""
+                     output_map: Mapping[str, str] | None = None,
+                     probes: Sequence[tuple[str, Batch]] = (),
+                     shapes: list[dict[str, Any]] | None = None) -> list[OutputResult]:
+    """Compare ``runner`` on (feeds, reference outputs, masks) batches, then on the shape
+    ``probes`` (labelled batches of other shapes, judged with the same metrics); ``output_map``
+    maps reference output names to the runner's (for foreign artifacts). Every shape tried is
+    appended to ``shapes``; a probe the runner cannot run is a gated ``<graph>/shapes`` failure
+    (``shape_failures``) naming the probe, its shapes and the runtime's first error line."""
     output_map = dict(output_map or {n: n for n in graph.output_names})
     collectors = {name: _Collector() for name in output_map}
     offset = 0
-    for feeds, ref, masks in batches:
-        got = runner.run(feeds)
+    labelled = [("corpus", b) for b in batches] + list(probes)
+    broken: list[str] = []
+    for label, (feeds, ref, masks) in labelled:
+        if shapes is not None:
+            shapes.append({"graph": graph.name, "probe": label, "shapes": {k: list(v.shape) for k, v in feeds.items()}})
+        try:
+            got = runner.run(feeds)
+        except Exception as exc:
+            if label == "corpus":
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if len(first) > 260:  # ORT's line: the node first, the reason ("Shape mismatch ...") last
+                first = f"{first[:110]} ... {first[-150:]}"
+            broken.append(f"{label} ({describe_shapes(feeds)}): {first}")
+            continue
         for name, theirs in output_map.items():
             collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
         offset += next(iter(feeds.values())).shape[0]
@@ -167,20 +189,109 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
         metrics, worst, n = col.compare(is_logits)
         tol = tolerance_for(precision, is_logits=is_logits, overrides=overrides) if graph.is_gated(name) else None
         results.append(OutputResult(graph.name, name, metrics, worst, axis_names(col.ndim, is_logits), tol, n))
+    if probes:  # shape coverage: every probe must run (its numbers are judged with the corpus's above)
+        from harness.core import Check
+
+        coverage = OutputResult(graph.name, "shapes", {"shape_failures": float(len(broken))}, None, (),
+                                Tolerance((Check("shape_failures", 0.0),)), len(probes))
+        coverage.where = "; ".join(broken) or "n/a"
+        results.append(coverage)
     return results
 
 
-def lint_result(graph_name: str, path: str) -> OutputResult:
-    """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``)."""
-    from harness.core import Check
-    from harness.export.lint import training_mode_nodes
+def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
+                input_map: Mapping[str, str] | None = None) -> OutputResult:
+    """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``): training-mode
+    ops, and -- given the reference ``graph`` -- dynamic axes the file ties although the graph
+    declares them as different lengths (``input_map``: reference input -> the file's name)."""
+    import onnx
 
-    nodes = training_mode_nodes(path)
-    where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else "n/a"
-    result = OutputResult(graph_name, "artifact", {"training_mode_ops": float(len(nodes))}, None, (),
-                          Tolerance((Check("training_mode_ops", 0.0),)), 1)
-    result.where = where
+    from harness.core import Check
+    from harness.export.lint import tied_axes, training_mode_nodes
+
+    proto = onnx.load(str(path), load_external_data=False)
+    nodes = training_mode_nodes(proto)
+    where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else ""
+    metrics = {"training_mode_ops": float(len(nodes))}
+    checks = [Check("training_mode_ops", 0.0)]
+    if graph is not None:
+        declared = {n: dict(graph.dynamic_axes.get(n, {})) for n in graph.input_names}
+        tied = tied_axes(proto, declared, dict(input_map or {}))
+        metrics["tied_axes"] = float(len(tied))
+        checks.append(Check("tied_axes", 0.0))
+        if tied:
+            where = "; ".join(filter(None, [where, "one dynamic axis for different lengths: " + "; ".join(tied)]))
+    result = OutputResult(graph_name, "artifact", metrics, None, (), Tolerance(tuple(checks)), 1)
+    result.where = where or "n/a"
     return result
+
+
+def probe_batches(ws: "Workspace", model: Any, family: "Family", graph: "GraphSpec",
+                  base: Mapping[str, np.ndarray], variant: Variant | None = None) -> list[tuple[str, Batch]]:
+    """Shape probes, each with its memoised FP32 reference and masks: the family's (target length
+    != source length, other past lengths...) derived from one batch's feeds, then a sweep of a
+    token-fed graph's declared dynamic range (:func:`sweep_shapes`)."""
+    from harness.perf.feeds import shaped_feeds
+
+    probes = list(family.shape_probes(model, graph, base))
+    texts = ws.texts(model)
+    for label, batch, seq in sweep_shapes(ws, model, graph, variant):
+        try:
+            probes.append((label, shaped_feeds(model, family, graph, texts, batch, seq)))
+        except ValueError:  # a length the tokenizer cannot fill exactly: not a shape of this model
+            continue
+    out: list[tuple[str, Batch]] = []
+    for label, feeds in probes:
+        ref = ws.reference(model, family, graph, feeds)
+        out.append((label, (feeds, ref, family.valid_masks(graph, feeds, ref))))
+    return out
+
+
+def family_entry(model: Any) -> str:
+    """The name of the model's entry graph (the one fed by token ids)."""
+    from harness.families import family_for
+
+    return str(family_for(model.family).graphs(model)[0].name)
+
+
+def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
+                 variant: Variant | None = None) -> list[tuple[str, int, int]]:
+    """(label, batch, sequence) across a token-fed graph's dynamic range: batch 1 at the shortest
+    sequence the tokenizer can fill (its special tokens + 1) and at a short one, the largest batch
+    at the longest sequence (``--trt-max-batch`` or the batch size x ``--trt-max-seq``, capped by the
+    model's positions), and a declared TensorRT profile's min / opt / max of ``input_ids``. The
+    corpus batches cover the lengths in between."""
+    from harness.perf.feeds import max_positions, shapeable
+
+    entry = family_entry(model)
+    if graph.name != entry or not shapeable(graph) or "input_ids" not in graph.dynamic_axes:
+        return []  # the entry graph only: the others are fed by its outputs (the family's probes cover them)
+    limit = max_positions(model) or 10**9
+    longest = min(ws.options.trt_max_seq, limit)
+    widest = ws.options.trt_max_batch or ws.options.batch_size
+    try:
+        shortest = len(model.tokenizer("")["input_ids"]) + 1
+    except Exception:
+        shortest = 2
+    out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
+           (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
+    if variant is not None:
+        declared = ws.runtime_for(variant).trt_profile
+        rng = declared.get(f"{graph.name}.input_ids") or declared.get("input_ids")
+        if rng is not None and len(rng.max) == 2:
+            out += [(f"TensorRT profile {what} {dims[0]}x{dims[1]}", dims[0], dims[1])
+                    for what, dims in (("min", rng.min), ("opt", rng.opt), ("max", rng.max)) if dims[1] <= limit]
+    seen: set[tuple[int, int]] = set()
+    unique = []
+    for label, batch, seq in out:
+        if (batch, seq) not in seen and 1 <= seq <= limit and batch >= 1:
+            seen.add((batch, seq))
+            unique.append((label, batch, seq))
+    return unique
+
+
+def describe_shapes(feeds: Mapping[str, np.ndarray]) -> str:
+    return ", ".join(f"{k} {'x'.join(str(d) for d in v.shape)}" for k, v in feeds.items())
 
 
 def dump_failing_batch(runner: "GraphRunner", graph: "GraphSpec", outputs: Sequence[OutputResult],
@@ -213,7 +324,7 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
     saved there (inputs, reference and variant outputs) for reproduction."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
-    backend = ws.backend(variant, model)
+    backend = ws.backend(variant, model, profile_dir=dump_dir)
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
         start = time.perf_counter()
@@ -221,18 +332,26 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
         batches = ws.parity_batches(model, family, graph)
+        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
         if path:
-            result.outputs.append(lint_result(graph.name, path))
+            result.outputs.append(lint_result(graph.name, path, graph))
         start = time.perf_counter()
         try:
-            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances)
+            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
+                                      probes=probes, shapes=result.shapes)
             result.outputs += judged
             if dump_dir is not None:
-                dumped = dump_failing_batch(runner, graph, judged, batches, dump_dir)
+                # rows are numbered over the corpus batches, then the shape probes (as they were judged)
+                dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
                 if dumped is not None:
                     result.dumps[graph.name] = str(dumped)
         finally:
+            trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
             runner.close()
+        if trace:
+            from harness.perf.profiling import summarise_trace
+
+            result.profiles[graph.name] = summarise_trace(trace)
         result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
     return result

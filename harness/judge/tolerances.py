@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness.core import Precision, Tolerance
+from harness.core import Precision, Tolerance, precision_overrides
 from harness.metrics.registry import METRICS, Scope
 
 #: metric -> default threshold, per precision (derived from the registry; kept for callers).
@@ -27,7 +27,7 @@ def tolerance_for(precision: Precision, *, is_logits: bool,
     """
     values = dict(DEFAULT_TOLERANCES[precision])
     if overrides:
-        values.update(overrides.get(precision.value, {}))
+        values.update(precision_overrides(overrides, precision))
     numeric = METRICS.as_dict(Scope.NUMERIC)
     checks = tuple(
         numeric[metric].check(threshold)

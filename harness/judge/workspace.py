@@ -8,7 +8,7 @@ shared across processes through the on-disk cache.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from harness.core import RunOptions, Variant
+from harness.core.runtime import RuntimeSettings
 from harness.data.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
@@ -99,16 +100,50 @@ class Workspace:
         blocked = tuple(dict.fromkeys((*self.options.fp16_op_block_list, *spec.fp16_op_block_list)))
         settings = ExportSettings(opset=self.options.opset, exporter=self.options.exporter,
                                   fp16_op_block_list=blocked,
-                                  int8_per_channel=self.options.int8_per_channel or spec.int8_per_channel)
+                                  int8_per_channel=self.options.int8_per_channel or spec.int8_per_channel,
+                                  int8_calibration=self.options.int8_calibration,
+                                  calibration_texts=tuple(self.calibration_texts(model)),
+                                  calibration_batch_size=self.options.batch_size)
         if model.spec.exporter and not self.options.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings
 
-    def backend(self, variant: Variant, model: LoadedModel) -> Backend:
-        ctx = BackendContext(self.artifacts, self.settings_for(model), self.options.intra_op_threads,
-                             self.options.inter_op_threads,
+    def calibration_texts(self, model: LoadedModel) -> list[str]:
+        """Static INT8 calibration sentences: the corpus sentences *after* the judged ones, so
+        calibration never sees what parity is measured on (``int8_calibration_samples`` of them,
+        or what the corpus has left). Empty when nothing is left: the artifact build then says so."""
+        sources = self.corpus(model).sources
+        start = self.options.num_samples
+        return list(sources[start: start + self.options.int8_calibration_samples])
+
+    def runtime_for(self, variant: Variant, model: LoadedModel | None = None) -> RuntimeSettings:
+        """The case's runtime settings: the run's, refined by the model's ``runtime`` table, with
+        the case's own axis values; fields the variant's backend does not honour are left at
+        their defaults (so a PyTorch record does not claim an ORT optimisation level)."""
+        runtime = self.options.runtime
+        spec = model.spec if model is not None else self.spec(variant.model)
+        own = dict(spec.extra.get("runtime") or {})
+        if own:
+            runtime = runtime.merged(own)
+        if variant.runtime:
+            runtime = runtime.merged(dict(variant.runtime))
+        if runtime.intra_op_threads is None and self.options.intra_op_threads:  # RunOptions built directly
+            runtime = replace(runtime, intra_op_threads=self.options.intra_op_threads)
+        if runtime.inter_op_threads is None and self.options.inter_op_threads:
+            runtime = replace(runtime, inter_op_threads=self.options.inter_op_threads)
+        backend = backends().get(variant.backend)
+        honoured = backend.runtime_settings if backend is not None else frozenset()
+        defaults = RuntimeSettings()
+        return replace(runtime, **{f.name: getattr(defaults, f.name) for f in fields(RuntimeSettings)
+                                   if f.name not in honoured})
+
+    def backend(self, variant: Variant, model: LoadedModel, profile_dir: Path | None = None) -> Backend:
+        runtime = self.runtime_for(variant, model)
+        ctx = BackendContext(self.artifacts, self.settings_for(model), runtime.intra_op_threads,
+                             runtime.inter_op_threads,
                              trt_max_batch=self.options.trt_max_batch or self.options.batch_size,
-                             trt_max_seq=self.options.trt_max_seq, cache_dir=self.cache_dir)
+                             trt_max_seq=self.options.trt_max_seq, cache_dir=self.cache_dir, runtime=runtime,
+                             profile_dir=profile_dir if runtime.profile else None)
         backend = backends()[variant.backend]
         if self.prebuilt is not None and runs_onnx_files(backend):
             return PrebuiltBackend(ctx, self.prebuilt)

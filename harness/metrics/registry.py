@@ -103,6 +103,15 @@ METRICS = MetricRegistry([
     MetricSpec("training_mode_ops", LOWER, Scope.ARTIFACT_LINT, "Training-mode Dropout / random ops in the "
                "exported ONNX graph; must be 0 whatever the runtime's optimisations would delete.", "nodes",
                Thresholds.uniform(0.0)),
+    # --- issue 10: shape coverage (harness/export/lint.py tied_axes, gated by harness.judge.numeric.lint_result) ---
+    MetricSpec("tied_axes", LOWER, Scope.ARTIFACT_LINT, "Dynamic axes the artifact names alike although the "
+               "model's graph declares them as different lengths (a decoder whose target and source length share "
+               "one name, as a widely copied Marian export recipe does): the file fails as soon as they differ. "
+               "Must be 0.", "axes", Thresholds.uniform(0.0)),
+    MetricSpec("shape_failures", LOWER, Scope.ARTIFACT_LINT, "Shape probes inside the declared dynamic ranges "
+               "(decoder target length != source length, other past lengths) the artifact could not run; the "
+               "probes that ran are judged with the corpus batches. Must be 0.", "probes", Thresholds.uniform(0.0)),
+    # --- end issue 10 ---
     # -- sentence embeddings (harness/zoo/minilm.py: embedding_metrics, models with a pooling recipe) -----------
     MetricSpec("embedding_cosine", HIGHER, Scope.EMBEDDING, "Mean over sentences of the cosine between the "
                "reference's and the variant's pooled sentence embeddings.", "",

@@ -70,7 +70,7 @@ class Thresholds:
         return cls(value, value, value)
 
     def get(self, precision: Precision | str) -> float | None:
-        value: float | None = getattr(self, Precision(precision).value)
+        value: float | None = getattr(self, Precision(precision).tolerance_key)
         return value
 
     def items(self) -> Iterator[tuple[Precision, float]]:

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping
 
 from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks
+from harness.report.highlights import highlights
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 from harness.results.record import judged_nothing
@@ -61,6 +62,13 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
     for r in sorted(recs, key=lambda r: (r.suite or "", r.id)):
         reason = r.reason.splitlines()[0][:160] if r.reason else ""
         lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {r.verdict} | {_md(format_checks(r))} | {_md(reason)} |")
+    lit = [(r, h) for r in sorted(recs, key=lambda r: (r.suite or "", r.id)) if any((h := highlights(r)).values())]
+    if lit:
+        lines += ["", "## Performance and runtime settings", "",
+                  "| case | latency | generation | runtime settings | profile |", "|---|---|---|---|---|"]
+        for r, h in lit:
+            lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {_md(h['latency'])} | {_md(h['generation'])} "
+                         f"| {_md(h['runtime'])} | {_md(h['profile'])} |")
     failed = [r for r in recs if r.failed]
     if failed:
         lines += ["", "## Failures", ""]

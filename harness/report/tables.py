@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from harness.report.highlights import perf_columns
 from harness.results import Record
 
 METRIC_PREFIX = "metric:"
@@ -22,6 +23,8 @@ BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "prov
                 "duration_s", "fingerprint", "finished", "run_id",
                 # the case's headline number, chosen by the metric registry (report/html/headline.py)
                 "headline_metric", "headline_value", "headline_threshold")
+#: what users look for first (harness.report.highlights), after the identity columns where present
+HIGHLIGHT_COLUMNS = ("p99_ms", "p99_samples", "p99_low_confidence", "ttft_ms", "tpot_ms", "tokens_per_s", "runtime")
 VERDICT_COLOURS = {"pass": "#d7f5dd", "fail": "#f8d0d0", "error": "#f4b6b6", "skip": "#fcefc7", "not-run": "#e9d3f5"}
 # perf sections that describe how a measurement was taken, not what it measured
 _PERF_SKIP = {"settings", "samples", "cold_start_runs", "artifact_files"}
@@ -87,11 +90,13 @@ def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame
         row["fingerprint"] = env.get("fingerprint")
         row.update(_headline_cells(r))
         row.update(record_numbers(r))
+        row.update({k: v for k, v in perf_columns(r).items() if v not in (None, "")})
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(BASE_COLUMNS) if not rows else None)
     extra = sorted(c for c in frame.columns if c not in BASE_COLUMNS)
     ordered = [c for c in extra if c.startswith(METRIC_PREFIX)] + [c for c in extra if c.startswith(PERF_PREFIX)]
-    frame = frame.reindex(columns=list(BASE_COLUMNS) + ordered)
+    highlights = [c for c in HIGHLIGHT_COLUMNS if c in frame.columns]  # only where some case has them
+    frame = frame.reindex(columns=list(BASE_COLUMNS) + highlights + ordered)
     if len(frame):
         frame["duration_s"] = pd.to_numeric(frame["duration_s"], errors="coerce")
     return frame

@@ -18,13 +18,21 @@ STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow", 
 
 
 def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
+    from harness.report.highlights import highlights
+
     table = Table(title="model deployment gate", show_lines=False)
-    for col in ("case", "verdict", "worst checks", "reason"):
+    recs = sorted(map(Record.coerce, records), key=lambda r: (r.suite or "", r.id))
+    lit = {r.id: "; ".join(v for v in highlights(r).values() if v) for r in recs}
+    columns = ["case", "verdict", "worst checks", "reason"] + (["perf / settings"] if any(lit.values()) else [])
+    for col in columns:
         table.add_column(col, overflow="fold")
-    for r in sorted(map(Record.coerce, records), key=lambda r: (r.suite or "", r.id)):
+    for r in recs:
         reason = r.reason.splitlines()[0][:90] if r.reason else ""
-        table.add_row(escape(printable(r.id)), f"[{STYLE.get(r.verdict, '')}]{r.verdict}[/]",
-                      escape(printable(format_checks(r))), escape(printable(reason)))
+        cells = [escape(printable(r.id)), f"[{STYLE.get(r.verdict, '')}]{r.verdict}[/]",
+                 escape(printable(format_checks(r))), escape(printable(reason))]
+        if len(columns) > 4:
+            cells.append(escape(printable(lit[r.id])))
+        table.add_row(*cells)
     return table
 
 

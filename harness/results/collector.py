@@ -57,6 +57,10 @@ class Case:
         self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
         if result.dumps:
             self.data["failing_batches"] = result.dumps
+        if result.shapes:
+            self.data["shapes"] = result.shapes
+        if result.profiles:
+            self.data["profile"] = result.profiles
         return result
 
     def case_dir(self) -> Path:
@@ -83,7 +87,23 @@ class Case:
                 inputs = self._inputs(model)
             except Exception:
                 pass
-        return {"opset": options.opset, "exporter": exporter,
+        runtime: dict[str, Any] = {}
+        if self.variant is not None:
+            try:
+                runtime = self.workspace.runtime_for(self.variant).as_dict(self.variant.provider.short)
+            except Exception:  # the model failed to resolve: the error is the record's reason
+                runtime = {}
+        calibration: dict[str, Any] = {}
+        if self.variant is not None and self.variant.precision.value == "int8-static":
+            try:  # which sentences calibrated the static INT8 artifact (disjoint from the judged ones)
+                texts = self.workspace.calibration_texts(self.workspace.model(self.variant.model))
+                calibration = {"method": options.int8_calibration, "sentences": len(texts),
+                               "first_index": options.num_samples, "judged_sentences": options.num_samples,
+                               "sha256": _sha256_lines(texts)}
+            except Exception:
+                calibration = {}
+        return {"opset": options.opset, "exporter": exporter, "runtime": runtime,
+                **({"int8_calibration": calibration} if calibration else {}),
                 "exporter_explicit": options.explicit_exporter,
                 "batch_size": options.batch_size, "num_samples": inputs.pop("sentences", options.num_samples),
                 "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
@@ -184,6 +204,12 @@ class RecordCollector:
                        identity=CaseIdentity.from_dict(case), payload=payload, verdict=verdict, reason=reason,
                        duration_s=state["duration"], settings=settings,
                        rerun=rerun_command(nodeid, case, settings))
+
+
+def _sha256_lines(texts: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()
 
 
 def _short(report: Any) -> str:

@@ -41,6 +41,8 @@ class CaseIdentity:
     provider: str | None = None
     execution_provider: str | None = None
     suite: str | None = None
+    #: the case's runtime axis values, ``graph_optimization=disabled`` (None: no axis in the run)
+    runtime: str | None = None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> CaseIdentity:
@@ -49,17 +51,19 @@ class CaseIdentity:
             return None if value is None else str(value)
 
         return cls(get("variant"), get("model"), get("precision"), get("backend"), get("provider"),
-                   get("execution_provider"), get("suite"))
+                   get("execution_provider"), get("suite"), get("runtime"))
 
     @classmethod
     def of_variant(cls, variant: Any, suite: str, display_id: str | None = None) -> CaseIdentity:
         """From a ``harness.core.Variant`` (``display_id``: the id shown for a local-path model)."""
+        axes = ",".join(f"{k}={v}" for k, v in getattr(variant, "runtime", ()) or ()) or None
         return cls(display_id or variant.id, variant.model, variant.precision.value, variant.backend,
-                   variant.provider.short, variant.provider.device, suite)
+                   variant.provider.short, variant.provider.device, suite, axes)
 
     def as_dict(self) -> dict[str, str | None]:
         return {"variant": self.variant, "model": self.model, "precision": self.precision, "backend": self.backend,
-                "provider": self.provider, "execution_provider": self.execution_provider, "suite": self.suite}
+                "provider": self.provider, "execution_provider": self.execution_provider, "suite": self.suite,
+                "runtime": self.runtime}
 
 
 def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, payload: Mapping[str, Any],

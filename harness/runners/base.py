@@ -27,6 +27,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Provider, Variant
+    from harness.core.runtime import RuntimeSettings
     from harness.export.artifacts import ExportSettings
     from harness.export.cache import ArtifactCache
     from harness.families.base import Family, GraphSpec
@@ -52,6 +53,17 @@ class BackendContext:
     trt_max_seq: int = 128
     #: the workspace's cache root (a fresh child that loads weights looks there)
     cache_dir: Path | None = None
+    #: how this case runs its artifacts (session options, EP options, TensorRT profile): the run's
+    #: settings refined by the model's and the case's axis values
+    runtime: "RuntimeSettings" = field(default_factory=lambda: _default_runtime())
+    #: where a profiling session writes its trace (the case directory); None: no profiling
+    profile_dir: Path | None = None
+
+
+def _default_runtime() -> "RuntimeSettings":
+    from harness.core.runtime import RuntimeSettings
+
+    return RuntimeSettings()
 
 
 class GraphRunner(abc.ABC):
@@ -122,8 +134,32 @@ class Backend(abc.ABC):
     #: of each (``harness.core.PROVIDERS`` is derived from them)
     providers: tuple["Provider", ...] = ()
 
+    #: the RuntimeSettings fields this backend honours (``graph_optimization``, ``intra_op_threads``,
+    #: ...): a runtime axis multiplies only the variants of backends that honour it, and a record
+    #: says which settings applied
+    runtime_settings: ClassVar[frozenset[str]] = frozenset()
+    #: execution device (``Provider.device``) -> the EP option keys it accepts, each with its
+    #: allowed values (None: any value). A provider missing here takes no options. A backend
+    #: with other rules overrides :meth:`validate_provider_options`.
+    provider_option_keys: ClassVar[Mapping[str, Mapping[str, Sequence[str] | None]]] = {}
+
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
+
+    @classmethod
+    def validate_provider_options(cls, provider: "Provider", options: Mapping[str, str], where: str) -> None:
+        """Raise a one-line UsageError (exit 2) naming the first EP option ``provider`` does not
+        accept. Called when a run or config declares options, before anything runs."""
+        from harness.core import UsageError
+        from harness.core.runtime import check_option_keys
+
+        if not options:
+            return
+        accepted = cls.provider_option_keys.get(provider.device)
+        if accepted is None:
+            raise UsageError(f"{where}: provider {provider.short!r} ({cls.name}) takes no provider options; "
+                             f"got {', '.join(sorted(options))}")
+        check_option_keys(options, accepted, where, f"{provider.short} ({provider.device})")
 
     @classmethod
     @abc.abstractmethod

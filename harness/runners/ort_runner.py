@@ -18,6 +18,7 @@ from harness.runners import register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.runtime import RuntimeSettings
     from harness.export.cache import CacheEntry
     from harness.families.base import Family, GraphSpec
     from harness.runners.trt_profile import ShapeProfile
@@ -37,9 +38,45 @@ def _level(name: str) -> Callable[[], Any]:
     return get
 
 
-#: session graph optimisation levels by the names users pass
-OPTIMIZATION_LEVELS = {"disable": _level("ORT_DISABLE_ALL"), "basic": _level("ORT_ENABLE_BASIC"),
-                       "extended": _level("ORT_ENABLE_EXTENDED"), "all": _level("ORT_ENABLE_ALL")}
+#: session graph optimisation levels by the names users pass (``disable``: the older spelling)
+OPTIMIZATION_LEVELS = {"disabled": _level("ORT_DISABLE_ALL"), "disable": _level("ORT_DISABLE_ALL"),
+                       "basic": _level("ORT_ENABLE_BASIC"), "extended": _level("ORT_ENABLE_EXTENDED"),
+                       "all": _level("ORT_ENABLE_ALL")}
+
+_BOOL = ("True", "False", "true", "false", "1", "0")
+#: the EP options each execution provider accepts (onnxruntime 1.2x-1.3x documentation), with
+#: the allowed values where they are an enumeration; what a run declares is checked against
+#: this before anything runs, so a typo is one exit-2 line instead of a session error mid-run
+_CUDA_OPTIONS: dict[str, tuple[str, ...] | None] = {
+    "device_id": None, "gpu_mem_limit": None,
+    "arena_extend_strategy": ("kNextPowerOfTwo", "kSameAsRequested"),
+    "cudnn_conv_algo_search": ("EXHAUSTIVE", "HEURISTIC", "DEFAULT"),
+    "do_copy_in_default_stream": _BOOL, "cudnn_conv_use_max_workspace": _BOOL,
+    "cudnn_conv1d_pad_to_nc1d": _BOOL, "enable_cuda_graph": _BOOL,
+    "enable_skip_layer_norm_strict_mode": _BOOL, "prefer_nhwc": _BOOL, "use_tf32": _BOOL,
+    "use_ep_level_unified_stream": _BOOL, "tunable_op_enable": _BOOL, "tunable_op_tuning_enable": _BOOL,
+    "tunable_op_max_tuning_duration_ms": None, "fuse_conv_bias": _BOOL, "sdpa_kernel": None,
+}
+_TRT_OPTIONS: dict[str, tuple[str, ...] | None] = {
+    "device_id": None, "trt_max_workspace_size": None, "trt_max_partition_iterations": None,
+    "trt_min_subgraph_size": None, "trt_fp16_enable": _BOOL, "trt_bf16_enable": _BOOL, "trt_int8_enable": _BOOL,
+    "trt_int8_calibration_table_name": None, "trt_int8_use_native_calibration_table": _BOOL,
+    "trt_dla_enable": _BOOL, "trt_dla_core": None, "trt_dump_subgraphs": _BOOL,
+    "trt_engine_cache_enable": _BOOL, "trt_engine_cache_path": None, "trt_engine_cache_prefix": None,
+    "trt_timing_cache_enable": _BOOL, "trt_timing_cache_path": None, "trt_force_timing_cache": _BOOL,
+    "trt_detailed_build_log": _BOOL, "trt_build_heuristics_enable": _BOOL, "trt_sparsity_enable": _BOOL,
+    "trt_builder_optimization_level": ("0", "1", "2", "3", "4", "5"), "trt_auxiliary_streams": None,
+    "trt_tactic_sources": None, "trt_extra_plugin_lib_paths": None, "trt_force_sequential_engine_build": _BOOL,
+    "trt_context_memory_sharing_enable": _BOOL, "trt_layer_norm_fp32_fallback": _BOOL,
+    "trt_cuda_graph_enable": _BOOL, "trt_profile_min_shapes": None, "trt_profile_opt_shapes": None,
+    "trt_profile_max_shapes": None, "trt_engine_hw_compatible": _BOOL, "trt_ep_context_file_path": None,
+    "trt_dump_ep_context_model": _BOOL, "trt_weight_stripped_engine_enable": _BOOL,
+}
+_OPENVINO_EP_OPTIONS: dict[str, tuple[str, ...] | None] = {
+    "device_type": None, "precision": ("FP32", "FP16", "ACCURACY"), "num_of_threads": None, "num_streams": None,
+    "cache_dir": None, "enable_opencl_throttling": _BOOL, "enable_qdq_optimizer": _BOOL,
+    "disable_dynamic_shapes": _BOOL, "load_config": None, "model_priority": None,
+}
 
 
 def available_providers() -> list[str]:
@@ -81,19 +118,51 @@ def nvml_process_bytes() -> int | None:
     return None
 
 
+def session_options(runtime: "RuntimeSettings | None" = None, *, profile_prefix: str | None = None) -> Any:
+    """``ort.SessionOptions`` from the runtime settings: the one place they become ORT's."""
+    import onnxruntime as ort
+
+    from harness.core.runtime import RuntimeSettings
+
+    runtime = runtime or RuntimeSettings()
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = OPTIMIZATION_LEVELS[runtime.graph_optimization]()
+    if runtime.intra_op_threads:
+        options.intra_op_num_threads = runtime.intra_op_threads
+    if runtime.inter_op_threads:
+        options.inter_op_num_threads = runtime.inter_op_threads
+    options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if runtime.execution_mode == "parallel"
+                              else ort.ExecutionMode.ORT_SEQUENTIAL)
+    options.enable_mem_pattern = runtime.mem_pattern
+    options.enable_cpu_mem_arena = runtime.cpu_arena
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    return options
+
+
 class OrtGraphRunner(GraphRunner):
     def __init__(self, path: str, provider: str, intra_op_threads: int | None = None,
                  inter_op_threads: int | None = None, provider_options: dict[str, str] | None = None,
-                 optimization: str = "all", profile: "ShapeProfile | None" = None) -> None:
+                 optimization: str | None = None, profile: "ShapeProfile | None" = None, *,
+                 runtime: "RuntimeSettings | None" = None, profile_prefix: str | None = None) -> None:
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]()
+        from harness.core.runtime import RuntimeSettings
+
+        runtime = runtime or RuntimeSettings()
+        overrides: dict[str, Any] = {}
         if intra_op_threads:
-            options.intra_op_num_threads = intra_op_threads
+            overrides["intra_op_threads"] = intra_op_threads
         if inter_op_threads:
-            options.inter_op_num_threads = inter_op_threads
+            overrides["inter_op_threads"] = inter_op_threads
+        if optimization:
+            overrides["graph_optimization"] = optimization
+        runtime = runtime.merged(overrides) if overrides else runtime
+        options = session_options(runtime, profile_prefix=profile_prefix)
+        self.runtime = runtime
+        self.profiling = bool(profile_prefix)
         providers: list[Any] = [(provider, provider_options or {})]
         if provider != "CPUExecutionProvider":
             providers.append("CPUExecutionProvider")
@@ -130,6 +199,13 @@ class OrtGraphRunner(GraphRunner):
         return {n: (o.astype(np.float32) if np.issubdtype(o.dtype, np.floating) else o)
                 for n, o in zip(self.output_names, outs)}
 
+    def end_profiling(self) -> str | None:
+        """Stop profiling and return the trace file (None when the session was not profiled)."""
+        if not self.profiling or self.session is None:
+            return None
+        self.profiling = False
+        return str(self.session.end_profiling())
+
     def close(self) -> None:
         self.session = None
 
@@ -148,6 +224,15 @@ class OrtBackend(Backend):
 
     #: executes ONNX files: pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files = True
+    runtime_settings = frozenset({"graph_optimization", "intra_op_threads", "inter_op_threads", "execution_mode",
+                                  "mem_pattern", "cpu_arena", "provider_options", "trt_profile", "trt_engine_cache",
+                                  "trt_timing_cache", "profile"})
+    provider_option_keys = {
+        "CPUExecutionProvider": {"use_arena": _BOOL},
+        "CUDAExecutionProvider": _CUDA_OPTIONS,
+        "TensorrtExecutionProvider": _TRT_OPTIONS,
+        "OpenVINOExecutionProvider": _OPENVINO_EP_OPTIONS,
+    }
 
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:
@@ -181,24 +266,43 @@ class OrtBackend(Backend):
         entry = self._entry(model, family, graph, variant)
         options, profile = self.provider_options(model, family, graph, variant, entry.directory)
         runner = OrtGraphRunner(str(entry.path()), variant.provider.device, self.ctx.intra_op_threads,
-                                self.ctx.inter_op_threads, provider_options=options, profile=profile)
+                                self.ctx.inter_op_threads, provider_options=options, profile=profile,
+                                runtime=self.ctx.runtime, profile_prefix=self.profile_prefix(graph))
         if variant.provider.device not in runner.providers[:1]:
             raise RuntimeError(f"{variant.provider.device} was requested but the session runs on {runner.providers}")
         return runner
 
+    def profile_prefix(self, graph: "GraphSpec") -> str | None:
+        """Where ORT profiling writes this graph's trace (the case directory), when profiling."""
+        if not (self.ctx.runtime.profile and self.ctx.profile_dir is not None):
+            return None
+        self.ctx.profile_dir.mkdir(parents=True, exist_ok=True)
+        return str(self.ctx.profile_dir / f"ort-profile-{graph.name}")
+
     def provider_options(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant,
                          cache_dir: Path) -> tuple[dict[str, str], "ShapeProfile | None"]:
-        """Execution-provider settings; for TensorRT: the shape profile, FP16 and engine cache."""
+        """Execution-provider settings: the run's declared EP options for this provider; for
+        TensorRT also the shape profile (explicit per-input min/opt/max where declared, derived
+        from the graph's dynamic axes elsewhere), FP16 and the engine / timing caches."""
+        declared = self.ctx.runtime.options_for(variant.provider.short)
         if variant.provider.device != "TensorrtExecutionProvider":
-            return {}, None
+            return declared, None
+        profile = self.trt_profile(model, family, graph)
+        runtime = self.ctx.runtime
+        options = {**profile.provider_options(), "trt_engine_cache_enable": "True",
+                   "trt_engine_cache_path": runtime.trt_engine_cache or str(cache_dir / "trt-engines"),
+                   "trt_fp16_enable": "True" if variant.precision is Precision.FP16 else "False"}
+        if runtime.trt_timing_cache:
+            options.update(trt_timing_cache_enable="True", trt_timing_cache_path=runtime.trt_timing_cache)
+        return {**options, **declared}, profile
+
+    def trt_profile(self, model: "LoadedModel", family: "Family", graph: "GraphSpec") -> "ShapeProfile":
+        """The TensorRT profile of ``graph``: derived, with the declared inputs replaced."""
         from harness.runners.trt_profile import profile_for
 
         profile = profile_for(graph, family.export_example(model, graph), max_batch=self.ctx.trt_max_batch,
                               max_seq=self.ctx.trt_max_seq)
-        options = {**profile.provider_options(), "trt_engine_cache_enable": "True",
-                   "trt_engine_cache_path": str(cache_dir / "trt-engines"),
-                   "trt_fp16_enable": "True" if variant.precision is Precision.FP16 else "False"}
-        return options, profile
+        return profile.with_explicit(self.ctx.runtime.trt_profile, graph.name)
 
     def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
                   variant: Variant) -> dict[str, dict[str, Any]]:
@@ -217,7 +321,8 @@ class OrtBackend(Backend):
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
         paths = {g.name: self.artifacts(model, family, g, variant)[f"{g.name}/model.onnx"]["path"] for g in graphs}
         return {"device": variant.provider.device, "graphs": paths,
-                "intra_op_threads": self.ctx.intra_op_threads or 0, "inter_op_threads": self.ctx.inter_op_threads or 0}
+                "intra_op_threads": self.ctx.intra_op_threads or 0, "inter_op_threads": self.ctx.inter_op_threads or 0,
+                "runtime": self.ctx.runtime.as_dict(variant.provider.short)}
 
     @classmethod
     def child_imports(cls) -> None:
@@ -227,13 +332,18 @@ class OrtBackend(Backend):
     def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
         """One session per graph, as a deployed service would create them; each call is
         ``session.run`` on prepared feeds, what the in-process latency measurement times too."""
+        from harness.core.runtime import runtime_from_dict
+
         device = str(spec["device"])
+        runtime = runtime_from_dict(spec.get("runtime") or {})
+        provider_options = next(iter(runtime.provider_options.values()), {})
         runners: dict[str, OrtGraphRunner] = {}
         load: dict[str, float] = {}
         for name, path in dict(spec["graphs"]).items():
             start = time.perf_counter()
             runners[name] = OrtGraphRunner(str(path), device, int(spec.get("intra_op_threads") or 0) or None,
-                                           int(spec.get("inter_op_threads") or 0) or None)
+                                           int(spec.get("inter_op_threads") or 0) or None,
+                                           provider_options=dict(provider_options), runtime=runtime)
             load[name] = (time.perf_counter() - start) * 1000.0
         first = next(iter(runners.values()))
         if first.providers[0] != device:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core import UsageError
-from harness.runners.base import Backend, BackendContext, GraphRunner
+from harness.runners.base import Backend, BackendContext, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -65,10 +65,19 @@ class MappedRunner(GraphRunner):
             raise KeyError(f"{self.label}: missing inputs {missing}; got {sorted(feeds)}")
         return self._run(dict(feeds))
 
-    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def artifact_feeds(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``feeds`` (reference names) as the file takes them: its own names, synthesized inputs added."""
         theirs = {art: feeds[ref] for ref, art in self.input_map.items() if ref in feeds}
         for art, make in self.synth.items():
             theirs[art] = make(feeds)
+        return theirs
+
+    def timed_call(self, feeds: Mapping[str, np.ndarray]) -> TimedCall:
+        """The file's own deployed call on feeds mapped (and synthesized) once, outside the timing."""
+        return self.session.timed_call(self.artifact_feeds(feeds))
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        theirs = self.artifact_feeds(feeds)
         self.calls += 1
         out = self.session.run(theirs)
         result = {ref: out[art] for ref, art in self.output_map.items()}
@@ -96,13 +105,15 @@ class CacheSplitRunner(GraphRunner):
         return self.run(feeds)
 
 
-def open_onnx(path: Path, device: str, threads: int | None) -> GraphRunner:
-    """An ONNX Runtime session of a user's file; a file onnxruntime refuses is a usage error
-    naming it (exit 2), not a crash."""
+def open_onnx(path: Path, device: str, threads: int | None, runtime: Any = None,
+              provider_options: Mapping[str, str] | None = None) -> GraphRunner:
+    """An ONNX Runtime session of a user's file (with the check's runtime settings and EP
+    options); a file onnxruntime refuses is a usage error naming it (exit 2), not a crash."""
     from harness.runners.ort_runner import OrtGraphRunner
 
     try:
-        return OrtGraphRunner(str(path), device, threads)
+        return OrtGraphRunner(str(path), device, threads, provider_options=dict(provider_options or {}),
+                              runtime=runtime)
     except Exception as exc:  # onnxruntime's Fail / InvalidGraph / NotImplemented...
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: onnxruntime cannot load it ({text})") from None
@@ -113,11 +124,12 @@ class PrebuiltGraphs:
     that present them under reference graph names once their I/O is matched."""
 
     def __init__(self, paths: Sequence[Path], device: str, threads: int | None,
-                 records: Mapping[str, dict[str, Any]]) -> None:
+                 records: Mapping[str, dict[str, Any]], runtime: Any = None,
+                 provider_options: Mapping[str, str] | None = None) -> None:
         self.sessions: dict[Path, GraphRunner] = {}
         try:
             for path in paths:  # every file opens before anything is judged: a bad one is exit 2 at once
-                self.sessions[Path(path)] = open_onnx(Path(path), device, threads)
+                self.sessions[Path(path)] = open_onnx(Path(path), device, threads, runtime, provider_options)
         except BaseException:
             self.close()
             raise

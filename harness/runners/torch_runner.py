@@ -105,6 +105,7 @@ def precision_model(model: "LoadedModel", precision: Precision, device: str,
 class TorchBackend(Backend):
     name = "pytorch"
     providers = (Provider("torch_cpu", name, "cpu"), Provider("torch_cuda", name, "cuda", needs_gpu=True))
+    runtime_settings = frozenset({"intra_op_threads"})
 
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:
@@ -115,6 +116,9 @@ class TorchBackend(Backend):
             return "no CUDA device (torch.cuda.is_available() is False)"
         if variant.precision is Precision.INT8 and device != "cpu":
             return "PyTorch dynamic INT8 quantization runs on CPU only"
+        if variant.precision is Precision.INT8_STATIC:
+            return ("int8-static is a calibrated QDQ ONNX artifact; PyTorch has no counterpart variant "
+                    "here (judge it on an ONNX Runtime provider)")
         return None
 
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:

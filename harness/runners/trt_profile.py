@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.runtime import ShapeRange
     from harness.families.base import GraphSpec
 
 
@@ -36,6 +37,30 @@ class ShapeProfile:
         return {"trt_profile_min_shapes": fmt(self.min), "trt_profile_opt_shapes": fmt(self.opt),
                 "trt_profile_max_shapes": fmt(self.max)}
 
+    def with_explicit(self, explicit: "Mapping[str, ShapeRange]", graph: str = "") -> "ShapeProfile":
+        """This profile with the inputs a run declared (``input_ids`` or ``<graph>.input_ids``,
+        trtexec-like min/opt/max) replacing the derived ranges. A declared range of another rank
+        than the input is a usage error naming the input."""
+        from harness.core import UsageError
+
+        lows, opts, highs = dict(self.min), dict(self.opt), dict(self.max)
+        for name in self.max:
+            given = explicit.get(f"{graph}.{name}") or explicit.get(name)
+            if given is None:
+                continue
+            if len(given.max) != len(self.max[name]):
+                raise UsageError(f"--trt-profile {name}: {given.text()} has rank {len(given.max)}, the input "
+                                 f"of graph {graph!r} has rank {len(self.max[name])}")
+            lows[name], opts[name], highs[name] = given.min, given.opt, given.max
+        return ShapeProfile(lows, opts, highs)
+
+    def as_dict(self) -> dict[str, str]:
+        """Per input ``min,opt,max`` in trtexec's notation (what a record keeps)."""
+        def dims(d: tuple[int, ...]) -> str:
+            return "x".join(str(v) for v in d)
+
+        return {n: f"{dims(self.min[n])},{dims(self.opt[n])},{dims(self.max[n])}" for n in self.max}
+
     def violations(self, feeds: Mapping[str, np.ndarray]) -> list[str]:
         out = []
         for name, high in self.max.items():
@@ -51,7 +76,8 @@ class ShapeProfile:
         problems = self.violations(feeds)
         if problems:
             raise ShapeProfileError("TensorRT shape profile too small: " + "; ".join(problems)
-                                    + " (raise --harness-trt-max-batch / --harness-trt-max-seq)")
+                                    + " (feeds outside the profile: raise --harness-trt-max-batch / "
+                                    "--harness-trt-max-seq or declare --trt-profile INPUT:MIN,OPT,MAX)")
 
 
 def profile_for(graph: "GraphSpec", example: Mapping[str, np.ndarray], *, max_batch: int, max_seq: int,

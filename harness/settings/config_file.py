@@ -35,10 +35,10 @@ PYPROJECT = "pyproject.toml"
 TOP_KEYS = ("run", "models", "tolerances", "budgets", "margins")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
               "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list",
-              "margins")
+              "margins", "runtime")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = ("fp32", "fp16", "int8", "int8-static")
 EXPORTERS = option("exporter").choices
 #: the ``[run]`` table's keys: the option table's config options
 RUN_KEYS = CONFIG_KEYS
@@ -65,6 +65,8 @@ class ModelEntry:
     artifacts: Mapping[str, Path] = field(default_factory=dict)
     #: accuracy-gate margin overrides for this model (``[models.<name>.margins]``, issue 17)
     margins: tuple[MarginRule, ...] = ()
+    #: ``[models.<name>.runtime]``: RuntimeSettings fields this model runs with (over the run's)
+    runtime: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,18 @@ class SuiteConfig:
     target_lang: str | None = None
     allow_skip: bool | None = None
     builtin_suites: bool | None = None
+    # issue 10: runtime settings and static INT8 (``harness.settings.runtime`` reads them)
+    graph_optimization: list[str] | None = None
+    inter_threads: int | None = None
+    execution_mode: str | None = None
+    mem_pattern: str | None = None
+    cpu_arena: str | None = None
+    provider_options: Any = None
+    trt_profile: Any = None
+    trt_engine_cache: str | None = None
+    trt_timing_cache: str | None = None
+    int8_calibration: str | None = None
+    int8_calibration_samples: int | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)
@@ -330,7 +344,60 @@ class _Validator:
             return self.choice(value, where, o.choices)
         if o.kind is Kind.FLAG:
             return self.boolean(value, where)
+        if o.kind is Kind.PAIRS:
+            return self.runtime_value(key, value, where)
+        if key == "graph_optimization":
+            return self.runtime_value(key, value, where)
         return self.string(value, where)
+
+    def runtime_value(self, key: str, value: Any, where: str) -> Any:
+        """A runtime setting (``[run]`` or ``[models.<name>.runtime]``), checked now (EP options
+        by the provider's backend), returned as the option would be given."""
+        from harness.settings.runtime import graph_levels, runtime_fields, validate_provider_options
+
+        if key == "graph_optimization":
+            try:
+                return graph_levels(value if isinstance(value, (str, list)) else str(value), "")
+            except UsageError as exc:
+                raise self.fail(where, str(exc).removeprefix(": ")) from None
+        if not isinstance(value, (dict, list, str)):
+            raise self.fail(where, f"expected a table or a list of strings, got {_kind(value)}")
+        raw = [value] if isinstance(value, str) else value
+        try:
+            fields, _ = runtime_fields({key: raw}, "x")
+            if key == "provider_options":
+                validate_provider_options(fields["provider_options"], "x")
+        except UsageError as exc:
+            raise self.fail(where, str(exc).split(": ", 1)[-1]) from None
+        return raw
+
+    def model_runtime(self, value: Any, where: str) -> dict[str, Any]:
+        """``[models.<name>.runtime]``: the run's runtime keys, as RuntimeSettings field values."""
+        from harness.settings.runtime import RUNTIME_KEYS, runtime_fields
+
+        table = self.table(value, where)
+        self.keys(table, tuple(RUNTIME_KEYS), where)
+        given: dict[str, Any] = {}
+        for key, item in table.items():
+            loc = f"{where}.{key}"
+            o = option(key)
+            if key == "graph_optimization":
+                levels = self.runtime_value(key, item, loc)
+                if len(levels) != 1:
+                    raise self.fail(loc, "a model takes one level (a list of levels is a [run] matrix axis)")
+                given[key] = levels
+            elif o.kind is Kind.PAIRS:
+                given[key] = self.runtime_value(key, item, loc)
+            elif o.kind is Kind.INT:
+                given[key] = self.integer(item, loc, o.minimum or 0)
+            elif o.kind is Kind.CHOICE:
+                given[key] = self.choice(item, loc, o.choices)
+            elif o.kind is Kind.FLAG:
+                given[key] = self.boolean(item, loc)
+            else:
+                given[key] = self.string(item, loc)
+        fields, _ = runtime_fields(given, where)
+        return fields
 
     def _listed_path(self, name: str, index: int, entries: dict[str, ModelEntry]) -> str:
         """``models = ["./my-model"]``: a directory under the root becomes an entry named after it."""
@@ -379,6 +446,7 @@ class _Validator:
             fp16_op_block_list=(tuple(self.names(table["fp16_op_block_list"], f"{where}.fp16_op_block_list"))
                                 if "fp16_op_block_list" in table else ()),
             margins=self.margins(table["margins"], f"{where}.margins", name) if "margins" in table else (),
+            runtime=self.model_runtime(table["runtime"], f"{where}.runtime") if "runtime" in table else {},
         )
 
 

@@ -161,8 +161,8 @@ OPTIONS: tuple[Option, ...] = (
     # -- what runs ------------------------------------------------------------------------
     Option("models", Kind.LIST, "models to judge: zoo names or local HF dirs (default: the built-in zoo)",
            in_config=True, rerun=Rerun.CASE, metavar="NAMES", spaced_items=True),
-    Option("precisions", Kind.LIST, "fp32 fp16 int8", default=tuple(p.value for p in DEFAULT_PRECISIONS), in_config=True,
-           rerun=Rerun.CASE, metavar="LIST"),
+    Option("precisions", Kind.LIST, "fp32 fp16 int8 int8-static", default=tuple(p.value for p in DEFAULT_PRECISIONS),
+           in_config=True, rerun=Rerun.CASE, metavar="LIST"),
     Option("providers", Kind.LIST, "torch_cpu ort_cpu ort_cuda ort_trt ...",
            default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST"),
     Option("config", Kind.PATH, "declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
@@ -193,6 +193,34 @@ OPTIONS: tuple[Option, ...] = (
            "or --suites", in_config=True, rerun=Rerun.NEVER),
     Option("junit_xml", Kind.PATH, "also write the run's JUnit XML here (always written as junit.xml in the "
            "run directory)", rerun=Rerun.NEVER, metavar="FILE"),
+    # --- issue 10: runtime settings (harness.core.runtime.RuntimeSettings), profiling, static INT8 ---
+    Option("graph_optimization", Kind.LIST, "ONNX Runtime graph optimisation level(s): disabled basic extended all; "
+           "several make it a matrix axis (ids get -opt_<level> for non-default levels)", default=("all",),
+           in_config=True, rerun=Rerun.CASE, metavar="LEVELS"),
+    Option("inter_threads", Kind.INT, "inter-op threads for ONNX Runtime (parallel execution mode)", minimum=1,
+           in_config=True),
+    Option("execution_mode", Kind.CHOICE, "ONNX Runtime execution mode", choices=("sequential", "parallel"),
+           default="sequential", in_config=True),
+    Option("mem_pattern", Kind.CHOICE, "ONNX Runtime memory pattern optimisation", choices=("on", "off"),
+           default="on", in_config=True),
+    Option("cpu_arena", Kind.CHOICE, "ONNX Runtime CPU memory arena", choices=("on", "off"), default="on",
+           in_config=True),
+    Option("provider_options", Kind.PAIRS, "an execution-provider option, PROVIDER:KEY=VALUE "
+           "(e.g. ort_cuda:cudnn_conv_algo_search=HEURISTIC; repeatable; validated by the provider's backend)",
+           in_config=True, metavar="PROVIDER:KEY=VALUE", cli_flag="--provider-option"),
+    Option("trt_profile", Kind.PAIRS, "TensorRT optimisation profile of one input, trtexec-like "
+           "INPUT:MIN,OPT,MAX (e.g. input_ids:1x16,8x64,16x256; repeatable; <graph>.INPUT for one graph)",
+           in_config=True, metavar="INPUT:MIN,OPT,MAX"),
+    Option("trt_engine_cache", Kind.PATH, "TensorRT engine cache directory (default: beside the artifact)",
+           in_config=True, metavar="DIR"),
+    Option("trt_timing_cache", Kind.PATH, "TensorRT timing cache directory", in_config=True, metavar="DIR"),
+    Option("profile", Kind.FLAG, "ONNX Runtime profiling of each judged session: top ops, share per op type, "
+           "first run vs steady in the record and summary; the trace stays in the case directory"),
+    Option("int8_calibration", Kind.CHOICE, "int8-static calibration method", choices=("minmax", "entropy",
+           "percentile"), default="minmax", in_config=True),
+    Option("int8_calibration_samples", Kind.INT, "int8-static calibration sentences, taken from the corpus after "
+           "the judged ones (never the same sentences)", default=32, minimum=1, in_config=True, metavar="N"),
+    # --- end issue 10 ---
     # -- where things go: no effect on numbers ------------------------------------------------
     Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",
            rerun=Rerun.NEVER, metavar="DIR"),
@@ -387,6 +415,10 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
     parts = ["harness", "run"] if builtin else ["harness", "run", "--suites", suite_file]
     for name in ("models", "precisions", "providers"):
         parts += [option(name).flag, str(case.get(name.rstrip("s")) or "")]
+    for pair in str(case.get("runtime") or "").split(","):  # the case's runtime axis values
+        axis, _, value = pair.partition("=")
+        if axis and value and axis in BY_NAME:
+            parts += [option(axis).flag, value]
     for o in OPTIONS:  # config-only options come back with --config
         if o.rerun in (Rerun.GIVEN, Rerun.ALWAYS) and o.on_cli and o.name in given:
             parts += o.argv(given[o.name], pytest_form=False)

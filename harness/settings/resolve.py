@@ -84,6 +84,12 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
                       f"{cfg.path if cfg else ''}: run.samples")
     if found is not None and "config" not in values:  # found by itself: the rerun must name it
         values["config"] = found
+    from harness.settings.runtime import RUNTIME_KEYS, build_runtime
+
+    runtime, axes = build_runtime({name: setting(name) for name in RUNTIME_KEYS
+                                   if name in values or getattr(cfg, name, None) is not None},
+                                  f"{cfg.path}: run" if cfg is not None and not any(n in values for n in RUNTIME_KEYS)
+                                  else "")
     return RunOptions(
         models=list(dict.fromkeys(names)), precisions=list(dict.fromkeys(precisions)),
         providers=list(dict.fromkeys(providers)),
@@ -98,7 +104,8 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         explicit_variants=bool(explicit & {"precisions", "providers"}),
         allow_skip=bool(setting("allow_skip")), target_lang=setting("target_lang"),
         builtin_suites=bool(setting("builtin_suites")), explicit_samples="samples" in explicit,
-        notes=tuple(shadow_notes(names, catalog)),
+        notes=tuple(shadow_notes(names, catalog)), runtime=runtime, runtime_axes=axes,
+        int8_calibration=setting("int8_calibration"), int8_calibration_samples=setting("int8_calibration_samples"),
     )
 
 
@@ -161,6 +168,8 @@ def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
             extra.update(trust_remote_code=entry.trust_remote_code, allow_pickle=entry.allow_pickle)
         if artifacts:
             extra["artifacts"] = artifacts
+        if entry.runtime:
+            extra["runtime"] = dict(entry.runtime)
         spec = replace(
             spec,
             corpus=entry.corpus or spec.corpus,

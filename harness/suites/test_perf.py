@@ -6,6 +6,8 @@
   first-inference time, peak RSS beside an empty interpreter's, artifact size on disk.
 * ``test_generation_perf``: time to first token, time per output token and tokens/s,
   with and without the KV cache (generative models only).
+* ``test_artifact_perf``: the same numbers for the files a team built itself, listed in the
+  suite config (``[models.<name>.artifacts]``), measured by ``harness check --perf``'s code.
 
 Budgets in a model's spec (``p50_ms``, ``peak_rss_mb``, ``artifact_mb``...) fail the case
 that measures them; the baseline gate (``--harness-baseline-compare``) judges change.
@@ -13,7 +15,7 @@ that measures them; the baseline gate (``--harness-baseline-compare``) judges ch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,6 +23,9 @@ from harness.core import Variant
 from harness.perf import budgets, coldstart, generation, latency, memory
 from harness.perf.measure import PerfSettings, engine_for
 from harness.results.collector import Case
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo.base import ModelSpec
 
 # one skip for the whole module without --harness-perf: no per-case records, no slower default run
 pytestmark = pytest.mark.harness_perf_suite
@@ -91,4 +96,40 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
         for runner in runners.values():
             runner.close()
     harness.perf["settings"] = _settings_record(harness, perf_settings)
+    budgets.enforce(harness, harness.perf)
+
+
+def _has_artifacts(spec: ModelSpec) -> bool:
+    return bool(spec.extra.get("artifacts"))
+
+
+def _artifact_for(spec: ModelSpec, variant: Variant) -> bool:
+    from harness.runners import backends
+    from harness.runners.prebuilt import runs_onnx_files
+
+    return runs_onnx_files(backends().get(variant.backend)) and \
+        variant.precision.value in (spec.extra.get("artifacts") or {})
+
+
+@pytest.mark.harness(where=_has_artifacts, accepts=_artifact_for)
+def test_artifact_perf(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
+    from pathlib import Path
+
+    from harness.check.judge import CheckRequest, run_check
+    from harness.results import Record
+
+    ws = harness.workspace
+    spec = ws.spec(variant.model)
+    options = ws.options
+    request = CheckRequest(reference=spec.name, spec=spec, onnx=Path(spec.extra["artifacts"][variant.precision.value]),
+                           precision=variant.precision.value, provider=variant.provider.short,
+                           samples=options.num_samples, batch_size=options.batch_size,
+                           threads=options.intra_op_threads, generation=False, perf=perf_settings,
+                           runtime=ws.runtime_for(variant))
+    outcome = run_check(request, harness.run_dir)
+    record = next(Record.coerce(r) for r in outcome.records if r["suite"] == "check_perf")
+    harness.perf.update(record.perf)
+    harness.artifacts.update(record.artifacts)
+    if record.verdict == "error":
+        raise RuntimeError(record.reason)
     budgets.enforce(harness, harness.perf)

@@ -23,7 +23,7 @@ from typing import Mapping
 
 import numpy as np
 
-from harness.core import Precision, Tolerance
+from harness.core import Precision, Tolerance, precision_overrides
 from harness.metrics.registry import METRICS, Scope
 from harness.zoo.base import ModelSpec, register, register_unavailable
 
@@ -118,8 +118,8 @@ def embedding_metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:
 
 def embedding_tolerance(precision: str, overrides: Mapping[str, Mapping[str, float]] | None = None) -> Tolerance:
     """The sentence-embedding checks at ``precision``: defaults, then the model's overrides."""
-    values = dict(EMBEDDING_DEFAULTS[precision])
-    values.update({k: v for k, v in (overrides or {}).get(precision, {}).items() if k in EMBEDDING_METRICS})
+    values = dict(EMBEDDING_DEFAULTS[Precision(precision).tolerance_key])
+    values.update({k: v for k, v in precision_overrides(overrides, precision).items() if k in EMBEDDING_METRICS})
     return Tolerance(tuple(METRICS[name].check(value) for name, value in values.items()))
 
 

@@ -1,0 +1,118 @@
+"""``harness check --perf``: the files a team ships, timed like the harness's own exports.
+
+The same machinery as the perf suites (``harness.perf``): the latency plan (entry graph at each
+batch size x sequence length, every other graph on the family's feeds), per-call samples and
+their distribution, cold start and peak memory in fresh processes, and for generative layouts
+TTFT / TPOT / tokens/s with and without the KV cache. Only the source of the graphs differs:
+each judged file, seen through the reference graph's names (``MappedRunner``), is timed on its
+deployed call (``session.run`` on feeds already in the file's names and dtypes); the fresh
+children open the files themselves through the ONNX Runtime backend's ``child_load``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from harness.perf import coldstart, generation, latency, memory
+from harness.perf.measure import HarnessEngine, PerfSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.check.judge import JobResult
+    from harness.core import Variant
+    from harness.families import Family
+    from harness.judge.workspace import Workspace
+    from harness.runners.prebuilt import MappedRunner
+    from harness.zoo.loading import LoadedModel
+
+
+def graph_runners(jobs: "list[JobResult]") -> "dict[str, MappedRunner]":
+    """One runner per reference graph: the first job that judged it without an error."""
+    out: dict[str, MappedRunner] = {}
+    for job in jobs:
+        if job.runner is not None and not job.error:
+            out.setdefault(job.job.graph.name, job.runner)
+    return out
+
+
+def measure_prebuilt(ws: "Workspace", variant: "Variant", model: "LoadedModel", family: "Family",
+                     jobs: "list[JobResult]", settings: PerfSettings, side_dir: Path,
+                     generation_runners: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The perf fields of a check (as a perf-suite record holds them) and notes on what was left out."""
+    runners = graph_runners(jobs)
+    notes: list[str] = []
+    points, skipped = latency.plan(model, family, ws.texts(model), settings)
+    missing = sorted({p.graph.name for p in points} - set(runners))
+    if missing:
+        notes.append(f"not timed (no judged file provides them): {', '.join(missing)}")
+    points = [p for p in points if p.graph.name in runners]
+    if not points:
+        return {}, notes + ["no graph to time"]
+    if points[0].key != "latency_ms":  # the entry graph is missing: the first timed graph is the headline
+        points[0] = latency.Point("latency_ms", points[0].graph, points[0].feeds, points[0].batch_size,
+                                  points[0].seq_len)
+    perf: dict[str, Any] = dict(latency.measure(dict(runners), points, settings, HarnessEngine()))
+    perf["throughput"] = perf["latency_ms"]["throughput"]
+    runs, args = _fresh(ws, variant, runners, points, settings, side_dir)
+    perf.update(coldstart.cold_start_fields(runs))
+    perf.update(memory.memory_fields(runs, memory.floors(variant.backend)))
+    records = ws.prebuilt.records if ws.prebuilt else {}
+    files = {name: int(info["bytes"]) for name, info in records.items() if isinstance(info, Mapping) and "bytes" in info}
+    perf.update(artifact_bytes=sum(files.values()), artifact_files=files)
+    if generation_runners:
+        perf.update(generation.measure_generation(model, family, dict(generation_runners), ws.texts(model), settings))
+    elif family.generates:
+        notes.append("generation perf skipped: the files cannot decode with and without a KV cache")
+    perf["settings"] = {**settings.as_dict(), "skipped_buckets": skipped, "child": args,
+                        "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
+    return perf, notes
+
+
+def _fresh(ws: "Workspace", variant: "Variant", runners: "Mapping[str, MappedRunner]",
+           points: list[latency.Point], settings: PerfSettings, side_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Cold start and memory: fresh children open each file with the ONNX Runtime backend's
+    loader and run it on feeds already in the file's own names."""
+    from harness.runners.ort_runner import OrtBackend
+
+    feeds = {graph: runners[graph].artifact_feeds(f) for graph, f in latency.feeds_by_graph(points).items()}
+    path = coldstart.write_feeds(side_dir / "perf-feeds.npz", feeds)
+    runtime = ws.runtime_for(variant)
+    spec = {"device": variant.provider.device,
+            "graphs": {graph: str(getattr(runner.session, "path", "")) for graph, runner in runners.items()},
+            "intra_op_threads": runtime.intra_op_threads or 0, "inter_op_threads": runtime.inter_op_threads or 0,
+            "runtime": runtime.as_dict(variant.provider.short)}
+    args = ["--loader", OrtBackend.loader_ref(), "--spec", json.dumps(spec, sort_keys=True), "--feeds", str(path),
+            "--calls", "5"]
+    return coldstart.fresh_runs(args, settings.repeats), args
+
+
+def describe(perf: Mapping[str, Any]) -> list[str]:
+    """Lines for the terminal: latency percentiles (with n and confidence) and cold start."""
+    lines = []
+    for key, entry in perf.items():
+        if key.startswith("latency_ms") and isinstance(entry, Mapping):
+            s = entry["summary"]
+            low = [k for k, v in (s.get("low_confidence") or {}).items() if v]
+            flag = f" (low confidence: {', '.join(low)})" if low else ""
+            lines.append(f"{key}: p50 {s['p50']:.3f} ms  p90 {s['p90']:.3f}  p95 {s['p95']:.3f}  p99 {s['p99']:.3f}  "
+                         f"n={s['n']}{flag}")
+    cold = perf.get("cold_start_ms")
+    if isinstance(cold, Mapping):
+        lines.append(f"cold start: load {cold['load']:.1f} ms, first inference {cold['first_inference']:.1f} ms, "
+                     f"process {cold['process']:.0f} ms (median of {len(perf.get('cold_start_runs', []))} processes)")
+    if perf.get("peak_rss_bytes"):
+        model_rss = (perf.get("memory") or {}).get("model_rss_bytes")
+        extra = f" ({model_rss / 2**20:.0f} MiB above the runtime's import floor)" if model_rss else ""
+        lines.append(f"peak RSS {perf['peak_rss_bytes'] / 2**20:.0f} MiB{extra}")
+    gen = perf.get("generation")
+    if isinstance(gen, Mapping) and isinstance(gen.get("kv=on"), Mapping):
+        on, off = gen["kv=on"], gen.get("kv=off") or {}
+        lines.append(f"generation: TTFT {on['ttft_ms_p50']:.2f} ms, TPOT {on['tpot_ms_p50']:.2f} ms, "
+                     f"{on['tokens_per_s']:.1f} tok/s (no cache {off.get('tokens_per_s', float('nan')):.1f} tok/s)")
+    return lines
+
+
+__all__ = ["describe", "graph_runners", "measure_prebuilt", "np"]
