@@ -169,7 +169,8 @@ def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> Ch
     run_id = run_id or new_run_id()
     setup = resolve(req)  # bad files, options and references fail here, before the model loads
     files = {a.path.name: a.record() for a in setup.artifacts}
-    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files)
+    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, files,
+                            setup.variant.precision)
     try:
         ws = Workspace(setup.options, prebuilt=source)
         return _judge(ws, req, setup, files, run_dir, began, run_id)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.core import Provider, Variant
+    from harness.core import Precision, Provider, Variant
     from harness.export.artifacts import ExportSettings
     from harness.export.cache import ArtifactCache
     from harness.families.base import Family, GraphSpec
@@ -129,6 +129,19 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def unavailable_reason(cls, variant: "Variant") -> str | None:
         """None when the variant can run here, else a precise reason to skip it."""
+
+    @classmethod
+    def runtime_summary(cls) -> str:
+        """One line for ``harness doctor``: the runtime's version and the devices it sees here
+        (or why it cannot run). Default: the backend's name only."""
+        return f"{cls.name}: (no runtime summary)"
+
+    @classmethod
+    def open_onnx_file(cls, path: Path, provider: "Provider", precision: "Precision",
+                       threads: int | None) -> GraphRunner:
+        """A runner for an ONNX file built elsewhere (``harness check``), run the way this
+        backend runs its own exports at ``precision``. Only backends with ``runs_onnx_files``."""
+        raise NotImplementedError(f"backend {cls.name!r} does not run ONNX files")
 
     @abc.abstractmethod
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: "Variant") -> GraphRunner:

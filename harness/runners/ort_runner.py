@@ -161,6 +161,18 @@ class OrtBackend(Backend):
             return "INT8 on TensorRT needs a calibration table; dynamic-quantized ONNX is not a TensorRT INT8 path"
         return None
 
+    @classmethod
+    def runtime_summary(cls) -> str:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            return "onnxruntime: not installed"
+        return f"onnxruntime {ort.__version__}: execution providers {', '.join(available_providers())}"
+
+    @classmethod
+    def open_onnx_file(cls, path: Path, provider: Provider, precision: Precision, threads: int | None) -> GraphRunner:
+        return OrtGraphRunner(str(path), provider.device, threads)
+
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)
         #: entries this backend (one case: the judge makes one per case) built rather than found in

@@ -117,6 +117,14 @@ class TorchBackend(Backend):
             return "PyTorch dynamic INT8 quantization runs on CPU only"
         return None
 
+    @classmethod
+    def runtime_summary(cls) -> str:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) if cuda else "none"
+        return f"torch {torch.__version__}: CUDA available {cuda} (devices: {gpus})"
+
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
         import torch
 
