@@ -116,6 +116,8 @@ class Backend(abc.ABC):
     """Makes GraphRunners for one backend (pytorch, onnxruntime, ...)."""
 
     name: str
+    #: how tables name the runtime ("ORT", "OpenVINO"); default: ``name``
+    label: ClassVar[str] = ""
     #: executes ONNX files, so pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files: ClassVar[bool] = False
     #: the providers (``--providers`` short names) this backend serves; the one declaration
@@ -129,6 +131,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def unavailable_reason(cls, variant: "Variant") -> str | None:
         """None when the variant can run here, else a precise reason to skip it."""
+
+    @classmethod
+    def display(cls) -> str:
+        """The runtime's name in tables: ``label``, else ``name``."""
+        return cls.label or cls.name
 
     @classmethod
     def runtime_summary(cls) -> str:

@@ -193,6 +193,7 @@ def open_file(path: Path, precision: Precision, threads: int | None) -> OvGraphR
 @register_backend
 class OpenVinoBackend(Backend):
     name = "openvino"
+    label = "OpenVINO"
     providers = (Provider("ov_cpu", name, "CPU"),)
     #: executes ONNX files: pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files = True

@@ -137,6 +137,7 @@ class OrtGraphRunner(GraphRunner):
 @register_backend
 class OrtBackend(Backend):
     name = "onnxruntime"
+    label = "ORT"
     providers = (
         Provider("ort_cpu", name, "CPUExecutionProvider"),
         Provider("ort_cuda", name, "CUDAExecutionProvider", needs_gpu=True),

@@ -104,6 +104,7 @@ def precision_model(model: "LoadedModel", precision: Precision, device: str,
 @register_backend
 class TorchBackend(Backend):
     name = "pytorch"
+    label = "PyTorch eager"
     providers = (Provider("torch_cpu", name, "cpu"), Provider("torch_cuda", name, "cuda", needs_gpu=True))
 
     @classmethod
