@@ -16,17 +16,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
-import torch  # noqa: F401  (imported before pytester-style in-process runs; docs/pitfalls.md #6)
+import openvino  # noqa: F401  (a declared test dependency: missing is a failure, not a skip)
+import torch  # noqa: F401  (imported before in-process runs; docs/pitfalls.md #6)
 
-pytest.importorskip("openvino", reason="openvino not installed (pip install 'model-harness[openvino]')")
-
-from harness.cli import main  # noqa: E402
-from harness.core import PROVIDERS, Precision, Variant  # noqa: E402
-from harness.runners import openvino_runner  # noqa: E402
-from harness.runners.openvino_runner import OpenVinoBackend, OvGraphRunner  # noqa: E402
-from harness.zoo import registered  # noqa: E402
-from tests.conftest import variant  # noqa: E402
+from harness.cli import main
+from harness.core import PROVIDERS, Precision, Variant
+from harness.runners import openvino_runner
+from harness.runners.openvino_runner import OpenVinoBackend, OvGraphRunner
+from harness.zoo import registered
+from tests.conftest import variant
 
 OV = PROVIDERS["ov_cpu"]
 

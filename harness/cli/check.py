@@ -39,7 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--models", nargs="+", default=None, help="with --config: only these models")
     p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
                                                      "(default: detected from the files)")
-    p.add_argument("--provider", default="ort_cpu", help="a provider that runs ONNX files: ort_* (ONNX Runtime) or ov_cpu (OpenVINO); default ort_cpu")
+    p.add_argument("--provider", default="ort_cpu",
+                   help="a provider that runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native; "
+                        "default ort_cpu")
     p.add_argument("--corpus", default=None, help="corpus name or .txt/.tsv file (default: the model's)")
     p.add_argument("--samples", type=int, default=None, help="corpus sentences for numeric parity (default 32)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 8)")

@@ -16,6 +16,7 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.gpu_memory import nvml_process_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.export.cache import CacheEntry
@@ -62,23 +63,6 @@ def session_settings(session: Any) -> dict[str, Any]:
 
 #: execution providers that run on a GPU, whose memory the child reads through NVML
 _GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
-
-
-def nvml_process_bytes() -> int | None:
-    """GPU memory this process holds (ONNX Runtime has no peak counter of its own)."""
-    import os
-
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-            if proc.pid == os.getpid():
-                return int(proc.usedGpuMemory or 0)
-    except Exception:  # no pynvml, no driver: unknown, not zero
-        return None
-    return None
 
 
 class OrtGraphRunner(GraphRunner):
