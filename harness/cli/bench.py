@@ -62,6 +62,10 @@ def _check(args: argparse.Namespace) -> None:
     from harness.settings.options import option
 
     option("threads").parse(args.threads, "--threads")  # the run option's row: as `harness run` and the config
+    from harness.core import parse_provider
+
+    for name in args.providers or []:
+        parse_provider(name)  # unknown names: one line, did-you-mean, before anything is measured
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -86,7 +90,7 @@ def bench(args: argparse.Namespace) -> int:
         resolve(name)  # unknown names: one line, did-you-mean
     from harness.core import parse_provider
 
-    providers = [parse_provider(name) for name in args.providers] if args.providers else None
+    providers = [parse_provider(name) for name in args.providers] if args.providers else None  # checked in _check
     options = RunOptions(models=list(models), intra_op_threads=args.threads)
     ws = Workspace(options, args.cache)  # threads reach torch and ORT through the backends
     console = cli_console()

@@ -152,7 +152,8 @@ class OrtBackend(Backend):
             import onnxruntime as ort
         except ImportError:
             return "onnxruntime: not installed"
-        return f"onnxruntime {ort.__version__}: execution providers {', '.join(available_providers())}"
+        # the line doctor printed before it listed every backend: kept, so anything reading it still does
+        return f"onnxruntime execution providers: {', '.join(available_providers())} (onnxruntime {ort.__version__})"
 
     @classmethod
     def open_onnx_file(cls, path: Path, provider: Provider, precision: Precision, threads: int | None) -> GraphRunner:
