@@ -36,9 +36,9 @@ def _records(out: Path) -> list[dict]:
 def test_harness_run_ov_cpu_passes_the_default_zoo_at_fp32_and_fp16(tmp_path):
     """The issue's done-when: every suite, every default model, fp32 and fp16, judged and passing."""
     out = tmp_path / "run"
-    code = main(["run", "--providers", "ov_cpu", "--precisions", "fp32", "fp16", "--samples", "4",
-                 "--batch-size", "4", "--threads", "1", "--out", str(out),
-                 "--pytest-args", "--harness-gen-samples", "4"])
+    code = main(["run", "--providers", "ov_cpu", "--precisions", "fp32", "fp16", "--samples", "2",
+                 "--batch-size", "2", "--threads", "1", "--out", str(out),
+                 "--pytest-args", "--harness-gen-samples", "2"])
     records = _records(out)
     assert code == 0, [(r["id"], r["verdict"], r.get("reason")) for r in records if r["verdict"] != "pass"]
     verdicts = {r["id"]: r["verdict"] for r in records}
