@@ -160,8 +160,9 @@ def test_bench_command_prints_and_writes_ratios(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")  # one table row per line, whatever the terminal
 
     out = tmp_path / "bench.json"
-    code = main(["bench", "--models", "encoder-custom", "--rounds", "2", "--calls", "3", "--seq-len", "8",
-                 "--threads", "1", "--json", str(out), "--markdown", str(tmp_path / "bench.md")])
+    code = main(["bench", "--models", "encoder-custom", "--providers", "torch_cpu", "ort_cpu", "--rounds", "2",
+                 "--calls", "3", "--seq-len", "8", "--threads", "1", "--json", str(out),
+                 "--markdown", str(tmp_path / "bench.md")])
     assert code == 0
     text = capsys.readouterr().out
     assert "ORT FP32 vs PyTorch eager FP32, latency" in text and "one forward call, batch 1 x 8 tokens" in text
@@ -182,8 +183,10 @@ def test_bench_command_rejects_bad_input(capsys):
 
     assert main(["bench", "--rounds", "0"]) == 2
     assert main(["bench", "--models", "encoder-custm"]) == 2
+    assert main(["bench", "--providers", "ov_cpuu"]) == 2
     err = capsys.readouterr().err
     assert "--rounds: must be >= 1, got 0" in err and "did you mean 'encoder-custom'" in err
+    assert "--providers: unknown provider 'ov_cpuu'" in err
 
 
 def test_config_budgets_mean_and_cold_start_are_checked_not_errors(pytester: pytest.Pytester, tmp_path):

@@ -183,9 +183,8 @@ def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> Ch
     run_id = run_id or new_run_id()
     setup = resolve(req)  # bad files, options and references fail here, before the model loads
     files = {a.path.name: a.record() for a in setup.artifacts}
-    runtime = setup.options.runtime
-    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider.device, req.threads, files,
-                            runtime, runtime.options_for(setup.variant.provider.short))
+    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, files,
+                            setup.variant.precision, setup.options.runtime)
     try:
         ws = Workspace(setup.options, prebuilt=source)
         return _judge(ws, req, setup, files, run_dir, began, run_id)

@@ -22,6 +22,7 @@ from harness.core import (
     Variant,
     parse_precision,
     parse_provider,
+    provider_table,
 )
 from harness.judge.workspace import Workspace
 from harness.runners import backends
@@ -129,7 +130,8 @@ def onnx_provider(name: str) -> Provider:
     """``--provider``: a provider whose backend runs ONNX files, available here."""
     provider = parse_provider(name, option="--provider")
     if not runs_onnx_files(backends().get(provider.backend)):
-        raise UsageError(f"--provider: {name!r} is not an ONNX Runtime provider; artifacts run on ort_* providers")
+        runs = [short for short, p in provider_table().items() if runs_onnx_files(backends().get(p.backend))]
+        raise UsageError(f"--provider: {name!r} does not run ONNX files; providers that do: {', '.join(runs)}")
     reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
     if reason:
         raise UsageError(f"--provider: {name}: {reason}")

@@ -1,7 +1,8 @@
 """``harness bench``: the headline speed and size ratios, measured side by side in one run.
 
 ORT FP32 vs PyTorch eager at batch 1, INT8 vs FP32 (latency and artifact size) and FP16
-vs FP32 on the CPU, for the BERT-base-sized encoder and the translator. The contenders
+vs FP32 on the CPU, for the BERT-base-sized encoder and the translator; every other CPU
+runtime of the backend registry that runs here (OpenVINO) against the same and against ORT. The contenders
 run in interleaved blocks, so every ratio compares numbers taken under the same machine
 conditions; each comes with a 95% block-bootstrap interval. Exit 0, or 2 on bad usage.
 """
@@ -20,10 +21,13 @@ TRANSLATOR, TRANSLATOR_FALLBACK = "numbers-en-zh", "marian-tiny"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench", help="headline ratios: ORT vs PyTorch, INT8/FP16 vs FP32 (latency, size)",
+    p = sub.add_parser("bench", help="headline ratios: ORT (and OpenVINO) vs PyTorch, INT8/FP16 vs FP32 (latency, size)",
                        description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="+", default=None,
                    help=f"default: {DEFAULT_ENCODER} and {TRANSLATOR} (or {TRANSLATOR_FALLBACK} if absent)")
+    p.add_argument("--providers", nargs="+", default=None,
+                   help="providers to compare (default: torch_cpu, ort_cpu and every other CPU provider that runs "
+                        "ONNX files here, e.g. ov_cpu)")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=32, help="encoder input length in tokens (default 32)")
     p.add_argument("--new-tokens", type=int, default=16, help="tokens per timed generation (default 16)")
@@ -58,6 +62,10 @@ def _check(args: argparse.Namespace) -> None:
     from harness.settings.options import option
 
     option("threads").parse(args.threads, "--threads")  # the run option's row: as `harness run` and the config
+    from harness.core import parse_provider
+
+    for name in args.providers or []:
+        parse_provider(name)  # unknown names: one line, did-you-mean, before anything is measured
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -80,6 +88,9 @@ def bench(args: argparse.Namespace) -> int:
     models, notes = (args.models, []) if args.models else default_models()
     for name in models:
         resolve(name)  # unknown names: one line, did-you-mean
+    from harness.core import parse_provider
+
+    providers = [parse_provider(name) for name in args.providers] if args.providers else None  # checked in _check
     options = RunOptions(models=list(models), intra_op_threads=args.threads)
     ws = Workspace(options, args.cache)  # threads reach torch and ORT through the backends
     console = cli_console()
@@ -87,7 +98,8 @@ def bench(args: argparse.Namespace) -> int:
     for name in models:
         console.print(f"measuring {name} ...", highlight=False)
         results.append(measure_headline(ws, name, batch_size=args.batch_size, seq_len=args.seq_len,
-                                        rounds=args.rounds, calls=args.calls, new_tokens=args.new_tokens))
+                                        rounds=args.rounds, calls=args.calls, new_tokens=args.new_tokens,
+                                        providers=providers))
     rows = [r for res in results for r in res.ratios]
     notes += [note for res in results for note in res.notes]
     env = environment(args.threads, None)
@@ -98,7 +110,7 @@ def bench(args: argparse.Namespace) -> int:
                       highlight=False)
     for note in notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
-    console.print(f"threads: torch {threads['torch_num_threads']}, ORT intra-op "
+    console.print(f"threads: torch {threads['torch_num_threads']}, ORT and OpenVINO intra-op "
                   f"{threads['ort_intra_op_threads'] or 'default'}; cpu: {env['cpu']} ({env['cores']} cores)",
                   highlight=False)
     if args.markdown:
@@ -109,7 +121,7 @@ def bench(args: argparse.Namespace) -> int:
 
         payload = {"schema": "harness.bench/1", "env": env, "notes": notes,
                    "settings": {k: getattr(args, k) for k in ("batch_size", "seq_len", "new_tokens", "rounds", "calls",
-                                                              "threads")},
+                                                              "threads", "providers")},
                    "rows": [r.as_dict() for r in rows],
                    "models": {res.model: {"unit": res.unit, "artifact_bytes": res.artifact_bytes,
                                           "summaries": {k: summarize(v).as_dict() for k, v in res.samples.items()}}

@@ -39,7 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--models", nargs="+", default=None, help="with --config: only these models")
     p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
                                                      "(default: detected from the files)")
-    p.add_argument("--provider", default="ort_cpu", help="ONNX Runtime provider (default ort_cpu)")
+    p.add_argument("--provider", default="ort_cpu",
+                   help="a provider that runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native; "
+                        "default ort_cpu")
     p.add_argument("--corpus", default=None, help="corpus name or .txt/.tsv file (default: the model's)")
     p.add_argument("--samples", type=int, default=None, help="corpus sentences for numeric parity (default 32)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 8)")
@@ -150,7 +152,7 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
                                         provider=provider, samples=options.num_samples,
                                         batch_size=options.batch_size, threads=options.intra_op_threads, **common))
     if not providers:
-        raise UsageError(f"{args.config}: none of the run's ONNX Runtime providers is available here")
+        raise UsageError(f"{args.config}: none of the run's ONNX-running providers (ort_*, ov_cpu) is available here")
     if not out:
         raise UsageError(f"{args.config}: no [models.<name>.artifacts] to check among {', '.join(options.models)}")
     return out

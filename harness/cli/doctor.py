@@ -22,7 +22,7 @@ def doctor(args: argparse.Namespace) -> int:
     from harness.plugin import matrix
     from harness.report.console import cli_console
     from harness.results.envinfo import environment
-    from harness.runners.ort_runner import available_providers
+    from harness.runners import backends
     from harness.settings.options import cli_values
     from harness.settings.resolve import build_options
     from harness.zoo.base import cache_root
@@ -35,10 +35,13 @@ def doctor(args: argparse.Namespace) -> int:
     console.print(f"[bold]harness doctor[/]  cpu: {env['cpu']} ({env['cores']} cores), gpu: {env['gpu'] or 'none'}")
     for lib, version in env["versions"].items():
         console.print(f"  {lib:22s} {version}")
-    try:
-        console.print(f"onnxruntime execution providers: {', '.join(available_providers())}")
-    except ImportError:
-        console.print("onnxruntime: not installed")
+    console.print("runtimes (one line per registered backend):")
+    for backend in backends().values():  # each says what it sees here: version, devices, or why not
+        try:
+            line = backend.runtime_summary()
+        except Exception as exc:  # a broken runtime install is a finding, not a doctor crash
+            line = f"{backend.name}: cannot be queried ({type(exc).__name__}: {exc})"
+        console.print(f"  {escape(line)}", highlight=False)
     console.print(f"cache: {cache_root()}")
     zoo = Table(title="models")
     for col in ("name", "family", "default", "description"):

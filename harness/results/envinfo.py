@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 LIBRARIES = ("harness", "torch", "transformers", "tokenizers", "onnx", "onnxruntime", "onnxruntime-gpu",
-             "onnxconverter-common", "numpy", "sacrebleu", "tensorrt")
+             "onnxconverter-common", "numpy", "sacrebleu", "tensorrt", "openvino")
 _DIST = {"harness": "model-harness"}
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 B = TypeVar("B", bound=type[Backend])
 
 _REGISTRY: dict[str, type[Backend]] = {}
-_HELPERS = frozenset({"base", "trt_profile", "prebuilt"})  # modules here that are not backends
+_HELPERS = frozenset({"base", "trt_profile", "prebuilt", "trt_engine", "gpu_memory"})  # modules here that are not backends
 
 
 def register_backend(cls: B) -> B:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.core import Provider, Variant
+    from harness.core import Precision, Provider, Variant
     from harness.core.runtime import RuntimeSettings
     from harness.export.artifacts import ExportSettings
     from harness.export.cache import ArtifactCache
@@ -128,6 +128,8 @@ class Backend(abc.ABC):
     """Makes GraphRunners for one backend (pytorch, onnxruntime, ...)."""
 
     name: str
+    #: how tables name the runtime ("ORT", "OpenVINO"); default: ``name``
+    label: ClassVar[str] = ""
     #: executes ONNX files, so pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files: ClassVar[bool] = False
     #: the providers (``--providers`` short names) this backend serves; the one declaration
@@ -165,6 +167,26 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def unavailable_reason(cls, variant: "Variant") -> str | None:
         """None when the variant can run here, else a precise reason to skip it."""
+
+    @classmethod
+    def display(cls) -> str:
+        """The runtime's name in tables: ``label``, else ``name``."""
+        return cls.label or cls.name
+
+    @classmethod
+    def runtime_summary(cls) -> str:
+        """One line for ``harness doctor``: the runtime's version and the devices it sees here
+        (or why it cannot run). Default: the backend's name only."""
+        return f"{cls.name}: (no runtime summary)"
+
+    @classmethod
+    def open_onnx_file(cls, path: Path, provider: "Provider", precision: "Precision",
+                       threads: int | None, runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+        """A runner for an ONNX file built elsewhere (``harness check``), run the way this
+        backend runs its own exports at ``precision``, with the settings of ``runtime`` this
+        backend honours (``runtime_settings``) and ``provider``'s EP options. Only backends
+        with ``runs_onnx_files``."""
+        raise NotImplementedError(f"backend {cls.name!r} does not run ONNX files")
 
     @abc.abstractmethod
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: "Variant") -> GraphRunner:

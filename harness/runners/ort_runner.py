@@ -16,6 +16,7 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.gpu_memory import nvml_process_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
@@ -99,23 +100,6 @@ def session_settings(session: Any) -> dict[str, Any]:
 
 #: execution providers that run on a GPU, whose memory the child reads through NVML
 _GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
-
-
-def nvml_process_bytes() -> int | None:
-    """GPU memory this process holds (ONNX Runtime has no peak counter of its own)."""
-    import os
-
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-            if proc.pid == os.getpid():
-                return int(proc.usedGpuMemory or 0)
-    except Exception:  # no pynvml, no driver: unknown, not zero
-        return None
-    return None
 
 
 def session_options(runtime: "RuntimeSettings | None" = None, *, profile_prefix: str | None = None) -> Any:
@@ -213,6 +197,7 @@ class OrtGraphRunner(GraphRunner):
 @register_backend
 class OrtBackend(Backend):
     name = "onnxruntime"
+    label = "ORT"
     providers = (
         Provider("ort_cpu", name, "CPUExecutionProvider"),
         Provider("ort_cuda", name, "CUDAExecutionProvider", needs_gpu=True),
@@ -245,6 +230,21 @@ class OrtBackend(Backend):
         if variant.provider.device == "TensorrtExecutionProvider" and variant.precision is Precision.INT8:
             return "INT8 on TensorRT needs a calibration table; dynamic-quantized ONNX is not a TensorRT INT8 path"
         return None
+
+    @classmethod
+    def runtime_summary(cls) -> str:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            return "onnxruntime: not installed"
+        # the line doctor printed before it listed every backend: kept, so anything reading it still does
+        return f"onnxruntime execution providers: {', '.join(available_providers())} (onnxruntime {ort.__version__})"
+
+    @classmethod
+    def open_onnx_file(cls, path: Path, provider: Provider, precision: Precision, threads: int | None,
+                       runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+        options = dict(runtime.options_for(provider.short)) if runtime is not None else {}
+        return OrtGraphRunner(str(path), provider.device, threads, provider_options=options, runtime=runtime)
 
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)

@@ -11,7 +11,9 @@ Foreign files speak their own I/O names; ``MappedRunner`` presents one under the
 graph's names (a mapping the check's I/O matcher produces) and fills in inputs the reference
 computes implicitly, so parity code and decoding run a foreign file exactly as they run the
 harness's own exports. The backend is not in the name registry: it has no provider of its
-own, it stands in for the run's ONNX Runtime variants when a workspace has files to judge.
+own, it stands in for the run's variants whose backend runs ONNX files (ONNX Runtime, OpenVINO)
+when a workspace has files to judge; each file is opened by that backend
+(``Backend.open_onnx_file``), so ``--provider ov_cpu`` judges the file as OpenVINO compiles it.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.core import UsageError
+from harness.core import Precision, Provider, UsageError
 from harness.runners.base import Backend, BackendContext, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
+    from harness.core.runtime import RuntimeSettings
     from harness.families.base import Family, GraphSpec
     from harness.zoo.loading import LoadedModel
 
@@ -105,31 +108,39 @@ class CacheSplitRunner(GraphRunner):
         return self.run(feeds)
 
 
-def open_onnx(path: Path, device: str, threads: int | None, runtime: Any = None,
-              provider_options: Mapping[str, str] | None = None) -> GraphRunner:
-    """An ONNX Runtime session of a user's file (with the check's runtime settings and EP
-    options); a file onnxruntime refuses is a usage error naming it (exit 2), not a crash."""
-    from harness.runners.ort_runner import OrtGraphRunner
+def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
+              precision: Precision = Precision.FP32, runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+    """A session of a user's file on ``provider``'s backend (``Backend.open_onnx_file``, with the
+    check's runtime settings and that provider's EP options; a bare string is an ONNX Runtime
+    execution provider, as before backends other than ONNX Runtime ran files). A file the
+    runtime refuses is a usage error naming it (exit 2), not a crash."""
+    if isinstance(provider, str):
+        from harness.runners.ort_runner import OrtBackend
 
+        backend: type[Backend] = OrtBackend
+        provider = Provider(provider, OrtBackend.name, provider)
+    else:
+        from harness.runners import backends
+
+        backend = backends()[provider.backend]
     try:
-        return OrtGraphRunner(str(path), device, threads, provider_options=dict(provider_options or {}),
-                              runtime=runtime)
-    except Exception as exc:  # onnxruntime's Fail / InvalidGraph / NotImplemented...
+        return backend.open_onnx_file(Path(path), provider, precision, threads, runtime)
+    except Exception as exc:  # onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: onnxruntime cannot load it ({text})") from None
+        raise UsageError(f"{path}: {backend.name} cannot load it ({text})") from None
 
 
 class PrebuiltGraphs:
     """The artifact source of a check: the user's files, each opened once, and the runners
     that present them under reference graph names once their I/O is matched."""
 
-    def __init__(self, paths: Sequence[Path], device: str, threads: int | None,
-                 records: Mapping[str, dict[str, Any]], runtime: Any = None,
-                 provider_options: Mapping[str, str] | None = None) -> None:
+    def __init__(self, paths: Sequence[Path], provider: "Provider | str", threads: int | None,
+                 records: Mapping[str, dict[str, Any]], precision: Precision = Precision.FP32,
+                 runtime: "RuntimeSettings | None" = None) -> None:
         self.sessions: dict[Path, GraphRunner] = {}
         try:
             for path in paths:  # every file opens before anything is judged: a bad one is exit 2 at once
-                self.sessions[Path(path)] = open_onnx(Path(path), device, threads, runtime, provider_options)
+                self.sessions[Path(path)] = open_onnx(Path(path), provider, threads, precision, runtime)
         except BaseException:
             self.close()
             raise

@@ -104,6 +104,7 @@ def precision_model(model: "LoadedModel", precision: Precision, device: str,
 @register_backend
 class TorchBackend(Backend):
     name = "pytorch"
+    label = "PyTorch eager"
     providers = (Provider("torch_cpu", name, "cpu"), Provider("torch_cuda", name, "cuda", needs_gpu=True))
     runtime_settings = frozenset({"intra_op_threads"})
 
@@ -120,6 +121,14 @@ class TorchBackend(Backend):
             return ("int8-static is a calibrated QDQ ONNX artifact; PyTorch has no counterpart variant "
                     "here (judge it on an ONNX Runtime provider)")
         return None
+
+    @classmethod
+    def runtime_summary(cls) -> str:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) if cuda else "none"
+        return f"torch {torch.__version__}: CUDA available {cuda} (devices: {gpus})"
 
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
         import torch

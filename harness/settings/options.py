@@ -163,7 +163,7 @@ OPTIONS: tuple[Option, ...] = (
            in_config=True, rerun=Rerun.CASE, metavar="NAMES", spaced_items=True),
     Option("precisions", Kind.LIST, "fp32 fp16 int8 int8-static", default=tuple(p.value for p in DEFAULT_PRECISIONS),
            in_config=True, rerun=Rerun.CASE, metavar="LIST"),
-    Option("providers", Kind.LIST, "torch_cpu ort_cpu ort_cuda ort_trt ...",
+    Option("providers", Kind.LIST, "torch_cpu ort_cpu ov_cpu ort_cuda ort_trt trt_native ...",
            default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST"),
     Option("config", Kind.PATH, "declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
            "default: harness.toml in the rootdir if present", metavar="FILE"),
@@ -175,7 +175,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("opset", Kind.INT, "ONNX opset", default=RunOptions.opset, minimum=11, in_config=True, rerun=Rerun.ALWAYS),
     Option("exporter", Kind.CHOICE, "torch.onnx exporter (default: torchscript, or the model's own default)",
            choices=("torchscript", "dynamo"), in_config=True),
-    Option("threads", Kind.INT, "intra-op threads for ONNX Runtime and torch", minimum=1, in_config=True),
+    Option("threads", Kind.INT, "intra-op threads for ONNX Runtime, OpenVINO and torch", minimum=1, in_config=True),
     Option("corpus", Kind.TEXT, "default corpus (a manifest name or a .txt/.tsv file) of the models the config "
            "file defines (otherwise sentences_en)", in_config=True, on_cli=False),
     Option("fp16_block_list", Kind.LIST, "ONNX op types kept in FP32 by the FP16 conversion (e.g. Softmax Pow)",
