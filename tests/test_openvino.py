@@ -199,3 +199,22 @@ def test_bench_compares_openvino_with_ort_side_by_side(tmp_path, monkeypatch, ca
     # OpenVINO FP16 ships the FP32 file (the precision is a compile hint): a size row says so
     assert rows["OpenVINO FP16 vs OpenVINO FP32, artifact size"]["ratio"] == 1.0
     assert "ORT INT8 vs ORT FP32, artifact size" in rows and "OpenVINO INT8 vs OpenVINO FP32, artifact size" not in rows
+
+
+def test_static_int8_qdq_runs_as_int8_kernels_on_openvino(tmp_path):
+    """int8-static (the calibrated Q/DQ export) is OpenVINO's INT8 path: it compiles the Q/DQ
+    graph into INT8 kernels and is judged like ORT's run of the same file."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))",
+                           "run", "--models", "bert-tiny", "--providers", "ov_cpu", "ort_cpu", "--precisions",
+                           "int8-static", "--samples", "8", "--int8-calibration-samples", "8", "--threads", "1",
+                           "--out", str(out), "-k", "logits_parity"],
+                          capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+    records = {r["id"]: r for r in _records(out)}
+    assert proc.returncode == 0, [(i, r["verdict"], r.get("reason")) for i, r in records.items()] or proc.stderr[-2000:]
+    ov = records["test_logits_parity[bert-tiny-int8-static-ov_cpu]"]
+    ort = records["test_logits_parity[bert-tiny-int8-static-ort_cpu]"]
+    assert ov["verdict"] == ort["verdict"] == "pass"
+    assert ov["artifacts"]["model/model.onnx"]["sha256"] == ort["artifacts"]["model/model.onnx"]["sha256"]  # one file
+    kernels = ov["artifacts"]["model/model.onnx"]["openvino"]["runtime_precisions"]["FullyConnected"]
+    assert any(k in ("i8", "u8") for k in kernels), kernels  # fused into INT8 kernels, not dequantized to f32

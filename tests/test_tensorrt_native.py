@@ -258,3 +258,13 @@ def test_the_provider_is_declared_once_and_runs_onnx_files():
     assert PROVIDERS["trt_native"].backend == "tensorrt" and PROVIDERS["trt_native"].needs_gpu
     assert backends()["tensorrt"].runs_onnx_files and TensorRTBackend.fresh_process_reason(
         variant("bert-tiny", "fp16", "trt_native")) is None
+
+
+def test_static_int8_builds_from_its_own_qdq_artifact_and_dynamic_int8_is_skipped_with_why():
+    from harness.runners.tensorrt_native import artifact_kind
+
+    plan = build_plan(Precision.INT8_STATIC, "10.13.0", int8_kind=artifact_kind(Precision.INT8_STATIC))
+    assert (plan.source, plan.flags) == (Precision.INT8_STATIC, ("INT8",))  # the calibrated Q/DQ file
+    assert build_plan(Precision.INT8_STATIC, "11.0.0", int8_kind="qdq").strongly_typed
+    with pytest.raises(EngineUnsupported, match="dynamic quantization"):
+        build_plan(Precision.INT8, "10.13.0", int8_kind=artifact_kind(Precision.INT8))

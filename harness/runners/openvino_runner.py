@@ -51,6 +51,8 @@ RECIPES: dict[Precision, tuple[Precision, str]] = {
     Precision.FP32: (Precision.FP32, "f32"),
     Precision.FP16: (Precision.FP32, "f16"),
     Precision.INT8: (Precision.INT8, "f32"),
+    # static Q/DQ INT8 (calibrated): OpenVINO's own INT8 path — it fuses Q/DQ into INT8 kernels
+    Precision.INT8_STATIC: (Precision.INT8_STATIC, "f32"),
 }
 #: runtime layer types whose precision tells what a compiled model computes in
 HEAVY_LAYERS = ("FullyConnected", "MatMul", "Convolution")

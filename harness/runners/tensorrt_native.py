@@ -293,7 +293,7 @@ class TensorRTBackend(Backend):
         if reason:
             return reason
         try:  # INT8 of the harness's own chain: the artifact is dynamic quantization until static Q/DQ exists
-            build_plan(variant.precision, version, int8_kind=INT8_ARTIFACT_KIND)
+            build_plan(variant.precision, version, int8_kind=artifact_kind(variant.precision))
         except EngineUnsupported as exc:
             return str(exc)
         return None
@@ -338,7 +338,7 @@ class TensorRTBackend(Backend):
 
     def _plan(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> BuildPlan:
         version = tensorrt_version() or "0"
-        plan = build_plan(variant.precision, version, int8_kind=INT8_ARTIFACT_KIND)
+        plan = build_plan(variant.precision, version, int8_kind=artifact_kind(variant.precision))
         profile = graph_profile(graph, family.export_example(model, graph), max_batch=self.ctx.trt_max_batch,
                                 max_seq=self.ctx.trt_max_seq)
         return plan.with_profile(profile)
@@ -354,7 +354,7 @@ class TensorRTBackend(Backend):
     def _load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> TrtGraphRunner:
         plan = self._plan(model, family, graph, variant)
         source = self._source(model, family, graph, plan)
-        if plan.source is Precision.INT8:  # the artifact itself must be Q/DQ (never build a dynamic-quant graph)
+        if plan.source in INT8_ARTIFACT_KINDS:  # the artifact itself must be Q/DQ (never build a dynamic-quant graph)
             build_plan(variant.precision, tensorrt_version() or "0",
                        int8_kind=quantization_kind(onnx_op_types(source.path())))
         label = f"{model.name}-{graph.name}-{variant.precision.value}"
@@ -425,10 +425,14 @@ class TensorRTBackend(Backend):
                          {"tensorrt": {"version": tensorrt_version(), **first.memory()}}, nvml_process_bytes)
 
 
-#: what the harness's INT8 artifact is. ``dynamic`` until the static Q/DQ export exists; the
-#: static-INT8 work (issue 10) connects here: set ``qdq`` where the INT8 artifact is Q/DQ, and
-#: ``load`` re-checks the file's own ops before any build.
-INT8_ARTIFACT_KIND = "dynamic"
+#: what the harness's quantized artifacts are: ``int8`` is dynamic quantization (which TensorRT
+#: does not build: skipped with that reason), ``int8-static`` the calibrated Q/DQ export (built
+#: with explicit quantization). ``load`` re-checks the file's own ops before any build.
+INT8_ARTIFACT_KINDS: dict[Precision, str] = {Precision.INT8: "dynamic", Precision.INT8_STATIC: "qdq"}
+
+
+def artifact_kind(precision: Precision) -> str | None:
+    return INT8_ARTIFACT_KINDS.get(precision)
 
 
 def load_engine(cache: "ArtifactCache", onnx_path: Path, plan: BuildPlan, label: str, cache_root: Path,

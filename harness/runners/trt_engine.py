@@ -119,9 +119,11 @@ def build_plan(precision: Precision, version: str, int8_kind: str | None = None)
         raise EngineUnsupported(
             f"INT8 on TensorRT needs explicit Q/DQ (static INT8); the INT8 artifact holds {found}, which TensorRT "
             "does not build, and implicit calibration was deprecated in TensorRT 10.1 and removed in 11")
+    # the artifact to build from is the precision's own (int8: dynamic quantization, refused above;
+    # int8-static: the calibrated Q/DQ export)
     if strong:
-        return BuildPlan(Precision.INT8, (), no_tf32, True, "Q/DQ ONNX, strongly typed")
-    return BuildPlan(Precision.INT8, ("INT8",), no_tf32, False, "Q/DQ ONNX + BuilderFlag.INT8 (trtexec --int8)")
+        return BuildPlan(precision, (), no_tf32, True, "Q/DQ ONNX, strongly typed")
+    return BuildPlan(precision, ("INT8",), no_tf32, False, "Q/DQ ONNX + BuilderFlag.INT8 (trtexec --int8)")
 
 
 def quantization_kind(op_types: Sequence[str]) -> str:
