@@ -228,6 +228,9 @@ _MARGINS: dict[str, Margin] = {
     "topk_agreement": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
     "mismatch_rate": Margin(0.25, Thresholds(0.0, 0.05, 0.05), exact=FP32),
     "training_mode_ops": Margin(0.0, Thresholds.uniform(0.0)),
+    # shape coverage (counts that must stay 0): any growth is a regression
+    "tied_axes": Margin(0.0, Thresholds.uniform(0.0)),
+    "shape_failures": Margin(0.0, Thresholds.uniform(0.0)),
     # sentence embeddings (measured floors)
     "embedding_cosine": Margin(0.25, Thresholds(1e-13, 5e-11, 2e-8), ideal=_UNIT),
     "embedding_cosine_min": Margin(0.25, Thresholds(5e-13, 1e-9, 5e-8), ideal=_UNIT),
