@@ -178,3 +178,5 @@ class RunOptions:
     given: dict[str, Any] = field(default_factory=dict)
     #: the models this run can name (the zoo plus the suite config's models and overrides)
     catalog: "ModelCatalog | None" = None
+    #: recompute the PyTorch FP32 references instead of reading the reference cache (issue 13)
+    fresh_references: bool = False

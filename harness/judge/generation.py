@@ -233,15 +233,35 @@ def _clip(text: str | None, n: int = 80) -> str:
 # -- running it ------------------------------------------------------------------------------
 def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[int], texts: Sequence[str],
                      settings: GenerationSettings, batch_size: int) -> Decoded:
-    """PyTorch FP32 decode of the *correct* graphs, memoised per model, texts and settings."""
+    """PyTorch FP32 decode of the *correct* graphs, memoised per model, texts and settings in
+    the process and kept in the workspace's reference cache across runs (keyed by weights,
+    model files, texts and their corpus indices, decode settings, batch size, threads and
+    library versions: ``harness.judge.refcache``)."""
     from harness.families import family_for
+    from harness.judge.refcache import package_digest, source_digest, texts_digest
+    from harness.judge.workspace import _model_files
 
     key = ("gen-reference", tuple(indices), settings.key(), batch_size)
     if key not in model.cache:
-        variant = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
-        assert not model.model.training, "reference model left training mode"
-        model.cache[key] = decode_texts(ws.backend(variant, model), model, family_for(model.family), variant,
-                                        texts, settings, batch_size, decode_threads(ws))
+        family = family_for(model.family)
+        threads = decode_threads(ws)
+
+        def compute() -> dict[str, Any]:
+            variant = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
+            assert not model.model.training, "reference model left training mode"
+            decoded = decode_texts(ws.backend(variant, model), model, family, variant, texts, settings, batch_size,
+                                   threads)
+            return {"tokens": decoded.tokens, "texts": decoded.texts, "seconds": decoded.seconds,
+                    "calls": decoded.calls, "artifacts": decoded.artifacts}
+
+        parts = {"weights": model.weights_sha256, "model_files": _model_files(model),
+                 "family": f"{type(family).__module__}.{type(family).__qualname__}",
+                 "family_source": source_digest(type(family)), "indices": list(indices),
+                 "texts": texts_digest(list(texts)), "settings": settings.describe(), "batch_size": batch_size,
+                 "threads": threads, "decoding": package_digest("harness.generation")}
+        value = ws.references.json(f"{model.name}-decode", parts, compute)
+        model.cache[key] = Decoded([list(map(int, t)) for t in value["tokens"]], list(value["texts"]),
+                                   float(value["seconds"]), int(value["calls"]), dict(value["artifacts"]))
     decoded: Decoded = model.cache[key]
     return decoded
 
@@ -264,7 +284,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     model = ws.model(variant.model)
     family = family or ws.family(model)
     wanted = (request or GenerationRequest()).resolved(model)
-    settings = settings_for_model(model.model, max_new_tokens=wanted["max_new_tokens"],
+    settings = settings_for_model(model.generation_source(), max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
     corpus = ws.corpus(model)

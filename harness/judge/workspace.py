@@ -7,10 +7,9 @@ shared across processes through the on-disk cache.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -21,6 +20,7 @@ from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
+from harness.judge.refcache import ReferenceCache, feeds_digest, model_files_digest, source_digest, texts_digest
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
 from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
@@ -46,6 +46,7 @@ class Workspace:
         self.prebuilt = prebuilt
         self._models: dict[str, LoadedModel] = {}
         self._specs: dict[str, ModelSpec] = {}
+        self.references = ReferenceCache(self.cache_dir / "references", fresh=options.fresh_references)
 
     # -- models and data -----------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -54,10 +55,8 @@ class Workspace:
         return self._specs[name]
 
     def model(self, name: str) -> LoadedModel:
-        if name not in self._models:
-            model = load_model(self.spec(name))
-            assert not model.model.training, f"{name}: reference model must be in eval mode"
-            self._models[name] = model
+        if name not in self._models:  # the PyTorch module loads on first use (a warm rerun may need none)
+            self._models[name] = load_model(self.spec(name), lazy=True)
         return self._models[name]
 
     def family(self, model: LoadedModel) -> Family:
@@ -85,14 +84,53 @@ class Workspace:
                        feeds: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None) -> list[ParityBatch]:
         """(feeds, FP32 reference outputs, valid masks) per corpus batch: what every numeric
         comparison runs on. ``feeds`` builds a batch's inputs (default: the family's feeds
-        for ``graph``), so a check's other modes and fixed shapes share the same reference."""
-        make = feeds or (lambda texts: family.feeds(model, graph, texts))
-        out = []
-        for texts in self.batches(model) if batches is None else batches:
-            inputs = make(texts)
-            ref = self.reference(model, family, graph, inputs)
-            out.append((inputs, ref, family.valid_masks(graph, inputs, ref)))
-        return out
+        for ``graph``), so a check's other modes and fixed shapes share the same reference.
+
+        Family-built feeds and their references come from the reference cache keyed by the
+        batches' texts (a seq2seq decoder's feeds hold PyTorch encoder states, so they are part
+        of the reference); caller-built feeds are made here and only the outputs are cached."""
+        texts = self.batches(model) if batches is None else [list(b) for b in batches]
+        if feeds is None:
+            memo = ("parity", id(family), graph.name, texts_digest(texts))
+            if memo not in model.cache:
+                parts = {**self._reference_parts(model, family, graph), "texts": texts_digest(texts)}
+
+                def compute() -> list[dict[str, np.ndarray]]:
+                    out = []
+                    for batch in texts:
+                        inputs = family.feeds(model, graph, batch)
+                        out += [inputs, self.reference(model, family, graph, inputs)]
+                    return out
+
+                flat = self.references.arrays(f"{model.name}-{graph.name}-feeds", parts, compute)
+                model.cache[memo] = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+            pairs = model.cache[memo]
+        else:
+            made = [feeds(batch) for batch in texts]
+            pairs = list(zip(made, self.references_for(model, family, graph, made)))
+        return [(inputs, ref, family.valid_masks(graph, inputs, ref)) for inputs, ref in pairs]
+
+    def references_for(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                       feeds: Sequence[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+        """The FP32 reference of each feed dict, through the reference cache (one entry for them all)."""
+        digests = [_digest(f) for f in feeds]
+        memo = [("reference", graph.name, d) for d in digests]
+        if all(k in model.cache for k in memo):
+            return [model.cache[k] for k in memo]
+        parts = {**self._reference_parts(model, family, graph), "feeds": digests}
+        outs = self.references.arrays(f"{model.name}-{graph.name}-ref", parts,
+                                      lambda: [self.reference(model, family, graph, f) for f in feeds])
+        for key, out in zip(memo, outs):
+            model.cache.setdefault(key, out)
+        return outs
+
+    def _reference_parts(self, model: LoadedModel, family: Family, graph: GraphSpec) -> dict[str, Any]:
+        """What decides a reference besides its inputs: model files, graph contract, family code."""
+        correct = family_for(model.family)
+        return {"weights": model.weights_sha256, "model_files": _model_files(model), "graph": repr(graph),
+                "family": f"{type(family).__module__}.{type(family).__qualname__}",
+                "family_source": source_digest(type(family)), "reference_family": source_digest(type(correct)),
+                "torch_threads": torch.get_num_threads()}
 
     # -- execution -----------------------------------------------------------------------
     def settings_for(self, model: LoadedModel) -> ExportSettings:
@@ -139,9 +177,14 @@ class Workspace:
 
 
 def _digest(feeds: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(feeds):
-        array = np.ascontiguousarray(feeds[name])
-        h.update(f"{name}:{array.dtype}:{array.shape}".encode())
-        h.update(array.tobytes())
-    return h.hexdigest()
+    return feeds_digest(feeds)
+
+
+def _model_files(model: LoadedModel) -> str:
+    """Digest of the model directory's config and tokenizer files (memoised on the model)."""
+    if "model_files_digest" not in model.cache:
+        from harness.zoo.loading import PICKLE_SUFFIXES
+
+        model.cache["model_files_digest"] = model_files_digest(model.path, (".safetensors", *PICKLE_SUFFIXES))
+    digest: str = model.cache["model_files_digest"]
+    return digest

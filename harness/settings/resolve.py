@@ -89,7 +89,7 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         fp16_op_block_list=tuple(setting("fp16_block_list") or ()),
         int8_per_channel=bool(setting("int8_per_channel")),
         explicit_exporter="exporter" in values,
-        given=values, catalog=catalog,
+        given=values, catalog=catalog, fresh_references=bool(setting("fresh_references")),
     )
 
 
