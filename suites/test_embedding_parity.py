@@ -34,9 +34,9 @@ def test_embedding_parity(variant, harness):
     family = ws.family(model)
     (graph,) = [g for g in family.graphs(model) if family.sentence_pooling(model, g) is not None]
     backend = ws.backend(variant, model)
-    runner = backend.load(model, family, graph, variant)
-    harness.artifacts.update(backend.artifacts(model, family, graph, variant))
     batches = ws.parity_batches(model, family, graph)
+    runner = ws.variant_runner(backend, model, family, graph, variant, [feeds for feeds, _, _ in batches])
+    harness.artifacts.update(backend.artifacts(model, family, graph, variant))
     outputs, seconds = [], 0.0
     try:
         for feeds, _, _ in batches:

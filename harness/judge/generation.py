@@ -238,31 +238,75 @@ def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[in
     model files, texts and their corpus indices, decode settings, batch size, threads and
     library versions: ``harness.judge.refcache``)."""
     from harness.families import family_for
-    from harness.judge.refcache import package_digest, source_digest, texts_digest
-    from harness.judge.workspace import _model_files
 
     key = ("gen-reference", tuple(indices), settings.key(), batch_size)
     if key not in model.cache:
         family = family_for(model.family)
-        threads = decode_threads(ws)
 
         def compute() -> dict[str, Any]:
             variant = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
             assert not model.model.training, "reference model left training mode"
-            decoded = decode_texts(ws.backend(variant, model), model, family, variant, texts, settings, batch_size,
-                                   threads)
-            return {"tokens": decoded.tokens, "texts": decoded.texts, "seconds": decoded.seconds,
-                    "calls": decoded.calls, "artifacts": decoded.artifacts}
+            return _as_json(decode_texts(ws.backend(variant, model), model, family, variant, texts, settings,
+                                         batch_size, decode_threads(ws)))
 
-        parts = {"weights": model.weights_sha256, "model_files": _model_files(model),
-                 "family": f"{type(family).__module__}.{type(family).__qualname__}",
-                 "family_source": source_digest(type(family)), "indices": list(indices),
-                 "texts": texts_digest(list(texts)), "settings": settings.describe(), "batch_size": batch_size,
-                 "threads": threads, "decoding": package_digest("harness.generation")}
-        value = ws.references.json(f"{model.name}-decode", parts, compute)
-        model.cache[key] = Decoded([list(map(int, t)) for t in value["tokens"]], list(value["texts"]),
-                                   float(value["seconds"]), int(value["calls"]), dict(value["artifacts"]))
+        parts = _decode_parts(ws, model, family, indices, texts, settings, batch_size)
+        model.cache[key] = _decoded(ws.references.json(f"{model.name}-decode", parts, compute))
     decoded: Decoded = model.cache[key]
+    return decoded
+
+
+def _decode_parts(ws: "Workspace", model: "LoadedModel", family: "Family", indices: Sequence[int],
+                  texts: Sequence[str], settings: GenerationSettings, batch_size: int) -> dict[str, Any]:
+    """What decides a decode besides the runner: model files, family and decoding code, the
+    texts with their corpus indices, settings, batch size and threads."""
+    from harness.core.cachedir import package_digest, source_digest
+    from harness.judge.refcache import texts_digest
+    from harness.judge.workspace import _model_files
+
+    return {"weights": model.weights_sha256, "model_files": _model_files(model),
+            "family": f"{type(family).__module__}.{type(family).__qualname__}",
+            "family_source": source_digest(type(family)), "indices": list(indices),
+            "texts": texts_digest(list(texts)), "settings": settings.describe(), "batch_size": batch_size,
+            "threads": decode_threads(ws), "decoding": package_digest("harness.generation")}
+
+
+def _decoded(value: Mapping[str, Any]) -> Decoded:
+    return Decoded([list(map(int, t)) for t in value["tokens"]], list(value["texts"]), float(value["seconds"]),
+                   int(value["calls"]), dict(value["artifacts"]))
+
+
+def _as_json(decoded: Decoded) -> dict[str, Any]:
+    return {"tokens": decoded.tokens, "texts": decoded.texts, "seconds": decoded.seconds, "calls": decoded.calls,
+            "artifacts": decoded.artifacts}
+
+
+def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", variant: Variant,
+                   indices: Sequence[int], texts: Sequence[str], settings: GenerationSettings,
+                   batch_size: int) -> Decoded:
+    """The variant's decode of ``texts``. When every graph decoding runs has deterministic
+    outputs (``Backend.outputs_key``), the decode is kept in the output cache: a warm rerun of an
+    unchanged variant replays it (``Decoded.seconds`` is then the decode's measured time, and
+    the artifacts are re-read from the artifact cache)."""
+    backend = ws.backend(variant, model)
+    wanted = family.generation_graphs(settings.use_cache)
+    graphs = [g for g in family.graphs(model) if g.name in wanted]
+    keys = {g.name: backend.outputs_key(model, family, g, variant) for g in graphs}
+    if any(k is None for k in keys.values()):
+        return decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws))
+    parts = {**_decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
+    fresh: list[Decoded] = []
+
+    def compute() -> dict[str, Any]:
+        fresh.append(decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws)))
+        return _as_json(fresh[0])
+
+    value = ws.references.json(f"{model.name}-decode-{variant.precision.value}-{variant.provider.short}", parts,
+                               compute)
+    if fresh:
+        return fresh[0]
+    decoded = _decoded(value)
+    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(model, family, g, variant).items()}
+    decoded.replayed = True
     return decoded
 
 
@@ -294,8 +338,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     began = time.perf_counter()
     reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
     ref_seconds = time.perf_counter() - began
-    got = decode_texts(ws.backend(variant, model), model, family, variant, texts, settings, wanted["batch_size"],
-                       decode_threads(ws))
+    got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     rows = make_rows(indices, texts, refs, reference, got, model.tokenizer.convert_ids_to_tokens)
     metrics, signatures = score_rows(rows, model.spec.target_lang)
     worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,
@@ -307,7 +350,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
                "tokens_per_s": round(got.new_tokens / got.seconds, 1) if got.seconds else 0.0}
     described = {**settings.describe(), "samples": len(indices), "batch_size": wanted["batch_size"],
                  "corpus": corpus.name, "corpus_sha256": corpus.sha256, "graph_calls": got.calls,
-                 "new_tokens": got.new_tokens}
+                 "new_tokens": got.new_tokens, "replayed": got.replayed}
     checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
     return GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)
 

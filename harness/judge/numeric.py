@@ -82,6 +82,7 @@ class ParityResult:
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
+    replayed: list[str] = field(default_factory=list)  # graphs whose outputs came from the output cache
 
     @property
     def failures(self) -> list[Failure]:
@@ -216,11 +217,13 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
     backend = ws.backend(variant, model)
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
+        batches = ws.parity_batches(model, family, graph)
         start = time.perf_counter()
-        runner = backend.load(model, family, graph, variant)
+        runner = ws.variant_runner(backend, model, family, graph, variant, [b[0] for b in batches])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
-        batches = ws.parity_batches(model, family, graph)
+        if getattr(runner, "replayed", False):
+            result.replayed.append(graph.name)
         path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
         if path:
             result.outputs.append(lint_result(graph.name, path))

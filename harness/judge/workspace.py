@@ -15,12 +15,13 @@ import numpy as np
 import torch
 
 from harness.core import RunOptions, Variant
+from harness.core.cachedir import source_digest
 from harness.data.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
-from harness.judge.refcache import ReferenceCache, feeds_digest, model_files_digest, source_digest, texts_digest
+from harness.judge.refcache import ReferenceCache, ReplayRunner, feeds_digest, model_files_digest, texts_digest
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
 from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
@@ -123,6 +124,32 @@ class Workspace:
         for key, out in zip(memo, outs):
             model.cache.setdefault(key, out)
         return outs
+
+    def variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
+                       variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
+        """The variant's runner for ``graph``, to be run on ``feeds``. When the backend declares
+        its outputs deterministic for their inputs (``Backend.outputs_key``: CPU runtimes), the
+        outputs come from the output cache -- computed once by the real runner on a miss -- so a
+        warm rerun of an unchanged variant creates no session and loads no PyTorch module.
+        A ``ReplayRunner`` answers other feeds by loading the real runner then."""
+        key = backend.outputs_key(model, family, graph, variant)
+        if key is None:
+            return backend.load(model, family, graph, variant)
+        digests = [_digest(f) for f in feeds]
+        parts = {**self._reference_parts(model, family, graph), "variant": key, "feeds": digests}
+
+        def compute() -> list[dict[str, np.ndarray]]:
+            runner = backend.load(model, family, graph, variant)
+            try:
+                return [runner.run(f) for f in feeds]
+            finally:
+                runner.close()
+
+        label = f"{model.name}-{graph.name}-{variant.precision.value}-{variant.provider.short}"
+        outs = self.references.arrays(label, parts, compute)
+        artifact = backend.artifacts(model, family, graph, variant).get(f"{graph.name}/model.onnx")
+        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(model, family, graph, variant),
+                            path=artifact["path"] if artifact else None)
 
     def _reference_parts(self, model: LoadedModel, family: Family, graph: GraphSpec) -> dict[str, Any]:
         """What decides a reference besides its inputs: model files, graph contract, family code."""

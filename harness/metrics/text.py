@@ -9,6 +9,7 @@ decoding of a variant left the PyTorch path, which a corpus score alone cannot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Hashable, Sequence
 
 from rapidfuzz.distance import Levenshtein
@@ -48,7 +49,8 @@ def _length(text: str, zh: bool) -> int:
 
 
 def corpus_scores(hyps: Sequence[str], refs: Sequence[str], *, lang: str = "en") -> TextScores:
-    """Score hypotheses against one reference each.
+    """Score hypotheses against one reference each (memoised per process: every variant of a
+    model scores PyTorch's decode against the corpus references, and equal decodes are common).
 
     BLEU tokenizes with ``zh`` for Chinese (``zh``, ``zh-CN``...), else ``13a``; the
     default 13a keeps a Chinese sentence as one token and scores it 0. Corpus BLEU is
@@ -56,7 +58,12 @@ def corpus_scores(hyps: Sequence[str], refs: Sequence[str], *, lang: str = "en")
     identical: score real sentences, not fragments.
     """
     _check_pairs(hyps, refs, "hyps/refs")
-    hyps, refs = list(hyps), list(refs)
+    scores = _corpus_scores(tuple(hyps), tuple(refs), lang)
+    return TextScores(dict(scores.metrics), dict(scores.signatures))
+
+
+@lru_cache(maxsize=256)
+def _corpus_scores(hyps: tuple[str, ...], refs: tuple[str, ...], lang: str) -> TextScores:
     zh = _is_zh(lang)
     bleu, chrf = BLEU(tokenize="zh" if zh else "13a"), CHRF()
     edits = [sentence_edit(h, r) for h, r in zip(hyps, refs)]

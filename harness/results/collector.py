@@ -57,6 +57,8 @@ class Case:
         self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
         if result.dumps:
             self.data["failing_batches"] = result.dumps
+        if result.replayed:
+            self.data["replayed_outputs"] = result.replayed
         return result
 
     def case_dir(self) -> Path:

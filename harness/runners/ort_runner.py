@@ -211,6 +211,24 @@ class OrtBackend(Backend):
                                            "cache_hit": hit}
         return out
 
+    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
+                    variant: Variant) -> dict[str, Any] | None:
+        """CPU EP only (GPU providers may pick kernels per run): the artifact bytes, the ORT
+        version, the thread settings and this module's code decide the outputs."""
+        if variant.provider.device != "CPUExecutionProvider":
+            return None
+        import os
+
+        import onnxruntime as ort
+
+        from harness.core.cachedir import source_digest
+
+        files = {name: info["sha256"] for name, info in self.artifacts(model, family, graph, variant).items()}
+        return {"backend": self.name, "provider": variant.provider.device, "artifacts": files,
+                "onnxruntime": ort.__version__, "intra_op_threads": self.ctx.intra_op_threads,
+                "inter_op_threads": self.ctx.inter_op_threads, "cpus": os.cpu_count(),
+                "runner": source_digest(OrtGraphRunner)}
+
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
                    variant: Variant) -> dict[str, Any]:

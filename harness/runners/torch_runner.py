@@ -117,6 +117,21 @@ class TorchBackend(Backend):
             return "PyTorch dynamic INT8 quantization runs on CPU only"
         return None
 
+    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
+                    variant: Variant) -> dict[str, Any] | None:
+        """CPU only: precision recipe, torch version, thread count and this module's code decide
+        the outputs (weights, family code and feeds are in the workspace's part of the key)."""
+        if variant.provider.device != "cpu":
+            return None
+        import torch
+
+        from harness.core.cachedir import source_digest
+
+        return {"backend": self.name, "precision": variant.precision.value,
+                "per_channel": self.ctx.settings.int8_per_channel and variant.precision is Precision.INT8,
+                "torch": torch.__version__, "threads": self.ctx.intra_op_threads or torch.get_num_threads(),
+                "runner": source_digest(TorchBackend)}
+
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
         import torch
 

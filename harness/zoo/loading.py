@@ -46,7 +46,7 @@ class LoadedModel:
         self.weights_sha256 = weights_sha256
         self.cache: dict[Any, Any] = {} if cache is None else cache  # per-session memo (feeds, references)
         self._model: torch.nn.Module | None = model if isinstance(model, torch.nn.Module) else None
-        self._loader: Callable[[], torch.nn.Module] | None = None if self._model is not None else model  # type: ignore[assignment]
+        self._loader: Callable[[], torch.nn.Module] | None = None if self._model is not None else model
 
     @property
     def model(self) -> torch.nn.Module:
