@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from harness.core.phases import phase
 from harness.judge.embedding import embedding_parity
 from harness.judge.numeric import ParityResult
 from harness.zoo.base import materialize
@@ -39,14 +40,16 @@ def test_embedding_parity(variant, harness):
     harness.artifacts.update(backend.artifacts(model, family, graph, variant))
     outputs, seconds = [], 0.0
     try:
-        for feeds, _, _ in batches:
-            start = time.perf_counter()
-            outputs.append(runner.run(feeds))
-            seconds += time.perf_counter() - start
+        with phase("variant"):
+            for feeds, _, _ in batches:
+                start = time.perf_counter()
+                outputs.append(runner.run(feeds))
+                seconds += time.perf_counter() - start
     finally:
         runner.close()
-    judged = embedding_parity(graph.name, family.sentence_pooling(model, graph), batches, outputs,
-                              variant.precision, model.spec.tolerances)
+    with phase("metrics"):
+        judged = embedding_parity(graph.name, family.sentence_pooling(model, graph), batches, outputs,
+                                  variant.precision, model.spec.tolerances)
     result = ParityResult(variant.id, [judged.output])
     harness.metrics.update(result.metrics())
     harness.thresholds.update(result.thresholds())

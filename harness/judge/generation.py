@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from harness.core import PROVIDERS, Check, Precision, Variant
+from harness.core.phases import phase
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
 from harness.metrics.registry import METRICS, Scope
@@ -334,11 +335,20 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
     texts = [corpus.sources[i] for i in indices]
-    refs = [corpus.references[i] for i in indices] if corpus.references is not None else None
     began = time.perf_counter()
-    reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
+    with phase("reference"):
+        reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
     ref_seconds = time.perf_counter() - began
-    got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
+    with phase("variant"):
+        got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
+    with phase("metrics"):
+        return _judged(variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
+
+
+def _judged(variant: Variant, model: "LoadedModel", corpus: "Corpus", indices: Sequence[int], texts: Sequence[str],
+            settings: GenerationSettings, wanted: Mapping[str, Any], reference: Decoded, got: Decoded,
+            ref_seconds: float) -> GenerationResult:
+    refs = [corpus.references[i] for i in indices] if corpus.references is not None else None
     rows = make_rows(indices, texts, refs, reference, got, model.tokenizer.convert_ids_to_tokens)
     metrics, signatures = score_rows(rows, model.spec.target_lang)
     worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,

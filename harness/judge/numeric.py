@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Tolerance, Variant
+from harness.core.phases import phase
 from harness.judge.tolerances import tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
 from harness.results.checks import CheckResult, GateFailure, raise_failures
@@ -158,10 +159,18 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
     collectors = {name: _Collector() for name in output_map}
     offset = 0
     for feeds, ref, masks in batches:
-        got = runner.run(feeds)
-        for name, theirs in output_map.items():
-            collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
+        with phase("variant"):
+            got = runner.run(feeds)
+        with phase("metrics"):
+            for name, theirs in output_map.items():
+                collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
         offset += next(iter(feeds.values())).shape[0]
+    with phase("metrics"):
+        return _results(graph, collectors, precision, overrides)
+
+
+def _results(graph: "GraphSpec", collectors: Mapping[str, "_Collector"], precision: Precision,
+             overrides: Mapping[str, Mapping[str, float]] | None) -> list[OutputResult]:
     results = []
     for name, col in collectors.items():
         is_logits = name in graph.logits_outputs

@@ -16,6 +16,7 @@ import torch
 
 from harness.core import RunOptions, Variant
 from harness.core.cachedir import source_digest
+from harness.core.phases import phase
 from harness.data.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
@@ -90,6 +91,12 @@ class Workspace:
         Family-built feeds and their references come from the reference cache keyed by the
         batches' texts (a seq2seq decoder's feeds hold PyTorch encoder states, so they are part
         of the reference); caller-built feeds are made here and only the outputs are cached."""
+        with phase("reference"):
+            return self._parity_batches(model, family, graph, batches, feeds)
+
+    def _parity_batches(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                        batches: Sequence[Sequence[str]] | None,
+                        feeds: Callable[[Sequence[str]], dict[str, np.ndarray]] | None) -> list[ParityBatch]:
         texts = self.batches(model) if batches is None else [list(b) for b in batches]
         if feeds is None:
             memo = ("parity", id(family), graph.name, texts_digest(texts))
@@ -132,6 +139,11 @@ class Workspace:
         outputs come from the output cache -- computed once by the real runner on a miss -- so a
         warm rerun of an unchanged variant creates no session and loads no PyTorch module.
         A ``ReplayRunner`` answers other feeds by loading the real runner then."""
+        with phase("variant"):
+            return self._variant_runner(backend, model, family, graph, variant, feeds)
+
+    def _variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
+                        variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
         key = backend.outputs_key(model, family, graph, variant)
         if key is None:
             return backend.load(model, family, graph, variant)
@@ -193,14 +205,20 @@ class Workspace:
         by the feeds' content, so the same inputs are never run twice and others never collide."""
         key = ("reference", graph.name, _digest(feeds))
         if key not in model.cache:
-            correct = next(g for g in family_for(model.family).graphs(model) if g.name == graph.name)
-            module = family_for(model.family).module(model, correct)
-            assert not any(m.training for m in model.model.modules()), "reference model left training mode"
-            with torch.inference_mode():
-                outs = module(*to_torch(feeds, correct.input_names))
-            model.cache[key] = {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
+            with phase("reference"):
+                model.cache[key] = self._compute_reference(model, graph, feeds)
         reference: dict[str, np.ndarray] = model.cache[key]
         return reference
+
+    @staticmethod
+    def _compute_reference(model: LoadedModel, graph: GraphSpec,
+                           feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        correct = next(g for g in family_for(model.family).graphs(model) if g.name == graph.name)
+        module = family_for(model.family).module(model, correct)
+        assert not any(m.training for m in model.model.modules()), "reference model left training mode"
+        with torch.inference_mode():
+            outs = module(*to_torch(feeds, correct.input_names))
+        return {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
 
 
 def _digest(feeds: dict[str, np.ndarray]) -> str:

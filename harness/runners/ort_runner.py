@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Provider, Variant
+from harness.core.phases import phase
 from harness.runners import register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
 
@@ -172,7 +173,8 @@ class OrtBackend(Backend):
         # and memory children load only onnxruntime)
         from harness.export.artifacts import onnx_artifact
 
-        entry = onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
+        with phase("export"):
+            entry = onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
         if entry.built:
             self._built.add(entry.directory)
         return entry

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import torch
 
 from harness.core import UsageError, describe_error
+from harness.core.phases import phase
 from harness.zoo.base import ModelSpec, materialize
 
 #: weight files that are Python pickles (``torch.save``): loading them can run code
@@ -131,6 +132,11 @@ def load_model(spec: ModelSpec, *, trust_remote_code: bool = False, allow_pickle
                lazy: bool = False) -> LoadedModel:
     """``lazy``: the PyTorch module loads on first access of ``LoadedModel.model`` (the checks on
     the directory -- remote code, pickles -- still run now)."""
+    with phase("build"):
+        return _load_model(spec, trust_remote_code, allow_pickle, lazy)
+
+
+def _load_model(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool, lazy: bool) -> LoadedModel:
     _quiet_transformers()
     trust_remote_code = trust_remote_code or spec.extra.get("trust_remote_code") is True
     allow_pickle = allow_pickle or spec.extra.get("allow_pickle") is True
@@ -156,6 +162,10 @@ def load_model(spec: ModelSpec, *, trust_remote_code: bool = False, allow_pickle
             check_weights_only(pickle_file)
 
     def load_module() -> torch.nn.Module:
+        with phase("build"):
+            return _load_module()
+
+    def _load_module() -> torch.nn.Module:
         module = _load_torch_model(spec, path, config, trust_remote_code, has_safetensors)
         module.eval()
         for p in module.parameters():
