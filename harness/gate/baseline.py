@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core import UsageError, did_you_mean
 from harness.results import RESULTS_FILE, Record, ResultsFileError, iter_typed, latest_records, write_records
@@ -109,14 +109,20 @@ def save_baseline(
     store: str | os.PathLike[str] = DEFAULT_STORE,
     *,
     force: bool = False,
+    older_runs: Sequence[str | os.PathLike[str]] = (),
 ) -> BaselineInfo:
     """Copy the perf records of ``run_dir`` to ``store/name``; refuses to replace one unless ``force``.
+    With ``older_runs`` the baseline aggregates them and ``run_dir`` (``gate.multirun``).
 
     Written to a temporary folder first and renamed into place, so an interrupted
     save never leaves a half-written baseline that a later compare would trust.
     """
     validate_name(name)
     records = load_run(run_dir)
+    if older_runs:
+        from harness.gate.multirun import aggregate_runs
+
+        records = aggregate_runs([*(load_run(d) for d in older_runs), records])
     root = Path(store)
     target = root / name
     if target.exists() and not force:
@@ -127,6 +133,7 @@ def save_baseline(
         "name": name,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": str(Path(run_dir).resolve()),
+        **({"sources": [str(Path(d).resolve()) for d in (*older_runs, run_dir)]} if older_runs else {}),
         "fingerprint": _fingerprint(records),
         "harness_version": _harness_version(),
         "records": len(records),
