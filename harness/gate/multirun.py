@@ -5,8 +5,13 @@ busy (bert-tiny p50 0.23 ms but p90 0.62 ms), every later comparison came back I
 Aggregating the last N runs makes run-to-run variance part of the reference: per perf
 record (same case id), each run contributes the same number of latency samples (evenly
 thinned, order kept, so no run outweighs another), concatenated run after run; scalars
-(RSS, sizes, cold start) take the median over the runs. The result is ordinary records,
-saved and compared by the existing baseline code.
+(RSS, sizes, cold start) take the median over the runs. A run whose own samples were too
+noisy to judge anything (block-median CV above the gate's ``max_cv``, 10%: a busy night)
+is left out of that series -- unless every run was, then the quietest one is kept -- and
+the record says which (``data.noisy_runs_excluded``). Measured: pooling the noisy night in
+gave the same 4/10 detections as the single noisy baseline, because pooling carries its
+block-to-block spread into the reference. The result is ordinary records, saved and
+compared by the existing baseline code.
 
 Runs come from run directories, or from the history database's last N runs through
 ``harness.results.history.runs`` (its ``source`` column is each run's directory).
@@ -23,12 +28,26 @@ from typing import Any, Sequence
 from harness.core import UsageError
 from harness.results import Record
 
+#: a run noisier than this (block-median CV) says nothing the gate could use: the gate's default max_cv
+MAX_CV = 0.10
+
 
 def _thin(samples: list[float], n: int) -> list[float]:
     if len(samples) <= n:
         return list(samples)
     step = len(samples) / n
     return [samples[int(i * step)] for i in range(n)]
+
+
+def _quiet(series: list[list[float]]) -> tuple[list[list[float]], int]:
+    """The runs quiet enough to judge with (block-median CV <= MAX_CV), and how many were left out."""
+    from harness.perf.stats import block_cv
+
+    cvs = [block_cv(s) if len(s) >= 10 else 0.0 for s in series]
+    keep = [s for s, cv in zip(series, cvs) if cv <= MAX_CV]
+    if not keep:
+        keep = [series[cvs.index(min(cvs))]]
+    return keep, len(series) - len(keep)
 
 
 def _is_samples(value: Any) -> bool:
@@ -49,15 +68,20 @@ def aggregate_runs(runs: Sequence[Sequence[Record]]) -> list[Record]:
     out = []
     for recs in by_id.values():
         template = copy.deepcopy(recs[-1])
+        noisy: dict[str, int] = {}
         for key, value in template.perf.items():
             if str(key).startswith("latency_ms") and _is_samples(value):
                 series = [r.perf[key]["samples"] for r in recs if _is_samples(r.perf.get(key))]
-                n = min(len(s) for s in series)
-                value["samples"] = [x for s in series for x in _thin(s, n)]
+                quiet, excluded = _quiet(series)
+                n = min(len(s) for s in quiet)
+                value["samples"] = [x for s in quiet for x in _thin(s, n)]
+                if excluded:
+                    noisy[str(key)] = excluded
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 values = [r.perf[key] for r in recs if isinstance(r.perf.get(key), (int, float))]
                 template.perf[key] = float(statistics.median(values))
-        out.append(replace(template, data={**template.data, "aggregated_runs": len(recs)}))
+        extra = {"aggregated_runs": len(recs), **({"noisy_runs_excluded": noisy} if noisy else {})}
+        out.append(replace(template, data={**template.data, **extra}))
     return out
 
 
