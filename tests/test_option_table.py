@@ -33,6 +33,8 @@ SAMPLE = {
     "perf_batch_sizes": [1, 8], "perf_seq_lens": [16, 64], "perf_repeats": 2, "perf_new_tokens": 4,
     "baseline_save": "nightly", "baseline_compare": "main", "baseline_store": Path("/tmp/b"),
     "baseline_force": True, "baseline_force_env": True, "baseline_threshold": ["p50=8%"],
+    # issue 13
+    "fresh_references": True, "durations": 5,
 }
 
 

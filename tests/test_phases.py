@@ -49,6 +49,6 @@ def test_totals_slowest_and_renderings():
     assert [r.id for r in slowest(recs, 2)] == ["t[b]", "t[a]"]
     assert len(slowest(recs, 0)) == 3
     text = "\n".join(markdown(recs))
-    assert "## Where the time went" in text and "| export | 4.00 |" in text and "`t[b]`" in text
+    assert "## Where the time went" in text and "| export | 4.00 |" in text and "| 1 | 5.00 | t[b] |" in text
     lines = terminal_lines(recs, 1)
     assert any("export" in line for line in lines) and sum("t[" in line for line in lines) == 1

@@ -175,12 +175,13 @@ class ReplayRunner:
     """A ``GraphRunner`` stand-in that answers from outputs the output cache holds, by the
     feeds' digest; feeds it has not seen load the real runner (``load``) and run it."""
 
-    def __init__(self, outputs: Mapping[str, Arrays], load: Callable[[], Any], path: str | None = None) -> None:
+    def __init__(self, outputs: Mapping[str, Arrays], load: Callable[[], Any], path: str | None = None,
+                 replayed: bool = True) -> None:
         self._outputs = dict(outputs)
         self._load = load
         self._real: Any = None
         self.path = path  # the artifact file, for the judge's lint (as a real ONNX runner has)
-        self.replayed = True
+        self.replayed = replayed  # False: the outputs were computed just now (a miss) by the real runner
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> Arrays:
         digest = feeds_digest(dict(feeds))

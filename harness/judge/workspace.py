@@ -158,10 +158,11 @@ class Workspace:
                 runner.close()
 
         label = f"{model.name}-{graph.name}-{variant.precision.value}-{variant.provider.short}"
+        misses = self.references.misses
         outs = self.references.arrays(label, parts, compute)
         artifact = backend.artifacts(model, family, graph, variant).get(f"{graph.name}/model.onnx")
         return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(model, family, graph, variant),
-                            path=artifact["path"] if artifact else None)
+                            path=artifact["path"] if artifact else None, replayed=self.references.misses == misses)
 
     def _reference_parts(self, model: LoadedModel, family: Family, graph: GraphSpec) -> dict[str, Any]:
         """What decides a reference besides its inputs: model files, graph contract, family code."""

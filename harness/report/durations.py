@@ -52,7 +52,7 @@ def replayed(records: Iterable[Record]) -> int:
 
 def markdown(records: Iterable[Record], n: int = SUMMARY_CASES) -> list[str]:
     """The ``## Where the time went`` section of summary.md (empty without timed cases)."""
-    recs = [r for r in records if r.duration_s > 0]
+    recs = [r for r in records if r.duration_s > 0 and r.verdict != "skip"]
     if not recs:
         return []
     totals = phase_totals(recs)
@@ -63,15 +63,15 @@ def markdown(records: Iterable[Record], n: int = SUMMARY_CASES) -> list[str]:
              "| phase | seconds | share |", "|---|---|---|"]
     for name, seconds in sorted(totals.items(), key=lambda kv: kv[1], reverse=True):
         lines.append(f"| {name} | {seconds:.2f} | {_share(seconds, total)} |")
-    lines += ["", "| slowest case | seconds | phases |", "|---|---|---|"]
-    for r in slowest(recs, n):
-        lines.append(f"| `{r.id}` | {r.duration_s:.2f} | {_phases_text(r.phases)} |")
+    lines += ["", "| rank | seconds | slowest case | phases |", "|---|---|---|---|"]
+    for rank, r in enumerate(slowest(recs, n), 1):  # ids unquoted: the verdict table above is the case list
+        lines.append(f"| {rank} | {r.duration_s:.2f} | {r.id.replace('|', chr(92) + '|')} | {_phases_text(r.phases)} |")
     return lines
 
 
 def terminal_lines(records: Iterable[Record], n: int) -> list[str]:
     """``--durations N``: phase totals, then the N slowest cases (0: all) with their phases."""
-    recs = [r for r in records if r.duration_s > 0]
+    recs = [r for r in records if r.duration_s > 0 and r.verdict != "skip"]
     if not recs:
         return ["no timed harness cases"]
     totals = phase_totals(recs)
