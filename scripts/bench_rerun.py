@@ -35,8 +35,9 @@ def run_once(cache: Path, out: Path, extra: list[str]) -> tuple[float, float, in
     env = {**os.environ, "HARNESS_CACHE": str(cache)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    code = subprocess.call([sys.executable, "-m", "harness.cli", "run", "--out", str(out), *extra], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(str(out) + ".log", "w") as log:
+        code = subprocess.call([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", "run",
+                                "--out", str(out), *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
