@@ -152,6 +152,27 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str) -> tuple[dict[str, 
     return metrics, signatures
 
 
+def cached_scores(ws: "Workspace", rows: Sequence[Mapping[str, Any]], lang: str
+                  ) -> tuple[dict[str, float], dict[str, str]]:
+    """``score_rows`` through the workspace's store: the scores are a pure function of the rows'
+    texts and tokens, the language, sacrebleu / rapidfuzz versions and the scoring code, and
+    corpus BLEU/chrF over a corpus is the largest piece of work left in a warm rerun."""
+    import hashlib
+
+    import rapidfuzz
+    import sacrebleu
+
+    from harness.core.cachedir import source_digest
+    from harness.metrics import text as text_metrics
+
+    keep = ("source", "reference", "pytorch", "variant", "pytorch_tokens", "variant_tokens")
+    digest = hashlib.sha256(json.dumps([[r.get(k) for k in keep] for r in rows], ensure_ascii=False).encode())
+    parts = {"rows": digest.hexdigest(), "lang": lang, "sacrebleu": sacrebleu.__version__, "rapidfuzz": rapidfuzz.__version__,
+             "scoring": [source_digest(score_rows), source_digest(text_metrics)]}
+    value = ws.references.json("scores", parts, lambda: list(score_rows(rows, lang)))
+    return dict(value[0]), dict(value[1])
+
+
 def make_rows(indices: Sequence[int], sources: Sequence[str], references: Sequence[str] | None,
               reference: Decoded, variant: Decoded, piece: Callable[[int], str] = str) -> list[dict[str, Any]]:
     """One row per sentence; ``piece`` names a token id (the tokenizer's token string)."""
@@ -342,15 +363,15 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     with phase("variant"):
         got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     with phase("metrics"):
-        return _judged(variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
+        return _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
 
 
-def _judged(variant: Variant, model: "LoadedModel", corpus: "Corpus", indices: Sequence[int], texts: Sequence[str],
-            settings: GenerationSettings, wanted: Mapping[str, Any], reference: Decoded, got: Decoded,
-            ref_seconds: float) -> GenerationResult:
+def _judged(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Corpus", indices: Sequence[int],
+            texts: Sequence[str], settings: GenerationSettings, wanted: Mapping[str, Any], reference: Decoded,
+            got: Decoded, ref_seconds: float) -> GenerationResult:
     refs = [corpus.references[i] for i in indices] if corpus.references is not None else None
     rows = make_rows(indices, texts, refs, reference, got, model.tokenizer.convert_ids_to_tokens)
-    metrics, signatures = score_rows(rows, model.spec.target_lang)
+    metrics, signatures = cached_scores(ws, rows, model.spec.target_lang)
     worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,
                         n=int(wanted["worst"]))
     if refs is None:

@@ -112,6 +112,8 @@ class Workspace:
 
                 flat = self.references.arrays(f"{model.name}-{graph.name}-feeds", parts, compute)
                 model.cache[memo] = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+                for inputs, ref in model.cache[memo]:  # caller-built feeds of the same bytes reuse them
+                    model.cache.setdefault(("reference", graph.name, _digest(inputs)), ref)
             pairs = model.cache[memo]
         else:
             made = [feeds(batch) for batch in texts]

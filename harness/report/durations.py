@@ -51,8 +51,9 @@ def replayed(records: Iterable[Record]) -> int:
 
 
 def markdown(records: Iterable[Record], n: int = SUMMARY_CASES) -> list[str]:
-    """The ``## Where the time went`` section of summary.md (empty without timed cases)."""
-    recs = [r for r in records if r.duration_s > 0 and r.verdict != "skip"]
+    """The ``## Where the time went`` section of summary.md: only over cases that recorded
+    their phases (a suite run; ``harness check`` and older records have none), else empty."""
+    recs = [r for r in records if r.duration_s > 0 and r.verdict != "skip" and r.phases]
     if not recs:
         return []
     totals = phase_totals(recs)
