@@ -89,3 +89,25 @@ def test_perf_compare_cli_a_over_a_and_bad_input(tiny_onnx, tmp_path):
     assert missing.returncode == 2 and "nope.onnx" in missing.stderr and "Traceback" not in missing.stderr
     provider = _cli("perf-compare", str(tiny_onnx), str(tiny_onnx), "--provider", "torch_cpu")
     assert provider.returncode == 2 and "--provider" in provider.stderr
+
+
+def test_baseline_save_aggregates_several_run_dirs(tmp_path):
+    from harness.gate.baseline import load_baseline
+    from harness.results import Record, write_records
+
+    dirs = []
+    for i, samples in enumerate(([1.0] * 60, [2.0] * 60)):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        write_records(run / "results.jsonl", [Record.from_dict({
+            "id": "test_latency[m-fp32-ort_cpu]", "verdict": "pass", "variant": "m-fp32-ort_cpu",
+            "perf": {"latency_ms": {"samples": samples}}})])
+        dirs.append(str(run))
+    store = tmp_path / "store"
+    done = _cli("baseline", "save", *dirs, "--name", "multi", "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    assert "2 runs (aggregated)" in done.stdout
+    (rec,) = load_baseline("multi", store).records
+    assert sorted(set(rec.perf["latency_ms"]["samples"])) == [1.0, 2.0] and rec.data["aggregated_runs"] == 2
+    empty = _cli("baseline", "save", "--name", "x", "--store", str(store))
+    assert empty.returncode == 2 and "RUN_DIR" in empty.stderr
