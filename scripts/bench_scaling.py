@@ -70,6 +70,16 @@ def table(title: str, xs: list[int], label: str, results: list[tuple[float, dict
               f"{ph.get('metrics', 0.0):8.2f} {ph.get('other', 0.0):7.2f}{'' if code in (0, 1) else f'  exit {code}'}")
 
 
+def corpus_size(model: str) -> int:
+    """Sentences in the model's corpus (a run never judges more)."""
+    from types import SimpleNamespace
+
+    from harness.judge.workspace import Workspace
+    from harness.zoo.base import ModelCatalog
+
+    return len(Workspace.corpus(SimpleNamespace(spec=ModelCatalog().resolve(model))).sources)  # type: ignore[arg-type]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, nargs="+", default=[32, 128, 512])
@@ -95,7 +105,10 @@ def main() -> int:
         run(["--models", *args.models, "--samples", str(min(args.samples)), "-k", args.keyword], work / "prime")
         by_samples = [run(["--models", first, "--samples", str(n), "-k", args.keyword, "--fresh-references"],
                           work / f"s{n}") for n in args.samples]
-        table(f"samples ({first}, {args.keyword})", args.samples, "samples", by_samples)
+        size = corpus_size(first)
+        effective = [min(n, size) for n in args.samples]  # --samples beyond the corpus judge the whole corpus
+        capped = f"; capped at the corpus's {size} sentences" if max(args.samples) > size else ""
+        table(f"samples ({first}, {args.keyword}{capped})", effective, "samples", by_samples)
         counts = list(range(1, len(args.models) + 1))
         by_models = [run(["--models", *args.models[:k], "--samples", str(min(args.samples)), "-k", args.keyword,
                           "--fresh-references"], work / f"m{k}") for k in counts]
