@@ -184,8 +184,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache", Kind.PATH, "cache for built models and artifacts (default: $HARNESS_CACHE or "
            "~/.cache/model-harness)", rerun=Rerun.NEVER, metavar="DIR"),
     # --- issue 13: reference cache, where the time goes ---
-    Option("fresh_references", Kind.FLAG, "recompute the PyTorch FP32 references (outputs and decodes) instead of "
-           "reading them from the reference cache, and rewrite the cache entries", rerun=Rerun.NEVER),
+    Option("fresh_references", Kind.FLAG, "recompute the PyTorch FP32 references (outputs, decodes) and the cached "
+           "outputs of CPU variants instead of reading them from the reference cache, and rewrite the entries",
+           rerun=Rerun.NEVER),
     Option("durations", Kind.INT, "list the N slowest phases and cases at the end of the run (0: all)",
            minimum=0, rerun=Rerun.NEVER, metavar="N"),
     # -- performance ------------------------------------------------------------------------
