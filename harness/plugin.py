@@ -303,7 +303,13 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
             pytest.skip(reason)
     case = Case(ws, variant if isinstance(variant, Variant) else None, request.config.stash[RUN_DIR],
                 request.node.name)
-    yield case
+    from harness.core import phases
+
+    token = phases.start(case.clock)  # the layers doing the work mark their phase on this clock
+    try:
+        yield case
+    finally:
+        phases.stop(token)
     case.exception = request.node.stash.get(EXCEPTION, None)
     request.node.user_properties.append(("harness_record", case.payload()))
 
@@ -402,7 +408,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         return
     from harness.report.terminal import render_terminal
 
-    render_terminal(collector.records, terminalreporter, collector.writer.out_dir, interruption=stopped)
+    durations = config.getoption("harness_durations", None)
+    render_terminal(collector.records, terminalreporter, collector.writer.out_dir, interruption=stopped,
+                    durations=None if durations is None else int(durations))
     if stopped is None and _not_green(collector.records):
         from harness.report.summary import status_line
 

@@ -8,9 +8,18 @@ script runs a real ONNX Runtime workload and asks the gate two questions many ti
 * A/B: the candidate busy-waits an extra ``--slowdown`` x (median call time) per call,
   a real CPU cost like a slower kernel. Every trial should be a REGRESSION.
 
-Trials of both kinds are interleaved in a shuffled order so slow drift of the machine
-hits both alike. Each trial's samples go through the same record format and
-``compare_runs`` path that ``harness baseline compare`` uses.
+Each question is asked of three comparison modes, with the baseline deliberately recorded
+under load (``--burners`` busy-loop processes this script starts and stops itself):
+
+* ``single``: one baseline run recorded under load, candidate recorded quiet, judged by
+  ``compare_runs`` (what ``harness baseline compare`` does);
+* ``multirun``: a baseline aggregating ``--runs`` runs (the first under load, the others
+  quiet: the last N nightly runs, one of them noisy) by ``gate.multirun.aggregate_runs``;
+* ``paired``: baseline and candidate timed in alternating blocks in one session
+  (``gate.paired``, what ``harness perf-compare`` does), with the burner running for the
+  first half of the pairs: the load hits both sides.
+
+Trials of all modes and kinds run in one shuffled order so slow drift hits all alike.
 
     python scripts/bench_gate_power.py --trials 10 --samples 1000 --seed 0
 """
@@ -36,7 +45,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.gate.compare import DEFAULT_POLICIES, Comparison, compare_runs, outlier_fraction  # noqa: E402
+from harness.gate.compare import DEFAULT_POLICIES, Comparison, compare_runs  # noqa: E402
 
 VARIANT = "bench-mlp-fp32-ort_cpu"
 GATED = [name for name, p in DEFAULT_POLICIES.items() if p.kind == "latency" and not p.advisory]
@@ -95,33 +104,105 @@ def _spin(stop: Any) -> None:
         pass
 
 
+class Burner:
+    """``n`` busy-looping processes while active: the noisy neighbour, started and stopped here."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.stop: Any = None
+        self.procs: list[Any] = []
+
+    def __enter__(self) -> "Burner":
+        self.stop = mp.Event()
+        self.procs = [mp.Process(target=_spin, args=(self.stop,), daemon=True) for _ in range(self.n)]
+        for proc in self.procs:
+            proc.start()
+        time.sleep(0.2)  # let the scheduler see them
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for proc in self.procs:
+            proc.join(timeout=5)
+
+
+def slowed(call: Callable[[], Any], extra_ns: int) -> Callable[[], Any]:
+    """``call`` plus a busy-wait of ``extra_ns`` (CPU work, like a slower kernel)."""
+    clock = time.perf_counter_ns
+
+    def run() -> Any:
+        out = call()
+        until = clock() + extra_ns
+        while clock() < until:
+            pass
+        return out
+
+    return run
+
+
+def trial_unpaired(call: Callable[[], Any], cand: Callable[[], Any], args: argparse.Namespace, size: int,
+                   runs: int) -> tuple[int, dict[str, Any]]:
+    """Baseline recorded under load (the first of ``runs`` runs; the others quiet), candidate quiet."""
+    base_runs = []
+    for i in range(runs):
+        if i == 0:
+            with Burner(args.burners):
+                base_runs.append(collect(call, args.samples))
+        else:
+            base_runs.append(collect(call, args.samples))
+    cand_samples = collect(cand, args.samples)
+    base_records = [record(s, size) for s in base_runs]
+    if runs > 1:
+        from harness.gate.multirun import aggregate_runs
+        from harness.results import Record
+
+        baseline: list[Any] = aggregate_runs([[Record.from_dict(r)] for r in base_records])
+    else:
+        baseline = list(base_records)
+    result = compare_runs(baseline, [record(cand_samples, size)])
+    return result.exit_code, summarise_trial("", result)
+
+
+def trial_paired(call: Callable[[], Any], cand: Callable[[], Any], args: argparse.Namespace,
+                 seed: int) -> tuple[int, dict[str, Any]]:
+    """Both builds timed in alternating blocks; the burner runs for the first half of the pairs."""
+    from harness.gate.paired import PairedSamples, exit_code, interleave, judge_paired
+
+    block = max(args.samples // args.pairs, 10)
+    half = args.pairs // 2
+    with Burner(args.burners):
+        first = interleave(call, cand, pairs=half, block=block, warmup=0, seed=seed)
+    second = interleave(call, cand, pairs=args.pairs - half, block=block, warmup=0, seed=seed + 1)
+    samples = PairedSamples(np.vstack([first.a, second.a]), np.vstack([first.b, second.b]), first.first + second.first)
+    rows = judge_paired(samples, ("p50", "p90"), seed=seed)
+    return exit_code(rows), {"verdicts": {r.stat: r.verdict.value for r in rows},
+                             "ratios": {r.stat: r.ratio for r in rows},
+                             "reasons": {r.stat: r.reason for r in rows}}
+
+
+MODES = ("single", "multirun", "paired")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
-    stop = mp.Event()
-    hogs = [mp.Process(target=_spin, args=(stop,), daemon=True) for _ in range(args.background)]
-    for proc in hogs:
-        proc.start()
-    try:
-        with tempfile.TemporaryDirectory(prefix="gate-power-") as tmp:
-            call, size = build_session(Path(tmp), args.seed, args.threads)
-            collect(call, args.warmup)
-            median_ms = float(np.median(collect(call, 300)))
-            extra_ns = int(args.slowdown * median_ms * 1e6)
-            kinds = ["A/A"] * args.trials + ["A/B"] * args.trials
-            order = [kinds[i] for i in rng.permutation(len(kinds))]
-            trials: list[dict[str, Any]] = []
-            started = time.perf_counter()
-            for kind in order:
-                base = collect(call, args.samples)
-                cand = collect(call, args.samples, extra_ns if kind == "A/B" else 0)
-                result = compare_runs([record(base, size)], [record(cand, size)])
-                trials.append(summarise_trial(kind, result))
-                trials[-1]["outliers"] = max(outlier_fraction(np.asarray(base)), outlier_fraction(np.asarray(cand)))
-            wall = time.perf_counter() - started
-    finally:
-        stop.set()
-        for proc in hogs:
-            proc.join(timeout=5)
+    with tempfile.TemporaryDirectory(prefix="gate-power-") as tmp:
+        call, size = build_session(Path(tmp), args.seed, args.threads)
+        collect(call, args.warmup)
+        median_ms = float(np.median(collect(call, 300)))
+        extra_ns = int(args.slowdown * median_ms * 1e6)
+        slow = slowed(call, extra_ns)
+        trials: list[dict[str, Any]] = []
+        started = time.perf_counter()
+        order = [(mode, kind) for mode in args.modes for kind in ("A/A", "A/B") for _ in range(args.trials)]
+        for n, i in enumerate(rng.permutation(len(order))):
+            mode, kind = order[i]
+            cand = slow if kind == "A/B" else call
+            if mode == "paired":
+                code, info = trial_paired(call, cand, args, seed=args.seed + n)
+            else:
+                code, info = trial_unpaired(call, cand, args, size, runs=args.runs if mode == "multirun" else 1)
+            trials.append({**info, "mode": mode, "kind": kind, "exit_code": code})
+        wall = time.perf_counter() - started
     return {"median_call_ms": median_ms, "extra_ms": extra_ns / 1e6, "wall_s": wall, "trials": trials}
 
 
@@ -137,40 +218,25 @@ def summarise_trial(kind: str, result: Comparison) -> dict[str, Any]:
 
 
 def report(args: argparse.Namespace, out: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(width=150, highlight=False)
-    table = Table(title=f"gate power: {args.trials} A/A + {args.trials} A/B trials, {args.samples} calls per side, "
-                        f"+{args.slowdown:.0%} injected")
-    table.add_column("trials")
-    table.add_column("gating REGRESSION (exit 1)")
-    for name in GATED:
-        table.add_column(f"{name} verdicts")
-    table.add_column("p50 ratio min / median / max")
-    table.add_column("p90 ratio median")
-    table.add_column("outlier calls")
-    for kind in ("A/A", "A/B"):
-        group = [t for t in out["trials"] if t["kind"] == kind]
-        p50 = np.array([t["ratios"]["p50"] for t in group])
-        p90 = np.array([t["ratios"]["p90"] for t in group])
-        regressions = sum(t["exit_code"] == 1 for t in group)
-        outliers = [t["outliers"] for t in group]
-        label = "false alarms" if kind == "A/A" else "detected"
-        per_stat = [", ".join(f"{v} {n}" for v, n in sorted(Counter(t["verdicts"][g] for t in group).items())) for g in GATED]
-        table.add_row(f"{kind} ({len(group)})", f"{regressions}/{len(group)} {label}", *per_stat,
-                      f"{p50.min():.3f} / {np.median(p50):.3f} / {p50.max():.3f}", f"{np.median(p90):.3f}",
-                      f"{min(outliers):.1%}-{max(outliers):.1%}")
-    console.print(table)
-    console.print(f"median call {out['median_call_ms']:.3f} ms, injected {out['extra_ms']:.3f} ms/call; "
-                  f"measuring + judging took {out['wall_s']:.1f} s; threads={args.threads}, background hogs={args.background}, "
-                  f"cpu cores={os.cpu_count()}, load avg={os.getloadavg()[0]:.2f}")
-    # The trials that went wrong, with the gate's own reasons, so a miss can be diagnosed.
+    print(f"gate power: baseline recorded under load ({args.burners} busy-loop process(es), started and stopped "
+          f"by this script); {args.trials} A/A + {args.trials} A/B (+{args.slowdown:.0%}) trials per mode, "
+          f"{args.samples} calls per side")
+    print(f"median call {out['median_call_ms']:.3f} ms, injected {out['extra_ms']:.3f} ms/call; "
+          f"{out['wall_s']:.0f} s; cpu cores={os.cpu_count()}, load avg={os.getloadavg()[0]:.2f}")
+    print(f"{'mode':<10} {'A/A false regressions':>22} {'A/B detected':>13}  p50 verdicts A/A | A/B")
+    for mode in args.modes:
+        aa = [t for t in out["trials"] if t["mode"] == mode and t["kind"] == "A/A"]
+        ab = [t for t in out["trials"] if t["mode"] == mode and t["kind"] == "A/B"]
+        fa = sum(t["exit_code"] == 1 for t in aa)
+        det = sum(t["exit_code"] == 1 for t in ab)
+        verdicts = [", ".join(f"{v} {n}" for v, n in sorted(Counter(t["verdicts"].get("p50", "?") for t in g).items()))
+                    for g in (aa, ab)]
+        print(f"{mode:<10} {f'{fa}/{len(aa)}':>22} {f'{det}/{len(ab)}':>13}  {verdicts[0]} | {verdicts[1]}")
     for t in out["trials"]:
         wrong = (t["kind"] == "A/A") == (t["exit_code"] == 1)
         if wrong or args.verbose:
-            flag = "WRONG " if wrong else ""
-            console.print(f"  {flag}{t['kind']}: " + "; ".join(f"{g} {t['verdicts'][g]} ({t['reasons'][g]})" for g in GATED))
+            print(f"  {'WRONG ' if wrong else ''}{t['mode']} {t['kind']}: "
+                  + "; ".join(f"{g} {t['verdicts'].get(g)} ({t['reasons'].get(g)})" for g in ("p50", "p90")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,22 +247,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slowdown", type=float, default=0.25, help="injected slowdown as a fraction of the median call")
     parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (default 1)")
     parser.add_argument("--warmup", type=int, default=200, help="calls before anything is measured")
-    parser.add_argument("--background", type=int, default=0, help="busy-loop processes to run as noisy neighbours")
+    parser.add_argument("--burners", type=int, default=1,
+                        help="busy-loop processes running while the baseline is recorded (default 1)")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comparison modes (default {','.join(MODES)})")
+    parser.add_argument("--runs", type=int, default=3, help="runs in a multi-run baseline (the first under load)")
+    parser.add_argument("--pairs", type=int, default=20, help="block pairs per paired trial (default 20)")
     parser.add_argument("--json", metavar="OUT", help="write every trial's verdicts and ratios as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every trial's verdicts and reasons")
     args = parser.parse_args(argv)
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in args.modes if m not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; one of {', '.join(MODES)}")
     if args.trials < 1 or args.samples < 10:
         parser.error("--trials must be >= 1 and --samples >= 10")
     out = run(args)
     report(args, out)
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), **out}, indent=2) + "\n", encoding="utf-8")
-    aa = [t for t in out["trials"] if t["kind"] == "A/A"]
-    ab = [t for t in out["trials"] if t["kind"] == "A/B"]
-    false_alarms = sum(t["exit_code"] == 1 for t in aa)
-    detected = sum(t["exit_code"] == 1 for t in ab)
-    # Exit 1 when the gate misses its targets on this machine: 0 false alarms, >= 90% detected.
-    return 0 if false_alarms == 0 and detected >= 0.9 * len(ab) else 1
+    paired = [t for t in out["trials"] if t["mode"] == "paired"]
+    if not paired:
+        return 0
+    false_alarms = sum(t["exit_code"] == 1 for t in paired if t["kind"] == "A/A")
+    detected = sum(t["exit_code"] == 1 for t in paired if t["kind"] == "A/B")
+    # Exit 1 when the paired mode misses its targets on this machine: 0 false alarms, >= 90% detected.
+    return 0 if false_alarms == 0 and detected >= 0.9 * args.trials else 1
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ SAMPLE = {
     "cpu_arena": "off", "provider_options": ["ort_cuda:device_id=0"], "trt_profile": ["input_ids:1x16,8x64,16x256"],
     "trt_engine_cache": Path("/tmp/engines"), "trt_timing_cache": Path("/tmp/timing"), "profile": True,
     "int8_calibration": "entropy", "int8_calibration_samples": 16,
+    # issue 13
+    "fresh_references": True, "durations": 5,
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.gate.baseline import (
     DEFAULT_STORE,
+    BaselineError,
     accuracy_records,
     list_baselines,
     load_baseline,
@@ -42,10 +43,18 @@ def cmd_save(args: argparse.Namespace) -> int:
     from harness.core.writable import ensure_writable_dir
 
     ensure_writable_dir(args.store, "--store")  # one line, exit 2, before the run is read
-    info = save_baseline(args.run_dir, args.name, args.store, force=args.force)
+    runs = list(args.run_dir)
+    if args.history_last:
+        from harness.gate.multirun import history_run_dirs
+
+        runs += [str(d) for d in history_run_dirs(args.history_db, args.history_last)]
+    if not runs:
+        raise BaselineError("baseline save: give RUN_DIR(s) or --history-last N")
+    info = save_baseline(runs[-1], args.name, args.store, force=args.force, older_runs=runs[:-1])
     blessed = load_baseline(info.name, args.store).records
+    source = runs[-1] if len(runs) == 1 else f"{len(runs)} runs (perf aggregated)"
     print(f"saved baseline {info.name!r}: {len(perf_records(blessed))} perf record(s), "
-          f"{len(accuracy_records(blessed))} accuracy record(s) from {args.run_dir} -> {info.path}")
+          f"{len(accuracy_records(blessed))} accuracy record(s) from {source} -> {info.path}")
     return 0
 
 
@@ -117,8 +126,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="baseline_command", metavar="{save,compare,list}", required=True)
 
-    save = actions.add_parser("save", help="store RUN_DIR's perf and accuracy records as baseline NAME")
-    save.add_argument("run_dir", metavar="RUN_DIR")
+    save = actions.add_parser("save", help="store RUN_DIR's perf and accuracy records as baseline NAME "
+                                           "(several runs: perf aggregated)")
+    save.add_argument("run_dir", metavar="RUN_DIR", nargs="*",
+                      help="run directories, oldest first; several make a multi-run baseline (docs/perf-gate.md)")
+    save.add_argument("--history-last", type=int, default=0, metavar="N",
+                      help="aggregate the newest N runs of the history database (after any RUN_DIRs)")
+    save.add_argument("--history-db", default="reports/history.sqlite", metavar="DB",
+                      help="history database for --history-last (default reports/history.sqlite)")
     save.add_argument("--name", required=True, help="baseline name: letters, digits, '.', '_' or '-'")
     _store_option(save)
     save.add_argument("--force", action="store_true", help="replace an existing baseline of the same name")

@@ -17,13 +17,17 @@ hashed again) -- verifying an entry on every use costs one read per file per pro
 from __future__ import annotations
 
 import hashlib
+import importlib
+import inspect
 import logging
 import os
 import re
 import shutil
 import tempfile
 from contextlib import ExitStack
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -154,3 +158,28 @@ def replace_dir(tmp: Path, target: Path) -> None:
     if target.exists():
         shutil.rmtree(target)
     os.replace(tmp, target)
+
+
+@lru_cache(maxsize=None)
+def package_digest(package: str) -> str:
+    """sha256 of every ``.py`` file of a package (the decoding loops): editing them
+    invalidates the reference decodes they produced."""
+    root = Path(importlib.import_module(package).__file__ or ".").parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def source_digest(obj: Any) -> str:
+    """sha256 of the file that defines ``obj`` (a family class): editing how a reference is
+    computed invalidates it, also in a development checkout where the version stays."""
+    try:
+        path = inspect.getsourcefile(obj)
+    except TypeError:
+        path = None
+    if not path:
+        return "unknown"
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -221,6 +221,8 @@ class RunOptions:
     #: how artifacts are run (session options, EP options, TensorRT profile), run-wide; a model's
     #: ``[models.<name>.runtime]`` refines it (``harness.judge.workspace.Workspace.runtime_for``)
     runtime: "RuntimeSettings" = field(default_factory=lambda: _runtime_default())
+    #: recompute the PyTorch FP32 references instead of reading the reference cache (issue 13)
+    fresh_references: bool = False
     #: runtime axes of the matrix: setting -> values (one case per value where the backend honours it)
     runtime_axes: dict[str, list[str]] = field(default_factory=dict)
     #: static INT8 calibration: method and how many corpus sentences (taken after the judged ones)

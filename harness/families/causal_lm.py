@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def lm_layout(model: LoadedModel) -> tuple[int, int, int]:
     """(layers, kv_heads, head_dim) of a causal LM config."""
-    cfg: Any = model.model.config  # a transformers PretrainedConfig
+    cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
     heads = cfg.num_attention_heads
     kv = getattr(cfg, "num_key_value_heads", None) or heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads

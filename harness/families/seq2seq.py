@@ -28,7 +28,7 @@ NO_ENCODER_MASK = "no_encoder_mask"
 
 
 def n_layers(model: LoadedModel) -> int:
-    cfg: Any = model.model.config  # a transformers PretrainedConfig
+    cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
     return int(getattr(cfg, "decoder_layers", None) or cfg.num_hidden_layers)
 
 
@@ -158,7 +158,7 @@ class Seq2SeqFamily(Family):
         ref_graphs = {g.name: g for g in reference.graphs(model)}
         with torch.no_grad():
             (states,) = reference.module(model, ref_graphs["encoder"])(*to_torch(enc, ("input_ids", "attention_mask")))
-        cfg: Any = model.model.config  # a transformers PretrainedConfig
+        cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
         start = int(cfg.decoder_start_token_id)
         pad = int(cfg.pad_token_id)
         # Teacher-forced decoder inputs: <start> + the source ids, right-padded (causal, so
@@ -262,7 +262,7 @@ class Seq2SeqFamily(Family):
         from harness.generation.steppers import Seq2SeqModel
 
         if start_token_id is None:
-            cfg: Any = model.model.config  # a transformers PretrainedConfig
+            cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
             start_token_id = cfg.decoder_start_token_id
         if start_token_id is None:
             raise ValueError(f"{model.name}: no decoder_start_token_id in its config")

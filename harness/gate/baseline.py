@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core import UsageError, did_you_mean
 from harness.results import RESULTS_FILE, Record, ResultsFileError, iter_typed, latest_records, write_records
@@ -134,8 +134,10 @@ def save_baseline(
     store: str | os.PathLike[str] = DEFAULT_STORE,
     *,
     force: bool = False,
+    older_runs: Sequence[str | os.PathLike[str]] = (),
 ) -> BaselineInfo:
     """Copy the perf records of ``run_dir`` to ``store/name``; refuses to replace one unless ``force``.
+    With ``older_runs`` the baseline aggregates them and ``run_dir`` (``gate.multirun``).
 
     Written to a temporary folder first and renamed into place, so an interrupted
     save never leaves a half-written baseline that a later compare would trust.
@@ -145,6 +147,11 @@ def save_baseline(
     if not records:
         raise BaselineError(f"{Path(run_dir) / RESULTS_FILE} has no performance records and no accuracy metrics "
                             "(no record has a 'perf' section or a metric the registry declares)")
+    if older_runs:  # a multi-run baseline: perf pooled over the runs, accuracy from the newest
+        from harness.gate.multirun import aggregate_runs
+
+        pooled = aggregate_runs([*(load_run(d) for d in older_runs), perf_records(records)])
+        records = pooled + [r for r in records if not r.perf]
     root = Path(store)
     target = root / name
     if target.exists() and not force:
@@ -155,6 +162,7 @@ def save_baseline(
         "name": name,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": str(Path(run_dir).resolve()),
+        **({"sources": [str(Path(d).resolve()) for d in (*older_runs, run_dir)]} if older_runs else {}),
         "fingerprint": _fingerprint(records),
         "harness_version": _harness_version(),
         "records": len(records),

@@ -53,6 +53,7 @@ class Decoded:
     seconds: float = 0.0
     calls: int = 0  # graph calls of the decoder steps
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replayed: bool = False  # read from the output cache (harness.judge.refcache), not decoded now
 
     @property
     def new_tokens(self) -> int:

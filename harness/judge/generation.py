@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from harness.core import PROVIDERS, Check, Precision, Variant, precision_overrides
+from harness.core.phases import phase
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
 from harness.metrics.registry import METRICS, Scope
@@ -153,6 +154,27 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str | None) -> tuple[dic
     return metrics, signatures
 
 
+def cached_scores(ws: "Workspace", rows: Sequence[Mapping[str, Any]], lang: str | None
+                  ) -> tuple[dict[str, float], dict[str, str]]:
+    """``score_rows`` through the workspace's store: the scores are a pure function of the rows'
+    texts and tokens, the language, sacrebleu / rapidfuzz versions and the scoring code, and
+    corpus BLEU/chrF over a corpus is the largest piece of work left in a warm rerun."""
+    import hashlib
+
+    import rapidfuzz
+    import sacrebleu
+
+    from harness.core.cachedir import source_digest
+    from harness.metrics import text as text_metrics
+
+    keep = ("source", "reference", "pytorch", "variant", "pytorch_tokens", "variant_tokens")
+    digest = hashlib.sha256(json.dumps([[r.get(k) for k in keep] for r in rows], ensure_ascii=False).encode())
+    parts = {"rows": digest.hexdigest(), "lang": lang, "sacrebleu": sacrebleu.__version__, "rapidfuzz": rapidfuzz.__version__,
+             "scoring": [source_digest(score_rows), source_digest(text_metrics)]}
+    value = ws.references.json("scores", parts, lambda: list(score_rows(rows, lang)))
+    return dict(value[0]), dict(value[1])
+
+
 def make_rows(indices: Sequence[int], sources: Sequence[str], references: Sequence[str] | None,
               reference: Decoded, variant: Decoded, piece: Callable[[int], str] = str) -> list[dict[str, Any]]:
     """One row per sentence; ``piece`` names a token id (the tokenizer's token string)."""
@@ -235,16 +257,80 @@ def _clip(text: str | None, n: int = 80) -> str:
 # -- running it ------------------------------------------------------------------------------
 def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[int], texts: Sequence[str],
                      settings: GenerationSettings, batch_size: int) -> Decoded:
-    """PyTorch FP32 decode of the *correct* graphs, memoised per model, texts and settings."""
+    """PyTorch FP32 decode of the *correct* graphs, memoised per model, texts and settings in
+    the process and kept in the workspace's reference cache across runs (keyed by weights,
+    model files, texts and their corpus indices, decode settings, batch size, threads and
+    library versions: ``harness.judge.refcache``)."""
     from harness.families import family_for
 
     key = ("gen-reference", tuple(indices), settings.key(), batch_size)
     if key not in model.cache:
-        variant = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
-        assert not model.model.training, "reference model left training mode"
-        model.cache[key] = decode_texts(ws.backend(variant, model), model, family_for(model.family), variant,
-                                        texts, settings, batch_size, decode_threads(ws))
+        family = family_for(model.family)
+
+        def compute() -> dict[str, Any]:
+            variant = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
+            assert not model.model.training, "reference model left training mode"
+            return _as_json(decode_texts(ws.backend(variant, model), model, family, variant, texts, settings,
+                                         batch_size, decode_threads(ws)))
+
+        parts = _decode_parts(ws, model, family, indices, texts, settings, batch_size)
+        model.cache[key] = _decoded(ws.references.json(f"{model.name}-decode", parts, compute))
     decoded: Decoded = model.cache[key]
+    return decoded
+
+
+def _decode_parts(ws: "Workspace", model: "LoadedModel", family: "Family", indices: Sequence[int],
+                  texts: Sequence[str], settings: GenerationSettings, batch_size: int) -> dict[str, Any]:
+    """What decides a decode besides the runner: model files, family and decoding code, the
+    texts with their corpus indices, settings, batch size and threads."""
+    from harness.core.cachedir import package_digest, source_digest
+    from harness.judge.refcache import texts_digest
+    from harness.judge.workspace import _model_files
+
+    return {"weights": model.weights_sha256, "model_files": _model_files(model),
+            "family": f"{type(family).__module__}.{type(family).__qualname__}",
+            "family_source": source_digest(type(family)), "indices": list(indices),
+            "texts": texts_digest(list(texts)), "settings": settings.describe(), "batch_size": batch_size,
+            "threads": decode_threads(ws), "decoding": package_digest("harness.generation")}
+
+
+def _decoded(value: Mapping[str, Any]) -> Decoded:
+    return Decoded([list(map(int, t)) for t in value["tokens"]], list(value["texts"]), float(value["seconds"]),
+                   int(value["calls"]), dict(value["artifacts"]))
+
+
+def _as_json(decoded: Decoded) -> dict[str, Any]:
+    return {"tokens": decoded.tokens, "texts": decoded.texts, "seconds": decoded.seconds, "calls": decoded.calls,
+            "artifacts": decoded.artifacts}
+
+
+def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", variant: Variant,
+                   indices: Sequence[int], texts: Sequence[str], settings: GenerationSettings,
+                   batch_size: int) -> Decoded:
+    """The variant's decode of ``texts``. When every graph decoding runs has deterministic
+    outputs (``Backend.outputs_key``), the decode is kept in the output cache: a warm rerun of an
+    unchanged variant replays it (``Decoded.seconds`` is then the decode's measured time, and
+    the artifacts are re-read from the artifact cache)."""
+    backend = ws.backend(variant, model)
+    wanted = family.generation_graphs(settings.use_cache)
+    graphs = [g for g in family.graphs(model) if g.name in wanted]
+    keys = {g.name: backend.outputs_key(model, family, g, variant) for g in graphs}
+    if any(k is None for k in keys.values()):
+        return decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws))
+    parts = {**_decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
+    fresh: list[Decoded] = []
+
+    def compute() -> dict[str, Any]:
+        fresh.append(decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws)))
+        return _as_json(fresh[0])
+
+    value = ws.references.json(f"{model.name}-decode-{variant.precision.value}-{variant.provider.short}", parts,
+                               compute)
+    if fresh:
+        return fresh[0]
+    decoded = _decoded(value)
+    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(model, family, g, variant).items()}
+    decoded.replayed = True
     return decoded
 
 
@@ -266,21 +352,29 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     model = ws.model(variant.model)
     family = family or ws.family(model)
     wanted = (request or GenerationRequest()).resolved(model)
-    settings = settings_for_model(model.model, max_new_tokens=wanted["max_new_tokens"],
+    settings = settings_for_model(model.generation_source(), max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
     corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
     texts = [corpus.sources[i] for i in indices]
-    refs = [corpus.references[i] for i in indices] if corpus.references is not None else None
     began = time.perf_counter()
-    reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
+    with phase("reference"):
+        reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
     ref_seconds = time.perf_counter() - began
-    got = decode_texts(ws.backend(variant, model), model, family, variant, texts, settings, wanted["batch_size"],
-                       decode_threads(ws))
+    with phase("variant"):
+        got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
+    with phase("metrics"):
+        return _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
+
+
+def _judged(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Corpus", indices: Sequence[int],
+            texts: Sequence[str], settings: GenerationSettings, wanted: Mapping[str, Any], reference: Decoded,
+            got: Decoded, ref_seconds: float) -> GenerationResult:
+    refs = [corpus.references[i] for i in indices] if corpus.references is not None else None
     rows = make_rows(indices, texts, refs, reference, got, model.tokenizer.convert_ids_to_tokens)
     lang, lang_from = target_language(ws.options.target_lang, model.spec.target_lang, refs, reference.texts)
-    metrics, signatures = score_rows(rows, lang)
+    metrics, signatures = cached_scores(ws, rows, lang)
     signatures["target_lang"] = f"{lang or 'spaced script'} ({lang_from})"
     worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,
                         n=int(wanted["worst"]))
@@ -292,7 +386,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     described = {**settings.describe(), "samples": len(indices), "batch_size": wanted["batch_size"],
                  "corpus": corpus.name, "corpus_sha256": corpus.sha256, "graph_calls": got.calls,
                  "target_lang": lang, "target_lang_from": lang_from,
-                 "new_tokens": got.new_tokens}
+                 "new_tokens": got.new_tokens, "replayed": got.replayed}
     checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
     return GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Tolerance, Variant
+from harness.core.phases import phase
 from harness.judge.tolerances import tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
 from harness.results.checks import CheckResult, GateFailure, raise_failures
@@ -86,6 +87,7 @@ class ParityResult:
     shapes: list[dict[str, Any]] = field(default_factory=list)
     #: graph -> ORT profiling summary (``--profile``)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replayed: list[str] = field(default_factory=list)  # graphs whose outputs came from the output cache
 
     @property
     def failures(self) -> list[Failure]:
@@ -171,7 +173,8 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
         if shapes is not None:
             shapes.append({"graph": graph.name, "probe": label, "shapes": {k: list(v.shape) for k, v in feeds.items()}})
         try:
-            got = runner.run(feeds)
+            with phase("variant"):
+                got = runner.run(feeds)
         except Exception as exc:
             if label == "corpus":
                 raise
@@ -180,15 +183,12 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
                 first = f"{first[:110]} ... {first[-150:]}"
             broken.append(f"{label} ({describe_shapes(feeds)}): {first}")
             continue
-        for name, theirs in output_map.items():
-            collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
+        with phase("metrics"):
+            for name, theirs in output_map.items():
+                collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
         offset += next(iter(feeds.values())).shape[0]
-    results = []
-    for name, col in collectors.items():
-        is_logits = name in graph.logits_outputs
-        metrics, worst, n = col.compare(is_logits)
-        tol = tolerance_for(precision, is_logits=is_logits, overrides=overrides) if graph.is_gated(name) else None
-        results.append(OutputResult(graph.name, name, metrics, worst, axis_names(col.ndim, is_logits), tol, n))
+    with phase("metrics"):
+        results = _results(graph, collectors, precision, overrides)
     if probes:  # shape coverage: every probe must run (its numbers are judged with the corpus's above)
         from harness.core import Check
 
@@ -196,6 +196,17 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
                                 Tolerance((Check("shape_failures", 0.0),)), len(probes))
         coverage.where = "; ".join(broken) or "n/a"
         results.append(coverage)
+    return results
+
+
+def _results(graph: "GraphSpec", collectors: Mapping[str, "_Collector"], precision: Precision,
+             overrides: Mapping[str, Mapping[str, float]] | None) -> list[OutputResult]:
+    results = []
+    for name, col in collectors.items():
+        is_logits = name in graph.logits_outputs
+        metrics, worst, n = col.compare(is_logits)
+        tol = tolerance_for(precision, is_logits=is_logits, overrides=overrides) if graph.is_gated(name) else None
+        results.append(OutputResult(graph.name, name, metrics, worst, axis_names(col.ndim, is_logits), tol, n))
     return results
 
 
@@ -327,12 +338,14 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
     backend = ws.backend(variant, model, profile_dir=dump_dir)
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
+        batches = ws.parity_batches(model, family, graph)
         start = time.perf_counter()
-        runner = backend.load(model, family, graph, variant)
+        runner = ws.variant_runner(backend, model, family, graph, variant, [b[0] for b in batches])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
-        batches = ws.parity_batches(model, family, graph)
         probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
+        if getattr(runner, "replayed", False):
+            result.replayed.append(graph.name)
         path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
         if path:
             result.outputs.append(lint_result(graph.name, path, graph))

@@ -7,21 +7,23 @@ shared across processes through the on-disk cache.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from harness.core import RunOptions, Variant
+from harness.core.cachedir import source_digest
+from harness.core.phases import phase
 from harness.core.runtime import RuntimeSettings
 from harness.data.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
+from harness.judge.refcache import ReferenceCache, ReplayRunner, feeds_digest, model_files_digest, texts_digest
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
 from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
@@ -47,6 +49,7 @@ class Workspace:
         self.prebuilt = prebuilt
         self._models: dict[str, LoadedModel] = {}
         self._specs: dict[str, ModelSpec] = {}
+        self.references = ReferenceCache(self.cache_dir / "references", fresh=options.fresh_references)
 
     # -- models and data -----------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -55,10 +58,8 @@ class Workspace:
         return self._specs[name]
 
     def model(self, name: str) -> LoadedModel:
-        if name not in self._models:
-            model = load_model(self.spec(name))
-            assert not model.model.training, f"{name}: reference model must be in eval mode"
-            self._models[name] = model
+        if name not in self._models:  # the PyTorch module loads on first use (a warm rerun may need none)
+            self._models[name] = load_model(self.spec(name), lazy=True)
         return self._models[name]
 
     def family(self, model: LoadedModel) -> Family:
@@ -85,14 +86,93 @@ class Workspace:
                        feeds: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None) -> list[ParityBatch]:
         """(feeds, FP32 reference outputs, valid masks) per corpus batch: what every numeric
         comparison runs on. ``feeds`` builds a batch's inputs (default: the family's feeds
-        for ``graph``), so a check's other modes and fixed shapes share the same reference."""
-        make = feeds or (lambda texts: family.feeds(model, graph, texts))
-        out = []
-        for texts in self.batches(model) if batches is None else batches:
-            inputs = make(texts)
-            ref = self.reference(model, family, graph, inputs)
-            out.append((inputs, ref, family.valid_masks(graph, inputs, ref)))
-        return out
+        for ``graph``), so a check's other modes and fixed shapes share the same reference.
+
+        Family-built feeds and their references come from the reference cache keyed by the
+        batches' texts (a seq2seq decoder's feeds hold PyTorch encoder states, so they are part
+        of the reference); caller-built feeds are made here and only the outputs are cached."""
+        with phase("reference"):
+            return self._parity_batches(model, family, graph, batches, feeds)
+
+    def _parity_batches(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                        batches: Sequence[Sequence[str]] | None,
+                        feeds: Callable[[Sequence[str]], dict[str, np.ndarray]] | None) -> list[ParityBatch]:
+        texts = self.batches(model) if batches is None else [list(b) for b in batches]
+        if feeds is None:
+            memo = ("parity", id(family), graph.name, texts_digest(texts))
+            if memo not in model.cache:
+                parts = {**self._reference_parts(model, family, graph), "texts": texts_digest(texts)}
+
+                def compute() -> list[dict[str, np.ndarray]]:
+                    out = []
+                    for batch in texts:
+                        inputs = family.feeds(model, graph, batch)
+                        out += [inputs, self.reference(model, family, graph, inputs)]
+                    return out
+
+                flat = self.references.arrays(f"{model.name}-{graph.name}-feeds", parts, compute)
+                model.cache[memo] = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+                for inputs, ref in model.cache[memo]:  # caller-built feeds of the same bytes reuse them
+                    model.cache.setdefault(("reference", graph.name, _digest(inputs)), ref)
+            pairs = model.cache[memo]
+        else:
+            made = [feeds(batch) for batch in texts]
+            pairs = list(zip(made, self.references_for(model, family, graph, made)))
+        return [(inputs, ref, family.valid_masks(graph, inputs, ref)) for inputs, ref in pairs]
+
+    def references_for(self, model: LoadedModel, family: Family, graph: GraphSpec,
+                       feeds: Sequence[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+        """The FP32 reference of each feed dict, through the reference cache (one entry for them all)."""
+        digests = [_digest(f) for f in feeds]
+        memo = [("reference", graph.name, d) for d in digests]
+        if all(k in model.cache for k in memo):
+            return [model.cache[k] for k in memo]
+        parts = {**self._reference_parts(model, family, graph), "feeds": digests}
+        outs = self.references.arrays(f"{model.name}-{graph.name}-ref", parts,
+                                      lambda: [self.reference(model, family, graph, f) for f in feeds])
+        for key, out in zip(memo, outs):
+            model.cache.setdefault(key, out)
+        return outs
+
+    def variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
+                       variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
+        """The variant's runner for ``graph``, to be run on ``feeds``. When the backend declares
+        its outputs deterministic for their inputs (``Backend.outputs_key``: CPU runtimes), the
+        outputs come from the output cache -- computed once by the real runner on a miss -- so a
+        warm rerun of an unchanged variant creates no session and loads no PyTorch module.
+        A ``ReplayRunner`` answers other feeds by loading the real runner then."""
+        with phase("variant"):
+            return self._variant_runner(backend, model, family, graph, variant, feeds)
+
+    def _variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
+                        variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
+        key = backend.outputs_key(model, family, graph, variant)
+        if key is None:
+            return backend.load(model, family, graph, variant)
+        digests = [_digest(f) for f in feeds]
+        parts = {**self._reference_parts(model, family, graph), "variant": key, "feeds": digests}
+
+        def compute() -> list[dict[str, np.ndarray]]:
+            runner = backend.load(model, family, graph, variant)
+            try:
+                return [runner.run(f) for f in feeds]
+            finally:
+                runner.close()
+
+        label = f"{model.name}-{graph.name}-{variant.precision.value}-{variant.provider.short}"
+        misses = self.references.misses
+        outs = self.references.arrays(label, parts, compute)
+        artifact = backend.artifacts(model, family, graph, variant).get(f"{graph.name}/model.onnx")
+        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(model, family, graph, variant),
+                            path=artifact["path"] if artifact else None, replayed=self.references.misses == misses)
+
+    def _reference_parts(self, model: LoadedModel, family: Family, graph: GraphSpec) -> dict[str, Any]:
+        """What decides a reference besides its inputs: model files, graph contract, family code."""
+        correct = family_for(model.family)
+        return {"weights": model.weights_sha256, "model_files": _model_files(model), "graph": repr(graph),
+                "family": f"{type(family).__module__}.{type(family).__qualname__}",
+                "family_source": source_digest(type(family)), "reference_family": source_digest(type(correct)),
+                "torch_threads": torch.get_num_threads()}
 
     # -- execution -----------------------------------------------------------------------
     def settings_for(self, model: LoadedModel) -> ExportSettings:
@@ -162,20 +242,31 @@ class Workspace:
         by the feeds' content, so the same inputs are never run twice and others never collide."""
         key = ("reference", graph.name, _digest(feeds))
         if key not in model.cache:
-            correct = next(g for g in family_for(model.family).graphs(model) if g.name == graph.name)
-            module = family_for(model.family).module(model, correct)
-            assert not any(m.training for m in model.model.modules()), "reference model left training mode"
-            with torch.inference_mode():
-                outs = module(*to_torch(feeds, correct.input_names))
-            model.cache[key] = {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
+            with phase("reference"):
+                model.cache[key] = self._compute_reference(model, graph, feeds)
         reference: dict[str, np.ndarray] = model.cache[key]
         return reference
 
+    @staticmethod
+    def _compute_reference(model: LoadedModel, graph: GraphSpec,
+                           feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        correct = next(g for g in family_for(model.family).graphs(model) if g.name == graph.name)
+        module = family_for(model.family).module(model, correct)
+        assert not any(m.training for m in model.model.modules()), "reference model left training mode"
+        with torch.inference_mode():
+            outs = module(*to_torch(feeds, correct.input_names))
+        return {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
+
 
 def _digest(feeds: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(feeds):
-        array = np.ascontiguousarray(feeds[name])
-        h.update(f"{name}:{array.dtype}:{array.shape}".encode())
-        h.update(array.tobytes())
-    return h.hexdigest()
+    return feeds_digest(feeds)
+
+
+def _model_files(model: LoadedModel) -> str:
+    """Digest of the model directory's config and tokenizer files (memoised on the model)."""
+    if "model_files_digest" not in model.cache:
+        from harness.zoo.loading import PICKLE_SUFFIXES
+
+        model.cache["model_files_digest"] = model_files_digest(model.path, (".safetensors", *PICKLE_SUFFIXES))
+    digest: str = model.cache["model_files_digest"]
+    return digest

@@ -9,6 +9,7 @@ decoding of a variant left the PyTorch path, which a corpus score alone cannot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Hashable, Sequence
 
 from rapidfuzz.distance import Levenshtein
@@ -143,14 +144,21 @@ def corpus_bleu(hyps: list[str], refs: list[str], tokenize: str) -> tuple[float,
 
 
 def corpus_scores(hyps: Sequence[str], refs: Sequence[str], *, lang: str | None = "en") -> TextScores:
-    """Score hypotheses against one reference each.
+    """Score hypotheses against one reference each (memoised per process: every variant of a
+    model scores PyTorch's decode against the corpus references, and equal decodes are common).
 
     BLEU tokenizes as ``bleu_tokenizer(lang)`` says (``zh`` for Chinese, ``13a`` for spaced
     scripts...); the default 13a keeps a Chinese sentence as one token. Corpus BLEU is
     standard unless the outputs are too short for 4-grams (``corpus_bleu``: effective order).
     """
     _check_pairs(hyps, refs, "hyps/refs")
-    hyps, refs = list(hyps), list(refs)
+    scores = _corpus_scores(tuple(hyps), tuple(refs), lang)
+    return TextScores(dict(scores.metrics), dict(scores.signatures))
+
+
+@lru_cache(maxsize=256)
+def _corpus_scores(hyps_in: tuple[str, ...], refs_in: tuple[str, ...], lang: str | None) -> TextScores:
+    hyps, refs = list(hyps_in), list(refs_in)
     unspaced = _base_lang(lang) in _UNSPACED
     chrf = CHRF()
     bleu_score, bleu_signature = corpus_bleu(hyps, refs, bleu_tokenizer(lang))

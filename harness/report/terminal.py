@@ -37,7 +37,9 @@ def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
 
 
 def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter: pytest.TerminalReporter,
-                    out_dir: Path, *, interruption: Interruption | None = None) -> None:
+                    out_dir: Path, *, interruption: Interruption | None = None, durations: int | None = None) -> None:
+    """The summary table; with ``durations`` (``--durations N``) the phase totals and the N
+    slowest cases too."""
     from harness.report.console import reporter_console
     from harness.report.summary import status_line
 
@@ -50,4 +52,10 @@ def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalrepor
     if interruption is not None:
         terminalreporter.write_line(status_line(recs, interruption) + f" (exit {interruption.exit_code})",
                                     red=True, bold=True)
+    if durations is not None and recs:
+        from harness.report.durations import terminal_lines
+
+        terminalreporter.write_sep("-", "harness durations")
+        for line in terminal_lines(recs, durations):
+            terminalreporter.write_line(line)
     terminalreporter.write_line(f"results: {Path(out_dir) / 'results.jsonl'}  summary: {Path(out_dir) / 'summary.md'}")

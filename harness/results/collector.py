@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core import Variant
+from harness.core.phases import PhaseClock
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
 from harness.settings.options import rerun_command
@@ -38,6 +39,8 @@ class Case:
     perf: dict[str, Any] = field(default_factory=dict)
     exception: dict[str, Any] | None = None
     started: float = field(default_factory=time.time)
+    #: seconds per phase (build, export, reference, variant, metrics, perf): ``harness.core.phases``
+    clock: PhaseClock = field(default_factory=PhaseClock)
 
     @property
     def model(self) -> LoadedModel:
@@ -61,6 +64,8 @@ class Case:
             self.data["shapes"] = result.shapes
         if result.profiles:
             self.data["profile"] = result.profiles
+        if result.replayed:
+            self.data["replayed_outputs"] = result.replayed
         return result
 
     def case_dir(self) -> Path:
@@ -141,6 +146,7 @@ class Case:
             "env": environment(threads.intra_op_threads, threads.inter_op_threads),
             "settings": self._settings(),
             "started": self.started,
+            "phases": self.clock.as_dict(),
         }
 
 

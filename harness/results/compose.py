@@ -104,6 +104,7 @@ def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, p
         harness_version=str(__version__),
         data=dict(payload.get("data") or {}),
         perf=dict(payload.get("perf") or {}),
+        phases=dict(payload.get("phases") or {}),
     )
 
 

@@ -139,6 +139,8 @@ class Record:
     harness_version: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     perf: dict[str, Any] = field(default_factory=dict)  # performance cases only (omitted when empty)
+    #: seconds per phase of the case (build, export, reference, variant, metrics, perf); omitted when empty
+    phases: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as read
 
     # -- derived ----------------------------------------------------------------------------------------
@@ -210,6 +212,7 @@ class Record:
             harness_version=_str(decoded.get("harness_version")),
             data=_dict(decoded.get("data")),
             perf=dict(perf) if isinstance(perf, Mapping) else {},
+            phases={str(k): _float(v) for k, v in _dict(decoded.get("phases")).items()},
             extra={k: v for k, v in decoded.items() if k not in known},
         )
 
@@ -234,6 +237,8 @@ class Record:
                     "harness_version": self.harness_version, "data": self.data})
         if self.perf:
             out["perf"] = self.perf
+        if self.phases:
+            out["phases"] = self.phases
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return out

@@ -197,6 +197,14 @@ class Backend(abc.ABC):
         """Files this backend used for the graph: ``{name: {"path":..., "sha256":..., "bytes":...}}``."""
         return {}
 
+    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
+                    variant: "Variant") -> dict[str, Any] | None:
+        """What decides this variant's outputs for ``graph`` besides the feeds and the model --
+        artifacts' sha256, runtime version, threads -- when the runtime is deterministic for
+        them on this machine, so a warm rerun may replay them from the output cache
+        (``harness.judge.refcache``). None (the default): always run. Timing never replays."""
+        return None
+
     def shipped_files(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
                       variant: "Variant") -> dict[str, int]:
         """Bytes on disk of what a deployment of the variant ships, per file. Default: the

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Provider, Variant
+from harness.core.phases import phase
 from harness.runners import register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
@@ -257,7 +258,8 @@ class OrtBackend(Backend):
         # and memory children load only onnxruntime)
         from harness.export.artifacts import onnx_artifact
 
-        entry = onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
+        with phase("export"):
+            entry = onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
         if entry.built:
             self._built.add(entry.directory)
         return entry
@@ -314,6 +316,27 @@ class OrtBackend(Backend):
             out[f"{graph.name}/{name}"] = {"path": str(p), "sha256": digest, "bytes": p.stat().st_size,
                                            "cache_hit": hit}
         return out
+
+    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
+                    variant: Variant) -> dict[str, Any] | None:
+        """CPU EP only (GPU providers may pick kernels per run): the artifact bytes, the ORT
+        version, the session options (optimisation level, threads, execution mode, memory
+        settings, EP options) and this module's code decide the outputs. A profiled run
+        (``--profile``) always runs: replayed outputs have no trace."""
+        if variant.provider.device != "CPUExecutionProvider" or self.ctx.runtime.profile:
+            return None
+        import os
+
+        import onnxruntime as ort
+
+        from harness.core.cachedir import source_digest
+
+        files = {name: info["sha256"] for name, info in self.artifacts(model, family, graph, variant).items()}
+        return {"backend": self.name, "provider": variant.provider.device, "artifacts": files,
+                "onnxruntime": ort.__version__, "intra_op_threads": self.ctx.intra_op_threads,
+                "inter_op_threads": self.ctx.inter_op_threads, "cpus": os.cpu_count(),
+                "session": self.ctx.runtime.as_dict(variant.provider.short),
+                "runner": [source_digest(OrtGraphRunner), source_digest(session_options)]}
 
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Provider, Variant
+from harness.core.phases import phase
 from harness.runners import register_backend
 from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
 
@@ -76,29 +77,35 @@ class TorchGraphRunner(GraphRunner):
 def precision_model(model: "LoadedModel", precision: Precision, device: str,
                     per_channel: bool = False) -> torch.nn.Module:
     """The torch model at ``precision`` on ``device``; memoised per loaded model."""
-    import torch
-
     key = ("torch-precision", precision.value, device, per_channel and precision is Precision.INT8)
     if key not in model.cache:
-        if precision is Precision.FP32 and device == "cpu":
-            m = model.model
-        else:
-            m = copy.deepcopy(model.model)
-            if precision is Precision.FP16:
-                m = m.half()
-            elif precision is Precision.INT8:
-                with warnings.catch_warnings():  # deprecation notices, once per model, not actionable
-                    warnings.simplefilter("ignore")
-                    if per_channel:
-                        spec = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
-                        m = torch.ao.quantization.quantize_dynamic(m, spec, dtype=torch.qint8)  # type: ignore[no-untyped-call]
-                    else:
-                        m = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
-                            m, {torch.nn.Linear}, dtype=torch.qint8)
-            m = m.to(device).eval()
-        model.cache[key] = m
+        with phase("export"):  # the conversion is this backend's "export"
+            model.cache[key] = _convert(model, precision, device, per_channel)
     m_out: torch.nn.Module = model.cache[key]
     return m_out
+
+
+def _convert(model: "LoadedModel", precision: Precision, device: str, per_channel: bool) -> "torch.nn.Module":
+    """The FP32 module itself, or a converted copy (FP16, dynamic INT8) on ``device``."""
+    import torch
+
+    if precision is Precision.FP32 and device == "cpu":
+        m = model.model
+    else:
+        m = copy.deepcopy(model.model)
+        if precision is Precision.FP16:
+            m = m.half()
+        elif precision is Precision.INT8:
+            with warnings.catch_warnings():  # deprecation notices, once per model, not actionable
+                warnings.simplefilter("ignore")
+                if per_channel:
+                    spec = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
+                    m = torch.ao.quantization.quantize_dynamic(m, spec, dtype=torch.qint8)  # type: ignore[no-untyped-call]
+                else:
+                    m = torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
+                        m, {torch.nn.Linear}, dtype=torch.qint8)
+        m = m.to(device).eval()
+    return m
 
 
 @register_backend
@@ -129,6 +136,21 @@ class TorchBackend(Backend):
         cuda = torch.cuda.is_available()
         gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) if cuda else "none"
         return f"torch {torch.__version__}: CUDA available {cuda} (devices: {gpus})"
+
+    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
+                    variant: Variant) -> dict[str, Any] | None:
+        """CPU only: precision recipe, torch version, thread count and this module's code decide
+        the outputs (weights, family code and feeds are in the workspace's part of the key)."""
+        if variant.provider.device != "cpu":
+            return None
+        import torch
+
+        from harness.core.cachedir import source_digest
+
+        return {"backend": self.name, "precision": variant.precision.value,
+                "per_channel": self.ctx.settings.int8_per_channel and variant.precision is Precision.INT8,
+                "torch": torch.__version__, "threads": self.ctx.intra_op_threads or torch.get_num_threads(),
+                "runner": source_digest(TorchBackend)}
 
     def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
         import torch

@@ -232,6 +232,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("shard_durations", Kind.TEXT, "balance shards by the case durations of a run directory or a history "
            "database (path or URL); every shard must be given the same one", rerun=Rerun.NEVER, metavar="SOURCE"),
     # --- end issue 12 ---
+    # --- issue 13: reference cache, where the time goes ---
+    Option("fresh_references", Kind.FLAG, "recompute the PyTorch FP32 references (outputs, decodes) and the cached "
+           "outputs of CPU variants instead of reading them from the reference cache, and rewrite the entries",
+           rerun=Rerun.NEVER),
+    Option("durations", Kind.INT, "list the N slowest phases and cases at the end of the run (0: all)",
+           minimum=0, rerun=Rerun.NEVER, metavar="N"),
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
            group=Group.PERF),

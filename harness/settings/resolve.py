@@ -106,6 +106,7 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         builtin_suites=bool(setting("builtin_suites")), explicit_samples="samples" in explicit,
         notes=tuple(shadow_notes(names, catalog)), runtime=runtime, runtime_axes=axes,
         int8_calibration=setting("int8_calibration"), int8_calibration_samples=setting("int8_calibration_samples"),
+        fresh_references=bool(setting("fresh_references")),
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.core import Variant
+from harness.core.phases import phase
 from harness.judge.embedding import embedding_parity
 from harness.judge.numeric import ParityResult
 from harness.results.collector import Case
@@ -37,20 +38,22 @@ def test_embedding_parity(variant: Variant, harness: Case) -> None:
     family = ws.family(model)
     (graph,) = [g for g in family.graphs(model) if family.sentence_pooling(model, g) is not None]
     backend = ws.backend(variant, model)
-    runner = backend.load(model, family, graph, variant)
-    harness.artifacts.update(backend.artifacts(model, family, graph, variant))
     batches = ws.parity_batches(model, family, graph)
+    runner = ws.variant_runner(backend, model, family, graph, variant, [feeds for feeds, _, _ in batches])
+    harness.artifacts.update(backend.artifacts(model, family, graph, variant))
     outputs: list[dict[str, np.ndarray]] = []
     seconds = 0.0
     try:
-        for feeds, _, _ in batches:
-            start = time.perf_counter()
-            outputs.append(runner.run(feeds))
-            seconds += time.perf_counter() - start
+        with phase("variant"):
+            for feeds, _, _ in batches:
+                start = time.perf_counter()
+                outputs.append(runner.run(feeds))
+                seconds += time.perf_counter() - start
     finally:
         runner.close()
-    judged = embedding_parity(graph.name, family.sentence_pooling(model, graph), batches, outputs,
-                              variant.precision, model.spec.tolerances)
+    with phase("metrics"):
+        judged = embedding_parity(graph.name, family.sentence_pooling(model, graph), batches, outputs,
+                                  variant.precision, model.spec.tolerances)
     result = ParityResult(variant.id, [judged.output])
     harness.metrics.update(result.metrics())
     harness.thresholds.update(result.thresholds())

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.core import Variant
+from harness.core.phases import phase
 from harness.perf import budgets, coldstart, generation, latency, memory
 from harness.perf.measure import PerfSettings, engine_for
 from harness.results.collector import Case
@@ -54,7 +55,8 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
         for graph in {p.graph.name: p.graph for p in points}.values():
             runners[graph.name] = backend.load(model, family, graph, variant)
         # each runner's timed call runs to completion (a device synchronise is its own business)
-        harness.perf.update(latency.measure(runners, points, perf_settings, engine_for(benchmark_or_none)))
+        with phase("perf"):
+            harness.perf.update(latency.measure(runners, points, perf_settings, engine_for(benchmark_or_none)))
     finally:
         for runner in runners.values():
             runner.close()
@@ -74,7 +76,8 @@ def test_cold_start_memory(variant: Variant, harness: Case, perf_settings: PerfS
     graphs = family.graphs(model)
     feeds = coldstart.write_feeds(harness.side_file("feeds.npz"), latency.feeds_by_graph(points))
     args = coldstart.child_args(ws, variant, model, family, graphs, feeds)
-    runs = coldstart.fresh_runs(args, perf_settings.repeats)
+    with phase("perf"):
+        runs = coldstart.fresh_runs(args, perf_settings.repeats)
     harness.perf.update(coldstart.cold_start_fields(runs))
     harness.perf.update(memory.memory_fields(runs, memory.floors(variant.backend)))
     harness.perf.update(memory.artifact_fields(ws, variant, model, family, graphs))
@@ -91,7 +94,9 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
     try:
         for graph in family.graphs(model):
             runners[graph.name] = backend.load(model, family, graph, variant)
-        harness.perf.update(generation.measure_generation(model, family, runners, ws.texts(model), perf_settings))
+        with phase("perf"):
+            harness.perf.update(generation.measure_generation(model, family, runners, ws.texts(model),
+                                                              perf_settings))
     finally:
         for runner in runners.values():
             runner.close()

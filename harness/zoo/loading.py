@@ -18,28 +18,66 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from harness.core import UsageError, describe_error
+from harness.core.phases import phase
 from harness.zoo.base import ModelSpec, materialize
 
 #: weight files that are Python pickles (``torch.save``): loading them can run code
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
 
-@dataclass
 class LoadedModel:
-    spec: ModelSpec
-    path: Path
-    model: torch.nn.Module
-    tokenizer: Any
-    config: dict[str, Any]
-    weights_sha256: str
-    cache: dict[Any, Any] = field(default_factory=dict)  # per-session memo (feeds, references)
+    """A model directory opened for a run: spec, config, tokenizer, weights digest and -- on
+    first use -- the FP32 PyTorch module in eval mode.
+
+    The module is the expensive part (seconds for a real checkpoint) and a warm rerun often
+    needs none of it: references come from the reference cache and ONNX variants run cached
+    artifacts. So ``model`` may be given as a loader that runs on first access; everything
+    else (tokenizer, config, digest) is read eagerly because feeds and cache keys need it."""
+
+    def __init__(self, spec: ModelSpec, path: Path, model: "torch.nn.Module | Callable[[], torch.nn.Module]",
+                 tokenizer: Any, config: dict[str, Any], weights_sha256: str,
+                 cache: dict[Any, Any] | None = None) -> None:
+        self.spec, self.path, self.tokenizer, self.config = spec, path, tokenizer, config
+        self.weights_sha256 = weights_sha256
+        self.cache: dict[Any, Any] = {} if cache is None else cache  # per-session memo (feeds, references)
+        self._model: torch.nn.Module | None = model if isinstance(model, torch.nn.Module) else None
+        self._loader: Callable[[], torch.nn.Module] | None = None if self._model is not None else model
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The PyTorch module (loaded now if it was not yet)."""
+        if self._model is None:
+            assert self._loader is not None
+            self._model = self._loader()
+            self._loader = None
+        return self._model
+
+    @property
+    def model_loaded(self) -> bool:
+        """Whether the PyTorch module has been loaded (a warm rerun may never load it)."""
+        return self._model is not None
+
+    def generation_source(self) -> Any:
+        """What ``generation.settings_for_model`` reads (``config`` and ``generation_config``):
+        the loaded module when there is one, else the same two objects read from the directory
+        the way ``from_pretrained`` builds them -- without loading any weights."""
+        if self._model is not None:
+            return self._model
+        if "generation_source" not in self.cache:
+            self.cache["generation_source"] = _generation_source(self.path)
+        return self.cache["generation_source"]
+
+    @property
+    def hf_config(self) -> Any:
+        """The transformers ``PretrainedConfig`` (layer counts, heads): the loaded module's, or
+        read from ``config.json`` without loading weights."""
+        return self.generation_source().config
 
     @property
     def name(self) -> str:
@@ -48,6 +86,24 @@ class LoadedModel:
     @property
     def family(self) -> str:
         return self.spec.family
+
+    def __repr__(self) -> str:
+        return f"LoadedModel({self.spec.name!r}, {str(self.path)!r}, loaded={self.model_loaded})"
+
+
+def _generation_source(path: Path) -> Any:
+    """``config`` and ``generation_config`` as ``PreTrainedModel.from_pretrained`` sets them:
+    ``generation_config.json`` when the directory has one, else derived from the config."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig, GenerationConfig
+
+    config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    if (path / "generation_config.json").is_file():
+        generation = GenerationConfig.from_pretrained(str(path), local_files_only=True)
+    else:
+        generation = GenerationConfig.from_model_config(config)
+    return SimpleNamespace(config=config, generation_config=generation)
 
 
 def weights_digest(path: Path) -> str:
@@ -72,17 +128,34 @@ def _quiet_transformers() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def load_model(spec: ModelSpec, *, trust_remote_code: bool = False, allow_pickle: bool = False) -> LoadedModel:
+def load_model(spec: ModelSpec, *, trust_remote_code: bool = False, allow_pickle: bool = False,
+               lazy: bool = False) -> LoadedModel:
+    """``lazy``: the PyTorch module loads on first access of ``LoadedModel.model`` (the checks on
+    the directory -- remote code, pickles -- still run now)."""
+    with phase("build"):
+        return _load_model(spec, trust_remote_code, allow_pickle, lazy)
+
+
+def _load_model(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool, lazy: bool) -> LoadedModel:
     _quiet_transformers()
     trust_remote_code = trust_remote_code or spec.extra.get("trust_remote_code") is True
     allow_pickle = allow_pickle or spec.extra.get("allow_pickle") is True
     path, config, has_safetensors = _intake(spec, trust_remote_code, allow_pickle)
-    model = _load_torch_model(spec, path, config, trust_remote_code, has_safetensors)
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
+
+    def load_module() -> torch.nn.Module:
+        with phase("build"):
+            return _load_module()
+
+    def _load_module() -> torch.nn.Module:
+        module = _load_torch_model(spec, path, config, trust_remote_code, has_safetensors)
+        module.eval()
+        for p in module.parameters():
+            p.requires_grad_(False)
+        assert not module.training, f"{spec.name}: reference model must be in eval mode"
+        return module
+
     tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
-    return LoadedModel(spec, path, model, tokenizer, config, weights_digest(path))
+    return LoadedModel(spec, path, load_module if lazy else load_module(), tokenizer, config, weights_digest(path))
 
 
 def check_intake(spec: ModelSpec) -> None:

@@ -1,0 +1,126 @@
+"""``harness perf-compare``: paired, interleaved A/B timing of two ONNX builds in one session.
+
+    harness perf-compare baseline.onnx candidate.onnx --pairs 30 --block 50
+    harness perf-compare old/model.onnx new/model.onnx --provider ort_cpu --threads 1 --json ab.json
+
+Both files are opened on the same ONNX Runtime provider, fed the same inputs (``--batch`` x
+``--seq``: integer inputs get token ids, ``*mask*`` inputs ones, float inputs N(0, 1)),
+and timed in alternating blocks (``harness.gate.paired``). Exit 0 no gated regression, 1 a
+gated REGRESSION (p50/p90 by default), 2 bad usage. Use it when a recorded baseline cannot
+be trusted -- a shared CI runner, a noisy night -- or to compare two builds before either
+is blessed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core import UsageError
+
+_DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
+           "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(bool)": np.bool_}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("perf-compare", help="paired interleaved A/B timing of two ONNX files (exit 1 on a regression)",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("baseline", type=Path, help="the baseline ONNX file (A)")
+    p.add_argument("candidate", type=Path, help="the candidate ONNX file (B)")
+    p.add_argument("--provider", default="ort_cpu", help="ONNX Runtime provider short name (default ort_cpu)")
+    p.add_argument("--threads", type=int, default=None, help="intra-op threads for both sessions")
+    p.add_argument("--batch", type=int, default=1, help="batch size of the generated inputs (default 1)")
+    p.add_argument("--seq", type=int, default=32, help="sequence length of the generated inputs (default 32)")
+    p.add_argument("--pairs", type=int, default=30, help="block pairs (default 30; >= 8 for a verdict)")
+    p.add_argument("--block", type=int, default=50, help="calls per block (default 50)")
+    p.add_argument("--warmup", type=int, default=20, help="untimed calls of each side first (default 20)")
+    p.add_argument("--stats", default="p50,p90", help="statistics to judge (default p50,p90; p99 advisory)")
+    p.add_argument("--threshold", action="append", default=[], metavar="METRIC=FRACTION",
+                   help="override an effect threshold, e.g. p50=8%% (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="block order and inputs")
+    p.add_argument("--json", metavar="OUT", help="also write the verdicts and raw samples as JSON")
+    p.set_defaults(func=run)
+
+
+def feeds_for(session: Any, batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+    """Inputs for every graph input: symbolic dims -> batch (first) or seq (others)."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for arg in session.get_inputs():
+        if arg.type not in _DTYPES:
+            raise UsageError(f"perf-compare: input {arg.name!r} has type {arg.type}; only numeric tensors are generated")
+        shape = [d if isinstance(d, int) and d > 0 else (batch if i == 0 else seq) for i, d in enumerate(arg.shape)]
+        dtype = _DTYPES[arg.type]
+        if "mask" in arg.name.lower() or dtype is np.bool_:
+            feeds[arg.name] = np.ones(shape, dtype=dtype)
+        elif np.issubdtype(dtype, np.integer):
+            feeds[arg.name] = rng.integers(1, 100, size=shape).astype(dtype)
+        else:
+            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def _session(path: Path, provider: str, threads: int | None) -> Any:
+    import onnxruntime as ort
+
+    from harness.core import PROVIDERS
+
+    if provider not in PROVIDERS or PROVIDERS[provider].backend != "onnxruntime":
+        known = sorted(k for k, v in PROVIDERS.items() if v.backend == "onnxruntime")
+        raise UsageError(f"--provider: {provider!r} is not an ONNX Runtime provider; one of {', '.join(known)}")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such ONNX file")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    try:
+        return ort.InferenceSession(str(path), options, providers=[PROVIDERS[provider].device])
+    except Exception as exc:  # a corrupt or foreign file is bad input
+        raise UsageError(f"{path}: onnxruntime cannot open it ({str(exc).splitlines()[0][:200]})") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.gate.compare import parse_threshold
+    from harness.gate.paired import exit_code, interleave, judge_paired
+
+    if args.pairs < 1 or args.block < 1:
+        raise UsageError("--pairs and --block must be >= 1")
+    if args.json:
+        from harness.core.writable import ensure_writable_file
+
+        ensure_writable_file(args.json, "--json")
+    stats = [s.strip() for s in args.stats.split(",") if s.strip()]
+    policies = {p.name: p for p in (parse_threshold(t) for t in args.threshold)}
+    a, b = _session(args.baseline, args.provider, args.threads), _session(args.candidate, args.provider, args.threads)
+    feeds = feeds_for(a, args.batch, args.seq, args.seed)
+    names_b = {i.name for i in b.get_inputs()}
+    if names_b != set(feeds):
+        raise UsageError(f"perf-compare: the files take different inputs ({sorted(feeds)} vs {sorted(names_b)})")
+    samples = interleave(lambda: a.run(None, feeds), lambda: b.run(None, feeds), pairs=args.pairs,
+                         block=args.block, warmup=args.warmup, seed=args.seed)
+    try:
+        rows = judge_paired(samples, stats, policies, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(f"--stats: {exc}") from None
+    print(f"paired A/B: {args.pairs} pairs x {args.block} calls per side, provider {args.provider}, "
+          f"inputs batch {args.batch} x seq {args.seq}")
+    print(f"{'stat':<6} {'A ms':>9} {'B ms':>9} {'B/A':>7} {'interval':>17} {'p':>9}  verdict")
+    for r in rows:
+        interval = f"[{r.ci_lo:.3f}, {r.ci_hi:.3f}]" if np.isfinite(r.ci_lo) else "–"
+        tag = " (advisory)" if r.advisory else ""
+        print(f"{r.stat:<6} {r.base:>9.4f} {r.cand:>9.4f} {r.ratio:>7.3f} {interval:>17} {r.p_value:>9.2g}  "
+              f"{r.verdict.value}{tag}: {r.reason}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "baseline": str(args.baseline), "candidate": str(args.candidate), "provider": args.provider,
+            "pairs": args.pairs, "block": args.block, "rows": [r.as_dict() for r in rows],
+            "first": list(samples.first), "samples_ms": {"A": samples.a.tolist(), "B": samples.b.tolist()},
+        }, indent=1) + "\n", encoding="utf-8")
+    return exit_code(rows)

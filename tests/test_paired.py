@@ -1,0 +1,113 @@
+"""Paired interleaved A/B and multi-run baselines (issue 13)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harness.gate.compare import Verdict
+from harness.gate.paired import PairedSamples, exit_code, interleave, judge_paired
+
+
+def _drifting(pairs: int, block: int, factor: float, seed: int = 0) -> PairedSamples:
+    """Latencies whose level drifts 3x over the session (a neighbour comes and goes); B is A x factor."""
+    rng = np.random.default_rng(seed)
+    level = np.linspace(1.0, 3.0, pairs)[:, None] * np.where(np.arange(pairs) % 3 == 0, 2.0, 1.0)[:, None]
+    a = level * (0.2 + 0.01 * rng.standard_normal((pairs, block)))
+    b = level * factor * (0.2 + 0.01 * rng.standard_normal((pairs, block)))
+    return PairedSamples(a, b, ("A",) * pairs)
+
+
+def test_drift_cancels_in_pairs_a_over_a_passes():
+    rows = judge_paired(_drifting(20, 50, 1.0))
+    assert all(r.verdict is not Verdict.REGRESSION for r in rows) and exit_code(rows) == 0
+
+
+def test_a_real_slowdown_is_a_regression_despite_drift():
+    rows = judge_paired(_drifting(20, 50, 1.25))
+    assert {r.stat: r.verdict for r in rows} == {"p50": Verdict.REGRESSION, "p90": Verdict.REGRESSION}
+    assert exit_code(rows) == 1
+    p50 = rows[0]
+    assert p50.ci_lo > 1.05 and p50.ratio == pytest.approx(1.25, rel=0.03)
+
+
+def test_too_few_pairs_is_inconclusive():
+    rows = judge_paired(_drifting(4, 50, 2.0))
+    assert all(r.verdict is Verdict.INCONCLUSIVE and "too few pairs" in r.reason for r in rows)
+
+
+def test_interleave_alternates_order_and_times_each_side():
+    ticks = iter(range(0, 10**9, 1000))
+    seen = []
+    samples = interleave(lambda: seen.append("A"), lambda: seen.append("B"), pairs=10, block=3, warmup=0,
+                         clock=lambda: next(ticks))
+    assert samples.a.shape == samples.b.shape == (10, 3)
+    assert set(samples.first) == {"A", "B"}
+    assert seen.count("A") == seen.count("B") == 30
+    assert np.all(samples.a == 0.001)
+
+
+def test_multirun_baseline_pools_runs_equally_and_takes_scalar_medians():
+    from harness.gate.multirun import aggregate_runs
+    from harness.results import Record
+
+    def run(samples, rss):
+        return [Record.from_dict({"id": "test_latency[m-fp32-ort_cpu]", "verdict": "pass", "variant": "m-fp32-ort_cpu",
+                                  "perf": {"latency_ms": {"samples": samples}, "peak_rss_bytes": rss}})]
+
+    (agg,) = aggregate_runs([run([1.0] * 100, 10), run([2.0] * 10, 30), run([3.0] * 20, 20)])
+    pooled = agg.perf["latency_ms"]["samples"]
+    assert len(pooled) == 30 and pooled.count(1.0) == pooled.count(2.0) == pooled.count(3.0) == 10
+    assert agg.perf["peak_rss_bytes"] == 20 and agg.data["aggregated_runs"] == 3
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
+                           *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx(tmp_path_factory):
+    import torch
+
+    path = tmp_path_factory.mktemp("pc") / "mlp.onnx"
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval()
+    torch.onnx.export(model, (torch.randn(1, 16),), str(path), input_names=["x"], output_names=["y"], dynamo=False,
+                      dynamic_axes={"x": {0: "batch"}})
+    return path
+
+
+def test_perf_compare_cli_a_over_a_and_bad_input(tiny_onnx, tmp_path):
+    out = tmp_path / "ab.json"
+    done = _cli("perf-compare", str(tiny_onnx), str(tiny_onnx), "--pairs", "10", "--block", "20", "--json", str(out))
+    assert done.returncode in (0, 1), done.stderr
+    assert "p50" in done.stdout and out.is_file()
+    missing = _cli("perf-compare", str(tiny_onnx), str(tmp_path / "nope.onnx"))
+    assert missing.returncode == 2 and "nope.onnx" in missing.stderr and "Traceback" not in missing.stderr
+    provider = _cli("perf-compare", str(tiny_onnx), str(tiny_onnx), "--provider", "torch_cpu")
+    assert provider.returncode == 2 and "--provider" in provider.stderr
+
+
+def test_baseline_save_aggregates_several_run_dirs(tmp_path):
+    from harness.gate.baseline import load_baseline
+    from harness.results import Record, write_records
+
+    dirs = []
+    for i, samples in enumerate(([1.0] * 60, [2.0] * 60)):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        write_records(run / "results.jsonl", [Record.from_dict({
+            "id": "test_latency[m-fp32-ort_cpu]", "verdict": "pass", "variant": "m-fp32-ort_cpu",
+            "perf": {"latency_ms": {"samples": samples}}})])
+        dirs.append(str(run))
+    store = tmp_path / "store"
+    done = _cli("baseline", "save", *dirs, "--name", "multi", "--store", str(store))
+    assert done.returncode == 0, done.stderr
+    assert "2 runs (aggregated)" in done.stdout
+    (rec,) = load_baseline("multi", store).records
+    assert sorted(set(rec.perf["latency_ms"]["samples"])) == [1.0, 2.0] and rec.data["aggregated_runs"] == 2
+    empty = _cli("baseline", "save", "--name", "x", "--store", str(store))
+    assert empty.returncode == 2 and "RUN_DIR" in empty.stderr
