@@ -207,6 +207,10 @@ def test_axis_static_int8_and_profile_end_to_end(tmp_path):
     fused_ops = set(fused["data"]["profile"]["model"]["op_type_share"])
     unfused_ops = set(unfused["data"]["profile"]["model"]["op_type_share"])
     assert fused_ops != unfused_ops and Path(fused["data"]["profile"]["model"]["trace"]).is_file()
+    # ... and the fused graph is also judged against the unfused session of the same file
+    assert fused["metrics"]["model.logits_vs_unfused.norm_max_abs"] < 1e-5
+    assert "model.logits_vs_unfused.norm_max_abs" in fused["thresholds"]
+    assert not any("_vs_unfused" in key for key in unfused["metrics"])
     # the shape sweep: batch 1 short, the widest batch at the longest sequence, the declared TensorRT
     # profile's min/opt/max (validated and recorded without a GPU): all run and are judged
     probes = {s["probe"]: s["shapes"]["input_ids"] for s in fused["data"]["shapes"] if s["probe"] != "corpus"}

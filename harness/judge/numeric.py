@@ -9,7 +9,7 @@ is over the whole corpus, and the worst element is reported in corpus coordinate
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.judge.workspace import Workspace
     from harness.runners.base import GraphRunner
+    from harness.zoo.loading import LoadedModel
 
 #: one parity batch: feeds, reference outputs, valid-position masks (None: every position)
 Batch = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray], Mapping[str, "np.ndarray | None"]]
@@ -329,6 +330,46 @@ def dump_failing_batch(runner: "GraphRunner", graph: "GraphSpec", outputs: Seque
     return None
 
 
+#: suffix of the outputs judged against the same file with graph optimisations disabled
+UNFUSED_SUFFIX = "_vs_unfused"
+
+
+def unfused_twin(ws: "Workspace", variant: Variant) -> Variant | None:
+    """The same variant with ONNX Runtime's graph optimisations disabled, when the run makes
+    ``graph_optimization`` a matrix axis that includes ``disabled`` and this case fuses (its
+    level is another one): fused kernels (attention, GELU, LayerNorm, MatMul+Add) are where an
+    optimisation level changes numbers, so the fused graph is judged against the unfused one
+    as well as against PyTorch -- a fusion bug then names itself instead of hiding inside the
+    PyTorch envelope."""
+    levels = ws.options.runtime_axes.get("graph_optimization") or []
+    if "disabled" not in levels:
+        return None
+    from harness.runners import backends
+
+    backend = backends().get(variant.backend)
+    if backend is None or "graph_optimization" not in backend.runtime_settings:
+        return None
+    if ws.runtime_for(variant).graph_optimization == "disabled":
+        return None
+    axes = tuple((k, v) for k, v in variant.runtime if k != "graph_optimization") + (("graph_optimization", "disabled"),)
+    return Variant(variant.model, variant.precision, variant.provider, axes)
+
+
+def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", graph: "GraphSpec", runner: "GraphRunner",
+                    twin: Variant, batches: Sequence[Batch], variant: Variant) -> list[OutputResult]:
+    """``runner``'s outputs judged against ``twin``'s (the unfused session of the same file) on
+    the corpus batches, with the precision's thresholds: outputs ``<name>_vs_unfused``."""
+    twin_backend = ws.backend(twin, model)
+    twin_runner = ws.variant_runner(twin_backend, model, family, graph, twin, [dict(b[0]) for b in batches])
+    try:
+        with phase("variant"):
+            twin_batches = [(feeds, dict(twin_runner.run(feeds)), masks) for feeds, _, masks in batches]
+    finally:
+        twin_runner.close()
+    judged = run_graph_parity(runner, graph, twin_batches, variant.precision, model.spec.tolerances)
+    return [replace(o, output=f"{o.output}{UNFUSED_SUFFIX}") for o in judged]
+
+
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
                    dump_dir: Path | None = None) -> ParityResult:
     """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
@@ -354,6 +395,9 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
             judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
                                       probes=probes, shapes=result.shapes)
             result.outputs += judged
+            twin = unfused_twin(ws, variant)
+            if twin is not None:
+                result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
             if dump_dir is not None:
                 # rows are numbered over the corpus batches, then the shape probes (as they were judged)
                 dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
