@@ -52,7 +52,7 @@ def cmd_save(args: argparse.Namespace) -> int:
         raise BaselineError("baseline save: give RUN_DIR(s) or --history-last N")
     info = save_baseline(runs[-1], args.name, args.store, force=args.force, older_runs=runs[:-1])
     blessed = load_baseline(info.name, args.store).records
-    source = runs[-1] if len(runs) == 1 else f"{len(runs)} runs (perf aggregated)"
+    source = runs[-1] if len(runs) == 1 else f"{len(runs)} runs (aggregated)"
     print(f"saved baseline {info.name!r}: {len(perf_records(blessed))} perf record(s), "
           f"{len(accuracy_records(blessed))} accuracy record(s) from {source} -> {info.path}")
     return 0

@@ -252,11 +252,9 @@ def probe_batches(ws: "Workspace", model: Any, family: "Family", graph: "GraphSp
             probes.append((label, shaped_feeds(model, family, graph, texts, batch, seq)))
         except ValueError:  # a length the tokenizer cannot fill exactly: not a shape of this model
             continue
-    out: list[tuple[str, Batch]] = []
-    for label, feeds in probes:
-        ref = ws.reference(model, family, graph, feeds)
-        out.append((label, (feeds, ref, family.valid_masks(graph, feeds, ref))))
-    return out
+    # through the reference cache (one entry for all of a graph's probes): a warm rerun loads no module
+    refs = ws.references_for(model, family, graph, [dict(feeds) for _, feeds in probes]) if probes else []
+    return [(label, (feeds, ref, family.valid_masks(graph, feeds, ref))) for (label, feeds), ref in zip(probes, refs)]
 
 
 def family_entry(model: Any) -> str:
@@ -380,11 +378,13 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
         batches = ws.parity_batches(model, family, graph)
+        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         start = time.perf_counter()
-        runner = ws.variant_runner(backend, model, family, graph, variant, [b[0] for b in batches])
+        # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
+        runner = ws.variant_runner(backend, model, family, graph, variant,
+                                   [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
-        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         if getattr(runner, "replayed", False):
             result.replayed.append(graph.name)
         path = getattr(runner, "path", None)  # a runner of a file graph: lint the file

@@ -190,6 +190,20 @@ def _read_arrays(path: Path) -> list[Arrays]:
     return out
 
 
+#: an output-cache entry for feeds the runtime refused: the first line of its error, replayed as
+#: the same refusal (a shape probe outside an export's range fails the same way warm as cold)
+ERROR_KEY = "__error__"
+
+
+def error_outputs(exc: BaseException) -> Arrays:
+    text = str(exc).strip()
+    return {ERROR_KEY: np.array(text.splitlines()[0][:2000] if text else type(exc).__name__)}
+
+
+class ReplayedError(RuntimeError):
+    """The runtime refused these feeds when the outputs were cached (the message is its error)."""
+
+
 class ReplayRunner:
     """A ``GraphRunner`` stand-in that answers from outputs the output cache holds, by the
     feeds' digest; feeds it has not seen load the real runner (``load``) and run it."""
@@ -205,7 +219,10 @@ class ReplayRunner:
     def run(self, feeds: Mapping[str, np.ndarray]) -> Arrays:
         digest = feeds_digest(dict(feeds))
         if digest in self._outputs:
-            return self._outputs[digest]
+            found = self._outputs[digest]
+            if ERROR_KEY in found:
+                raise ReplayedError(str(found[ERROR_KEY]))
+            return found
         if self._real is None:
             self._real = self._load()
         out: Arrays = self._real.run(feeds)

@@ -23,7 +23,14 @@ from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
-from harness.judge.refcache import ReferenceCache, ReplayRunner, feeds_digest, model_files_digest, texts_digest
+from harness.judge.refcache import (
+    ReferenceCache,
+    ReplayRunner,
+    error_outputs,
+    feeds_digest,
+    model_files_digest,
+    texts_digest,
+)
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
 from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
@@ -154,8 +161,14 @@ class Workspace:
 
         def compute() -> list[dict[str, np.ndarray]]:
             runner = backend.load(model, family, graph, variant)
+            outs: list[dict[str, np.ndarray]] = []
             try:
-                return [runner.run(f) for f in feeds]
+                for f in feeds:
+                    try:
+                        outs.append(runner.run(f))
+                    except Exception as exc:  # kept as the refusal it is: replayed as the same error
+                        outs.append(error_outputs(exc))
+                return outs
             finally:
                 runner.close()
 
