@@ -118,7 +118,7 @@ def test_generation_source_matches_the_loaded_model():
 def test_a_refused_feed_is_cached_and_replayed_as_the_same_refusal(tmp_path):
     """Shape probes may be refused by an export (a wrongly tied axis): the output cache keeps the
     runtime's error line, and the replay raises it again instead of inventing outputs."""
-    from harness.judge.refcache import ReplayedError, ReplayRunner, error_outputs
+    from harness.judge.refcache import ReplayedError, ReplayRunner, error_outputs, error_text
 
     good = {"x": np.ones((1, 2), dtype=np.float32)}
     bad = {"x": np.ones((3, 5), dtype=np.float32)}
@@ -132,7 +132,7 @@ def test_a_refused_feed_is_cached_and_replayed_as_the_same_refusal(tmp_path):
 
     cold = cache.arrays("probe", {"k": 1}, compute)
     warm = ReferenceCache(tmp_path).arrays("probe", {"k": 1}, lambda: pytest.fail("recomputed on a hit"))
-    assert str(warm[1]["__error__"]) == str(cold[1]["__error__"])
+    assert error_text(warm[1]) == error_text(cold[1]) == "[ONNXRuntimeError] Shape mismatch attempting to re-use buffer"
     loads = []
     runner = ReplayRunner({feeds_digest(good): warm[0], feeds_digest(bad): warm[1]}, lambda: loads.append(1))
     assert np.array_equal(runner.run(good)["y"], good["x"] * 2)

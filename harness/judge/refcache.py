@@ -200,6 +200,13 @@ def error_outputs(exc: BaseException) -> Arrays:
     return {ERROR_KEY: np.array(text.splitlines()[0][:2000] if text else type(exc).__name__)}
 
 
+def error_text(outputs: Arrays) -> str | None:
+    """The cached refusal of these outputs, or None (0-d when computed, as stored when read)."""
+    if ERROR_KEY not in outputs:
+        return None
+    return str(np.asarray(outputs[ERROR_KEY]).reshape(-1)[0])
+
+
 class ReplayedError(RuntimeError):
     """The runtime refused these feeds when the outputs were cached (the message is its error)."""
 
@@ -220,8 +227,9 @@ class ReplayRunner:
         digest = feeds_digest(dict(feeds))
         if digest in self._outputs:
             found = self._outputs[digest]
-            if ERROR_KEY in found:
-                raise ReplayedError(str(found[ERROR_KEY]))
+            refused = error_text(found)
+            if refused is not None:
+                raise ReplayedError(refused)
             return found
         if self._real is None:
             self._real = self._load()
