@@ -72,7 +72,10 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
         values["config"] = options.given["config"]  # rootdir is the suites' one, so name it
     # the harness is imported before pytest starts (this command), so pytest cannot assert-rewrite it and
     # warns once per run about it: noise for the user, nothing to act on
-    argv = [*map(str, suites), "-p", "no:cacheprovider", "-q", "-rs", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    # hypothesis's pytest plugin (autoloaded wherever hypothesis is installed) costs ~2 s at session
+    # end to print statistics the harness's suites never produce
+    argv = [*map(str, suites), "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q", "-rs",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
         argv += ["-k", args.keyword]
