@@ -228,6 +228,8 @@ class RunOptions:
     #: static INT8 calibration: method and how many corpus sentences (taken after the judged ones)
     int8_calibration: str = "minmax"
     int8_calibration_samples: int = 32
+    #: repro bundles of failing numeric cases: auto (artifact bytes when small), bytes, off (issue 14)
+    repro_bundles: str = "auto"
 
 
 def _runtime_default() -> "RuntimeSettings":

@@ -84,6 +84,7 @@ class ParityResult:
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
+    bundles: dict[str, str] = field(default_factory=dict)  # graph -> its repro bundle directory (issue 14)
     #: every shape tried: {"graph", "probe" ("corpus" or what the probe varies), "shapes": input -> dims}
     shapes: list[dict[str, Any]] = field(default_factory=list)
     #: graph -> ORT profiling summary (``--profile``)
@@ -368,6 +369,23 @@ def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", gra
     return [replace(o, output=f"{o.output}{UNFUSED_SUFFIX}") for o in judged]
 
 
+def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", graph: "GraphSpec",
+                       runner: "GraphRunner", batches: Sequence[Batch], judged: Sequence[OutputResult],
+                       case_dir: Path) -> Path | None:
+    """The failing graph's repro bundle (``harness.repro``) in ``case_dir/repro-<graph>``, as the
+    run's ``repro_bundles`` option says (off / auto / bytes); None when not written. ``batches``
+    are the corpus batches then the shape probes: the metrics were computed over both."""
+    mode = ws.options.repro_bundles
+    if mode == "off":
+        return None
+    from harness.repro import write_bundle
+
+    with phase("metrics"):  # writing the evidence of a verdict
+        return write_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph, runner=runner,
+                            batches=batches, judged=judged, runtime=ws.runtime_for(variant, model),
+                            threads=ws.options.intra_op_threads, mode=mode)
+
+
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
                    dump_dir: Path | None = None) -> ParityResult:
     """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
@@ -403,6 +421,11 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
                 dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
                 if dumped is not None:
                     result.dumps[graph.name] = str(dumped)
+                if any(o.failures() for o in judged):
+                    bundle = write_repro_bundle(ws, variant, model, graph, runner, [*batches, *(b for _, b in probes)],
+                                                judged, dump_dir)
+                    if bundle is not None:
+                        result.bundles[graph.name] = str(bundle)
         finally:
             trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
             runner.close()

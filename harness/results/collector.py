@@ -60,6 +60,8 @@ class Case:
         self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
         if result.dumps:
             self.data["failing_batches"] = result.dumps
+        if result.bundles:
+            self.data["repro_bundles"] = result.bundles
         if result.shapes:
             self.data["shapes"] = result.shapes
         if result.profiles:

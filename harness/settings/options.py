@@ -222,6 +222,12 @@ OPTIONS: tuple[Option, ...] = (
            "the judged ones (never the same sentences)", default=32, minimum=1, in_config=True, metavar="N"),
     # --- end issue 10 ---
     # -- where things go: no effect on numbers ------------------------------------------------
+    # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---
+    Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric case (cases/<id>/repro-<graph>/, "
+           "re-judged by `harness repro`): auto copies the ONNX file when <= 32 MiB, else path+sha256; bytes always "
+           "copies it; off writes none", choices=("auto", "bytes", "off"), default="auto", in_config=True,
+           rerun=Rerun.NEVER),
+    # --- end issue 14 ---
     Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",
            rerun=Rerun.NEVER, metavar="DIR"),
     Option("cache", Kind.PATH, "cache for built models and artifacts (default: $HARNESS_CACHE or "

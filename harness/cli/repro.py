@@ -1,0 +1,87 @@
+"""``harness repro BUNDLE``: judge a failing case's repro bundle again, here.
+
+    harness repro reports/run-x/cases/test_logits_parity_bert-tiny-int8-ort_cpu_/repro-model
+
+Needs neither the zoo, the model nor the cache: the bundle carries the ONNX file (or its path
+and sha256), the feeds, the reference outputs and the thresholds (docs/repro.md).
+Exit 0 the failure does not reproduce, 1 it reproduces, 2 bad bundle or usage (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.core import UsageError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("repro", help="re-judge a failing case's repro bundle (no zoo, no cache needed)",
+                       description="Load the bundled ONNX artifact with the recorded runtime settings, run the "
+                                   "bundled feeds, compare with the bundled reference outputs using the recorded "
+                                   "thresholds, and say whether the same checks fail and which versions or "
+                                   "environment facts differ from the recorded ones. Exit 0 does not reproduce, "
+                                   "1 reproduces, 2 bad bundle.")
+    p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a repro bundle directory (or its bundle.json)")
+    p.add_argument("--provider", default=None,
+                   help="run on another provider than the recorded one (e.g. ort_cuda to compare devices)")
+    p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: the recorded ones)")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the outcome as JSON here")
+    p.set_defaults(func=repro)
+
+
+def _outcome(bundle: Any, result: Any) -> dict[str, Any]:
+    return {"bundle": str(bundle.directory), "case": bundle.manifest.get("case"), "reproduces": result.reproduces,
+            "recorded_failures": [list(f) for f in result.recorded], "failures_now": [list(f) for f in result.now],
+            "metrics_now": {o.output: o.metrics for o in result.outputs},
+            "artifact": result.artifact_source, "version_differences": result.version_diffs,
+            "environment_differences": result.environment_diffs}
+
+
+def repro(args: argparse.Namespace) -> int:
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads: must be >= 1, got {args.threads}")
+    if args.json is not None:
+        from harness.core.writable import ensure_writable_file
+
+        ensure_writable_file(args.json, "--json")
+    from harness.repro import load_bundle, rejudge
+
+    bundle = load_bundle(args.bundle)
+    m = bundle.manifest
+    result = rejudge(bundle, args.provider, args.threads)
+    print(f"bundle: {bundle.directory}")
+    print(f"case: {m.get('case')}  graph: {m['graph']}  precision: {m['precision']}  "
+          f"provider: {args.provider or m['provider']}")
+    print(f"artifact: {result.artifact_source}")
+    recorded = {(f["output"], f["metric"]): f for f in m["verdict"]["failures"]}
+    for o in result.outputs:
+        if o.tolerance is None:
+            continue
+        for check in o.tolerance.checks:
+            value = o.metrics.get(check.metric)
+            if value is None:
+                continue
+            was = recorded.get((o.output, check.metric))
+            state = "pass" if check.passes(value) else "FAIL"
+            then = f"recorded {was['value']:.6g} FAIL" if was else "recorded pass"
+            print(f"  {o.output}.{check.metric} = {value:.6g} {check.symbol} {check.threshold:g}: {state} "
+                  f"({then})")
+    new = sorted(set(result.now) - set(result.recorded))
+    if new:
+        print("new failures (not in the recording): " + ", ".join(f"{a}.{b}" for a, b in new))
+    print("versions differ: " + ("; ".join(result.version_diffs) if result.version_diffs else "none"))
+    print("environment differs: " + ("; ".join(result.environment_diffs) if result.environment_diffs else "none"))
+    if args.json is not None:
+        args.json.write_text(json.dumps(_outcome(bundle, result), indent=2, default=str) + "\n")
+    if result.reproduces:
+        print(f"REPRODUCES: {len(result.recorded)} recorded failing check(s) fail again")
+        return 1
+    if not result.recorded:
+        print("DOES NOT REPRODUCE: the bundle records no failing check")
+        return 0
+    gone = sorted(set(result.recorded) - set(result.now))
+    print("DOES NOT REPRODUCE: now passing " + ", ".join(f"{a}.{b}" for a, b in gone))
+    return 0

@@ -1,0 +1,304 @@
+"""The repro bundle format (``harness.repro/1``): writing one, reading one back, re-judging it.
+
+Layout of a bundle directory::
+
+    bundle.json      what was judged and how: case, graph, precision, provider, runtime settings,
+                     artifact (path, sha256, size, bundled copy or not), each output's thresholds,
+                     the recorded verdict (metrics and failed checks), versions, environment
+    data.npz         batch<i>.input.<name>, batch<i>.reference.<name>, batch<i>.mask.<name>,
+                     batch<i>.variant.<name>: the corpus batches exactly as they were judged
+    artifact/<file>  the ONNX file(s), when small enough or asked for (``--repro-bundles bytes``)
+
+``bundle.json`` lists the sha256 of every other file in it, so an edited or truncated bundle is
+refused (exit 2) instead of silently judging something else. Re-judging reuses the run's own
+comparison (``harness.judge.numeric.run_graph_parity``) with the *recorded* thresholds, not the
+installed harness's defaults: the question a bundle answers is "do the same checks still fail
+here", so the yardstick must not move with the harness version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from harness.core import Check, Precision, Tolerance, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core import Variant
+    from harness.core.runtime import RuntimeSettings
+    from harness.families import GraphSpec
+    from harness.judge.numeric import Batch, OutputResult
+    from harness.runners.base import GraphRunner
+
+FORMAT = "harness.repro/1"
+MANIFEST = "bundle.json"
+DATA = "data.npz"
+#: ``auto`` copies the artifact into the bundle up to this size; larger ones are path + sha256
+AUTO_ARTIFACT_BYTES = 32 * 1024 * 1024
+#: ``--repro-bundles`` values: off (none written), auto (artifact bytes when small), bytes (always)
+MODES = ("auto", "off", "bytes")
+
+
+class BundleError(UsageError):
+    """A bundle that cannot be read or fails its own checksums: exit 2, one line."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _artifact_files(path: Path) -> list[Path]:
+    """The ONNX file and its external-data siblings (``<name>.data`` / ``<name>_data``), which
+    ONNX Runtime resolves relative to the file."""
+    siblings = [path.with_name(path.name + ".data"), path.with_name(path.stem + ".onnx_data"),
+                path.with_name(path.name + "_data")]
+    return [path, *(p for p in siblings if p.is_file())]
+
+
+@dataclass(frozen=True)
+class _RecordedGraph:
+    """The few ``GraphSpec`` facts ``run_graph_parity`` reads, rebuilt from a bundle."""
+
+    name: str
+    output_names: tuple[str, ...]
+    logits_outputs: tuple[str, ...]
+    gated: tuple[str, ...]
+
+    def is_gated(self, output: str) -> bool:
+        return output in self.gated
+
+
+def _tolerance_json(tol: Tolerance | None) -> list[dict[str, Any]] | None:
+    if tol is None:
+        return None
+    return [{"metric": c.metric, "threshold": c.threshold, "higher_is_better": c.higher_is_better} for c in tol.checks]
+
+
+def _tolerance_from(rows: Any) -> Tolerance | None:
+    if rows is None:
+        return None
+    return Tolerance(tuple(Check(str(r["metric"]), float(r["threshold"]), bool(r["higher_is_better"])) for r in rows))
+
+
+def _failures_json(outputs: Sequence["OutputResult"]) -> list[dict[str, Any]]:
+    return [{"output": f.output, "metric": f.metric, "value": f.value, "op": f.op, "threshold": f.threshold,
+             "where": f.where} for o in outputs for f in o.failures()]
+
+
+def _runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
+    if runtime is None:
+        return None
+    from dataclasses import asdict
+
+    data = asdict(runtime)
+    return json.loads(json.dumps(data, default=str))  # profiles / paths as text: a record, not an object
+
+
+def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", runner: "GraphRunner",
+                 batches: Sequence["Batch"], judged: Sequence["OutputResult"],
+                 runtime: "RuntimeSettings | None", threads: int | None, mode: str = "auto") -> Path | None:
+    """Write the bundle of one failing graph into ``directory``; None when it cannot be
+    re-judged from files (the runner is not an ONNX file: PyTorch, a foreign file seen through an
+    I/O mapping) -- the case's rerun command is then the way to reproduce it."""
+    path = getattr(runner, "path", None)
+    if mode == "off" or not path or hasattr(runner, "input_map") or not batches:
+        return None
+    from harness.results.envinfo import environment, versions
+
+    artifact = Path(path)
+    directory.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    kept = 0
+    for feeds, ref, masks in batches:
+        try:
+            got = runner.run(feeds)  # the variant's outputs as judged (a cached runner replays them)
+        except Exception:  # a shape probe the runtime refused: judged as <graph>/shapes, not by numbers
+            continue
+        i, kept = kept, kept + 1
+        arrays.update({f"batch{i}.input.{k}": np.asarray(v) for k, v in feeds.items()})
+        for name in graph.output_names:
+            arrays[f"batch{i}.reference.{name}"] = np.asarray(ref[name])
+            arrays[f"batch{i}.variant.{name}"] = np.asarray(got[name])
+            mask = masks.get(name)
+            if mask is not None:
+                arrays[f"batch{i}.mask.{name}"] = np.asarray(mask)
+    np.savez_compressed(directory / DATA, **arrays)  # type: ignore[arg-type]  # **arrays vs allow_pickle: bool
+    files = _artifact_files(artifact)
+    size = sum(f.stat().st_size for f in files)
+    bundled = mode == "bytes" or size <= AUTO_ARTIFACT_BYTES
+    if bundled:
+        (directory / "artifact").mkdir(exist_ok=True)
+        for f in files:
+            shutil.copyfile(f, directory / "artifact" / f.name)
+    checksums = {DATA: sha256_file(directory / DATA)}
+    if bundled:
+        checksums.update({f"artifact/{f.name}": sha256_file(directory / "artifact" / f.name) for f in files})
+    manifest = {
+        "format": FORMAT,
+        "case": variant.id,
+        "model": variant.model,
+        "graph": graph.name,
+        "precision": variant.precision.value,
+        "provider": variant.provider.short,
+        "backend": variant.provider.backend,
+        "threads": threads,
+        "runtime": _runtime_json(runtime),
+        "artifact": {"path": str(artifact.resolve()), "file": artifact.name, "sha256": sha256_file(artifact),
+                     "bytes": size, "bundled": bundled,
+                     "files": {f.name: sha256_file(f) for f in files}},
+        "batches": kept,
+        "inputs": sorted(batches[0][0]),
+        "outputs": [{"name": o.output, "is_logits": o.output in graph.logits_outputs,
+                     "tolerance": _tolerance_json(o.tolerance), "metrics": o.metrics,
+                     "worst": o.worst.describe(o.axis_names) if o.worst else None}
+                    for o in judged if o.output in graph.output_names],
+        "verdict": {"passed": not any(o.failures() for o in judged), "failures": _failures_json(judged)},
+        "versions": versions(),
+        "environment": environment(threads),
+        "files": checksums,
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    return directory
+
+
+@dataclass
+class Bundle:
+    """A bundle read back and verified against its own checksums."""
+
+    directory: Path
+    manifest: dict[str, Any]
+
+    @property
+    def precision(self) -> Precision:
+        return Precision(self.manifest["precision"])
+
+    def graph(self) -> _RecordedGraph:
+        outs = self.manifest["outputs"]
+        return _RecordedGraph(self.manifest["graph"], tuple(o["name"] for o in outs),
+                              tuple(o["name"] for o in outs if o["is_logits"]),
+                              tuple(o["name"] for o in outs if o["tolerance"] is not None))
+
+    def tolerances(self) -> dict[str, Tolerance | None]:
+        return {o["name"]: _tolerance_from(o["tolerance"]) for o in self.manifest["outputs"]}
+
+    def batches(self) -> list["Batch"]:
+        with np.load(self.directory / DATA, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        out: list["Batch"] = []
+        for i in range(int(self.manifest["batches"])):
+            feeds = {n: arrays[f"batch{i}.input.{n}"] for n in self.manifest["inputs"]}
+            names = [o["name"] for o in self.manifest["outputs"]]
+            ref = {n: arrays[f"batch{i}.reference.{n}"] for n in names}
+            masks = {n: arrays.get(f"batch{i}.mask.{n}") for n in names}
+            out.append((feeds, ref, masks))
+        return out
+
+    def artifact(self) -> tuple[Path, str]:
+        """The ONNX file to run and where it came from: the bundled copy, else the recorded path
+        when its sha256 still matches (the same file), else a ``BundleError``."""
+        art = self.manifest["artifact"]
+        if art["bundled"]:
+            return self.directory / "artifact" / art["file"], "bundled copy"
+        recorded = Path(art["path"])
+        if not recorded.is_file():
+            raise BundleError(f"{self.directory}: the artifact is not in the bundle and {recorded} does not exist "
+                              "here (write bundles with --repro-bundles bytes to carry it)")
+        if sha256_file(recorded) != art["sha256"]:
+            raise BundleError(f"{self.directory}: {recorded} is not the judged artifact (sha256 differs)")
+        return recorded, f"recorded path {recorded} (not bundled; sha256 matches)"
+
+
+def load_bundle(path: Path) -> Bundle:
+    """Read and verify a bundle directory (or its ``bundle.json``); every problem is one line."""
+    directory = path.parent if path.name == MANIFEST else path
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        raise BundleError(f"{path}: not a repro bundle (no {MANIFEST})")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{manifest_path}: unreadable ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        got = manifest.get("format") if isinstance(manifest, dict) else None
+        raise BundleError(f"{manifest_path}: format {got!r} is not {FORMAT!r}")
+    missing = [k for k in ("graph", "precision", "provider", "artifact", "outputs", "batches", "inputs", "verdict",
+                           "files") if k not in manifest]
+    if missing:
+        raise BundleError(f"{manifest_path}: missing keys {', '.join(missing)}")
+    for name, digest in dict(manifest["files"]).items():
+        file = directory / name
+        if not file.is_file():
+            raise BundleError(f"{directory}: {name} is missing")
+        if sha256_file(file) != digest:
+            raise BundleError(f"{directory}: {name} does not match its recorded sha256 (edited or truncated)")
+    try:
+        Precision(manifest["precision"])
+    except ValueError:
+        raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
+    return Bundle(directory, manifest)
+
+
+@dataclass
+class ReproResult:
+    """The re-judged verdict next to the recorded one."""
+
+    recorded: list[tuple[str, str]]  # (output, metric) of the recorded failures
+    now: list[tuple[str, str]]
+    outputs: list["OutputResult"]
+    artifact_source: str
+    version_diffs: list[str] = field(default_factory=list)
+    environment_diffs: list[str] = field(default_factory=list)
+
+    @property
+    def reproduces(self) -> bool:
+        """The same checks fail (at least every recorded one; a new failure is reported too)."""
+        return bool(self.recorded) and set(self.recorded) <= set(self.now)
+
+
+def _diffs(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    return [f"{k}: {recorded.get(k, 'absent')} -> {here.get(k, 'absent')}"
+            for k in sorted(set(recorded) | set(here)) if recorded.get(k) != here.get(k)]
+
+
+def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> ReproResult:
+    """Run the bundled feeds through the artifact with the recorded runtime settings and judge
+    the outputs against the bundled reference with the recorded thresholds."""
+    from harness.core import parse_provider
+    from harness.core.runtime import RuntimeSettings
+    from harness.judge.numeric import run_graph_parity
+    from harness.results.envinfo import environment, versions
+    from harness.runners.prebuilt import open_onnx
+
+    m = bundle.manifest
+    path, source = bundle.artifact()
+    prov = parse_provider(provider or m["provider"], option="--provider")
+    runtime = None
+    if m.get("runtime"):
+        fields = {k: v for k, v in m["runtime"].items() if k in RuntimeSettings.__dataclass_fields__
+                  and k not in ("trt_profile", "provider_options", "profile")}  # TensorRT shapes: derived anew
+        runtime = RuntimeSettings(**fields)
+    workers = threads if threads is not None else m.get("threads")
+    runner = open_onnx(path, prov, workers, bundle.precision, runtime)
+    try:
+        judged = run_graph_parity(runner, bundle.graph(), bundle.batches(), bundle.precision)  # type: ignore[arg-type]
+    finally:
+        runner.close()
+    tolerances = bundle.tolerances()
+    judged = [replace(o, tolerance=tolerances.get(o.output)) for o in judged]
+    now = [(f.output, f.metric) for o in judged for f in o.failures()]
+    recorded = [(f["output"], f["metric"]) for f in m["verdict"]["failures"]]
+    env_here = environment(workers)
+    env_rec = m.get("environment") or {}
+    env_keys = ("cpu", "cores", "os", "machine", "gpu")
+    return ReproResult(recorded, now, judged, source, _diffs(m.get("versions") or {}, versions()),
+                       _diffs({k: env_rec.get(k) for k in env_keys}, {k: env_here.get(k) for k in env_keys}))
