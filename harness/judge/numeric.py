@@ -383,7 +383,7 @@ def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", 
     with phase("metrics"):  # writing the evidence of a verdict
         return write_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph, runner=runner,
                             batches=batches, judged=judged, runtime=ws.runtime_for(variant, model),
-                            threads=ws.options.intra_op_threads, mode=mode)
+                            threads=ws.options.intra_op_threads, mode=mode, texts=ws.batches(model))
 
 
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,

@@ -101,15 +101,18 @@ def _runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
     from dataclasses import asdict
 
     data = asdict(runtime)
-    return json.loads(json.dumps(data, default=str))  # profiles / paths as text: a record, not an object
+    plain: dict[str, Any] = json.loads(json.dumps(data, default=str))  # paths as text: a record, not objects
+    return plain
 
 
 def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", runner: "GraphRunner",
                  batches: Sequence["Batch"], judged: Sequence["OutputResult"],
-                 runtime: "RuntimeSettings | None", threads: int | None, mode: str = "auto") -> Path | None:
+                 runtime: "RuntimeSettings | None", threads: int | None, mode: str = "auto",
+                 texts: Sequence[Sequence[str]] | None = None) -> Path | None:
     """Write the bundle of one failing graph into ``directory``; None when it cannot be
     re-judged from files (the runner is not an ONNX file: PyTorch, a foreign file seen through an
-    I/O mapping) -- the case's rerun command is then the way to reproduce it."""
+    I/O mapping) -- the case's rerun command is then the way to reproduce it. ``texts`` are the
+    corpus batches' sentences: the tokenizer's inputs, whose outputs are the bundled feeds."""
     path = getattr(runner, "path", None)
     if mode == "off" or not path or hasattr(runner, "input_map") or not batches:
         return None
@@ -162,6 +165,8 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
                      "tolerance": _tolerance_json(o.tolerance), "metrics": o.metrics,
                      "worst": o.worst.describe(o.axis_names) if o.worst else None}
                     for o in judged if o.output in graph.output_names],
+        "tokenizer": {"texts": [list(b) for b in texts], "outputs": "data.npz batch<i>.input.<name> "
+                      "(corpus batches first, then the shape probes)"} if texts else None,
         "verdict": {"passed": not any(o.failures() for o in judged), "failures": _failures_json(judged)},
         "versions": versions(),
         "environment": environment(threads),
