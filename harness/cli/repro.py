@@ -53,8 +53,9 @@ def repro(args: argparse.Namespace) -> int:
     m = bundle.manifest
     result = rejudge(bundle, args.provider, args.threads)
     print(f"bundle: {bundle.directory}")
-    print(f"case: {m.get('case')}  graph: {m['graph']}  precision: {m['precision']}  "
-          f"provider: {args.provider or m['provider']}")
+    provider = args.provider or m["provider"]
+    moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
+    print(f"case: {m.get('case')}  graph: {m['graph']}  precision: {m['precision']}  provider: {provider}{moved}")
     print(f"artifact: {result.artifact_source}")
     recorded = {(f["output"], f["metric"]): f for f in m["verdict"]["failures"]}
     for o in result.outputs:
