@@ -110,7 +110,7 @@ def test_bundle_without_the_artifact_uses_the_recorded_path_only_if_unchanged(ru
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "sha256 differs" in done.stderr
 
 
-@pytest.mark.parametrize("damage", ["data", "artifact", "manifest", "format"])
+@pytest.mark.parametrize("damage", ["data", "artifact", "manifest", "format", "inputs", "outputs"])
 def test_a_tampered_bundle_is_one_line_exit_2(run_dir: Path, tmp_path: Path, damage: str) -> None:
     bundle = tmp_path / "bundle"
     shutil.copytree(_bundle(run_dir), bundle)
@@ -124,12 +124,15 @@ def test_a_tampered_bundle_is_one_line_exit_2(run_dir: Path, tmp_path: Path, dam
         (bundle / "bundle.json").write_text("{ truncated")
     else:
         manifest = json.loads((bundle / "bundle.json").read_text())
-        (bundle / "bundle.json").write_text(json.dumps({**manifest, "format": "harness.repro/99"}))
+        edits = {"format": {"format": "harness.repro/99"}, "inputs": {"inputs": ["input_ids", "token_type_ids"]},
+                 "outputs": {"outputs": [{**o, "name": "pooler"} for o in manifest["outputs"]]}}[damage]
+        (bundle / "bundle.json").write_text(json.dumps({**manifest, **edits}))
     done = _repro(bundle, tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("harness: error: ") and done.stderr.count("\n") == 1, done.stderr
     assert {"data": "data.npz does not match", "artifact": "does not match its recorded sha256",
-            "manifest": "unreadable", "format": "is not 'harness.repro/1'"}[damage] in done.stderr
+            "manifest": "unreadable", "format": "is not 'harness.repro/1'",
+            "inputs": "has no array 'batch0.input.token_type_ids'", "outputs": "has no output(s) pooler"}[damage] in done.stderr
 
 
 def test_not_a_bundle_is_exit_2(tmp_path: Path) -> None:

@@ -197,6 +197,14 @@ class Bundle:
         return {o["name"]: _tolerance_from(o["tolerance"]) for o in self.manifest["outputs"]}
 
     def batches(self) -> list["Batch"]:
+        try:
+            return self._batches()
+        except KeyError as exc:  # bundle.json names an array data.npz does not hold (an edited manifest)
+            raise BundleError(f"{self.directory}: {DATA} has no array {exc.args[0]!r} that {MANIFEST} names") from None
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"{self.directory}: {DATA} unreadable ({exc})") from None
+
+    def _batches(self) -> list["Batch"]:
         with np.load(self.directory / DATA, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
         out: list["Batch"] = []
@@ -250,6 +258,17 @@ def load_bundle(path: Path) -> Bundle:
         Precision(manifest["precision"])
     except ValueError:
         raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
+    art, outs = manifest["artifact"], manifest["outputs"]
+    if not isinstance(art, dict) or not {"path", "file", "sha256", "bundled"} <= set(art):
+        raise BundleError(f"{manifest_path}: artifact must have path, file, sha256 and bundled")
+    if not isinstance(outs, list) or not outs or not all(
+            isinstance(o, dict) and {"name", "is_logits", "tolerance"} <= set(o) for o in outs):
+        raise BundleError(f"{manifest_path}: outputs must be a non-empty list of {{name, is_logits, tolerance}}")
+    try:
+        for o in outs:
+            _tolerance_from(o["tolerance"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{manifest_path}: a tolerance check is malformed ({exc!r})") from None
     return Bundle(directory, manifest)
 
 
@@ -295,6 +314,10 @@ def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = N
     workers = threads if threads is not None else m.get("threads")
     runner = open_onnx(path, prov, workers, bundle.precision, runtime)
     try:
+        absent = [n for n in bundle.graph().output_names if n not in runner.output_names]
+        if absent:
+            raise BundleError(f"{bundle.directory}: {path.name} has no output(s) {', '.join(absent)}; "
+                              f"it has {', '.join(runner.output_names)}")
         judged = run_graph_parity(runner, bundle.graph(), bundle.batches(), bundle.precision)  # type: ignore[arg-type]
     finally:
         runner.close()
