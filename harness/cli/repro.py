@@ -68,7 +68,7 @@ def repro(args: argparse.Namespace) -> int:
             was = recorded.get((o.output, check.metric))
             state = "pass" if check.passes(value) else "FAIL"
             then = f"recorded {was['value']:.6g} FAIL" if was else "recorded pass"
-            print(f"  {o.output}.{check.metric} = {value:.6g} {check.symbol} {check.threshold:g}: {state} "
+            print(f"  {o.output}.{check.metric} = {value:.6g} {check.symbol} {check.threshold:.10g}: {state} "
                   f"({then})")
     new = sorted(set(result.now) - set(result.recorded))
     if new:

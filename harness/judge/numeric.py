@@ -371,10 +371,11 @@ def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", gra
 
 def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", graph: "GraphSpec",
                        runner: "GraphRunner", batches: Sequence[Batch], judged: Sequence[OutputResult],
-                       case_dir: Path) -> Path | None:
+                       case_dir: Path, embedding: Any = None) -> Path | None:
     """The failing graph's repro bundle (``harness.repro``) in ``case_dir/repro-<graph>``, as the
     run's ``repro_bundles`` option says (off / auto / bytes); None when not written. ``batches``
-    are the corpus batches then the shape probes: the metrics were computed over both."""
+    are the corpus batches then the shape probes: the metrics were computed over both.
+    ``embedding`` (``harness.repro.EmbeddingDerived``): the judged output is a pooled sentence vector."""
     mode = ws.options.repro_bundles
     if mode == "off":
         return None
@@ -383,7 +384,8 @@ def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", 
     with phase("metrics"):  # writing the evidence of a verdict
         return write_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph, runner=runner,
                             batches=batches, judged=judged, runtime=ws.runtime_for(variant, model),
-                            threads=ws.options.intra_op_threads, mode=mode, texts=ws.batches(model))
+                            threads=ws.options.intra_op_threads, mode=mode, texts=ws.batches(model),
+                            embedding=embedding)
 
 
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,

@@ -12,10 +12,11 @@ from harness.repro.bundle import (
     FORMAT,
     Bundle,
     BundleError,
+    EmbeddingDerived,
     ReproResult,
     load_bundle,
     rejudge,
     write_bundle,
 )
 
-__all__ = ["FORMAT", "Bundle", "BundleError", "ReproResult", "load_bundle", "rejudge", "write_bundle"]
+__all__ = ["FORMAT", "Bundle", "BundleError", "EmbeddingDerived", "ReproResult", "load_bundle", "rejudge", "write_bundle"]

@@ -95,6 +95,35 @@ def _failures_json(outputs: Sequence["OutputResult"]) -> list[dict[str, Any]]:
              "where": f.where} for o in outputs for f in o.failures()]
 
 
+@dataclass(frozen=True)
+class EmbeddingDerived:
+    """A sentence-embedding output derived from a graph's token states by a pooling recipe."""
+
+    mode: str
+    normalize: bool
+    hidden: str = "last_hidden_state"
+
+
+def _outputs_json(graph: "GraphSpec", judged: Sequence["OutputResult"],
+                  embedding: EmbeddingDerived | None) -> list[dict[str, Any]]:
+    """One row per graph output (its thresholds when judged, null when only reported) and one
+    per derived output (the sentence vector, with its recipe)."""
+    by_name = {o.output: o for o in judged}
+    rows: list[dict[str, Any]] = []
+    for name in graph.output_names:
+        o = by_name.get(name)
+        rows.append({"name": name, "is_logits": name in graph.logits_outputs,
+                     "tolerance": _tolerance_json(o.tolerance) if o else None, "metrics": o.metrics if o else {},
+                     "worst": o.worst.describe(o.axis_names) if o and o.worst else (o.where if o else None)})
+    for o in judged:
+        if o.output not in graph.output_names and embedding is not None:
+            rows.append({"name": o.output, "is_logits": False, "tolerance": _tolerance_json(o.tolerance),
+                         "metrics": o.metrics, "worst": o.where or None,
+                         "derived": {"kind": "sentence_embedding", "pooling": embedding.mode,
+                                     "normalize": embedding.normalize, "from": embedding.hidden}})
+    return rows
+
+
 def _runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
     if runtime is None:
         return None
@@ -108,11 +137,14 @@ def _runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
 def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", runner: "GraphRunner",
                  batches: Sequence["Batch"], judged: Sequence["OutputResult"],
                  runtime: "RuntimeSettings | None", threads: int | None, mode: str = "auto",
-                 texts: Sequence[Sequence[str]] | None = None) -> Path | None:
+                 texts: Sequence[Sequence[str]] | None = None,
+                 embedding: "EmbeddingDerived | None" = None) -> Path | None:
     """Write the bundle of one failing graph into ``directory``; None when it cannot be
     re-judged from files (the runner is not an ONNX file: PyTorch, a foreign file seen through an
     I/O mapping) -- the case's rerun command is then the way to reproduce it. ``texts`` are the
-    corpus batches' sentences: the tokenizer's inputs, whose outputs are the bundled feeds."""
+    corpus batches' sentences: the tokenizer's inputs, whose outputs are the bundled feeds.
+    ``embedding``: the judged output is the pooled sentence vector computed from the graph's token
+    states (the embedding suite), recorded with its pooling recipe and re-derived on repro."""
     path = getattr(runner, "path", None)
     if mode == "off" or not path or hasattr(runner, "input_map") or not batches:
         return None
@@ -161,10 +193,7 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
                      "files": {f.name: sha256_file(f) for f in files}},
         "batches": kept,
         "inputs": sorted(batches[0][0]),
-        "outputs": [{"name": o.output, "is_logits": o.output in graph.logits_outputs,
-                     "tolerance": _tolerance_json(o.tolerance), "metrics": o.metrics,
-                     "worst": o.worst.describe(o.axis_names) if o.worst else None}
-                    for o in judged if o.output in graph.output_names],
+        "outputs": _outputs_json(graph, judged, embedding),
         "tokenizer": {"texts": [list(b) for b in texts], "outputs": "data.npz batch<i>.input.<name> "
                       "(corpus batches first, then the shape probes)"} if texts else None,
         "verdict": {"passed": not any(o.failures() for o in judged), "failures": _failures_json(judged)},
@@ -187,8 +216,12 @@ class Bundle:
     def precision(self) -> Precision:
         return Precision(self.manifest["precision"])
 
+    def derived(self) -> list[dict[str, Any]]:
+        """Outputs computed from the file's outputs (a pooled sentence vector), not produced by it."""
+        return [o for o in self.manifest["outputs"] if o.get("derived")]
+
     def graph(self) -> _RecordedGraph:
-        outs = self.manifest["outputs"]
+        outs = [o for o in self.manifest["outputs"] if not o.get("derived")]
         return _RecordedGraph(self.manifest["graph"], tuple(o["name"] for o in outs),
                               tuple(o["name"] for o in outs if o["is_logits"]),
                               tuple(o["name"] for o in outs if o["tolerance"] is not None))
@@ -210,7 +243,7 @@ class Bundle:
         out: list["Batch"] = []
         for i in range(int(self.manifest["batches"])):
             feeds = {n: arrays[f"batch{i}.input.{n}"] for n in self.manifest["inputs"]}
-            names = [o["name"] for o in self.manifest["outputs"]]
+            names = [o["name"] for o in self.manifest["outputs"] if not o.get("derived")]
             ref = {n: arrays[f"batch{i}.reference.{n}"] for n in names}
             masks = {n: arrays.get(f"batch{i}.mask.{n}") for n in names}
             out.append((feeds, ref, masks))
@@ -264,6 +297,10 @@ def load_bundle(path: Path) -> Bundle:
     if not isinstance(outs, list) or not outs or not all(
             isinstance(o, dict) and {"name", "is_logits", "tolerance"} <= set(o) for o in outs):
         raise BundleError(f"{manifest_path}: outputs must be a non-empty list of {{name, is_logits, tolerance}}")
+    for o in outs:
+        d = o.get("derived")
+        if d and (d.get("kind") != "sentence_embedding" or d.get("pooling") not in ("mean", "cls", "max")):
+            raise BundleError(f"{manifest_path}: output {o['name']}: unknown derivation {d!r}")
     try:
         for o in outs:
             _tolerance_from(o["tolerance"])
@@ -294,6 +331,21 @@ def _diffs(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
             for k in sorted(set(recorded) | set(here)) if recorded.get(k) != here.get(k)]
 
 
+def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) -> list["OutputResult"]:
+    """The derived outputs (sentence vectors) re-computed from this run's token states."""
+    out: list["OutputResult"] = []
+    for row in bundle.derived():
+        from harness.judge.embedding import embedding_parity
+        from harness.zoo.minilm import Pooling
+
+        d = row["derived"]
+        outputs = [runner.run(feeds) for feeds, _, _ in batches]
+        judged = embedding_parity(bundle.manifest["graph"], Pooling(d["pooling"], bool(d["normalize"])), batches,
+                                  outputs, bundle.precision, hidden=d.get("from", "last_hidden_state"))
+        out.append(replace(judged.output, output=row["name"]))
+    return out
+
+
 def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> ReproResult:
     """Run the bundled feeds through the artifact with the recorded runtime settings and judge
     the outputs against the bundled reference with the recorded thresholds."""
@@ -318,7 +370,9 @@ def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = N
         if absent:
             raise BundleError(f"{bundle.directory}: {path.name} has no output(s) {', '.join(absent)}; "
                               f"it has {', '.join(runner.output_names)}")
-        judged = run_graph_parity(runner, bundle.graph(), bundle.batches(), bundle.precision)  # type: ignore[arg-type]
+        batches = bundle.batches()
+        judged = run_graph_parity(runner, bundle.graph(), batches, bundle.precision)  # type: ignore[arg-type]
+        judged += _derived(bundle, runner, batches)
     finally:
         runner.close()
     tolerances = bundle.tolerances()

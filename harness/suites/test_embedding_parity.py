@@ -15,7 +15,8 @@ import pytest
 from harness.core import Variant
 from harness.core.phases import phase
 from harness.judge.embedding import embedding_parity
-from harness.judge.numeric import ParityResult
+from harness.judge.numeric import ParityResult, write_repro_bundle
+from harness.repro import EmbeddingDerived
 from harness.results.collector import Case
 from harness.zoo.base import ModelSpec, materialize
 from harness.zoo.minilm import sentence_pooling
@@ -43,17 +44,22 @@ def test_embedding_parity(variant: Variant, harness: Case) -> None:
     harness.artifacts.update(backend.artifacts(model, family, graph, variant))
     outputs: list[dict[str, np.ndarray]] = []
     seconds = 0.0
+    pooling = family.sentence_pooling(model, graph)
     try:
         with phase("variant"):
             for feeds, _, _ in batches:
                 start = time.perf_counter()
                 outputs.append(runner.run(feeds))
                 seconds += time.perf_counter() - start
+        with phase("metrics"):
+            judged = embedding_parity(graph.name, pooling, batches, outputs, variant.precision, model.spec.tolerances)
+        if judged.output.failures():  # the evidence, re-judged by `harness repro` (docs/repro.md)
+            bundle = write_repro_bundle(ws, variant, model, graph, runner, batches, [judged.output],
+                                        harness.case_dir(), EmbeddingDerived(pooling.mode, pooling.normalize))
+            if bundle is not None:
+                harness.data["repro_bundles"] = {graph.name: str(bundle)}
     finally:
         runner.close()
-    with phase("metrics"):
-        judged = embedding_parity(graph.name, family.sentence_pooling(model, graph), batches, outputs,
-                                  variant.precision, model.spec.tolerances)
     result = ParityResult(variant.id, [judged.output])
     harness.metrics.update(result.metrics())
     harness.thresholds.update(result.thresholds())
