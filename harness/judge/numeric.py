@@ -25,6 +25,7 @@ from harness.results.record import MetricKey
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.judge.workspace import Workspace
+    from harness.repro import EmbeddingDerived
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -371,7 +372,7 @@ def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", gra
 
 def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", graph: "GraphSpec",
                        runner: "GraphRunner", batches: Sequence[Batch], judged: Sequence[OutputResult],
-                       case_dir: Path, embedding: Any = None) -> Path | None:
+                       case_dir: Path, embedding: "EmbeddingDerived | None" = None) -> Path | None:
     """The failing graph's repro bundle (``harness.repro``) in ``case_dir/repro-<graph>``, as the
     run's ``repro_bundles`` option says (off / auto / bytes); None when not written. ``batches``
     are the corpus batches then the shape probes: the metrics were computed over both.
@@ -423,7 +424,8 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
                 dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
                 if dumped is not None:
                     result.dumps[graph.name] = str(dumped)
-                if any(o.failures() for o in judged):
+                # numbers a bundle can re-judge (a shape probe the runtime refused is its rerun's job)
+                if any(o.failures() for o in judged if o.output in graph.output_names):
                     bundle = write_repro_bundle(ws, variant, model, graph, runner, [*batches, *(b for _, b in probes)],
                                                 judged, dump_dir)
                     if bundle is not None:

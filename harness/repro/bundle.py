@@ -178,6 +178,8 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
     checksums = {DATA: sha256_file(directory / DATA)}
     if bundled:
         checksums.update({f"artifact/{f.name}": sha256_file(directory / "artifact" / f.name) for f in files})
+    rows = _outputs_json(graph, judged, embedding)
+    kept_outputs = [o for o in judged if o.output in {r["name"] for r in rows}]  # the shape-probe row is not numbers
     manifest = {
         "format": FORMAT,
         "case": variant.id,
@@ -193,10 +195,10 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
                      "files": {f.name: sha256_file(f) for f in files}},
         "batches": kept,
         "inputs": sorted(batches[0][0]),
-        "outputs": _outputs_json(graph, judged, embedding),
+        "outputs": rows,
         "tokenizer": {"texts": [list(b) for b in texts], "outputs": "data.npz batch<i>.input.<name> "
                       "(corpus batches first, then the shape probes)"} if texts else None,
-        "verdict": {"passed": not any(o.failures() for o in judged), "failures": _failures_json(judged)},
+        "verdict": {"passed": not any(o.failures() for o in kept_outputs), "failures": _failures_json(kept_outputs)},
         "versions": versions(),
         "environment": environment(threads),
         "files": checksums,
