@@ -36,13 +36,16 @@ def records(run_dir: Path, run_id: str = "tonight", scale: float = 1.0) -> list[
     batch = run_dir / "cases" / FAILING_ID / "model.npz"
     batch.parent.mkdir(parents=True, exist_ok=True)
     batch.write_bytes(b"npz")
+    bundle = batch.parent / "repro-model"
+    bundle.mkdir(exist_ok=True)
+    (bundle / "bundle.json").write_text("{}")
     fail_reason = f"model/logits: norm_max_abs = 0.31 (must be <= 0.15); worst element at batch=3 {HOSTILE}"
     samples = [1.0 + 0.01 * (i % 17) * scale for i in range(200)] + [4.0 * scale]
     return [
         logits("bert-fp32-ort_cpu", 2e-7 * scale, run_id=run_id),
         logits("bert-int8-ort_cpu", 0.31, "fail", run_id=run_id, reason=fail_reason,
                data={"worst": {"model.logits": f"batch=3, position=17 (ref 1.2, got 0.4) {HOSTILE}"},
-                     "failing_batches": {"model": str(batch)}}),
+                     "failing_batches": {"model": str(batch)}, "repro_bundles": {"model": str(bundle)}}),
         record("test_generation_parity", "marian-int8-ort_cpu", "fail", run_id,
                reason="gen_bleu_vs_torch = 12 (must be >= 30)",
                metrics={"gen_bleu_vs_torch": 12.0, "gen_token_exact_match": 0.2},

@@ -65,6 +65,9 @@ def test_failure_card_has_checks_worst_element_diff_rerun_and_saved_batch(site: 
     assert "harness run --models bert --precisions int8" in card
     link = re.search(r'<a href="([^"]+)">failing batch of model</a>', card)
     assert link and (out.parent / link.group(1)).resolve() == (run / "cases" / FAILING_ID / "model.npz").resolve()
+    bundle = re.search(r'<a href="([^"]+)">repro bundle of model \(harness repro DIR\)</a>', card)
+    assert bundle and (out.parent / bundle.group(1)).resolve() == \
+        (run / "cases" / FAILING_ID / "repro-model" / "bundle.json").resolve()
     assert "<del>Katzen</del>" in page and "<ins>Hunde</ins>" in page
 
 

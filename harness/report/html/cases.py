@@ -27,6 +27,11 @@ def locate(path: str, run_dir: Path | None) -> Path | None:
     if p.is_file():
         return p
     if run_dir is not None:
+        if "cases" in p.parts:  # cases/<case>/<...>: the same relative path under the moved run
+            at = len(p.parts) - 1 - p.parts[::-1].index("cases")
+            moved = run_dir.joinpath(*p.parts[at:])
+            if moved.is_file():
+                return moved
         moved = run_dir / "cases" / p.parent.name / p.name
         if moved.is_file():
             return moved
@@ -40,11 +45,16 @@ def _href(target: Path, report_dir: Path | None) -> str:
 
 
 def _files(record: Record, run_dir: Path | None, report_dir: Path | None) -> list[tuple[str, str]]:
-    """(label, href) of the case's saved files: failing batches, decoded text, the case directory."""
+    """(label, href) of the case's saved files: failing batches, repro bundles (``harness repro``),
+    decoded text, the case directory."""
     named: dict[str, str] = {}
     batches = record.data.get("failing_batches")
     if isinstance(batches, Mapping):
         named.update({f"failing batch of {graph}": str(path) for graph, path in batches.items()})
+    bundles = record.data.get("repro_bundles")
+    if isinstance(bundles, Mapping):
+        named.update({f"repro bundle of {graph} (harness repro DIR)": str(Path(str(path)) / "bundle.json")
+                      for graph, path in bundles.items()})
     generation = record.data.get("generation")
     if isinstance(generation, Mapping) and generation.get("decoded"):
         named["decoded sentences"] = str(generation["decoded"])
