@@ -43,6 +43,8 @@ SAMPLE = {
     "int8_calibration": "entropy", "int8_calibration_samples": 16,
     # issue 13
     "fresh_references": True, "durations": 5,
+    # issue 16
+    "external_data": "always",
 }
 
 

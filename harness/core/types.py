@@ -228,6 +228,8 @@ class RunOptions:
     #: static INT8 calibration: method and how many corpus sentences (taken after the judged ones)
     int8_calibration: str = "minmax"
     int8_calibration_samples: int = 32
+    #: ONNX artifacts with external data: auto (by size), always, never (``harness.export.external``)
+    external_data: str = "auto"
 
 
 def _runtime_default() -> "RuntimeSettings":

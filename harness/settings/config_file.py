@@ -99,6 +99,8 @@ class SuiteConfig:
     trt_timing_cache: str | None = None
     int8_calibration: str | None = None
     int8_calibration_samples: int | None = None
+    # issue 16: ONNX external data (auto / always / never)
+    external_data: str | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)

@@ -107,6 +107,7 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         notes=tuple(shadow_notes(names, catalog)), runtime=runtime, runtime_axes=axes,
         int8_calibration=setting("int8_calibration"), int8_calibration_samples=setting("int8_calibration_samples"),
         fresh_references=bool(setting("fresh_references")),
+        external_data=setting("external_data") or "auto",
     )
 
 
