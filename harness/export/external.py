@@ -70,7 +70,9 @@ def external_files(path: Path) -> list[str]:
 def save(model: onnx.ModelProto, target: Path, mode: str) -> Path:
     """Write ``model`` to ``target`` as ``mode`` decides for its size: one protobuf, or the graph
     plus ``<target>.data`` holding every tensor over 1 KiB. ``never`` with more than protobuf's
-    limit is an :class:`ExternalDataError` rather than protobuf's own obscure failure."""
+    limit is an :class:`ExternalDataError` rather than protobuf's own obscure failure.
+
+    ``model`` is consumed: saving with external data moves its weights out of the proto."""
     nbytes = initializer_bytes(model)
     if use_external(mode, nbytes):
         onnx.save_model(model, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
