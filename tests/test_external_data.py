@@ -107,7 +107,7 @@ def test_external_data_outside_the_entry_is_refused_at_build(tmp_path):
     assert not [p for p in (tmp_path / "cache").glob("m-*") if p.is_dir()]  # no entry, no temporary left
 
 
-def test_bisect_runs_on_forced_external_artifacts(workspace):
+def test_bisect_and_check_run_on_forced_external_artifacts(workspace, tmp_path, capsys):
     from dataclasses import replace
 
     from harness.debug.bisect import bisect_graph, bisect_tolerance
@@ -125,6 +125,17 @@ def test_bisect_runs_on_forced_external_artifacts(workspace):
     report = bisect_graph(fp32.path(), fp16.path(), family.feeds(model, graph, workspace.batches(model)[0]),
                           bisect_tolerance(Precision.FP16))
     assert len(report.tensors) > 50 and report.first_divergent is None
+    # harness check on the file: onnxruntime finds model.onnx.data beside it
+    from harness.cli import main
+    from harness.zoo.base import materialize, resolve
+
+    out = tmp_path / "check"
+    code = main(["check", "--reference", str(materialize(resolve("bert-tiny"))), "--onnx", str(fp32.path()),
+                 "--samples", "4", "--out", str(out)])
+    err = capsys.readouterr().err
+    (record,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert code == 0 and record["verdict"] == "pass", err + record["reason"]
+    assert record["metrics"]["model.logits.norm_max_abs"] < 1e-5
 
 
 def test_forced_external_data_through_the_matrix(tmp_path):
@@ -153,3 +164,18 @@ def test_forced_external_data_through_the_matrix(tmp_path):
         {v: r["reason"] for v, r in judged.items() if r["verdict"] != "pass"}
     assert judged["marian-tiny-int8-static-ort_cpu"]["verdict"] in ("pass", "fail")
     assert "model.logits.cosine" in judged["bert-tiny-int8-static-ort_cpu"]["metrics"]
+
+
+def test_the_perf_child_loads_forced_external_artifacts(tmp_path):
+    """The cold-start child opens the artifact by path in a fresh process: the data file must follow."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))",
+           "run", "--suites", str(ROOT / "harness" / "suites" / "test_perf.py"), "--models", "bert-tiny",
+           "--precisions", "int8", "--providers", "ort_cpu", "--perf", "--perf-samples", "3", "--perf-warmup", "1",
+           "--perf-repeats", "1", "--external-data", "always", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    records = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    cold = records["test_cold_start_memory[bert-tiny-int8-ort_cpu]"]
+    assert cold["verdict"] == "pass" and cold["perf"]["cold_start_ms"]["load"] > 0
+    assert cold["settings"]["external_data"] == "always"
