@@ -182,7 +182,6 @@ def instrument(model_path: str | Path, directory: Path) -> _Instrumented:
     """Write a copy of the model to ``directory`` that also outputs every float activation."""
     import onnx
     from onnx import helper, shape_inference
-
     from onnx.external_data_helper import load_external_data_for_model
 
     # Shapes are inferred on the graph without its weights (an in-memory ``infer_shapes`` of a
