@@ -45,6 +45,8 @@ SAMPLE = {
     "fresh_references": True, "durations": 5,
     # issue 14
     "repro_bundles": "bytes",
+    # issue 16
+    "external_data": "always",
 }
 
 

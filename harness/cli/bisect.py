@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="override a per-tensor threshold, e.g. norm_max_abs=0.01 or cosine=0.999 (repeatable)")
     p.add_argument("--top", type=int, default=10, help="tensors listed by error (default 10)")
     p.add_argument("--out", type=Path, default=None, help="report directory (default: reports/bisect-<time>)")
+    p.add_argument("--external-data", default="auto", choices=("auto", "always", "never"),
+                   help="bisect the artifacts built with this --external-data mode (as `harness run`; default auto)")
     p.set_defaults(func=bisect)
 
 
@@ -65,7 +67,8 @@ def bisect(args: argparse.Namespace) -> int:
     from harness.judge.workspace import Workspace
 
     ws = Workspace(RunOptions(models=[args.models], precisions=[precision], num_samples=args.samples,
-                              batch_size=args.samples, intra_op_threads=1))
+                              batch_size=args.samples, intra_op_threads=1,
+                              external_data=args.external_data))
     ws.spec(args.models)  # UsageError (with did-you-mean) before anything is built
     model = ws.model(args.models)
     family = ws.family(model)

@@ -230,6 +230,8 @@ class RunOptions:
     int8_calibration_samples: int = 32
     #: repro bundles of failing numeric cases: auto (artifact bytes when small), bytes, off (issue 14)
     repro_bundles: str = "auto"
+    #: ONNX artifacts with external data: auto (by size), always, never (``harness.export.external``)
+    external_data: str = "auto"
 
 
 def _runtime_default() -> "RuntimeSettings":

@@ -182,13 +182,18 @@ def instrument(model_path: str | Path, directory: Path) -> _Instrumented:
     """Write a copy of the model to ``directory`` that also outputs every float activation."""
     import onnx
     from onnx import helper, shape_inference
+    from onnx.external_data_helper import load_external_data_for_model
 
-    model = onnx.load(str(model_path))
+    # Shapes are inferred on the graph without its weights (an in-memory ``infer_shapes`` of a
+    # model over 2 GB fails: it serialises one protobuf); the weights, external or not, are read
+    # in afterwards and the copy is saved with external data.
+    model = onnx.load(str(model_path), load_external_data=False)
     producers, activations = _activations(model.graph)
     try:
         inferred = shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement
         inferred = model
+    load_external_data_for_model(model, str(Path(model_path).parent))
     types = {v.name: v.type.tensor_type.elem_type for v in
              list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input)}
     existing = {o.name for o in model.graph.output}

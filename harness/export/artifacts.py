@@ -35,10 +35,18 @@ class ExportSettings:
     int8_calibration: str = "minmax"
     calibration_texts: tuple[str, ...] = ()
     calibration_batch_size: int = 8
+    #: ``--external-data``: auto (by size) / always / never (``harness.export.external``)
+    external_data: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         return {"opset": self.opset, "exporter": self.exporter, "fp16_op_block_list": list(self.fp16_op_block_list),
                 "int8_per_channel": self.int8_per_channel, "int8_reduce_range": self.int8_reduce_range}
+
+    def external_part(self) -> dict[str, Any]:
+        """The cache-key part of ``--external-data``: empty for ``auto`` (so the keys of every
+        artifact built before the option existed still match), the mode otherwise (a forced
+        artifact and an unforced one never share an entry)."""
+        return {} if self.external_data == "auto" else {"external_data": self.external_data}
 
     def calibration_digest(self) -> str:
         """sha256 of the calibration sentences (part of a static INT8 artifact's cache key)."""
@@ -60,18 +68,21 @@ def onnx_artifact(model: "LoadedModel", family: "Family", graph: "GraphSpec", pr
     fp32 = cache.get_or_build(
         f"{model.name}-{graph.name}{'-' + graph.variant_tag if graph.variant_tag else ''}-fp32",
         {"kind": "onnx", "weights": model.weights_sha256, "graph": graph.key(), "opset": settings.opset,
-         "exporter": settings.exporter, "versions": export_versions(), "recipe": EXPORT_RECIPE},
+         "exporter": settings.exporter, "versions": export_versions(), "recipe": EXPORT_RECIPE,
+         **settings.external_part()},
         lambda tmp: export_graph(family.module(model, graph), graph, family.export_example(model, graph), tmp,
-                                 opset=settings.opset, exporter=settings.exporter),
+                                 opset=settings.opset, exporter=settings.exporter,
+                                 external_data=settings.external_data),
     )
     if precision is Precision.FP32:
         return fp32
     src: Path = fp32.path()
     label = fp32.directory.name.rsplit("-", 2)[0]
+    mode, ext = settings.external_data, settings.external_part()
     if precision is Precision.FP16:
         s = fp16_settings(settings.fp16_op_block_list)
-        return cache.get_or_build(f"{label}-fp16", {"kind": "fp16", "source": fp32.key, "settings": s},
-                                  lambda tmp: convert_fp16(src, tmp, settings.fp16_op_block_list))
+        return cache.get_or_build(f"{label}-fp16", {"kind": "fp16", "source": fp32.key, "settings": s, **ext},
+                                  lambda tmp: convert_fp16(src, tmp, settings.fp16_op_block_list, mode))
     q: dict[str, Any] = {"per_channel": settings.int8_per_channel, "reduce_range": settings.int8_reduce_range}
     if precision is Precision.INT8_STATIC:
         q["calibration"] = settings.int8_calibration
@@ -79,10 +90,10 @@ def onnx_artifact(model: "LoadedModel", family: "Family", graph: "GraphSpec", pr
 
         def calibrate(tmp: Path) -> Path:
             batches = [family.feeds(model, graph, list(texts[i: i + size])) for i in range(0, len(texts), size)]
-            return quantize_int8_static(src, tmp, batches, q)
+            return quantize_int8_static(src, tmp, batches, q, mode)
 
         return cache.get_or_build(f"{label}-int8-static",
                                   {"kind": "int8-static", "source": fp32.key, "settings": int8_static_settings(q),
-                                   "calibration": settings.calibration_digest()}, calibrate)
-    return cache.get_or_build(f"{label}-int8", {"kind": "int8", "source": fp32.key, "settings": int8_settings(q)},
-                              lambda tmp: quantize_int8(src, tmp, q))
+                                   "calibration": settings.calibration_digest(), **ext}, calibrate)
+    return cache.get_or_build(f"{label}-int8", {"kind": "int8", "source": fp32.key, "settings": int8_settings(q), **ext},
+                              lambda tmp: quantize_int8(src, tmp, q, mode))

@@ -4,7 +4,9 @@ An artifact's key hashes everything that decides its bytes: the weights' sha256,
 contract, export settings, precision settings and library versions. A second run re-exports
 nothing; two pytest-xdist workers never build the same entry twice (file lock); a partially
 written or corrupted entry is detected (sha256 of every file, recorded at build, checked on
-every use -- read once per process while unchanged) and rebuilt; a build that died (SIGKILL)
+every use -- read once per process while unchanged) and rebuilt: that covers a model's
+external data files (``model.onnx.data``), which are files of the entry like the graph, and a
+graph whose external data is not inside its entry is refused at build; a build that died (SIGKILL)
 leaves a temporary directory that the next run sweeps (``harness.core.cachedir``).
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.core.cachedir import file_sha256, lock_for, mismatch, sweep_orphans, temp_dir_for
+from harness.core.cachedir import file_sha256, lock_for, mismatch, sweep_orphans, temp_dir_for, tree_files
 
 log = logging.getLogger("harness.cache")
 
@@ -74,7 +76,9 @@ class ArtifactCache:
                 start = time.perf_counter()
                 build(tmp)
                 seconds = time.perf_counter() - start
-                files = {p.name: file_sha256(p, fresh=True) for p in sorted(tmp.iterdir()) if p.is_file()}
+                names = tree_files(tmp)
+                _check_external(tmp, names)
+                files = {name: file_sha256(tmp / name, fresh=True) for name in names}
                 meta = {"key": key, "parts": parts, "files": files, "build_seconds": seconds,
                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                 (tmp / META).write_text(json.dumps(meta, indent=2, default=str))
@@ -100,3 +104,23 @@ class ArtifactCache:
         if problem is not None:
             return None, problem
         return CacheEntry(directory, key, files, False, float(meta.get("build_seconds", 0.0))), ""
+
+
+def _check_external(directory: Path, names: list[str]) -> None:
+    """Every ONNX file of a new entry finds its external data inside the entry (so the entry's
+    sha256s cover the weights): a location outside it, or a missing one, is a build error."""
+    from harness.export.external import external_files
+
+    for name in names:
+        if not name.endswith(".onnx"):
+            continue
+        try:
+            locations = external_files(directory / name)
+        except Exception:  # noqa: BLE001 - not a parseable model: nothing of ours to check
+            continue
+        for location in locations:
+            target = (directory / name).parent / location
+            inside = target.resolve().is_relative_to(directory.resolve())
+            if not inside or target.relative_to(directory).as_posix() not in names:
+                raise RuntimeError(f"{directory / name}: external data {location!r} is not a file of the "
+                                   "cache entry")

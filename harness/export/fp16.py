@@ -16,24 +16,38 @@ from typing import Any, Sequence
 import onnx
 from onnxconverter_common import float16
 
+from harness.export.external import save
 from harness.export.onnx_export import check_model
 
 #: Ops kept in FP32 on top of onnxconverter-common's own DEFAULT_OP_BLOCK_LIST.
 DEFAULT_FP16_BLOCK_LIST: tuple[str, ...] = ()
 
 
-def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST) -> Path:
-    model = onnx.load(str(src))
+def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST,
+                 external_data: str = "auto") -> Path:
+    """``src`` (FP32, external data or not) -> ``out_dir/model.onnx`` in FP16, stored as
+    ``external_data`` decides for the FP16 size.
+
+    Shapes are inferred on the graph *without* its weights (an in-memory ``infer_shapes`` of a
+    model over 2 GB fails: it serialises one protobuf), then the weights are read in and the
+    converter is told not to infer again."""
+    from onnx.external_data_helper import load_external_data_for_model
+
+    model = onnx.load(str(src), load_external_data=False)
     _isolate_consumed_outputs(model)
+    model = onnx.shape_inference.infer_shapes(model)
+    load_external_data_for_model(model, str(Path(src).parent))
     blocked = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(op_block_list))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked,
-                                                     disable_shape_infer=False)
+                                                     disable_shape_infer=True)
     _write_range_report(out_dir / "fp16_report.json", [str(w.message) for w in caught])
     _align_cast_targets(converted)
     target = out_dir / "model.onnx"
-    onnx.save(converted, str(target))
+    del model
+    save(converted, target, external_data)
+    del converted
     check_model(target)
     return target
 

@@ -9,20 +9,32 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from harness.export.external import file_initializer_bytes, use_external
 from harness.export.onnx_export import check_model
 
 DEFAULT_INT8 = {"weight_type": "QInt8", "per_channel": False, "reduce_range": False}
 
 
-def quantize_int8(src: Path, out_dir: Path, settings: dict[str, Any] | None = None) -> Path:
+def quantize_int8(src: Path, out_dir: Path, settings: dict[str, Any] | None = None,
+                  external_data: str = "auto") -> Path:
+    """Dynamic INT8 of ``src`` into ``out_dir/model.onnx`` (weights in ``model.onnx.data``
+    when :func:`_external` says so; onnxruntime reads ``src``'s own external data by path)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     s = {**DEFAULT_INT8, **(settings or {})}
     target = out_dir / "model.onnx"
     quantize_dynamic(str(src), str(target), weight_type=getattr(QuantType, s["weight_type"]),
-                     per_channel=s["per_channel"], reduce_range=s["reduce_range"])
+                     per_channel=s["per_channel"], reduce_range=s["reduce_range"],
+                     use_external_data_format=_external(src, external_data))
     check_model(target)
     return target
+
+
+def _external(src: Path, mode: str) -> bool:
+    """Whether the INT8 artifact of ``src`` is written with external data: decided on the FP32
+    source's weight bytes (the quantizer holds them, and the QDQ / FP32-bias parts stay FP32), so
+    a source that needed external data gives an artifact that has it."""
+    return use_external(mode, file_initializer_bytes(src))
 
 
 def int8_settings(settings: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -59,7 +71,7 @@ class _Batches:
 
 
 def quantize_int8_static(src: Path, out_dir: Path, batches: "list[dict[str, Any]]",
-                         settings: dict[str, Any] | None = None) -> Path:
+                         settings: dict[str, Any] | None = None, external_data: str = "auto") -> Path:
     """Static INT8 in QDQ format: activation ranges calibrated on ``batches`` (corpus sentences
     the parity judge never sees), weights per tensor or per channel."""
     import numpy as np
@@ -85,7 +97,8 @@ def quantize_int8_static(src: Path, out_dir: Path, batches: "list[dict[str, Any]
                         weight_type=getattr(QuantType, s["weight_type"]),
                         calibrate_method=getattr(CalibrationMethod, CALIBRATION_METHODS[s["calibration"]]),
                         op_types_to_quantize=list(s["op_types"]),
-                        extra_options={"CalibTensorRangeSymmetric": False})
+                        extra_options={"CalibTensorRangeSymmetric": False},
+                        use_external_data_format=_external(src, external_data))
     finally:
         root.setLevel(level)
     check_model(target)

@@ -19,6 +19,7 @@ import onnx
 import torch
 
 from harness.core import UsageError
+from harness.export.external import ExternalDataError, normalize
 from harness.families.base import GraphModule, GraphSpec, to_torch
 
 EXPORTERS = ("torchscript", "dynamo")
@@ -34,7 +35,10 @@ def check_model(path: Path) -> None:
 
 
 def export_graph(module: GraphModule, graph: GraphSpec, example: Mapping[str, np.ndarray], out: Path, *,
-                 opset: int = 17, exporter: str = "torchscript", check_training: bool = True) -> Path:
+                 opset: int = 17, exporter: str = "torchscript", check_training: bool = True,
+                 external_data: str = "auto") -> Path:
+    """Export ``module`` to ``out/model.onnx``; weights go to ``model.onnx.data`` when
+    ``external_data`` decides so (``harness.export.external``)."""
     if exporter not in EXPORTERS:
         raise UsageError(f"--exporter: unknown exporter {exporter!r}; valid: {', '.join(EXPORTERS)}")
     if check_training and any(m.training for m in module.modules()):
@@ -69,5 +73,9 @@ def export_graph(module: GraphModule, graph: GraphSpec, example: Mapping[str, np
         torch.backends.mha.set_fastpath_enabled(fastpath)
     if check_training and any(m.training for m in module.modules()):
         raise ExportError(f"{graph.name}: export left the module in training mode")
+    try:
+        normalize(target, external_data)
+    except ExternalDataError as exc:
+        raise ExportError(f"{graph.name}: {exc}") from None
     check_model(target)
     return target

@@ -196,7 +196,8 @@ class Workspace:
                                   int8_per_channel=self.options.int8_per_channel or spec.int8_per_channel,
                                   int8_calibration=self.options.int8_calibration,
                                   calibration_texts=tuple(self.calibration_texts(model)),
-                                  calibration_batch_size=self.options.batch_size)
+                                  calibration_batch_size=self.options.batch_size,
+                                  external_data=self.options.external_data)
         if model.spec.exporter and not self.options.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings

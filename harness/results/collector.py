@@ -115,6 +115,7 @@ class Case:
                 "batch_size": options.batch_size, "num_samples": inputs.pop("sentences", options.num_samples),
                 "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
                 "int8_per_channel_forced": options.int8_per_channel, "options": recordable(options.given),
+                "external_data": options.external_data,
                 **inputs}
 
     def _inputs(self, model: LoadedModel) -> dict[str, Any]:

@@ -101,6 +101,8 @@ class SuiteConfig:
     int8_calibration_samples: int | None = None
     #: issue 14: repro bundles of failing cases (auto / bytes / off)
     repro_bundles: str | None = None
+    # issue 16: ONNX external data (auto / always / never)
+    external_data: str | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)

@@ -221,6 +221,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("int8_calibration_samples", Kind.INT, "int8-static calibration sentences, taken from the corpus after "
            "the judged ones (never the same sentences)", default=32, minimum=1, in_config=True, metavar="N"),
     # --- end issue 10 ---
+    # --- issue 16: models over 2 GB (harness/export/external.py, docs/large-models.md) ---
+    Option("external_data", Kind.CHOICE, "store ONNX artifacts' weights in a model.onnx.data file beside the graph: "
+           "auto (above 1.5 GB of weights), always, never", choices=("auto", "always", "never"), default="auto",
+           in_config=True),
+    # --- end issue 16 ---
     # -- where things go: no effect on numbers ------------------------------------------------
     # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---
     Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric case (cases/<id>/repro-<graph>/, "

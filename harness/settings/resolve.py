@@ -108,6 +108,7 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         int8_calibration=setting("int8_calibration"), int8_calibration_samples=setting("int8_calibration_samples"),
         fresh_references=bool(setting("fresh_references")),
         repro_bundles=setting("repro_bundles") or "auto",
+        external_data=setting("external_data") or "auto",
     )
 
 
