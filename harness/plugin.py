@@ -388,11 +388,13 @@ def _not_green(records: list[Any]) -> bool:
 def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: Any) -> None:
     """Beside results.jsonl: summary.md, junit.xml (and a copy at ``--junit-xml``), and the
     GitHub job summary when ``$GITHUB_STEP_SUMMARY`` is set."""
+    from harness.core.interrupts import write_marker
     from harness.report.github import append_step_summary
     from harness.report.junit import JUNIT_FILE, write_junit
     from harness.report.summary import render_summary, write_summary
 
     out = collector.writer.out_dir
+    write_marker(out, stopped)  # so a later `harness report` of this directory says INTERRUPTED too
     write_summary(out, collector.records, interruption=stopped)
     write_junit(out / JUNIT_FILE, collector.records)
     extra = config.getoption("harness_junit_xml", None)

@@ -151,6 +151,13 @@ def test_interrupted_run_says_interrupted(tmp_path, runner, workers, sig):
     assert f"**INTERRUPTED by {sig.name}** — {not_run} case(s) not run; {len(records)} finished" in summary
     assert "## Not run" in summary and "test_c_later[bert-tiny-fp32-torch_cpu]" in summary
     assert f"INTERRUPTED by {sig.name} — {not_run} case(s) not run" in terminal
+    # re-rendered later from the directory, the run still reads as interrupted, never PASSED
+    from harness.cli import main
+
+    assert main(["report", str(out), "--markdown", str(tmp_path / "again.md"), "--html", str(tmp_path / "again.html")]) == 0
+    again = (tmp_path / "again.md").read_text()
+    assert "PASSED" not in again and f"**INTERRUPTED by {sig.name}** — {not_run} case(s) not run" in again
+    assert f"INTERRUPTED by {sig.name}" in (tmp_path / "again.html").read_text()
 
 
 def test_rerun_into_the_same_directory_supersedes(tmp_path):
@@ -160,6 +167,7 @@ def test_rerun_into_the_same_directory_supersedes(tmp_path):
 
     proc, out, _ = _start_run(tmp_path, "harness", 0)
     assert _interrupt(proc, out, signal.SIGINT, QUICK) == 130
+    assert (out / "interrupted.json").is_file()
     first = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     finishing = SUITE_3.replace("time.sleep(120)", "harness.metrics[\"done\"] = 2.0")
     proc, _, log = _start_run(tmp_path, "harness", 0, out=out, suite=finishing)
@@ -172,6 +180,7 @@ def test_rerun_into_the_same_directory_supersedes(tmp_path):
     assert all(r.verdict == "pass" for r in latest)
     summary = (out / "summary.md").read_text()
     assert summary.splitlines()[2].startswith(f"**PASSED** — {CASES} cases")
+    assert not (out / "interrupted.json").exists()  # the finished rerun cleared the first run's marker
 
 
 # -- the pieces, without a subprocess -----------------------------------------------------------------

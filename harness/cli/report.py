@@ -32,8 +32,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         from harness.results import history
 
         history.runs(args.db)
+    from harness.core.interrupts import read_marker
     from harness.report import tables
 
+    stopped = read_marker(Path(args.run_dir))  # the run was cut short: say so, as summary.md did
     frame = tables.records_frame(records)
     if args.csv:
         _write(args.csv, tables.to_csv(frame))
@@ -41,16 +43,21 @@ def cmd_report(args: argparse.Namespace) -> int:
         from harness.report.html import render_report
 
         _write(args.html, render_report(records, title=f"model deployment gate: {Path(args.run_dir).name}",
-                                        run_dir=Path(args.run_dir), report_path=Path(args.html), history_db=args.db))
+                                        run_dir=Path(args.run_dir), report_path=Path(args.html), history_db=args.db,
+                                        interruption=stopped))
     if args.markdown:
         from harness.report.summary import render_summary
 
-        _write(args.markdown, render_summary(records))
+        _write(args.markdown, render_summary(records, interruption=stopped))
     if not (args.csv or args.html or args.markdown):
         from harness.report.console import cli_console
         from harness.report.terminal import build_table
 
         cli_console().print(build_table(records))
+        if stopped is not None:
+            from harness.report.summary import status_line
+
+            print(status_line(records, interruption=stopped))
     else:
         written = ", ".join(p for p in (args.csv, args.html, args.markdown) if p)
         print(f"{len(records)} case(s) from {args.run_dir} -> {written}")

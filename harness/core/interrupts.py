@@ -14,9 +14,11 @@ by ``nohup``, is left alone), only from the main thread, and restored by ``unins
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any, Callable
 
@@ -72,6 +74,34 @@ class Interruption:
     @property
     def exit_code(self) -> int:
         return exit_code(self.signum)
+
+
+#: beside results.jsonl while the newest run in that directory was interrupted: a later
+#: ``harness report`` says INTERRUPTED as summary.md did, not PASSED over the finished cases
+MARKER = "interrupted.json"
+
+
+def write_marker(out_dir: Path, stopped: Interruption | None) -> None:
+    """Record (or, for a run that finished, clear) the directory's interruption."""
+    path = Path(out_dir) / MARKER
+    if stopped is None:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)  # interrupted before the first record: not made yet
+    data = {"schema": "harness.interrupted/1", "signal": stopped.signal, "signum": stopped.signum,
+            "not_run": list(stopped.not_run), "expected": stopped.expected}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def read_marker(out_dir: Path) -> Interruption | None:
+    """The interruption of the directory's newest run, or None (finished, or an older harness).
+    An unreadable marker is treated as absent: the records stay the source of truth."""
+    try:
+        data = json.loads((Path(out_dir) / MARKER).read_text(encoding="utf-8"))
+        return Interruption(int(data["signum"]), tuple(str(n) for n in data.get("not_run", ())),
+                            int(data.get("expected", 0)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 Handler = Callable[[int, FrameType | None], Any] | int | None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from html import escape
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from harness.metrics.registry import METRICS
 from harness.report.html.cases import render_case_table, render_failures
@@ -17,6 +17,9 @@ from harness.report.html.perf import render_perf
 from harness.report.summary import ORDER, status_line
 from harness.report.text import printable
 from harness.results import Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.interrupts import Interruption
 
 CSS = """
 body { font-family: system-ui, -apple-system, sans-serif; margin: 0 1.5em 2em; color: #1d1d1f; }
@@ -50,11 +53,12 @@ figcaption { font-size: 12px; color: #555; }
 """
 
 
-def _banner(records: list[Record]) -> str:
-    state = "empty" if not records else "failed" if any(r.failed for r in records) else "passed"
+def _banner(records: list[Record], interruption: Interruption | None = None) -> str:
+    state = "empty" if not records else "failed" if any(r.failed for r in records) or interruption else "passed"
     counts = Counter(r.verdict for r in records)
     tally = "".join(f'<span class="v-{v}">{counts.get(v, 0)} {v}</span>' for v in ORDER)
-    return (f'<div class="banner {state}" id="verdict" data-state="{state}">{escape(status_line(records))}</div>'
+    return (f'<div class="banner {state}" id="verdict" data-state="{state}">'
+            f'{escape(status_line(records, interruption=interruption))}</div>'
             f'<p class="counts">{tally}</p>')
 
 
@@ -88,7 +92,7 @@ def trend_metrics(records: Iterable[Record]) -> list[tuple[str, str]]:
 
 def render_report(records: Iterable[Record], *, title: str = "model deployment gate", run_dir: Path | None = None,
                   report_path: Path | None = None, history_db: str | Path | None = None,
-                  extra_sections: Iterable[str] = ()) -> str:
+                  extra_sections: Iterable[str] = (), interruption: Interruption | None = None) -> str:
     recs = list(records)
     report_dir = report_path.parent if report_path is not None else None
     sections = [render_grid(recs), render_failures(recs, run_dir, report_dir), render_perf(recs)]
@@ -103,5 +107,5 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body><h1>{escape(title)}</h1>"
-            f"{_banner(recs)}{_env(recs)}<nav>{nav}</nav>\n" + "\n".join(s for s in sections if s)
+            f"{_banner(recs, interruption)}{_env(recs)}<nav>{nav}</nav>\n" + "\n".join(s for s in sections if s)
             + "\n</body></html>\n")
