@@ -128,34 +128,33 @@ class ReferenceCache:
 
     def arrays(self, label: str, parts: Mapping[str, Any], compute: Callable[[], list[Arrays]]) -> list[Arrays]:
         """A list of array dicts (one per batch) for ``parts``, computed by ``compute`` on a miss."""
-        computed: list[list[Arrays]] = []
-
-        def build(tmp: Path) -> None:
-            batches = compute()
-            computed.append(batches)
+        def write(batches: list[Arrays], tmp: Path) -> None:
             flat = {f"{i}/{name}": np.ascontiguousarray(a) for i, b in enumerate(batches) for name, a in b.items()}
             np.savez(tmp / ARRAYS, __count__=np.array(len(batches)), **flat)  # type: ignore[arg-type]
 
-        full = self._parts("arrays", parts)
-        if self.fresh:
-            self._drop(label, full)
-        entry = self.store.get_or_build(label, full, build)
-        if computed:
-            self.misses += 1
-            return computed[0]
-        self.hits += 1
-        return _read_arrays(entry.path(ARRAYS))
+        value: list[Arrays] = self._cached("arrays", label, parts, compute, write, lambda d: _read_arrays(d / ARRAYS))
+        return value
 
     def json(self, label: str, parts: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
         """A JSON value for ``parts`` (a reference decode), computed by ``compute`` on a miss."""
+        def write(value: Any, tmp: Path) -> None:
+            (tmp / DECODED).write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+
+        return self._cached("json", label, parts, compute, write,
+                            lambda d: json.loads((d / DECODED).read_text(encoding="utf-8")))
+
+    def _cached(self, kind: str, label: str, parts: Mapping[str, Any], compute: Callable[[], Any],
+                write: Callable[[Any, Path], None], read: Callable[[Path], Any]) -> Any:
+        """The one get-or-build of both entry kinds: a miss computes, writes into the entry's
+        temp directory and returns what it computed (never re-read); a hit reads the verified entry."""
         computed: list[Any] = []
 
         def build(tmp: Path) -> None:
             value = compute()
             computed.append(value)
-            (tmp / DECODED).write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+            write(value, tmp)
 
-        full = self._parts("json", parts)
+        full = self._parts(kind, parts)
         if self.fresh:
             self._drop(label, full)
         entry = self.store.get_or_build(label, full, build)
@@ -163,7 +162,7 @@ class ReferenceCache:
             self.misses += 1
             return computed[0]
         self.hits += 1
-        return json.loads(entry.path(DECODED).read_text(encoding="utf-8"))
+        return read(entry.directory)
 
     def _drop(self, label: str, parts: dict[str, Any]) -> None:
         """Fresh mode: remove this key's entry (under its lock) so it is recomputed once."""

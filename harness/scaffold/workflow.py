@@ -71,9 +71,19 @@ on:
 
 """
 
-_JOB = """\
-jobs:
-  gate:
+#: the harness installed on a runner (every job)
+_INSTALL_STEPS = """\
+      - uses: actions/setup-python@v5
+        with:
+          python-version: {python}
+      - name: Install the harness
+        run: |
+          {torch_install}
+          python -m pip install {requirement}
+"""
+
+#: a gate job's machine, environment, checkout, install and restored cache (one job or each shard)
+_GATE_SETUP = """\
     runs-on: ubuntu-latest
     timeout-minutes: 90
     env:
@@ -82,13 +92,7 @@ jobs:
       OMP_NUM_THREADS: "2"
 {extra_env}    steps:
       - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: {python}
-      - name: Install the harness
-        run: |
-          {torch_install}
-          python -m pip install {requirement}
+""" + _INSTALL_STEPS + """\
       - name: Restore the model and artifact cache
         uses: actions/cache@v4
         with:
@@ -96,6 +100,12 @@ jobs:
           key: harness-${{{{ runner.os }}}}-${{{{ hashFiles({cache_inputs}) }}}}
           restore-keys: |
             harness-${{{{ runner.os }}}}-
+"""
+
+_JOB = """\
+jobs:
+  gate:
+""" + _GATE_SETUP + """\
       - name: Environment (providers, skipped variants and why)
         run: harness doctor
       - name: Gate
@@ -121,27 +131,7 @@ jobs:
       fail-fast: false  # a failing shard must not cancel the others: the merge needs them all
       matrix:
         shard: [{shard_list}]
-    runs-on: ubuntu-latest
-    timeout-minutes: 90
-    env:
-      HARNESS_CACHE: ${{{{ github.workspace }}}}/.harness-cache
-      OMP_NUM_THREADS: "2"
-{extra_env}    steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: {python}
-      - name: Install the harness
-        run: |
-          {torch_install}
-          python -m pip install {requirement}
-      - name: Restore the model and artifact cache
-        uses: actions/cache@v4
-        with:
-          path: ${{{{ env.HARNESS_CACHE }}}}
-          key: harness-${{{{ runner.os }}}}-${{{{ hashFiles({cache_inputs}) }}}}
-          restore-keys: |
-            harness-${{{{ runner.os }}}}-
+""" + _GATE_SETUP + """\
       - name: Case durations of the last run on {branch} (balances the shards; optional)
         uses: actions/cache/restore@v4
         with:
@@ -168,13 +158,7 @@ jobs:
     if: always()  # merge and report even when a shard failed
     runs-on: ubuntu-latest
     steps:
-      - uses: actions/setup-python@v5
-        with:
-          python-version: {python}
-      - name: Install the harness
-        run: |
-          {torch_install}
-          python -m pip install {requirement}
+""" + _INSTALL_STEPS + """\
       - uses: actions/download-artifact@v4
         with:
           pattern: harness-shard-*
@@ -202,19 +186,15 @@ def render_workflow(spec: WorkflowSpec | None = None) -> str:
     spec = spec or WorkflowSpec()
     if spec.shards < 1:
         raise ValueError(f"shards must be >= 1, got {spec.shards}")
-    env = "".join(f"      {key}: {_q(value)}\n" for key, value in spec.extra_env.items())
     header = _HEADER.format(name=spec.name, branch=spec.default_branch, cron=_q(spec.cron))
+    common = {"python": _q(spec.python), "torch_install": spec.torch_install, "requirement": _q(spec.requirement),
+              "cache_inputs": ", ".join(_expr_string(p) for p in spec.cache_inputs), "branch": spec.default_branch,
+              "extra_env": "".join(f"      {key}: {_q(value)}\n" for key, value in spec.extra_env.items())}
     if spec.shards > 1:
         def without_out(command: str) -> str:  # each shard writes its own directory
             return command.split(" --out ")[0]
 
         return header + _SHARDED_JOBS.format(
-            python=_q(spec.python), torch_install=spec.torch_install, requirement=_q(spec.requirement),
-            cache_inputs=", ".join(_expr_string(p) for p in spec.cache_inputs), extra_env=env,
-            pr_command=without_out(spec.pr_command), nightly_command=without_out(spec.nightly_command),
-            shards=spec.shards, shard_list=", ".join(str(k) for k in range(1, spec.shards + 1)),
-            branch=spec.default_branch)
-    job = _JOB.format(python=_q(spec.python), torch_install=spec.torch_install, requirement=_q(spec.requirement),
-                      cache_inputs=", ".join(_expr_string(p) for p in spec.cache_inputs), pr_command=spec.pr_command,
-                      nightly_command=spec.nightly_command, extra_env=env)
-    return header + job
+            **common, pr_command=without_out(spec.pr_command), nightly_command=without_out(spec.nightly_command),
+            shards=spec.shards, shard_list=", ".join(str(k) for k in range(1, spec.shards + 1)))
+    return header + _JOB.format(**common, pr_command=spec.pr_command, nightly_command=spec.nightly_command)

@@ -10,8 +10,28 @@ It is a package so its modules import as ``harness.suites.test_*``: a team's own
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core import Variant
+    from harness.zoo.base import ModelSpec
 
 
 def suites_dir() -> Path:
     """Where the built-in suites are installed."""
     return Path(__file__).resolve().parent
+
+
+# -- the matrix filters of the suites that judge config-listed artifacts ([models.<name>.artifacts]) ----
+def has_config_artifacts(spec: "ModelSpec") -> bool:
+    """A model whose config lists pre-built ONNX files (``test_artifact_parity``, ``test_artifact_perf``)."""
+    return bool(spec.extra.get("artifacts"))
+
+
+def runs_config_artifact(spec: "ModelSpec", variant: "Variant") -> bool:
+    """The variant's backend runs ONNX files and the config lists a file at its precision."""
+    from harness.runners import backends
+    from harness.runners.prebuilt import runs_onnx_files
+
+    return runs_onnx_files(backends().get(variant.backend)) and \
+        variant.precision.value in (spec.extra.get("artifacts") or {})

@@ -17,22 +17,10 @@ import pytest
 from harness.core import Variant
 from harness.results import Record, fail
 from harness.results.collector import Case
-from harness.zoo.base import ModelSpec
+from harness.suites import has_config_artifacts, runs_config_artifact
 
 
-def _has_artifacts(spec: ModelSpec) -> bool:
-    return bool(spec.extra.get("artifacts"))
-
-
-def _artifact_for(spec: ModelSpec, variant: Variant) -> bool:
-    from harness.runners import backends
-    from harness.runners.prebuilt import runs_onnx_files
-
-    return runs_onnx_files(backends().get(variant.backend)) and \
-        variant.precision.value in (spec.extra.get("artifacts") or {})
-
-
-@pytest.mark.harness(where=_has_artifacts, accepts=_artifact_for)
+@pytest.mark.harness(where=has_config_artifacts, accepts=runs_config_artifact)
 def test_artifact_parity(variant: Variant, harness: Case) -> None:
     from harness.check.judge import CheckRequest, run_check
 

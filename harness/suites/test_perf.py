@@ -24,9 +24,10 @@ from harness.core.phases import phase
 from harness.perf import budgets, coldstart, generation, latency, memory
 from harness.perf.measure import PerfSettings, engine_for
 from harness.results.collector import Case
+from harness.suites import has_config_artifacts, runs_config_artifact
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.zoo.base import ModelSpec
+    pass
 
 # one skip for the whole module without --harness-perf: no per-case records, no slower default run
 pytestmark = pytest.mark.harness_perf_suite
@@ -104,19 +105,7 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
     budgets.enforce(harness, harness.perf)
 
 
-def _has_artifacts(spec: ModelSpec) -> bool:
-    return bool(spec.extra.get("artifacts"))
-
-
-def _artifact_for(spec: ModelSpec, variant: Variant) -> bool:
-    from harness.runners import backends
-    from harness.runners.prebuilt import runs_onnx_files
-
-    return runs_onnx_files(backends().get(variant.backend)) and \
-        variant.precision.value in (spec.extra.get("artifacts") or {})
-
-
-@pytest.mark.harness(where=_has_artifacts, accepts=_artifact_for)
+@pytest.mark.harness(where=has_config_artifacts, accepts=runs_config_artifact)
 def test_artifact_perf(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
     from pathlib import Path
 
