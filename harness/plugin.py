@@ -33,6 +33,8 @@ EXCEPTION = pytest.StashKey[dict[str, Any]]()
 RUN_DIR = pytest.StashKey[Path]()
 GUARD = pytest.StashKey[Any]()
 INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
+NEXT_ITEM = pytest.StashKey[Any]()  # the item this process runs after this one (None: last, or not known)
+RSS = pytest.StashKey[Any]()  # this process's per-case peak-RSS tracker (harness.core.rss.PeakRss)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -286,6 +288,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     return (yield)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Remember which case runs next in this process (pytest-xdist workers know their next item
+    too): a large model's PyTorch module stays loaded between two cases that both use it."""
+    item.stash[NEXT_ITEM] = nextitem
+
+
+def _variant_of(item: pytest.Item | None) -> Variant | None:
+    callspec = getattr(item, "callspec", None)
+    variant = callspec.params.get("variant") if callspec is not None else None
+    return variant if isinstance(variant, Variant) else None
+
+
+def _rss_tracker(config: pytest.Config) -> Any:
+    if RSS not in config.stash:
+        from harness.core.rss import PeakRss
+
+        config.stash[RSS] = PeakRss()
+    return config.stash[RSS]
+
+
 @pytest.fixture
 def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     """The current case: its workspace, variant and record. Skips unavailable variants."""
@@ -305,11 +328,16 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
                 request.node.name)
     from harness.core import phases
 
+    tracker = _rss_tracker(request.config)
+    tracker.start()  # the case's own peak RSS (record field ``memory``)
     token = phases.start(case.clock)  # the layers doing the work mark their phase on this clock
     try:
         yield case
     finally:
         phases.stop(token)
+        if isinstance(variant, Variant):  # free what the next case does not need (--release-models)
+            ws.end_case(variant, _variant_of(request.node.stash.get(NEXT_ITEM, None)))
+        case.memory = tracker.stop()
     case.exception = request.node.stash.get(EXCEPTION, None)
     request.node.user_properties.append(("harness_record", case.payload()))
 

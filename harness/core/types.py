@@ -232,6 +232,8 @@ class RunOptions:
     repro_bundles: str = "auto"
     #: ONNX artifacts with external data: auto (by size), always, never (``harness.export.external``)
     external_data: str = "auto"
+    #: free a model's PyTorch module (and copies) when a case ends: auto (large models), always, never
+    release_models: str = "auto"
 
 
 def _runtime_default() -> "RuntimeSettings":

@@ -69,6 +69,45 @@ class Workspace:
             self._models[name] = load_model(self.spec(name), lazy=True)
         return self._models[name]
 
+    # -- memory: at most one full-precision copy of a large model at a time ------------------------
+    def releases(self, model: LoadedModel) -> bool:
+        """Whether ``model``'s PyTorch module is freed between cases (``--release-models``): for
+        ``auto``, when its weight files reach :data:`RELEASE_BYTES` -- then a reload costs seconds
+        beside minutes of export, and holding the module through every ONNX conversion and session
+        is what took a 2 GB model's run to 5x its weights; a small model keeps it (reloads would
+        cost more than the memory saves)."""
+        mode = self.options.release_models
+        if mode != "auto":
+            return mode == "always"
+        if "weight_bytes" not in model.cache:
+            from harness.zoo.loading import weight_files
+
+            model.cache["weight_bytes"] = sum(p.stat().st_size for p in weight_files(model.path))
+        return int(model.cache["weight_bytes"]) >= RELEASE_BYTES
+
+    def end_case(self, variant: Variant, following: Variant | None = None) -> bool:
+        """Called when a case of ``variant`` ends (``following``: the next case this process runs,
+        when known). Frees the model's PyTorch module and its converted copies unless the next case
+        runs the same model on a backend that uses the module itself; whatever needs the module
+        later loads it again (``LoadedModel.release_module``). References, feeds and decodes stay:
+        they are arrays in the model's memo and the reference cache. True when something was freed.
+
+        Sessions are not this method's business: every judge closes its runners when its case ends."""
+        from harness.core.rss import release_freed_memory
+
+        model = self._models.get(variant.model)
+        if model is None or not self.releases(model):
+            return False
+        keep = following is not None and following.model == variant.model and _uses_module(following)
+        if keep:
+            freed = bool(model.derived)
+            model.derived.clear()  # the next case converts its own precision
+        else:
+            freed = model.release_module()
+        if freed:
+            release_freed_memory()
+        return freed
+
     def family(self, model: LoadedModel) -> Family:
         return family_for(model.family)
 
@@ -270,6 +309,15 @@ class Workspace:
         with torch.inference_mode():
             outs = module(*to_torch(feeds, correct.input_names))
         return {n: o.float().numpy() for n, o in zip(correct.output_names, outs)}
+
+
+#: ``--release-models auto`` frees the PyTorch module of models with at least this many bytes of weights
+RELEASE_BYTES = 1_000_000_000
+
+
+def _uses_module(variant: Variant) -> bool:
+    backend = backends().get(variant.backend)
+    return bool(backend is not None and backend.uses_torch_module)
 
 
 def _digest(feeds: dict[str, np.ndarray]) -> str:

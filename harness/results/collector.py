@@ -41,6 +41,8 @@ class Case:
     started: float = field(default_factory=time.time)
     #: seconds per phase (build, export, reference, variant, metrics, perf): ``harness.core.phases``
     clock: PhaseClock = field(default_factory=PhaseClock)
+    #: the case's resident memory (``harness.core.rss.PeakRss.stop``): peak, start, end bytes
+    memory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model(self) -> LoadedModel:
@@ -150,6 +152,7 @@ class Case:
             "settings": self._settings(),
             "started": self.started,
             "phases": self.clock.as_dict(),
+            "memory": self.memory,
         }
 
 

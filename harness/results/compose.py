@@ -105,6 +105,7 @@ def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, p
         data=dict(payload.get("data") or {}),
         perf=dict(payload.get("perf") or {}),
         phases=dict(payload.get("phases") or {}),
+        memory=dict(payload.get("memory") or {}),
     )
 
 

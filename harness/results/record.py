@@ -141,6 +141,9 @@ class Record:
     perf: dict[str, Any] = field(default_factory=dict)  # performance cases only (omitted when empty)
     #: seconds per phase of the case (build, export, reference, variant, metrics, perf); omitted when empty
     phases: dict[str, float] = field(default_factory=dict)
+    #: resident memory of the case (``harness.core.rss``): ``peak_rss_bytes``, ``start_rss_bytes``,
+    #: ``end_rss_bytes``, ``process_peak_rss_bytes``, ``source``; omitted when empty (issue 16)
+    memory: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as read
 
     # -- derived ----------------------------------------------------------------------------------------
@@ -213,6 +216,7 @@ class Record:
             data=_dict(decoded.get("data")),
             perf=dict(perf) if isinstance(perf, Mapping) else {},
             phases={str(k): _float(v) for k, v in _dict(decoded.get("phases")).items()},
+            memory=_dict(decoded.get("memory")),
             extra={k: v for k, v in decoded.items() if k not in known},
         )
 
@@ -239,13 +243,15 @@ class Record:
             out["perf"] = self.perf
         if self.phases:
             out["phases"] = self.phases
+        if self.memory:
+            out["memory"] = self.memory
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return out
 
 
 #: the sections that are JSON objects when present
-_OBJECT_FIELDS = ("metrics", "thresholds", "artifacts", "settings", "env", "data", "perf")
+_OBJECT_FIELDS = ("metrics", "thresholds", "artifacts", "settings", "env", "data", "perf", "memory")
 
 
 def _check_shape(raw: Mapping[str, Any]) -> None:

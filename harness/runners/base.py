@@ -136,6 +136,10 @@ class Backend(abc.ABC):
     #: of each (``harness.core.PROVIDERS`` is derived from them)
     providers: tuple["Provider", ...] = ()
 
+    #: runs the model's PyTorch module itself (or a copy made from it): the workspace keeps a large
+    #: model's module loaded between two cases of such a backend (``Workspace.end_case``)
+    uses_torch_module: ClassVar[bool] = False
+
     #: the RuntimeSettings fields this backend honours (``graph_optimization``, ``intra_op_threads``,
     #: ...): a runtime axis multiplies only the variants of backends that honour it, and a record
     #: says which settings applied

@@ -225,6 +225,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("external_data", Kind.CHOICE, "store ONNX artifacts' weights in a model.onnx.data file beside the graph: "
            "auto (above 1.5 GB of weights), always, never", choices=("auto", "always", "never"), default="auto",
            in_config=True),
+    Option("release_models", Kind.CHOICE, "free a model's PyTorch module and its FP16/INT8 copies when a case "
+           "ends (loaded again by the next case that needs it): auto (models of 1 GB or more of weights), "
+           "always, never", choices=("auto", "always", "never"), default="auto", in_config=True,
+           rerun=Rerun.NEVER),
     # --- end issue 16 ---
     # -- where things go: no effect on numbers ------------------------------------------------
     # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---

@@ -109,6 +109,7 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         fresh_references=bool(setting("fresh_references")),
         repro_bundles=setting("repro_bundles") or "auto",
         external_data=setting("external_data") or "auto",
+        release_models=setting("release_models") or "auto",
     )
 
 

@@ -46,8 +46,12 @@ class LoadedModel:
         self.spec, self.path, self.tokenizer, self.config = spec, path, tokenizer, config
         self.weights_sha256 = weights_sha256
         self.cache: dict[Any, Any] = {} if cache is None else cache  # per-session memo (feeds, references)
+        #: objects made *from* the PyTorch module (a runner's FP16 / INT8 copies): released with it
+        self.derived: dict[Any, Any] = {}
         self._model: torch.nn.Module | None = model if isinstance(model, torch.nn.Module) else None
         self._loader: Callable[[], torch.nn.Module] | None = None if self._model is not None else model
+        #: how many times the module was loaded (a released module loads again on next use)
+        self.loads = 0 if self._model is None else 1
 
     @property
     def model(self) -> torch.nn.Module:
@@ -55,8 +59,20 @@ class LoadedModel:
         if self._model is None:
             assert self._loader is not None
             self._model = self._loader()
-            self._loader = None
+            self.loads += 1
         return self._model
+
+    def release_module(self) -> bool:
+        """Drop the PyTorch module and everything derived from it (``derived``); the next use of
+        ``model`` loads it again from the directory. Arrays computed from it (feeds, references in
+        ``cache``) stay. False when there was nothing to release or no way to load it again (a
+        module handed in directly, not by a loader)."""
+        if self._loader is None:
+            return False
+        released = self._model is not None or bool(self.derived)
+        self._model = None
+        self.derived.clear()
+        return released
 
     @property
     def model_loaded(self) -> bool:
@@ -106,9 +122,14 @@ def _generation_source(path: Path) -> Any:
     return SimpleNamespace(config=config, generation_config=generation)
 
 
+def weight_files(path: Path) -> list[Path]:
+    """The model directory's weight files (safetensors shards, or pickle checkpoints), sorted."""
+    return sorted(p for p in path.iterdir() if p.suffix in (".safetensors", *PICKLE_SUFFIXES))
+
+
 def weights_digest(path: Path) -> str:
     """sha256 over every weight file (sorted), streamed: identifies the weights exactly."""
-    files = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", *PICKLE_SUFFIXES))
+    files = weight_files(path)
     if not files:
         raise UsageError(f"{path}: no weight files (*.safetensors) found")
     h = hashlib.sha256()
