@@ -98,6 +98,8 @@ def normalize(path: Path, mode: str) -> Path:
         return path
     if wanted and before == [path.name + DATA_SUFFIX]:
         return path
+    if wanted:
+        return gather(path)
     model = onnx.load(str(path), load_external_data=True)
     save(model, path, mode)
     del model
@@ -105,6 +107,53 @@ def normalize(path: Path, mode: str) -> Path:
     for name in before:
         if name not in keep:
             (path.parent / name).unlink(missing_ok=True)
+    return path
+
+
+def gather(path: Path) -> Path:
+    """Gather the per-tensor external files of ``path`` into one ``model.onnx.data``, streaming:
+    each file is copied in chunks and its tensor's entry re-pointed (offset, length), so memory
+    stays at the graph plus one chunk -- loading the model with its data and saving it again
+    would hold every weight at once (2 GB and more, while the exporter's PyTorch module is still
+    alive). Tensors still inside the graph over 1 KiB move out too (the size ``save`` uses)."""
+    from onnx.external_data_helper import set_external_data
+
+    model = onnx.load(str(path), load_external_data=False)
+    tensors = _tensors(model)
+    target_name = path.name + DATA_SUFFIX
+    directory = path.parent
+    scratch = directory / (target_name + ".partial")
+    sources: set[str] = set()
+    with scratch.open("wb") as out:
+        for tensor in tensors:
+            offset = out.tell()
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                info = {e.key: e.value for e in tensor.external_data}
+                name = info["location"]
+                sources.add(name)
+                with (directory / name).open("rb") as src:
+                    src.seek(int(info.get("offset") or 0))
+                    left = int(info["length"]) if info.get("length") else -1  # -1: to the end of the file
+                    while left != 0:
+                        chunk = src.read(1 << 24 if left < 0 else min(left, 1 << 24))
+                        if not chunk:
+                            break
+                        out.write(chunk)
+                        left = left - len(chunk) if left > 0 else left
+            elif tensor.HasField("raw_data") and len(tensor.raw_data) > 1024:
+                out.write(tensor.raw_data)
+                tensor.ClearField("raw_data")
+            else:
+                continue
+            length = out.tell() - offset
+            del tensor.external_data[:]
+            set_external_data(tensor, target_name, offset=offset, length=length)
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+    scratch.replace(directory / target_name)
+    onnx.save_model(model, str(path))
+    for name in sources:
+        if name != target_name:
+            (directory / name).unlink(missing_ok=True)
     return path
 
 

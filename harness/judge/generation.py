@@ -316,11 +316,13 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     graphs = [g for g in family.graphs(model) if g.name in wanted]
     keys = {g.name: backend.outputs_key(model, family, g, variant) for g in graphs}
     if any(k is None for k in keys.values()):
+        ws.before_session(backend, model, family, variant, graphs)
         return decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws))
     parts = {**_decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
     fresh: list[Decoded] = []
 
     def compute() -> dict[str, Any]:
+        ws.before_session(backend, model, family, variant, graphs)
         fresh.append(decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws)))
         return _as_json(fresh[0])
 

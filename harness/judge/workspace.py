@@ -108,6 +108,22 @@ class Workspace:
             release_freed_memory()
         return freed
 
+    def before_session(self, backend: Backend, model: LoadedModel, family: Family,
+                       variant: Variant, graphs: Sequence[GraphSpec] | None = None) -> None:
+        """Called before ``backend`` opens sessions of ``variant`` (parity, decoding): for a large
+        model (``releases``) whose backend runs built artifacts, not the module, the artifacts are
+        built now (an export loads the module if it must) and then the PyTorch module is freed, so
+        a session of the FP32 graph and the FP32 module are never alive together. The references
+        were computed before this point; anything that still needs the module loads it again."""
+        if backend.uses_torch_module or not self.releases(model):
+            return
+        from harness.core.rss import release_freed_memory
+
+        for graph in graphs if graphs is not None else family.graphs(model):
+            backend.artifacts(model, family, graph, variant)
+        if model.release_module():
+            release_freed_memory()
+
     def family(self, model: LoadedModel) -> Family:
         return family_for(model.family)
 
@@ -194,11 +210,13 @@ class Workspace:
                         variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
         key = backend.outputs_key(model, family, graph, variant)
         if key is None:
+            self.before_session(backend, model, family, variant, [graph])
             return backend.load(model, family, graph, variant)
         digests = [_digest(f) for f in feeds]
         parts = {**self._reference_parts(model, family, graph), "variant": key, "feeds": digests}
 
         def compute() -> list[dict[str, np.ndarray]]:
+            self.before_session(backend, model, family, variant, [graph])
             runner = backend.load(model, family, graph, variant)
             outs: list[dict[str, np.ndarray]] = []
             try:

@@ -89,6 +89,9 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
     from harness.report.durations import markdown as durations_markdown
 
     lines += durations_markdown(recs)
+    from harness.report.memory import markdown as memory_markdown
+
+    lines += memory_markdown(recs)
     pairs = [r for r in recs if r.data.get("worst_pairs")]
     if pairs:
         lines += ["", "## Worst sentences per generation case", ""]

@@ -58,4 +58,9 @@ def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalrepor
         terminalreporter.write_sep("-", "harness durations")
         for line in terminal_lines(recs, durations):
             terminalreporter.write_line(line)
+        from harness.report.memory import terminal_lines as memory_lines
+
+        terminalreporter.write_sep("-", "harness memory")
+        for line in memory_lines(recs, durations):
+            terminalreporter.write_line(line)
     terminalreporter.write_line(f"results: {Path(out_dir) / 'results.jsonl'}  summary: {Path(out_dir) / 'summary.md'}")

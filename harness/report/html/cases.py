@@ -135,6 +135,14 @@ def render_failures(records: list[Record], run_dir: Path | None, report_dir: Pat
     return f'<section id="failures"><h2>Failures and errors ({len(failed)})</h2>{"".join(cards)}</section>'
 
 
+def _peak(record: Record) -> str:
+    """The case's peak resident memory (``harness.report.memory``), empty when not recorded."""
+    from harness.report.memory import gb, peak_bytes
+
+    peak = peak_bytes(record)
+    return escape(gb(peak)) if peak is not None else ""
+
+
 def render_case_table(records: list[Record]) -> str:
     ordered = sorted(records, key=lambda r: (SEVERITY.get(r.verdict, 9), r.suite or "", r.id))
     rows = []
@@ -146,7 +154,9 @@ def render_case_table(records: list[Record]) -> str:
             f"<td>{escape(r.verdict)}</td><td>{_text(h.metric) if h else ''}</td>"
             f"<td class=\"num\">{format_number(h.value) if h else ''}</td>"
             f"<td>{_text(f'{h.op} {format_number(h.threshold, 6)}') if h and h.threshold is not None else ''}</td>"
-            f"<td class=\"num\">{r.duration_s:.2f}</td><td>{_text(r.first_reason_line[:200])}</td></tr>")
+            f"<td class=\"num\">{r.duration_s:.2f}</td><td class=\"num\">{_peak(r)}</td>"
+            f"<td>{_text(r.first_reason_line[:200])}</td></tr>")
     return ('<section id="cases"><h2>All cases</h2><table class="cases"><thead><tr><th>case</th><th>verdict</th>'
-            "<th>headline metric</th><th>value</th><th>threshold</th><th>s</th><th>reason</th></tr></thead>"
+            "<th>headline metric</th><th>value</th><th>threshold</th><th>s</th><th>peak RSS</th><th>reason</th>"
+            "</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></section>")
