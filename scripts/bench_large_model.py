@@ -85,6 +85,8 @@ def run_harness(model: Path, cache: Path, out: Path, extra: list[str]) -> dict[s
     log = out.parent / f"{out.name}.log"
     start = time.perf_counter()
     with log.open("w") as fh:
+        fh.write("$ harness " + " ".join(args[3:]) + "\n")
+        fh.flush()
         proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
