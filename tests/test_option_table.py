@@ -46,7 +46,7 @@ SAMPLE = {
     # issue 14
     "repro_bundles": "bytes",
     # issue 16
-    "external_data": "always",
+    "external_data": "always", "release_models": "always",
 }
 
 

@@ -103,6 +103,8 @@ class SuiteConfig:
     repro_bundles: str | None = None
     # issue 16: ONNX external data (auto / always / never)
     external_data: str | None = None
+    # issue 16: free a large model's PyTorch module between cases (auto / always / never)
+    release_models: str | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)
