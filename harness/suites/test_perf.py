@@ -51,9 +51,11 @@ def _settings_record(harness: Case, settings: PerfSettings, **extra: Any) -> dic
 def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, benchmark_or_none: Any) -> None:
     ws, model, family, points, skipped = _graphs_and_plan(harness, perf_settings)
     backend = ws.backend(variant, model)
+    graphs = list({p.graph.name: p.graph for p in points}.values())
+    ws.before_session(backend, model, family, variant, graphs)  # a large model's module is not timed beside
     runners = {}
     try:
-        for graph in {p.graph.name: p.graph for p in points}.values():
+        for graph in graphs:
             runners[graph.name] = backend.load(model, family, graph, variant)
         # each runner's timed call runs to completion (a device synchronise is its own business)
         with phase("perf"):
@@ -91,6 +93,7 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
     ws, model = harness.workspace, harness.model
     family = ws.family(model)
     backend = ws.backend(variant, model)
+    ws.before_session(backend, model, family, variant)
     runners = {}
     try:
         for graph in family.graphs(model):
