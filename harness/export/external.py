@@ -116,8 +116,6 @@ def gather(path: Path) -> Path:
     stays at the graph plus one chunk -- loading the model with its data and saving it again
     would hold every weight at once (2 GB and more, while the exporter's PyTorch module is still
     alive). Tensors still inside the graph over 1 KiB move out too (the size ``save`` uses)."""
-    from onnx.external_data_helper import set_external_data
-
     model = onnx.load(str(path), load_external_data=False)
     tensors = _tensors(model)
     target_name = path.name + DATA_SUFFIX
@@ -147,7 +145,9 @@ def gather(path: Path) -> Path:
                 continue
             length = out.tell() - offset
             del tensor.external_data[:]
-            set_external_data(tensor, target_name, offset=offset, length=length)
+            for key, value in (("location", target_name), ("offset", str(offset)), ("length", str(length))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
             tensor.data_location = onnx.TensorProto.EXTERNAL
     scratch.replace(directory / target_name)
     onnx.save_model(model, str(path))
