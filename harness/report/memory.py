@@ -44,7 +44,10 @@ def gb(nbytes: int | None) -> str:
 
 
 def _signed(nbytes: int | None) -> str:
-    return "–" if nbytes is None else ("+" if nbytes >= 0 else "-") + gb(abs(nbytes))
+    if nbytes is None:
+        return "–"
+    text = gb(abs(nbytes))
+    return text if text == "0 MB" else ("+" if nbytes >= 0 else "-") + text
 
 
 def markdown(records: Iterable[Record], n: int = SUMMARY_CASES) -> list[str]:
