@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from harness.core import UsageError, did_you_mean
-from harness.core.cachedir import lock_for, replace_dir, sweep_orphans, temp_dir_for
+from harness.core.cachedir import lock_for, mark_used, replace_dir, sweep_orphans, temp_dir_for
 from harness.zoo.integrity import LegacyEntry, check_model_dir, entry_problem, write_manifest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -179,6 +179,7 @@ def materialize(spec: ModelSpec) -> Path:
     sweep_orphans(root)
     target = root / f"{spec.name}-{_fingerprint_build(spec)}"
     if _entry_problem(target, locked=False) is None:
+        mark_used(target)
         return target
     with lock_for(target):
         problem = _entry_problem(target, locked=True)
