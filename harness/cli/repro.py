@@ -51,11 +51,14 @@ def repro(args: argparse.Namespace) -> int:
 
     bundle = load_bundle(args.bundle)
     m = bundle.manifest
-    result = rejudge(bundle, args.provider, args.threads)
     print(f"bundle: {bundle.directory}")
     provider = args.provider or m["provider"]
     moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
-    print(f"case: {m.get('case')}  graph: {m['graph']}  precision: {m['precision']}  provider: {provider}{moved}")
+    where = f"graph: {m['graph']}  " if bundle.kind == "numeric" else ""
+    print(f"case: {m.get('case')}  kind: {bundle.kind}  {where}precision: {m['precision']}  provider: {provider}{moved}")
+    if bundle.kind != "numeric":
+        return _other_kind(bundle, args)
+    result = rejudge(bundle, args.provider, args.threads)
     print(f"artifact: {result.artifact_source}")
     recorded = {(f["output"], f["metric"]): f for f in m["verdict"]["failures"]}
     for o in result.outputs:
@@ -86,3 +89,21 @@ def repro(args: argparse.Namespace) -> int:
     gone = sorted(set(result.recorded) - set(result.now))
     print("DOES NOT REPRODUCE: now passing " + ", ".join(f"{a}.{b}" for a, b in gone))
     return 0
+
+
+def _other_kind(bundle: Any, args: argparse.Namespace) -> int:
+    """Generation, perf and error bundles: each kind's module judges and words its lines."""
+    from importlib import import_module
+
+    done = import_module(f"harness.repro.{bundle.kind}").outcome(bundle, args.provider, args.threads)
+    for line in done.lines:
+        print(line)
+    print("versions differ: " + ("; ".join(done.version_diffs) if done.version_diffs else "none"))
+    print("environment differs: " + ("; ".join(done.environment_diffs) if done.environment_diffs else "none"))
+    if args.json is not None:
+        payload = {"bundle": str(bundle.directory), "case": bundle.manifest.get("case"), "kind": bundle.kind,
+                   "reproduces": done.reproduces, **done.data, "version_differences": done.version_diffs,
+                   "environment_differences": done.environment_diffs}
+        args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    print(done.verdict)
+    return 1 if done.reproduces else 0

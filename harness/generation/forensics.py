@@ -159,25 +159,34 @@ def compare(index: int, step: int, prefix: Sequence[int], ref: StepView, ref_raw
                              faithful)
 
 
+def replay_side(starter: Starter, prompts: Prompts, texts: Sequence[str], tokens: Sequence[Sequence[int]], k: int,
+                step: int, settings: GenerationSettings, batch_size: int, piece: Callable[[int], str]
+                ) -> tuple[StepView, np.ndarray]:
+    """One side at row ``k``'s step ``step``: its batch (rows ``texts`` were decoded in, batches of
+    ``batch_size``) replayed on that side's own decoded ``tokens``; the view and the raw logits."""
+    lo = (k // batch_size) * batch_size
+    batch = range(lo, min(lo + batch_size, len(texts)))
+    ids, mask = prompts(texts[batch.start: batch.stop])
+    forced = _forced([tokens[j] for j in batch], step, settings.fill_token_id)
+    raw, processed = replay(starter, ids, mask, forced, settings)
+    row = tokens[k]
+    chosen = int(row[step]) if step < len(row) else None
+    return view(raw[k - lo], processed[k - lo], chosen, piece), raw[k - lo]
+
+
 def investigate(reference: Starter, variant: Starter, prompts: Prompts, texts: Sequence[str],
                 rows: Sequence[Mapping[str, Any]], settings: GenerationSettings, batch_size: int,
                 piece: Callable[[int], str], limit: int = MAX_SENTENCES) -> list[SentenceForensics]:
     """Forensics of the worst diverging rows (``make_rows``' rows, in the order decoded in
     batches of ``batch_size`` from ``texts``): each side replayed on its own decode's history."""
     out = []
+    ref_tokens = [r["pytorch_tokens"] for r in rows]
+    var_tokens = [r["variant_tokens"] for r in rows]
     for k in pick_rows(rows, limit):
-        row, step = rows[k], int(rows[k]["first_divergence"])
-        lo = (k // batch_size) * batch_size
-        batch = range(lo, min(lo + batch_size, len(texts)))
-        ids, mask = prompts(texts[batch.start: batch.stop])
-        fill = settings.fill_token_id
-        views = {}
-        for side, starter, key in (("reference", reference, "pytorch_tokens"), ("variant", variant, "variant_tokens")):
-            forced = _forced([rows[j][key] for j in batch], step, fill)
-            raw, processed = replay(starter, ids, mask, forced, settings)
-            views[side] = (view(raw[k - lo], processed[k - lo], int(row[key][step]), piece), raw[k - lo])
-        (ref, ref_raw), (var, var_raw) = views["reference"], views["variant"]
-        out.append(compare(int(row["index"]), step, row["pytorch_tokens"][:step], ref, ref_raw, var, var_raw))
+        step = int(rows[k]["first_divergence"])
+        ref, ref_raw = replay_side(reference, prompts, texts, ref_tokens, k, step, settings, batch_size, piece)
+        var, var_raw = replay_side(variant, prompts, texts, var_tokens, k, step, settings, batch_size, piece)
+        out.append(compare(int(rows[k]["index"]), step, ref_tokens[k][:step], ref, ref_raw, var, var_raw))
     return out
 
 

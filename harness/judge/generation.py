@@ -446,4 +446,14 @@ def judge(case: Any, request: GenerationRequest | None = None, family: "Family |
     assert case.variant is not None, "generation parity needs a variant"
     result = generation_parity(case.workspace, case.variant, request, family)
     record(case, result)
+    if not result.passed and case.workspace.options.repro_bundles != "off":
+        from harness.repro.generation import write_generation_bundle
+
+        ws = case.workspace
+        model = ws.model(case.variant.model)
+        with phase("metrics"):  # writing the evidence of a verdict
+            bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+                                             family or ws.family(model), result, ws.options.repro_bundles)
+        if bundle is not None:
+            case.data["repro_bundles"] = {"generation": str(bundle)}
     return result
