@@ -393,12 +393,16 @@ def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family"
 
     if not pick_rows(rows):
         return []
+    from harness.families import family_for
+
     starters = []
+    reference = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
     with ExitStack() as stack:
         stack.enter_context(torch_threads(decode_threads(ws)))
-        for side in (Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"]), variant):
-            runners, _ = load_runners(ws.backend(side, model), model, family, side, settings.use_cache, stack)
-            starters.append(family.starter(model, runners, settings.decoder_start_token_id))
+        # the reference decoded the model's own family's graphs (``reference_decode``), the variant the case's
+        for side, fam in ((reference, family_for(model.family)), (variant, family)):
+            runners, _ = load_runners(ws.backend(side, model), model, fam, side, settings.use_cache, stack)
+            starters.append(fam.starter(model, runners, settings.decoder_start_token_id))
         return investigate(starters[0], starters[1], lambda batch: family.prompt_batch(model, batch), texts, rows,
                            settings, batch_size, model.tokenizer.convert_ids_to_tokens)
 
