@@ -389,6 +389,41 @@ def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", 
                             embedding=embedding)
 
 
+def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedModel", family: "Family",
+                           backend: Any, graph: "GraphSpec", exc: BaseException, case_dir: Path) -> Path | None:
+    """The error bundle (``harness.repro.error``) of a graph whose artifact raised ``exc``, named
+    on the exception (``harness_repro_bundles``) for the case's record; None when not written
+    (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
+    case's own error is what the record must say."""
+    mode = ws.options.repro_bundles
+    if mode == "off":
+        return None
+    try:
+        from harness.repro.error import write_error_bundle
+
+        files = backend.artifacts(model, family, graph, variant)
+        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
+                and str(i.get("path", "")).endswith(".onnx")]
+        if len(onnx) != 1:
+            return None
+        batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
+        with phase("metrics"):
+            bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
+                                        artifact=onnx[0], batches=batches, exc=exc,
+                                        runtime=ws.runtime_for(variant, model), threads=ws.options.intra_op_threads,
+                                        mode=mode)
+    except Exception:  # the evidence is best-effort; the case's error stands either way
+        return None
+    if bundle is not None:
+        named = dict(getattr(exc, "harness_repro_bundles", {}) or {})
+        named[graph.name] = str(bundle)
+        try:
+            exc.harness_repro_bundles = named  # type: ignore[attr-defined]
+        except AttributeError:  # an exception type without a __dict__
+            return bundle
+    return bundle
+
+
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
                    dump_dir: Path | None = None) -> ParityResult:
     """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
@@ -398,44 +433,49 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
     backend = ws.backend(variant, model, profile_dir=dump_dir)
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
-        batches = ws.parity_batches(model, family, graph)
-        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
-        start = time.perf_counter()
-        # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
-        runner = ws.variant_runner(backend, model, family, graph, variant,
-                                   [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
-        result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
-        result.artifacts.update(backend.artifacts(model, family, graph, variant))
-        if getattr(runner, "replayed", False):
-            result.replayed.append(graph.name)
-        path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
-        if path:
-            result.outputs.append(lint_result(graph.name, path, graph))
-        start = time.perf_counter()
         try:
-            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
-                                      probes=probes, shapes=result.shapes)
-            result.outputs += judged
-            twin = unfused_twin(ws, variant)
-            if twin is not None:
-                result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
-            if dump_dir is not None:
-                # rows are numbered over the corpus batches, then the shape probes (as they were judged)
-                dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
-                if dumped is not None:
-                    result.dumps[graph.name] = str(dumped)
-                # numbers a bundle can re-judge (a shape probe the runtime refused is its rerun's job)
-                if any(o.failures() for o in judged if o.output in graph.output_names):
-                    bundle = write_repro_bundle(ws, variant, model, graph, runner, [*batches, *(b for _, b in probes)],
-                                                judged, dump_dir)
-                    if bundle is not None:
-                        result.bundles[graph.name] = str(bundle)
-        finally:
-            trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
-            runner.close()
-        if trace:
-            from harness.perf.profiling import summarise_trace
+            batches = ws.parity_batches(model, family, graph)
+            probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
+            start = time.perf_counter()
+            # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
+            runner = ws.variant_runner(backend, model, family, graph, variant,
+                                       [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
+            result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
+            result.artifacts.update(backend.artifacts(model, family, graph, variant))
+            if getattr(runner, "replayed", False):
+                result.replayed.append(graph.name)
+            path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
+            if path:
+                result.outputs.append(lint_result(graph.name, path, graph))
+            start = time.perf_counter()
+            try:
+                judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
+                                          probes=probes, shapes=result.shapes)
+                result.outputs += judged
+                twin = unfused_twin(ws, variant)
+                if twin is not None:
+                    result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
+                if dump_dir is not None:
+                    # rows are numbered over the corpus batches, then the shape probes (as they were judged)
+                    dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
+                    if dumped is not None:
+                        result.dumps[graph.name] = str(dumped)
+                    # numbers a bundle can re-judge (a shape probe the runtime refused is its rerun's job)
+                    if any(o.failures() for o in judged if o.output in graph.output_names):
+                        bundle = write_repro_bundle(ws, variant, model, graph, runner, [*batches, *(b for _, b in probes)],
+                                                    judged, dump_dir)
+                        if bundle is not None:
+                            result.bundles[graph.name] = str(bundle)
+            finally:
+                trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
+                runner.close()
+            if trace:
+                from harness.perf.profiling import summarise_trace
 
-            result.profiles[graph.name] = summarise_trace(trace)
-        result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
+                result.profiles[graph.name] = summarise_trace(trace)
+            result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
+        except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
+            if dump_dir is not None and not isinstance(exc, GateFailure):
+                write_error_bundle_for(ws, variant, model, family, backend, graph, exc, dump_dir)
+            raise
     return result
