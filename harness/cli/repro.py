@@ -51,14 +51,10 @@ def repro(args: argparse.Namespace) -> int:
 
     bundle = load_bundle(args.bundle)
     m = bundle.manifest
-    print(f"bundle: {bundle.directory}")
-    provider = args.provider or m["provider"]
-    moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
-    where = f"graph: {m['graph']}  " if bundle.kind == "numeric" else ""
-    print(f"case: {m.get('case')}  kind: {bundle.kind}  {where}precision: {m['precision']}  provider: {provider}{moved}")
     if bundle.kind != "numeric":
         return _other_kind(bundle, args)
-    result = rejudge(bundle, args.provider, args.threads)
+    result = rejudge(bundle, args.provider, args.threads)  # judged before printing: a bad bundle is one line
+    _header(bundle, args)
     print(f"artifact: {result.artifact_source}")
     recorded = {(f["output"], f["metric"]): f for f in m["verdict"]["failures"]}
     for o in result.outputs:
@@ -91,11 +87,21 @@ def repro(args: argparse.Namespace) -> int:
     return 0
 
 
+def _header(bundle: Any, args: argparse.Namespace) -> None:
+    m = bundle.manifest
+    print(f"bundle: {bundle.directory}")
+    provider = args.provider or m["provider"]
+    moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
+    where = f"graph: {m['graph']}  " if m.get("graph") else ""
+    print(f"case: {m.get('case')}  kind: {bundle.kind}  {where}precision: {m['precision']}  provider: {provider}{moved}")
+
+
 def _other_kind(bundle: Any, args: argparse.Namespace) -> int:
     """Generation, perf and error bundles: each kind's module judges and words its lines."""
     from importlib import import_module
 
     done = import_module(f"harness.repro.{bundle.kind}").outcome(bundle, args.provider, args.threads)
+    _header(bundle, args)
     for line in done.lines:
         print(line)
     print("versions differ: " + ("; ".join(done.version_diffs) if done.version_diffs else "none"))

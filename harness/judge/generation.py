@@ -37,8 +37,8 @@ from harness.results.checks import CheckResult, raise_failures
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
-    from harness.generation.forensics import SentenceForensics
     from harness.families import Family
+    from harness.generation.forensics import SentenceForensics
     from harness.judge.workspace import Workspace
     from harness.zoo.loading import LoadedModel
 

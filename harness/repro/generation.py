@@ -45,9 +45,9 @@ from harness.repro.bundle import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
-    from harness.repro.bundle import Outcome
     from harness.judge.generation import GenerationResult
     from harness.judge.workspace import Workspace
+    from harness.repro.bundle import Outcome
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -156,6 +156,17 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
         _checks(m)
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{manifest_path}: a threshold is malformed ({exc!r})") from None
+    try:
+        _settings(m)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise BundleError(f"{manifest_path}: settings are not generation settings ({exc})") from None
+
+
+def _settings(m: Mapping[str, Any]) -> Any:
+    from harness.generation import GenerationSettings
+
+    given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(m["settings"]).items()}
+    return GenerationSettings(**given)
 
 
 def _checks(m: Mapping[str, Any]) -> tuple[Check, ...]:
@@ -232,7 +243,7 @@ def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int
     """Decode the bundled sources with the bundled graphs and score against the bundled reference."""
     from harness.core import parse_provider
     from harness.families import family_for
-    from harness.generation import Decoded, GenerationSettings, decode_texts
+    from harness.generation import Decoded, decode_texts
     from harness.judge.generation import make_rows, score_rows
 
     m = bundle.manifest
@@ -244,7 +255,7 @@ def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int
     prov = parse_provider(provider or m["provider"], option="--provider")
     workers = threads if threads is not None else m.get("threads")
     precision = Precision(m["precision"])
-    settings = GenerationSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in m["settings"].items()})
+    settings = _settings(m)
     texts, batch_size = list(m["sources"]), int(m["batch_size"])
     tokenizer_matches = _tokenizer_matches(bundle, model, family, texts, batch_size)
     backend = _BundledBackend(files, prov, workers, precision, runtime_from(m.get("runtime")))

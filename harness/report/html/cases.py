@@ -130,7 +130,7 @@ def _forensics(record: Record) -> str:
         ref, var = e.get("reference") or {}, e.get("variant") or {}
         marked = {ref.get("chosen"), var.get("chosen")}
 
-        def cell(c: Any) -> str:
+        def cell(c: Any, marked: set[Any] = marked) -> str:
             text = f"{_text(c.get('id'))} <code>{_text(c.get('token'))}</code>"
             text = f"<b>{text}</b>" if c.get("id") in marked else text
             return (f"<td>{text}</td><td class=\"num\">{format_number(c.get('logit'))}</td>"
