@@ -164,3 +164,40 @@ def test_normalize_drops_what_differs_between_machines():
     b = normalize("Load model from C:\\Users\\b\\model.onnx failed at /build/ort/core/x.h:88 (obj 0x55aa)")
     assert a == b == "Load model from model.onnx failed at <source> (obj 0x?)"
     assert "/model/encoder/layers.0/Reshape_4" in normalize("node /model/encoder/layers.0/Reshape_4 failed")
+
+
+def _identity_onnx(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_an_error_the_file_does_not_raise_writes_no_bundle(tmp_path: Path):
+    """Only the runtime's refusal of the file is bundled: an exception raised elsewhere (the
+    harness's code, an export) is not reproducible from the file, so no bundle claims it is."""
+    import numpy as np
+
+    from harness.repro import load_bundle
+    from harness.repro.error import outcome, write_error_bundle
+    from tests.conftest import variant
+
+    onnx_file = _identity_onnx(tmp_path / "model.onnx")
+    v = variant("bert-tiny", "fp32", "ort_cpu")
+    fine = [{"x": np.ones(3, np.float32)}]
+    assert write_error_bundle(tmp_path / "none", variant=v, graph="model", artifact=onnx_file, batches=fine,
+                              exc=ValueError("a bug in the harness"), runtime=None, threads=1) is None
+    assert not (tmp_path / "none").exists()
+    wrong = [*fine, {"x": np.ones((2, 3), np.float32)}]  # the runtime refuses a rank-2 feed for a rank-1 input
+    bundle = write_error_bundle(tmp_path / "b", variant=v, graph="model", artifact=onnx_file, batches=wrong,
+                                exc=RuntimeError("replayed"), runtime=None, threads=1)
+    assert bundle is not None
+    loaded = load_bundle(bundle)
+    assert loaded.kind == "error" and loaded.manifest["error"]["batch"] == 1
+    assert loaded.manifest["error"]["case_type"] == "RuntimeError"
+    done = outcome(loaded, None, 1)
+    assert done.reproduces and done.data["same_type"] and done.data["same_message"]

@@ -217,6 +217,7 @@ class GenerationResult:
     worst: list[dict[str, Any]] = field(default_factory=list)
     #: the worst diverging sentences at their first divergent step (failing cases only)
     forensics: list["SentenceForensics"] = field(default_factory=list)
+    forensics_note: str | None = None  # why a failing case has no forensics (the replay itself failed)
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passes(self.metrics.get(c.metric, math.nan))]
@@ -253,6 +254,8 @@ class GenerationResult:
             if self.forensics:
                 trailer += ["divergent steps (teacher-forced top-k: id 'token' logit (log-prob)):"]
                 trailer += [f.describe() for f in self.forensics]
+            elif self.forensics_note:
+                trailer.append(self.forensics_note)
             raise_failures(self.variant, lines, "generation check(s) failed", trailer=trailer)
 
 
@@ -375,8 +378,13 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
         result = _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
     if not result.passed:  # only a failing case pays for the replay
         with phase("variant"):
-            result.forensics = divergence_forensics(ws, model, family, variant, result.rows, texts, settings,
-                                                    int(wanted["batch_size"]))
+            try:
+                result.forensics = divergence_forensics(ws, model, family, variant, result.rows, texts, settings,
+                                                        int(wanted["batch_size"]))
+            except Exception as exc:  # evidence for a verdict already reached: never turn a fail into an error
+                from harness.core import describe_error
+
+                result.forensics_note = f"forensics unavailable: {describe_error(exc)}"
     return result
 
 
@@ -456,8 +464,14 @@ def judge(case: Any, request: GenerationRequest | None = None, family: "Family |
         ws = case.workspace
         model = ws.model(case.variant.model)
         with phase("metrics"):  # writing the evidence of a verdict
-            bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
-                                             family or ws.family(model), result, ws.options.repro_bundles)
+            try:
+                bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+                                                 family or ws.family(model), result, ws.options.repro_bundles)
+            except Exception as exc:  # best-effort evidence: the gate's verdict stands either way
+                from harness.core import describe_error
+
+                case.data["repro_bundle_error"] = describe_error(exc)
+                bundle = None
         if bundle is not None:
             case.data["repro_bundles"] = {"generation": str(bundle)}
     return result
