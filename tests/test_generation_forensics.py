@@ -104,3 +104,24 @@ def test_near_tie_threshold_is_the_declared_constant():
 def test_no_divergence_no_forensics():
     rows, found = _forensics({}, {})
     assert all(r["first_divergence"] is None for r in rows) and found == []
+
+
+def test_a_failing_replay_leaves_the_verdict_a_failure(workspace, monkeypatch):
+    """Forensics are evidence for a verdict already reached: if gathering them fails, the case
+    still fails on its gate (not an error) and says why it has none."""
+    from harness.core import Check
+    from harness.judge import generation
+    from harness.judge.numeric import GateFailure
+    from tests.conftest import variant
+
+    monkeypatch.setattr(generation, "gen_checks", lambda *a, **k: (Check("gen_token_exact_match", 1.0, True),))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("session died")
+
+    monkeypatch.setattr(generation, "divergence_forensics", broken)
+    result = generation.generation_parity(workspace, variant("llama-tiny", "int8", "ort_cpu"),
+                                          generation.GenerationRequest(samples=8, max_new_tokens=8))
+    assert not result.passed and result.forensics == []
+    with pytest.raises(GateFailure, match="forensics unavailable: .*session died"):
+        result.assert_ok()

@@ -1,6 +1,10 @@
 """The repro bundle format (``harness.repro/1``): writing one, reading one back, re-judging it.
 
-Layout of a bundle directory::
+One format for every kind of failing case: ``bundle.json`` says its ``kind`` (``numeric``, the
+default and what a bundle without one is; ``generation``, ``perf`` and ``error`` live in their
+own modules, each with ``validate`` and ``outcome``) and the helpers here -- copying an artifact
+or recording its path and sha256, checksums, runtime settings, versions and environment, the
+verdict line -- are shared by all. Layout of a numeric bundle directory::
 
     bundle.json      what was judged and how: case, graph, precision, provider, runtime settings,
                      artifact (path, sha256, size, bundled copy or not), each output's thresholds,
@@ -132,7 +136,8 @@ def _outputs_json(graph: "GraphSpec", judged: Sequence["OutputResult"],
     return rows
 
 
-def _runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
+def runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
+    """The case's runtime settings as plain JSON (paths as text), for a manifest."""
     if runtime is None:
         return None
     from dataclasses import asdict
@@ -188,7 +193,7 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
         "provider": variant.provider.short,
         "backend": variant.provider.backend,
         "threads": threads,
-        "runtime": _runtime_json(runtime),
+        "runtime": runtime_json(runtime),
         "artifact": art,
         "batches": kept,
         "inputs": sorted(batches[0][0]),

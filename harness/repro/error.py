@@ -40,6 +40,7 @@ from harness.repro.bundle import (
     recorded_facts,
     resolve_artifact,
     runtime_from,
+    runtime_json,
     sha256_file,
     write_manifest,
 )
@@ -107,7 +108,6 @@ def write_error_bundle(directory: Path, *, variant: Variant, graph: str, artifac
                        runtime: "RuntimeSettings | None", threads: int | None, mode: str = "auto") -> Path | None:
     """Bundle the error ``exc`` of ``graph``'s artifact if the file itself raises it on these
     feeds; None otherwise (the error is not the file's: the rerun command reproduces it)."""
-    from harness.repro.bundle import _runtime_json
 
     if mode == "off" or not artifact.is_file() or not artifact.name.endswith(".onnx"):
         return None
@@ -121,7 +121,7 @@ def write_error_bundle(directory: Path, *, variant: Variant, graph: str, artifac
     manifest = {
         "format": FORMAT, "kind": "error", "case": variant.id, "model": variant.model, "graph": graph,
         "precision": variant.precision.value, "provider": variant.provider.short, "backend": variant.provider.backend,
-        "threads": threads, "runtime": _runtime_json(runtime), "artifact": art, "batches": len(batches),
+        "threads": threads, "runtime": runtime_json(runtime), "artifact": art, "batches": len(batches),
         "inputs": sorted(batches[0]) if batches else [],
         "error": {"stage": raised.stage, "batch": raised.batch, "type": raised.type, "message": raised.message,
                   "normalized": raised.normalized, "case_type": type(exc).__name__,

@@ -39,6 +39,7 @@ from harness.repro.bundle import (
     recorded_facts,
     resolve_artifact,
     runtime_from,
+    runtime_json,
     sha256_file,
     write_manifest,
 )
@@ -107,7 +108,7 @@ def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, 
         "format": FORMAT, "kind": "generation", "case": variant.id, "model": variant.model, "family": model.family,
         "precision": variant.precision.value, "provider": variant.provider.short, "backend": variant.provider.backend,
         "threads": ws.options.intra_op_threads,
-        "runtime": _runtime_json(ws, variant, model),
+        "runtime": runtime_json(ws.runtime_for(variant, model)),
         "artifacts": artifacts,
         "settings": {k: s[k] for k in ("max_new_tokens", "num_beams", "repetition_penalty", "length_penalty",
                                        "early_stopping", "use_cache", "eos_token_ids", "pad_token_id",
@@ -132,12 +133,6 @@ def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, 
         "files": checksums,
     }
     return write_manifest(directory, manifest)
-
-
-def _runtime_json(ws: "Workspace", variant: Variant, model: "LoadedModel") -> dict[str, Any] | None:
-    from harness.repro.bundle import _runtime_json as plain
-
-    return plain(ws.runtime_for(variant, model))
 
 
 def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:

@@ -35,6 +35,7 @@ from harness.repro.bundle import (
     recorded_facts,
     resolve_artifact,
     runtime_from,
+    runtime_json,
     sha256_file,
     write_manifest,
 )
@@ -61,7 +62,6 @@ def write_perf_bundle(directory: Path, ws: "Workspace", variant: Variant, point:
                       mode: str = "auto") -> Path | None:
     """Bundle a latency budget breach of ``point`` (the entry graph's ``latency_ms``)."""
     from harness.perf.budgets import measured_values
-    from harness.repro.bundle import _runtime_json
 
     wanted = latency_budgets(budgets)
     if mode == "off" or not wanted or not artifact.is_file() or not artifact.name.endswith(".onnx"):
@@ -77,7 +77,7 @@ def write_perf_bundle(directory: Path, ws: "Workspace", variant: Variant, point:
     manifest = {
         "format": FORMAT, "kind": "perf", "case": variant.id, "model": variant.model, "graph": point.graph.name,
         "precision": variant.precision.value, "provider": variant.provider.short, "backend": variant.provider.backend,
-        "threads": threads, "runtime": _runtime_json(ws.runtime_for(variant, model)), "artifact": art,
+        "threads": threads, "runtime": runtime_json(ws.runtime_for(variant, model)), "artifact": art,
         "inputs": sorted(point.feeds), "batch_size": point.batch_size, "seq_len": point.seq_len,
         "timing": {"samples": settings.samples, "warmup": settings.warmup, "engine": entry.get("engine"),
                    "key": point.key},
