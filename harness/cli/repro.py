@@ -3,7 +3,8 @@
     harness repro reports/run-x/cases/test_logits_parity_bert-tiny-int8-ort_cpu_/repro-model
 
 Needs neither the zoo, the model nor the cache: the bundle carries the ONNX file (or its path
-and sha256), the feeds, the reference outputs and the thresholds (docs/repro.md).
+and sha256), the feeds, the reference outputs and the thresholds (docs/repro.md). Bundles of
+other kinds (generation, perf, error) are judged by their own module's ``outcome``.
 Exit 0 the failure does not reproduce, 1 it reproduces, 2 bad bundle or usage (one line).
 """
 
@@ -22,7 +23,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Load the bundled ONNX artifact with the recorded runtime settings, run the "
                                    "bundled feeds, compare with the bundled reference outputs using the recorded "
                                    "thresholds, and say whether the same checks fail and which versions or "
-                                   "environment facts differ from the recorded ones. Exit 0 does not reproduce, "
+                                   "environment facts differ from the recorded ones. A generation bundle is "
+                                   "decoded again with its graphs and tokenizer and scored against its PyTorch "
+                                   "decode; a perf bundle is timed again here (timings are machine-dependent: "
+                                   "recorded and now are shown side by side); an error bundle is run again "
+                                   "(same error type and normalised message?). Exit 0 does not reproduce, "
                                    "1 reproduces, 2 bad bundle.")
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a repro bundle directory (or its bundle.json)")
     p.add_argument("--provider", default=None,
