@@ -427,55 +427,65 @@ def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedMode
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
                    dump_dir: Path | None = None) -> ParityResult:
     """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
-    saved there (inputs, reference and variant outputs) for reproduction."""
+    saved there (inputs, reference and variant outputs) for reproduction, and a graph whose
+    artifact the runtime refuses gets an error bundle (``write_error_bundle_for``)."""
+    judging: list["GraphSpec"] = []  # the graph being judged when an exception escapes
+    try:
+        return _numeric_parity(ws, variant, family, dump_dir, judging)
+    except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
+        if dump_dir is not None and judging and not isinstance(exc, GateFailure):
+            model = ws.model(variant.model)
+            write_error_bundle_for(ws, variant, model, family or ws.family(model), ws.backend(variant, model),
+                                   judging[-1], exc, dump_dir)
+        raise
+
+
+def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
+                    judging: list["GraphSpec"]) -> ParityResult:
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model, profile_dir=dump_dir)
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
+        judging.append(graph)
+        batches = ws.parity_batches(model, family, graph)
+        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
+        start = time.perf_counter()
+        # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
+        runner = ws.variant_runner(backend, model, family, graph, variant,
+                                   [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
+        result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
+        result.artifacts.update(backend.artifacts(model, family, graph, variant))
+        if getattr(runner, "replayed", False):
+            result.replayed.append(graph.name)
+        path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
+        if path:
+            result.outputs.append(lint_result(graph.name, path, graph))
+        start = time.perf_counter()
         try:
-            batches = ws.parity_batches(model, family, graph)
-            probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
-            start = time.perf_counter()
-            # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
-            runner = ws.variant_runner(backend, model, family, graph, variant,
-                                       [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
-            result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
-            result.artifacts.update(backend.artifacts(model, family, graph, variant))
-            if getattr(runner, "replayed", False):
-                result.replayed.append(graph.name)
-            path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
-            if path:
-                result.outputs.append(lint_result(graph.name, path, graph))
-            start = time.perf_counter()
-            try:
-                judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
-                                          probes=probes, shapes=result.shapes)
-                result.outputs += judged
-                twin = unfused_twin(ws, variant)
-                if twin is not None:
-                    result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
-                if dump_dir is not None:
-                    # rows are numbered over the corpus batches, then the shape probes (as they were judged)
-                    dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
-                    if dumped is not None:
-                        result.dumps[graph.name] = str(dumped)
-                    # numbers a bundle can re-judge (a shape probe the runtime refused is its rerun's job)
-                    if any(o.failures() for o in judged if o.output in graph.output_names):
-                        bundle = write_repro_bundle(ws, variant, model, graph, runner, [*batches, *(b for _, b in probes)],
-                                                    judged, dump_dir)
-                        if bundle is not None:
-                            result.bundles[graph.name] = str(bundle)
-            finally:
-                trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
-                runner.close()
-            if trace:
-                from harness.perf.profiling import summarise_trace
+            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
+                                      probes=probes, shapes=result.shapes)
+            result.outputs += judged
+            twin = unfused_twin(ws, variant)
+            if twin is not None:
+                result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
+            if dump_dir is not None:
+                # rows are numbered over the corpus batches, then the shape probes (as they were judged)
+                dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
+                if dumped is not None:
+                    result.dumps[graph.name] = str(dumped)
+                # numbers a bundle can re-judge (a shape probe the runtime refused is its rerun's job)
+                if any(o.failures() for o in judged if o.output in graph.output_names):
+                    bundle = write_repro_bundle(ws, variant, model, graph, runner, [*batches, *(b for _, b in probes)],
+                                                judged, dump_dir)
+                    if bundle is not None:
+                        result.bundles[graph.name] = str(bundle)
+        finally:
+            trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
+            runner.close()
+        if trace:
+            from harness.perf.profiling import summarise_trace
 
-                result.profiles[graph.name] = summarise_trace(trace)
-            result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
-        except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
-            if dump_dir is not None and not isinstance(exc, GateFailure):
-                write_error_bundle_for(ws, variant, model, family, backend, graph, exc, dump_dir)
-            raise
+            result.profiles[graph.name] = summarise_trace(trace)
+        result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
     return result
