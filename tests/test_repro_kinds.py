@@ -80,7 +80,7 @@ def test_generation_bundle_reproduces_with_an_empty_cache(gen_run: Path, tmp_pat
     assert outcome["failures_now"] == ["gen_token_exact_match"]
     assert outcome["metrics_now"]["gen_token_exact_match"] == pytest.approx(
         record["metrics"]["gen_token_exact_match"])
-    assert all(s["chosen_now"] == s["chosen_then"] for s in outcome["divergent_steps_now"])
+    assert all(s["top1_now"] == s["top1_recorded"] for s in outcome["divergent_steps_now"])
 
 
 def test_generation_bundle_with_a_loosened_gate_does_not_reproduce(gen_run: Path, tmp_path: Path):

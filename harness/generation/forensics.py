@@ -9,7 +9,10 @@ then comparable: same prompt, same prefix, one step.
 
 Whether the divergence *started from a near-tie* is then a question about the reference alone:
 how much better did the reference score its own choice than the token the variant picked
-(``reference_margin``, in logits, which for one softmax is also the log-prob gap)? Below
+(``reference_margin``, in logits, which for one softmax is also the log-prob gap; under greedy
+search the reference's choice is its top-1)? Under beam search the final sequences' first
+difference need not be any step's top-1 -- the margin can then be small or negative and
+``faithful`` is false: read it as "this step did not decide it". Below
 ``NEAR_TIE_MARGIN`` the reference itself was almost indifferent, so a small numeric error
 legitimately flips the choice (a loose text gate or more samples, not a broken artifact); well
 above it the variant's numbers moved a clear decision (look at the graph: ``harness bisect``).
@@ -73,7 +76,7 @@ class SentenceForensics:
     prefix: tuple[int, ...]  # the common prefix both sides generated before it
     reference: StepView
     variant: StepView
-    reference_margin: float  # reference logit of its top-1 minus of the variant's choice
+    reference_margin: float  # reference logit of its own token minus of the variant's (greedy: its top-1's)
     near_tie: bool  # reference_margin < NEAR_TIE_MARGIN
     logit_error: float  # max |variant - reference| logit over both sides' top-k ids
     faithful: bool  # both replays chose what their decodes chose (false: e.g. beam search)
@@ -90,8 +93,9 @@ class SentenceForensics:
             return ", ".join(f"{c.id} {c.token!r} {c.logit:.3f} ({c.logprob:.2f})" for c in view.top)
 
         kind = "near-tie" if self.near_tie else "clear decision"
-        lines = [f"sentence {self.index} step {self.step}: reference top-1 beat the variant's token by "
-                 f"{self.reference_margin:.3f} logits ({kind}, threshold {NEAR_TIE_MARGIN}); "
+        lines = [f"sentence {self.index} step {self.step}: the reference scored its token {self.reference.chosen} "
+                 f"above the variant's {self.variant.chosen} by {self.reference_margin:.3f} logits ({kind}, threshold "
+                 f"{NEAR_TIE_MARGIN}); "
                  f"max logit error at the step {self.logit_error:.3f}"
                  + ("" if self.faithful else "; replay did not reproduce a side's choice")]
         lines.append(f"  reference top-{len(self.reference.top)}: {side(self.reference)}")
@@ -153,9 +157,9 @@ def compare(index: int, step: int, prefix: Sequence[int], ref: StepView, ref_raw
             var: StepView, var_raw: np.ndarray) -> SentenceForensics:
     """Both sides at one step: the reference's margin over the variant's choice, the tie flag,
     the largest logit error over the candidates either side considered."""
-    ref_top = ref.top[0].id
+    ours = ref.chosen if ref.chosen is not None else ref.replayed
     theirs = var.chosen if var.chosen is not None else var.replayed
-    margin = float(ref_raw[ref_top] - ref_raw[theirs])
+    margin = float(ref_raw[ours] - ref_raw[theirs])  # greedy: ours is the reference's top-1
     ids = sorted({c.id for c in ref.top} | {c.id for c in var.top})
     error = float(np.max(np.abs(var_raw[ids].astype(np.float64) - ref_raw[ids].astype(np.float64))))
     faithful = ref.replayed == ref.chosen and var.replayed == var.chosen

@@ -310,8 +310,8 @@ def _replay_steps(m: Mapping[str, Any], backend: _BundledBackend, model: "Loaded
                                   step, settings, batch_size, model.tokenizer.convert_ids_to_tokens)
             was = entry["variant"]
             out.append({"index": entry["index"], "step": step, "recorded_top": was["top"],
-                        "top_now": [c.__dict__ for c in view.top], "chosen_then": was.get("chosen"),
-                        "chosen_now": view.replayed, "near_tie": entry.get("near_tie"),
+                        "top_now": [c.__dict__ for c in view.top], "top1_recorded": was.get("replayed"),
+                        "top1_now": view.replayed, "near_tie": entry.get("near_tie"),
                         "reference_margin": entry.get("reference_margin")})
     return out
 
@@ -333,9 +333,9 @@ def outcome_lines(bundle: Bundle, r: GenerationRepro) -> list[str]:
                      f"{'pass' if c.passes(value) else 'FAIL'} ({then})")
     for s in r.steps:
         now = ", ".join(f"{c['id']} {c['token']!r} {c['logit']:.3f}" for c in s["top_now"][:3])
-        same = "same" if s["chosen_now"] == s["chosen_then"] else "DIFFERENT"
-        lines.append(f"  sentence {s['index']} step {s['step']}: variant chooses {s['chosen_now']} now "
-                     f"({same} as recorded {s['chosen_then']}; recorded reference margin "
+        same = "same as" if s["top1_now"] == s["top1_recorded"] else "DIFFERENT from"
+        lines.append(f"  sentence {s['index']} step {s['step']}: variant top-1 now {s['top1_now']} "
+                     f"({same} recorded {s['top1_recorded']}; recorded reference margin "
                      f"{float(s['reference_margin']):.3f}, {'near-tie' if s['near_tie'] else 'clear decision'}); "
                      f"top-3 now: {now}")
     return lines

@@ -143,8 +143,9 @@ def _forensics(record: Record) -> str:
             for i in range(max(len(ref_top), len(var_top))))
         tie = "near-tie" if e.get("near_tie") else "clear decision"
         parts.append(
-            f"<p>sentence {_text(e.get('index'))}, step {_text(e.get('step'))}: the reference's top-1 beat the "
-            f"variant's token by {format_number(e.get('reference_margin'))} logits (<b>{tie}</b>, threshold "
+            f"<p>sentence {_text(e.get('index'))}, step {_text(e.get('step'))}: the reference scored its token "
+            f"{_text(ref.get('chosen'))} above the variant's {_text(var.get('chosen'))} by "
+            f"{format_number(e.get('reference_margin'))} logits (<b>{tie}</b>, threshold "
             f"{_text(e.get('near_tie_margin'))}); largest logit error there {format_number(e.get('logit_error'))}</p>"
             "<table class=\"forensics\"><thead><tr><th>rank</th><th>PyTorch token</th><th>logit</th>"
             "<th>log-prob</th><th>variant token</th><th>logit</th><th>log-prob</th></tr></thead>"
