@@ -83,7 +83,8 @@ def test_generation_bundle_reproduces_with_an_empty_cache(gen_run: Path, tmp_pat
     assert all(s["top1_now"] == s["top1_recorded"] for s in outcome["divergent_steps_now"])
 
 
-def test_generation_bundle_with_a_loosened_gate_does_not_reproduce(gen_run: Path, tmp_path: Path):
+def test_generation_bundle_with_a_loosened_gate_does_not_reproduce(gen_run: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]):
     (record,) = _records(gen_run)
 
     def loosen(m: dict) -> None:
@@ -91,9 +92,9 @@ def test_generation_bundle_with_a_loosened_gate_does_not_reproduce(gen_run: Path
             if t["metric"] == "gen_token_exact_match":
                 t["threshold"] = 0.0
 
-    done = _repro(_edit(Path(record["data"]["repro_bundles"]["generation"]), tmp_path, loosen), tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "DOES NOT REPRODUCE: now passing gen_token_exact_match" in done.stdout
+    capsys.readouterr()  # in this process: the empty-cache property is the test above's
+    assert main(["repro", str(_edit(Path(record["data"]["repro_bundles"]["generation"]), tmp_path, loosen))]) == 0
+    assert "DOES NOT REPRODUCE: now passing gen_token_exact_match" in capsys.readouterr().out
 
 
 def test_generation_bundle_with_a_changed_tokenizer_is_refused(gen_run: Path, tmp_path: Path):
@@ -106,8 +107,29 @@ def test_generation_bundle_with_a_changed_tokenizer_is_refused(gen_run: Path, tm
     assert done.returncode == 2 and "tokenizer/tokenizer.json does not match its recorded sha256" in done.stderr
 
 
+@pytest.mark.parametrize("damage", ["graph", "family", "settings"])
+def test_a_malformed_generation_bundle_is_one_line_exit_2(gen_run: Path, tmp_path: Path, damage: str,
+                                                          capsys: pytest.CaptureFixture[str]):
+    (record,) = _records(gen_run)
+
+    def edit(m: dict) -> None:
+        if damage == "graph":
+            m["artifacts"] = {"encoder": m["artifacts"]["model"]}
+        elif damage == "family":
+            m["family"] = "no-such-family"
+        else:
+            m["settings"]["max_new_tokens"] = 0
+
+    capsys.readouterr()
+    assert main(["repro", str(_edit(Path(record["data"]["repro_bundles"]["generation"]), tmp_path, edit))]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert {"graph": "lack the decoding graph(s) model", "family": "unknown family 'no-such-family'",
+            "settings": "max_new_tokens must be >= 1"}[damage] in err
+
+
 # -- perf budget ---------------------------------------------------------------------------------------
-def test_latency_budget_breach_bundle_is_measured_again(tmp_path: Path):
+def test_latency_budget_breach_bundle_is_measured_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     config = tmp_path / "harness.toml"
     config.write_text("[models.bert-tiny.budgets]\np50_ms = 0.001\n")
     out = tmp_path / "run"
@@ -127,12 +149,13 @@ def test_latency_budget_breach_bundle_is_measured_again(tmp_path: Path):
     def generous(m: dict) -> None:
         m["budget"]["p50_ms"] = 1e9
 
-    done = _repro(_edit(bundle, tmp_path, generous), tmp_path)
-    assert done.returncode == 0 and "DOES NOT REPRODUCE: now passing p50_ms" in done.stdout, done.stdout
+    capsys.readouterr()
+    assert main(["repro", str(_edit(bundle, tmp_path, generous))]) == 0
+    assert "DOES NOT REPRODUCE: now passing p50_ms" in capsys.readouterr().out
 
 
 # -- erroring case ---------------------------------------------------------------------------------------
-def test_erroring_case_bundle_raises_the_same_error_again(tmp_path: Path):
+def test_erroring_case_bundle_raises_the_same_error_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     """TorchScript bakes encoder-custom's batch size into a Reshape: the artifact raises on the
     corpus batches (tests/test_faults.py), so the case errors."""
     out = tmp_path / "run"
@@ -153,8 +176,9 @@ def test_erroring_case_bundle_raises_the_same_error_again(tmp_path: Path):
     def other_error(m: dict) -> None:
         m["error"]["message"] = "a different message"
 
-    done = _repro(_edit(bundle, tmp_path, other_error), tmp_path)
-    assert done.returncode == 0 and "DOES NOT REPRODUCE: a different error" in done.stdout, done.stdout
+    capsys.readouterr()
+    assert main(["repro", str(_edit(bundle, tmp_path, other_error))]) == 0
+    assert "DOES NOT REPRODUCE: a different error" in capsys.readouterr().out
 
 
 def test_normalize_drops_what_differs_between_machines():

@@ -152,9 +152,18 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{manifest_path}: a threshold is malformed ({exc!r})") from None
     try:
-        _settings(m)
+        settings = _settings(m)
     except (TypeError, ValueError, AttributeError) as exc:
         raise BundleError(f"{manifest_path}: settings are not generation settings ({exc})") from None
+    from harness.families import family_for
+
+    try:
+        needed = family_for(str(m["family"])).generation_graphs(settings.use_cache)
+    except ValueError as exc:
+        raise BundleError(f"{manifest_path}: {exc}") from None
+    missing = [g for g in needed if g not in arts]
+    if missing:
+        raise BundleError(f"{manifest_path}: artifacts lack the decoding graph(s) {', '.join(missing)}")
 
 
 def _settings(m: Mapping[str, Any]) -> Any:
