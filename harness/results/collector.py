@@ -52,7 +52,13 @@ class Case:
         from harness.judge.numeric import numeric_parity
 
         assert self.variant is not None
-        result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
+        try:
+            result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
+        except Exception as exc:  # an error bundle written for it (harness.repro.error) goes in the record
+            bundles = getattr(exc, "harness_repro_bundles", None)
+            if bundles:
+                self.data["repro_bundles"] = dict(bundles)
+            raise
         self.metrics.update(result.metrics())
         self.thresholds.update(result.thresholds())
         self.artifacts.update(result.artifacts)

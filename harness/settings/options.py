@@ -228,9 +228,10 @@ OPTIONS: tuple[Option, ...] = (
     # --- end issue 16 ---
     # -- where things go: no effect on numbers ------------------------------------------------
     # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---
-    Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric case (cases/<id>/repro-<graph>/, "
-           "re-judged by `harness repro`): auto copies the ONNX file when <= 32 MiB, else path+sha256; bytes always "
-           "copies it; off writes none", choices=("auto", "bytes", "off"), default="auto", in_config=True,
+    Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric, embedding, generation, "
+           "latency-budget or erroring case (cases/<id>/repro-*/, re-judged by `harness repro`): auto copies the "
+           "ONNX file when <= 32 MiB, else path+sha256; bytes always copies it; off writes none",
+           choices=("auto", "bytes", "off"), default="auto", in_config=True,
            rerun=Rerun.NEVER),
     # --- end issue 14 ---
     Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",
