@@ -356,18 +356,25 @@ def corpus_for(model: "LoadedModel") -> "Corpus":
     return Workspace.corpus(model)
 
 
-def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequest | None = None,
-                      family: "Family | None" = None) -> GenerationResult:
-    """Decode the model's corpus with ``variant`` and with PyTorch FP32, score, attach gates."""
-    model = ws.model(variant.model)
-    family = family or ws.family(model)
+def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationRequest | None
+                ) -> tuple[dict[str, Any], GenerationSettings, list[int], list[str]]:
+    """What a case decodes and how: (resolved request, settings, corpus indices, source texts)."""
     wanted = (request or GenerationRequest()).resolved(model)
     settings = settings_for_model(model.generation_source(), max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
     corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
-    texts = [corpus.sources[i] for i in indices]
+    return wanted, settings, indices, [corpus.sources[i] for i in indices]
+
+
+def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequest | None = None,
+                      family: "Family | None" = None) -> GenerationResult:
+    """Decode the model's corpus with ``variant`` and with PyTorch FP32, score, attach gates."""
+    model = ws.model(variant.model)
+    family = family or ws.family(model)
+    wanted, settings, indices, texts = decode_plan(ws, model, request)
+    corpus = ws.corpus(model)
     began = time.perf_counter()
     with phase("reference"):
         reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
@@ -456,7 +463,12 @@ def record(case: Any, result: GenerationResult) -> None:
 def judge(case: Any, request: GenerationRequest | None = None, family: "Family | None" = None) -> GenerationResult:
     """Generation parity for the case's variant, recorded into the case; ``assert_ok()`` gates it."""
     assert case.variant is not None, "generation parity needs a variant"
-    result = generation_parity(case.workspace, case.variant, request, family)
+    try:
+        result = generation_parity(case.workspace, case.variant, request, family)
+    except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
+        if case.workspace.options.repro_bundles != "off":
+            _error_bundle(case, request, family, exc)
+        raise
     record(case, result)
     if not result.passed and case.workspace.options.repro_bundles != "off":
         from harness.repro.generation import write_generation_bundle
@@ -475,3 +487,22 @@ def judge(case: Any, request: GenerationRequest | None = None, family: "Family |
         if bundle is not None:
             case.data["repro_bundles"] = {"generation": str(bundle)}
     return result
+
+
+def _error_bundle(case: Any, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
+    """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
+    record; best-effort: the case's own error is what the record must say."""
+    from harness.repro.error_decode import write_decode_error_bundle
+
+    ws = case.workspace
+    try:
+        model = ws.model(case.variant.model)
+        wanted, settings, indices, texts = decode_plan(ws, model, request)
+        with phase("metrics"):  # writing the evidence of a verdict
+            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+                                               family or ws.family(model), settings, indices, texts,
+                                               int(wanted["batch_size"]), exc, ws.options.repro_bundles)
+    except Exception:
+        return
+    if bundle is not None:
+        case.data["repro_bundles"] = {"generation": str(bundle)}

@@ -15,6 +15,8 @@ then the way to reproduce it.
 ``harness repro`` opens the file on the recorded provider, runs the failing batch, and compares
 type and normalised message (``normalize``: addresses, paths and source locations removed, so
 another machine's install prefix or an ORT source line does not read as a different error).
+A generation case's error (a decoding graph that fails to load or to run) is the same kind with a
+``decode`` section and several graphs: ``error_decode.py``.
 """
 
 from __future__ import annotations
@@ -134,6 +136,11 @@ def write_error_bundle(directory: Path, *, variant: Variant, graph: str, artifac
 
 
 def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
+    if "decode" in m:  # a generation case's error: several graphs and a decode (error_decode.py)
+        from harness.repro import error_decode
+
+        error_decode.validate(manifest_path, m)
+        return
     check_artifact(manifest_path, m.get("artifact"))
     err = m["error"]
     if not isinstance(err, dict) or err.get("stage") not in ("load", "run") or not {"type", "message"} <= set(err):
@@ -154,6 +161,11 @@ def _batches(bundle: Bundle) -> list[dict[str, np.ndarray]]:
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of an error bundle: the same type and normalised message again?"""
     from harness.core import parse_provider
+
+    if "decode" in bundle.manifest:
+        from harness.repro import error_decode
+
+        return error_decode.outcome(bundle, provider, threads)
 
     m = bundle.manifest
     path, source = resolve_artifact(bundle.directory, m["artifact"])
