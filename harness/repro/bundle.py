@@ -52,7 +52,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "numeric": ("graph", "precision", "provider", "artifact", "outputs", "batches", "inputs", "verdict", "files"),
     "generation": ("family", "precision", "provider", "artifacts", "settings", "sources", "reference", "variant",
                    "thresholds", "verdict", "files"),
-    "perf": ("precision", "provider", "artifact", "inputs", "budget", "measured", "files"),
+    "perf": ("precision", "provider", "budget", "measured", "files"),  # + what its ``measure`` needs
     "error": ("precision", "provider", "error", "files"),
 }
 

@@ -10,15 +10,17 @@ on this machine and judges the same budgets.
 Timings are a property of the machine as much as of the artifact: a breach that does not
 reproduce on a faster machine says nothing about the file, so the output always shows recorded
 and measured numbers side by side with the environment differences, and says so. Budgets of
-the other perf tests (cold start, memory, generation) need a fresh process or a decode loop;
-they write no bundle and keep their rerun command.
+the other perf tests (cold start, memory and size; time to first token and per output token)
+need a fresh process or a decode loop: their bundles say so in ``measure`` (``fresh_process``,
+``decode``; absent: ``latency``) and are written and measured by ``perf_process.py``; this
+module judges every measure's budgets the same way.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -52,9 +54,14 @@ NOTE = "timings depend on the machine: compare like with like (same CPU, load, t
 
 def latency_budgets(budgets: Mapping[str, float]) -> dict[str, float]:
     """The budgets of ``budgets`` that a perf bundle can re-measure (``test_latency``'s)."""
+    return budgets_measured_by(budgets, MEASURED_BY)
+
+
+def budgets_measured_by(budgets: Mapping[str, float], test: str) -> dict[str, float]:
+    """The budgets of ``budgets`` that ``test`` measures (``MetricSpec.measured_by``)."""
     from harness.perf.budgets import BUDGETS
 
-    return {n: float(v) for n, v in budgets.items() if n in BUDGETS and BUDGETS[n].measured_by == MEASURED_BY}
+    return {n: float(v) for n, v in budgets.items() if n in BUDGETS and BUDGETS[n].measured_by == test}
 
 
 def write_perf_bundle(directory: Path, ws: "Workspace", variant: Variant, point: "Point", artifact: Path,
@@ -95,12 +102,24 @@ def write_perf_bundle(directory: Path, ws: "Workspace", variant: Variant, point:
 
 
 def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
-    check_artifact(manifest_path, m.get("artifact"))
     budget, measured = m["budget"], m["measured"]
     if not isinstance(budget, dict) or not budget or not all(isinstance(v, (int, float)) for v in budget.values()):
         raise BundleError(f"{manifest_path}: budget must map budget names to limits")
     if not isinstance(measured, dict):
         raise BundleError(f"{manifest_path}: measured must map budget names to values")
+    measure = m.get("measure") or "latency"
+    if measure != "latency":
+        from harness.repro import perf_process
+
+        if measure not in perf_process.MEASURED_BY:
+            raise BundleError(f"{manifest_path}: unknown measure {measure!r} (latency, "
+                              f"{', '.join(perf_process.MEASURED_BY)})")
+        perf_process.validate(manifest_path, m)
+        return
+    check_artifact(manifest_path, m.get("artifact"))
+    for key in ("artifact", "inputs"):
+        if key not in m:
+            raise BundleError(f"{manifest_path}: missing keys {key}")
     timing = m.get("timing") or {}
     if not isinstance(timing.get("samples"), int) or timing["samples"] < 1:
         raise BundleError(f"{manifest_path}: timing.samples must be a positive integer")
@@ -134,57 +153,105 @@ def remeasure(bundle: Bundle, provider: str | None, threads: int | None) -> tupl
 
 
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
-    """``harness repro`` of a perf bundle: the budgets judged on a measurement made here."""
+    """``harness repro`` of a perf bundle: the budgets judged on a measurement made here, the
+    same way as recorded (one timed call, fresh processes, or the decode loop)."""
+    from harness.perf.budgets import BUDGETS
+    from harness.repro.bundle import verdict_line
+
     m = bundle.manifest
-    now, entry, source = remeasure(bundle, provider, threads)
-    lines = [f"artifact: {source}",
-             f"timed: {m.get('graph')} batch {m.get('batch_size')} x sequence {m.get('seq_len')}, "
-             f"{m['timing']['samples']} samples after {m['timing'].get('warmup', 0)} warmup",
-             f"note: {NOTE}"]
+    if (m.get("measure") or "latency") == "latency":
+        now, entry, source = remeasure(bundle, provider, threads)
+        lines = [f"artifact: {source}",
+                 f"timed: {m.get('graph')} batch {m.get('batch_size')} x sequence {m.get('seq_len')}, "
+                 f"{m['timing']['samples']} samples after {m['timing'].get('warmup', 0)} warmup"]
+        extra: dict[str, Any] = {"summary_now": entry["summary"], "artifact": source}
+    else:
+        from harness.repro import perf_process
+
+        now, lines, extra = perf_process.remeasure(bundle, provider, threads)
+    lines.append(f"note: {NOTE}")
     recorded = [str(f["budget"]) for f in m["verdict"]["failures"]]
     failing = []
     for name, limit in m["budget"].items():
         value, then = now.get(name), m["measured"].get(name)
         if value is None:
             continue
+        unit = BUDGETS[name].unit if name in BUDGETS else ""
         breached = value > float(limit)
         failing += [name] if breached else []
-        was = f"recorded {float(then):.4g} ms" if then is not None else "not recorded"
-        lines.append(f"  {name}: now {value:.4g} ms vs budget <= {float(limit):g}: {'FAIL' if breached else 'pass'} "
-                     f"({was}; now/recorded {value / float(then):.2f}x)" if then else
-                     f"  {name}: now {value:.4g} ms vs budget <= {float(limit):g}: {'FAIL' if breached else 'pass'}")
+        state = f"  {name}: now {value:.4g} {unit} vs budget <= {float(limit):g}: {'FAIL' if breached else 'pass'}"
+        lines.append(f"{state} (recorded {float(then):.4g} {unit}; now/recorded {value / float(then):.2f}x)" if then
+                     else f"{state} (not recorded)")
     reproduces = bool(recorded) and set(recorded) <= set(failing)
-    from harness.repro.bundle import verdict_line
-
     versions, env = here_vs_recorded(m, threads if threads is not None else m.get("threads"))
     verdict = verdict_line(reproduces, recorded, failing, "budget breach(es)")
     if not reproduces and env:
         verdict += " (on a different machine: see environment differs)"
     data = {"recorded_breaches": recorded, "breaches_now": failing, "measured_now": now,
-            "measured_recorded": m["measured"], "summary_now": entry["summary"], "artifact": source, "note": NOTE}
+            "measured_recorded": m["measured"], "measure": m.get("measure") or "latency", **extra, "note": NOTE}
     return Outcome(lines, reproduces, verdict, data, versions, env)
 
 
 @contextmanager
-def bundle_on_breach(case: Any, point: "Point", settings: "PerfSettings") -> Iterator[None]:
-    """Around ``budgets.enforce``: a budget breach (``GateFailure``) of a latency budget writes the
-    case's perf bundle (``cases/<id>/repro-perf``) into its record before the failure goes on."""
+def on_breach(case: Any, write: Callable[[Path], Path | None]) -> Iterator[None]:
+    """Around ``budgets.enforce``: a budget breach (``GateFailure``) calls ``write`` with the
+    case's bundle directory (``cases/<id>/repro-perf``) and names the bundle in its record before
+    the failure goes on. Best-effort evidence: the breach is the verdict either way."""
     from harness.results.checks import GateFailure
 
     try:
         yield
     except GateFailure:
-        ws, variant = case.workspace, case.variant
-        if ws.options.repro_bundles != "off":
+        if case.workspace.options.repro_bundles != "off":
             try:
-                model = ws.model(variant.model)
-                files = ws.backend(variant, model).artifacts(model, ws.family(model), point.graph, variant)
-                onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{point.graph.name}/")
-                        and str(i.get("path", "")).endswith(".onnx")]
-                bundle = write_perf_bundle(case.case_dir() / "repro-perf", ws, variant, point, onnx[0], settings,
-                                           model.spec.budgets, case.perf, ws.options.repro_bundles) if len(onnx) == 1 else None
-            except Exception:  # best-effort evidence: the breach is the verdict either way
+                bundle = write(case.case_dir() / "repro-perf")
+            except Exception:
                 bundle = None
             if bundle is not None:
                 case.data["repro_bundles"] = {"perf": str(bundle)}
         raise
+
+
+def bundle_on_breach(case: Any, point: "Point", settings: "PerfSettings") -> ContextManager[None]:
+    """``test_latency``: a latency budget breach writes the entry graph's timed call."""
+
+    def write(directory: Path) -> Path | None:
+        ws, variant = case.workspace, case.variant
+        model = ws.model(variant.model)
+        files = ws.backend(variant, model).artifacts(model, ws.family(model), point.graph, variant)
+        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{point.graph.name}/")
+                and str(i.get("path", "")).endswith(".onnx")]
+        return write_perf_bundle(directory, ws, variant, point, onnx[0], settings, model.spec.budgets, case.perf,
+                                 ws.options.repro_bundles) if len(onnx) == 1 else None
+
+    return on_breach(case, write)
+
+
+def cold_start_on_breach(case: Any, child_args: Sequence[str], settings: "PerfSettings") -> ContextManager[None]:
+    """``test_cold_start_memory``: a cold-start, memory or size budget breach writes the fresh
+    processes' load spec, files and feeds (``perf_process.write_fresh_process_bundle``)."""
+    from harness.repro.perf_process import MEASURED_BY as BY
+    from harness.repro.perf_process import write_fresh_process_bundle
+
+    def write(directory: Path) -> Path | None:
+        ws = case.workspace
+        wanted = budgets_measured_by(case.model.spec.budgets, BY["fresh_process"])
+        return write_fresh_process_bundle(directory, case.variant, child_args, settings.repeats, wanted, case.perf,
+                                          ws.options.intra_op_threads, ws.options.repro_bundles) if wanted else None
+
+    return on_breach(case, write)
+
+
+def generation_on_breach(case: Any, settings: "PerfSettings") -> ContextManager[None]:
+    """``test_generation_perf``: a ttft / tpot budget breach writes the graphs, tokenizer and prompt
+    the decode loop timed (``perf_process.write_decode_bundle``)."""
+    from harness.repro.perf_process import MEASURED_BY as BY
+    from harness.repro.perf_process import write_decode_bundle
+
+    def write(directory: Path) -> Path | None:
+        ws, model = case.workspace, case.model
+        wanted = budgets_measured_by(model.spec.budgets, BY["decode"])
+        return write_decode_bundle(directory, ws, case.variant, model, ws.family(model), settings, wanted, case.perf,
+                                   ws.options.repro_bundles) if wanted else None
+
+    return on_breach(case, write)
