@@ -192,7 +192,10 @@ def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant
         return None
     threads = ws.options.intra_op_threads
     runtime = ws.runtime_for(variant, model)
-    raised = provoke(files, model, family, variant, texts, settings, batch_size, threads, runtime)
+    try:
+        raised = provoke(files, model, family, variant, texts, settings, batch_size, threads, runtime)
+    except Exception:  # the decoding code raised, not a graph: not the files' error
+        return None
     if raised is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
