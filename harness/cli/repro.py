@@ -25,9 +25,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "thresholds, and say whether the same checks fail and which versions or "
                                    "environment facts differ from the recorded ones. A generation bundle is "
                                    "decoded again with its graphs and tokenizer and scored against its PyTorch "
-                                   "decode; a perf bundle is timed again here (timings are machine-dependent: "
-                                   "recorded and now are shown side by side); an error bundle is run again "
-                                   "(same error type and normalised message?). Exit 0 does not reproduce, "
+                                   "decode; a perf bundle is measured again here the same way -- one timed call, fresh "
+                                   "processes (cold start, memory, size) or the decode loop (ttft, tpot); timings "
+                                   "are machine-dependent: recorded and now are shown side by side; an error bundle "
+                                   "is run (or decoded) again (same error type and normalised message?). Exit 0 does not reproduce, "
                                    "1 reproduces, 2 bad bundle.")
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a repro bundle directory (or its bundle.json)")
     p.add_argument("--provider", default=None,

@@ -229,7 +229,7 @@ OPTIONS: tuple[Option, ...] = (
     # -- where things go: no effect on numbers ------------------------------------------------
     # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---
     Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric, embedding, generation, "
-           "latency-budget or erroring case (cases/<id>/repro-*/, re-judged by `harness repro`): auto copies the "
+           "perf-budget or erroring case (cases/<id>/repro-*/, re-judged by `harness repro`): auto copies the "
            "ONNX file when <= 32 MiB, else path+sha256; bytes always copies it; off writes none",
            choices=("auto", "bytes", "off"), default="auto", in_config=True,
            rerun=Rerun.NEVER),
