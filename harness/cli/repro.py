@@ -28,8 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "decode; a perf bundle is measured again here the same way -- one timed call, fresh "
                                    "processes (cold start, memory, size) or the decode loop (ttft, tpot); timings "
                                    "are machine-dependent: recorded and now are shown side by side; an error bundle "
-                                   "is run (or decoded) again (same error type and normalised message?). Exit 0 does not reproduce, "
-                                   "1 reproduces, 2 bad bundle.")
+                                   "is run (or decoded) again (same error type and normalised message?). "
+                                   "Exit 0 does not reproduce, 1 reproduces, 2 bad bundle.")
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a repro bundle directory (or its bundle.json)")
     p.add_argument("--provider", default=None,
                    help="run on another provider than the recorded one (e.g. ort_cuda to compare devices)")
