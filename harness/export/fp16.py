@@ -24,9 +24,10 @@ DEFAULT_FP16_BLOCK_LIST: tuple[str, ...] = ()
 
 
 def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST,
-                 external_data: str = "auto") -> Path:
+                 external_data: str = "auto", node_block_list: Sequence[str] = ()) -> Path:
     """``src`` (FP32, external data or not) -> ``out_dir/model.onnx`` in FP16, stored as
-    ``external_data`` decides for the FP16 size.
+    ``external_data`` decides for the FP16 size. ``node_block_list``: node names kept in FP32
+    (onnxconverter-common casts around them), what ``harness bisect --suggest`` searches for.
 
     Shapes are inferred on the graph *without* its weights (an in-memory ``infer_shapes`` of a
     model over 2 GB fails: it serialises one protobuf), then the weights are read in and the
@@ -41,6 +42,7 @@ def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAUL
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked,
+                                                     node_block_list=sorted(set(node_block_list)) or None,
                                                      disable_shape_infer=True)
     _write_range_report(out_dir / "fp16_report.json", [str(w.message) for w in caught])
     _align_cast_targets(converted)
@@ -52,11 +54,17 @@ def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAUL
     return target
 
 
-def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST) -> dict[str, Any]:
+def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST,
+                  node_block_list: Sequence[str] = ()) -> dict[str, Any]:
+    """The FP16 artifact's cache-key settings; ``node_block_list`` only when non-empty, so the
+    keys of artifacts built before it existed still match."""
     import onnxconverter_common
 
-    return {"tool": "onnxconverter_common.float16", "version": onnxconverter_common.__version__,
-            "keep_io_types": True, "op_block_list": sorted(set(op_block_list))}
+    out: dict[str, Any] = {"tool": "onnxconverter_common.float16", "version": onnxconverter_common.__version__,
+                           "keep_io_types": True, "op_block_list": sorted(set(op_block_list))}
+    if node_block_list:
+        out["node_block_list"] = sorted(set(node_block_list))
+    return out
 
 
 def _align_cast_targets(model: onnx.ModelProto) -> int:
