@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.cli._args import parse_metric_values
 from harness.core import Precision, UsageError, did_you_mean, parse_precision
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.debug.modules import ModuleMap
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,7 +66,7 @@ def bisect(args: argparse.Namespace) -> int:
     precision, overrides = _validate(args)
     from harness.core import RunOptions
     from harness.debug.bisect import bisect_graph, bisect_tolerance
-    from harness.debug.report import print_tables, write_json, write_markdown
+    from harness.debug.report import print_tables, write_html, write_json, write_markdown
     from harness.export.artifacts import onnx_artifact
     from harness.judge.workspace import Workspace
 
@@ -79,11 +83,13 @@ def bisect(args: argparse.Namespace) -> int:
                          f"valid: {', '.join(graphs)}")
     graph = graphs[name]
     settings = ws.settings_for(model)
-    fp32 = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.artifacts).path()
+    fp32_entry = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.artifacts)
+    fp32 = fp32_entry.path()
     candidate = onnx_artifact(model, family, graph, precision, settings, ws.artifacts).path()
     feeds = family.feeds(model, graph, ws.batches(model)[0])
     tolerance = bisect_tolerance(precision, overrides)
-    result = bisect_graph(fp32, candidate, feeds, tolerance)
+    modules = graph_modules(ws, model, family, graph, fp32_entry)
+    result = bisect_graph(fp32, candidate, feeds, tolerance, modules=modules)
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -92,6 +98,38 @@ def bisect(args: argparse.Namespace) -> int:
             "feeds": {k: list(v.shape) for k, v in feeds.items()}}
     write_json(result, out / "bisect.json", meta, args.top)
     write_markdown(result, out / "bisect.md", meta, args.top)
+    write_html(result, out / "bisect.html", meta)
     print_tables(result, args.top)
-    print(f"report: {out / 'bisect.md'}")
+    print(f"report: {out / 'bisect.md'}  plot: {out / 'bisect.html'}")
     return 1 if result.first_divergent else 0
+
+
+def graph_modules(ws: Any, model: Any, family: Any, graph: Any, fp32_entry: Any) -> "ModuleMap":
+    """Node -> PyTorch module of the FP32 artifact, validated against the loaded model. A dynamo
+    export below opset 18 lost its node metadata (``harness.debug.modules``): the mapping of a
+    metadata-keeping re-export is kept in the artifact cache beside it (keyed by the FP32 entry,
+    so it is made once, ~10 s for the zoo's dynamo model)."""
+    import json
+
+    from harness.debug.modules import module_map, reexport_scopes
+
+    wrapper = family.module(model, graph)
+
+    def reexport() -> dict[str, list[str]]:
+        def build(tmp: Path) -> Path:
+            chains = reexport_scopes(family.module(model, graph), graph, family.export_example(model, graph),
+                                     tmp / "export")
+            import shutil
+
+            shutil.rmtree(tmp / "export", ignore_errors=True)
+            target = tmp / "scopes.json"
+            target.write_text(json.dumps(chains, sort_keys=True))
+            return target
+
+        label = fp32_entry.directory.name.rsplit("-", 1)[0]
+        entry = ws.artifacts.get_or_build(f"{label}-scopes", {"kind": "module-scopes", "source": fp32_entry.key,
+                                                              "opset": 18}, build)
+        loaded: dict[str, list[str]] = json.loads(entry.path("scopes.json").read_text())
+        return loaded
+
+    return module_map(fp32_entry.path(), wrapper=wrapper, model=model.model, reexport=reexport)
