@@ -36,6 +36,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, default=None, help="report directory (default: reports/bisect-<time>)")
     p.add_argument("--external-data", default="auto", choices=("auto", "always", "never"),
                    help="bisect the artifacts built with this --external-data mode (as `harness run`; default auto)")
+    p.add_argument("--suggest", action="store_true",
+                   help="search the smallest set of nodes to keep in FP32 (fp16: node_block_list) or leave "
+                        "unquantised (int8: nodes_to_exclude) that makes the case pass: each set is rebuilt by the "
+                        "harness and re-judged on the corpus with `harness run`'s thresholds; prints the before/after "
+                        "verdict and the harness.toml lines that apply it (exit 0 fixed, 1 not)")
+    p.add_argument("--max-rebuilds", type=int, default=12, metavar="N",
+                   help="--suggest: rebuild-and-judge steps at most (default 12)")
+    p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
+                   help="--suggest: also require this output threshold (e.g. top1_agreement=0.99): tighten the gate "
+                        "and find the nodes that meet it; written into the suggested [models.<name>.tolerances]")
+    p.add_argument("--provider", default="ort_cpu", help="--suggest: the provider the fix is judged on "
+                                                          "(default ort_cpu)")
     p.set_defaults(func=bisect)
 
 
@@ -55,6 +67,15 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     option("samples").parse(args.samples, "--samples")  # the run option's row: as `harness run` and the config
     if args.top < 1:
         raise UsageError(f"--top: must be >= 1, got {args.top}")
+    if args.max_rebuilds < 1:
+        raise UsageError(f"--max-rebuilds: must be >= 1, got {args.max_rebuilds}")
+    if (args.target or args.max_rebuilds != 12) and not args.suggest:
+        raise UsageError("--target / --max-rebuilds: only with --suggest")
+    from harness.core import parse_provider
+    from harness.metrics.registry import METRICS, Scope
+
+    parse_provider(args.provider, option="--provider")
+    args.targets = parse_metric_values(args.target, list(METRICS.as_dict(Scope.NUMERIC)))
     from harness.core.writable import ensure_writable_dir
 
     args.out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
@@ -101,7 +122,54 @@ def bisect(args: argparse.Namespace) -> int:
     write_html(result, out / "bisect.html", meta)
     print_tables(result, args.top)
     print(f"report: {out / 'bisect.md'}  plot: {out / 'bisect.html'}")
+    if args.suggest:
+        return suggest(args, precision, result, ws.spec(args.models), out)
     return 1 if result.first_divergent else 0
+
+
+def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: Any, out: Path) -> int:
+    """``--suggest``: search, print every step, the before/after verdict and the harness.toml lines."""
+    import json
+
+    from harness.debug.suggest import candidates_for, harness_judge, search, toml_snippet
+
+    candidates = candidates_for(precision, result)
+    modules = {t.node: (f"{t.module} ({t.module_class})" if t.module_class else t.module) for t in result.tensors}
+    print(f"\nsuggest: {len(candidates)} candidate nodes from the bisect; each step rebuilds the {precision.value} "
+          f"artifact and judges {args.models}-{precision.value}-{args.provider} on the corpus "
+          f"(budget {args.max_rebuilds} rebuilds)")
+
+    def report(trial: Any, number: int) -> None:
+        verdict = "PASS" if trial.passed else f"fail ({len(trial.failures)} checks: {trial.failures[0]})"
+        label = "before (as built today)" if trial.step == "before" else \
+            f"step {number} ({trial.step}): {len(trial.nodes)} node(s)"
+        print(f"  {label} -> {verdict}  [{trial.seconds:.1f}s]", flush=True)
+
+    judge = harness_judge(args.models, precision, args.provider, {}, args.targets)
+    found = search(precision, candidates, judge, args.max_rebuilds, report)
+    before, best = found.before, found.best
+    (out / "suggest.json").write_text(json.dumps(found.as_dict(), indent=2, default=str) + "\n")
+    if before.passed:
+        print("suggest: the case already passes; nothing to fix")
+        return 0
+    assert best is not None
+    keys = [k for k in before.thresholds if k in before.metrics]
+    print("\nbefore -> after (" + ("PASS" if best.passed else "still failing") + f", {len(best.nodes)} node(s), "
+          f"{found.rebuilds} rebuilds):")
+    for key in keys:
+        rule = before.thresholds[key]
+        after = best.metrics.get(key, float("nan"))
+        print(f"  {key:<40} {before.metrics[key]:>12.6g} -> {after:<12.6g} ({rule['op']} {rule['threshold']:g})")
+    print("\nnodes:")
+    for node in best.nodes:
+        print(f"  {node}  [{modules.get(node) or '?'}]")
+    path = str(spec.path) if spec.path is not None and spec.build is None else None
+    snippet = toml_snippet(args.models if path is None else Path(args.models).name, found.option,
+                           list(best.nodes), precision, args.targets, path)
+    (out / "suggested-harness.toml").write_text(snippet)
+    print("\nharness.toml:\n" + snippet)
+    print(f"suggest: {out / 'suggest.json'}, {out / 'suggested-harness.toml'}")
+    return 0 if best.passed else 1
 
 
 def graph_modules(ws: Any, model: Any, family: Any, graph: Any, fp32_entry: Any) -> "ModuleMap":
