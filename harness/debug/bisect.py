@@ -44,9 +44,10 @@ DEFAULT_BISECT_TOLERANCES: dict[Precision, dict[str, float]] = {
 #: magnitude >= MASK_FLOOR; agreeing ones are left out of the metrics.
 SATURATION = 65504.0
 MASK_FLOOR = 5e3  # half the clamp: attention scores are added to the mask before softmax
-#: |values| this large are mask fills (``finfo(float32).min``, -inf), never computed activations: an
-#: activation that overflows FP16 is a computed value between 65504 and this
-MASK_FILL = 1e30
+#: |values| this large are mask fills (``finfo(float32).min``, -1e9, -inf), not computed activations: an
+#: activation that overflows FP16 is a computed value between 65504 and this (T5-style FFNs: 1e5-1e6).
+#: Only elements beyond it get the mask rule above; a computed 3e5 that FP16 turns into inf diverges.
+MASK_FILL = 1e8
 
 _FLOAT_TYPES = (1, 10, 11, 16)  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
@@ -315,7 +316,7 @@ def _judge(tolerance: Tolerance, metrics: Mapping[str, float]) -> tuple[str, ...
 def _unsaturated(ref: np.ndarray, got: np.ndarray) -> np.ndarray | None:
     """Mask of the elements to compare, or None when no element is a saturated mask constant."""
     with np.errstate(invalid="ignore"):
-        huge = np.abs(ref) > SATURATION
+        huge = np.abs(ref) >= MASK_FILL
         if not huge.any():
             return None
         agree = huge & (np.sign(ref) == np.sign(got)) & (np.abs(got) >= MASK_FLOOR)

@@ -115,6 +115,7 @@ def reexport_scopes(module: "torch.nn.Module", graph: Any, example: Mapping[str,
 
     from harness.export.onnx_export import export_graph
 
+    directory.mkdir(parents=True, exist_ok=True)
     path = export_graph(module, graph, example, directory, opset=max(opset, 18), exporter="dynamo",
                         external_data="never")
     proto = onnx.load(str(path), load_external_data=False)

@@ -58,7 +58,10 @@ class Trial:
 
     @property
     def score(self) -> tuple[int, float]:
-        """Lower is better: failing checks, then how far the worst one misses (relative)."""
+        """Lower is better: failing checks, then how far the worst one misses (relative); a set
+        that could not be built or run is worst of all."""
+        if any(f.startswith("error:") for f in self.failures):
+            return (1 << 30, math.inf)
         return (len(self.failures), _miss(self.failures))
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,6 +96,8 @@ class Suggestion:
     trials: list[Trial] = field(default_factory=list)
     best: Trial | None = None  # the passing set after pruning, else the best set tried
     budget: int = 0
+    #: every node of ``best`` was tried without and was needed (the prune finished within the budget)
+    minimal: bool = False
 
     @property
     def fixed(self) -> bool:
@@ -104,7 +109,7 @@ class Suggestion:
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema": "harness.suggest/1", "precision": self.precision.value, "option": self.option,
-                "fixed": self.fixed, "budget": self.budget, "rebuilds": self.rebuilds,
+                "fixed": self.fixed, "minimal": self.minimal, "budget": self.budget, "rebuilds": self.rebuilds,
                 "candidates": self.candidates, "before": self.before.as_dict(),
                 "after": self.best.as_dict() if self.best else None, "trials": [t.as_dict() for t in self.trials]}
 
@@ -188,8 +193,12 @@ def search(precision: Precision, candidates: Sequence[str], judge: Callable[[tup
         k = min(2 * k, len(candidates))
     if found is not None:
         best = out.trials[-1]
+        out.minimal = True
         for node in list(reversed(found)):
-            if out.rebuilds >= max_rebuilds or len(found) == 1:
+            if len(found) == 1:
+                break
+            if out.rebuilds >= max_rebuilds:
+                out.minimal = False
                 break
             fewer = tuple(n for n in found if n != node)
             trial = attempt(fewer, "prune")
@@ -234,7 +243,12 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
         catalog.add(replace(spec, **changes))
         ws = Workspace(options)
         variant = Variant(model_name, precision, parse_provider(provider))
-        parity = numeric_parity(ws, variant)
+        try:
+            parity = numeric_parity(ws, variant)
+        except Exception as exc:  # noqa: BLE001 - a set the converter or runtime cannot take is a failed trial
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return Trial(step, nodes, False, [f"error: {type(exc).__name__}: {first[:300]}"], {},
+                         time.perf_counter() - start)
         return parity_trial(parity, nodes, step, time.perf_counter() - start)
 
     return judge

@@ -38,6 +38,8 @@ def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAUL
     _isolate_consumed_outputs(model)
     model = onnx.shape_inference.infer_shapes(model)
     load_external_data_for_model(model, str(Path(src).parent))
+    if node_block_list:
+        _inline_weight_identities(model)
     blocked = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(op_block_list))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -64,6 +66,7 @@ def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST,
                            "keep_io_types": True, "op_block_list": sorted(set(op_block_list))}
     if node_block_list:
         out["node_block_list"] = sorted(set(node_block_list))
+        out["node_block_recipe"] = 1  # _inline_weight_identities; bump when the blocked path changes
     return out
 
 
@@ -86,6 +89,33 @@ def _align_cast_targets(model: onnx.ModelProto) -> int:
                 attr.i = TensorProto.FLOAT16
                 fixed += 1
     return fixed
+
+
+def _inline_weight_identities(model: onnx.ModelProto) -> int:
+    """Replace ``Identity(initializer)`` nodes by a copy of the initializer under the output's name.
+
+    The TorchScript exporter emits such Identities for weights it deduplicated. With a
+    ``node_block_list``, onnxconverter-common keeps a blocked node's weight FP32 but converts the
+    Identity in front of it, and onnxruntime refuses the model ("Type (tensor(float16)) of output
+    arg (...bias) of node (Identity_92) does not match expected type (tensor(float))"). Only done
+    when nodes are blocked, so every artifact built without a node list stays byte-identical."""
+    from onnx import numpy_helper
+
+    weights = {i.name: i for i in model.graph.initializer}
+    outputs = {o.name for o in model.graph.output}
+    inlined = []
+    for node in model.graph.node:
+        if node.op_type == "Identity" and node.input[0] in weights and node.output[0] not in outputs:
+            copy = numpy_helper.from_array(numpy_helper.to_array(weights[node.input[0]]), node.output[0])
+            model.graph.initializer.append(copy)
+            inlined.append(node)
+    for node in inlined:
+        model.graph.node.remove(node)
+    names = {n.output[0] for n in inlined}
+    kept = [vi for vi in model.graph.value_info if vi.name not in names]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    return len(inlined)
 
 
 def _isolate_consumed_outputs(model: onnx.ModelProto) -> int:
