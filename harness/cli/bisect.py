@@ -154,7 +154,7 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
         return 0
     assert best is not None
     keys = [k for k in before.thresholds if k in before.metrics]
-    shape = ("1-minimal" if found.minimal else f"not pruned to a minimum: raise --max-rebuilds") \
+    shape = ("1-minimal" if found.minimal else "not pruned to a minimum: raise --max-rebuilds") \
         if best.passed else "the best set tried"
     print("\nbefore -> after (" + ("PASS" if best.passed else "still failing") + f", {len(best.nodes)} node(s), "
           f"{shape}, {found.rebuilds} rebuilds):")

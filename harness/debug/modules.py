@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import onnx
     import torch
 
+    from harness.families.base import GraphModule
+
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 CLASS_HIERARCHY = "pkg.torch.onnx.class_hierarchy"
 
@@ -107,7 +109,7 @@ def scope_chains(proto: "onnx.ModelProto") -> tuple[str, dict[str, list[str]]]:
     return "none", chains
 
 
-def reexport_scopes(module: "torch.nn.Module", graph: Any, example: Mapping[str, Any], directory: Path,
+def reexport_scopes(module: "GraphModule", graph: Any, example: Mapping[str, Any], directory: Path,
                     opset: int = 18) -> dict[str, list[str]]:
     """Node name -> module paths of a dynamo re-export of ``module`` at ``opset`` (>= 18, where
     torch keeps node metadata); for an artifact exported below 18 whose metadata was dropped."""

@@ -29,10 +29,10 @@ def build_bert_fp16_overflow(directory: Path) -> None:
 
     build_bert_tiny(directory)
     model = BertForSequenceClassification.from_pretrained(str(directory), attn_implementation="eager")
+    weights = dict(model.named_parameters())
     with torch.no_grad():
-        ffn = model.bert.encoder.layer[0]
-        ffn.intermediate.dense.weight.mul_(INTERMEDIATE_SCALE)
-        ffn.output.dense.weight.mul_(OUTPUT_SCALE)
+        weights["bert.encoder.layer.0.intermediate.dense.weight"].mul_(INTERMEDIATE_SCALE)
+        weights["bert.encoder.layer.0.output.dense.weight"].mul_(OUTPUT_SCALE)
     model.eval()
     model.save_pretrained(str(directory), safe_serialization=True)
 
