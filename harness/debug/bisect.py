@@ -12,6 +12,7 @@ constants, folded shape arithmetic) are skipped: their rounding is not a computa
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +121,12 @@ class BisectResult:
     def first_divergent(self) -> TensorResult | None:
         return next((t for t in self.tensors if t.diverges), None)
 
+    @property
+    def first_overflow(self) -> TensorResult | None:
+        """The first divergent tensor whose FP32 values leave FP16's range (|x| > 65504): where an
+        FP16 graph turns into inf/NaN, which may come after a first, milder divergence."""
+        return next((t for t in self.tensors if t.diverges and t.overflows_fp16), None)
+
     def by_name(self) -> dict[str, TensorResult]:
         return {t.tensor: t for t in self.tensors}
 
@@ -162,7 +169,7 @@ class BisectResult:
         for name, members in sorted(groups.items(), key=lambda kv: min(t.order for t in kv[1])):
             last = max(members, key=lambda t: t.order)
             worst = max(members, key=_error_key)
-            growth = last.error / before if before and before == before and last.error == last.error else None
+            growth = last.error / before if before and math.isfinite(before) and last.error == last.error else None
             classes = {t.module_class for t in members if t.module == name and t.module_class}
             rows.append(ModuleRow(name, classes.pop() if len(classes) == 1 else "", min(t.order for t in members),
                                   last.order, len(members), sum(t.diverges for t in members), worst.error,
@@ -179,6 +186,7 @@ class BisectResult:
                 "module_table": [r.as_dict() for r in self.module_table("module")],
                 "layer_table": [r.as_dict() for r in self.module_table("layer")],
                 "first_divergent": first.as_dict() if first else None,
+                "first_overflow": self.first_overflow.as_dict() if self.first_overflow else None,
                 "path": [t.as_dict() for t in self.path()] if first else [],
                 "top": [t.as_dict() for t in self.top(top)],
                 "counts": {"compared": len(self.tensors), "divergent": sum(t.diverges for t in self.tensors),

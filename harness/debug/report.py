@@ -42,7 +42,16 @@ def headline(result: BisectResult) -> str:
     return (f"first divergent node: {first.node} ({first.op_type}) -> {first.tensor}: {'; '.join(first.failed)}"
             + (f" [candidate producer {first.candidate_node} ({first.candidate_op})]"
                if first.candidate_node != first.node else "")
-            + (f"; PyTorch module: {_module(first)}" if first.module else ""))
+            + (f"; PyTorch module: {_module(first)}" if first.module else "")
+            + _overflow_line(result))
+
+
+def _overflow_line(result: BisectResult) -> str:
+    over = result.first_overflow
+    if over is None or over is result.first_divergent:
+        return ""
+    return (f"\nfirst FP16 overflow: {over.node} ({over.op_type}): |FP32| up to {over.ref_max:.3g} > 65504, "
+            f"norm_max_abs {_fmt(over.error)}" + (f"; PyTorch module: {_module(over)}" if over.module else ""))
 
 
 def write_json(result: BisectResult, path: Path, meta: dict[str, Any], top: int) -> None:
