@@ -115,11 +115,17 @@ def test_search_grows_then_prunes_to_a_minimal_set_within_the_budget():
         ok = needed <= set(nodes)
         return Trial(step, nodes, ok, [] if ok else ["model/logits: norm_max_abs = inf (must be <= 0.01)"], {})
 
-    found = search(Precision.FP16, ["a", "b", "c", "d", "e"], judge, max_rebuilds=10)
+    found = search(Precision.FP16, ["a", "b", "c", "d", "e"], judge, max_rebuilds=12)
     assert found.fixed and found.minimal and set(found.best.nodes) == needed
-    assert [len(c) for c in calls[1:4]] == [1, 2, 4]  # grow 1, 2, 4 then prune
-    short = search(Precision.FP16, ["a", "b", "c", "d", "e"], judge, max_rebuilds=3)
-    assert short.fixed and not short.minimal and short.rebuilds == 3
+    assert [len(c) for c in calls[1:4]] == [1, 2, 4]  # grow 1, 2, 4, then prune
+    spread = {f"n{i}" for i in range(0, 16, 3)}  # 6 of 16 needed, spread out
+    calls.clear()
+    many = search(Precision.INT8, [f"n{i}" for i in range(16)],
+                  lambda nodes, step: Trial(step, nodes, spread <= set(nodes), [] if spread <= set(nodes) else ["x"], {}),
+                  max_rebuilds=40)
+    assert many.minimal and set(many.best.nodes) == spread and many.rebuilds == 5 + 15  # grow 1..16, 15 drops
+    short = search(Precision.FP16, ["a", "b", "c", "d", "e"], judge, max_rebuilds=4)
+    assert short.fixed and not short.minimal and short.rebuilds == 4
     assert "int8_nodes_to_exclude = [" in toml_snippet("m", "int8_nodes_to_exclude", ["x"], Precision.INT8,
                                                        {"top1_agreement": 0.99})
 
