@@ -174,3 +174,74 @@ def test_suggest_options_are_checked_before_work(tmp_path, capsys):
     assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--suggest", "--target", "cosin=0.9",
                  "--out", str(tmp_path)]) == 2
     assert "cosin" in capsys.readouterr().err
+
+
+# -- the fix options: config ([run] and [models.x]), export settings, cache keys ----------------------------
+def test_node_lists_flow_from_the_config_into_export_settings(tmp_path):
+    from dataclasses import replace
+
+    from harness.judge.workspace import Workspace
+    from harness.settings.resolve import build_options
+
+    (tmp_path / "harness.toml").write_text("""
+[run]
+models = ["bert-tiny"]
+int8_nodes_to_exclude = ["/model/classifier/MatMul"]
+
+[models.bert-tiny]
+fp16_node_block_list = ["/model/bert/encoder/layer.0/output/LayerNorm/LayerNormalization"]
+int8_nodes_to_exclude = ["/model/bert/pooler/dense/MatMul"]
+""")
+    options = build_options(rootdir=tmp_path)
+    assert options.int8_nodes_to_exclude == ("/model/classifier/MatMul",)
+    ws = Workspace(replace(options, fp16_node_block_list=("from_cli",)))
+    settings = ws.settings_for(ws.model("bert-tiny"))
+    assert settings.fp16_node_block_list == ("from_cli", "/model/bert/encoder/layer.0/output/LayerNorm/LayerNormalization")
+    assert settings.int8_nodes_to_exclude == ("/model/classifier/MatMul", "/model/bert/pooler/dense/MatMul")
+    assert settings.as_dict()["int8_nodes_to_exclude"] == list(settings.int8_nodes_to_exclude)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[models.bert-tiny]\nfp16_node_block_list = 'x'\n", None),  # one string is one name, as for op lists
+    ("[models.bert-tiny]\nint8_nodes_to_exclude = [1]\n", "models.bert-tiny.int8_nodes_to_exclude[0]"),
+    ("[run]\nfp16_node_block_list = []\n", "run.fp16_node_block_list: expected a non-empty list"),
+    ("[models.bert-tiny]\nfp16_node_blocklist = ['x']\n", "did you mean 'fp16_node_block_list'"),
+])
+def test_bad_node_lists_are_one_line_errors(tmp_path, body, message):
+    from harness.core import UsageError
+    from harness.settings.config_file import load_config
+
+    path = tmp_path / "harness.toml"
+    path.write_text(body)
+    if message is None:
+        assert load_config(path).entries["bert-tiny"].fp16_node_block_list == ("x",)
+        return
+    with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_config(path)
+
+
+def test_empty_node_lists_keep_every_artifact_key_and_a_list_makes_its_own_entry(workspace):
+    """An artifact built before the options existed is found again (its key has no trace of them);
+    a node list is part of the key: FP16 and INT8 with one are separate cache entries."""
+    from harness.export.artifacts import ExportSettings, onnx_artifact
+    from harness.export.fp16 import fp16_settings
+    from harness.export.int8 import int8_settings
+
+    assert set(fp16_settings(())) == {"tool", "version", "keep_io_types", "op_block_list"}
+    assert "nodes_to_exclude" not in int8_settings({"per_channel": False, "reduce_range": False})
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    graph = family.graphs(model)[0]
+    for precision, field in ((Precision.FP16, "fp16_node_block_list"), (Precision.INT8, "int8_nodes_to_exclude")):
+        plain = onnx_artifact(model, family, graph, precision, ExportSettings(), workspace.artifacts)
+        again = onnx_artifact(model, family, graph, precision, ExportSettings(**{field: ()}), workspace.artifacts)
+        fixed = onnx_artifact(model, family, graph, precision,
+                              ExportSettings(**{field: ("/model/bert/encoder/layer.0/output/dense/MatMul",)}),
+                              workspace.artifacts)
+        assert plain.key == again.key and fixed.key != plain.key
+    import onnx
+
+    kept = onnx.load(str(fixed.path()), load_external_data=False)
+    names = {n.name for n in kept.graph.node}
+    assert "/model/bert/encoder/layer.0/output/dense/MatMul" in names  # left as an FP32 MatMul
+    assert "/model/bert/encoder/layer.1/output/dense/MatMul" not in names  # quantised (renamed) as before
