@@ -101,9 +101,11 @@ def write_html(result: BisectResult, path: Path, meta: dict[str, Any]) -> None:
     layers = result.module_table("layer")
     bands = [(r.first_order, r.last_order, r.module) for r in layers]
     title = f"{meta.get('model', '?')} / {meta.get('graph', '?')} / {meta.get('precision', '?')}"
+    over = result.first_overflow
     plot = error_along_graph(points, bands, threshold,
                              (first.order, _module(first) if first.module else first.node) if first else None,
-                             f"{title}: error of every activation")
+                             f"{title}: error of every activation",
+                             (over.order, _module(over) if over.module else over.node) if over else None)
     bars = module_growth([(r.module, r.output_error, r.first_divergent) for r in layers], threshold,
                          f"{title}: output error per layer")
     rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _module_row(r)) + "</tr>"
@@ -112,7 +114,7 @@ def write_html(result: BisectResult, path: Path, meta: dict[str, Any]) -> None:
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>bisect {escape(title)}</title>"
             "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;font-size:12px}"
             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head><body>"
-            f"<h1>bisect: {escape(title)}</h1><p><b>{escape(headline(result))}</b></p>{plot}{bars}"
+            f"<h1>bisect: {escape(title)}</h1><p><b>{escape(headline(result)).replace(chr(10), '<br>')}</b></p>{plot}{bars}"
             f"<h2>Error by PyTorch module (topological order)</h2><table><tr>{head}</tr>{rows}</table>"
             "</body></html>\n")
     path.write_text(page, encoding="utf-8")

@@ -119,7 +119,8 @@ def trend(series: Mapping[str, Sequence[tuple[str, float]]], title: str, band: M
 
 # --- issue 14: `harness bisect` error along the graph (harness/debug/report.py) ---
 def error_along_graph(points: Sequence[tuple[int, float, bool]], bands: Sequence[tuple[int, int, str]],
-                      threshold: float | None, first: tuple[int, str] | None, title: str) -> str:
+                      threshold: float | None, first: tuple[int, str] | None, title: str,
+                      overflow: tuple[int, str] | None = None) -> str:
     """Each compared tensor's normalised error against its topological position (log scale;
     NaN/inf drawn at the top edge as crosses), divergent ones in red, alternate layers shaded
     and labelled, the per-tensor threshold dashed and the first divergent tensor marked with
@@ -152,6 +153,10 @@ def error_along_graph(points: Sequence[tuple[int, float, bool]], bands: Sequence
         ax.axvline(first[0], color="#c00", linewidth=1.0)
         ax.annotate(f"first divergent: {first[1]}", (first[0], top / 1.5), xytext=(4, -10),
                     textcoords="offset points", fontsize=7, color="#c00")
+    if overflow is not None and (first is None or overflow[0] != first[0]):
+        ax.axvline(overflow[0], color=PALETTE[1], linewidth=1.0, linestyle="-.")
+        ax.annotate(f"first FP16 overflow: {overflow[1]}", (overflow[0], top / 6), xytext=(4, -10),
+                    textcoords="offset points", fontsize=7, color=PALETTE[1])
     ax.set_xlabel("node (FP32 topological order)")
     ax.set_ylabel("norm_max_abs")
     ax.set_title(title)
@@ -166,8 +171,10 @@ def module_growth(rows: Sequence[tuple[str, float, bool]], threshold: float | No
     ax: Axes = fig.add_subplot()
     names = [r[0] for r in rows]
     values = [r[1] if math.isfinite(r[1]) and r[1] > 0 else 0.0 for r in rows]
-    ceiling = max(values + [1e-6])
-    shown = [v if v > 0 else (ceiling * 3 if not math.isfinite(r[1]) else 1e-12) for v, r in zip(values, rows)]
+    positive = [v for v in values if v > 0]
+    ceiling = max(positive + [threshold or 0.0, 1e-6]) * 10  # NaN/inf: past everything finite and the threshold
+    floor = min(positive + [ceiling / 1e6]) / 10  # an exact 0: a stub at the left edge
+    shown = [v if v > 0 else (ceiling if not math.isfinite(r[1]) else floor) for v, r in zip(values, rows)]
     colours = [PALETTE[3] if r[2] else PALETTE[0] for r in rows]
     ax.barh(names, shown, color=colours)
     for y, r in enumerate(rows):
