@@ -36,6 +36,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, default=None, help="report directory (default: reports/bisect-<time>)")
     p.add_argument("--external-data", default="auto", choices=("auto", "always", "never"),
                    help="bisect the artifacts built with this --external-data mode (as `harness run`; default auto)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="suite config (harness.toml / pyproject.toml [tool.harness]) as `harness run` reads it; "
+                        "default: harness.toml in the working directory if present. Its models, exporter and node "
+                        "lists apply, so the artifact bisected is the one the run judges")
     p.add_argument("--suggest", action="store_true",
                    help="search the smallest set of nodes to keep in FP32 (fp16: node_block_list) or leave "
                         "unquantised (int8: nodes_to_exclude) that makes the case pass: each set is rebuilt by the "
@@ -85,16 +89,18 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
 
 def bisect(args: argparse.Namespace) -> int:
     precision, overrides = _validate(args)
-    from harness.core import RunOptions
     from harness.debug.bisect import bisect_graph, bisect_tolerance
     from harness.debug.report import print_tables, write_html, write_json, write_markdown
     from harness.export.artifacts import onnx_artifact
     from harness.judge.workspace import Workspace
+    from harness.settings.resolve import build_options
 
-    ws = Workspace(RunOptions(models=[args.models], precisions=[precision], num_samples=args.samples,
-                              batch_size=args.samples, intra_op_threads=1,
-                              external_data=args.external_data))
-    ws.spec(args.models)  # UsageError (with did-you-mean) before anything is built
+    # resolved as `harness run` resolves (a harness.toml's models, exporter and node lists apply), with
+    # one batch of --samples sentences; UsageError (with did-you-mean) before anything is built
+    ws = Workspace(build_options({"models": [args.models], "precisions": [precision.value], "samples": args.samples,
+                                 "batch_size": args.samples, "threads": 1, "external_data": args.external_data,
+                                 **({"config": args.config} if args.config else {})}))
+    ws.spec(args.models)
     model = ws.model(args.models)
     family = ws.family(model)
     graphs = {g.name: g for g in family.graphs(model)}
@@ -145,7 +151,8 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
             f"step {number} ({trial.step}): {len(trial.nodes)} node(s)"
         print(f"  {label} -> {verdict}  [{trial.seconds:.1f}s]", flush=True)
 
-    judge = harness_judge(args.models, precision, args.provider, {}, args.targets)
+    judge = harness_judge(args.models, precision, args.provider, {"config": args.config} if args.config else {},
+                          args.targets)
     found = search(precision, candidates, judge, args.max_rebuilds, report)
     before, best = found.before, found.best
     (out / "suggest.json").write_text(json.dumps(found.as_dict(), indent=2, default=str) + "\n")
@@ -165,9 +172,8 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
     print("\nnodes:")
     for node in best.nodes:
         print(f"  {node}  [{modules.get(node) or '?'}]")
-    path = str(spec.path) if spec.path is not None and spec.build is None else None
-    snippet = toml_snippet(args.models if path is None else Path(args.models).name, found.option,
-                           list(best.nodes), precision, args.targets, path)
+    snippet = toml_snippet(spec.name, found.option, list(best.nodes), precision, args.targets,
+                           _config_path(args.models))
     (out / "suggested-harness.toml").write_text(snippet)
     print("\nharness.toml:\n" + snippet)
     print(f"suggest: {out / 'suggest.json'}, {out / 'suggested-harness.toml'}")
@@ -203,3 +209,19 @@ def graph_modules(ws: Any, model: Any, family: Any, graph: Any, fp32_entry: Any)
         return loaded
 
     return module_map(fp32_entry.path(), wrapper=wrapper, model=model.model, reexport=reexport)
+
+
+def _config_path(name: str) -> str | None:
+    """A local model directory as a ``[models.<name>] path`` (relative to a harness.toml in the
+    working directory, which is how the config reads paths); None for a zoo or config model."""
+    import os
+
+    from harness.zoo.base import is_path
+
+    if not is_path(name):
+        return None
+    path = Path(name).expanduser().resolve()
+    try:
+        return "./" + Path(os.path.relpath(path, Path.cwd())).as_posix() if path.is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)

@@ -250,9 +250,11 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
         changes: dict[str, Any] = {option: tuple(dict.fromkeys((*getattr(spec, option), *nodes)))}
         if targets:
             changes["tolerances"] = merge_tolerances(spec.tolerances, {precision.value: dict(targets)})
+        # under the spec's own name: a local directory (``./my-model``) is judged as the suggested
+        # ``[models.my-model] path = "./my-model"`` table makes ``harness run --models my-model`` judge it
         catalog.add(replace(spec, **changes))
-        ws = Workspace(options)
-        variant = Variant(model_name, precision, parse_provider(provider))
+        ws = Workspace(replace(options, models=[spec.name]))
+        variant = Variant(spec.name, precision, parse_provider(provider))
         try:
             parity = numeric_parity(ws, variant)
         except Exception as exc:  # noqa: BLE001 - a set the converter or runtime cannot take is a failed trial
