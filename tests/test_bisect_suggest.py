@@ -245,3 +245,17 @@ def test_empty_node_lists_keep_every_artifact_key_and_a_list_makes_its_own_entry
     names = {n.name for n in kept.graph.node}
     assert "/model/bert/encoder/layer.0/output/dense/MatMul" in names  # left as an FP32 MatMul
     assert "/model/bert/encoder/layer.1/output/dense/MatMul" not in names  # quantised (renamed) as before
+
+
+def test_a_local_model_directory_is_suggested_as_a_models_table_with_its_path(tmp_path, monkeypatch):
+    from harness.cli.bisect import _config_path
+
+    (tmp_path / "my-model").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _config_path("./my-model") == "./my-model" and _config_path("bert-tiny") is None
+    assert _config_path(str(tmp_path / "my-model")) == "./my-model"  # relative to a harness.toml here
+    snippet = toml_snippet("my-model", "fp16_node_block_list", ["/a/MatMul"], Precision.FP16, {}, "./my-model")
+    import tomllib
+
+    table = tomllib.loads(snippet)["models"]["my-model"]
+    assert table == {"path": "./my-model", "fp16_node_block_list": ["/a/MatMul"]}
