@@ -48,7 +48,7 @@ def test_torchscript_nodes_map_to_the_models_own_module_paths(workspace, name, g
     assert mapping.of(node).path == module and mapping.of(node).cls == cls
     assert module in named  # a path of the user's model, not of the export wrapper
     assert all(ref.path in named for ref in mapping.nodes.values())
-    assert len(mapping.nodes) > 0.8 * mapping.total
+    assert len(mapping.nodes) - mapping.inferred > 0.8 * mapping.total  # from the scopes themselves
 
 
 def test_dynamo_export_maps_through_node_metadata(workspace):
@@ -56,7 +56,9 @@ def test_dynamo_export_maps_through_node_metadata(workspace):
     converts below 18): the module comes from a cached opset-18 re-export, matched by node name."""
     mapping, named = _modules(workspace, "encoder-custom", "model")
     assert "dynamo node metadata" in mapping.source and mapping.validated
-    assert len(mapping.nodes) > 0.8 * mapping.total
+    assert len(mapping.nodes) - mapping.inferred > 0.8 * mapping.total
+    # the out_proj Gemm the optimiser named differently at opset 17: placed by its neighbours
+    assert 0 < mapping.inferred < 0.1 * mapping.total
     paths = {ref.path for ref in mapping.nodes.values()}
     assert {"encoder.layers.0.self_attn", "encoder.layers.1.linear2", "classifier"} <= paths
     assert all(p in named for p in paths)

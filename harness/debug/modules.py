@@ -58,13 +58,14 @@ class ModuleMap:
     validated: bool = False  # checked against named_modules() of the loaded model
     total: int = 0  # nodes in the graph
     unresolved: list[str] = field(default_factory=list)  # nodes whose scope names no module
+    inferred: int = 0  # nodes without a scope placed by their mapped neighbours (:func:`infer_from_neighbours`)
 
     def of(self, node: str) -> ModuleRef | None:
         return self.nodes.get(node)
 
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "validated": self.validated, "mapped": len(self.nodes), "total": self.total,
-                "unresolved": self.unresolved[:20]}
+                "inferred": self.inferred, "unresolved": self.unresolved[:20]}
 
 
 def _torchscript_chain(name: str) -> list[str]:
@@ -185,7 +186,48 @@ def module_map(artifact: str | Path, *, wrapper: "torch.nn.Module | None" = None
         matched = {n: fresh[n] for n in names if n in fresh}
         if matched:
             source, chains = "dynamo node metadata (re-export at opset 18, matched by node name)", matched
-    return resolve(chains, source, wrapper, model, nodes=names)
+    result = resolve(chains, source, wrapper, model, nodes=names)
+    infer_from_neighbours(result, proto)
+    return result
+
+
+def infer_from_neighbours(result: ModuleMap, proto: "onnx.ModelProto") -> int:
+    """Place nodes that carry no scope (a node the opset conversion or the optimiser renamed, so
+    the re-export has no node of that name; a TorchScript node traced in the export wrapper's own
+    ``forward``) in the deepest module common to their mapped producers and consumers, repeating
+    until nothing changes. Returns how many were placed (``ModuleMap.inferred``)."""
+    names = [n.name or f"{n.op_type}_{i}" for i, n in enumerate(proto.graph.node)]
+    producer = {out: name for name, node in zip(names, proto.graph.node) for out in node.output if out}
+    consumers: dict[str, list[str]] = {}
+    for name, node in zip(names, proto.graph.node):
+        for value in node.input:
+            consumers.setdefault(value, []).append(name)
+    placed = 0
+    changed = True
+    while changed:
+        changed = False
+        for name, node in zip(names, proto.graph.node):
+            if name in result.nodes:
+                continue
+            around = [producer[i] for i in node.input if i in producer]
+            around += [c for o in node.output for c in consumers.get(o, [])]
+            refs = [result.nodes[n] for n in around if n in result.nodes]
+            if not refs:
+                continue
+            common = refs[0].path.split(".") if refs[0].path else []
+            for ref in refs[1:]:
+                parts = ref.path.split(".") if ref.path else []
+                k = 0
+                while k < min(len(common), len(parts)) and common[k] == parts[k]:
+                    k += 1
+                common = common[:k]
+            path = ".".join(common)
+            cls = next((r.cls for r in refs if r.path == path), "")
+            result.nodes[name] = ModuleRef(path, cls)
+            placed += 1
+            changed = True
+    result.inferred += placed
+    return placed
 
 
 def layer_of(path: str) -> str:
