@@ -172,10 +172,16 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
     print("\nnodes:")
     for node in best.nodes:
         print(f"  {node}  [{modules.get(node) or '?'}]")
-    snippet = toml_snippet(spec.name, found.option, list(best.nodes), precision, args.targets,
-                           _config_path(args.models))
+    existing = list(getattr(spec, found.option))  # what the config's [models.<name>] already keeps
+    snippet = toml_snippet(spec.name, found.option, list(dict.fromkeys((*existing, *best.nodes))), precision,
+                           args.targets, _config_path(args.models))
     (out / "suggested-harness.toml").write_text(snippet)
     print("\nharness.toml:\n" + snippet)
+    config = spec.extra.get("config")
+    if config:
+        print(f"(merge into {config}: its [models.{spec.name}] table takes these keys; the list includes the "
+              f"{len(existing)} node(s) it already has)" if existing else
+              f"(merge into {config}: a [models.{spec.name}] table there takes these keys)")
     print(f"suggest: {out / 'suggest.json'}, {out / 'suggested-harness.toml'}")
     return 0 if best.passed else 1
 
