@@ -176,6 +176,11 @@ def test_suggest_options_are_checked_before_work(tmp_path, capsys):
     assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--suggest", "--target", "cosin=0.9",
                  "--out", str(tmp_path)]) == 2
     assert "cosin" in capsys.readouterr().err
+    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--max-rebuilds", "12",
+                 "--out", str(tmp_path)]) == 2
+    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--suggest", "--max-rebuilds", "0",
+                 "--out", str(tmp_path)]) == 2
+    assert "--max-rebuilds: must be >= 1" in capsys.readouterr().err
 
 
 # -- the fix options: config ([run] and [models.x]), export settings, cache keys ----------------------------

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "unquantised (int8: nodes_to_exclude) that makes the case pass: each set is rebuilt by the "
                         "harness and re-judged on the corpus with `harness run`'s thresholds; prints the before/after "
                         "verdict and the harness.toml lines that apply it (exit 0 fixed, 1 not)")
-    p.add_argument("--max-rebuilds", type=int, default=12, metavar="N",
+    p.add_argument("--max-rebuilds", type=int, default=None, metavar="N",
                    help="--suggest: rebuild-and-judge steps at most (default 12)")
     p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
                    help="--suggest: also require this output threshold (e.g. top1_agreement=0.99): tighten the gate "
@@ -71,10 +71,11 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     option("samples").parse(args.samples, "--samples")  # the run option's row: as `harness run` and the config
     if args.top < 1:
         raise UsageError(f"--top: must be >= 1, got {args.top}")
+    if (args.target or args.max_rebuilds is not None) and not args.suggest:
+        raise UsageError("--target / --max-rebuilds: only with --suggest")
+    args.max_rebuilds = 12 if args.max_rebuilds is None else args.max_rebuilds
     if args.max_rebuilds < 1:
         raise UsageError(f"--max-rebuilds: must be >= 1, got {args.max_rebuilds}")
-    if (args.target or args.max_rebuilds != 12) and not args.suggest:
-        raise UsageError("--target / --max-rebuilds: only with --suggest")
     from harness.core import parse_provider
     from harness.metrics.registry import METRICS, Scope
 
