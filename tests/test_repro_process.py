@@ -196,7 +196,7 @@ def test_ttft_and_tpot_budget_bundle_is_measured_again_by_the_decode_loop(
     assert "DOES NOT REPRODUCE: now passing tpot_ms, ttft_ms" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("damage", ["measure", "repeats", "family"])
+@pytest.mark.parametrize("damage", ["measure", "repeats", "family", "verdict"])
 def test_a_malformed_perf_bundle_is_one_line_exit_2(tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]):
     from harness.repro.bundle import FORMAT
 
@@ -204,13 +204,14 @@ def test_a_malformed_perf_bundle_is_one_line_exit_2(tmp_path: Path, damage: str,
     bundle.mkdir()
     manifest = {"format": FORMAT, "kind": "perf", "measure": "decode", "precision": "int8", "provider": "ort_cpu",
                 "budget": {"ttft_ms": 1.0}, "measured": {"ttft_ms": 2.0}, "files": {}, "family": "causal_lm",
-                "prompts": ["x"], "new_tokens": 3, "repeats": 3,
+                "prompts": ["x"], "new_tokens": 3, "repeats": 3, "verdict": {"failures": [{"budget": "ttft_ms"}]},
                 "artifacts": {"model": {"path": "/x/model.onnx", "file": "model.onnx", "sha256": "0", "bundled": False}}}
     manifest.update({"measure": {"measure": "warp"}, "repeats": {"repeats": 0},
-                     "family": {"family": "no-such-family"}}[damage])
+                     "family": {"family": "no-such-family"}, "verdict": {"verdict": {"passed": False}}}[damage])
     (bundle / "bundle.json").write_text(json.dumps(manifest))
     assert main(["repro", str(bundle)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1, err
     assert {"measure": "unknown measure 'warp'", "repeats": "repeats must be a positive integer",
-            "family": "unknown family 'no-such-family'"}[damage] in err
+            "family": "unknown family 'no-such-family'",
+            "verdict": "verdict.failures must list the breached budgets"}[damage] in err

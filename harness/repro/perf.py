@@ -107,6 +107,10 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
         raise BundleError(f"{manifest_path}: budget must map budget names to limits")
     if not isinstance(measured, dict):
         raise BundleError(f"{manifest_path}: measured must map budget names to values")
+    verdict = m.get("verdict")
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("failures"), list) or not all(
+            isinstance(f, dict) and "budget" in f for f in verdict["failures"]):
+        raise BundleError(f"{manifest_path}: verdict.failures must list the breached budgets")
     measure = m.get("measure") or "latency"
     if measure != "latency":
         from harness.repro import perf_process
