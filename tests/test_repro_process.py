@@ -100,11 +100,12 @@ def test_erroring_generation_case_bundle_raises_the_same_error_again(tmp_path: P
 
 def test_a_decode_error_the_graphs_do_not_raise_writes_no_bundle(workspace, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch):
-    """Only a graph's load or call is the files' error: a decode that works writes nothing, and
-    an exception from the harness's decoding code (here: the search) is not bundled either."""
+    """Only a graph's load or call is the files' error: a decode that works writes nothing, a file
+    the runtime cannot load is a ``load`` error of its graph, and an exception from the harness's
+    decoding code (here: the search) is not bundled."""
     from harness.generation import decode
     from harness.judge.generation import GenerationRequest, decode_plan
-    from harness.repro.error_decode import write_decode_error_bundle
+    from harness.repro.error_decode import provoke, write_decode_error_bundle
     from tests.conftest import variant
 
     v = variant("llama-tiny", "fp32", "ort_cpu")
@@ -116,6 +117,10 @@ def test_a_decode_error_the_graphs_do_not_raise_writes_no_bundle(workspace, tmp_
                                          indices, texts, 2, RuntimeError("the case's error"))
 
     assert write("fine") is None
+    garbage = tmp_path / "model.onnx"
+    garbage.write_bytes(b"not an onnx file")
+    raised = provoke({"model": garbage}, model, workspace.family(model), v, texts, settings, 2, 1, None)
+    assert raised is not None and (raised.graph, raised.stage, raised.call) == ("model", "load", None)
 
     def broken_search(*args, **kwargs):
         raise IndexError("a bug in the search")
