@@ -45,6 +45,8 @@ SAMPLE = {
     "fresh_references": True, "durations": 5,
     # issue 14
     "repro_bundles": "bytes",
+    "fp16_node_block_list": ["/model/bert/encoder/layer.0/output/dense/MatMul", "node_add_1"],
+    "int8_nodes_to_exclude": ["/model/model/layers.0/mlp/down_proj/MatMul"],
     # issue 16
     "external_data": "always", "release_models": "always",
 }

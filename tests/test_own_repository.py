@@ -59,6 +59,10 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
     assert any("harness run" in s.get("run", "") and s.get("if") == "github.event_name == 'schedule'" for s in steps)
     assert workflow["jobs"]["gate"]["env"]["HARNESS_CACHE"].endswith(".harness-cache")
+    prune = next(s for s in steps if s.get("run", "").startswith("harness cache prune"))
+    assert prune["if"] == "always()" and steps.index(prune) > steps.index(cache)
+    (repo / ".harness-cache").mkdir()  # the step's command is one the installed CLI accepts
+    assert main([*prune["run"].split()[1:], "--cache", str(repo / ".harness-cache"), "--dry-run"]) == 0
 
     # ignore entries added once, existing lines kept
     entries = [line for line in (repo / ".gitignore").read_text().splitlines() if not line.startswith("#")]

@@ -164,3 +164,16 @@ def test_embedding_case_bundle_rederives_the_sentence_vector(tmp_path: Path) -> 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "sentence_embedding.embedding_cosine_min" in done.stdout and "REPRODUCES" in done.stdout
     assert ">= 0.9999999: FAIL" in done.stdout
+
+
+def test_a_bundle_written_before_kinds_still_loads(run_dir: Path, tmp_path: Path) -> None:
+    """Bundles from before generation / perf / error kinds have no ``kind`` (and no artifact
+    ``dir``): they are numeric bundles and re-judge as before."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(_bundle(run_dir), bundle)
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    assert manifest.pop("kind") == "numeric"
+    manifest["artifact"].pop("dir")
+    (bundle / "bundle.json").write_text(json.dumps(manifest))
+    done = _repro(bundle, tmp_path)
+    assert done.returncode == 1 and "kind: numeric" in done.stdout and "REPRODUCES" in done.stdout, done.stdout

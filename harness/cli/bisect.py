@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.cli._args import parse_metric_values
 from harness.core import Precision, UsageError, did_you_mean, parse_precision
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.debug.modules import ModuleMap
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +36,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, default=None, help="report directory (default: reports/bisect-<time>)")
     p.add_argument("--external-data", default="auto", choices=("auto", "always", "never"),
                    help="bisect the artifacts built with this --external-data mode (as `harness run`; default auto)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="suite config (harness.toml / pyproject.toml [tool.harness]) as `harness run` reads it; "
+                        "default: harness.toml in the working directory if present. Its models, exporter and node "
+                        "lists apply, so the artifact bisected is the one the run judges")
+    p.add_argument("--suggest", action="store_true",
+                   help="search the smallest set of nodes to keep in FP32 (fp16: node_block_list) or leave "
+                        "unquantised (int8: nodes_to_exclude) that makes the case pass: each set is rebuilt by the "
+                        "harness and re-judged on the corpus with `harness run`'s thresholds; prints the before/after "
+                        "verdict and the harness.toml lines that apply it (exit 0 fixed, 1 not)")
+    p.add_argument("--max-rebuilds", type=int, default=None, metavar="N",
+                   help="--suggest: rebuild-and-judge steps at most (default 12)")
+    p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
+                   help="--suggest: also require this output threshold (e.g. top1_agreement=0.99): tighten the gate "
+                        "and find the nodes that meet it; written into the suggested [models.<name>.tolerances]")
+    p.add_argument("--provider", default="ort_cpu", help="--suggest: the provider the fix is judged on "
+                                                          "(default ort_cpu)")
     p.set_defaults(func=bisect)
 
 
@@ -51,6 +71,16 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     option("samples").parse(args.samples, "--samples")  # the run option's row: as `harness run` and the config
     if args.top < 1:
         raise UsageError(f"--top: must be >= 1, got {args.top}")
+    if (args.target or args.max_rebuilds is not None) and not args.suggest:
+        raise UsageError("--target / --max-rebuilds: only with --suggest")
+    args.max_rebuilds = 12 if args.max_rebuilds is None else args.max_rebuilds
+    if args.max_rebuilds < 1:
+        raise UsageError(f"--max-rebuilds: must be >= 1, got {args.max_rebuilds}")
+    from harness.core import parse_provider
+    from harness.metrics.registry import METRICS, Scope
+
+    parse_provider(args.provider, option="--provider")
+    args.targets = parse_metric_values(args.target, list(METRICS.as_dict(Scope.NUMERIC)))
     from harness.core.writable import ensure_writable_dir
 
     args.out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
@@ -60,16 +90,18 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
 
 def bisect(args: argparse.Namespace) -> int:
     precision, overrides = _validate(args)
-    from harness.core import RunOptions
     from harness.debug.bisect import bisect_graph, bisect_tolerance
-    from harness.debug.report import print_tables, write_json, write_markdown
+    from harness.debug.report import print_tables, write_html, write_json, write_markdown
     from harness.export.artifacts import onnx_artifact
     from harness.judge.workspace import Workspace
+    from harness.settings.resolve import build_options
 
-    ws = Workspace(RunOptions(models=[args.models], precisions=[precision], num_samples=args.samples,
-                              batch_size=args.samples, intra_op_threads=1,
-                              external_data=args.external_data))
-    ws.spec(args.models)  # UsageError (with did-you-mean) before anything is built
+    # resolved as `harness run` resolves (a harness.toml's models, exporter and node lists apply), with
+    # one batch of --samples sentences; UsageError (with did-you-mean) before anything is built
+    ws = Workspace(build_options({"models": [args.models], "precisions": [precision.value], "samples": args.samples,
+                                 "batch_size": args.samples, "threads": 1, "external_data": args.external_data,
+                                 **({"config": args.config} if args.config else {})}))
+    ws.spec(args.models)
     model = ws.model(args.models)
     family = ws.family(model)
     graphs = {g.name: g for g in family.graphs(model)}
@@ -79,11 +111,13 @@ def bisect(args: argparse.Namespace) -> int:
                          f"valid: {', '.join(graphs)}")
     graph = graphs[name]
     settings = ws.settings_for(model)
-    fp32 = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.artifacts).path()
+    fp32_entry = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.artifacts)
+    fp32 = fp32_entry.path()
     candidate = onnx_artifact(model, family, graph, precision, settings, ws.artifacts).path()
     feeds = family.feeds(model, graph, ws.batches(model)[0])
     tolerance = bisect_tolerance(precision, overrides)
-    result = bisect_graph(fp32, candidate, feeds, tolerance)
+    modules = graph_modules(ws, model, family, graph, fp32_entry)
+    result = bisect_graph(fp32, candidate, feeds, tolerance, modules=modules)
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -92,6 +126,109 @@ def bisect(args: argparse.Namespace) -> int:
             "feeds": {k: list(v.shape) for k, v in feeds.items()}}
     write_json(result, out / "bisect.json", meta, args.top)
     write_markdown(result, out / "bisect.md", meta, args.top)
+    write_html(result, out / "bisect.html", meta)
     print_tables(result, args.top)
-    print(f"report: {out / 'bisect.md'}")
+    print(f"report: {out / 'bisect.md'}  plot: {out / 'bisect.html'}")
+    if args.suggest:
+        return suggest(args, precision, result, ws.spec(args.models), out)
     return 1 if result.first_divergent else 0
+
+
+def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: Any, out: Path) -> int:
+    """``--suggest``: search, print every step, the before/after verdict and the harness.toml lines."""
+    import json
+
+    from harness.debug.suggest import candidates_for, harness_judge, search, toml_snippet
+
+    candidates = candidates_for(precision, result)
+    modules = {t.node: (f"{t.module} ({t.module_class})" if t.module_class else t.module) for t in result.tensors}
+    print(f"\nsuggest: {len(candidates)} candidate nodes from the bisect; each step rebuilds the {precision.value} "
+          f"artifact and judges {args.models}-{precision.value}-{args.provider} on the corpus "
+          f"(budget {args.max_rebuilds} rebuilds)")
+
+    def report(trial: Any, number: int) -> None:
+        verdict = "PASS" if trial.passed else f"fail ({len(trial.failures)} checks: {trial.failures[0]})"
+        label = "before (as built today)" if trial.step == "before" else \
+            f"step {number} ({trial.step}): {len(trial.nodes)} node(s)"
+        print(f"  {label} -> {verdict}  [{trial.seconds:.1f}s]", flush=True)
+
+    judge = harness_judge(args.models, precision, args.provider, {"config": args.config} if args.config else {},
+                          args.targets)
+    found = search(precision, candidates, judge, args.max_rebuilds, report)
+    before, best = found.before, found.best
+    (out / "suggest.json").write_text(json.dumps(found.as_dict(), indent=2, default=str) + "\n")
+    if before.passed:
+        print("suggest: the case already passes; nothing to fix")
+        return 0
+    assert best is not None
+    keys = [k for k in before.thresholds if k in before.metrics]
+    shape = ("1-minimal" if found.minimal else "not pruned to a minimum: raise --max-rebuilds") \
+        if best.passed else "the best set tried"
+    print("\nbefore -> after (" + ("PASS" if best.passed else "still failing") + f", {len(best.nodes)} node(s), "
+          f"{shape}, {found.rebuilds} rebuilds):")
+    for key in keys:
+        rule = before.thresholds[key]
+        after = best.metrics.get(key, float("nan"))
+        print(f"  {key:<40} {before.metrics[key]:>12.6g} -> {after:<12.6g} ({rule['op']} {rule['threshold']:g})")
+    print("\nnodes:")
+    for node in best.nodes:
+        print(f"  {node}  [{modules.get(node) or '?'}]")
+    existing = list(getattr(spec, found.option))  # what the config's [models.<name>] already keeps
+    snippet = toml_snippet(spec.name, found.option, list(dict.fromkeys((*existing, *best.nodes))), precision,
+                           args.targets, _config_path(args.models))
+    (out / "suggested-harness.toml").write_text(snippet)
+    print("\nharness.toml:\n" + snippet)
+    config = spec.extra.get("config")
+    if config:
+        print(f"(merge into {config}: its [models.{spec.name}] table takes these keys; the list includes the "
+              f"{len(existing)} node(s) it already has)" if existing else
+              f"(merge into {config}: a [models.{spec.name}] table there takes these keys)")
+    print(f"suggest: {out / 'suggest.json'}, {out / 'suggested-harness.toml'}")
+    return 0 if best.passed else 1
+
+
+def graph_modules(ws: Any, model: Any, family: Any, graph: Any, fp32_entry: Any) -> "ModuleMap":
+    """Node -> PyTorch module of the FP32 artifact, validated against the loaded model. A dynamo
+    export below opset 18 lost its node metadata (``harness.debug.modules``): the mapping of a
+    metadata-keeping re-export is kept in the artifact cache beside it (keyed by the FP32 entry,
+    so it is made once, ~10 s for the zoo's dynamo model)."""
+    import json
+
+    from harness.debug.modules import module_map, reexport_scopes
+
+    wrapper = family.module(model, graph)
+
+    def reexport() -> dict[str, list[str]]:
+        def build(tmp: Path) -> Path:
+            chains = reexport_scopes(family.module(model, graph), graph, family.export_example(model, graph),
+                                     tmp / "export")
+            import shutil
+
+            shutil.rmtree(tmp / "export", ignore_errors=True)
+            target = tmp / "scopes.json"
+            target.write_text(json.dumps(chains, sort_keys=True))
+            return target
+
+        label = fp32_entry.directory.name.rsplit("-", 1)[0]
+        entry = ws.artifacts.get_or_build(f"{label}-scopes", {"kind": "module-scopes", "source": fp32_entry.key,
+                                                              "opset": 18}, build)
+        loaded: dict[str, list[str]] = json.loads(entry.path("scopes.json").read_text())
+        return loaded
+
+    return module_map(fp32_entry.path(), wrapper=wrapper, model=model.model, reexport=reexport)
+
+
+def _config_path(name: str) -> str | None:
+    """A local model directory as a ``[models.<name>] path`` (relative to a harness.toml in the
+    working directory, which is how the config reads paths); None for a zoo or config model."""
+    import os
+
+    from harness.zoo.base import is_path
+
+    if not is_path(name):
+        return None
+    path = Path(name).expanduser().resolve()
+    try:
+        return "./" + Path(os.path.relpath(path, Path.cwd())).as_posix() if path.is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)

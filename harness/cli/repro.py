@@ -3,7 +3,8 @@
     harness repro reports/run-x/cases/test_logits_parity_bert-tiny-int8-ort_cpu_/repro-model
 
 Needs neither the zoo, the model nor the cache: the bundle carries the ONNX file (or its path
-and sha256), the feeds, the reference outputs and the thresholds (docs/repro.md).
+and sha256), the feeds, the reference outputs and the thresholds (docs/repro.md). Bundles of
+other kinds (generation, perf, error) are judged by their own module's ``outcome``.
 Exit 0 the failure does not reproduce, 1 it reproduces, 2 bad bundle or usage (one line).
 """
 
@@ -22,8 +23,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Load the bundled ONNX artifact with the recorded runtime settings, run the "
                                    "bundled feeds, compare with the bundled reference outputs using the recorded "
                                    "thresholds, and say whether the same checks fail and which versions or "
-                                   "environment facts differ from the recorded ones. Exit 0 does not reproduce, "
-                                   "1 reproduces, 2 bad bundle.")
+                                   "environment facts differ from the recorded ones. A generation bundle is "
+                                   "decoded again with its graphs and tokenizer and scored against its PyTorch "
+                                   "decode; a perf bundle is measured again here the same way -- one timed call, fresh "
+                                   "processes (cold start, memory, size) or the decode loop (ttft, tpot); timings "
+                                   "are machine-dependent: recorded and now are shown side by side; an error bundle "
+                                   "is run (or decoded) again (same error type and normalised message?). "
+                                   "Exit 0 does not reproduce, 1 reproduces, 2 bad bundle.")
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a repro bundle directory (or its bundle.json)")
     p.add_argument("--provider", default=None,
                    help="run on another provider than the recorded one (e.g. ort_cuda to compare devices)")
@@ -51,11 +57,10 @@ def repro(args: argparse.Namespace) -> int:
 
     bundle = load_bundle(args.bundle)
     m = bundle.manifest
-    result = rejudge(bundle, args.provider, args.threads)
-    print(f"bundle: {bundle.directory}")
-    provider = args.provider or m["provider"]
-    moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
-    print(f"case: {m.get('case')}  graph: {m['graph']}  precision: {m['precision']}  provider: {provider}{moved}")
+    if bundle.kind != "numeric":
+        return _other_kind(bundle, args)
+    result = rejudge(bundle, args.provider, args.threads)  # judged before printing: a bad bundle is one line
+    _header(bundle, args)
     print(f"artifact: {result.artifact_source}")
     recorded = {(f["output"], f["metric"]): f for f in m["verdict"]["failures"]}
     for o in result.outputs:
@@ -86,3 +91,31 @@ def repro(args: argparse.Namespace) -> int:
     gone = sorted(set(result.recorded) - set(result.now))
     print("DOES NOT REPRODUCE: now passing " + ", ".join(f"{a}.{b}" for a, b in gone))
     return 0
+
+
+def _header(bundle: Any, args: argparse.Namespace) -> None:
+    m = bundle.manifest
+    print(f"bundle: {bundle.directory}")
+    provider = args.provider or m["provider"]
+    moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
+    where = f"graph: {m['graph']}  " if m.get("graph") else ""
+    print(f"case: {m.get('case')}  kind: {bundle.kind}  {where}precision: {m['precision']}  provider: {provider}{moved}")
+
+
+def _other_kind(bundle: Any, args: argparse.Namespace) -> int:
+    """Generation, perf and error bundles: each kind's module judges and words its lines."""
+    from importlib import import_module
+
+    done = import_module(f"harness.repro.{bundle.kind}").outcome(bundle, args.provider, args.threads)
+    _header(bundle, args)
+    for line in done.lines:
+        print(line)
+    print("versions differ: " + ("; ".join(done.version_diffs) if done.version_diffs else "none"))
+    print("environment differs: " + ("; ".join(done.environment_diffs) if done.environment_diffs else "none"))
+    if args.json is not None:
+        payload = {"bundle": str(bundle.directory), "case": bundle.manifest.get("case"), "kind": bundle.kind,
+                   "reproduces": done.reproduces, **done.data, "version_differences": done.version_diffs,
+                   "environment_differences": done.environment_diffs}
+        args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    print(done.verdict)
+    return 1 if done.reproduces else 0

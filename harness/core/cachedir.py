@@ -43,6 +43,8 @@ _LEGACY_TMP = re.compile(r"^\.(?P<label>.+)-[a-z0-9_]{8}$")
 _SHA_MEMO: dict[tuple[int, int, int, int, int], str] = {}
 #: roots already swept by this process (a sweep is a directory listing; once is enough)
 _SWEPT: set[str] = set()
+#: entries whose use this process has already recorded (``mark_used``)
+_USED: set[str] = set()
 
 
 def lock_for(entry: Path) -> FileLock:
@@ -151,6 +153,19 @@ def _remove_if_unlocked(candidate: Path, locks: list[Path]) -> bool:
         shutil.rmtree(candidate, ignore_errors=True)
         return not candidate.exists()
     return False  # pragma: no cover  (ExitStack does not swallow)
+
+
+def mark_used(entry: Path) -> None:
+    """Record that ``entry`` was just used (its lock file's mtime; once per process per entry),
+    so ``harness cache prune`` removes the least recently used entries, not the oldest built."""
+    key = str(entry)
+    if key in _USED:
+        return
+    _USED.add(key)
+    try:
+        os.utime(str(entry) + ".lock")
+    except OSError:  # no lock file (an entry copied in by hand) or a read-only cache: nothing to record
+        pass
 
 
 def replace_dir(tmp: Path, target: Path) -> None:

@@ -198,6 +198,10 @@ class RunOptions:
     fp16_op_block_list: tuple[str, ...] = ()
     #: INT8 with per-channel weight scales for every model (a model may also ask for it itself)
     int8_per_channel: bool = False
+    #: issue 14: node names kept in FP32 by FP16 / left unquantised by INT8, for every model (a model's
+    #: ``[models.<name>]`` may add its own)
+    fp16_node_block_list: tuple[str, ...] = ()
+    int8_nodes_to_exclude: tuple[str, ...] = ()
     #: the exporter was chosen for this run (it then overrides a model's own default exporter)
     explicit_exporter: bool = False
     #: the options this run set explicitly (option name -> value): what a record's rerun repeats

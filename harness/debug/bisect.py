@@ -12,6 +12,7 @@ constants, folded shape arithmetic) are skipped: their rounding is not a computa
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from harness.metrics.registry import METRICS, Scope, tensor_metric_names
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
+
+    from harness.debug.modules import ModuleMap
 
 #: metrics compare_arrays reports for a float tensor; the ones a --tolerance may name (from the registry)
 TENSOR_METRICS = tensor_metric_names()
@@ -42,6 +45,10 @@ DEFAULT_BISECT_TOLERANCES: dict[Precision, dict[str, float]] = {
 #: magnitude >= MASK_FLOOR; agreeing ones are left out of the metrics.
 SATURATION = 65504.0
 MASK_FLOOR = 5e3  # half the clamp: attention scores are added to the mask before softmax
+#: |values| this large are mask fills (``finfo(float32).min``, -1e9, -inf), not computed activations: an
+#: activation that overflows FP16 is a computed value between 65504 and this (T5-style FFNs: 1e5-1e6).
+#: Only elements beyond it get the mask rule above; a computed 3e5 that FP16 turns into inf diverges.
+MASK_FILL = 1e8
 
 _FLOAT_TYPES = (1, 10, 11, 16)  # onnx.TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
@@ -76,10 +83,19 @@ class TensorResult:
     metrics: dict[str, float]
     failed: tuple[str, ...]  # "metric=value (must be op threshold)" per failing check
     inputs: tuple[str, ...]  # the producing node's inputs that were compared too
+    #: largest finite |FP32 value| below MASK_FILL (> 65504: the tensor overflows FP16)
+    ref_max: float = 0.0
+    #: the PyTorch module the producing node came from (``harness.debug.modules``), "" unknown
+    module: str = ""
+    module_class: str = ""
 
     @property
     def diverges(self) -> bool:
         return bool(self.failed)
+
+    @property
+    def overflows_fp16(self) -> bool:
+        return self.ref_max > SATURATION
 
     @property
     def error(self) -> float:
@@ -88,7 +104,8 @@ class TensorResult:
     def as_dict(self) -> dict[str, Any]:
         return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "order": self.order,
                 "candidate_node": self.candidate_node, "candidate_op": self.candidate_op,
-                "shape": list(self.shape), "metrics": self.metrics, "failed": list(self.failed)}
+                "shape": list(self.shape), "metrics": self.metrics, "failed": list(self.failed),
+                "module": self.module, "module_class": self.module_class, "ref_max": self.ref_max}
 
 
 @dataclass
@@ -98,10 +115,17 @@ class BisectResult:
     unmatched: list[str] = field(default_factory=list)  # candidate activations with no FP32 tensor
     missing: list[str] = field(default_factory=list)  # FP32 activations the candidate lacks
     skipped: list[str] = field(default_factory=list)  # "name: why" (shape mismatch, untyped)
+    modules: "ModuleMap | None" = None  # node -> PyTorch module, when known
 
     @property
     def first_divergent(self) -> TensorResult | None:
         return next((t for t in self.tensors if t.diverges), None)
+
+    @property
+    def first_overflow(self) -> TensorResult | None:
+        """The first divergent tensor whose FP32 values leave FP16's range (|x| > 65504): where an
+        FP16 graph turns into inf/NaN, which may come after a first, milder divergence."""
+        return next((t for t in self.tensors if t.diverges and t.overflows_fp16), None)
 
     def by_name(self) -> dict[str, TensorResult]:
         return {t.tensor: t for t in self.tensors}
@@ -128,10 +152,41 @@ class BisectResult:
             start = max(feeding, key=lambda t: -1.0 if t.error != t.error else t.error).tensor if feeding else None
         return chain[::-1]
 
+    def module_table(self, level: str = "module") -> list["ModuleRow"]:
+        """Error aggregated by PyTorch module (``level`` "module": the module each node came
+        from; "layer": its layer, :func:`harness.debug.modules.layer_of`), in topological order
+        of each module's first tensor; ``growth`` is a module's output error over the previous
+        module's, so the row where error jumps stands out."""
+        from harness.debug.modules import layer_of
+
+        groups: dict[str, list[TensorResult]] = {}
+        for t in self.tensors:
+            key = t.module if level == "module" else layer_of(t.module)
+            groups.setdefault(key if t.module else "(unmapped)", []).append(t)
+        first = self.first_divergent
+        rows: list[ModuleRow] = []
+        before: float | None = None
+        for name, members in sorted(groups.items(), key=lambda kv: min(t.order for t in kv[1])):
+            last = max(members, key=lambda t: t.order)
+            worst = max(members, key=_error_key)
+            growth = last.error / before if before and math.isfinite(before) and last.error == last.error else None
+            classes = {t.module_class for t in members if t.module == name and t.module_class}
+            rows.append(ModuleRow(name, classes.pop() if len(classes) == 1 else "", min(t.order for t in members),
+                                  last.order, len(members), sum(t.diverges for t in members), worst.error,
+                                  worst.tensor, last.error, last.tensor, growth,
+                                  first is not None and any(t is first for t in members),
+                                  max(t.ref_max for t in members)))
+            before = last.error
+        return rows
+
     def as_dict(self, top: int = 10) -> dict[str, Any]:
         first = self.first_divergent
         return {"schema": "harness.bisect/1", "tolerance": self.tolerance.as_dict(),
+                "modules": self.modules.as_dict() if self.modules is not None else None,
+                "module_table": [r.as_dict() for r in self.module_table("module")],
+                "layer_table": [r.as_dict() for r in self.module_table("layer")],
                 "first_divergent": first.as_dict() if first else None,
+                "first_overflow": self.first_overflow.as_dict() if self.first_overflow else None,
                 "path": [t.as_dict() for t in self.path()] if first else [],
                 "top": [t.as_dict() for t in self.top(top)],
                 "counts": {"compared": len(self.tensors), "divergent": sum(t.diverges for t in self.tensors),
@@ -139,6 +194,37 @@ class BisectResult:
                            "skipped": len(self.skipped)},
                 "tensors": [t.as_dict() for t in self.tensors], "unmatched": self.unmatched,
                 "missing": self.missing, "skipped": self.skipped}
+
+
+def _error_key(t: TensorResult) -> float:
+    e = t.error
+    return float("inf") if e != e else e
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    """One module (or layer) of the error-growth table."""
+
+    module: str
+    module_class: str
+    first_order: int
+    last_order: int
+    tensors: int
+    divergent: int
+    max_error: float  # the worst norm_max_abs of its tensors
+    max_tensor: str
+    output_error: float  # norm_max_abs of its last tensor (topological order): what it hands on
+    output_tensor: str
+    growth: float | None  # output_error / the previous row's output_error
+    first_divergent: bool  # holds the first divergent tensor
+    ref_max: float  # largest finite |FP32 value| of its tensors (> 65504: overflows FP16)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"module": self.module, "module_class": self.module_class, "first_order": self.first_order,
+                "last_order": self.last_order, "tensors": self.tensors, "divergent": self.divergent,
+                "max_error": self.max_error, "max_tensor": self.max_tensor, "output_error": self.output_error,
+                "output_tensor": self.output_tensor, "growth": self.growth, "first_divergent": self.first_divergent,
+                "ref_max": self.ref_max}
 
 
 @dataclass(frozen=True)
@@ -238,7 +324,7 @@ def _judge(tolerance: Tolerance, metrics: Mapping[str, float]) -> tuple[str, ...
 def _unsaturated(ref: np.ndarray, got: np.ndarray) -> np.ndarray | None:
     """Mask of the elements to compare, or None when no element is a saturated mask constant."""
     with np.errstate(invalid="ignore"):
-        huge = np.abs(ref) > SATURATION
+        huge = np.abs(ref) >= MASK_FILL
         if not huge.any():
             return None
         agree = huge & (np.sign(ref) == np.sign(got)) & (np.abs(got) >= MASK_FLOOR)
@@ -246,19 +332,33 @@ def _unsaturated(ref: np.ndarray, got: np.ndarray) -> np.ndarray | None:
     return keep
 
 
+def _ref_max(ref: np.ndarray) -> float:
+    """Largest finite |value| below MASK_FILL (0.0 for an empty or all-fill tensor)."""
+    with np.errstate(invalid="ignore"):
+        magnitude = np.abs(ref.astype(np.float64, copy=False))
+        usable = magnitude[np.isfinite(magnitude) & (magnitude < MASK_FILL)]
+    return float(usable.max()) if usable.size else 0.0
+
+
 def bisect_graph(fp32_path: str | Path, candidate_path: str | Path, feeds: Mapping[str, np.ndarray],
                  tolerance: Mapping[str, float] | Tolerance, *, provider: str = "CPUExecutionProvider",
-                 threads: int | None = 1) -> BisectResult:
+                 threads: int | None = 1, modules: "ModuleMap | None" = None) -> BisectResult:
     """Compare every activation of ``candidate_path`` with the same-named one of ``fp32_path``
     on ``feeds``; ``tolerance`` maps metric -> threshold (errors ``<=``, cosine ``>=``).
-    Works on any pair of ONNX files whose tensor names correspond, not only harness builds."""
+    Works on any pair of ONNX files whose tensor names correspond, not only harness builds.
+    ``modules`` (``harness.debug.modules.module_map`` of the FP32 file) names each FP32 node's
+    PyTorch module; without it the scope names / metadata of the file are read, unvalidated."""
+    if modules is None:
+        from harness.debug.modules import module_map
+
+        modules = module_map(fp32_path)
     tol = as_tolerance(tolerance)
     with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:
         ref_graph = instrument(fp32_path, Path(tmp) / "reference")
         cand_graph = instrument(candidate_path, Path(tmp) / "candidate")
         ref_out = run_all(ref_graph.path, feeds, provider, threads)
         cand_out = run_all(cand_graph.path, feeds, provider, threads)
-    result = BisectResult(tol)
+    result = BisectResult(tol, modules=modules)
     ref_names = set(ref_graph.activations)
     cand_names = set(cand_graph.activations)
     result.unmatched = [n for n in cand_graph.activations if n not in ref_names]
@@ -275,7 +375,9 @@ def bisect_graph(fp32_path: str | Path, candidate_path: str | Path, feeds: Mappi
         metrics = compare_arrays(ref, got, valid_mask=keep).metrics if keep is not None else \
             compare_arrays(ref, got).metrics
         p, c = ref_graph.producers[name], cand_graph.producers[name]
+        where = modules.of(p.node)
         result.tensors.append(TensorResult(
             name, p.node, p.op_type, p.order, c.node, c.op_type, tuple(ref.shape), metrics, _judge(tol, metrics),
-            tuple(i for i in p.inputs if i in ref_names)))
+            tuple(i for i in p.inputs if i in ref_names), _ref_max(ref),
+            (where.path or "(model)") if where else "", where.cls if where else ""))
     return result

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.debug.bisect import BisectResult, TensorResult
+from harness.debug.bisect import BisectResult, ModuleRow, TensorResult
 
 
 def _fmt(value: float) -> str:
@@ -15,10 +15,22 @@ def _fmt(value: float) -> str:
 
 def _row(t: TensorResult) -> list[str]:
     return [str(t.order), t.node, t.op_type, t.tensor, _fmt(t.metrics.get("norm_max_abs", float("nan"))),
-            _fmt(t.metrics.get("cosine", float("nan"))), "DIVERGES" if t.diverges else "ok"]
+            _fmt(t.metrics.get("cosine", float("nan"))), "DIVERGES" if t.diverges else "ok", _module(t)]
 
 
-_HEADER = ["#", "node", "op", "tensor", "norm_max_abs", "cosine", "verdict"]
+def _module(t: TensorResult) -> str:
+    return f"{t.module} ({t.module_class})" if t.module and t.module_class else t.module or "?"
+
+
+_HEADER = ["#", "node", "op", "tensor", "norm_max_abs", "cosine", "verdict", "PyTorch module"]
+_MODULE_HEADER = ["module", "class", "nodes", "tensors", "divergent", "output error", "growth", "max error",
+                  "max |FP32|"]
+
+
+def _module_row(r: ModuleRow) -> list[str]:
+    return [r.module + (" ◀ first divergent" if r.first_divergent else ""), r.module_class or "",
+            f"{r.first_order}-{r.last_order}", str(r.tensors), str(r.divergent), _fmt(r.output_error),
+            f"x{r.growth:.3g}" if r.growth is not None else "", _fmt(r.max_error), _fmt(r.ref_max)]
 
 
 def headline(result: BisectResult) -> str:
@@ -29,7 +41,17 @@ def headline(result: BisectResult) -> str:
         return f"no node exceeds the tolerance ({len(result.tensors)} tensors compared{tail})"
     return (f"first divergent node: {first.node} ({first.op_type}) -> {first.tensor}: {'; '.join(first.failed)}"
             + (f" [candidate producer {first.candidate_node} ({first.candidate_op})]"
-               if first.candidate_node != first.node else ""))
+               if first.candidate_node != first.node else "")
+            + (f"; PyTorch module: {_module(first)}" if first.module else "")
+            + _overflow_line(result))
+
+
+def _overflow_line(result: BisectResult) -> str:
+    over = result.first_overflow
+    if over is None or over is result.first_divergent:
+        return ""
+    return (f"\nfirst FP16 overflow: {over.node} ({over.op_type}): |FP32| up to {over.ref_max:.3g} > 65504, "
+            f"norm_max_abs {_fmt(over.error)}" + (f"; PyTorch module: {_module(over)}" if over.module else ""))
 
 
 def write_json(result: BisectResult, path: Path, meta: dict[str, Any], top: int) -> None:
@@ -52,7 +74,50 @@ def write_markdown(result: BisectResult, path: Path, meta: dict[str, Any], top: 
         steps = [f"{t.op_type} {_fmt(t.error)}{' (' + g + ')' if g else ''}" for t, g in zip(path_rows, growth(path_rows))]
         lines += ["## Error growth into the first divergent tensor", "", " -> ".join(steps), ""] + table(path_rows) + [""]
     lines += [f"## Top {top} tensors by norm_max_abs", ""] + table(result.top(top)) + [""]
+    if result.modules is not None:
+        m = result.modules
+        lines += ["## Error growth by PyTorch module", "",
+                  f"Node -> module from {m.source} ({len(m.nodes)} of {m.total} nodes mapped"
+                  f"{', checked against the model' + chr(39) + 's named_modules()' if m.validated else ', not validated'}). "
+                  "Modules in topological order of their first tensor; *output error* is the norm_max_abs of the "
+                  "module's last tensor, *growth* its ratio to the previous row's.", ""]
+        for level, title in (("layer", "Per layer"), ("module", "Per module")):
+            rows = result.module_table(level)
+            lines += [f"### {title}", "", "| " + " | ".join(_MODULE_HEADER) + " |", "|" + "---|" * len(_MODULE_HEADER)]
+            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _module_row(r)) + " |" for r in rows] + [""]
     path.write_text("\n".join(lines))
+
+
+def write_html(result: BisectResult, path: Path, meta: dict[str, Any]) -> None:
+    """``bisect.html``: the error along the graph and per layer as inline SVG (matplotlib, the
+    HTML report's plotting), the first divergent tensor marked, and the module table."""
+    from html import escape
+
+    from harness.report.html.plots import error_along_graph, module_growth
+
+    threshold = next((c.threshold for c in result.tolerance.checks if c.metric == "norm_max_abs"), None)
+    first = result.first_divergent
+    points = [(t.order, t.error, t.diverges) for t in result.tensors]
+    layers = result.module_table("layer")
+    bands = [(r.first_order, r.last_order, r.module) for r in layers]
+    title = f"{meta.get('model', '?')} / {meta.get('graph', '?')} / {meta.get('precision', '?')}"
+    over = result.first_overflow
+    plot = error_along_graph(points, bands, threshold,
+                             (first.order, _module(first) if first.module else first.node) if first else None,
+                             f"{title}: error of every activation",
+                             (over.order, _module(over) if over.module else over.node) if over else None)
+    bars = module_growth([(r.module, r.output_error, r.first_divergent) for r in layers], threshold,
+                         f"{title}: output error per layer")
+    rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _module_row(r)) + "</tr>"
+                   for r in result.module_table("module"))
+    head = "".join(f"<th>{escape(h)}</th>" for h in _MODULE_HEADER)
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>bisect {escape(title)}</title>"
+            "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;font-size:12px}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head><body>"
+            f"<h1>bisect: {escape(title)}</h1><p><b>{escape(headline(result)).replace(chr(10), '<br>')}</b></p>{plot}{bars}"
+            f"<h2>Error by PyTorch module (topological order)</h2><table><tr>{head}</tr>{rows}</table>"
+            "</body></html>\n")
+    path.write_text(page, encoding="utf-8")
 
 
 def growth(rows: list[TensorResult]) -> list[str]:
@@ -78,7 +143,7 @@ def print_tables(result: BisectResult, top: int) -> None:
         if not rows:
             continue
         table = Table(title=title)
-        for h in ["#", "node", "op", "norm_max_abs", "cosine"] + (["growth"] if extra else []) + ["verdict"]:
+        for h in ["#", "node", "op", "norm_max_abs", "cosine"] + (["growth"] if extra else []) + ["verdict", "module"]:
             table.add_column(h, overflow="fold")
         for i, t in enumerate(rows):
             cells = [escape(c) for c in _row(t)]
@@ -86,7 +151,17 @@ def print_tables(result: BisectResult, top: int) -> None:
             if extra:
                 cells.insert(5, extra[i])
             if t.diverges:
-                cells[-1] = "[red]DIVERGES[/red]"
+                cells[-2] = "[red]DIVERGES[/red]"
+            table.add_row(*cells)
+        console.print(table)
+    if result.modules is not None and result.modules.nodes:
+        table = Table(title="error growth per layer (topological order)")
+        for h in _MODULE_HEADER:
+            table.add_column(h, overflow="fold")
+        for r in result.module_table("layer"):
+            cells = [escape(c) for c in _module_row(r)]
+            if r.first_divergent:
+                cells[0] = f"[red]{cells[0]}[/red]"
             table.add_row(*cells)
         console.print(table)
     console.print(escape(headline(result)), highlight=False)

@@ -37,10 +37,20 @@ class ExportSettings:
     calibration_batch_size: int = 8
     #: ``--external-data``: auto (by size) / always / never (``harness.export.external``)
     external_data: str = "auto"
+    #: issue 14: node names kept in FP32 by the FP16 conversion / left unquantised by INT8
+    #: (``harness bisect --suggest`` finds them); part of the keys only when non-empty
+    fp16_node_block_list: tuple[str, ...] = ()
+    int8_nodes_to_exclude: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"opset": self.opset, "exporter": self.exporter, "fp16_op_block_list": list(self.fp16_op_block_list),
-                "int8_per_channel": self.int8_per_channel, "int8_reduce_range": self.int8_reduce_range}
+        out: dict[str, Any] = {"opset": self.opset, "exporter": self.exporter,
+                               "fp16_op_block_list": list(self.fp16_op_block_list),
+                               "int8_per_channel": self.int8_per_channel, "int8_reduce_range": self.int8_reduce_range}
+        if self.fp16_node_block_list:
+            out["fp16_node_block_list"] = list(self.fp16_node_block_list)
+        if self.int8_nodes_to_exclude:
+            out["int8_nodes_to_exclude"] = list(self.int8_nodes_to_exclude)
+        return out
 
     def external_part(self) -> dict[str, Any]:
         """The cache-key part of ``--external-data``: empty for ``auto`` (so the keys of every
@@ -80,10 +90,13 @@ def onnx_artifact(model: "LoadedModel", family: "Family", graph: "GraphSpec", pr
     label = fp32.directory.name.rsplit("-", 2)[0]
     mode, ext = settings.external_data, settings.external_part()
     if precision is Precision.FP16:
-        s = fp16_settings(settings.fp16_op_block_list)
+        s = fp16_settings(settings.fp16_op_block_list, settings.fp16_node_block_list)
         return cache.get_or_build(f"{label}-fp16", {"kind": "fp16", "source": fp32.key, "settings": s, **ext},
-                                  lambda tmp: convert_fp16(src, tmp, settings.fp16_op_block_list, mode))
+                                  lambda tmp: convert_fp16(src, tmp, settings.fp16_op_block_list, mode,
+                                                           settings.fp16_node_block_list))
     q: dict[str, Any] = {"per_channel": settings.int8_per_channel, "reduce_range": settings.int8_reduce_range}
+    if settings.int8_nodes_to_exclude:  # only when set: the keys of every artifact built before stay the same
+        q["nodes_to_exclude"] = sorted(set(settings.int8_nodes_to_exclude))
     if precision is Precision.INT8_STATIC:
         q["calibration"] = settings.int8_calibration
         texts, size = settings.calibration_texts, settings.calibration_batch_size

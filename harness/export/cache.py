@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.core.cachedir import file_sha256, lock_for, mismatch, sweep_orphans, temp_dir_for, tree_files
+from harness.core.cachedir import file_sha256, lock_for, mark_used, mismatch, sweep_orphans, temp_dir_for, tree_files
 
 log = logging.getLogger("harness.cache")
 
@@ -90,20 +90,40 @@ class ArtifactCache:
 
     def _valid(self, directory: Path, key: str) -> tuple[CacheEntry | None, str]:
         """The entry when it is complete and intact, else (None, what is wrong)."""
-        meta_path = directory / META
-        if not meta_path.is_file():
-            return None, "no meta.json"
-        try:
-            meta = json.loads(meta_path.read_text())
-            if meta.get("key") != key:
-                return None, "meta.json records another key"
-            files = {str(name): str(digest) for name, digest in meta["files"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None, "unreadable meta.json"
-        problem = mismatch(directory, files)
-        if problem is not None:
+        meta, problem = _read_meta(directory)
+        if meta is None:
             return None, problem
-        return CacheEntry(directory, key, files, False, float(meta.get("build_seconds", 0.0))), ""
+        if meta.get("key") != key:
+            return None, "meta.json records another key"
+        broken = mismatch(directory, meta["files"])
+        if broken is not None:
+            return None, broken
+        mark_used(directory)
+        return CacheEntry(directory, key, meta["files"], False, float(meta.get("build_seconds", 0.0))), ""
+
+
+def _read_meta(directory: Path) -> tuple[dict[str, Any] | None, str]:
+    """An entry's meta.json with ``files`` as {name: sha256}, or (None, what is wrong)."""
+    meta_path = directory / META
+    if not meta_path.is_file():
+        return None, "no meta.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+        meta["files"] = {str(name): str(digest) for name, digest in meta["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, "unreadable meta.json"
+    return meta, ""
+
+
+def entry_problem(directory: Path) -> str | None:
+    """None when an entry (of any key) holds the files its meta.json recorded with those sha256s,
+    else what is wrong: the check every use makes, asked by ``harness cache verify`` of every entry
+    without knowing its key. Extra files are allowed as on use (ORT's TensorRT EP writes its engine
+    cache into ``trt-engines/`` of the entry it runs)."""
+    meta, unreadable = _read_meta(directory)
+    if meta is None:
+        return unreadable
+    return mismatch(directory, meta["files"])
 
 
 def _check_external(directory: Path, names: list[str]) -> None:

@@ -24,9 +24,10 @@ DEFAULT_FP16_BLOCK_LIST: tuple[str, ...] = ()
 
 
 def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST,
-                 external_data: str = "auto") -> Path:
+                 external_data: str = "auto", node_block_list: Sequence[str] = ()) -> Path:
     """``src`` (FP32, external data or not) -> ``out_dir/model.onnx`` in FP16, stored as
-    ``external_data`` decides for the FP16 size.
+    ``external_data`` decides for the FP16 size. ``node_block_list``: node names kept in FP32
+    (onnxconverter-common casts around them), what ``harness bisect --suggest`` searches for.
 
     Shapes are inferred on the graph *without* its weights (an in-memory ``infer_shapes`` of a
     model over 2 GB fails: it serialises one protobuf), then the weights are read in and the
@@ -40,10 +41,13 @@ def convert_fp16(src: Path, out_dir: Path, op_block_list: Sequence[str] = DEFAUL
     _attach_weights(model, held)
     del held
     load_external_data_for_model(model, str(Path(src).parent))
+    if node_block_list:
+        _inline_weight_identities(model)
     blocked = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(op_block_list))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=blocked,
+                                                     node_block_list=sorted(set(node_block_list)) or None,
                                                      disable_shape_infer=True)
     _write_range_report(out_dir / "fp16_report.json", [str(w.message) for w in caught])
     _align_cast_targets(converted)
@@ -81,11 +85,18 @@ def _attach_weights(model: onnx.ModelProto, held: dict[str, bytes]) -> None:
             tensor.raw_data = held.pop(tensor.name)
 
 
-def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST) -> dict[str, Any]:
+def fp16_settings(op_block_list: Sequence[str] = DEFAULT_FP16_BLOCK_LIST,
+                  node_block_list: Sequence[str] = ()) -> dict[str, Any]:
+    """The FP16 artifact's cache-key settings; ``node_block_list`` only when non-empty, so the
+    keys of artifacts built before it existed still match."""
     import onnxconverter_common
 
-    return {"tool": "onnxconverter_common.float16", "version": onnxconverter_common.__version__,
-            "keep_io_types": True, "op_block_list": sorted(set(op_block_list))}
+    out: dict[str, Any] = {"tool": "onnxconverter_common.float16", "version": onnxconverter_common.__version__,
+                           "keep_io_types": True, "op_block_list": sorted(set(op_block_list))}
+    if node_block_list:
+        out["node_block_list"] = sorted(set(node_block_list))
+        out["node_block_recipe"] = 1  # _inline_weight_identities; bump when the blocked path changes
+    return out
 
 
 def _align_cast_targets(model: onnx.ModelProto) -> int:
@@ -107,6 +118,33 @@ def _align_cast_targets(model: onnx.ModelProto) -> int:
                 attr.i = TensorProto.FLOAT16
                 fixed += 1
     return fixed
+
+
+def _inline_weight_identities(model: onnx.ModelProto) -> int:
+    """Replace ``Identity(initializer)`` nodes by a copy of the initializer under the output's name.
+
+    The TorchScript exporter emits such Identities for weights it deduplicated. With a
+    ``node_block_list``, onnxconverter-common keeps a blocked node's weight FP32 but converts the
+    Identity in front of it, and onnxruntime refuses the model ("Type (tensor(float16)) of output
+    arg (...bias) of node (Identity_92) does not match expected type (tensor(float))"). Only done
+    when nodes are blocked, so every artifact built without a node list stays byte-identical."""
+    from onnx import numpy_helper
+
+    weights = {i.name: i for i in model.graph.initializer}
+    outputs = {o.name for o in model.graph.output}
+    inlined = []
+    for node in model.graph.node:
+        if node.op_type == "Identity" and node.input[0] in weights and node.output[0] not in outputs:
+            copy = numpy_helper.from_array(numpy_helper.to_array(weights[node.input[0]]), node.output[0])
+            model.graph.initializer.append(copy)
+            inlined.append(node)
+    for node in inlined:
+        model.graph.node.remove(node)
+    names = {n.output[0] for n in inlined}
+    kept = [vi for vi in model.graph.value_info if vi.name not in names]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    return len(inlined)
 
 
 def _isolate_consumed_outputs(model: onnx.ModelProto) -> int:

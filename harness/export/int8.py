@@ -23,9 +23,16 @@ def quantize_int8(src: Path, out_dir: Path, settings: dict[str, Any] | None = No
 
     s = {**DEFAULT_INT8, **(settings or {})}
     target = out_dir / "model.onnx"
-    quantize_dynamic(str(src), str(target), weight_type=getattr(QuantType, s["weight_type"]),
-                     per_channel=s["per_channel"], reduce_range=s["reduce_range"],
-                     use_external_data_format=_external(src, external_data))
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # "consider pre-processing" on the root logger, per call (as for static)
+    try:
+        quantize_dynamic(str(src), str(target), weight_type=getattr(QuantType, s["weight_type"]),
+                         per_channel=s["per_channel"], reduce_range=s["reduce_range"],
+                         nodes_to_exclude=list(s.get("nodes_to_exclude") or []) or None,
+                         use_external_data_format=_external(src, external_data))
+    finally:
+        root.setLevel(level)
     check_model(target)
     return target
 
@@ -97,6 +104,7 @@ def quantize_int8_static(src: Path, out_dir: Path, batches: "list[dict[str, Any]
                         weight_type=getattr(QuantType, s["weight_type"]),
                         calibrate_method=getattr(CalibrationMethod, CALIBRATION_METHODS[s["calibration"]]),
                         op_types_to_quantize=list(s["op_types"]),
+                        nodes_to_exclude=list(s.get("nodes_to_exclude") or []) or None,
                         extra_options={"CalibTensorRangeSymmetric": False},
                         use_external_data_format=_external(src, external_data))
     finally:

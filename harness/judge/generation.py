@@ -38,6 +38,7 @@ from harness.results.checks import CheckResult, raise_failures
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
     from harness.families import Family
+    from harness.generation.forensics import SentenceForensics
     from harness.judge.workspace import Workspace
     from harness.zoo.loading import LoadedModel
 
@@ -214,6 +215,9 @@ class GenerationResult:
     seconds: dict[str, float] = field(default_factory=dict)
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     worst: list[dict[str, Any]] = field(default_factory=list)
+    #: the worst diverging sentences at their first divergent step (failing cases only)
+    forensics: list["SentenceForensics"] = field(default_factory=list)
+    forensics_note: str | None = None  # why a failing case has no forensics (the replay itself failed)
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passes(self.metrics.get(c.metric, math.nan))]
@@ -246,7 +250,13 @@ class GenerationResult:
         if failed:
             lines = [CheckResult(c.metric, self.metrics.get(c.metric, math.nan), c.symbol, c.threshold).message()
                      for c in failed]
-            raise_failures(self.variant, lines, "generation check(s) failed", trailer=[self.first_divergence()])
+            trailer = [self.first_divergence()]
+            if self.forensics:
+                trailer += ["divergent steps (teacher-forced top-k: id 'token' logit (log-prob)):"]
+                trailer += [f.describe() for f in self.forensics]
+            elif self.forensics_note:
+                trailer.append(self.forensics_note)
+            raise_failures(self.variant, lines, "generation check(s) failed", trailer=trailer)
 
 
 def _clip(text: str | None, n: int = 80) -> str:
@@ -348,18 +358,25 @@ def corpus_for(model: "LoadedModel") -> "Corpus":
     return Workspace.corpus(model)
 
 
-def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequest | None = None,
-                      family: "Family | None" = None) -> GenerationResult:
-    """Decode the model's corpus with ``variant`` and with PyTorch FP32, score, attach gates."""
-    model = ws.model(variant.model)
-    family = family or ws.family(model)
+def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationRequest | None
+                ) -> tuple[dict[str, Any], GenerationSettings, list[int], list[str]]:
+    """What a case decodes and how: (resolved request, settings, corpus indices, source texts)."""
     wanted = (request or GenerationRequest()).resolved(model)
     settings = settings_for_model(model.generation_source(), max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
     corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
-    texts = [corpus.sources[i] for i in indices]
+    return wanted, settings, indices, [corpus.sources[i] for i in indices]
+
+
+def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequest | None = None,
+                      family: "Family | None" = None) -> GenerationResult:
+    """Decode the model's corpus with ``variant`` and with PyTorch FP32, score, attach gates."""
+    model = ws.model(variant.model)
+    family = family or ws.family(model)
+    wanted, settings, indices, texts = decode_plan(ws, model, request)
+    corpus = ws.corpus(model)
     began = time.perf_counter()
     with phase("reference"):
         reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
@@ -367,7 +384,44 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     with phase("variant"):
         got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     with phase("metrics"):
-        return _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
+        result = _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
+    if not result.passed:  # only a failing case pays for the replay
+        with phase("variant"):
+            try:
+                result.forensics = divergence_forensics(ws, model, family, variant, result.rows, texts, settings,
+                                                        int(wanted["batch_size"]))
+            except Exception as exc:  # evidence for a verdict already reached: never turn a fail into an error
+                from harness.core import describe_error
+
+                result.forensics_note = f"forensics unavailable: {describe_error(exc)}"
+    return result
+
+
+def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family", variant: Variant,
+                         rows: Sequence[Mapping[str, Any]], texts: Sequence[str], settings: GenerationSettings,
+                         batch_size: int) -> list["SentenceForensics"]:
+    """Both sides' top-k at the first divergent step of the worst diverging sentences
+    (``harness.generation.forensics``): PyTorch FP32 and the variant, each replayed
+    teacher-forced on its own decode's history in the batch the sentence was decoded in."""
+    from contextlib import ExitStack
+
+    from harness.generation.decode import load_runners, torch_threads
+    from harness.generation.forensics import investigate, pick_rows
+
+    if not pick_rows(rows):
+        return []
+    from harness.families import family_for
+
+    starters = []
+    reference = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
+    with ExitStack() as stack:
+        stack.enter_context(torch_threads(decode_threads(ws)))
+        # the reference decoded the model's own family's graphs (``reference_decode``), the variant the case's
+        for side, fam in ((reference, family_for(model.family)), (variant, family)):
+            runners, _ = load_runners(ws.backend(side, model), model, fam, side, settings.use_cache, stack)
+            starters.append(fam.starter(model, runners, settings.decoder_start_token_id))
+        return investigate(starters[0], starters[1], lambda batch: family.prompt_batch(model, batch), texts, rows,
+                           settings, batch_size, model.tokenizer.convert_ids_to_tokens)
 
 
 def _judged(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Corpus", indices: Sequence[int],
@@ -401,6 +455,8 @@ def record(case: Any, result: GenerationResult) -> None:
     case.data["generation"] = {"settings": result.settings, "signatures": result.signatures,
                                "seconds": result.seconds, "first_divergence": result.first_divergence()}
     case.data["worst_pairs"] = result.worst
+    if result.forensics:
+        case.data["generation_forensics"] = [f.as_dict() for f in result.forensics]
     path = case.side_file("decoded.jsonl")
     write_decoded(path, result.rows)
     case.data["generation"]["decoded"] = str(path)
@@ -409,6 +465,46 @@ def record(case: Any, result: GenerationResult) -> None:
 def judge(case: Any, request: GenerationRequest | None = None, family: "Family | None" = None) -> GenerationResult:
     """Generation parity for the case's variant, recorded into the case; ``assert_ok()`` gates it."""
     assert case.variant is not None, "generation parity needs a variant"
-    result = generation_parity(case.workspace, case.variant, request, family)
+    try:
+        result = generation_parity(case.workspace, case.variant, request, family)
+    except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
+        if case.workspace.options.repro_bundles != "off":
+            _error_bundle(case, request, family, exc)
+        raise
     record(case, result)
+    if not result.passed and case.workspace.options.repro_bundles != "off":
+        from harness.repro.generation import write_generation_bundle
+
+        ws = case.workspace
+        model = ws.model(case.variant.model)
+        with phase("metrics"):  # writing the evidence of a verdict
+            try:
+                bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+                                                 family or ws.family(model), result, ws.options.repro_bundles)
+            except Exception as exc:  # best-effort evidence: the gate's verdict stands either way
+                from harness.core import describe_error
+
+                case.data["repro_bundle_error"] = describe_error(exc)
+                bundle = None
+        if bundle is not None:
+            case.data["repro_bundles"] = {"generation": str(bundle)}
     return result
+
+
+def _error_bundle(case: Any, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
+    """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
+    record; best-effort: the case's own error is what the record must say."""
+    from harness.repro.error_decode import write_decode_error_bundle
+
+    ws = case.workspace
+    try:
+        model = ws.model(case.variant.model)
+        wanted, settings, indices, texts = decode_plan(ws, model, request)
+        with phase("metrics"):  # writing the evidence of a verdict
+            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+                                               family or ws.family(model), settings, indices, texts,
+                                               int(wanted["batch_size"]), exc, ws.options.repro_bundles)
+    except Exception:
+        return
+    if bundle is not None:
+        case.data["repro_bundles"] = {"generation": str(bundle)}

@@ -389,15 +389,65 @@ def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", 
                             embedding=embedding)
 
 
+def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedModel", family: "Family",
+                           backend: Any, graph: "GraphSpec", exc: BaseException, case_dir: Path) -> Path | None:
+    """The error bundle (``harness.repro.error``) of a graph whose artifact raised ``exc``, named
+    on the exception (``harness_repro_bundles``) for the case's record; None when not written
+    (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
+    case's own error is what the record must say."""
+    mode = ws.options.repro_bundles
+    if mode == "off":
+        return None
+    try:
+        from harness.repro.error import write_error_bundle
+
+        files = backend.artifacts(model, family, graph, variant)
+        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
+                and str(i.get("path", "")).endswith(".onnx")]
+        if len(onnx) != 1:
+            return None
+        batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
+        with phase("metrics"):
+            bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
+                                        artifact=onnx[0], batches=batches, exc=exc,
+                                        runtime=ws.runtime_for(variant, model), threads=ws.options.intra_op_threads,
+                                        mode=mode)
+    except Exception:  # the evidence is best-effort; the case's error stands either way
+        return None
+    if bundle is not None:
+        named = dict(getattr(exc, "harness_repro_bundles", {}) or {})
+        named[graph.name] = str(bundle)
+        try:
+            exc.harness_repro_bundles = named  # type: ignore[attr-defined]
+        except AttributeError:  # an exception type without a __dict__
+            return bundle
+    return bundle
+
+
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
                    dump_dir: Path | None = None) -> ParityResult:
     """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
-    saved there (inputs, reference and variant outputs) for reproduction."""
+    saved there (inputs, reference and variant outputs) for reproduction, and a graph whose
+    artifact the runtime refuses gets an error bundle (``write_error_bundle_for``)."""
+    judging: list["GraphSpec"] = []  # the graph being judged when an exception escapes
+    try:
+        return _numeric_parity(ws, variant, family, dump_dir, judging)
+    except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
+        if dump_dir is not None and judging and not isinstance(exc, GateFailure):
+            model = ws.model(variant.model)
+            write_error_bundle_for(ws, variant, model, family or ws.family(model), ws.backend(variant, model),
+                                   judging[-1], exc, dump_dir)
+        raise
+
+
+def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
+                    judging: list["GraphSpec"]) -> ParityResult:
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model, profile_dir=dump_dir)
     result = ParityResult(variant.id)
     for graph in family.graphs(model):
+        judging.append(graph)
         batches = ws.parity_batches(model, family, graph)
         probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         start = time.perf_counter()

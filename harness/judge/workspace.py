@@ -256,7 +256,11 @@ class Workspace:
                                   int8_calibration=self.options.int8_calibration,
                                   calibration_texts=tuple(self.calibration_texts(model)),
                                   calibration_batch_size=self.options.batch_size,
-                                  external_data=self.options.external_data)
+                                  external_data=self.options.external_data,
+                                  fp16_node_block_list=tuple(dict.fromkeys(
+                                      (*self.options.fp16_node_block_list, *spec.fp16_node_block_list))),
+                                  int8_nodes_to_exclude=tuple(dict.fromkeys(
+                                      (*self.options.int8_nodes_to_exclude, *spec.int8_nodes_to_exclude))))
         if model.spec.exporter and not self.options.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings

@@ -96,19 +96,32 @@ def repeats_for(settings: PerfSettings) -> int:
     return max(3, min(30, settings.samples // max(1, settings.new_tokens - 1)))
 
 
+def generation_prompt(model: "LoadedModel", texts: Sequence[str], settings: PerfSettings
+                      ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The prompt a generation measurement times: (texts, token ids, mask) of the first batch size."""
+    from harness.generation.decode import prompt_batch
+
+    chosen = prompt_texts(model, texts, settings.batch_sizes[0])
+    ids, mask = prompt_batch(model, chosen)
+    return chosen, ids, mask
+
+
 def measure_generation(model: "LoadedModel", family: "Family", runners: Mapping[str, "GraphRunner"],
                        texts: Sequence[str], settings: PerfSettings) -> dict[str, Any]:
     """The perf fields of one variant's generation: TTFT/TPOT samples per cache mode and a
     ``generation`` summary (tokens/s, the KV-cache speed-up, and what was generated)."""
-    from harness.generation.decode import prompt_batch
+    _, ids, mask = generation_prompt(model, texts, settings)
+    return generation_fields(starter(model, family, runners), ids, mask, settings.new_tokens, repeats_for(settings))
 
-    batch = settings.batch_sizes[0]
-    ids, mask = prompt_batch(model, prompt_texts(model, texts, batch))
-    repeats = repeats_for(settings)
-    samples = sample_generation(starter(model, family, runners), ids, mask, settings.new_tokens, repeats)
+
+def generation_fields(start_fn: Any, ids: np.ndarray, mask: np.ndarray, new_tokens: int,
+                      repeats: int) -> dict[str, Any]:
+    """Time ``repeats`` generations of ``new_tokens`` per cache mode from the prompt ``ids``/``mask``
+    and summarise them as perf fields (also what ``harness repro`` re-measures a bundle with)."""
+    samples = sample_generation(start_fn, ids, mask, new_tokens, repeats)
     fields: dict[str, Any] = {}
     summary: dict[str, Any] = {"batch_size": int(ids.shape[0]), "prompt_tokens": int(ids.shape[1]),
-                               "new_tokens": settings.new_tokens, "repeats": repeats,
+                               "new_tokens": new_tokens, "repeats": repeats,
                                "loop": "harness.generation steppers, fixed-length greedy argmax"}
     for use_cache, s in samples.items():
         tag = "on" if use_cache else "off"
@@ -116,7 +129,7 @@ def measure_generation(model: "LoadedModel", family: "Family", runners: Mapping[
         tpot = latency_entry(s.tpot_ms, warmup=1, engine="harness", items_per_call=int(ids.shape[0]), kv=tag)
         fields[latency_key(gen="ttft", kv=tag)] = ttft
         fields[latency_key(gen="tpot", kv=tag)] = tpot
-        summary[f"kv={tag}"] = {"tokens_per_s": s.tokens_per_s(int(ids.shape[0]), settings.new_tokens),
+        summary[f"kv={tag}"] = {"tokens_per_s": s.tokens_per_s(int(ids.shape[0]), new_tokens),
                                 "ttft_ms_p50": ttft["summary"]["p50"], "tpot_ms_p50": tpot["summary"]["p50"]}
     on, off = samples[True], samples[False]
     summary["kv_speedup"] = summary["kv=on"]["tokens_per_s"] / summary["kv=off"]["tokens_per_s"]

@@ -1,6 +1,10 @@
 """The repro bundle format (``harness.repro/1``): writing one, reading one back, re-judging it.
 
-Layout of a bundle directory::
+One format for every kind of failing case: ``bundle.json`` says its ``kind`` (``numeric``, the
+default and what a bundle without one is; ``generation``, ``perf`` and ``error`` live in their
+own modules, each with ``validate`` and ``outcome``) and the helpers here -- copying an artifact
+or recording its path and sha256, checksums, runtime settings, versions and environment, the
+verdict line -- are shared by all. Layout of a numeric bundle directory::
 
     bundle.json      what was judged and how: case, graph, precision, provider, runtime settings,
                      artifact (path, sha256, size, bundled copy or not), each output's thresholds,
@@ -43,6 +47,14 @@ DATA = "data.npz"
 AUTO_ARTIFACT_BYTES = 32 * 1024 * 1024
 #: ``--repro-bundles`` values: off (none written), auto (artifact bytes when small), bytes (always)
 MODES = ("auto", "off", "bytes")
+#: what ``bundle.json`` must hold per ``kind`` (a bundle without ``kind`` is a numeric one)
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "numeric": ("graph", "precision", "provider", "artifact", "outputs", "batches", "inputs", "verdict", "files"),
+    "generation": ("family", "precision", "provider", "artifacts", "settings", "sources", "reference", "variant",
+                   "thresholds", "verdict", "files"),
+    "perf": ("precision", "provider", "budget", "measured", "files"),  # + what its ``measure`` needs
+    "error": ("precision", "provider", "error", "files"),
+}
 
 
 class BundleError(UsageError):
@@ -124,7 +136,8 @@ def _outputs_json(graph: "GraphSpec", judged: Sequence["OutputResult"],
     return rows
 
 
-def _runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
+def runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
+    """The case's runtime settings as plain JSON (paths as text), for a manifest."""
     if runtime is None:
         return None
     from dataclasses import asdict
@@ -148,8 +161,6 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
     path = getattr(runner, "path", None)
     if mode == "off" or not path or hasattr(runner, "input_map") or not batches:
         return None
-    from harness.results.envinfo import environment, versions
-
     artifact = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {}
@@ -168,20 +179,13 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
             if mask is not None:
                 arrays[f"batch{i}.mask.{name}"] = np.asarray(mask)
     np.savez_compressed(directory / DATA, **arrays)  # type: ignore[arg-type]  # **arrays vs allow_pickle: bool
-    files = _artifact_files(artifact)
-    size = sum(f.stat().st_size for f in files)
-    bundled = mode == "bytes" or size <= AUTO_ARTIFACT_BYTES
-    if bundled:
-        (directory / "artifact").mkdir(exist_ok=True)
-        for f in files:
-            shutil.copyfile(f, directory / "artifact" / f.name)
-    checksums = {DATA: sha256_file(directory / DATA)}
-    if bundled:
-        checksums.update({f"artifact/{f.name}": sha256_file(directory / "artifact" / f.name) for f in files})
+    art, copied = bundle_artifact(directory, artifact, mode)
+    checksums = {DATA: sha256_file(directory / DATA), **copied}
     rows = _outputs_json(graph, judged, embedding)
     kept_outputs = [o for o in judged if o.output in {r["name"] for r in rows}]  # the shape-probe row is not numbers
     manifest = {
         "format": FORMAT,
+        "kind": "numeric",
         "case": variant.id,
         "model": variant.model,
         "graph": graph.name,
@@ -189,22 +193,90 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
         "provider": variant.provider.short,
         "backend": variant.provider.backend,
         "threads": threads,
-        "runtime": _runtime_json(runtime),
-        "artifact": {"path": str(artifact.resolve()), "file": artifact.name, "sha256": sha256_file(artifact),
-                     "bytes": size, "bundled": bundled,
-                     "files": {f.name: sha256_file(f) for f in files}},
+        "runtime": runtime_json(runtime),
+        "artifact": art,
         "batches": kept,
         "inputs": sorted(batches[0][0]),
         "outputs": rows,
         "tokenizer": {"texts": [list(b) for b in texts], "outputs": "data.npz batch<i>.input.<name> "
                       "(corpus batches first, then the shape probes)"} if texts else None,
         "verdict": {"passed": not any(o.failures() for o in kept_outputs), "failures": _failures_json(kept_outputs)},
-        "versions": versions(),
-        "environment": environment(threads),
+        **recorded_facts(threads),
         "files": checksums,
     }
+    return write_manifest(directory, manifest)
+
+
+def write_manifest(directory: Path, manifest: Mapping[str, Any]) -> Path:
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
     return directory
+
+
+def bundle_artifact(directory: Path, artifact: Path, mode: str, sub: str = "artifact"
+                    ) -> tuple[dict[str, Any], dict[str, str]]:
+    """An ONNX file (and its external data) as a bundle records it -- copied into ``sub/`` under
+    ``bytes``, or under ``auto`` when small, else path + sha256 -- and the checksums of the copies."""
+    files = _artifact_files(artifact)
+    size = sum(f.stat().st_size for f in files)
+    bundled = mode == "bytes" or size <= AUTO_ARTIFACT_BYTES
+    checksums: dict[str, str] = {}
+    if bundled:
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copyfile(f, directory / sub / f.name)
+            checksums[f"{sub}/{f.name}"] = sha256_file(directory / sub / f.name)
+    art = {"path": str(artifact.resolve()), "file": artifact.name, "sha256": sha256_file(artifact), "bytes": size,
+           "bundled": bundled, "files": {f.name: sha256_file(f) for f in files}, "dir": sub}
+    return art, checksums
+
+
+def resolve_artifact(directory: Path, art: Mapping[str, Any]) -> tuple[Path, str]:
+    """The ONNX file to run and where it came from: the bundled copy, else the recorded path
+    when its sha256 still matches (the same file), else a ``BundleError``."""
+    if art["bundled"]:
+        return directory / str(art.get("dir") or "artifact") / art["file"], "bundled copy"
+    recorded = Path(art["path"])
+    if not recorded.is_file():
+        raise BundleError(f"{directory}: the artifact is not in the bundle and {recorded} does not exist "
+                          "here (write bundles with --repro-bundles bytes to carry it)")
+    if sha256_file(recorded) != art["sha256"]:
+        raise BundleError(f"{directory}: {recorded} is not the judged artifact (sha256 differs)")
+    return recorded, f"recorded path {recorded} (not bundled; sha256 matches)"
+
+
+def check_artifact(manifest_path: Path, art: Any) -> None:
+    if not isinstance(art, dict) or not {"path", "file", "sha256", "bundled"} <= set(art):
+        raise BundleError(f"{manifest_path}: artifact must have path, file, sha256 and bundled")
+
+
+def runtime_from(recorded: Mapping[str, Any] | None) -> "RuntimeSettings | None":
+    """The recorded runtime settings, less what the backend derives anew where it runs (the
+    TensorRT shape profile, provider options, profiling)."""
+    from harness.core.runtime import RuntimeSettings
+
+    if not recorded:
+        return None
+    fields = {k: v for k, v in recorded.items() if k in RuntimeSettings.__dataclass_fields__
+              and k not in ("trt_profile", "provider_options", "profile")}
+    return RuntimeSettings(**fields)
+
+
+def here_vs_recorded(manifest: Mapping[str, Any], threads: int | None) -> tuple[list[str], list[str]]:
+    """(version differences, environment differences) between the recording and this machine."""
+    from harness.results.envinfo import environment, versions
+
+    env_here = environment(threads)
+    env_rec = manifest.get("environment") or {}
+    env_keys = ("cpu", "cores", "os", "machine", "gpu")
+    return (_diffs(manifest.get("versions") or {}, versions()),
+            _diffs({k: env_rec.get(k) for k in env_keys}, {k: env_here.get(k) for k in env_keys}))
+
+
+def recorded_facts(threads: int | None) -> dict[str, Any]:
+    """``versions`` and ``environment`` of this machine, for a manifest."""
+    from harness.results.envinfo import environment, versions
+
+    return {"versions": versions(), "environment": environment(threads)}
 
 
 @dataclass
@@ -251,19 +323,14 @@ class Bundle:
             out.append((feeds, ref, masks))
         return out
 
+    @property
+    def kind(self) -> str:
+        """numeric (also a bundle written before kinds existed), generation, perf or error."""
+        return str(self.manifest.get("kind") or "numeric")
+
     def artifact(self) -> tuple[Path, str]:
-        """The ONNX file to run and where it came from: the bundled copy, else the recorded path
-        when its sha256 still matches (the same file), else a ``BundleError``."""
-        art = self.manifest["artifact"]
-        if art["bundled"]:
-            return self.directory / "artifact" / art["file"], "bundled copy"
-        recorded = Path(art["path"])
-        if not recorded.is_file():
-            raise BundleError(f"{self.directory}: the artifact is not in the bundle and {recorded} does not exist "
-                              "here (write bundles with --repro-bundles bytes to carry it)")
-        if sha256_file(recorded) != art["sha256"]:
-            raise BundleError(f"{self.directory}: {recorded} is not the judged artifact (sha256 differs)")
-        return recorded, f"recorded path {recorded} (not bundled; sha256 matches)"
+        """The ONNX file to run and where it came from (``resolve_artifact``)."""
+        return resolve_artifact(self.directory, self.manifest["artifact"])
 
 
 def load_bundle(path: Path) -> Bundle:
@@ -279,10 +346,14 @@ def load_bundle(path: Path) -> Bundle:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else None
         raise BundleError(f"{manifest_path}: format {got!r} is not {FORMAT!r}")
-    missing = [k for k in ("graph", "precision", "provider", "artifact", "outputs", "batches", "inputs", "verdict",
-                           "files") if k not in manifest]
+    kind = manifest.get("kind") or "numeric"
+    if kind not in REQUIRED:
+        raise BundleError(f"{manifest_path}: unknown kind {kind!r} (one of {', '.join(REQUIRED)})")
+    missing = [k for k in REQUIRED[kind] if k not in manifest]
     if missing:
         raise BundleError(f"{manifest_path}: missing keys {', '.join(missing)}")
+    if not isinstance(manifest["files"], dict):
+        raise BundleError(f"{manifest_path}: files must map file names to sha256")
     for name, digest in dict(manifest["files"]).items():
         file = directory / name
         if not file.is_file():
@@ -293,9 +364,13 @@ def load_bundle(path: Path) -> Bundle:
         Precision(manifest["precision"])
     except ValueError:
         raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
+    if kind != "numeric":
+        from importlib import import_module
+
+        import_module(f"harness.repro.{kind}").validate(manifest_path, manifest)
+        return Bundle(directory, manifest)
     art, outs = manifest["artifact"], manifest["outputs"]
-    if not isinstance(art, dict) or not {"path", "file", "sha256", "bundled"} <= set(art):
-        raise BundleError(f"{manifest_path}: artifact must have path, file, sha256 and bundled")
+    check_artifact(manifest_path, art)
     if not isinstance(outs, list) or not outs or not all(
             isinstance(o, dict) and {"name", "is_logits", "tolerance"} <= set(o) for o in outs):
         raise BundleError(f"{manifest_path}: outputs must be a non-empty list of {{name, is_logits, tolerance}}")
@@ -328,6 +403,28 @@ class ReproResult:
         return bool(self.recorded) and set(self.recorded) <= set(self.now)
 
 
+@dataclass
+class Outcome:
+    """What ``harness repro`` prints and writes for a bundle of any kind but numeric: the kind's
+    own lines, whether the failure reproduces, the verdict line, the JSON outcome."""
+
+    lines: list[str]
+    reproduces: bool
+    verdict: str
+    data: dict[str, Any]
+    version_diffs: list[str] = field(default_factory=list)
+    environment_diffs: list[str] = field(default_factory=list)
+
+
+def verdict_line(reproduces: bool, recorded: Sequence[str], now: Sequence[str], what: str = "failing check(s)") -> str:
+    """The closing line shared by every kind."""
+    if reproduces:
+        return f"REPRODUCES: {len(recorded)} recorded {what} fail again"
+    if not recorded:
+        return "DOES NOT REPRODUCE: the bundle records no failure"
+    return "DOES NOT REPRODUCE: now passing " + ", ".join(sorted(set(recorded) - set(now)))
+
+
 def _diffs(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
     return [f"{k}: {recorded.get(k, 'absent')} -> {here.get(k, 'absent')}"
             for k in sorted(set(recorded) | set(here)) if recorded.get(k) != here.get(k)]
@@ -352,19 +449,13 @@ def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = N
     """Run the bundled feeds through the artifact with the recorded runtime settings and judge
     the outputs against the bundled reference with the recorded thresholds."""
     from harness.core import parse_provider
-    from harness.core.runtime import RuntimeSettings
     from harness.judge.numeric import run_graph_parity
-    from harness.results.envinfo import environment, versions
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest
     path, source = bundle.artifact()
     prov = parse_provider(provider or m["provider"], option="--provider")
-    runtime = None
-    if m.get("runtime"):
-        fields = {k: v for k, v in m["runtime"].items() if k in RuntimeSettings.__dataclass_fields__
-                  and k not in ("trt_profile", "provider_options", "profile")}  # TensorRT shapes: derived anew
-        runtime = RuntimeSettings(**fields)
+    runtime = runtime_from(m.get("runtime"))
     workers = threads if threads is not None else m.get("threads")
     runner = open_onnx(path, prov, workers, bundle.precision, runtime)
     try:
@@ -381,8 +472,5 @@ def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = N
     judged = [replace(o, tolerance=tolerances.get(o.output)) for o in judged]
     now = [(f.output, f.metric) for o in judged for f in o.failures()]
     recorded = [(f["output"], f["metric"]) for f in m["verdict"]["failures"]]
-    env_here = environment(workers)
-    env_rec = m.get("environment") or {}
-    env_keys = ("cpu", "cores", "os", "machine", "gpu")
-    return ReproResult(recorded, now, judged, source, _diffs(m.get("versions") or {}, versions()),
-                       _diffs({k: env_rec.get(k) for k in env_keys}, {k: env_here.get(k) for k in env_keys}))
+    version_diffs, env_diffs = here_vs_recorded(m, workers)
+    return ReproResult(recorded, now, judged, source, version_diffs, env_diffs)

@@ -54,7 +54,13 @@ class Case:
         from harness.judge.numeric import numeric_parity
 
         assert self.variant is not None
-        result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
+        try:
+            result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
+        except Exception as exc:  # an error bundle written for it (harness.repro.error) goes in the record
+            bundles = getattr(exc, "harness_repro_bundles", None)
+            if bundles:
+                self.data["repro_bundles"] = dict(bundles)
+            raise
         self.metrics.update(result.metrics())
         self.thresholds.update(result.thresholds())
         self.artifacts.update(result.artifacts)
@@ -87,12 +93,15 @@ class Case:
 
         options = self.workspace.options
         exporter, per_channel = options.exporter, options.int8_per_channel
+        fixes: dict[str, Any] = {}  # issue 14: the node lists this model's artifacts were built with
         inputs: dict[str, Any] = {}
         if self.variant is not None:
             try:  # what this model really used (a model may default to dynamo / per-channel INT8)
                 model = self.workspace.model(self.variant.model)
                 effective = self.workspace.settings_for(model)
                 exporter, per_channel = effective.exporter, effective.int8_per_channel
+                fixes = {k: list(v) for k, v in (("fp16_node_block_list", effective.fp16_node_block_list),
+                                                  ("int8_nodes_to_exclude", effective.int8_nodes_to_exclude)) if v}
                 inputs = self._inputs(model)
             except Exception:
                 pass
@@ -118,7 +127,7 @@ class Case:
                 "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
                 "int8_per_channel_forced": options.int8_per_channel, "options": recordable(options.given),
                 "external_data": options.external_data,
-                **inputs}
+                **fixes, **inputs}
 
     def _inputs(self, model: LoadedModel) -> dict[str, Any]:
         """What the case's inputs really were: the sentences used (``num_samples`` is that count,

@@ -114,6 +114,9 @@ jobs:
       - name: Nightly gate with performance
         if: github.event_name == 'schedule'
         run: {nightly_command}
+      - name: Drop cache entries no run has used for 14 days (the cache is saved after the job)
+        if: always()
+        run: harness cache prune --older-than 14d
       - name: Upload the report
         if: always()
         uses: actions/upload-artifact@v4

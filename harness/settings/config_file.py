@@ -35,7 +35,7 @@ PYPROJECT = "pyproject.toml"
 TOP_KEYS = ("run", "models", "tolerances", "budgets", "margins")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
               "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list",
-              "margins", "runtime")
+              "margins", "runtime", "fp16_node_block_list", "int8_nodes_to_exclude")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
 PRECISIONS = ("fp32", "fp16", "int8", "int8-static")
@@ -67,6 +67,9 @@ class ModelEntry:
     margins: tuple[MarginRule, ...] = ()
     #: ``[models.<name>.runtime]``: RuntimeSettings fields this model runs with (over the run's)
     runtime: Mapping[str, Any] = field(default_factory=dict)
+    #: issue 14: node names this model keeps in FP32 (FP16) / leaves unquantised (INT8)
+    fp16_node_block_list: tuple[str, ...] = ()
+    int8_nodes_to_exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,9 @@ class SuiteConfig:
     external_data: str | None = None
     # issue 16: free a large model's PyTorch module between cases (auto / always / never)
     release_models: str | None = None
+    # issue 14: precision fixes (node names; ``harness bisect --suggest``)
+    fp16_node_block_list: list[str] | None = None
+    int8_nodes_to_exclude: list[str] | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)
@@ -453,6 +459,8 @@ class _Validator:
                                 if "fp16_op_block_list" in table else ()),
             margins=self.margins(table["margins"], f"{where}.margins", name) if "margins" in table else (),
             runtime=self.model_runtime(table["runtime"], f"{where}.runtime") if "runtime" in table else {},
+            **{key: tuple(self.names(table[key], f"{where}.{key}"))
+               for key in ("fp16_node_block_list", "int8_nodes_to_exclude") if key in table},
         )
 
 

@@ -230,11 +230,19 @@ OPTIONS: tuple[Option, ...] = (
            "always, never", choices=("auto", "always", "never"), default="auto", in_config=True,
            rerun=Rerun.NEVER),
     # --- end issue 16 ---
+    # --- issue 14: precision fixes (`harness bisect --suggest` finds them, docs/bisect.md) ---
+    Option("fp16_node_block_list", Kind.LIST, "ONNX node names kept in FP32 by the FP16 conversion "
+           "(onnxconverter-common node_block_list; a name applies to every graph of the model that has it)",
+           in_config=True, metavar="NODES", spaced_items=True),
+    Option("int8_nodes_to_exclude", Kind.LIST, "ONNX node names INT8 quantisation leaves in FP32 (onnxruntime "
+           "nodes_to_exclude, dynamic and static)", in_config=True, metavar="NODES", spaced_items=True),
+    # --- end issue 14 (fixes) ---
     # -- where things go: no effect on numbers ------------------------------------------------
     # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---
-    Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric case (cases/<id>/repro-<graph>/, "
-           "re-judged by `harness repro`): auto copies the ONNX file when <= 32 MiB, else path+sha256; bytes always "
-           "copies it; off writes none", choices=("auto", "bytes", "off"), default="auto", in_config=True,
+    Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric, embedding, generation, "
+           "perf-budget or erroring case (cases/<id>/repro-*/, re-judged by `harness repro`): auto copies the "
+           "ONNX file when <= 32 MiB, else path+sha256; bytes always copies it; off writes none",
+           choices=("auto", "bytes", "off"), default="auto", in_config=True,
            rerun=Rerun.NEVER),
     # --- end issue 14 ---
     Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",

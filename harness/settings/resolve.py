@@ -99,6 +99,8 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         trt_max_batch=setting("trt_max_batch"), trt_max_seq=setting("trt_max_seq"),
         fp16_op_block_list=tuple(setting("fp16_block_list") or ()),
         int8_per_channel=bool(setting("int8_per_channel")),
+        fp16_node_block_list=tuple(setting("fp16_node_block_list") or ()),
+        int8_nodes_to_exclude=tuple(setting("int8_nodes_to_exclude") or ()),
         explicit_exporter="exporter" in values,
         given=values, catalog=catalog,
         explicit_variants=bool(explicit & {"precisions", "providers"}),
@@ -185,6 +187,8 @@ def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
             extra=extra,
             int8_per_channel=spec.int8_per_channel if entry.int8_per_channel is None else entry.int8_per_channel,
             fp16_op_block_list=tuple(dict.fromkeys((*spec.fp16_op_block_list, *entry.fp16_op_block_list))),
+            fp16_node_block_list=tuple(dict.fromkeys((*spec.fp16_node_block_list, *entry.fp16_node_block_list))),
+            int8_nodes_to_exclude=tuple(dict.fromkeys((*spec.int8_nodes_to_exclude, *entry.int8_nodes_to_exclude))),
         )
         catalog.add(spec)
     return new

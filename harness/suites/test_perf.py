@@ -23,6 +23,7 @@ from harness.core import Variant
 from harness.core.phases import phase
 from harness.perf import budgets, coldstart, generation, latency, memory
 from harness.perf.measure import PerfSettings, engine_for
+from harness.repro.perf import bundle_on_breach, cold_start_on_breach, generation_on_breach
 from harness.results.collector import Case
 from harness.suites import has_config_artifacts, runs_config_artifact
 
@@ -68,7 +69,8 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
     harness.perf["settings"] = _settings_record(harness, perf_settings, skipped_buckets=skipped)
     if benchmark_or_none is not None and primary["engine"] == "pytest-benchmark":
         benchmark_or_none.extra_info["harness"] = {k: primary["summary"][k] for k in ("p50", "p90", "p95", "p99")}
-    budgets.enforce(harness, harness.perf)
+    with bundle_on_breach(harness, points[0], perf_settings):  # a latency budget breach: its repro bundle
+        budgets.enforce(harness, harness.perf)
 
 
 def test_cold_start_memory(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
@@ -85,7 +87,8 @@ def test_cold_start_memory(variant: Variant, harness: Case, perf_settings: PerfS
     harness.perf.update(memory.memory_fields(runs, memory.floors(variant.backend)))
     harness.perf.update(memory.artifact_fields(ws, variant, model, family, graphs))
     harness.perf["settings"] = _settings_record(harness, perf_settings, child=args)
-    budgets.enforce(harness, harness.perf)
+    with cold_start_on_breach(harness, args, perf_settings):  # a cold-start / memory / size breach: its bundle
+        budgets.enforce(harness, harness.perf)
 
 
 @pytest.mark.harness(generates=True)
@@ -105,7 +108,8 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
         for runner in runners.values():
             runner.close()
     harness.perf["settings"] = _settings_record(harness, perf_settings)
-    budgets.enforce(harness, harness.perf)
+    with generation_on_breach(harness, perf_settings):  # a ttft / tpot breach: its repro bundle
+        budgets.enforce(harness, harness.perf)
 
 
 @pytest.mark.harness(where=has_config_artifacts, accepts=runs_config_artifact)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from harness.core import UsageError, did_you_mean
-from harness.core.cachedir import lock_for, replace_dir, sweep_orphans, temp_dir_for
+from harness.core.cachedir import lock_for, mark_used, replace_dir, sweep_orphans, temp_dir_for
 from harness.zoo.integrity import LegacyEntry, check_model_dir, entry_problem, write_manifest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,6 +67,10 @@ class ModelSpec:
     int8_per_channel: bool = False
     #: ONNX ops this model keeps in FP32 when converted to FP16 (added to the run's list)
     fp16_op_block_list: tuple[str, ...] = ()
+    #: issue 14: ONNX node names this model keeps in FP32 (FP16) / leaves unquantised (INT8), added
+    #: to the run's lists (what ``harness bisect --suggest`` prints for ``[models.<name>]``)
+    fp16_node_block_list: tuple[str, ...] = ()
+    int8_nodes_to_exclude: tuple[str, ...] = ()
     #: precision -> {metric: threshold}; merged over the per-precision defaults.
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: performance budgets, e.g. {"p50_ms": 5.0, "peak_rss_mb": 600, "artifact_mb": 20}
@@ -179,6 +183,7 @@ def materialize(spec: ModelSpec) -> Path:
     sweep_orphans(root)
     target = root / f"{spec.name}-{_fingerprint_build(spec)}"
     if _entry_problem(target, locked=False) is None:
+        mark_used(target)
         return target
     with lock_for(target):
         problem = _entry_problem(target, locked=True)

@@ -117,6 +117,43 @@ def _pairs(record: Record) -> str:
             f"<th>edits</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
+def _forensics(record: Record) -> str:
+    """The divergent step of the worst sentences (``data.generation_forensics``): both sides' top-k
+    side by side, the variant's chosen token and the reference's top-1 marked, and the near-tie call."""
+    entries = record.data.get("generation_forensics")
+    if not isinstance(entries, list) or not entries:
+        return ""
+    parts = []
+    for e in entries:
+        if not isinstance(e, Mapping):
+            continue
+        ref, var = e.get("reference") or {}, e.get("variant") or {}
+        marked = {ref.get("chosen"), var.get("chosen")}
+
+        def cell(c: Any, marked: set[Any] = marked) -> str:
+            text = f"{_text(c.get('id'))} <code>{_text(c.get('token'))}</code>"
+            text = f"<b>{text}</b>" if c.get("id") in marked else text
+            return (f"<td>{text}</td><td class=\"num\">{format_number(c.get('logit'))}</td>"
+                    f"<td class=\"num\">{format_number(c.get('logprob'))}</td>")
+
+        ref_top, var_top = list(ref.get("top") or []), list(var.get("top") or [])
+        rows = "".join(
+            f"<tr><td>{i + 1}</td>{cell(ref_top[i]) if i < len(ref_top) else '<td></td>' * 3}"
+            f"{cell(var_top[i]) if i < len(var_top) else '<td></td>' * 3}</tr>"
+            for i in range(max(len(ref_top), len(var_top))))
+        tie = "near-tie" if e.get("near_tie") else "clear decision"
+        parts.append(
+            f"<p>sentence {_text(e.get('index'))}, step {_text(e.get('step'))}: the reference scored its token "
+            f"{_text(ref.get('chosen'))} above the variant's {_text(var.get('chosen'))} by "
+            f"{format_number(e.get('reference_margin'))} logits (<b>{tie}</b>, threshold "
+            f"{_text(e.get('near_tie_margin'))}); largest logit error there {format_number(e.get('logit_error'))}</p>"
+            "<table class=\"forensics\"><thead><tr><th>rank</th><th>PyTorch token</th><th>logit</th>"
+            "<th>log-prob</th><th>variant token</th><th>logit</th><th>log-prob</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
+    return "<div class=\"forensics\"><p>first divergent step (teacher-forced on the common prefix):</p>" + "".join(
+        parts) + "</div>"
+
+
 def render_failures(records: list[Record], run_dir: Path | None, report_dir: Path | None) -> str:
     failed = sorted((r for r in records if r.failed), key=lambda r: (SEVERITY.get(r.verdict, 9), r.id))
     if not failed:
@@ -130,7 +167,7 @@ def render_failures(records: list[Record], run_dir: Path | None, report_dir: Pat
         cards.append(
             f'<article class="failure v-{escape(r.verdict)}" id="{anchor(r.id)}" data-case="{escape(r.id)}">'
             f"<h3><span class=\"badge v-{escape(r.verdict)}\">{escape(r.verdict.upper())}</span> {_text(r.id)}</h3>"
-            f"<pre class=\"reason\">{_text(r.reason.strip())}</pre>{_checks_table(r)}{_worst(r)}{_pairs(r)}"
+            f"<pre class=\"reason\">{_text(r.reason.strip())}</pre>{_checks_table(r)}{_worst(r)}{_pairs(r)}{_forensics(r)}"
             f"{rerun}{links}</article>")
     return f'<section id="failures"><h2>Failures and errors ({len(failed)})</h2>{"".join(cards)}</section>'
 

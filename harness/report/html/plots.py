@@ -115,3 +115,75 @@ def trend(series: Mapping[str, Sequence[tuple[str, float]]], title: str, band: M
     ax.set_title(title)
     ax.legend(fontsize=7, loc="best")
     return to_svg(fig, title)
+
+
+# --- issue 14: `harness bisect` error along the graph (harness/debug/report.py) ---
+def error_along_graph(points: Sequence[tuple[int, float, bool]], bands: Sequence[tuple[int, int, str]],
+                      threshold: float | None, first: tuple[int, str] | None, title: str,
+                      overflow: tuple[int, str] | None = None) -> str:
+    """Each compared tensor's normalised error against its topological position (log scale;
+    NaN/inf drawn at the top edge as crosses), divergent ones in red, alternate layers shaded
+    and labelled, the per-tensor threshold dashed and the first divergent tensor marked with
+    the module it came from: where the error is born and how it grows."""
+    import numpy as np
+
+    fig = _figure(9.0, 3.6)
+    ax: Axes = fig.add_subplot()
+    finite = [(x, y, bad) for x, y, bad in points if math.isfinite(y) and y > 0]
+    top = max([y for _, y, _ in finite] + [threshold or 0.0, 1e-6]) * 3
+    bottom = max(min([y for _, y, _ in finite] + [top / 1e6]) / 3, 1e-12)
+    for i, (lo, hi, label) in enumerate(bands):
+        if i % 2 == 0:
+            ax.axvspan(lo - 0.5, hi + 0.5, color="#eef", linewidth=0)
+        ax.text((lo + hi) / 2, bottom * 1.3, label, fontsize=6, ha="center", va="bottom", rotation=90, color="#557")
+    for bad, colour in ((False, PALETTE[0]), (True, PALETTE[3])):
+        xs = [x for x, _, b in finite if b is bad]
+        ys = [y for _, y, b in finite if b is bad]
+        if xs:
+            ax.scatter(xs, ys, s=9, color=colour, label="diverges" if bad else "within tolerance", zorder=3)
+    broken = [x for x, y, _ in points if not math.isfinite(y)]
+    if broken:
+        ax.scatter(broken, np.full(len(broken), top / 1.5), marker="x", s=16, color=PALETTE[3],
+                   label="NaN / inf", zorder=3)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom, top)
+    if threshold:
+        ax.axhline(threshold, color="#c00", linewidth=0.8, linestyle="--", label=f"threshold {threshold:g}")
+    if first is not None:
+        ax.axvline(first[0], color="#c00", linewidth=1.0)
+        ax.annotate(f"first divergent: {first[1]}", (first[0], top / 1.5), xytext=(4, -10),
+                    textcoords="offset points", fontsize=7, color="#c00")
+    if overflow is not None and (first is None or overflow[0] != first[0]):
+        ax.axvline(overflow[0], color=PALETTE[1], linewidth=1.0, linestyle="-.")
+        ax.annotate(f"first FP16 overflow: {overflow[1]}", (overflow[0], top / 6), xytext=(4, -10),
+                    textcoords="offset points", fontsize=7, color=PALETTE[1])
+    ax.set_xlabel("node (FP32 topological order)")
+    ax.set_ylabel("norm_max_abs")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    return to_svg(fig, title)
+
+
+def module_growth(rows: Sequence[tuple[str, float, bool]], threshold: float | None, title: str) -> str:
+    """The output error of each module/layer in topological order (bars, log scale), the first
+    divergent one in red: the per-layer table as a picture."""
+    fig = _figure(9.0, 0.9 + 0.22 * max(len(rows), 1))
+    ax: Axes = fig.add_subplot()
+    names = [r[0] for r in rows]
+    values = [r[1] if math.isfinite(r[1]) and r[1] > 0 else 0.0 for r in rows]
+    positive = [v for v in values if v > 0]
+    ceiling = max(positive + [threshold or 0.0, 1e-6]) * 10  # NaN/inf: past everything finite and the threshold
+    floor = min(positive + [ceiling / 1e6]) / 10  # an exact 0: a stub at the left edge
+    shown = [v if v > 0 else (ceiling if not math.isfinite(r[1]) else floor) for v, r in zip(values, rows)]
+    colours = [PALETTE[3] if r[2] else PALETTE[0] for r in rows]
+    ax.barh(names, shown, color=colours)
+    for y, r in enumerate(rows):
+        ax.text(shown[y], y, f" {r[1]:.3g}", va="center", fontsize=6)
+    ax.set_xscale("log")
+    if threshold:
+        ax.axvline(threshold, color="#c00", linewidth=0.8, linestyle="--")
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=6)
+    ax.set_xlabel("norm_max_abs of the module's output (red: holds the first divergent tensor)")
+    ax.set_title(title)
+    return to_svg(fig, title)

@@ -1,0 +1,320 @@
+"""Error bundles of a generation case (``kind: error`` with ``decode``): a decode the files refused.
+
+A generation case errors when one of its decoding graphs fails to load, or raises on a call the
+decoding loop makes (a graph exported with a fixed sequence length refuses the one-token step, a
+graph that lacks an input the family feeds...). Like a numeric error bundle (``error.py``) the
+question is portable -- do these files, decoding these prompts with these settings on this
+provider, raise the same error? -- but the evidence is a decode, not a batch: every graph
+decoding runs, the tokenizer and configs (``tokenizer/``), the prompts as token ids
+(``data.npz`` ``batch<i>.input_ids`` / ``batch<i>.attention_mask``), the generation settings
+and batch size, and ``error`` with the graph that raised, the stage (``load`` or ``run``), the
+decode batch and the graph's call number.
+
+The rule is error.py's: the bundle is written only when the error is the files' own. The decode
+is first run again outside the harness's caches with fresh sessions whose every load and call
+is watched (``_Watch``); the error counts only when it was raised by a graph's load or call
+(the runtime, or the runner refusing feeds the graph declares), never by the harness's decoding
+code around them -- that is a harness bug, and the case's rerun command reproduces it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from harness.core import Precision, Variant
+from harness.repro.bundle import (
+    DATA,
+    FORMAT,
+    Bundle,
+    BundleError,
+    Outcome,
+    bundle_artifact,
+    check_artifact,
+    here_vs_recorded,
+    recorded_facts,
+    resolve_artifact,
+    runtime_from,
+    runtime_json,
+    sha256_file,
+    write_manifest,
+)
+from harness.repro.error import normalize
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core import Provider
+    from harness.core.runtime import RuntimeSettings
+    from harness.families import Family
+    from harness.generation import GenerationSettings
+    from harness.judge.workspace import Workspace
+    from harness.runners.base import GraphRunner
+    from harness.zoo.loading import LoadedModel
+
+#: the generation settings a decode error bundle records (what ``GenerationSettings`` takes)
+SETTINGS = ("max_new_tokens", "num_beams", "repetition_penalty", "length_penalty", "early_stopping", "use_cache",
+            "eos_token_ids", "pad_token_id", "forced_eos_token_id", "suppress_tokens", "decoder_start_token_id")
+
+
+@dataclass(frozen=True)
+class DecodeRaised:
+    """Which graph raised, where (load / run, decode batch, the graph's n-th call) and how."""
+
+    graph: str
+    stage: str  # "load" or "run"
+    batch: int
+    call: int | None
+    type: str
+    message: str
+
+    @property
+    def normalized(self) -> str:
+        return normalize(self.message)
+
+    def where(self) -> str:
+        if self.stage == "harness":
+            return f"in the harness's decoding code (decode batch {self.batch})"
+        if self.stage == "load":
+            return f"loading graph {self.graph}"
+        return f"graph {self.graph} call {self.call} (decode batch {self.batch})"
+
+
+class _Watched(Exception):
+    """Carries the runtime's own exception out of the decoding loop, tagged with where it rose."""
+
+    def __init__(self, raised: DecodeRaised) -> None:
+        super().__init__(raised.message)
+        self.raised = raised
+
+
+class _Watch:
+    """A runner that tags an exception raised by its graph's call; everything else is the runner's."""
+
+    def __init__(self, runner: "GraphRunner", graph: str, batch: list[int]) -> None:
+        self._runner, self._graph, self._batch, self.calls = runner, graph, batch, 0
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.calls += 1
+        try:
+            return self._runner.run(feeds)
+        except Exception as exc:
+            raise _Watched(DecodeRaised(self._graph, "run", self._batch[0], self.calls, type(exc).__name__,
+                                        str(exc).strip())) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
+class _FilesBackend:
+    """What the decoding loop asks a backend for, served by fresh sessions of given files
+    (``Backend.open_onnx_file``: the runtime's own exceptions, no cache, no replay)."""
+
+    def __init__(self, files: Mapping[str, Path], provider: "Provider", threads: int | None, precision: Precision,
+                 runtime: "RuntimeSettings | None", batch: list[int]) -> None:
+        self.files, self.provider, self.threads, self.precision, self.runtime = files, provider, threads, precision, runtime
+        self.batch = batch
+
+    @contextmanager
+    def load(self, model: Any, family: Any, graph: Any, variant: Any) -> Iterator[Any]:
+        from harness.runners import backends
+
+        backend = backends()[self.provider.backend]
+        try:
+            runner = backend.open_onnx_file(self.files[graph.name], self.provider, self.precision, self.threads,
+                                            self.runtime)
+        except Exception as exc:
+            raise _Watched(DecodeRaised(graph.name, "load", self.batch[0], None, type(exc).__name__,
+                                        str(exc).strip())) from exc
+        try:
+            yield _Watch(runner, graph.name, self.batch)
+        finally:
+            runner.close()
+
+    def artifacts(self, model: Any, family: Any, graph: Any, variant: Any) -> dict[str, dict[str, Any]]:
+        return {}
+
+
+def provoke(files: Mapping[str, Path], model: "LoadedModel", family: "Family", variant: Variant,
+            texts: Sequence[str], settings: "GenerationSettings", batch_size: int, threads: int | None,
+            runtime: "RuntimeSettings | None", only: int | None = None) -> DecodeRaised | None:
+    """Decode ``texts`` batch by batch (or batch ``only``) with fresh sessions of ``files`` until a
+    graph's load or call raises; None when every batch decodes. An exception raised by the
+    decoding code itself propagates: it is not the files' error."""
+    from harness.generation import decode_texts
+
+    batch = [0]
+    backend = _FilesBackend(files, variant.provider, threads, variant.precision, runtime, batch)
+    for i, lo in enumerate(range(0, len(texts), batch_size)):
+        if only is not None and i != only:
+            continue
+        batch[0] = i
+        try:
+            decode_texts(backend, model, family, variant, texts[lo: lo + batch_size], settings,  # type: ignore[arg-type]
+                         batch_size, threads or 1)
+        except _Watched as watched:
+            return watched.raised
+    return None
+
+
+def decode_files(backend: Any, model: "LoadedModel", family: "Family", variant: Variant,
+                 settings: "GenerationSettings") -> dict[str, Path] | None:
+    """The ONNX file of each graph decoding runs, from the backend's artifacts; None when a
+    graph is not one ONNX file (PyTorch, a native engine) or cannot be had (a failed export)."""
+    out: dict[str, Path] = {}
+    wanted = family.generation_graphs(settings.use_cache)
+    for graph in family.graphs(model):
+        if graph.name not in wanted:
+            continue
+        files = backend.artifacts(model, family, graph, variant)
+        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
+                and str(i.get("path", "")).endswith(".onnx")]
+        if len(onnx) != 1 or not onnx[0].is_file():
+            return None
+        out[graph.name] = onnx[0]
+    return out if set(out) == set(wanted) else None
+
+
+def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant, model: "LoadedModel",
+                              family: "Family", settings: "GenerationSettings", indices: Sequence[int],
+                              texts: Sequence[str], batch_size: int, exc: BaseException,
+                              mode: str = "auto") -> Path | None:
+    """Bundle a generation case's error if the decoding graphs raise it themselves; None otherwise."""
+    from harness.repro.generation import TOKENIZER, _model_files
+
+    if mode == "off":
+        return None
+    files = decode_files(ws.backend(variant, model), model, family, variant, settings)
+    if files is None:
+        return None
+    threads = ws.options.intra_op_threads
+    runtime = ws.runtime_for(variant, model)
+    try:
+        raised = provoke(files, model, family, variant, texts, settings, batch_size, threads, runtime)
+    except Exception:  # the decoding code raised, not a graph: not the files' error
+        return None
+    if raised is None:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    _model_files(model, directory / TOKENIZER)
+    checksums = {f"{TOKENIZER}/{p.name}": sha256_file(p) for p in sorted((directory / TOKENIZER).iterdir())}
+    artifacts: dict[str, Any] = {}
+    for graph, path in files.items():
+        art, copied = bundle_artifact(directory, path, mode, sub=f"artifact/{graph}")
+        artifacts[graph] = art
+        checksums.update(copied)
+    arrays: dict[str, np.ndarray] = {}
+    for i, lo in enumerate(range(0, len(texts), batch_size)):
+        arrays[f"batch{i}.input_ids"], arrays[f"batch{i}.attention_mask"] = family.prompt_batch(
+            model, texts[lo: lo + batch_size])
+    np.savez_compressed(directory / DATA, **arrays)  # type: ignore[arg-type]  # **arrays vs allow_pickle: bool
+    checksums[DATA] = sha256_file(directory / DATA)
+    from dataclasses import asdict
+
+    described = asdict(settings)
+    manifest = {
+        "format": FORMAT, "kind": "error", "case": variant.id, "model": variant.model, "family": model.family,
+        "precision": variant.precision.value, "provider": variant.provider.short, "backend": variant.provider.backend,
+        "threads": threads, "runtime": runtime_json(runtime), "artifacts": artifacts,
+        "decode": {"settings": {k: described[k] for k in SETTINGS}, "batch_size": batch_size,
+                   "indices": list(indices), "sources": list(texts),
+                   "tokenizer": {"dir": TOKENIZER, "class": type(model.tokenizer).__name__,
+                                 "outputs": "data.npz batch<i>.input_ids / batch<i>.attention_mask"}},
+        "error": {"graph": raised.graph, "stage": raised.stage, "batch": raised.batch, "call": raised.call,
+                  "type": raised.type, "message": raised.message, "normalized": raised.normalized,
+                  "case_type": type(exc).__name__,
+                  "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:]},
+        "verdict": {"passed": False, "failures": [{"error": raised.type}]},
+        "model_sha256": model.weights_sha256,
+        **recorded_facts(threads),
+        "files": checksums,
+    }
+    return write_manifest(directory, manifest)
+
+
+def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
+    """The shape ``outcome`` relies on; one line per problem (exit 2)."""
+    from harness.repro.generation import _settings
+
+    arts, decode, err = m.get("artifacts"), m["decode"], m["error"]
+    if not isinstance(arts, dict) or not arts:
+        raise BundleError(f"{manifest_path}: artifacts must map each decoding graph to its file")
+    for art in arts.values():
+        check_artifact(manifest_path, art)
+    if not isinstance(decode, dict) or not {"settings", "batch_size", "sources"} <= set(decode):
+        raise BundleError(f"{manifest_path}: decode must have settings, batch_size and sources")
+    if not isinstance(err, dict) or err.get("stage") not in ("load", "run") or err.get("graph") not in arts \
+            or not isinstance(err.get("batch"), int) or not {"type", "message"} <= set(err):
+        raise BundleError(f"{manifest_path}: error must name a bundled graph, stage (load or run), batch, type "
+                          "and message")
+    try:
+        settings = _settings(decode)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise BundleError(f"{manifest_path}: decode.settings are not generation settings ({exc})") from None
+    from harness.families import family_for
+
+    try:
+        needed = family_for(str(m.get("family"))).generation_graphs(settings.use_cache)
+    except ValueError as exc:
+        raise BundleError(f"{manifest_path}: {exc}") from None
+    missing = [g for g in needed if g not in arts]
+    if missing:
+        raise BundleError(f"{manifest_path}: artifacts lack the decoding graph(s) {', '.join(missing)}")
+
+
+def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
+    """``harness repro`` of a decode error bundle: the failing decode batch again, same error?"""
+    from harness.core import parse_provider
+    from harness.families import family_for
+    from harness.repro.error import _clip
+    from harness.repro.generation import _settings, bundled_model
+
+    m = bundle.manifest
+    decode, err = m["decode"], m["error"]
+    files, sources = {}, {}
+    for graph, art in m["artifacts"].items():
+        files[graph], sources[graph] = resolve_artifact(bundle.directory, art)
+    prov = parse_provider(provider or m["provider"], option="--provider")
+    workers = threads if threads is not None else m.get("threads")
+    model = bundled_model(bundle)
+    family = family_for(str(m["family"]))
+    variant = Variant(model.name, Precision(m["precision"]), prov)
+    recorded = DecodeRaised(str(err["graph"]), str(err["stage"]), int(err["batch"]), err.get("call"), str(err["type"]),
+                            str(err["message"]))
+    texts = list(decode["sources"])
+    try:
+        now = provoke(files, model, family, variant, texts, _settings(decode), int(decode["batch_size"]), workers,
+                      runtime_from(m.get("runtime")), only=recorded.batch)
+    except Exception as exc:  # the decoding code itself raised: not the graphs' error, and not the recorded one
+        now = DecodeRaised("(decoding code)", "harness", recorded.batch, None, type(exc).__name__, str(exc).strip())
+    lines = ["artifacts: " + ", ".join(f"{g}: {s}" for g, s in sources.items()),
+             f"decoded: batch {recorded.batch} of {len(texts)} prompt(s) in batches of {decode['batch_size']}, "
+             f"max_new_tokens {decode['settings'].get('max_new_tokens')}, beams {decode['settings'].get('num_beams')}, "
+             f"cache {'on' if decode['settings'].get('use_cache') else 'off'}",
+             f"recorded: {recorded.type} {recorded.where()}: {_clip(recorded.message)}"]
+    same_type = now is not None and (now.type, now.stage, now.graph) == (recorded.type, recorded.stage, recorded.graph)
+    same_message = now is not None and now.normalized == recorded.normalized
+    if now is None:
+        lines.append(f"now: no error (decode batch {recorded.batch} finished)")
+    else:
+        lines.append(f"now: {now.type} {now.where()}: {_clip(now.message)}")
+        lines.append(f"  type {'same' if same_type else 'DIFFERENT'}; normalised message "
+                     f"{'same' if same_message else 'DIFFERENT'}")
+    reproduces = same_type and same_message
+    if reproduces:
+        verdict = f"REPRODUCES: {recorded.type} again ({recorded.where()})"
+    elif now is None:
+        verdict = "DOES NOT REPRODUCE: the graphs decode the batch here"
+    else:
+        verdict = f"DOES NOT REPRODUCE: a different error ({now.type} {now.where()})"
+    versions, env = here_vs_recorded(m, workers)
+    data = {"recorded_error": {"type": recorded.type, "graph": recorded.graph, "stage": recorded.stage,
+                               "batch": recorded.batch, "call": recorded.call, "normalized": recorded.normalized},
+            "error_now": None if now is None else {"type": now.type, "graph": now.graph, "stage": now.stage,
+                                                   "batch": now.batch, "call": now.call, "message": now.message,
+                                                   "normalized": now.normalized},
+            "same_type": same_type, "same_message": same_message, "artifacts": sources}
+    return Outcome(lines, reproduces, verdict, data, versions, env)
