@@ -214,3 +214,49 @@ def test_gather_streams_per_tensor_files_into_one(tmp_path, monkeypatch):
     got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     want = x @ numpy_helper.to_array(weights[0]) @ numpy_helper.to_array(weights[1]) @ numpy_helper.to_array(weights[2])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_int8_reinfers_shapes_without_copying_the_weights(tmp_path, monkeypatch):
+    """Dynamic INT8 through the harness (shapes re-inferred on a weightless skeleton, the model
+    updated in place) writes the same bytes as onnxruntime's own deep-copy-and-reload, and the
+    quantizer's function is restored afterwards (scripts/bench_int8_memory.py measures the peak)."""
+    from onnxruntime.quantization import QuantType, onnx_quantizer, quantize_dynamic
+
+    from harness.export import int8
+    from harness.export.int8 import _reinfer_in_place, quantize_int8
+
+    calls: list[int] = []
+
+    def counting(model):
+        calls.append(1)
+        return _reinfer_in_place(model)
+
+    monkeypatch.setattr(int8, "_reinfer_in_place", counting)
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["m0"]), helper.make_node("Relu", ["m0"], ["r0"]),
+             helper.make_node("MatMul", ["r0", "w1"], ["m1"]), helper.make_node("Relu", ["m1"], ["r1"]),
+             helper.make_node("MatMul", ["r1", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 64])], weights)
+    src = tmp_path / "fp32" / "model.onnx"
+    src.parent.mkdir()
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    original = onnx_quantizer.save_and_reload_model_with_shape_infer
+
+    ours = tmp_path / "harness"
+    ours.mkdir()
+    quantize_int8(src, ours, external_data="never")
+    assert calls == [1]  # the quantizer's reload went through the in-place version
+    assert onnx_quantizer.save_and_reload_model_with_shape_infer is original
+    theirs = tmp_path / "onnxruntime" / "model.onnx"
+    theirs.parent.mkdir()
+    quantize_dynamic(str(src), str(theirs), weight_type=QuantType.QInt8)
+    assert (ours / "model.onnx").read_bytes() == theirs.read_bytes()
+
+    model = onnx.load(str(src))
+    before = [t.raw_data for t in model.graph.initializer]
+    same = _reinfer_in_place(model)
+    assert same is model and [t.raw_data for t in model.graph.initializer] == before
+    assert {v.name for v in model.graph.value_info} >= {"m0", "r0", "m1", "r1"}  # shapes inferred in place
