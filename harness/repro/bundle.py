@@ -230,6 +230,27 @@ def bundle_artifact(directory: Path, artifact: Path, mode: str, sub: str = "arti
     return art, checksums
 
 
+def bundle_graphs(directory: Path, files: Mapping[str, Path], mode: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """:func:`bundle_artifact` for each graph of a multi-graph bundle (``artifact/<graph>/``): the
+    ``artifacts`` entry per graph and the checksums of what was copied."""
+    artifacts: dict[str, Any] = {}
+    checksums: dict[str, str] = {}
+    for graph, path in files.items():
+        art, copied = bundle_artifact(directory, path, mode, sub=f"artifact/{graph}")
+        artifacts[graph] = art
+        checksums.update(copied)
+    return artifacts, checksums
+
+
+def onnx_file(artifacts: Mapping[str, Mapping[str, Any]], graph: str) -> Path | None:
+    """The one ONNX file a case ran for ``graph``, from its ``artifacts`` (keys ``<graph>/<file>``);
+    None when the graph is not exactly one existing ONNX file (PyTorch, a native engine, a failed
+    export): nothing portable to bundle."""
+    paths = [Path(str(info["path"])) for key, info in artifacts.items()
+             if key.split("/")[0] == graph and str(info.get("path", "")).endswith(".onnx")]
+    return paths[0] if len(paths) == 1 and paths[0].is_file() else None
+
+
 def resolve_artifact(directory: Path, art: Mapping[str, Any]) -> tuple[Path, str]:
     """The ONNX file to run and where it came from: the bundled copy, else the recorded path
     when its sha256 still matches (the same file), else a ``BundleError``."""
@@ -331,6 +352,13 @@ class Bundle:
     def artifact(self) -> tuple[Path, str]:
         """The ONNX file to run and where it came from (``resolve_artifact``)."""
         return resolve_artifact(self.directory, self.manifest["artifact"])
+
+    def graph_artifacts(self) -> tuple[dict[str, Path], dict[str, str]]:
+        """Each graph's ONNX file and where it came from, for a multi-graph bundle (``artifacts``)."""
+        files, sources = {}, {}
+        for graph, art in self.manifest["artifacts"].items():
+            files[graph], sources[graph] = resolve_artifact(self.directory, art)
+        return files, sources
 
 
 def load_bundle(path: Path) -> Bundle:

@@ -20,10 +20,9 @@ code around them -- that is a harness bug, and the case's rerun command reproduc
 from __future__ import annotations
 
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -34,17 +33,17 @@ from harness.repro.bundle import (
     Bundle,
     BundleError,
     Outcome,
-    bundle_artifact,
+    bundle_graphs,
     check_artifact,
     here_vs_recorded,
+    onnx_file,
     recorded_facts,
-    resolve_artifact,
     runtime_from,
     runtime_json,
-    sha256_file,
     write_manifest,
 )
 from harness.repro.error import normalize
+from harness.repro.generation import SETTINGS, TOKENIZER, FilesBackend, bundle_tokenizer, save_prompt_batches
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Provider
@@ -54,11 +53,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
-
-#: the generation settings a decode error bundle records (what ``GenerationSettings`` takes)
-SETTINGS = ("max_new_tokens", "num_beams", "repetition_penalty", "length_penalty", "early_stopping", "use_cache",
-            "eos_token_ids", "pad_token_id", "forced_eos_token_id", "suppress_tokens", "decoder_start_token_id")
-
 
 @dataclass(frozen=True)
 class DecodeRaised:
@@ -109,33 +103,26 @@ class _Watch:
         return getattr(self._runner, name)
 
 
-class _FilesBackend:
-    """What the decoding loop asks a backend for, served by fresh sessions of given files
-    (``Backend.open_onnx_file``: the runtime's own exceptions, no cache, no replay)."""
+class _FilesBackend(FilesBackend):
+    """:class:`FilesBackend` that lets the runtime's own exceptions out, tagged with the graph,
+    the stage (load / run) and the decode batch they rose in."""
 
     def __init__(self, files: Mapping[str, Path], provider: "Provider", threads: int | None, precision: Precision,
                  runtime: "RuntimeSettings | None", batch: list[int]) -> None:
-        self.files, self.provider, self.threads, self.precision, self.runtime = files, provider, threads, precision, runtime
+        super().__init__(files, provider, threads, precision, runtime)
         self.batch = batch
 
-    @contextmanager
-    def load(self, model: Any, family: Any, graph: Any, variant: Any) -> Iterator[Any]:
+    def open(self, graph: str) -> "GraphRunner":
         from harness.runners import backends
 
         backend = backends()[self.provider.backend]
-        try:
-            runner = backend.open_onnx_file(self.files[graph.name], self.provider, self.precision, self.threads,
+        try:  # not prebuilt.open_onnx: it turns the runtime's refusal into a usage error
+            runner = backend.open_onnx_file(self.files[graph], self.provider, self.precision, self.threads,
                                             self.runtime)
         except Exception as exc:
-            raise _Watched(DecodeRaised(graph.name, "load", self.batch[0], None, type(exc).__name__,
+            raise _Watched(DecodeRaised(graph, "load", self.batch[0], None, type(exc).__name__,
                                         str(exc).strip())) from exc
-        try:
-            yield _Watch(runner, graph.name, self.batch)
-        finally:
-            runner.close()
-
-    def artifacts(self, model: Any, family: Any, graph: Any, variant: Any) -> dict[str, dict[str, Any]]:
-        return {}
+        return _Watch(runner, graph, self.batch)  # type: ignore[return-value]  # a GraphRunner by delegation
 
 
 def provoke(files: Mapping[str, Path], model: "LoadedModel", family: "Family", variant: Variant,
@@ -164,17 +151,14 @@ def decode_files(backend: Any, model: "LoadedModel", family: "Family", variant: 
                  settings: "GenerationSettings") -> dict[str, Path] | None:
     """The ONNX file of each graph decoding runs, from the backend's artifacts; None when a
     graph is not one ONNX file (PyTorch, a native engine) or cannot be had (a failed export)."""
-    out: dict[str, Path] = {}
     wanted = family.generation_graphs(settings.use_cache)
+    out: dict[str, Path] = {}
     for graph in family.graphs(model):
-        if graph.name not in wanted:
-            continue
-        files = backend.artifacts(model, family, graph, variant)
-        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
-                and str(i.get("path", "")).endswith(".onnx")]
-        if len(onnx) != 1 or not onnx[0].is_file():
-            return None
-        out[graph.name] = onnx[0]
+        if graph.name in wanted:
+            path = onnx_file(backend.artifacts(model, family, graph, variant), graph.name)
+            if path is None:
+                return None
+            out[graph.name] = path
     return out if set(out) == set(wanted) else None
 
 
@@ -183,8 +167,6 @@ def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant
                               texts: Sequence[str], batch_size: int, exc: BaseException,
                               mode: str = "auto") -> Path | None:
     """Bundle a generation case's error if the decoding graphs raise it themselves; None otherwise."""
-    from harness.repro.generation import TOKENIZER, _model_files
-
     if mode == "off":
         return None
     files = decode_files(ws.backend(variant, model), model, family, variant, settings)
@@ -199,19 +181,10 @@ def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant
     if raised is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
-    _model_files(model, directory / TOKENIZER)
-    checksums = {f"{TOKENIZER}/{p.name}": sha256_file(p) for p in sorted((directory / TOKENIZER).iterdir())}
-    artifacts: dict[str, Any] = {}
-    for graph, path in files.items():
-        art, copied = bundle_artifact(directory, path, mode, sub=f"artifact/{graph}")
-        artifacts[graph] = art
-        checksums.update(copied)
-    arrays: dict[str, np.ndarray] = {}
-    for i, lo in enumerate(range(0, len(texts), batch_size)):
-        arrays[f"batch{i}.input_ids"], arrays[f"batch{i}.attention_mask"] = family.prompt_batch(
-            model, texts[lo: lo + batch_size])
-    np.savez_compressed(directory / DATA, **arrays)  # type: ignore[arg-type]  # **arrays vs allow_pickle: bool
-    checksums[DATA] = sha256_file(directory / DATA)
+    checksums = bundle_tokenizer(model, directory)
+    artifacts, copied = bundle_graphs(directory, files, mode)
+    checksums.update(copied)
+    checksums[DATA] = save_prompt_batches(directory, model, family, texts, batch_size)
     from dataclasses import asdict
 
     described = asdict(settings)
@@ -274,9 +247,7 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
 
     m = bundle.manifest
     decode, err = m["decode"], m["error"]
-    files, sources = {}, {}
-    for graph, art in m["artifacts"].items():
-        files[graph], sources[graph] = resolve_artifact(bundle.directory, art)
+    files, sources = bundle.graph_artifacts()
     prov = parse_provider(provider or m["provider"], option="--provider")
     workers = threads if threads is not None else m.get("threads")
     model = bundled_model(bundle)

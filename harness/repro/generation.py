@@ -33,11 +33,11 @@ from harness.repro.bundle import (
     FORMAT,
     Bundle,
     BundleError,
-    bundle_artifact,
+    bundle_graphs,
     check_artifact,
     here_vs_recorded,
+    onnx_file,
     recorded_facts,
-    resolve_artifact,
     runtime_from,
     runtime_json,
     sha256_file,
@@ -53,28 +53,33 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.zoo.loading import LoadedModel
 
 TOKENIZER = "tokenizer"
+#: the generation settings a bundle records (what ``GenerationSettings`` takes)
+SETTINGS = ("max_new_tokens", "num_beams", "repetition_penalty", "length_penalty", "early_stopping", "use_cache",
+            "eos_token_ids", "pad_token_id", "forced_eos_token_id", "suppress_tokens", "decoder_start_token_id")
 
 
-def graph_files(result: "GenerationResult", graphs: Sequence[str]) -> dict[str, Path] | None:
-    """The ONNX file each decoding graph ran, from the result's artifacts (``<graph>/<file>``);
-    None when a graph is not an ONNX file (PyTorch, a native engine): nothing to bundle."""
-    out: dict[str, Path] = {}
-    for graph in graphs:
-        paths = [Path(str(info["path"])) for key, info in result.artifacts.items()
-                 if key.split("/")[0] == graph and str(info.get("path", "")).endswith(".onnx")]
-        if len(paths) != 1 or not paths[0].is_file():
-            return None
-        out[graph] = paths[0]
-    return out
-
-
-def _model_files(model: "LoadedModel", directory: Path) -> None:
-    """Tokenizer and configs: enough to tokenize, lay out the cache and read the search settings."""
-    directory.mkdir(parents=True, exist_ok=True)
-    model.tokenizer.save_pretrained(str(directory))
+def bundle_tokenizer(model: "LoadedModel", directory: Path) -> dict[str, str]:
+    """Tokenizer and configs into ``directory/tokenizer`` (enough to tokenize, lay out the cache and
+    read the search settings); their checksums for the manifest's ``files``."""
+    target = directory / TOKENIZER
+    target.mkdir(parents=True, exist_ok=True)
+    model.tokenizer.save_pretrained(str(target))
     for name in ("config.json", "generation_config.json"):
         if (model.path / name).is_file():
-            shutil.copyfile(model.path / name, directory / name)
+            shutil.copyfile(model.path / name, target / name)
+    return {f"{TOKENIZER}/{p.name}": sha256_file(p) for p in sorted(target.iterdir())}
+
+
+def save_prompt_batches(directory: Path, model: "LoadedModel", family: "Family", texts: Sequence[str],
+                        batch_size: int) -> str:
+    """The tokenizer's outputs, as the decode saw them (``batch<i>.input_ids`` / ``attention_mask``
+    per batch of ``batch_size``), into ``data.npz``; its sha256."""
+    arrays: dict[str, np.ndarray] = {}
+    for i, lo in enumerate(range(0, len(texts), batch_size)):
+        arrays[f"batch{i}.input_ids"], arrays[f"batch{i}.attention_mask"] = family.prompt_batch(
+            model, texts[lo: lo + batch_size])
+    np.savez_compressed(directory / DATA, **arrays)  # type: ignore[arg-type]  # **arrays vs allow_pickle: bool
+    return sha256_file(directory / DATA)
 
 
 def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, model: "LoadedModel",
@@ -82,27 +87,17 @@ def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, 
     """Bundle a failing generation case; None when a decoding graph is not an ONNX file."""
     s = result.settings
     wanted = family.generation_graphs(bool(s["use_cache"]))
-    files = graph_files(result, wanted)
-    if mode == "off" or files is None:
+    found = {g: onnx_file(result.artifacts, g) for g in wanted}
+    files = {g: f for g, f in found.items() if f is not None}
+    if mode == "off" or len(files) != len(wanted):
         return None
     directory.mkdir(parents=True, exist_ok=True)
-    _model_files(model, directory / TOKENIZER)
-    checksums: dict[str, str] = {}
-    for child in sorted((directory / TOKENIZER).iterdir()):
-        checksums[f"{TOKENIZER}/{child.name}"] = sha256_file(child)
-    artifacts: dict[str, Any] = {}
-    for graph, path in files.items():
-        art, copied = bundle_artifact(directory, path, mode, sub=f"artifact/{graph}")
-        artifacts[graph] = art
-        checksums.update(copied)
+    checksums = bundle_tokenizer(model, directory)
+    artifacts, copied = bundle_graphs(directory, files, mode)
+    checksums.update(copied)
     sources = [r["source"] for r in result.rows]
     batch_size = int(s["batch_size"])
-    arrays: dict[str, np.ndarray] = {}
-    for i, lo in enumerate(range(0, len(sources), batch_size)):
-        ids, mask = family.prompt_batch(model, sources[lo: lo + batch_size])
-        arrays[f"batch{i}.input_ids"], arrays[f"batch{i}.attention_mask"] = ids, mask
-    np.savez_compressed(directory / DATA, **arrays)  # type: ignore[arg-type]  # **arrays vs allow_pickle: bool
-    checksums[DATA] = sha256_file(directory / DATA)
+    checksums[DATA] = save_prompt_batches(directory, model, family, sources, batch_size)
     failed = result.failed_checks()
     manifest = {
         "format": FORMAT, "kind": "generation", "case": variant.id, "model": variant.model, "family": model.family,
@@ -110,9 +105,7 @@ def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, 
         "threads": ws.options.intra_op_threads,
         "runtime": runtime_json(ws.runtime_for(variant, model)),
         "artifacts": artifacts,
-        "settings": {k: s[k] for k in ("max_new_tokens", "num_beams", "repetition_penalty", "length_penalty",
-                                       "early_stopping", "use_cache", "eos_token_ids", "pad_token_id",
-                                       "forced_eos_token_id", "suppress_tokens", "decoder_start_token_id")},
+        "settings": {k: s[k] for k in SETTINGS},
         "batch_size": batch_size, "target_lang": s.get("target_lang"), "corpus": s.get("corpus"),
         "indices": [r["index"] for r in result.rows], "sources": sources,
         "references": [r.get("reference") for r in result.rows] if result.rows and all(
@@ -177,18 +170,24 @@ def _checks(m: Mapping[str, Any]) -> tuple[Check, ...]:
     return tuple(Check(str(r["metric"]), float(r["threshold"]), bool(r["higher_is_better"])) for r in m["thresholds"])
 
 
-class _BundledBackend:
-    """What ``decode_texts`` asks a backend for, served from the bundle's files."""
+class FilesBackend:
+    """What the decoding loop asks a backend for (``load``, ``artifacts``), served by fresh
+    sessions of given ONNX files: no zoo, no cache, no replay. ``open`` is the one way a graph's
+    file becomes a runner (``runners.prebuilt.open_onnx``: a file the runtime refuses is a usage
+    error); a subclass that must see the runtime's own exceptions overrides it."""
 
     def __init__(self, files: Mapping[str, Path], provider: Any, threads: int | None, precision: Precision,
                  runtime: Any) -> None:
         self.files, self.provider, self.threads, self.precision, self.runtime = files, provider, threads, precision, runtime
 
-    @contextmanager
-    def load(self, model: Any, family: Any, graph: Any, variant: Any) -> Iterator["GraphRunner"]:
+    def open(self, graph: str) -> "GraphRunner":
         from harness.runners.prebuilt import open_onnx
 
-        runner = open_onnx(self.files[graph.name], self.provider, self.threads, self.precision, self.runtime)
+        return open_onnx(self.files[graph], self.provider, self.threads, self.precision, self.runtime)
+
+    @contextmanager
+    def load(self, model: Any, family: Any, graph: Any, variant: Any) -> Iterator["GraphRunner"]:
+        runner = self.open(graph.name)
         try:
             yield runner
         finally:
@@ -253,16 +252,14 @@ def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int
     m = bundle.manifest
     model = bundled_model(bundle)
     family = family_for(str(m["family"]))
-    files, sources_of = {}, {}
-    for graph, art in m["artifacts"].items():
-        files[graph], sources_of[graph] = resolve_artifact(bundle.directory, art)
+    files, sources_of = bundle.graph_artifacts()
     prov = parse_provider(provider or m["provider"], option="--provider")
     workers = threads if threads is not None else m.get("threads")
     precision = Precision(m["precision"])
     settings = _settings(m)
     texts, batch_size = list(m["sources"]), int(m["batch_size"])
     tokenizer_matches = _tokenizer_matches(bundle, model, family, texts, batch_size)
-    backend = _BundledBackend(files, prov, workers, precision, runtime_from(m.get("runtime")))
+    backend = FilesBackend(files, prov, workers, precision, runtime_from(m.get("runtime")))
     variant = Variant(model.name, precision, prov)
     got = decode_texts(backend, model, family, variant, texts, settings, batch_size,  # type: ignore[arg-type]
                        workers or 1)
@@ -292,7 +289,7 @@ def _tokenizer_matches(bundle: Bundle, model: "LoadedModel", family: "Family", t
     return True
 
 
-def _replay_steps(m: Mapping[str, Any], backend: _BundledBackend, model: "LoadedModel", family: "Family",
+def _replay_steps(m: Mapping[str, Any], backend: FilesBackend, model: "LoadedModel", family: "Family",
                   variant: Variant, texts: Sequence[str], settings: Any, batch_size: int,
                   workers: int | None) -> list[dict[str, Any]]:
     """The variant's top-k now at each recorded divergent step, replayed on the recorded history:

@@ -35,10 +35,10 @@ from harness.repro.bundle import (
     Bundle,
     BundleError,
     _artifact_files,
-    bundle_artifact,
+    bundle_graphs,
     check_artifact,
+    onnx_file,
     recorded_facts,
-    resolve_artifact,
     runtime_from,
     runtime_json,
     sha256_file,
@@ -75,16 +75,6 @@ def _graph_files(spec: Mapping[str, Any]) -> dict[str, Path] | None:
     return out if len(out) == len(graphs) and all(p.is_file() for p in out.values()) else None
 
 
-def _bundle_graphs(directory: Path, files: Mapping[str, Path], mode: str) -> tuple[dict[str, Any], dict[str, str]]:
-    artifacts: dict[str, Any] = {}
-    checksums: dict[str, str] = {}
-    for graph, path in files.items():
-        art, copied = bundle_artifact(directory, path, mode, sub=f"artifact/{graph}")
-        artifacts[graph] = art
-        checksums.update(copied)
-    return artifacts, checksums
-
-
 # -- fresh process ------------------------------------------------------------------------------------------
 def write_fresh_process_bundle(directory: Path, variant: Variant, child_args: Sequence[str], repeats: int,
                                budgets: Mapping[str, float], perf: Mapping[str, Any], threads: int | None,
@@ -101,7 +91,7 @@ def write_fresh_process_bundle(directory: Path, variant: Variant, child_args: Se
         return None
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(args.feeds, directory / DATA)
-    artifacts, checksums = _bundle_graphs(directory, files, mode)
+    artifacts, checksums = bundle_graphs(directory, files, mode)
     memory = perf.get("memory") or {}
     manifest = {
         **_common(variant, budgets, measured_values(perf)), "measure": "fresh_process", "threads": threads,
@@ -130,9 +120,7 @@ def _remeasure_fresh(bundle: Bundle, provider: str | None, threads: int | None
                          "(its load spec was derived for it); the case's rerun command measures another")
     if threads is not None:
         raise UsageError("--threads: a fresh-process bundle replays its recorded load spec, threads included")
-    files, sources = {}, {}
-    for graph, art in m["artifacts"].items():
-        files[graph], sources[graph] = resolve_artifact(bundle.directory, art)
+    files, sources = bundle.graph_artifacts()
     spec = {**m["spec"], "graphs": {g: str(p) for g, p in files.items()}}
     args = ["--loader", str(m["loader"]), "--spec", json.dumps(spec, sort_keys=True),
             "--feeds", str(bundle.directory / DATA), "--calls", str(int(m["calls"]))]
@@ -185,24 +173,22 @@ def write_decode_bundle(directory: Path, ws: "Workspace", variant: Variant, mode
     one ONNX file (PyTorch, a native engine)."""
     from harness.perf.budgets import measured_values
     from harness.perf.generation import generation_prompt, repeats_for
-    from harness.repro.generation import TOKENIZER, _model_files
+    from harness.repro.generation import TOKENIZER, bundle_tokenizer
 
     backend = ws.backend(variant, model)
     files: dict[str, Path] = {}
     for graph in family.graphs(model):
-        onnx = [Path(str(i["path"])) for k, i in backend.artifacts(model, family, graph, variant).items()
-                if k.startswith(f"{graph.name}/") and str(i.get("path", "")).endswith(".onnx")]
-        if len(onnx) != 1:
+        path = onnx_file(backend.artifacts(model, family, graph, variant), graph.name)
+        if path is None:
             return None
-        files[graph.name] = onnx[0]
+        files[graph.name] = path
     if mode == "off" or not files:
         return None
     directory.mkdir(parents=True, exist_ok=True)
     prompts, ids, mask = generation_prompt(model, ws.texts(model), settings)
     np.savez_compressed(directory / DATA, input_ids=ids, attention_mask=mask)
-    _model_files(model, directory / TOKENIZER)
-    checksums = {f"{TOKENIZER}/{p.name}": sha256_file(p) for p in sorted((directory / TOKENIZER).iterdir())}
-    artifacts, copied = _bundle_graphs(directory, files, mode)
+    checksums = bundle_tokenizer(model, directory)
+    artifacts, copied = bundle_graphs(directory, files, mode)
     threads = ws.options.intra_op_threads
     manifest = {
         **_common(variant, budgets, measured_values(perf)), "measure": "decode", "family": model.family,
@@ -232,9 +218,7 @@ def _remeasure_decode(bundle: Bundle, provider: str | None, threads: int | None
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest
-    files, sources = {}, {}
-    for graph, art in m["artifacts"].items():
-        files[graph], sources[graph] = resolve_artifact(bundle.directory, art)
+    files, sources = bundle.graph_artifacts()
     prov = parse_provider(provider or m["provider"], option="--provider")
     workers = threads if threads is not None else m.get("threads")
     model = bundled_model(bundle)
