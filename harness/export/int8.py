@@ -93,7 +93,10 @@ def lean_shape_reload() -> Iterator[None]:
     the artifacts byte-identical). Patched in ``onnx_quantizer``'s namespace only, and restored."""
     from onnxruntime.quantization import onnx_quantizer
 
-    original = onnx_quantizer.save_and_reload_model_with_shape_infer
+    original = getattr(onnx_quantizer, "save_and_reload_model_with_shape_infer", None)
+    if original is None:  # another onnxruntime: quantise as it ships (correct, only heavier)
+        yield
+        return
     onnx_quantizer.save_and_reload_model_with_shape_infer = _reinfer_in_place
     try:
         yield
