@@ -31,6 +31,7 @@ from filelock import FileLock, Timeout
 
 from harness.core import UsageError
 from harness.core.cachedir import temp_dir_for
+from harness.core.units import binary_bytes
 
 
 def _zoo_problem(directory: Path) -> str | None:
@@ -199,7 +200,4 @@ def parse_size(text: str, option: str) -> int:
 
 
 def human_bytes(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
+    return binary_bytes(n, digits=1)

@@ -297,10 +297,9 @@ def fmt_value(value: float, kind: str) -> str:
     if value is None or not math.isfinite(value):
         return "-"
     if kind in ("memory", "size"):
-        for unit, size in (("GiB", 1024**3), ("MiB", MiB), ("KiB", 1024)):
-            if abs(value) >= size:
-                return f"{value / size:.2f} {unit}"
-        return f"{value:.0f} B"
+        from harness.core.units import binary_bytes
+
+        return binary_bytes(value)
     return f"{value:.4g} ms"
 
 
