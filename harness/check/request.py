@@ -54,13 +54,10 @@ class CheckRequest:
     perf: Any = None  # harness.perf.measure.PerfSettings
     #: how the files run (harness.core.runtime.RuntimeSettings); None: the defaults
     runtime: Any = None
-<<<<<<< HEAD
-    #: judge a served model instead of files (harness.serving.endpoint.Endpoint; ``onnx`` unused)
-    endpoint: Any = None
-=======
     #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
     repro_bundles: str | None = None
->>>>>>> main
+    #: judge a served model instead of files (harness.serving.endpoint.Endpoint; ``onnx`` unused)
+    endpoint: Any = None
 
 
 @dataclass(frozen=True)

@@ -91,15 +91,11 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
     common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
-<<<<<<< HEAD
-                  perf=perf_settings(args), runtime=runtime_settings(args))
+                  perf=perf_settings(args), runtime=runtime_settings(args),
+                  repro_bundles=cli_values(args).get("repro_bundles"))
     from harness.serving.options import endpoint_of
 
     endpoint = endpoint_of(args)
-=======
-                  perf=perf_settings(args), runtime=runtime_settings(args),
-                  repro_bundles=cli_values(args).get("repro_bundles"))
->>>>>>> main
     if args.config is not None:
         if args.reference or args.onnx or endpoint:
             raise UsageError("--config: give either --config or --reference with --onnx/--endpoint, not both")

@@ -56,7 +56,7 @@ def run_endpoint_check(req: CheckRequest, run_dir: Path, run_id: str | None = No
     source, artifacts, served = open_endpoint(req.endpoint, req.precision)
     try:
         setup = resolve(req, artifacts)
-        ws = Workspace(setup.options, prebuilt=source)
+        ws = Workspace(setup.options, source=source)
         spec, variant = setup.spec, setup.variant
         model = ws.model(spec.name)
         family = ws.family(model)

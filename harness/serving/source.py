@@ -103,6 +103,8 @@ class EndpointGraphs(PrebuiltGraphs):
     ``PrebuiltGraphs`` whose sessions are requests: it opens no file, so its own constructor runs
     instead of the file source's; looking runners up, serving decoders and closing are shared."""
 
+    kind = "endpoint"
+
     def __init__(self, endpoint: Endpoint, served: Mapping[str, ServedModel], client: OipClient) -> None:
         self.endpoint = endpoint
         self.client = client
