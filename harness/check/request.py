@@ -55,6 +55,8 @@ class CheckRequest:
     perf: Any = None  # harness.perf.measure.PerfSettings
     #: how the files run (harness.core.runtime.RuntimeSettings); None: the defaults
     runtime: Any = None
+    #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
+    repro_bundles: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def resolve(req: CheckRequest) -> CheckSetup:
     catalog.add(spec)  # the checked model with its tolerances and corpus: this run's, like a config's models
     defaults = Settings()
     settings = Settings(batch_size=req.batch_size or defaults.batch_size, samples=req.samples or defaults.samples,
-                        threads=req.threads)
+                        threads=req.threads, repro_bundles=req.repro_bundles or defaults.repro_bundles)
     options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider], catalog=catalog,
                          settings=settings)
     if req.runtime is not None:  # runtime settings of the check (--graph-optimization, --provider-option...)
