@@ -172,8 +172,8 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
             served = endpoint_from_table(table, f"{args.config}: [models.{name}.endpoint]")
             out.append(CheckRequest(reference=name, spec=spec, endpoint=served,
                                     precision=args.precision or table.get("precision"),
-                                    samples=options.num_samples, batch_size=options.batch_size,
-                                    threads=options.intra_op_threads,
+                                    samples=options.settings.samples, batch_size=options.settings.batch_size,
+                                    threads=options.settings.threads,
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
         for precision, path in (spec.extra.get("artifacts") or {}).items():
             if args.precision and precision != args.precision:
