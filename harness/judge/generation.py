@@ -34,6 +34,7 @@ from harness.metrics.text import (
     worst_pairs,
 )
 from harness.results.checks import CheckResult, raise_failures
+from harness.results.sections import Evidence, Generation
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
@@ -466,14 +467,10 @@ def record(case: Any, result: GenerationResult) -> None:
     case.metrics.update(result.metrics)
     case.thresholds.update(result.thresholds())
     case.artifacts.update(result.artifacts)
-    case.data["generation"] = {"settings": result.settings, "signatures": result.signatures,
-                               "seconds": result.seconds, "first_divergence": result.first_divergence()}
-    case.data["worst_pairs"] = result.worst
-    if result.forensics:
-        case.data["generation_forensics"] = [f.as_dict() for f in result.forensics]
     path = case.side_file("decoded.jsonl")
     write_decoded(path, result.rows)
-    case.data["generation"]["decoded"] = str(path)
+    Generation(result.settings, result.signatures, result.seconds, str(path), tuple(result.worst),
+               tuple(f.as_dict() for f in result.forensics), result.first_divergence()).write(case.data)
 
 
 def judge(case: Any, request: GenerationRequest | None = None, family: "Family | None" = None) -> GenerationResult:
@@ -498,10 +495,10 @@ def judge(case: Any, request: GenerationRequest | None = None, family: "Family |
             except Exception as exc:  # noqa: BLE001 - best-effort evidence: the gate's verdict stands either way
                 from harness.core import describe_error
 
-                case.data["repro_bundle_error"] = describe_error(exc)
+                Evidence(bundle_error=describe_error(exc)).write(case.data)
                 bundle = None
         if bundle is not None:
-            case.data["repro_bundles"] = {"generation": str(bundle)}
+            Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)
     return result
 
 
@@ -521,4 +518,4 @@ def _error_bundle(case: Any, request: GenerationRequest | None, family: "Family 
     except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
         return
     if bundle is not None:
-        case.data["repro_bundles"] = {"generation": str(bundle)}
+        Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)

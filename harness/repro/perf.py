@@ -212,7 +212,9 @@ def on_breach(case: Any, write: Callable[[Path], Path | None]) -> Iterator[None]
             except Exception:  # noqa: BLE001 - best-effort evidence: the budget failure stands either way
                 bundle = None
             if bundle is not None:
-                case.data["repro_bundles"] = {"perf": str(bundle)}
+                from harness.results.sections import Evidence
+
+                Evidence(repro_bundles={"perf": str(bundle)}).write(case.data)
         raise
 
 

@@ -17,6 +17,7 @@ from harness.core import Variant
 from harness.core.phases import PhaseClock
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
+from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,9 +58,9 @@ class Case:
         try:
             result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
         except Exception as exc:  # an error bundle written for it (harness.repro.error) goes in the record
-            bundles = getattr(exc, "harness_repro_bundles", None)
+            bundles = getattr(exc, "harness_repro_bundles", None)  # noqa: B009 -- set on foreign exceptions
             if bundles:
-                self.data["repro_bundles"] = dict(bundles)
+                Evidence(repro_bundles=dict(bundles)).write(self.data)
             raise
         self.record_parity(result)
         return result
@@ -71,18 +72,11 @@ class Case:
         self.metrics.update(result.metrics())
         self.thresholds.update(result.thresholds())
         self.artifacts.update(result.artifacts)
-        self.data["worst"] = result.worst()
+        Judged(result.worst(), tuple(result.replayed), result.side.profiles).write(self.data)
         self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
-        if result.side.dumps:
-            self.data["failing_batches"] = result.side.dumps
-        if result.side.bundles:
-            self.data["repro_bundles"] = result.side.bundles
+        Evidence(result.side.dumps, result.side.bundles).write(self.data)
         if result.shapes:
             self.data["shapes"] = result.shapes
-        if result.side.profiles:
-            self.data["profile"] = result.side.profiles
-        if result.replayed:
-            self.data["replayed_outputs"] = result.replayed
 
     def case_dir(self) -> Path:
         """This case's directory in the run dir (created on first use by whoever writes)."""
