@@ -365,6 +365,11 @@ def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationReques
     settings = settings_for_model(model.generation_source(), max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
+    from harness.zoo.consistency import check_generation, limits_of
+
+    # more new tokens than learned positions: one line naming both, not an IndexError mid-decode
+    check_generation(model.path, limits_of(model.path, model.config), settings.max_new_tokens,
+                     option="generation max_new_tokens")
     corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
     return wanted, settings, indices, [corpus.sources[i] for i in indices]
