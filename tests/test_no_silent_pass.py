@@ -201,3 +201,34 @@ def test_model_spec_tolerance_out_of_range_is_refused() -> None:
 
     with pytest.raises(ValueError, match=r"tolerances\.fp16\.cosine: 2 is outside cosine's range"):
         ModelSpec(name="x", family="encoder", description="d", path="/nowhere", tolerances={"fp16": {"cosine": 2.0}})
+
+
+# -- (7) not-run cases visible to CI --------------------------------------------------------------------------
+def test_interrupted_run_lists_every_selected_case_in_junit_and_html(tmp_path: Path) -> None:
+    """Before: an interrupted run's junit.xml said ``tests=50 failures=0`` with the cases that
+    never ran absent, and the HTML tally said "0 not-run"."""
+    import signal
+    import xml.etree.ElementTree as ET
+
+    from harness.core.interrupts import MARKER, Interruption, read_marker, write_marker
+    from harness.report.html import render_report
+    from harness.report.junit import render_junit
+    from harness.results import Record
+    from harness.results.notrun import not_run_records
+
+    finished = [Record.coerce(logits("bert-fp32-ort_cpu", 2e-7))]
+    later = [f"suites/test_x.py::test_logits_parity[bert-{p}-ort_cpu]" for p in ("fp16", "int8")]
+    cases = {later[0]: {"variant": "bert-fp16-ort_cpu", "model": "bert", "precision": "fp16",
+                        "provider": "ort_cpu", "suite": "test_logits_parity"}}
+    write_marker(tmp_path, Interruption(signal.SIGTERM, tuple(later), 3, cases))
+    stopped = read_marker(tmp_path)
+    assert stopped is not None and (tmp_path / MARKER).is_file() and stopped.cases == cases
+    root = ET.fromstring(render_junit(finished + not_run_records(stopped)))
+    assert (root.get("tests"), root.get("errors"), root.get("failures")) == ("3", "2", "0")
+    errors = {c.get("name"): c.find("error") for c in root.iter("testcase") if c.find("error") is not None}
+    assert set(errors) == {"test_logits_parity[bert-fp16-ort_cpu]", "test_logits_parity[bert-int8-ort_cpu]"}
+    assert all(e is not None and "interrupted by SIGTERM (exit 143)" in (e.get("message") or "")
+               for e in errors.values())
+    page = render_report(finished, interruption=stopped)
+    assert '<span class="v-not-run">2 not-run</span>' in page
+    assert page.count('data-verdict="not-run"') >= 1  # the fp16 case's cell in bert's row
