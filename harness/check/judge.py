@@ -218,7 +218,7 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
             result.outputs.insert(0, lint_result(job.key, str(job.artifact.path), job.graph,
                                                  result.match.input_map if result.match else None))
         outcome.jobs.append(result)
-    settings = {"batch_size": ws.options.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
+    settings = {"batch_size": ws.options.settings.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
                 "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
                 "tolerance_overrides": dict(req.tolerances),
                 "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
