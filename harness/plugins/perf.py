@@ -159,7 +159,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
         marks = getattr(collector.obj, "pytestmark", [])  # importing the module: its errors are reported below
         marked = any(getattr(m, "name", None) == "harness_perf_suite" for m in (marks if isinstance(marks, list)
                                                                                 else [marks]))
-    except Exception:  # an import error: the regular collection reports it
+    except Exception:  # noqa: BLE001 - an import error: the regular collection reports it
         return None
     if not marked:
         return None

@@ -103,13 +103,13 @@ class Case:
                 fixes = {k: list(v) for k, v in (("fp16_node_block_list", effective.fp16_node_block_list),
                                                   ("int8_nodes_to_exclude", effective.int8_nodes_to_exclude)) if v}
                 inputs = self._inputs(model)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 pass
         runtime: dict[str, Any] = {}
         if self.variant is not None:
             try:
                 runtime = self.workspace.runtime_for(self.variant).as_dict(self.variant.provider.short)
-            except Exception:  # the model failed to resolve: the error is the record's reason
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 runtime = {}
         calibration: dict[str, Any] = {}
         if self.variant is not None and self.variant.precision.value == "int8-static":
@@ -118,7 +118,7 @@ class Case:
                 calibration = {"method": options.settings.int8_calibration, "sentences": len(texts),
                                "first_index": options.settings.samples, "judged_sentences": options.settings.samples,
                                "sha256": _sha256_lines(texts)}
-            except Exception:
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 calibration = {}
         return {"opset": options.settings.opset, "exporter": exporter, "runtime": runtime,
                 **({"int8_calibration": calibration} if calibration else {}),
@@ -146,7 +146,7 @@ class Case:
         if self.variant is not None:
             try:
                 model_sha = self.workspace.model(self.variant.model).weights_sha256
-            except Exception:  # the model itself failed to load: the error is the record's reason
+            except Exception:  # noqa: BLE001 - the model itself failed to load: the error is the record's reason
                 model_sha = None
         threads = self.workspace.options.settings
         return {
