@@ -91,14 +91,19 @@ class ParityResult:
     #: graph -> ORT profiling summary (``--profile``)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     replayed: list[str] = field(default_factory=list)  # graphs whose outputs came from the output cache
+    #: what was gated of the head's outputs (``harness.judge.coverage``); None: not accounted
+    coverage: Any = None
 
     @property
     def failures(self) -> list[Failure]:
         return [f for o in self.outputs for f in o.failures()]
 
+    def coverage_problem(self) -> str | None:
+        return self.coverage.problem() if self.coverage is not None else None
+
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return not self.failures and self.coverage_problem() is None
 
     def metrics(self) -> dict[str, float]:
         return {str(MetricKey(k, o.graph, o.output)): v for o in self.outputs for k, v in o.metrics.items()}
@@ -111,7 +116,8 @@ class ParityResult:
         return {f"{o.graph}.{o.output}": o.worst.describe(o.axis_names) for o in self.outputs if o.worst}
 
     def assert_ok(self) -> None:
-        raise_failures(self.variant, [f.message() for f in self.failures])
+        problem = self.coverage_problem()
+        raise_failures(self.variant, [f.message() for f in self.failures] + ([problem] if problem else []))
 
 
 def axis_names(ndim: int, is_logits: bool) -> tuple[str, ...]:
@@ -488,4 +494,7 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
 
             result.profiles[graph.name] = summarise_trace(trace)
         result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
+    from harness.judge.coverage import numeric_coverage
+
+    result.coverage = numeric_coverage(family, family.graphs(model), result.outputs, family.task(model.config))
     return result

@@ -76,6 +76,8 @@ class Case:
             self.data["profile"] = result.profiles
         if result.replayed:
             self.data["replayed_outputs"] = result.replayed
+        if result.coverage is not None:
+            self.data["coverage"] = result.coverage.as_dict()
         return result
 
     def case_dir(self) -> Path:
