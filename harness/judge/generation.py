@@ -371,12 +371,13 @@ def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationReques
     settings = settings_for_model(model.generation_source(), max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
-    budget = ws.family(model).generation_budget(model, settings.max_new_tokens)
-    if budget.new_tokens != settings.max_new_tokens:  # the model's positions cannot hold the request
-        from dataclasses import replace
+    from harness.zoo.consistency import check_generation, limits_of
 
-        settings = replace(settings, max_new_tokens=budget.new_tokens)
-    wanted = {**wanted, "budget": budget.as_dict()}
+    # more new tokens than learned positions: one line naming both, not an IndexError mid-decode
+    check_generation(model.path, limits_of(model.path, model.config), settings.max_new_tokens,
+                     option="generation max_new_tokens")
+    # a decoder-only prompt is cut so prompt + new tokens fit the positions (recorded)
+    wanted = {**wanted, "budget": ws.family(model).generation_budget(model, settings.max_new_tokens).as_dict()}
     corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
     return wanted, settings, indices, [corpus.sources[i] for i in indices]

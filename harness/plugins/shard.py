@@ -33,10 +33,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(str(exc)) from None
     keys = [_case(item) for item in items]
     cases = [k for k in keys if k is not None]
-    mine = set(assign(cases, spec.count, durations)[0][spec.index - 1])
+    estimates = None if durations else _estimates(config, items, keys)
+    mine = set(assign(cases, spec.count, durations, estimates)[0][spec.index - 1])
     keep = [item for item, key in zip(items, keys) if key is None or key in mine]
     dropped = [item for item, key in zip(items, keys) if key is not None and key not in mine]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
-    write_shard_file(config.stash[RUN_DIR], spec, cases, durations, str(source) if source else None)
+    write_shard_file(config.stash[RUN_DIR], spec, cases, durations, str(source) if source else None, estimates)
+
+
+def _estimates(config: pytest.Config, items: list[pytest.Item], keys: list[str | None]) -> dict[str, float]:
+    """Case id -> estimated cost (``harness.shard.cost``), for a split without durations."""
+    from harness.plugin import _variant_of, run_options
+    from harness.shard.cost import case_cost
+
+    catalog = run_options(config).catalog
+    sizes: dict[str, int] = {}
+    out: dict[str, float] = {}
+    for item, key in zip(items, keys):
+        variant = _variant_of(item)
+        if key is not None and variant is not None:
+            test = getattr(item, "originalname", None) or item.name.split("[", 1)[0]
+            out[key] = case_cost(test, variant, catalog, sizes).weight
+    return out

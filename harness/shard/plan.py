@@ -5,7 +5,8 @@ the same case list and the same durations give every machine the same partition.
 assigned longest first to the least-loaded shard (LPT; ties to the lower shard number, cases
 in id order), with each case's duration from a previous run directory or the history store
 (``--shard-durations``) and the median of the known ones for a case never timed; without
-durations every case weighs 1 (a split by count). ``shard.json`` in the run directory records
+durations each case weighs its estimated cost (``harness.shard.cost``: graphs x model size x
+precision x suite), never a split by count. ``shard.json`` in the run directory records
 the assignment and a digest of the plan, so ``harness merge`` can prove the shards fit together.
 """
 
@@ -62,13 +63,23 @@ def load_durations(source: str | os.PathLike[str]) -> dict[str, float]:
     raise UsageError(f"--shard-durations: {text} is neither a run directory nor a history database")
 
 
-def assign(case_ids: Iterable[str], count: int, durations: Mapping[str, float] | None = None
-           ) -> tuple[list[list[str]], list[float]]:
-    """Cases per shard (each list in id order) and each shard's expected load."""
-    ids = sorted(set(case_ids))
+def weights(ids: list[str], durations: Mapping[str, float] | None,
+            estimates: Mapping[str, float] | None) -> dict[str, float]:
+    """Each case's weight: its duration; a case never timed the median of the known durations;
+    with no duration at all, the estimated cost (``harness.shard.cost``), else 1."""
     known = [float(durations[i]) for i in ids if durations and i in durations]
-    default = statistics.median(known) if known else 1.0
-    weight = {i: float(durations[i]) if durations and i in durations else default for i in ids}
+    if known:
+        default = statistics.median(known)
+        return {i: float(durations[i]) if durations and i in durations else default for i in ids}
+    return {i: float(estimates[i]) if estimates and i in estimates else 1.0 for i in ids}
+
+
+def assign(case_ids: Iterable[str], count: int, durations: Mapping[str, float] | None = None,
+           estimates: Mapping[str, float] | None = None) -> tuple[list[list[str]], list[float]]:
+    """Cases per shard (each list in id order) and each shard's expected load (seconds with
+    durations, relative cost units with estimates only)."""
+    ids = sorted(set(case_ids))
+    weight = weights(ids, durations, estimates)
     shards: list[list[str]] = [[] for _ in range(count)]
     load = [0.0] * count
     for case in sorted(ids, key=lambda i: (-weight[i], i)):
@@ -78,21 +89,28 @@ def assign(case_ids: Iterable[str], count: int, durations: Mapping[str, float] |
     return [sorted(s) for s in shards], load
 
 
-def digest(case_ids: Iterable[str], count: int, durations: Mapping[str, float] | None) -> str:
+def digest(case_ids: Iterable[str], count: int, durations: Mapping[str, float] | None,
+           estimates: Mapping[str, float] | None = None) -> str:
     """What every shard of one split must agree on: the case list, N and the weights used."""
     ids = sorted(set(case_ids))
-    payload = json.dumps({"ids": ids, "count": count,
-                          "weights": {i: durations[i] for i in ids if durations and i in durations}}, sort_keys=True)
+    used = {i: durations[i] for i in ids if durations and i in durations}
+    if not used and estimates:
+        used = {i: estimates[i] for i in ids if i in estimates}
+    payload = json.dumps({"ids": ids, "count": count, "weights": used}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def write_shard_file(run_dir: Path, spec: ShardSpec, case_ids: list[str], durations: Mapping[str, float] | None,
-                     source: str | None) -> Path:
+                     source: str | None, estimates: Mapping[str, float] | None = None) -> Path:
     """``shard.json`` (atomically: under pytest-xdist every worker writes the same content)."""
-    shards, load = assign(case_ids, spec.count, durations)
-    payload = {"schema": SCHEMA, "shard": spec.index, "of": spec.count, "plan": digest(case_ids, spec.count, durations),
+    shards, load = assign(case_ids, spec.count, durations, estimates)
+    by_cost = not any(durations and i in durations for i in case_ids)
+    payload = {"schema": SCHEMA, "shard": spec.index, "of": spec.count,
+               "plan": digest(case_ids, spec.count, durations, estimates),
                "total_cases": len(set(case_ids)), "cases": shards[spec.index - 1],
-               "expected_s": round(load[spec.index - 1], 3), "durations_source": source}
+               "expected_s": None if by_cost else round(load[spec.index - 1], 3),
+               "expected_cost": round(load[spec.index - 1], 3) if by_cost else None,
+               "balanced_by": "estimated cost" if by_cost else "durations", "durations_source": source}
     run_dir.mkdir(parents=True, exist_ok=True)
     target = run_dir / SHARD_FILE
     tmp = run_dir / f".{SHARD_FILE}.{os.getpid()}"

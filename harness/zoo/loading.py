@@ -26,6 +26,7 @@ import torch
 from harness.core import UsageError, describe_error
 from harness.core.phases import phase
 from harness.zoo.base import ModelSpec, materialize
+from harness.zoo.consistency import check_tokenizer
 
 #: weight files that are Python pickles (``torch.save``): loading them can run code
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
@@ -178,6 +179,7 @@ def _load_model(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool, la
         return module
 
     tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
+    check_tokenizer(path, config, tokenizer)  # ids past the embedding: one line now, not an IndexError per case
     limits = model_limits(spec, path, config, tokenizer)
     loaded = LoadedModel(spec, path, load_module if lazy else load_module(), tokenizer, config, weights_digest(path))
     loaded.limits = limits
@@ -217,6 +219,7 @@ def check_intake(spec: ModelSpec) -> None:
     trust_remote_code = spec.extra.get("trust_remote_code") is True
     path, config, _ = _intake(spec, trust_remote_code, spec.extra.get("allow_pickle") is True)
     tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
+    check_tokenizer(path, config, tokenizer)
     model_limits(spec, path, config, tokenizer)
 
 

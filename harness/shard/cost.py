@@ -1,0 +1,110 @@
+"""What a case is expected to cost when no durations exist: graphs x model size x precision x suite.
+
+Without ``--shard-durations`` every case used to weigh 1, and LPT over equal weights in id order
+deals the sorted ids out alternately: ``...-fp32-ort_cpu`` and ``...-fp32-torch_cpu`` sit next to
+each other, so ``--shard 1/2`` of the default run got every ``ort_cpu`` case and ``2/2`` every
+``torch_cpu`` one (issue 26), and a perf case (seconds to a minute) weighed what a parity case
+(a fraction of a second) does. The estimate below is a relative weight, not seconds: only the
+ratio between cases decides a split. Its factors, from the default run's durations on the 2-core
+box (docs/sharding.md, "Estimated cost"):
+
+* **graphs**: a seq2seq model exports, converts and runs encoder, decoder and decoder-with-past
+  (3), an encoder or decoder-only model one graph;
+* **model size**: 1 + weight bytes / 64 MiB, read from the model's files when they are already on
+  disk (a user directory, or a zoo entry already built in the cache: nothing is built to weigh it);
+  an unknown size counts as 1;
+* **precision**: FP16 and INT8 variants convert or quantise the FP32 graph first (1.5, 1.3);
+* **backend**: PyTorch variants export nothing (0.6);
+* **suite**: perf cases time hundreds of calls or start fresh processes (``test_cold_start_memory``
+  8, ``test_latency`` and ``test_generation_perf`` 5), generation parity decodes sentence by
+  sentence (2), every other suite 1.
+
+The weights enter ``shard.json``'s plan digest, so shards that estimated differently (another
+cache state) are refused by ``harness merge`` like shards given different durations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.types import Variant
+    from harness.zoo.base import ModelCatalog
+
+MiB = 1024 * 1024
+#: weight bytes that double a case's cost
+SIZE_UNIT = 64 * MiB
+PRECISION_FACTOR: Mapping[str, float] = {"fp32": 1.0, "fp16": 1.5, "int8": 1.3}
+TORCH_FACTOR = 0.6
+SUITE_FACTOR: Mapping[str, float] = {"test_cold_start_memory": 8.0, "test_latency": 5.0,
+                                     "test_generation_perf": 5.0, "test_generation_parity": 2.0}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx", ".data")
+
+
+@dataclass(frozen=True)
+class CaseCost:
+    """The factors of one case's estimate (kept so a test or a reader can see why)."""
+
+    graphs: int
+    size: float
+    precision: float
+    backend: float
+    suite: float
+
+    @property
+    def weight(self) -> float:
+        return round(self.graphs * self.size * self.precision * self.backend * self.suite, 4)
+
+
+def _weight_bytes(directory: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in directory.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES)
+    except OSError:
+        return 0
+
+
+def model_bytes(name: str, catalog: "ModelCatalog | None") -> int:
+    """Weight bytes of ``name`` if its files are already on disk; 0 when unknown (nothing is built)."""
+    from harness.zoo.base import ModelCatalog, cache_root, is_path
+
+    if is_path(name):
+        return _weight_bytes(Path(name).expanduser())
+    try:
+        spec = (catalog or ModelCatalog()).resolve(name)
+    except Exception:  # an unknown model fails later, with its own message
+        return 0
+    if spec.path is not None:
+        return _weight_bytes(Path(spec.path))
+    built = sorted((cache_root() / "zoo").glob(f"{spec.name}-*"))
+    return max((_weight_bytes(p) for p in built if p.is_dir()), default=0)
+
+
+def graph_count(name: str, catalog: "ModelCatalog | None") -> int:
+    """Graphs the variant exports and runs: the family's decode graphs with the KV cache, or 1."""
+    from harness.families.registry import family_for
+    from harness.zoo.base import ModelCatalog
+
+    try:
+        spec = (catalog or ModelCatalog()).resolve(name)
+        return len(family_for(spec.family).generation_graphs(True)) if spec.generates else 1
+    except Exception:  # no generation head, or an unknown model: one graph
+        return 1
+
+
+def case_cost(test: str, variant: "Variant", catalog: "ModelCatalog | None" = None,
+              sizes: dict[str, int] | None = None) -> CaseCost:
+    """The estimate for the case ``test[variant]``; ``sizes`` memoises model sizes across cases."""
+    sizes = {} if sizes is None else sizes
+    if variant.model not in sizes:
+        sizes[variant.model] = model_bytes(variant.model, catalog)
+    size = 1.0 + sizes[variant.model] / SIZE_UNIT
+    return CaseCost(
+        graphs=graph_count(variant.model, catalog),
+        size=round(size, 3) if math.isfinite(size) else 1.0,
+        precision=PRECISION_FACTOR.get(variant.precision.value, 1.0),
+        backend=TORCH_FACTOR if variant.backend == "pytorch" else 1.0,
+        suite=SUITE_FACTOR.get(test, 1.0),
+    )

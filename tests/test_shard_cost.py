@@ -1,0 +1,65 @@
+"""Shards without durations are balanced by estimated cost (harness.shard.cost), not by count:
+``--shard 1/2`` of a default-like matrix used to get every ort_cpu case and 2/2 every torch_cpu one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.core import PROVIDERS, Precision, Variant
+from harness.shard.cost import case_cost
+from harness.shard.plan import assign, digest
+
+
+def _matrix() -> tuple[list[str], dict[str, Variant], dict[str, str]]:
+    ids, variants, tests = [], {}, {}
+    for test in ("test_logits_parity", "test_latency", "test_cold_start_memory"):
+        for model in ("bert-tiny", "marian-tiny"):
+            for precision in ("fp32", "fp16", "int8"):
+                for provider in ("ort_cpu", "torch_cpu"):
+                    v = Variant(model, Precision(precision), PROVIDERS[provider])
+                    case = f"{test}[{v.id}]"
+                    ids.append(case)
+                    variants[case], tests[case] = v, test
+    return ids, variants, tests
+
+
+def test_cost_factors_order_cases_as_their_work_does() -> None:
+    ids, variants, tests = _matrix()
+    cost = {c: case_cost(tests[c], variants[c]) for c in ids}
+    parity = cost["test_logits_parity[bert-tiny-fp32-ort_cpu]"]
+    assert cost["test_cold_start_memory[bert-tiny-fp32-ort_cpu]"].weight > parity.weight * 4
+    assert cost["test_logits_parity[bert-tiny-fp16-ort_cpu]"].weight > parity.weight
+    assert cost["test_logits_parity[bert-tiny-fp32-torch_cpu]"].weight < parity.weight
+    assert cost["test_logits_parity[marian-tiny-fp32-ort_cpu]"].graphs == 3 and parity.graphs == 1
+
+
+def test_split_without_durations_mixes_backends_and_balances_cost() -> None:
+    ids, variants, tests = _matrix()
+    estimates = {c: case_cost(tests[c], variants[c]).weight for c in ids}
+    by_count, _ = assign(ids, 2)  # the old split: alternate ids, one backend per shard
+    assert all(len({variants[c].provider.short for c in shard}) == 1 for shard in by_count)
+    shards, load = assign(ids, 2, None, estimates)
+    assert sorted(c for s in shards for c in s) == sorted(ids)
+    assert all(len({variants[c].provider.short for c in shard}) == 2 for shard in shards)
+    assert max(load) - min(load) <= max(estimates.values())  # LPT: within one case
+    count_load = [sum(estimates[c] for c in s) for s in by_count]
+    assert max(load) - min(load) < max(count_load) - min(count_load)
+    assert digest(ids, 2, None, estimates) != digest(ids, 2, None)
+    # durations, where given, still decide
+    durations = {c: 1.0 for c in ids}
+    assert assign(ids, 2, durations, estimates) == assign(ids, 2, durations)
+
+
+def test_shard_run_records_it_balanced_by_estimated_cost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "s1"
+    code = main(["run", "--models", "bert-tiny", "--precisions", "fp32", "int8", "--providers", "ort_cpu", "torch_cpu",
+                 "--shard", "1/2", "--out", str(out), "--pytest-args", "--collect-only", "-q"])
+    assert code == 0
+    plan = json.loads((out / "shard.json").read_text())
+    assert plan["balanced_by"] == "estimated cost" and plan["expected_cost"] > 0 and plan["expected_s"] is None
+    assert {c.rsplit("-", 1)[-1].rstrip("]") for c in plan["cases"]} == {"ort_cpu", "torch_cpu"}
