@@ -54,6 +54,8 @@ class CheckRequest:
     perf: Any = None  # harness.perf.measure.PerfSettings
     #: how the files run (harness.core.runtime.RuntimeSettings); None: the defaults
     runtime: Any = None
+    #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
+    repro_bundles: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ def resolve(req: CheckRequest) -> CheckSetup:
     options.batch_size = req.batch_size or options.batch_size
     options.num_samples = req.samples or options.num_samples
     options.intra_op_threads = req.threads
+    if req.repro_bundles is not None:
+        options.repro_bundles = req.repro_bundles
     if req.runtime is not None:  # runtime settings of the check (--graph-optimization, --provider-option...)
         options.runtime = req.runtime
     variant = Variant(spec.name, precision, provider, options.runtime.axis_values())  # ...-opt_disabled when set

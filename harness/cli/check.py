@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # the runtime settings the files are judged and timed with
     add_cli_arguments(p, groups=(Group.PERF,))
     add_cli_arguments(p, names=RUNTIME_FLAGS)
+    # the evidence a failing check leaves, as a failing suite case does (docs/repro.md)
+    add_cli_arguments(p, names=EVIDENCE_FLAGS)
     p.set_defaults(func=check)
 
 
@@ -74,7 +76,7 @@ def parse_tolerances(values: list[str]) -> dict[str, float]:
 
 def requests(args: argparse.Namespace) -> list[CheckRequest]:
     from harness.check.request import CheckRequest
-    from harness.settings.options import option
+    from harness.settings.options import cli_values, option
 
     # the run options' own rows (type, minimum) judge them, as they judge the config's [run] values
     for name, flag in (("samples", "--samples"), ("batch_size", "--batch-size"), ("threads", "--threads")):
@@ -84,7 +86,8 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
     common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
-                  perf=perf_settings(args), runtime=runtime_settings(args))
+                  perf=perf_settings(args), runtime=runtime_settings(args),
+                  repro_bundles=cli_values(args).get("repro_bundles"))
     if args.config is not None:
         if args.reference or args.onnx:
             raise UsageError("--config: give either --config or --reference/--onnx, not both")
@@ -95,6 +98,8 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
 
 
+#: the side-output options ``harness check`` takes: its failing jobs are bundled as a suite case's are
+EVIDENCE_FLAGS = ("repro_bundles",)
 #: the runtime options ``harness check`` takes (``--threads`` is its own, older flag)
 RUNTIME_FLAGS = ("graph_optimization", "inter_threads", "execution_mode", "mem_pattern", "cpu_arena",
                  "provider_options")

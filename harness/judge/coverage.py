@@ -99,10 +99,13 @@ def why_not_gated(result: "OutputResult") -> str | None:
     return None
 
 
-def numeric_coverage(family: "Family", graphs: Sequence["GraphSpec"], outputs: Iterable["OutputResult"],
-                     head: str | None = None) -> Coverage:
-    """Coverage of a numeric-parity case over ``graphs`` from its judged ``outputs``."""
-    required = tuple(f"{g.name}/{o}" for g in graphs for o in head_outputs(g))
+def numeric_coverage(family: "Family", graphs: Sequence["GraphSpec | tuple[str, GraphSpec]"],
+                     outputs: Iterable["OutputResult"], head: str | None = None) -> Coverage:
+    """Coverage of a numeric-parity case over ``graphs`` from its judged ``outputs``. A graph
+    judged under another name (``harness check``'s jobs: ``decoder_model_step``) is given as
+    ``(name, graph)``."""
+    named = [g if isinstance(g, tuple) else (g.name, g) for g in graphs]
+    required = tuple(f"{name}/{o}" for name, g in named for o in head_outputs(g))
     gated: list[str] = []
     measured: dict[str, str] = {}
     for result in outputs:

@@ -33,7 +33,8 @@ from harness.judge.refcache import (
 )
 from harness.runners import Backend, backends
 from harness.runners.base import BackendContext
-from harness.runners.prebuilt import PrebuiltBackend, PrebuiltGraphs, runs_onnx_files
+from harness.runners.prebuilt import PrebuiltGraphs
+from harness.runners.source import ArtifactSource, serving_backend
 from harness.zoo.base import ModelCatalog, ModelSpec, cache_root
 from harness.zoo.loading import LoadedModel, load_model
 
@@ -43,17 +44,19 @@ ParityBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, "np.
 
 class Workspace:
     """Models resolve through the run's ``ModelCatalog`` (the zoo, a config's models, the model a
-    ``harness check`` judges, with its tolerances and corpus); ``prebuilt`` is the artifact source when the graphs were built
-    elsewhere: variants whose backend runs ONNX files then run those files instead of exports.
-    Both are fixed at construction, so one workspace never changes where its graphs come from."""
+    ``harness check`` judges, with its tolerances and corpus); ``source`` is where the graphs come
+    from (``harness.runners.source``): None, the harness builds them; ``PrebuiltGraphs``, files
+    built elsewhere serve the variants whose backend runs ONNX files; an endpoint source, a served
+    model. Both are fixed at construction, so one workspace never changes where its graphs come from.
+    ``prebuilt`` is the older spelling of ``source`` for files."""
 
     def __init__(self, options: RunOptions, cache_dir: Path | None = None, *,
-                 prebuilt: PrebuiltGraphs | None = None) -> None:
+                 source: ArtifactSource | None = None, prebuilt: PrebuiltGraphs | None = None) -> None:
         self.options = options
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.artifacts = ArtifactCache(self.cache_dir / "artifacts")
         self.catalog = options.catalog or ModelCatalog()
-        self.prebuilt = prebuilt
+        self.source: ArtifactSource | None = source if source is not None else prebuilt
         self._models: dict[str, LoadedModel] = {}
         self._specs: dict[str, ModelSpec] = {}
         self.references = ReferenceCache(self.cache_dir / "references", fresh=options.fresh_references)
@@ -301,10 +304,12 @@ class Workspace:
                              trt_max_batch=self.options.trt_max_batch or self.options.batch_size,
                              trt_max_seq=self.options.trt_max_seq, cache_dir=self.cache_dir, runtime=runtime,
                              profile_dir=profile_dir if runtime.profile else None)
-        backend = backends()[variant.backend]
-        if self.prebuilt is not None and runs_onnx_files(backend):
-            return PrebuiltBackend(ctx, self.prebuilt)
-        return backend(ctx)
+        return serving_backend(self.source, backends()[variant.backend], ctx)
+
+    @property
+    def prebuilt(self) -> PrebuiltGraphs | None:
+        """The source when it is files built elsewhere (``harness check`` serves decoding runners on it)."""
+        return self.source if isinstance(self.source, PrebuiltGraphs) else None
 
     @staticmethod
     def unavailable_reason(variant: Variant) -> str | None:

@@ -61,24 +61,30 @@ class Case:
             if bundles:
                 self.data["repro_bundles"] = dict(bundles)
             raise
+        self.record_parity(result)
+        return result
+
+    def record_parity(self, result: ParityResult) -> None:
+        """The record stage of a numeric case (``harness.judge.pipeline``), for the suites and
+        ``harness check`` alike: metrics, thresholds, artifacts, the worst elements, and what the
+        side-output stages wrote (failing-batch dumps, repro bundles, profiles)."""
         self.metrics.update(result.metrics())
         self.thresholds.update(result.thresholds())
         self.artifacts.update(result.artifacts)
         self.data["worst"] = result.worst()
         self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
-        if result.dumps:
-            self.data["failing_batches"] = result.dumps
-        if result.bundles:
-            self.data["repro_bundles"] = result.bundles
+        if result.side.dumps:
+            self.data["failing_batches"] = result.side.dumps
+        if result.side.bundles:
+            self.data["repro_bundles"] = result.side.bundles
         if result.shapes:
             self.data["shapes"] = result.shapes
-        if result.profiles:
-            self.data["profile"] = result.profiles
+        if result.side.profiles:
+            self.data["profile"] = result.side.profiles
         if result.replayed:
             self.data["replayed_outputs"] = result.replayed
         if result.coverage is not None:
             self.data["coverage"] = result.coverage.as_dict()
-        return result
 
     def case_dir(self) -> Path:
         """This case's directory in the run dir (created on first use by whoever writes)."""
