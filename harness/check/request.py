@@ -36,7 +36,7 @@ _ORDER = (Precision.FP32, Precision.FP16, Precision.INT8)
 @dataclass
 class CheckRequest:
     reference: str
-    onnx: Path
+    onnx: Path | None = None  # None with an endpoint
     precision: str | None = None  # None: detected from the files
     provider: str = "ort_cpu"
     corpus: str | None = None
@@ -56,6 +56,8 @@ class CheckRequest:
     runtime: Any = None
     #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
     repro_bundles: str | None = None
+    #: judge a served model instead of files (harness.serving.endpoint.Endpoint; ``onnx`` unused)
+    endpoint: Any = None
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,15 @@ class CheckSetup:
     options: RunOptions
 
 
-def resolve(req: CheckRequest) -> CheckSetup:
+def resolve(req: CheckRequest, artifacts: list[ArtifactFile] | None = None) -> CheckSetup:
+    """``artifacts``: what another source (a served model's metadata) describes, instead of files."""
     from harness.settings.resolve import merge_tolerances
 
     spec = req.spec or reference_spec(req.reference)
-    artifacts = discover(Path(req.onnx))  # bad files fail here, before the model loads
+    if artifacts is None:
+        if req.onnx is None:
+            raise UsageError("give --onnx PATH (or --endpoint URL)")
+        artifacts = discover(Path(req.onnx))  # bad files fail here, before the model loads
     provider = onnx_provider(req.provider)
     if req.corpus:
         spec = replace(spec, corpus=corpus_option(req.corpus))

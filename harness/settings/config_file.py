@@ -35,7 +35,7 @@ PYPROJECT = "pyproject.toml"
 TOP_KEYS = ("run", "models", "tolerances", "budgets", "margins")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
               "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list",
-              "margins", "runtime", "fp16_node_block_list", "int8_nodes_to_exclude")
+              "margins", "runtime", "fp16_node_block_list", "int8_nodes_to_exclude", "endpoint")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
 PRECISIONS = ("fp32", "fp16", "int8", "int8-static")
@@ -63,6 +63,8 @@ class ModelEntry:
     fp16_op_block_list: tuple[str, ...] = ()
     #: precision -> ONNX file or directory, judged by ``harness check --config``
     artifacts: Mapping[str, Path] = field(default_factory=dict)
+    #: ``[models.<name>.endpoint]``: a served model judged by ``harness check --config`` (docs/serving.md)
+    endpoint: Mapping[str, Any] | None = None
     #: accuracy-gate margin overrides for this model (``[models.<name>.margins]``, issue 17)
     margins: tuple[MarginRule, ...] = ()
     #: ``[models.<name>.runtime]``: RuntimeSettings fields this model runs with (over the run's)
@@ -424,6 +426,17 @@ class _Validator:
         entries.setdefault(entry_name, ModelEntry(name=entry_name, path=path))
         return entry_name
 
+    def endpoint(self, body: Any, where: str) -> dict[str, Any]:
+        """``[models.<name>.endpoint]``, checked whole now (url, served model, protocol...)."""
+        from harness.serving.endpoint import endpoint_from_table
+
+        table = dict(self.table(body, where))
+        try:
+            endpoint_from_table(table, where)
+        except UsageError as exc:
+            raise self.fail(where, str(exc).removeprefix(f"{where}: ").removeprefix(f"{where}")) from None
+        return table
+
     def model(self, name: str, body: Any) -> ModelEntry:
         where = f"models.{name}"
         table = self.table(body, where)
@@ -453,6 +466,7 @@ class _Validator:
             tolerances=self.tolerances(table["tolerances"], f"{where}.tolerances") if "tolerances" in table else {},
             budgets=self.budgets(table["budgets"], f"{where}.budgets") if "budgets" in table else {},
             artifacts=artifacts,
+            endpoint=self.endpoint(table["endpoint"], f"{where}.endpoint") if "endpoint" in table else None,
             int8_per_channel=(self.boolean(table["int8_per_channel"], f"{where}.int8_per_channel")
                               if "int8_per_channel" in table else None),
             fp16_op_block_list=(tuple(self.names(table["fp16_op_block_list"], f"{where}.fp16_op_block_list"))

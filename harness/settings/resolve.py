@@ -174,6 +174,8 @@ def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
             extra.update(trust_remote_code=entry.trust_remote_code, allow_pickle=entry.allow_pickle)
         if artifacts:
             extra["artifacts"] = artifacts
+        if entry.endpoint is not None:
+            extra["endpoint"] = dict(entry.endpoint)
         if entry.runtime:
             extra["runtime"] = dict(entry.runtime)
         spec = replace(

@@ -59,8 +59,11 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
         for graph in graphs:
             runners[graph.name] = backend.load(model, family, graph, variant)
         # each runner's timed call runs to completion (a device synchronise is its own business)
-        with phase("perf"):
-            harness.perf.update(latency.measure(runners, points, perf_settings, engine_for(benchmark_or_none)))
+        from harness.perf.canary import Canary
+
+        with phase("perf"):  # the canary: the machine's speed beside this record's numbers (gate/canary.py)
+            harness.perf.update(latency.measure(runners, points, perf_settings, engine_for(benchmark_or_none),
+                                                canary=Canary()))
     finally:
         for runner in runners.values():
             runner.close()

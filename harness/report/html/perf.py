@@ -22,6 +22,8 @@ def _latency_series(records: list[Record]) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     for r in records:
         for key, value in r.perf.items():
+            if not str(key).startswith("latency_ms"):  # the canary's samples are the machine's, not a metric
+                continue
             if isinstance(value, Mapping) and isinstance(value.get("samples"), list) and value["samples"]:
                 samples = [float(s) for s in value["samples"] if isinstance(s, (int, float)) and not isinstance(s, bool)]
                 if samples:
