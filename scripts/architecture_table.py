@@ -47,7 +47,7 @@ def prepare(archs: list[Architecture], root: Path) -> tuple[dict[str, Path], dic
     for arch in archs:
         try:
             directory = build_cached(arch, root)
-        except Exception as exc:  # a config this transformers cannot build
+        except Exception as exc:  # noqa: BLE001 - a config this transformers cannot build is a table row
             refused[arch.name] = f"build failed: {describe_error(exc)}"
             continue
         try:

@@ -58,6 +58,9 @@ def test_the_same_case_gating_its_logits_passes_and_records_what_it_left_out() -
     assert record["gated"] == ["model/logits"] and record["missing"] == [] and record["passes"] is True
     assert "model/present.0.key" in record["measured"]
     assert Coverage.from_dict(record) == result.coverage
+    data: dict[str, object] = {}
+    result.coverage.write(data)
+    assert data["coverage"] == record
     assert result.coverage.summary() == "gated 1/1"
 
 

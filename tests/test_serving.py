@@ -43,11 +43,11 @@ def _server_or_skip(root: Path, models: list[ms.ServedFile]) -> ms.Server:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     """bert-tiny's FP32 and INT8 artifacts as the harness builds them, and two faulty graphs."""
-    from harness.core import PROVIDERS, Precision, RunOptions, Variant
+    from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
     from harness.serving.artifacts import variant_files
 
-    ws = Workspace(RunOptions(num_samples=8, batch_size=4))
+    ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
     out = {p: variant_files(ws, Variant("bert-tiny", Precision(p), PROVIDERS["ort_cpu"]))[2][0].path
            for p in ("fp32", "int8")}
     root = tmp_path_factory.mktemp("faulty")

@@ -18,6 +18,7 @@ from harness.core import (
     Precision,
     Provider,
     RunOptions,
+    Settings,
     UsageError,
     Variant,
     parse_precision,
@@ -93,12 +94,11 @@ def resolve(req: CheckRequest, artifacts: list[ArtifactFile] | None = None) -> C
     spec = replace(spec, tolerances=overrides)  # numeric and generation gates both read the spec
     catalog = ModelCatalog()
     catalog.add(spec)  # the checked model with its tolerances and corpus: this run's, like a config's models
-    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider], catalog=catalog)
-    options.batch_size = req.batch_size or options.batch_size
-    options.num_samples = req.samples or options.num_samples
-    options.intra_op_threads = req.threads
-    if req.repro_bundles is not None:
-        options.repro_bundles = req.repro_bundles
+    defaults = Settings()
+    settings = Settings(batch_size=req.batch_size or defaults.batch_size, samples=req.samples or defaults.samples,
+                        threads=req.threads, repro_bundles=req.repro_bundles or defaults.repro_bundles)
+    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider], catalog=catalog,
+                         settings=settings)
     if req.runtime is not None:  # runtime settings of the check (--graph-optimization, --provider-option...)
         options.runtime = req.runtime
     variant = Variant(spec.name, precision, provider, options.runtime.axis_values())  # ...-opt_disabled when set

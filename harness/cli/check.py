@@ -127,14 +127,7 @@ def perf_settings(args: argparse.Namespace) -> Any:
     from harness.settings.options import cli_values
 
     values = cli_values(args)
-    if not values.get("perf"):
-        return None
-    given = {key: values[f"perf_{key}"] for key in ("samples", "warmup", "repeats", "new_tokens")
-             if f"perf_{key}" in values}
-    for key in ("batch_sizes", "seq_lens"):
-        if f"perf_{key}" in values:
-            given[key] = tuple(values[f"perf_{key}"])
-    return PerfSettings(**given)
+    return PerfSettings.from_options(values) if values.get("perf") else None
 
 
 def sweep_settings(args: argparse.Namespace, perf: Any) -> Any:
@@ -165,8 +158,8 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
     from harness.settings.resolve import build_options
     from harness.zoo.base import ModelCatalog
 
-    options = build_options(models=args.models, config_path=args.config, rootdir=Path.cwd(),
-                            batch_size=args.batch_size, num_samples=args.samples, intra_op_threads=args.threads)
+    options = build_options(models=args.models, config=args.config, rootdir=Path.cwd(),
+                            batch_size=args.batch_size, samples=args.samples, threads=args.threads)
     providers = available_ort_providers(options.providers)
     out = []
     catalog = options.catalog or ModelCatalog()
@@ -179,16 +172,16 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
             served = endpoint_from_table(table, f"{args.config}: [models.{name}.endpoint]")
             out.append(CheckRequest(reference=name, spec=spec, endpoint=served,
                                     precision=args.precision or table.get("precision"),
-                                    samples=options.num_samples, batch_size=options.batch_size,
-                                    threads=options.intra_op_threads,
+                                    samples=options.settings.samples, batch_size=options.settings.batch_size,
+                                    threads=options.settings.threads,
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
         for precision, path in (spec.extra.get("artifacts") or {}).items():
             if args.precision and precision != args.precision:
                 continue
             for provider in providers:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
-                                        provider=provider, samples=options.num_samples,
-                                        batch_size=options.batch_size, threads=options.intra_op_threads, **common))
+                                        provider=provider, samples=options.settings.samples,
+                                        batch_size=options.settings.batch_size, threads=options.settings.threads, **common))
     if not providers:
         raise UsageError(f"{args.config}: none of the run's ONNX-running providers (ort_*, ov_cpu) is available here")
     if not out:

@@ -11,70 +11,24 @@ said so. Every case now carries ``data.coverage``:
   tensor the graph reports only, nothing compared, no threshold for its metrics);
 * ``missing``: required outputs not gated -- a case with any is not a pass (``problem``).
 
-The module owns the accounting only; the parity judges hand it their results. Other gates
+This module does the accounting from the parity judges' results; the record section itself
+(``Coverage``, its codec and its one writer) is ``harness.results.coverage``. Other gates
 (``harness check``, cached-decoding checks) build a ``Coverage`` the same way.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+from harness.results.coverage import GENERATION, Coverage
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Check
     from harness.families import Family, GraphSpec
     from harness.judge.numeric import OutputResult
 
-#: the key of a generation case's one required output
-GENERATION = "generation"
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """What one case gated. Keys are ``<graph>/<output>`` (or ``generation``)."""
-
-    head: str | None
-    required: tuple[str, ...]
-    gated: tuple[str, ...]
-    #: key -> why it was measured but not gated
-    measured: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        gated = set(self.gated)
-        return tuple(k for k in self.required if k not in gated)
-
-    @property
-    def passes(self) -> bool:
-        return bool(self.required) and not self.missing
-
-    def problem(self) -> str | None:
-        """The failure line when the head's outputs were not all gated (None: they were)."""
-        if self.passes:
-            return None
-        head = f"the {self.head} head" if self.head else "the model's head"
-        if not self.required:
-            return f"coverage: {head} declares no output to judge, so nothing about it was gated"
-        reasons = "; ".join(f"{k}: {self.measured.get(k, 'not measured')}" for k in self.missing)
-        return f"coverage: {head}'s outputs were not gated ({reasons}); a case that gates none of them cannot pass"
-
-    def summary(self) -> str:
-        """``gated 2/2 (model/logits, generation)``, for terminal and Markdown tables."""
-        done = [k for k in self.required if k in set(self.gated)]
-        text = f"gated {len(done)}/{len(self.required)}"
-        if self.missing:
-            text += f", missing {', '.join(self.missing)}"
-        return text
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"head": self.head, "required": list(self.required), "gated": list(self.gated),
-                "measured": dict(self.measured), "missing": list(self.missing), "passes": self.passes}
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Coverage:
-        return cls(raw.get("head"), tuple(raw.get("required") or ()), tuple(raw.get("gated") or ()),
-                   dict(raw.get("measured") or {}))
+__all__ = ["GENERATION", "Coverage", "generation_coverage", "head_outputs", "numeric_coverage", "why_not_gated"]
 
 
 def head_outputs(graph: "GraphSpec") -> tuple[str, ...]:

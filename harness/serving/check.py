@@ -66,7 +66,7 @@ def run_endpoint_check(req: CheckRequest, run_dir: Path, run_id: str | None = No
             outcome.jobs.append(judge_job(ws, job, source.session(job.artifact.path), model, family,
                                           variant.precision, spec.tolerances, req.maps))
         settings: dict[str, Any] = {
-            "batch_size": ws.options.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
+            "batch_size": ws.options.settings.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
             "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
             "tolerance_overrides": dict(req.tolerances), "endpoint": req.endpoint.describe()}
         served_records = {role: m.record() for role, m in served.items()}
@@ -104,7 +104,7 @@ def _judge_concurrency(ws: Workspace, outcome: CheckOutcome, source: EndpointGra
             continue
         try:
             got, note = concurrency_parity(ws, outcome, job)
-        except Exception as exc:  # the server broke under concurrent load: this check's error
+        except Exception as exc:  # noqa: BLE001 - the server broke under concurrent load: this check's error
             errors.append(f"{job.job.label} [concurrent]: {describe_error(exc, 300)}")
             continue
         results += got
