@@ -339,6 +339,10 @@ OPTIONS: tuple[Option, ...] = (
            rerun=Rerun.NEVER),
     Option("baseline_force_env", Kind.FLAG, "compare even though the environment fingerprints differ",
            group=Group.GATE, rerun=Rerun.NEVER),
+    Option("allow_missing", Kind.FLAG, "the session-end baseline gate (and `harness baseline compare`, "
+           "`compare`) passes although the candidate lacks cases the baseline has, or nothing was compared "
+           "(the verdict line says so); without it either is a failure",
+           group=Group.GATE, rerun=Rerun.NEVER),
     Option("baseline_threshold", Kind.PAIRS, "override a gate threshold, e.g. p50=8%% (repeatable)",
            group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION"),
     # --- issue 17: accuracy gate against a blessed baseline (docs/accuracy-gate.md) ---
