@@ -276,6 +276,9 @@ OPTIONS: tuple[Option, ...] = (
            default=3, minimum=1, metavar="N"),
     Option("perf_new_tokens", Kind.INT, "tokens per timed generation", group=Group.PERF, default=16, minimum=2,
            metavar="N"),
+    Option("perf_tail_seconds", Kind.INT, "extra seconds per latency metric to time until its p99 interval is "
+           "narrower than the gate's p99 threshold (0: time --perf-samples calls only; p99 stays advisory)",
+           group=Group.PERF, default=2, minimum=0, metavar="S"),
     # -- the baseline gate: judges the numbers, does not change them -------------------------
     Option("baseline_save", Kind.TEXT, "at the end of a passing session, save its perf records as baseline NAME",
            group=Group.GATE, rerun=Rerun.NEVER, metavar="NAME"),
