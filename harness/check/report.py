@@ -62,7 +62,13 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
         from harness.check.perf import describe
 
         console.print("[bold]performance[/] (harness check --perf)")
-        for line in describe(outcome.perf):
+        if "serving" in outcome.perf:  # a served model: the load sweep, one line per concurrency level
+            from harness.serving.sweep import describe as describe_sweep
+
+            lines = describe_sweep(outcome.perf)
+        else:
+            lines = describe(outcome.perf)
+        for line in lines:
             console.print(f"  {escape(line)}")
     if outcome.generation is not None:
         console.print(generation_table(outcome.generation))

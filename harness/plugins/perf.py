@@ -61,14 +61,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _settings(values: dict[str, Any]) -> Any:
-    """PerfSettings from the ``perf_*`` options given (the rest keep PerfSettings' defaults)."""
+    """PerfSettings from the ``perf_*`` options given (the rest keep the table's defaults)."""
     from harness.perf.measure import PerfSettings
 
-    given = {name.removeprefix("perf_"): value for name, value in values.items() if name.startswith("perf_")}
-    for sizes in ("batch_sizes", "seq_lens"):
-        if sizes in given:
-            given[sizes] = tuple(given[sizes])
-    return PerfSettings(**given)
+    return PerfSettings.from_options(values)
 
 
 def _gate_request(values: dict[str, Any]) -> GateRequest:

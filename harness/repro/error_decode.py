@@ -172,7 +172,7 @@ def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant
     files = decode_files(ws.backend(variant, model), model, family, variant, settings)
     if files is None:
         return None
-    threads = ws.options.intra_op_threads
+    threads = ws.options.settings.threads
     runtime = ws.runtime_for(variant, model)
     try:
         raised = provoke(files, model, family, variant, texts, settings, batch_size, threads, runtime)

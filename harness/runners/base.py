@@ -14,6 +14,11 @@ which backend it holds (Polygraphy's runners own their ``inference_time`` the sa
   process): how the runtime loads a variant for cold start and peak memory, from a small
   JSON description, importing nothing the runtime does not need;
 * ``Backend.shipped_files``: the bytes on disk a deployment of the variant carries.
+
+Optional capabilities of a runner are declared here with their defaults, so callers read them
+without ``getattr``/``hasattr``: ``path`` (the ONNX file it runs, linted and bundled), ``replayed``
+(its outputs came from the output cache), ``end_profiling`` (a runtime trace, ``--profile``) and
+``file_view`` (the runner seen as its file: the file's own input and output names).
 """
 
 from __future__ import annotations
@@ -66,11 +71,39 @@ def _default_runtime() -> "RuntimeSettings":
     return RuntimeSettings()
 
 
+@dataclass(frozen=True)
+class FileView:
+    """A runner seen as the file it runs, for evidence that must re-run without the harness (a
+    repro bundle): the file, the feeds under the file's own input names, and the file's name of
+    each output the runner returns (None: the same names)."""
+
+    path: str
+    feeds: Callable[[Feeds], dict[str, np.ndarray]] = dict
+    outputs: Mapping[str, str] | None = None
+
+    def output_name(self, name: str) -> str:
+        return self.outputs.get(name, name) if self.outputs is not None else name
+
+
 class GraphRunner(abc.ABC):
     """A loaded, runnable graph (one ONNX file, or one torch wrapper module)."""
 
     input_names: list[str]
     output_names: list[str]
+    #: the ONNX file this runner executes (None: a PyTorch module, a native engine, a composite)
+    path: str | None = None
+    #: True when the outputs come from the output cache (``harness.judge.refcache``), not a session
+    replayed: bool = False
+
+    def end_profiling(self) -> str | None:
+        """Stop the runtime's profiler and return its trace file (``--profile``); None when the
+        runner does not profile (the default)."""
+        return None
+
+    def file_view(self) -> FileView | None:
+        """This runner as the file it runs, under the file's own names; None when it runs no single
+        ONNX file (nothing portable to re-run). Default: ``path`` with the runner's names."""
+        return FileView(self.path) if self.path else None
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
         """Validate the feeds, then run. Outputs always come back as numpy (FP32 for float)."""
