@@ -74,7 +74,7 @@ def measure_cell(ws: Any, model: Any, family: Any, graph: Any, feeds: dict, refe
         if memory is not None:
             cell["memory"] = memory()
         return cell
-    except Exception as exc:  # one broken cell must not cost the table
+    except Exception as exc:  # noqa: BLE001 - one broken cell must not cost the table
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
     finally:
         if runner is not None:

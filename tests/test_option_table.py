@@ -32,7 +32,7 @@ SAMPLE = {
     "out": Path("/tmp/out"), "cache": Path("/tmp/cache"), "perf": True, "perf_samples": 50, "perf_warmup": 3,
     "perf_batch_sizes": [1, 8], "perf_seq_lens": [16, 64], "perf_repeats": 2, "perf_new_tokens": 4,
     "baseline_save": "nightly", "baseline_compare": "main", "baseline_store": Path("/tmp/b"),
-    "baseline_force": True, "baseline_force_env": True, "baseline_threshold": ["p50=8%"],
+    "baseline_force": True, "baseline_force_env": True, "allow_missing": True, "baseline_threshold": ["p50=8%"],
     "shard": "2/3", "shard_durations": "/tmp/durations",  # issue 12
     "accuracy_margin": ["int8:cosine=10%"],
     # issue 9

@@ -139,7 +139,7 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
         result.outputs = run_graph_parity(runner, graph, batches, precision, overrides,
                                           output_map={r: r for r in match.output_map}, probes=probes,
                                           shapes=result.shapes)
-    except Exception as exc:  # the artifact ran and broke: its verdict is "error", others still run
+    except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
         result.error = f"{job.label}: {describe_error(exc, 300)}"
         return result
     finally:
@@ -259,7 +259,7 @@ def _judge_perf(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant
             budgets.enforce(case, case.perf)
 
         verdict = _verdict(gate, [])
-    except Exception as exc:  # a file that cannot be timed: its verdict, not a crash of the check
+    except Exception as exc:  # noqa: BLE001 - a file that cannot be timed: its verdict, not a crash of the check
         verdict = ("error", describe_error(exc, 300))
     outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
 
@@ -271,7 +271,7 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
     started = time.perf_counter()
     try:
         decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
-    except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
+    except Exception as exc:  # noqa: BLE001 - a decoding crash in the artifact is its verdict, not ours
         case.artifacts.update(files)
         outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
                                        settings, run_id))

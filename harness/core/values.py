@@ -76,5 +76,6 @@ class Settings:
     baseline_store: Path | None = None
     baseline_force: bool = False
     baseline_force_env: bool = False
+    allow_missing: bool = False
     baseline_threshold: tuple[str, ...] = ()
     accuracy_margin: tuple[str, ...] = ()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from harness.core import UsageError, did_you_mean
+from harness.core.compared import Compared
 from harness.gate.canary import widen
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
@@ -202,6 +203,10 @@ class Comparison:
     new: list[str] = field(default_factory=list)
     env_differences: list[str] = field(default_factory=list)
     forced_env: bool = False
+    #: ``--allow-missing``: missing variants or nothing compared do not fail (the headline says so)
+    allow_missing: bool = False
+    #: False inside ``harness compare``, which counts coverage per case itself
+    coverage_gated: bool = True
     #: variant -> what its canaries said about the machine (``harness.gate.canary.Drift.as_dict``)
     drift: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: "unpaired" (recorded runs) or "paired" (re-timed interleaved in this job)
@@ -209,8 +214,9 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        """1 only when a non-advisory metric regressed; INCONCLUSIVE never fails a build."""
-        return 1 if any(r.gating_regression for r in self.rows) else 0
+        """1 when a non-advisory metric regressed, or nothing / not everything was compared
+        (:class:`~harness.core.compared.Compared`); INCONCLUSIVE never fails a build."""
+        return 1 if any(r.gating_regression for r in self.rows) or self.compared.failed else 0
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -223,9 +229,14 @@ class Comparison:
         advisory = sum(r.advisory for r in self.rows)
         tally = ", ".join(f"{n} {v.lower()}" for v, n in self.counts().items() if n) or "nothing compared"
         rows = f"{len(self.rows)} rows ({advisory} advisory): {tally}"
-        if gating:
-            return f"FAIL: {gating} gating regression(s); {rows}"
-        return f"OK: no gating regression; {rows}"
+        return self.compared.headline(f"OK: no gating regression; {rows}",
+                                      f"FAIL: {gating} gating regression(s); {rows}" if gating else None)
+
+    @property
+    def compared(self) -> Compared:
+        """What was compared: zero rows, or baseline variants/metrics missing, fail the gate."""
+        return Compared("perf rows", len(self.rows), tuple(self.missing), self.allow_missing,
+                        self.coverage_gated)
 
     def notes(self) -> list[str]:
         out: list[str] = []
@@ -257,6 +268,7 @@ class Comparison:
             "new": list(self.new),
             "env_differences": list(self.env_differences),
             "forced_env": self.forced_env,
+            "compared": self.compared.as_dict(),
             "mode": self.mode,
             "drift": dict(self.drift),
         }

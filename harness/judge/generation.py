@@ -405,7 +405,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
             try:
                 result.forensics = divergence_forensics(ws, model, family, variant, result.rows, texts, settings,
                                                         int(wanted["batch_size"]))
-            except Exception as exc:  # evidence for a verdict already reached: never turn a fail into an error
+            except Exception as exc:  # noqa: BLE001 - evidence for a verdict already reached: never turn a fail into an error
                 from harness.core import describe_error
 
                 result.forensics_note = f"forensics unavailable: {describe_error(exc)}"
@@ -492,7 +492,7 @@ def judge(case: Any, request: GenerationRequest | None = None, family: "Family |
             try:
                 bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
                                                  family or ws.family(model), result, ws.options.settings.repro_bundles)
-            except Exception as exc:  # best-effort evidence: the gate's verdict stands either way
+            except Exception as exc:  # noqa: BLE001 - best-effort evidence: the gate's verdict stands either way
                 from harness.core import describe_error
 
                 Evidence(bundle_error=describe_error(exc)).write(case.data)
@@ -515,7 +515,7 @@ def _error_bundle(case: Any, request: GenerationRequest | None, family: "Family 
             bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
                                                family or ws.family(model), settings, indices, texts,
                                                int(wanted["batch_size"]), exc, ws.options.settings.repro_bundles)
-    except Exception:
+    except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
         return
     if bundle is not None:
         Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)

@@ -281,7 +281,7 @@ def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
     widest = ws.options.settings.trt_max_batch or ws.options.settings.batch_size
     try:
         shortest = len(model.tokenizer("")["input_ids"]) + 1
-    except Exception:
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot encode '': the smallest probe is 2
         shortest = 2
     out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
            (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
@@ -391,7 +391,7 @@ def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedMode
                                         artifact=onnx[0], batches=batches, exc=exc,
                                         runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
                                         mode=mode)
-    except Exception:  # the evidence is best-effort; the case's error stands either way
+    except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
         return None
     if bundle is not None:
         named = dict(getattr(exc, "harness_repro_bundles", {}) or {})

@@ -228,7 +228,7 @@ class Workspace:
                 for f in feeds:
                     try:
                         outs.append(runner.run(f))
-                    except Exception as exc:  # kept as the refusal it is: replayed as the same error
+                    except Exception as exc:  # noqa: BLE001 - kept as the refusal it is: replayed as the same error
                         outs.append(error_outputs(exc))
                 return outs
             finally:

@@ -209,7 +209,7 @@ def on_breach(case: Any, write: Callable[[Path], Path | None]) -> Iterator[None]
         if case.workspace.options.settings.repro_bundles != "off":
             try:
                 bundle = write(case.case_dir() / "repro-perf")
-            except Exception:
+            except Exception:  # noqa: BLE001 - best-effort evidence: the budget failure stands either way
                 bundle = None
             if bundle is not None:
                 from harness.results.sections import Evidence

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from harness.core import Variant
 from harness.core.phases import PhaseClock
@@ -103,13 +103,13 @@ class Case:
                 fixes = {k: list(v) for k, v in (("fp16_node_block_list", effective.fp16_node_block_list),
                                                   ("int8_nodes_to_exclude", effective.int8_nodes_to_exclude)) if v}
                 inputs = self._inputs(model)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 pass
         runtime: dict[str, Any] = {}
         if self.variant is not None:
             try:
                 runtime = self.workspace.runtime_for(self.variant).as_dict(self.variant.provider.short)
-            except Exception:  # the model failed to resolve: the error is the record's reason
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 runtime = {}
         calibration: dict[str, Any] = {}
         if self.variant is not None and self.variant.precision.value == "int8-static":
@@ -118,7 +118,7 @@ class Case:
                 calibration = {"method": options.settings.int8_calibration, "sentences": len(texts),
                                "first_index": options.settings.samples, "judged_sentences": options.settings.samples,
                                "sha256": _sha256_lines(texts)}
-            except Exception:
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 calibration = {}
         return {"opset": options.settings.opset, "exporter": exporter, "runtime": runtime,
                 **({"int8_calibration": calibration} if calibration else {}),
@@ -146,7 +146,7 @@ class Case:
         if self.variant is not None:
             try:
                 model_sha = self.workspace.model(self.variant.model).weights_sha256
-            except Exception:  # the model itself failed to load: the error is the record's reason
+            except Exception:  # noqa: BLE001 - the model itself failed to load: the error is the record's reason
                 model_sha = None
         threads = self.workspace.options.settings
         return {
@@ -182,11 +182,16 @@ class RecordCollector:
         self.finished: set[str] = set()
         #: whether any report of a harness case arrived (the session is a harness run)
         self.harness_seen = False
+        #: node id -> the case's identity, for the expected cases collection described
+        self.identities: dict[str, Mapping[str, Any]] = {}
 
-    def expect(self, nodeids: list[str]) -> None:
-        """The cases this session will run (called once collection is known; idempotent)."""
+    def expect(self, nodeids: list[str], cases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """The cases this session will run (called once collection is known; idempotent);
+        ``cases``: who they are (node id -> ``harness_case``), so a case that never ran can still
+        be shown in its model's row."""
         known = set(self.expected)
         self.expected += [n for n in nodeids if n not in known]
+        self.identities.update(cases or {})
 
     def not_run(self) -> list[str]:
         """Expected cases that never finished (not started, or cut off while running)."""

@@ -109,7 +109,7 @@ class OipClient:
         except ImportError as exc:
             raise UsageError(f"--endpoint: {exc.name or 'tritonclient'} is not installed "
                              "(pip install 'model-harness[serving]')") from None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any transport failure is the endpoint's refusal, one line
             raise EndpointRefused(f"{endpoint.url}: cannot open a connection ({first_line(exc)})") from None
 
     def clone(self) -> OipClient:
@@ -118,7 +118,7 @@ class OipClient:
     def close(self) -> None:
         try:
             self._client.close()
-        except Exception:  # closing a connection the server already dropped
+        except Exception:  # noqa: BLE001 - closing a connection the server already dropped
             pass
 
     # -- before work ----------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ class OipClient:
             kwargs.setdefault("client_timeout", self.endpoint.timeout_s)
         try:
             return call(*args, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any transport failure is the endpoint's refusal, one line
             raise EndpointRefused(f"{self.endpoint.url}: {what}: {first_line(exc)}") from None
 
     def preflight(self) -> dict[str, Any]:
@@ -135,7 +135,7 @@ class OipClient:
         url = self.endpoint.url
         try:
             live = self._client.is_server_live(**self._timeout())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any transport failure is the endpoint's refusal, one line
             raise EndpointRefused(f"{url}: unreachable ({first_line(exc)}); is the server running and is "
                                   f"{self.endpoint.protocol} its protocol on that port?") from None
         if not live:
@@ -163,7 +163,7 @@ class OipClient:
         label = f"model {name!r}" + (f" version {version!r}" if version else "")
         try:
             meta = self._json(self._client.get_model_metadata(name, version, **self._timeout()))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any transport failure is the endpoint's refusal, one line
             known = self.known_models()
             hint = f"; the server has: {', '.join(known)}" if known else ""
             if name in known and version:
@@ -171,7 +171,7 @@ class OipClient:
             raise EndpointRefused(f"{url}: {label}: not found ({first_line(exc, 160)}){hint}") from None
         try:
             ready = self._client.is_model_ready(name, version, **self._timeout())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any transport failure is the endpoint's refusal, one line
             raise EndpointRefused(f"{url}: {label}: readiness: {first_line(exc)}") from None
         if not ready:
             raise EndpointRefused(f"{url}: {label} is not ready (loading, unloading or failed to load)")
@@ -180,7 +180,7 @@ class OipClient:
             raw = self._client.get_model_config(name, version, **self._timeout())
             config = self._json(raw)
             config = dict(config.get("config", config))
-        except Exception:  # Triton serves /config; MLServer and KServe do not (a protocol extension)
+        except Exception:  # noqa: BLE001 - Triton serves /config; MLServer and KServe do not (a protocol extension)
             config = {}
         return ServedModel(name=str(meta.get("name", name)), version=version, platform=str(meta.get("platform", "")),
                            versions=tuple(str(v) for v in meta.get("versions", []) or []),
@@ -192,7 +192,7 @@ class OipClient:
     def known_models(self) -> list[str]:
         try:
             index = self._client.get_model_repository_index(**self._timeout())
-        except Exception:  # the repository extension is optional
+        except Exception:  # noqa: BLE001 - the repository extension is optional
             return []
         entries = self._json(index).get("models", index) if not isinstance(index, list) else index
         return sorted({str(e.get("name")) for e in entries if isinstance(e, Mapping) and e.get("name")})
@@ -224,7 +224,7 @@ class OipClient:
             kwargs["client_timeout"] = self.endpoint.timeout_s
         try:
             result = self._client.infer(model.name, inputs, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any transport failure is the endpoint's refusal, one line
             status = _status(exc)
             where = f" [{status}]" if status else ""
             raise ServingError(f"{self.endpoint.url} {model.name}: request failed{where}: {first_line(exc)}",
@@ -246,7 +246,7 @@ class OipClient:
         server does not provide them (MLServer, KServe: they publish Prometheus metrics instead)."""
         try:
             raw = self._client.get_inference_statistics(model.name, model.version, **self._timeout())
-        except Exception:
+        except Exception:  # noqa: BLE001 - the statistics extension is optional
             return None
         stats = self._json(raw)
         entries = stats.get("model_stats") or []
@@ -270,7 +270,7 @@ def wait_ready(endpoint: Endpoint, model: str, budget_s: float = 60.0) -> bool:
                 client = client or OipClient(endpoint)
                 if client._client.is_model_ready(model, endpoint.version, **client._timeout()):
                     return True
-            except Exception:  # not listening yet
+            except Exception:  # noqa: BLE001 - not listening yet
                 if client is not None:
                     client.close()
                 client = None

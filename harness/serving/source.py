@@ -61,7 +61,7 @@ class ConcurrentRunner(GraphRunner):
             try:
                 for i in range(first, rows, self.workers):
                     parts[i] = client.infer(self.runner.model, {k: v[i:i + 1] for k, v in feeds.items()})
-            except BaseException as exc:  # re-raised in the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 failures.append(exc)
             finally:
                 client.close()

@@ -107,7 +107,7 @@ class _Worker(threading.Thread):
         # the connection is opened here: the HTTP transport's belong to the thread that made them
         try:
             own = self.client.clone()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed connection is a sample of the sweep
             with self.lock:
                 self.out.append(Sample(time.perf_counter(), None, f"connect: {exc}"[:240]))
             return
@@ -124,7 +124,7 @@ class _Worker(threading.Thread):
                 sample = Sample(time.perf_counter(), (time.perf_counter() - start) * 1000.0)
             except ServingError as exc:
                 sample = Sample(time.perf_counter(), None, str(exc))
-            except Exception as exc:  # the transport's own failure modes: counted like the rest
+            except Exception as exc:  # noqa: BLE001 - the transport's own failure modes: counted like the rest
                 sample = Sample(time.perf_counter(), None, f"{type(exc).__name__}: {exc}"[:240])
             with self.lock:
                 self.out.append(sample)
@@ -321,7 +321,7 @@ def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source:
                 budgets.enforce(case, case.perf)
 
             verdict = _verdict(gate, [])
-    except Exception as exc:  # a client-side failure of the sweep itself: the case's error, not a crash
+    except Exception as exc:  # noqa: BLE001 - a client-side failure of the sweep itself: the case's error, not a crash
         verdict = ("error", describe_error(exc, 300))
     outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
 

@@ -86,7 +86,7 @@ def _param(key: str, value: str) -> str:
     return f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}'
 
 
-def config_text(name: str, inputs: tuple[TensorInfo, ...], outputs: tuple[TensorInfo, ...], variant: Variant,
+def config_text(name: str, inputs: tuple[TensorInfo, ...], outputs: tuple[TensorInfo, ...], variant: Variant,  # noqa: C901 - one pbtxt section per branch; split when next touched
                 runtime: RuntimeSettings, settings: TritonSettings, profile: ShapeProfile | None = None,
                 plan: bool = False) -> tuple[str, list[str]]:
     """``config.pbtxt`` (protobuf text format) and notes on what could not be carried over."""

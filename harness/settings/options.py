@@ -17,7 +17,7 @@ import enum
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from harness.core import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, UsageError, split_csv
 
@@ -104,58 +104,18 @@ class Option:
     # -- values --------------------------------------------------------------------------
     def parse(self, raw: Any, where: str | None = None) -> Any:
         """A raw argument value (string, list of strings, int, bool) -> the typed value, or a
-        one-line UsageError naming ``where`` (the flag by default)."""
-        where = where or self.flag
+        one-line UsageError naming ``where`` (the flag by default). One parser per kind
+        (``_PARSERS``): a new kind is one function there."""
         if raw is None:
             return None
-        if self.kind is Kind.FLAG:
-            return bool(raw)
-        if self.kind is Kind.INT:
-            try:
-                value = int(raw)
-            except (TypeError, ValueError):
-                raise UsageError(f"{where}: expected an integer, got {raw!r}") from None
-            if self.minimum is not None and value < self.minimum:
-                raise UsageError(f"{where}: must be >= {self.minimum}, got {value}")
-            return value
-        if self.kind is Kind.FLOAT:
-            try:
-                number = float(raw)
-            except (TypeError, ValueError):
-                raise UsageError(f"{where}: expected a number, got {raw!r}") from None
-            if self.above is not None and not number > self.above:
-                raise UsageError(f"{where}: must be > {self.above:g}, got {number:g}")
-            if self.minimum is not None and number < self.minimum:
-                raise UsageError(f"{where}: must be >= {self.minimum}, got {number:g}")
-            return number
-        if self.kind is Kind.CHOICE:
-            text = str(raw).strip().lower()
-            if text not in self.choices:
-                raise UsageError(f"{where}: unknown value {raw!r}; valid: {', '.join(self.choices)}")
-            return text
-        if self.kind is Kind.PATH:
-            return Path(str(raw)).expanduser()
-        if self.kind is Kind.TEXT:
-            return str(raw)
-        if self.kind is Kind.LIST:
-            if self.spaced_items:
-                items = [raw] if isinstance(raw, str) else list(raw)
-                return [p.strip() for item in items for p in str(item).split(",") if p.strip()] or None
-            return split_csv(raw) or None
-        if self.kind is Kind.INT_LIST:
-            out: list[int] = []
-            for part in split_csv(raw):
-                try:
-                    out.append(int(part))
-                except ValueError:
-                    raise UsageError(f"{where}: {part!r} is not an integer") from None
-                if self.minimum is not None and out[-1] < self.minimum:
-                    raise UsageError(f"{where}: must be >= {self.minimum}, got {out[-1]}")
-            return list(dict.fromkeys(out)) or None
-        if self.kind is Kind.PAIRS:
-            items = [raw] if isinstance(raw, str) else list(raw)
-            return [str(i) for i in items] or None
-        raise AssertionError(self.kind)  # pragma: no cover - every kind is handled above
+        return _PARSERS[self.kind](self, raw, where or self.flag)
+
+    def limit(self, value: float, where: str) -> None:
+        """The row's bounds (``minimum``, ``above``), as one line naming ``where``."""
+        if self.above is not None and not value > self.above:
+            raise UsageError(f"{where}: must be > {self.above:g}, got {value:g}")
+        if self.minimum is not None and value < self.minimum:
+            raise UsageError(f"{where}: must be >= {self.minimum}, got {value:g}")
 
     def argv(self, value: Any, *, pytest_form: bool) -> list[str]:
         """The arguments that set ``value`` again (pytest form: ``--harness-x=v``)."""
@@ -170,6 +130,67 @@ class Option:
         if self.kind is Kind.PAIRS:
             return [part for item in value for part in ((f"{flag}={item}",) if pytest_form else (flag, str(item)))]
         return [f"{flag}={value}"] if pytest_form else [flag, str(value)]
+
+
+def _integer(o: Option, raw: Any, where: str) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: expected an integer, got {raw!r}") from None
+    o.limit(value, where)
+    return value
+
+
+def _number(o: Option, raw: Any, where: str) -> float:
+    try:
+        number = float(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: expected a number, got {raw!r}") from None
+    o.limit(number, where)
+    return number
+
+
+def _choice(o: Option, raw: Any, where: str) -> str:
+    text = str(raw).strip().lower()
+    if text not in o.choices:
+        raise UsageError(f"{where}: unknown value {raw!r}; valid: {', '.join(o.choices)}")
+    return text
+
+
+def _names(o: Option, raw: Any, where: str) -> list[str] | None:
+    if o.spaced_items:
+        items = [raw] if isinstance(raw, str) else list(raw)
+        return [p.strip() for item in items for p in str(item).split(",") if p.strip()] or None
+    return split_csv(raw) or None
+
+
+def _integers(o: Option, raw: Any, where: str) -> list[int] | None:
+    out: list[int] = []
+    for part in split_csv(raw):
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise UsageError(f"{where}: {part!r} is not an integer") from None
+        o.limit(out[-1], where)
+    return list(dict.fromkeys(out)) or None
+
+
+def _pairs(o: Option, raw: Any, where: str) -> list[str] | None:
+    items = [raw] if isinstance(raw, str) else list(raw)
+    return [str(i) for i in items] or None
+
+
+_PARSERS: dict[Kind, Callable[[Option, Any, str], Any]] = {
+    Kind.FLAG: lambda o, raw, where: bool(raw),
+    Kind.INT: _integer,
+    Kind.FLOAT: _number,
+    Kind.CHOICE: _choice,
+    Kind.PATH: lambda o, raw, where: Path(str(raw)).expanduser(),
+    Kind.TEXT: lambda o, raw, where: str(raw),
+    Kind.LIST: _names,
+    Kind.INT_LIST: _integers,
+    Kind.PAIRS: _pairs,
+}
 
 
 #: The table. Order is the order of ``--help``.
@@ -317,6 +338,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("baseline_force", Kind.FLAG, "let a baseline save replace an existing baseline", group=Group.GATE,
            rerun=Rerun.NEVER),
     Option("baseline_force_env", Kind.FLAG, "compare even though the environment fingerprints differ",
+           group=Group.GATE, rerun=Rerun.NEVER),
+    Option("allow_missing", Kind.FLAG, "the session-end baseline gate (and `harness baseline compare`, "
+           "`compare`) passes although the candidate lacks cases the baseline has, or nothing was compared "
+           "(the verdict line says so); without it either is a failure",
            group=Group.GATE, rerun=Rerun.NEVER),
     Option("baseline_threshold", Kind.PAIRS, "override a gate threshold, e.g. p50=8%% (repeatable)",
            group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION"),
