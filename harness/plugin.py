@@ -50,10 +50,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _options(config: pytest.Config) -> RunOptions:
-    from harness.settings.options import Group, pytest_values
+    from harness.settings.options import pytest_values
     from harness.settings.resolve import build_options
 
-    return build_options(pytest_values(config, Group.RUN), rootdir=Path(str(config.rootpath)))
+    return build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
 
 
 def out_dir(config: pytest.Config) -> Path:
@@ -90,7 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HARNESS_CACHE"] = str(cache)
     if _asked_for(config):  # validate now: a typo is a usage error before anything runs
         options = run_options(config)
-        if options.builtin_suites:
+        if options.settings.builtin_suites:
             _add_builtin_suites(config)
         if not hasattr(config, "workerinput"):
             _preflight(options)
@@ -184,7 +184,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _harness_session(config: pytest.Config) -> bool:
     try:
         return _out_given(config) or _asked_for(config)
-    except Exception:  # interrupted half-way through configuring: say nothing rather than fail again
+    except Exception:  # noqa: BLE001 - interrupted half-way through configuring: say nothing, not fail again
         return False
 
 
@@ -364,7 +364,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     if isinstance(variant, Variant):
         reason = ws.unavailable_reason(variant)
         if reason:
-            if ws.options.explicit_variants and not ws.options.allow_skip:
+            if ws.options.explicit_variants and not ws.options.settings.allow_skip:
                 # asked for by name (CLI or config): the record says not-run and the run fails
                 request.node.user_properties.append(("harness_not_run", True))
                 reason += " (requested explicitly; --allow-skip lets the run pass without it)"
@@ -391,8 +391,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Serial run: the harness cases the session will run (an interrupted run counts the rest)."""
     collector = session.config.stash.get(COLLECTOR, None)
     if collector is not None:
-        collector.expect([item.nodeid for item in session.items
-                          if any(key == "harness_case" for key, _ in item.user_properties)])
+        cases = {item.nodeid: value for item in session.items for key, value in item.user_properties
+                 if key == "harness_case" and isinstance(value, dict)}
+        collector.expect(list(cases), cases)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -429,7 +430,9 @@ def interruption(config: pytest.Config) -> Any:
         return None  # not a harness session (the plugin is installed everywhere): pytest's own status
     from harness.core.interrupts import Interruption
 
-    return Interruption(signum, tuple(collector.not_run()), len(collector.expected))
+    not_run = tuple(collector.not_run())
+    return Interruption(signum, not_run, len(collector.expected),
+                        {n: collector.identities[n] for n in not_run if n in collector.identities})
 
 
 @pytest.hookimpl(wrapper=True)
@@ -493,14 +496,18 @@ def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: A
 
     out = collector.writer.out_dir
     write_marker(out, stopped)  # so a later `harness report` of this directory says INTERRUPTED too
+    from harness.results.notrun import not_run_records
+
     problem = disk_full_problem(collector) if collector.disk_full is not None else None
     write_summary(out, collector.records, interruption=stopped, problem=problem)
     if problem:
         return  # nothing more is written to a full disk
-    write_junit(out / JUNIT_FILE, collector.records)
+    # every selected case is a testcase: the ones a signal stopped are <error>s, not absent
+    junit_records = collector.records + not_run_records(stopped, collector.run_id)
+    write_junit(out / JUNIT_FILE, junit_records)
     extra = config.getoption("harness_junit_xml", None)
     if extra:
-        write_junit(Path(extra), collector.records)
+        write_junit(Path(extra), junit_records)
     append_step_summary(render_summary(collector.records, interruption=stopped), out)
 
 

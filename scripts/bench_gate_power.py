@@ -18,6 +18,15 @@ under load (``--burners`` busy-loop processes this script starts and stops itsel
 * ``paired``: baseline and candidate timed in alternating blocks in one session
   (``gate.paired``, what ``harness perf-compare`` does), with the burner running for the
   first half of the pairs: the load hits both sides.
+* ``neighbour``: the other way round, the case of issue 26: a quiet single-run baseline and a
+  candidate recorded *with* the busy neighbour, each run timing the canary
+  (``harness.perf.canary``) right before and after its samples, as ``test_latency`` does, so the
+  gate can see the drift (``harness.gate.canary``). An A/A trial must never be REGRESSION or
+  IMPROVEMENT.
+* ``envpair``: two environments (``harness perf-compare --env-a/--env-b``): environment B is a
+  venv whose ``sitecustomize`` slows ``onnxruntime.InferenceSession.run`` by ``--slowdown`` of the
+  median call (busy-wait) for A/B trials, or a plain twin for A/A; children of both alternate in
+  blocks (``harness.gate.envpair``), the burner on for the first half of the pairs.
 
 Trials of all modes and kinds run in one shuffled order so slow drift hits all alike.
 
@@ -69,6 +78,7 @@ def build_session(workdir: Path, seed: int, threads: int) -> tuple[Callable[[], 
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     feed = {"x": example.numpy()}
+    np.save(workdir / "feed_x.npy", feed["x"])  # what the environment-paired children are fed
     return (lambda: session.run(None, feed)), path.stat().st_size
 
 
@@ -87,15 +97,18 @@ def collect(call: Callable[[], Any], n: int, extra_ns: int = 0) -> list[float]:
     return out
 
 
-def record(samples: list[float], size: int) -> dict[str, Any]:
+def record(samples: list[float], size: int, canary: dict[str, Any] | None = None) -> dict[str, Any]:
     """One results.jsonl-shaped record, so the benchmark exercises the real reader."""
+    perf: dict[str, Any] = {"latency_ms": {"samples": samples, "warmup": 0}, "artifact_bytes": size}
+    if canary is not None:
+        perf["canary_ms"] = canary
     return {
         "id": f"test_latency[{VARIANT}]",
         "variant": VARIANT,
         "suite": "perf",
         "verdict": "pass",
         "env": {"fingerprint": "bench", "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
-        "perf": {"latency_ms": {"samples": samples, "warmup": 0}, "artifact_bytes": size},
+        "perf": perf,
     }
 
 
@@ -163,6 +176,29 @@ def trial_unpaired(call: Callable[[], Any], cand: Callable[[], Any], args: argpa
     return result.exit_code, summarise_trial("", result)
 
 
+def with_canary(call: Callable[[], Any], n: int) -> tuple[list[float], dict[str, Any]]:
+    """``n`` samples with a canary block right before and right after, as ``test_latency`` times them."""
+    from harness.perf.canary import Canary
+
+    canary = Canary()
+    canary.block()
+    samples = collect(call, n)
+    canary.block()
+    return samples, canary.entry()
+
+
+def trial_neighbour(call: Callable[[], Any], cand: Callable[[], Any], args: argparse.Namespace,
+                    size: int) -> tuple[int, dict[str, Any]]:
+    """Quiet single-run baseline; the candidate recorded beside a busy neighbour; canaries on both."""
+    base, base_canary = with_canary(call, args.samples)
+    with Burner(args.burners):
+        cand_samples, cand_canary = with_canary(cand, args.samples)
+    result = compare_runs([record(base, size, base_canary)], [record(cand_samples, size, cand_canary)])
+    info = summarise_trial("", result)
+    info["canary"] = next(iter(result.drift.values()), {})
+    return result.exit_code, info
+
+
 def trial_paired(call: Callable[[], Any], cand: Callable[[], Any], args: argparse.Namespace,
                  seed: int) -> tuple[int, dict[str, Any]]:
     """Both builds timed in alternating blocks; the burner runs for the first half of the pairs."""
@@ -180,7 +216,61 @@ def trial_paired(call: Callable[[], Any], cand: Callable[[], Any], args: argpars
                              "reasons": {r.stat: r.reason for r in rows}}
 
 
-MODES = ("single", "multirun", "paired")
+SLOW_SITECUSTOMIZE = """
+import os, time
+import onnxruntime as _ort
+_extra = int(os.environ.get("HARNESS_BENCH_EXTRA_NS", "0"))
+_run = _ort.InferenceSession.run
+def _slow_run(self, *a, **k):
+    out = _run(self, *a, **k)
+    until = time.perf_counter_ns() + _extra
+    while time.perf_counter_ns() < until:
+        pass
+    return out
+_ort.InferenceSession.run = _slow_run
+"""
+
+
+def environments(workdir: Path, extra_ns: int) -> tuple[list[str], list[str], list[str]]:
+    """Interpreter commands: A (this one), B slowed (a ``sitecustomize`` that busy-waits after every
+    ``InferenceSession.run``), B plain (the same layout without it: the A/A twin)."""
+    slow, plain = workdir / "env-slow", workdir / "env-plain"
+    for d in (slow, plain):
+        d.mkdir(exist_ok=True)
+    (slow / "sitecustomize.py").write_text(SLOW_SITECUSTOMIZE, encoding="utf-8")
+    path = os.environ.get("PYTHONPATH", "")
+    def env(d: Path) -> list[str]:
+        return ["env", f"PYTHONPATH={d}{os.pathsep + path if path else ''}", f"HARNESS_BENCH_EXTRA_NS={extra_ns}",
+                sys.executable]
+    return [sys.executable], env(slow), env(plain)
+
+
+def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
+                  extra_ns: int) -> tuple[int, dict[str, Any]]:
+    """The same file timed by two environments' children in alternating blocks (``gate.envpair``);
+    B is slowed for A/B trials; the burner runs for the first half of the pairs."""
+    from harness.gate.envpair import interleave_envs
+    from harness.gate.paired import PairedSamples, exit_code, judge_paired
+
+    env_a, slow, plain = environments(workdir, extra_ns)
+    env_b = slow if kind == "A/B" else plain
+    feeds = {"x": np.load(workdir / "feed_x.npy")}
+    block = max(args.samples // args.pairs, 10)
+    half = args.pairs // 2
+    model = workdir / "mlp.onnx"
+    with Burner(args.burners):
+        first, _ = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads, pairs=half,
+                                   block=block, warmup=50, seed=seed)
+    second, info = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads,
+                                   pairs=args.pairs - half, block=block, warmup=50, seed=seed + 1)
+    samples = PairedSamples(np.vstack([first.a, second.a]), np.vstack([first.b, second.b]), first.first + second.first)
+    rows = judge_paired(samples, ("p50", "p90"), seed=seed)
+    return exit_code(rows), {"verdicts": {r.stat: r.verdict.value for r in rows},
+                             "ratios": {r.stat: r.ratio for r in rows},
+                             "reasons": {r.stat: r.reason for r in rows}}
+
+
+MODES = ("single", "multirun", "paired", "neighbour", "envpair")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -199,6 +289,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cand = slow if kind == "A/B" else call
             if mode == "paired":
                 code, info = trial_paired(call, cand, args, seed=args.seed + n)
+            elif mode == "neighbour":
+                code, info = trial_neighbour(call, cand, args, size)
+            elif mode == "envpair":
+                code, info = trial_envpair(Path(tmp), kind, args, seed=args.seed + n, extra_ns=extra_ns)
             else:
                 code, info = trial_unpaired(call, cand, args, size, runs=args.runs if mode == "multirun" else 1)
             trials.append({**info, "mode": mode, "kind": kind, "exit_code": code})
@@ -217,23 +311,34 @@ def summarise_trial(kind: str, result: Comparison) -> dict[str, Any]:
     }
 
 
+def false_claim(trial: dict[str, Any]) -> bool:
+    """An A/A trial that claims any change (REGRESSION or IMPROVEMENT) on a gated statistic."""
+    return any(trial["verdicts"].get(g) in ("REGRESSION", "IMPROVEMENT") for g in GATED)
+
+
 def report(args: argparse.Namespace, out: dict[str, Any]) -> None:
     print(f"gate power: baseline recorded under load ({args.burners} busy-loop process(es), started and stopped "
           f"by this script); {args.trials} A/A + {args.trials} A/B (+{args.slowdown:.0%}) trials per mode, "
           f"{args.samples} calls per side")
     print(f"median call {out['median_call_ms']:.3f} ms, injected {out['extra_ms']:.3f} ms/call; "
           f"{out['wall_s']:.0f} s; cpu cores={os.cpu_count()}, load avg={os.getloadavg()[0]:.2f}")
-    print(f"{'mode':<10} {'A/A false regressions':>22} {'A/B detected':>13}  p50 verdicts A/A | A/B")
+    print(f"{'mode':<10} {'A/A false regressions':>22} {'A/A false claims':>17} {'A/B detected':>13}  "
+          "p50 verdicts A/A | A/B")
     for mode in args.modes:
         aa = [t for t in out["trials"] if t["mode"] == mode and t["kind"] == "A/A"]
         ab = [t for t in out["trials"] if t["mode"] == mode and t["kind"] == "A/B"]
         fa = sum(t["exit_code"] == 1 for t in aa)
+        claims = sum(false_claim(t) for t in aa)
         det = sum(t["exit_code"] == 1 for t in ab)
         verdicts = [", ".join(f"{v} {n}" for v, n in sorted(Counter(t["verdicts"].get("p50", "?") for t in g).items()))
                     for g in (aa, ab)]
-        print(f"{mode:<10} {f'{fa}/{len(aa)}':>22} {f'{det}/{len(ab)}':>13}  {verdicts[0]} | {verdicts[1]}")
+        print(f"{mode:<10} {f'{fa}/{len(aa)}':>22} {f'{claims}/{len(aa)}':>17} {f'{det}/{len(ab)}':>13}  "
+              f"{verdicts[0]} | {verdicts[1]}")
     for t in out["trials"]:
-        wrong = (t["kind"] == "A/A") == (t["exit_code"] == 1)
+        if t["mode"] == "neighbour":  # the target there: an A/A trial never claims a change
+            wrong = t["kind"] == "A/A" and false_claim(t)
+        else:
+            wrong = (t["kind"] == "A/A") == (t["exit_code"] == 1)
         if wrong or args.verbose:
             print(f"  {'WRONG ' if wrong else ''}{t['mode']} {t['kind']}: "
                   + "; ".join(f"{g} {t['verdicts'].get(g)} ({t['reasons'].get(g)})" for g in ("p50", "p90")))
@@ -265,13 +370,17 @@ def main(argv: list[str] | None = None) -> int:
     report(args, out)
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), **out}, indent=2) + "\n", encoding="utf-8")
-    paired = [t for t in out["trials"] if t["mode"] == "paired"]
-    if not paired:
-        return 0
-    false_alarms = sum(t["exit_code"] == 1 for t in paired if t["kind"] == "A/A")
-    detected = sum(t["exit_code"] == 1 for t in paired if t["kind"] == "A/B")
-    # Exit 1 when the paired mode misses its targets on this machine: 0 false alarms, >= 90% detected.
-    return 0 if false_alarms == 0 and detected >= 0.9 * args.trials else 1
+    ok = True
+    for mode in ("paired", "envpair"):  # the paired modes: 0 false alarms, >= 90% detected
+        trials = [t for t in out["trials"] if t["mode"] == mode]
+        if trials:
+            false_alarms = sum(t["exit_code"] == 1 for t in trials if t["kind"] == "A/A")
+            detected = sum(t["exit_code"] == 1 for t in trials if t["kind"] == "A/B")
+            ok = ok and false_alarms == 0 and detected >= 0.9 * args.trials
+    neighbour = [t for t in out["trials"] if t["mode"] == "neighbour" and t["kind"] == "A/A"]
+    ok = ok and not any(false_claim(t) for t in neighbour)  # unpaired with drift: never a claim
+    # Exit 1 when a mode misses its target on this machine.
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ fresh-process child."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 from collections import Counter
@@ -19,6 +20,8 @@ from harness.perf import bench, budgets, coldstart, latency, memory
 from harness.perf.feeds import shapeable, shaped_feeds
 from harness.perf.generation import sample_generation
 from harness.perf.measure import (
+    LOOP,
+    SETTLE_CALLS,
     BenchmarkEngine,
     HarnessEngine,
     PerfSettings,
@@ -47,9 +50,41 @@ def scripted_clock(*ticks_ns: int):
 def test_time_calls_times_each_call_alone_after_warmup():
     calls, syncs = [], []
     clock = scripted_clock(0, 1_000_000, 5_000_000, 7_500_000, 10_000_000, 10_250_000)
-    samples = time_calls(lambda: calls.append(1), 3, warmup=2, sync=lambda: syncs.append(1), clock=clock)
+    samples = time_calls(lambda: calls.append(1), 3, warmup=7, sync=lambda: syncs.append(1), clock=clock)
     assert samples == [1.0, 2.5, 0.25]
-    assert len(calls) == 5 and len(syncs) == 5  # warmup calls are synchronised too, but not timed
+    assert len(calls) == 10 and len(syncs) == 10  # warmup calls are synchronised too, but not timed
+
+
+def test_time_calls_settles_the_caches_after_the_collection_even_without_warmup():
+    """The full collection comes before the untimed calls, never between them and the timed
+    ones (its cache misses landed at p99), and the heap stays frozen while timing."""
+    events: list[str] = []
+    frozen: list[int] = []
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            events.append("full-gc")
+
+    def call() -> None:
+        events.append("call")
+        frozen.append(gc.get_freeze_count())
+
+    before = gc.get_freeze_count()
+    gc.callbacks.append(on_gc)
+    try:
+        time_calls(call, 4, warmup=0)
+    finally:
+        gc.callbacks.remove(on_gc)
+    last_gc = max(i for i, e in enumerate(events) if e == "full-gc")
+    assert events[last_gc + 1:] == ["call"] * (SETTLE_CALLS + 4)
+    assert min(frozen) > before  # the harness's heap is out of reach of collections while timing
+    assert gc.get_freeze_count() == before  # and unfrozen afterwards
+
+
+def test_latency_entry_says_what_the_timing_loop_did():
+    entry = latency_entry([1.0, 2.0], warmup=3, engine="harness")
+    assert entry["loop"] == LOOP and entry["loop"]["settle_calls"] == SETTLE_CALLS
+    assert json.loads(json.dumps(entry))["loop"]["version"] == LOOP["version"]
 
 
 def test_time_calls_rejects_zero_rounds():
@@ -74,8 +109,8 @@ def test_benchmark_engine_uses_one_call_per_round_and_returns_ms():
     assert isinstance(engine, BenchmarkEngine) and engine.name == "pytest-benchmark"
     samples = engine(lambda: hits.append("call"), 3, 2)
     assert samples == pytest.approx([1.0, 2.0, 3.0])
-    assert fixture.calls == [(3, 1, 2)]
-    assert hits == ["call", "sync"] * 5
+    assert fixture.calls == [(3, 1, SETTLE_CALLS)]  # warm-up rounds at least SETTLE_CALLS (time_calls' order)
+    assert hits == ["call", "sync"] * (3 + SETTLE_CALLS)
     with pytest.raises(RuntimeError, match="one metric per test"):
         engine(lambda: None, 3, 0)
 
@@ -149,6 +184,31 @@ def test_timed_call_goes_through_run_for_other_runners():
     call()
     call()
     assert len(runner.seen) == 2
+
+
+def test_torch_timed_call_is_the_forward_pass_on_tensors_prepared_once():
+    import torch
+
+    from harness.runners.torch_runner import TorchGraphRunner
+
+    class Recording(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[int] = []
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+            self.seen.append(id(x))
+            assert not torch.is_grad_enabled()  # inference mode, as deployed
+            return (x * 2,)
+
+    module = Recording()
+    runner = TorchGraphRunner(module, ["x"], ["y"], "cpu", torch.float32)
+    call = runner.timed_call({"x": np.ones((1, 3), dtype=np.float64)})
+    first, second = call(), call()
+    assert len(set(module.seen)) == 1  # the same tensor both times: converted outside the timed region
+    assert isinstance(first[0], torch.Tensor) and first[0].dtype == torch.float32
+    assert torch.equal(first[0], second[0])
+    assert runner.run({"x": np.ones((1, 3))})["y"].tolist() == [[2.0, 2.0, 2.0]]  # run() still numpy out
 
 
 # --------------------------------------------------------------------------- shaped feeds and the plan

@@ -3,11 +3,12 @@
 The artifact is what ships, built by someone else's pipeline; the harness only reads it.
 Every file is read and validated before the model loads (a truncated file is exit 2 in
 a second), and each job's I/O is matched before it runs. Past that, a check is the run
-pipeline with another artifact source: the files become a ``PrebuiltGraphs`` given to the
-suites' ``Workspace``, whose ONNX variant then runs them. Batches, the memoised FP32
-reference, ``run_graph_parity``, embedding parity and ``generation_parity`` are the
-suites' own functions; results are the suites' records, so one summary, baseline and
-gate serve both.
+pipeline (``harness.judge.pipeline``) with another artifact source: the files become a
+``PrebuiltGraphs`` given to the suites' ``Workspace``, whose ONNX variant then runs them.
+Batches, the memoised FP32 reference, ``run_graph_parity``, embedding parity and
+``generation_parity`` are the suites' own functions; every judged job then goes through the
+same record stage (``Case.record_parity``) and side-output stages (failing-batch dump, repro
+bundle) as a suite case, so one summary, baseline, gate and ``harness repro`` serve both.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ from harness.judge.numeric import (
     probe_batches,
     run_graph_parity,
 )
+from harness.judge.pipeline import GraphJudgement, write_side_outputs
 from harness.judge.workspace import Workspace
+from harness.repro import EmbeddingDerived
 from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
-from harness.results.record import as_verdict
+from harness.results.record import FAILING, as_verdict
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
 from harness.zoo.base import ModelSpec
@@ -61,6 +64,8 @@ class JobResult:
     runner: MappedRunner | None = None
     #: every shape tried (corpus batches and shape probes)
     shapes: list[dict[str, Any]] = field(default_factory=list)
+    #: what the side-output stages need (runner, batches as judged, judged outputs); None if it broke
+    judged: GraphJudgement | None = None
 
 
 @dataclass
@@ -78,7 +83,7 @@ class CheckOutcome:
 
     @property
     def exit_code(self) -> int:
-        return 0 if all(r["verdict"] in ("pass", "skip") for r in self.records) else 1  # not-run fails too
+        return 1 if any(r["verdict"] in FAILING for r in self.records) else 0  # not-run fails too
 
 
 # -- one job ------------------------------------------------------------------------------------------
@@ -129,18 +134,22 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     pooling = family.sentence_pooling(model, job.graph) if "last_hidden_state" in match.output_map else None
     runner.recorded = [] if pooling else None
     start = time.perf_counter()
+    graph = replace(job.graph, name=job.key)
     try:
-        result.outputs = run_graph_parity(runner, replace(job.graph, name=job.key), batches, precision, overrides,
+        result.outputs = run_graph_parity(runner, graph, batches, precision, overrides,
                                           output_map={r: r for r in match.output_map}, probes=probes,
                                           shapes=result.shapes)
-    except Exception as exc:  # the artifact ran and broke: its verdict is "error", others still run
+    except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
         result.error = f"{job.label}: {describe_error(exc, 300)}"
         return result
     finally:
         result.seconds = time.perf_counter() - start
+    derived = None
     if pooling:  # the sentence vector a search index stores, judged like any other output
         corpus = (runner.recorded or [])[: len(batches)]  # the shape probes' outputs come after the corpus's
         result.outputs.append(embedding_parity(job.key, pooling, batches, corpus, precision, overrides).output)
+        derived = EmbeddingDerived(pooling.mode, pooling.normalize)
+    result.judged = GraphJudgement(graph, runner, [*batches, *(b for _, b in probes)], list(result.outputs), derived)
     return result
 
 
@@ -209,12 +218,15 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
             result.outputs.insert(0, lint_result(job.key, str(job.artifact.path), job.graph,
                                                  result.match.input_map if result.match else None))
         outcome.jobs.append(result)
-    settings = {"batch_size": ws.options.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
+    settings = {"batch_size": ws.options.settings.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
                 "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
                 "tolerance_overrides": dict(req.tolerances),
                 "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
-    parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])
+    parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])  # shapes: per job, below
     case = Case(ws, variant, run_dir, f"check[{variant.id}]")
+    for j in outcome.jobs:  # the run's side-output stages: failing-batch dump, repro bundle
+        if j.judged is not None:
+            write_side_outputs(ws, variant, model, j.judged, case.case_dir(), parity.side)
     numeric_case(case, outcome, parity, files)
     errors = [j.error for j in outcome.jobs if j.error]
     outcome.records.append(_record(case, "check", _verdict(parity.assert_ok, errors), began, settings, run_id))
@@ -247,7 +259,7 @@ def _judge_perf(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant
             budgets.enforce(case, case.perf)
 
         verdict = _verdict(gate, [])
-    except Exception as exc:  # a file that cannot be timed: its verdict, not a crash of the check
+    except Exception as exc:  # noqa: BLE001 - a file that cannot be timed: its verdict, not a crash of the check
         verdict = ("error", describe_error(exc, 300))
     outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
 
@@ -259,7 +271,7 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
     started = time.perf_counter()
     try:
         decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
-    except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
+    except Exception as exc:  # noqa: BLE001 - a decoding crash in the artifact is its verdict, not ours
         case.artifacts.update(files)
         outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
                                        settings, run_id))
@@ -274,14 +286,14 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
 
 
 def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:
-    """One record for every job's outputs, like one suite case covers every graph."""
-    case.metrics.update(parity.metrics())
-    case.thresholds.update(parity.thresholds())
+    """One record for every job's outputs, like one suite case covers every graph: the suites'
+    record stage, then what is particular to foreign files (the reference, each job's matching)."""
+    case.record_parity(parity)
     case.artifacts.update(files)
     model = case.model
     case.data.update(
         reference={"path": str(model.path), "family": model.family, "name": outcome.spec.name},
-        precision=outcome.precision_note, worst=parity.worst(),
+        precision=outcome.precision_note,
         jobs={j.job.key: {"file": j.job.artifact.path.name, "mode": j.job.mode, "graph": j.job.graph.name,
                           "io_match": j.match.account() if j.match else [], "notes": j.notes,
                           "seconds": round(j.seconds, 4), "error": j.error, "shapes": j.shapes}

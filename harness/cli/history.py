@@ -1,4 +1,4 @@
-"""``harness history add|show|list``: keep every nightly run's numbers and show their trend.
+"""``harness history add|show|changes|list``: keep every nightly run's numbers, show their trend and its change points.
 
 Exit codes: 0 ok, 2 a usage error (bad run directory, missing database, unknown variant or
 metric). Trends inform; they never fail a build (that is ``harness baseline compare``).
@@ -142,6 +142,38 @@ def _change_text(change: float) -> Text:
     return Text(text, style=style)
 
 
+def cmd_changes(args: argparse.Namespace) -> int:
+    """Change points per variant (harness/gate/changepoints.py): the run where each new level started."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from harness.gate.changepoints import series_changes
+    from harness.report.units import fmt, quantity
+
+    wide = history.trend(args.db, variant=args.variant, metric_glob=args.metric, last=args.last)
+    found = []
+    for variant, metric in wide.columns:
+        q = quantity(str(metric))
+        found += [(c, q) for c in series_changes(wide[(variant, metric)].dropna(), str(variant), str(metric),
+                                                 higher_is_better=q.higher_is_better)]
+    table = Table(title=Text(f"change points of {args.metric!r} over the last {len(wide)} run(s) in "
+                             f"{history.describe(args.db)}"))
+    for column in ("variant", "metric", "from run", "finished", "before", "after", "change", "direction"):
+        table.add_column(column, justify="right" if column in ("before", "after", "change") else "left",
+                         overflow="fold")
+    for c, q in found:
+        direction = {True: Text("worse", style="bold red"), False: Text("better", style="green"),
+                     None: Text("")}[c.worse]
+        table.add_row(Text(c.variant), Text(c.metric), Text(c.run_id), Text(c.finished), fmt(c.before, q.unit),
+                      fmt(c.after, q.unit), f"{c.relative:+.1%}", direction)
+    console = _console()
+    if found:
+        console.print(table)
+    console.print(f"{len(found)} change point(s) in {len(wide.columns)} series "
+                  f"(PELT over each series' stored runs; a level must hold for 2 runs and move by 5 % and 3 σ)")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -171,7 +203,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``history`` with its add/show/list subcommands to the top-level parser."""
     parser = subparsers.add_parser("history", help="store runs' numbers over time and show their trend",
                                    description=__doc__.splitlines()[0])
-    actions = parser.add_subparsers(dest="history_command", metavar="{add,show,list}", required=True)
+    actions = parser.add_subparsers(dest="history_command", metavar="{add,show,changes,list}", required=True)
 
     add = actions.add_parser("add", help="store the records of one or more run directories (idempotent)")
     add.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -188,6 +220,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show.add_argument("--max-plots", type=int, default=24, metavar="N", help="at most N metrics plotted in --html")
     _db_option(show)
     show.set_defaults(func=cmd_show)
+
+    changes = actions.add_parser("changes", help="change points per variant: the run where each new level started")
+    changes.add_argument("--variant", help="only this variant, e.g. bert-tiny-fp32-ort_cpu")
+    changes.add_argument("--metric", default="perf:latency_ms.p50", metavar="GLOB",
+                         help="metric name glob (default perf:latency_ms.p50)")
+    changes.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
+    _db_option(changes)
+    changes.set_defaults(func=cmd_changes)
 
     listing = actions.add_parser("list", help="show stored runs")
     _db_option(listing)

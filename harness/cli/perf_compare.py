@@ -2,6 +2,11 @@
 
     harness perf-compare baseline.onnx candidate.onnx --pairs 30 --block 50
     harness perf-compare old/model.onnx new/model.onnx --provider ort_cpu --threads 1 --json ab.json
+    harness perf-compare model.onnx --env-a /venv-ort132/bin/python --env-b /venv-ort133/bin/python
+
+With ``--env-a``/``--env-b`` (an interpreter command each; default this one) the comparison is of
+two *environments* -- an ONNX Runtime upgrade -- on the same file (or on two): one timing child
+per environment (``harness.gate.envpair``), asked for blocks in turn.
 
 Both files are opened on the same ONNX Runtime provider, fed the same inputs (``--batch`` x
 ``--seq``: integer inputs get token ids, ``*mask*`` inputs ones, float inputs N(0, 1)),
@@ -30,7 +35,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("perf-compare", help="paired interleaved A/B timing of two ONNX files (exit 1 on a regression)",
                        description=__doc__.splitlines()[0])
     p.add_argument("baseline", type=Path, help="the baseline ONNX file (A)")
-    p.add_argument("candidate", type=Path, help="the candidate ONNX file (B)")
+    p.add_argument("candidate", type=Path, nargs="?", default=None,
+                   help="the candidate ONNX file (B); default: the baseline file (with --env-b)")
+    p.add_argument("--env-a", metavar="PYTHON", default=None,
+                   help="interpreter command of environment A, e.g. /venv-old/bin/python (pairs environments)")
+    p.add_argument("--env-b", metavar="PYTHON", default=None,
+                   help="interpreter command of environment B, e.g. '/venv-new/bin/python' (pairs environments)")
     p.add_argument("--provider", default="ort_cpu", help="ONNX Runtime provider short name (default ort_cpu)")
     p.add_argument("--threads", type=int, default=None, help="intra-op threads for both sessions")
     p.add_argument("--batch", type=int, default=1, help="batch size of the generated inputs (default 1)")
@@ -82,7 +92,7 @@ def _session(path: Path, provider: str, threads: int | None) -> Any:
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     try:
         return ort.InferenceSession(str(path), options, providers=[PROVIDERS[provider].device])
-    except Exception as exc:  # a corrupt or foreign file is bad input
+    except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file is bad input
         raise UsageError(f"{path}: onnxruntime cannot open it ({str(exc).splitlines()[0][:200]})") from None
 
 
@@ -98,18 +108,42 @@ def run(args: argparse.Namespace) -> int:
         ensure_writable_file(args.json, "--json")
     stats = [s.strip() for s in args.stats.split(",") if s.strip()]
     policies = {p.name: p for p in (parse_threshold(t) for t in args.threshold)}
-    a, b = _session(args.baseline, args.provider, args.threads), _session(args.candidate, args.provider, args.threads)
+    envs = args.env_a is not None or args.env_b is not None
+    if args.candidate is None and not envs:
+        raise UsageError("perf-compare: give a candidate ONNX file, or --env-b to time the same file in another "
+                         "environment")
+    candidate = args.candidate if args.candidate is not None else args.baseline
+    a, b = _session(args.baseline, args.provider, args.threads), _session(candidate, args.provider, args.threads)
     feeds = feeds_for(a, args.batch, args.seq, args.seed)
     names_b = {i.name for i in b.get_inputs()}
     if names_b != set(feeds):
         raise UsageError(f"perf-compare: the files take different inputs ({sorted(feeds)} vs {sorted(names_b)})")
-    samples = interleave(lambda: a.run(None, feeds), lambda: b.run(None, feeds), pairs=args.pairs,
-                         block=args.block, warmup=args.warmup, seed=args.seed)
+    env_info: dict[str, Any] = {}
+    if envs:
+        import shlex
+        import sys
+
+        from harness.core import PROVIDERS
+        from harness.gate.envpair import environment_command, interleave_envs
+
+        del a, b  # the children open their own sessions
+        command_a = environment_command(args.env_a, "--env-a") if args.env_a else [sys.executable]
+        command_b = environment_command(args.env_b, "--env-b") if args.env_b else [sys.executable]
+        samples, env_info = interleave_envs(command_a, command_b, args.baseline, candidate, feeds,
+                                            provider=PROVIDERS[args.provider].device, threads=args.threads,
+                                            pairs=args.pairs, block=args.block, warmup=args.warmup, seed=args.seed)
+        for side, command in (("A", command_a), ("B", command_b)):
+            print(f"environment {side}: {shlex.join(command)} (onnxruntime {env_info[side].get('onnxruntime')}, "
+                  f"python {env_info[side].get('python')})")
+    else:
+        samples = interleave(lambda: a.run(None, feeds), lambda: b.run(None, feeds), pairs=args.pairs,
+                             block=args.block, warmup=args.warmup, seed=args.seed)
     try:
         rows = judge_paired(samples, stats, policies, seed=args.seed)
     except ValueError as exc:
         raise UsageError(f"--stats: {exc}") from None
-    print(f"paired A/B: {args.pairs} pairs x {args.block} calls per side, provider {args.provider}, "
+    mode = "environments, two processes alternating in blocks" if envs else "one process, sessions alternating"
+    print(f"paired A/B ({mode}): {args.pairs} pairs x {args.block} calls per side, provider {args.provider}, "
           f"inputs batch {args.batch} x seq {args.seq}")
     print(f"{'stat':<6} {'A ms':>9} {'B ms':>9} {'B/A':>7} {'interval':>17} {'p':>9}  verdict")
     for r in rows:
@@ -119,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
               f"{r.verdict.value}{tag}: {r.reason}")
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "baseline": str(args.baseline), "candidate": str(args.candidate), "provider": args.provider,
+            "baseline": str(args.baseline), "candidate": str(candidate), "provider": args.provider,
+            "mode": "environments" if envs else "files", "environments": env_info,
             "pairs": args.pairs, "block": args.block, "rows": [r.as_dict() for r in rows],
             "first": list(samples.first), "samples_ms": {"A": samples.a.tolist(), "B": samples.b.tolist()},
         }, indent=1) + "\n", encoding="utf-8")

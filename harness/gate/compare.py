@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from harness.core import UsageError, did_you_mean
+from harness.core.compared import Compared
+from harness.gate.canary import widen
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
     Stat,
@@ -33,6 +35,8 @@ from harness.results.record import Record, RecordError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
+
+    from harness.gate.canary import Drift
 
 MiB = 1024 * 1024
 
@@ -199,11 +203,20 @@ class Comparison:
     new: list[str] = field(default_factory=list)
     env_differences: list[str] = field(default_factory=list)
     forced_env: bool = False
+    #: ``--allow-missing``: missing variants or nothing compared do not fail (the headline says so)
+    allow_missing: bool = False
+    #: False inside ``harness compare``, which counts coverage per case itself
+    coverage_gated: bool = True
+    #: variant -> what its canaries said about the machine (``harness.gate.canary.Drift.as_dict``)
+    drift: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: "unpaired" (recorded runs) or "paired" (re-timed interleaved in this job)
+    mode: str = "unpaired"
 
     @property
     def exit_code(self) -> int:
-        """1 only when a non-advisory metric regressed; INCONCLUSIVE never fails a build."""
-        return 1 if any(r.gating_regression for r in self.rows) else 0
+        """1 when a non-advisory metric regressed, or nothing / not everything was compared
+        (:class:`~harness.core.compared.Compared`); INCONCLUSIVE never fails a build."""
+        return 1 if any(r.gating_regression for r in self.rows) or self.compared.failed else 0
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -216,9 +229,14 @@ class Comparison:
         advisory = sum(r.advisory for r in self.rows)
         tally = ", ".join(f"{n} {v.lower()}" for v, n in self.counts().items() if n) or "nothing compared"
         rows = f"{len(self.rows)} rows ({advisory} advisory): {tally}"
-        if gating:
-            return f"FAIL: {gating} gating regression(s); {rows}"
-        return f"OK: no gating regression; {rows}"
+        return self.compared.headline(f"OK: no gating regression; {rows}",
+                                      f"FAIL: {gating} gating regression(s); {rows}" if gating else None)
+
+    @property
+    def compared(self) -> Compared:
+        """What was compared: zero rows, or baseline variants/metrics missing, fail the gate."""
+        return Compared("perf rows", len(self.rows), tuple(self.missing), self.allow_missing,
+                        self.coverage_gated)
 
     def notes(self) -> list[str]:
         out: list[str] = []
@@ -229,6 +247,14 @@ class Comparison:
             out.append("missing in candidate: " + ", ".join(self.missing))
         if self.new:
             out.append("new in candidate (no baseline): " + ", ".join(self.new))
+        drifted = [v for v, d in self.drift.items() if d.get("drifted")]
+        if drifted:
+            out.append(f"machine drift (canary) for {len(drifted)} variant(s), their latency INCONCLUSIVE: "
+                       + "; ".join(f"{v}: {self.drift[v]['reason']}" for v in drifted[:3]))
+        elif self.drift and self.mode == "unpaired":
+            spreads = [d["between_sd"] for d in self.drift.values()]
+            out.append(f"unpaired: between-run spread {min(spreads):.1%}-{max(spreads):.1%} (canary) added to every "
+                       "latency interval")
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -242,6 +268,9 @@ class Comparison:
             "new": list(self.new),
             "env_differences": list(self.env_differences),
             "forced_env": self.forced_env,
+            "compared": self.compared.as_dict(),
+            "mode": self.mode,
+            "drift": dict(self.drift),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -348,12 +377,15 @@ class Judged(NamedTuple):
 
 
 def judge_latency(
-    base: np.ndarray, cand: np.ndarray, policies: Mapping[str, MetricPolicy], *, seed: int = 0
+    base: np.ndarray, cand: np.ndarray, policies: Mapping[str, MetricPolicy], *, seed: int = 0,
+    drift: "Drift | None" = None,
 ) -> dict[str, Judged]:
     """Judge every latency statistic that has a policy, from both runs' raw samples.
 
     The noise and sample-count checks come first: if the data cannot be trusted, the
-    interval and the p-value are still reported but the verdict is INCONCLUSIVE.
+    interval and the p-value are still reported but the verdict is INCONCLUSIVE. ``drift``
+    (``harness.gate.canary``, unpaired runs) makes a drifted machine INCONCLUSIVE and adds the
+    between-run spread to every interval and p-value.
     """
     stats = {name: latency_stat(name) for name, pol in policies.items() if pol.kind == "latency"}
     wanted: dict[str, Stat] = {name: stat for name, stat in stats.items() if stat is not None}
@@ -392,8 +424,15 @@ def judge_latency(
                 f"{name} sits among outliers: {max(outliers):.1%} of {side} calls > {OUTLIER_FACTOR}x median "
                 f"(limit {(1.0 - stat / 100.0) / 2:.1%})"
             )
+        elif drift is not None and drift.drifted:
+            verdict, reason = Verdict.INCONCLUSIVE, drift.reason
         else:
-            verdict, reason = decide(ratio, lo, hi, p_value if p_value is not None else 1.0, pol)
+            p_row = p_value if p_value is not None else 1.0
+            if drift is not None:
+                lo, hi, p_row = widen(ratio, lo, hi, p_row, drift.between_sd)
+            verdict, reason = decide(ratio, lo, hi, p_row, pol)
+            out[name] = Judged(b_val, c_val, ratio, lo, hi, p_row, verdict, reason)
+            continue
         out[name] = Judged(b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
     return out
 
@@ -457,6 +496,8 @@ class RunPerf:
     latency: dict[tuple[str, str], np.ndarray]
     scalars: dict[tuple[str, str], float]
     envs: dict[str, dict[str, Any]]
+    #: variant -> its canary samples (``harness.perf.canary``), every record's concatenated
+    canaries: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def variants(self) -> set[str]:
@@ -489,8 +530,11 @@ def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterabl
     same key, both are qualified with their test name so neither overwrites the other.
     """
     scalar_names = set(scalar_names)
+    from harness.gate.canary import canary_samples
+
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
+    canaries: dict[str, list[np.ndarray]] = {}
     for rec in _typed(records):
         perf = rec.perf
         if not perf:
@@ -499,7 +543,12 @@ def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterabl
         test = rec.id.split("[", 1)[0] or "?"
         if variant not in envs and rec.env:
             envs[variant] = dict(rec.env)
+        canary = canary_samples(perf)
+        if canary is not None:
+            canaries.setdefault(variant, []).append(canary)
         for key, value in perf.items():
+            if key == "canary_ms":
+                continue
             if str(key).startswith("latency_ms"):
                 samples = value.get("samples") if isinstance(value, Mapping) else None
                 if isinstance(samples, list) and samples:
@@ -523,7 +572,7 @@ def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterabl
     for variant, test, key, value in found:
         name = key if len(tests_per_key[(variant, key)]) == 1 else f"{test}:{key}"
         (latency if isinstance(value, np.ndarray) else scalars)[(variant, name)] = value
-    return RunPerf(latency, scalars, envs)
+    return RunPerf(latency, scalars, envs, {v: np.concatenate(c) for v, c in canaries.items()})
 
 
 def env_differences(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[str]:
@@ -585,12 +634,18 @@ def compare_runs(
     if diffs and not force_env:
         raise EnvironmentMismatch(diffs)
 
+    from harness.gate.canary import judge_drift
+
     rows: list[Row] = []
+    drifts: dict[str, Drift] = {}
     for (variant, key), b_samples in sorted(base.latency.items()):
         c_samples = cand.latency.get((variant, key))
         if c_samples is None:
             continue
-        judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key))
+        if variant not in drifts:
+            drifts[variant] = judge_drift(base.canaries.get(variant), cand.canaries.get(variant),
+                                          seed=_seed(variant, "canary_ms"))
+        judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key), drift=drifts[variant])
         for name, j in judged.items():
             rows.append(Row(variant, f"{key}.{name}", "latency", j.base, j.cand, j.ratio, j.ci_lo, j.ci_hi,
                             j.p_value, j.verdict, j.reason, pols[name].advisory))
@@ -610,5 +665,6 @@ def compare_runs(
     cand_keys = set(cand.latency) | set(cand.scalars)
     missing = missing_variants + [f"{v} {k}" for v, k in sorted(base_keys - cand_keys) if v in shared]
     new = new_variants + [f"{v} {k}" for v, k in sorted(cand_keys - base_keys) if v in shared]
-    return Comparison(rows, missing, new, diffs, forced_env=bool(diffs) and force_env)
+    return Comparison(rows, missing, new, diffs, forced_env=bool(diffs) and force_env,
+                      drift={v: d.as_dict() for v, d in sorted(drifts.items())})
 

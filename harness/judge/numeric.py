@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.core import Precision, Tolerance, Variant
 from harness.core.phases import phase
+from harness.judge.pipeline import GraphJudgement, SideOutputs, close_stage, write_side_outputs  # the stages
 from harness.judge.tolerances import tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
 from harness.results.checks import CheckResult, GateFailure, raise_failures
@@ -25,7 +26,6 @@ from harness.results.record import MetricKey
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.judge.workspace import Workspace
-    from harness.repro import EmbeddingDerived
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -84,13 +84,11 @@ class ParityResult:
     outputs: list[OutputResult] = field(default_factory=list)
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
-    bundles: dict[str, str] = field(default_factory=dict)  # graph -> its repro bundle directory (issue 14)
     #: every shape tried: {"graph", "probe" ("corpus" or what the probe varies), "shapes": input -> dims}
     shapes: list[dict[str, Any]] = field(default_factory=list)
-    #: graph -> ORT profiling summary (``--profile``)
-    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     replayed: list[str] = field(default_factory=list)  # graphs whose outputs came from the output cache
+    #: what the side-output stages wrote (failing-batch dumps, repro bundles, profiling summaries)
+    side: SideOutputs = field(default_factory=SideOutputs)
 
     @property
     def failures(self) -> list[Failure]:
@@ -279,11 +277,11 @@ def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
     if graph.name != entry or not shapeable(graph) or "input_ids" not in graph.dynamic_axes:
         return []  # the entry graph only: the others are fed by its outputs (the family's probes cover them)
     limit = max_positions(model) or 10**9
-    longest = min(ws.options.trt_max_seq, limit)
-    widest = ws.options.trt_max_batch or ws.options.batch_size
+    longest = min(ws.options.settings.trt_max_seq, limit)
+    widest = ws.options.settings.trt_max_batch or ws.options.settings.batch_size
     try:
         shortest = len(model.tokenizer("")["input_ids"]) + 1
-    except Exception:
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot encode '': the smallest probe is 2
         shortest = 2
     out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
            (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
@@ -370,32 +368,13 @@ def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", gra
     return [replace(o, output=f"{o.output}{UNFUSED_SUFFIX}") for o in judged]
 
 
-def write_repro_bundle(ws: "Workspace", variant: Variant, model: "LoadedModel", graph: "GraphSpec",
-                       runner: "GraphRunner", batches: Sequence[Batch], judged: Sequence[OutputResult],
-                       case_dir: Path, embedding: "EmbeddingDerived | None" = None) -> Path | None:
-    """The failing graph's repro bundle (``harness.repro``) in ``case_dir/repro-<graph>``, as the
-    run's ``repro_bundles`` option says (off / auto / bytes); None when not written. ``batches``
-    are the corpus batches then the shape probes: the metrics were computed over both.
-    ``embedding`` (``harness.repro.EmbeddingDerived``): the judged output is a pooled sentence vector."""
-    mode = ws.options.repro_bundles
-    if mode == "off":
-        return None
-    from harness.repro import write_bundle
-
-    with phase("metrics"):  # writing the evidence of a verdict
-        return write_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph, runner=runner,
-                            batches=batches, judged=judged, runtime=ws.runtime_for(variant, model),
-                            threads=ws.options.intra_op_threads, mode=mode, texts=ws.batches(model),
-                            embedding=embedding)
-
-
 def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedModel", family: "Family",
                            backend: Any, graph: "GraphSpec", exc: BaseException, case_dir: Path) -> Path | None:
     """The error bundle (``harness.repro.error``) of a graph whose artifact raised ``exc``, named
     on the exception (``harness_repro_bundles``) for the case's record; None when not written
     (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
     case's own error is what the record must say."""
-    mode = ws.options.repro_bundles
+    mode = ws.options.settings.repro_bundles
     if mode == "off":
         return None
     try:
@@ -410,9 +389,9 @@ def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedMode
         with phase("metrics"):
             bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
                                         artifact=onnx[0], batches=batches, exc=exc,
-                                        runtime=ws.runtime_for(variant, model), threads=ws.options.intra_op_threads,
+                                        runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
                                         mode=mode)
-    except Exception:  # the evidence is best-effort; the case's error stands either way
+    except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
         return None
     if bundle is not None:
         named = dict(getattr(exc, "harness_repro_bundles", {}) or {})
@@ -442,6 +421,8 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
 
 def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
                     judging: list["GraphSpec"]) -> ParityResult:
+    """The pipeline's stages per graph: resolve (the workspace's source serves the backend), run and
+    compare, the unfused twin's comparison, then the side outputs (``harness.judge.pipeline``)."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model, profile_dir=dump_dir)
@@ -456,11 +437,10 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
                                    [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(model, family, graph, variant))
-        if getattr(runner, "replayed", False):
+        if runner.replayed:
             result.replayed.append(graph.name)
-        path = getattr(runner, "path", None)  # a runner of a file graph: lint the file
-        if path:
-            result.outputs.append(lint_result(graph.name, path, graph))
+        if runner.path:  # a runner of a file graph: lint the file
+            result.outputs.append(lint_result(graph.name, runner.path, graph))
         start = time.perf_counter()
         try:
             judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
@@ -471,21 +451,9 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
                 result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
             if dump_dir is not None:
                 # rows are numbered over the corpus batches, then the shape probes (as they were judged)
-                dumped = dump_failing_batch(runner, graph, judged, [*batches, *(b for _, b in probes)], dump_dir)
-                if dumped is not None:
-                    result.dumps[graph.name] = str(dumped)
-                # numbers a bundle can re-judge (a shape probe the runtime refused is its rerun's job)
-                if any(o.failures() for o in judged if o.output in graph.output_names):
-                    bundle = write_repro_bundle(ws, variant, model, graph, runner, [*batches, *(b for _, b in probes)],
-                                                judged, dump_dir)
-                    if bundle is not None:
-                        result.bundles[graph.name] = str(bundle)
+                write_side_outputs(ws, variant, model, GraphJudgement(graph, runner, [*batches, *(b for _, b in probes)],
+                                                                      judged), dump_dir, result.side)
         finally:
-            trace = runner.end_profiling() if hasattr(runner, "end_profiling") else None
-            runner.close()
-        if trace:
-            from harness.perf.profiling import summarise_trace
-
-            result.profiles[graph.name] = summarise_trace(trace)
+            close_stage(runner, graph.name, result.side)
         result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
     return result

@@ -22,6 +22,7 @@ from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, lat
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
+    from harness.perf.canary import Canary
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -75,16 +76,28 @@ def feeds_by_graph(points: Sequence[Point]) -> dict[str, dict[str, np.ndarray]]:
 
 
 def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings: PerfSettings,
-            first_engine: Engine | None = None, sync: Callable[[], object] | None = None) -> dict[str, Any]:
-    """Time every point; the first with ``first_engine`` (pytest-benchmark) if given."""
+            first_engine: Engine | None = None, sync: Callable[[], object] | None = None,
+            canary: "Canary | None" = None) -> dict[str, Any]:
+    """Time every point; the first with ``first_engine`` (pytest-benchmark) if given.
+
+    With ``canary`` (``harness.perf.canary``), a canary block is timed right before and right
+    after each point, and the result holds its samples as ``canary_ms``: what the machine did
+    while this record's numbers were taken, for an unpaired comparison (``harness.gate.canary``).
+    """
     loop = HarnessEngine(sync)
     out: dict[str, Any] = {}
     for index, p in enumerate(points):
         engine = first_engine if (index == 0 and first_engine is not None) else loop
+        if canary is not None:
+            canary.block()
         samples = engine(timed_call(runners[p.graph.name], p.feeds), settings.samples, settings.warmup)
+        if canary is not None:
+            canary.block()
         out[p.key] = latency_entry(samples, warmup=settings.warmup, engine=getattr(engine, "name", "custom"),
                                    items_per_call=p.batch_size, graph=p.graph.name, batch_size=p.batch_size,
                                    seq_len=p.seq_len if p.seq_len is not None else _seq_of(p.feeds))
+    if canary is not None:
+        out["canary_ms"] = canary.entry()
     return out
 
 

@@ -38,6 +38,7 @@ class GateRequest:
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
     margins: tuple[str, ...] = ()  # --harness-accuracy-margin (issue 17)
+    allow_missing: bool = False  # --harness-allow-missing: a partial comparison passes (and says so)
 
     @property
     def active(self) -> bool:
@@ -61,14 +62,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _settings(values: dict[str, Any]) -> Any:
-    """PerfSettings from the ``perf_*`` options given (the rest keep PerfSettings' defaults)."""
+    """PerfSettings from the ``perf_*`` options given (the rest keep the table's defaults)."""
     from harness.perf.measure import PerfSettings
 
-    given = {name.removeprefix("perf_"): value for name, value in values.items() if name.startswith("perf_")}
-    for sizes in ("batch_sizes", "seq_lens"):
-        if sizes in given:
-            given[sizes] = tuple(given[sizes])
-    return PerfSettings(**given)
+    return PerfSettings.from_options(values)
 
 
 def _gate_request(values: dict[str, Any]) -> GateRequest:
@@ -84,7 +81,8 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
     return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
                        force_env=bool(values.get("baseline_force_env")),
                        thresholds=tuple(values.get("baseline_threshold") or ()),
-                       margins=tuple(values.get("accuracy_margin") or ()))
+                       margins=tuple(values.get("accuracy_margin") or ()),
+                       allow_missing=bool(values.get("allow_missing")))
 
 
 def _check_gate_request(req: GateRequest, spell: Callable[[str], str] | None = None) -> None:
@@ -173,7 +171,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
         marks = getattr(collector.obj, "pytestmark", [])  # importing the module: its errors are reported below
         marked = any(getattr(m, "name", None) == "harness_perf_suite" for m in (marks if isinstance(marks, list)
                                                                                 else [marks]))
-    except Exception:  # an import error: the regular collection reports it
+    except Exception:  # noqa: BLE001 - an import error: the regular collection reports it
         return None
     if not marked:
         return None
@@ -244,6 +242,7 @@ def _compare(req: GateRequest, run_dir: Path) -> Any:
         return None  # an accuracy-only baseline (a run without --perf was blessed): nothing to time
     comparison = compare_runs(baseline.records, load_run(run_dir), [parse_threshold(t) for t in req.thresholds],
                               force_env=req.force_env)
+    comparison.allow_missing = req.allow_missing
     (run_dir / "perf-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "perf-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
     return comparison
@@ -262,6 +261,7 @@ def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) ->
     config_path = run_options(config).given.get("config")
     margins = margin_table(config_path, req.margins, rootdir=config.rootpath)
     comparison = compare_accuracy(baseline.records, read_results(run_dir), margins)
+    comparison.allow_missing = req.allow_missing
     (run_dir / "accuracy-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "accuracy-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
     return comparison

@@ -27,7 +27,7 @@ BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "prov
 HIGHLIGHT_COLUMNS = ("p99_ms", "p99_samples", "p99_low_confidence", "ttft_ms", "tpot_ms", "tokens_per_s", "runtime")
 VERDICT_COLOURS = {"pass": "#d7f5dd", "fail": "#f8d0d0", "error": "#f4b6b6", "skip": "#fcefc7", "not-run": "#e9d3f5"}
 # perf sections that describe how a measurement was taken, not what it measured
-_PERF_SKIP = {"settings", "samples", "cold_start_runs", "artifact_files"}
+_PERF_SKIP = {"settings", "samples", "cold_start_runs", "artifact_files", "canary_ms"}
 
 
 def _number(value: Any) -> float | None:

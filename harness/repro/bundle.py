@@ -153,31 +153,41 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
                  texts: Sequence[Sequence[str]] | None = None,
                  embedding: "EmbeddingDerived | None" = None) -> Path | None:
     """Write the bundle of one failing graph into ``directory``; None when it cannot be
-    re-judged from files (the runner is not an ONNX file: PyTorch, a foreign file seen through an
-    I/O mapping) -- the case's rerun command is then the way to reproduce it. ``texts`` are the
+    re-judged from files (the runner runs no single ONNX file: PyTorch, a native engine --
+    ``GraphRunner.file_view``) -- the case's rerun command is then the way to reproduce it. A foreign
+    file (``harness check``) is bundled under its own input and output names, so ``harness repro``
+    runs it as it is. ``texts`` are the
     corpus batches' sentences: the tokenizer's inputs, whose outputs are the bundled feeds.
     ``embedding``: the judged output is the pooled sentence vector computed from the graph's token
     states (the embedding suite), recorded with its pooling recipe and re-derived on repro."""
-    path = getattr(runner, "path", None)
-    if mode == "off" or not path or hasattr(runner, "input_map") or not batches:
+    view = runner.file_view()
+    if mode == "off" or view is None or not batches:
         return None
-    artifact = Path(path)
+    artifact = Path(view.path)
     directory.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {}
+    names = [n for n in graph.output_names if view.outputs is None or n in view.outputs]  # what the file returns
     kept = 0
+    inputs = sorted(view.feeds(batches[0][0]))
     for feeds, ref, masks in batches:
         try:
             got = runner.run(feeds)  # the variant's outputs as judged (a cached runner replays them)
-        except Exception:  # a shape probe the runtime refused: judged as <graph>/shapes, not by numbers
+        except Exception:  # noqa: BLE001 - a shape probe the runtime refused: judged as <graph>/shapes, not by numbers
             continue
         i, kept = kept, kept + 1
-        arrays.update({f"batch{i}.input.{k}": np.asarray(v) for k, v in feeds.items()})
-        for name in graph.output_names:
-            arrays[f"batch{i}.reference.{name}"] = np.asarray(ref[name])
-            arrays[f"batch{i}.variant.{name}"] = np.asarray(got[name])
+        theirs = view.feeds(feeds)  # the file's own input names (a foreign file's mapping applied)
+        arrays.update({f"batch{i}.input.{k}": np.asarray(v) for k, v in theirs.items()})
+        for name in names:
+            file_name = view.output_name(name)
+            arrays[f"batch{i}.reference.{file_name}"] = np.asarray(ref[name])
+            arrays[f"batch{i}.variant.{file_name}"] = np.asarray(got[name])
             mask = masks.get(name)
             if mask is not None:
-                arrays[f"batch{i}.mask.{name}"] = np.asarray(mask)
+                arrays[f"batch{i}.mask.{file_name}"] = np.asarray(mask)
+    if view.outputs is not None:  # the manifest speaks the file's names too
+        graph, judged = _renamed(graph, names, judged, view.output_name)
+        if embedding is not None:
+            embedding = replace(embedding, hidden=view.output_name(embedding.hidden))
     np.savez_compressed(directory / DATA, **arrays)  # type: ignore[arg-type]  # **arrays vs allow_pickle: bool
     art, copied = bundle_artifact(directory, artifact, mode)
     checksums = {DATA: sha256_file(directory / DATA), **copied}
@@ -196,7 +206,7 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
         "runtime": runtime_json(runtime),
         "artifact": art,
         "batches": kept,
-        "inputs": sorted(batches[0][0]),
+        "inputs": inputs,
         "outputs": rows,
         "tokenizer": {"texts": [list(b) for b in texts], "outputs": "data.npz batch<i>.input.<name> "
                       "(corpus batches first, then the shape probes)"} if texts else None,
@@ -205,6 +215,15 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
         "files": checksums,
     }
     return write_manifest(directory, manifest)
+
+
+def _renamed(graph: "GraphSpec", names: Sequence[str], judged: Sequence["OutputResult"],
+             rename: Any) -> tuple[Any, list["OutputResult"]]:
+    """The graph facts and judged outputs under the file's own output names (``FileView``)."""
+    recorded = _RecordedGraph(graph.name, tuple(rename(n) for n in names),
+                              tuple(rename(n) for n in names if n in graph.logits_outputs),
+                              tuple(rename(n) for n in names if graph.is_gated(n)))
+    return recorded, [replace(o, output=rename(o.output)) for o in judged]
 
 
 def write_manifest(directory: Path, manifest: Mapping[str, Any]) -> Path:
@@ -365,6 +384,24 @@ def load_bundle(path: Path) -> Bundle:
     """Read and verify a bundle directory (or its ``bundle.json``); every problem is one line."""
     directory = path.parent if path.name == MANIFEST else path
     manifest_path = directory / MANIFEST
+    manifest = _read_manifest(path, manifest_path)
+    kind = manifest.get("kind") or "numeric"
+    _verify_files(directory, manifest)
+    try:
+        Precision(manifest["precision"])
+    except ValueError:
+        raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
+    if kind != "numeric":
+        from importlib import import_module
+
+        import_module(f"harness.repro.{kind}").validate(manifest_path, manifest)
+        return Bundle(directory, manifest)
+    _check_numeric(manifest_path, manifest)
+    return Bundle(directory, manifest)
+
+
+def _read_manifest(path: Path, manifest_path: Path) -> dict[str, Any]:
+    """The manifest, parsed, of a known format and kind, with the kind's keys."""
     if not manifest_path.is_file():
         raise BundleError(f"{path}: not a repro bundle (no {MANIFEST})")
     try:
@@ -380,23 +417,23 @@ def load_bundle(path: Path) -> Bundle:
     missing = [k for k in REQUIRED[kind] if k not in manifest]
     if missing:
         raise BundleError(f"{manifest_path}: missing keys {', '.join(missing)}")
+    return manifest
+
+
+def _verify_files(directory: Path, manifest: Mapping[str, Any]) -> None:
+    """Every listed file present with its recorded sha256."""
     if not isinstance(manifest["files"], dict):
-        raise BundleError(f"{manifest_path}: files must map file names to sha256")
+        raise BundleError(f"{directory / MANIFEST}: files must map file names to sha256")
     for name, digest in dict(manifest["files"]).items():
         file = directory / name
         if not file.is_file():
             raise BundleError(f"{directory}: {name} is missing")
         if sha256_file(file) != digest:
             raise BundleError(f"{directory}: {name} does not match its recorded sha256 (edited or truncated)")
-    try:
-        Precision(manifest["precision"])
-    except ValueError:
-        raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
-    if kind != "numeric":
-        from importlib import import_module
 
-        import_module(f"harness.repro.{kind}").validate(manifest_path, manifest)
-        return Bundle(directory, manifest)
+
+def _check_numeric(manifest_path: Path, manifest: Mapping[str, Any]) -> None:
+    """A numeric bundle's artifact and outputs (derivations, tolerances) are well formed."""
     art, outs = manifest["artifact"], manifest["outputs"]
     check_artifact(manifest_path, art)
     if not isinstance(outs, list) or not outs or not all(
@@ -411,7 +448,6 @@ def load_bundle(path: Path) -> Bundle:
             _tolerance_from(o["tolerance"])
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{manifest_path}: a tolerance check is malformed ({exc!r})") from None
-    return Bundle(directory, manifest)
 
 
 @dataclass

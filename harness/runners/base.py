@@ -14,6 +14,11 @@ which backend it holds (Polygraphy's runners own their ``inference_time`` the sa
   process): how the runtime loads a variant for cold start and peak memory, from a small
   JSON description, importing nothing the runtime does not need;
 * ``Backend.shipped_files``: the bytes on disk a deployment of the variant carries.
+
+Optional capabilities of a runner are declared here with their defaults, so callers read them
+without ``getattr``/``hasattr``: ``path`` (the ONNX file it runs, linted and bundled), ``replayed``
+(its outputs came from the output cache), ``end_profiling`` (a runtime trace, ``--profile``) and
+``file_view`` (the runner seen as its file: the file's own input and output names).
 """
 
 from __future__ import annotations
@@ -66,11 +71,39 @@ def _default_runtime() -> "RuntimeSettings":
     return RuntimeSettings()
 
 
+@dataclass(frozen=True)
+class FileView:
+    """A runner seen as the file it runs, for evidence that must re-run without the harness (a
+    repro bundle): the file, the feeds under the file's own input names, and the file's name of
+    each output the runner returns (None: the same names)."""
+
+    path: str
+    feeds: Callable[[Feeds], dict[str, np.ndarray]] = dict
+    outputs: Mapping[str, str] | None = None
+
+    def output_name(self, name: str) -> str:
+        return self.outputs.get(name, name) if self.outputs is not None else name
+
+
 class GraphRunner(abc.ABC):
     """A loaded, runnable graph (one ONNX file, or one torch wrapper module)."""
 
     input_names: list[str]
     output_names: list[str]
+    #: the ONNX file this runner executes (None: a PyTorch module, a native engine, a composite)
+    path: str | None = None
+    #: True when the outputs come from the output cache (``harness.judge.refcache``), not a session
+    replayed: bool = False
+
+    def end_profiling(self) -> str | None:
+        """Stop the runtime's profiler and return its trace file (``--profile``); None when the
+        runner does not profile (the default)."""
+        return None
+
+    def file_view(self) -> FileView | None:
+        """This runner as the file it runs, under the file's own names; None when it runs no single
+        ONNX file (nothing portable to re-run). Default: ``path`` with the runner's names."""
+        return FileView(self.path) if self.path else None
 
     def run(self, feeds: Feeds) -> dict[str, np.ndarray]:
         """Validate the feeds, then run. Outputs always come back as numpy (FP32 for float)."""
@@ -110,6 +143,53 @@ class GraphRunner(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """What a fresh measurement child loads (``Backend.child_spec`` in the parent, ``child_load`` in
+    the child): each graph's built file (or the backend's own description of it), the device, the
+    threads, and the backend's own fields (``options``: ONNX Runtime's session settings, OpenVINO's
+    hint, the PyTorch model to load). Travels as one flat JSON object (``to_dict``/``from_dict``),
+    the shape perf repro bundles record, so bundles written before this type still load."""
+
+    #: graph -> its file or description; a name list where the child builds the graphs itself (PyTorch)
+    graphs: Mapping[str, Any] | Sequence[str]
+    device: str | None = None
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    _COMMON: ClassVar[tuple[str, ...]] = ("graphs", "device", "intra_op_threads", "inter_op_threads")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"graphs": dict(self.graphs) if isinstance(self.graphs, Mapping) else list(self.graphs)}
+        for key in ("device", "intra_op_threads", "inter_op_threads"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out.update({k: v for k, v in self.options.items() if k not in out})
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "ChildSpec":
+        def count(key: str) -> int | None:
+            value = raw.get(key)
+            return None if value is None else int(value)
+
+        device = raw.get("device")
+        graphs = raw.get("graphs") or {}
+        named = dict(graphs) if isinstance(graphs, Mapping) else [str(g) for g in graphs]
+        return cls(named, None if device is None else str(device), count("intra_op_threads"),
+                   count("inter_op_threads"), {k: v for k, v in raw.items() if k not in cls._COMMON})
+
+    def files(self) -> dict[str, Any]:
+        """Graph -> its file or description (a name list maps each name to itself)."""
+        return dict(self.graphs) if isinstance(self.graphs, Mapping) else {g: g for g in self.graphs}
+
+    def threads(self, key: str = "intra_op_threads") -> int | None:
+        """A thread count as a runtime takes it: None for unset or 0."""
+        value = getattr(self, key) if key in self._COMMON else self.options.get(key)
+        return int(value or 0) or None
 
 
 @dataclass
@@ -225,9 +305,9 @@ class Backend(abc.ABC):
         return None
 
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: "Variant") -> dict[str, Any]:
-        """Parent side: a JSON-serialisable description from which :meth:`child_load` loads
-        exactly what this backend would load here (built artifacts, never an export)."""
+                   variant: "Variant") -> ChildSpec:
+        """Parent side: the description from which :meth:`child_load` loads exactly what this
+        backend would load here (built artifacts, never an export)."""
         raise NotImplementedError(f"backend {self.name!r} has no fresh-process loader")
 
     @classmethod
@@ -236,7 +316,7 @@ class Backend(abc.ABC):
         import cost, and the memory floor beside the model). Default: nothing more."""
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         """Child side: load every graph ``spec`` describes. Runs in a process that has imported
         only this backend's module, so it must not import another runtime."""
         raise NotImplementedError(f"backend {cls.name!r} has no fresh-process loader")

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core import Precision, Provider, UsageError
-from harness.runners.base import Backend, BackendContext, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, FileView, GraphRunner, TimedCall
+from harness.runners.source import ArtifactSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -60,6 +61,11 @@ class MappedRunner(GraphRunner):
         self.calls = 0
         #: set to a list to keep every call's outputs (derived metrics such as sentence embeddings)
         self.recorded: list[dict[str, np.ndarray]] | None = None
+        self.path = session.path if session is not None else None  # tests stand in None for a session
+
+    def file_view(self) -> FileView | None:
+        """The foreign file under its own names: feeds mapped and synthesized, outputs renamed back."""
+        return FileView(self.path, self.artifact_feeds, dict(self.output_map)) if self.path else None
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every reference input must be given; extra feeds (the other branch's) are ignored."""
@@ -125,14 +131,17 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
         backend = backends()[provider.backend]
     try:
         return backend.open_onnx_file(Path(path), provider, precision, threads, runtime)
-    except Exception as exc:  # onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: {backend.name} cannot load it ({text})") from None
 
 
-class PrebuiltGraphs:
+class PrebuiltGraphs(ArtifactSource):
     """The artifact source of a check: the user's files, each opened once, and the runners
-    that present them under reference graph names once their I/O is matched."""
+    that present them under reference graph names once their I/O is matched. It serves the
+    variants whose backend runs ONNX files; the reference's PyTorch variants are built."""
+
+    kind = "files"
 
     def __init__(self, paths: Sequence[Path], provider: "Provider | str", threads: int | None,
                  records: Mapping[str, dict[str, Any]], precision: Precision = Precision.FP32,
@@ -158,6 +167,9 @@ class PrebuiltGraphs:
         if graph not in self._runners:
             raise KeyError(f"no artifact provides the {graph!r} graph")
         return self._runners[graph]
+
+    def backend_for(self, backend: type[Backend], ctx: BackendContext) -> Backend | None:
+        return PrebuiltBackend(ctx, self) if runs_onnx_files(backend) else None
 
     def close(self) -> None:
         for session in self.sessions.values():

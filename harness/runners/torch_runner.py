@@ -20,7 +20,7 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.core.phases import phase
 from harness.runners import register_backend
-from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -38,7 +38,9 @@ class TorchGraphRunner(GraphRunner):
         self.module, self.device, self.dtype, self.fastpath = module, device, dtype, fastpath
         self.input_names, self.output_names = list(input_names), list(output_names)
 
-    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _tensors(self, feeds: Mapping[str, np.ndarray]) -> list["torch.Tensor"]:
+        """The feeds as the module takes them: zero-copy tensors on the device, floats at the
+        runner's dtype, in the graph's input order."""
         import torch
 
         args = []
@@ -47,6 +49,13 @@ class TorchGraphRunner(GraphRunner):
             if t.is_floating_point():
                 t = t.to(self.dtype)
             args.append(t)
+        return args
+
+    def _forward(self, args: Sequence["torch.Tensor"]) -> Any:
+        """One forward pass, as deployed: inference mode, the MHA fast path as configured, and on
+        CUDA the device synchronised so the call is complete when it returns."""
+        import torch
+
         previous = torch.backends.mha.get_fastpath_enabled()
         torch.backends.mha.set_fastpath_enabled(self.fastpath and previous)
         try:
@@ -56,6 +65,10 @@ class TorchGraphRunner(GraphRunner):
             torch.backends.mha.set_fastpath_enabled(previous)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
+        return outs
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = self._forward(self._tensors(feeds))
         return {n: (o.float() if o.is_floating_point() else o).cpu().numpy() for n, o in zip(self.output_names, outs)}
 
     def close(self) -> None:
@@ -69,13 +82,14 @@ class TorchGraphRunner(GraphRunner):
             torch.cuda.synchronize()
 
     def timed_call(self, feeds: Feeds) -> TimedCall:
-        """``run()`` (numpy in, zero-copy tensors, numpy out); on CUDA followed by a device
-        synchronise inside the timed region, so queued kernels are timed to completion."""
-        fixed = self.prepare(feeds)
-        if not self.device.startswith("cuda"):
-            return lambda: self.run(fixed)
-        sync = self.synchronize
-        return lambda: (self.run(fixed), sync())
+        """The forward pass on tensors prepared once outside the timed region (as ONNX Runtime's
+        timed call is ``session.run`` on feeds already cast): numpy-to-tensor conversion and the
+        FP32 numpy copy of the outputs exist for comparisons, not deployments, and would read as
+        model time against the bare ``module(*tensors)`` loop of scripts/bench_fidelity.py. On
+        CUDA the call ends with a device synchronise, so queued kernels are timed to completion."""
+        args = self._tensors(self.prepare(feeds))
+        forward = self._forward
+        return lambda: forward(args)
 
 
 def precision_model(model: "LoadedModel", precision: Precision, device: str,
@@ -201,38 +215,40 @@ class TorchBackend(Backend):
 
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> dict[str, Any]:
+                   variant: Variant) -> ChildSpec:
         """Model name and cache dir: the child loads the weights itself, as a service would."""
-        return {"model": variant.model, "precision": variant.precision.value, "provider": variant.provider.short,
-                "cache": str(self.ctx.cache_dir) if self.ctx.cache_dir else None,
-                "graphs": [g.name for g in graphs],
-                "intra_op_threads": self.ctx.intra_op_threads or 0, "inter_op_threads": self.ctx.inter_op_threads or 0}
+        return ChildSpec([g.name for g in graphs], None, self.ctx.intra_op_threads or 0,
+                         self.ctx.inter_op_threads or 0,
+                         {"model": variant.model, "precision": variant.precision.value,
+                          "provider": variant.provider.short,
+                          "cache": str(self.ctx.cache_dir) if self.ctx.cache_dir else None})
 
     @classmethod
     def child_imports(cls) -> None:
         import harness.judge.workspace  # noqa: F401  (torch, transformers and the model loaders)
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         """Weights and tokenizer once (``weights``), then every graph's module at the precision."""
         import torch
 
-        from harness.core import PROVIDERS, RunOptions
+        from harness.core import PROVIDERS, RunOptions, Settings
         from harness.judge.workspace import Workspace
 
-        variant = Variant(str(spec["model"]), Precision(spec["precision"]), PROVIDERS[str(spec["provider"])])
+        own = spec.options
+        variant = Variant(str(own["model"]), Precision(own["precision"]), PROVIDERS[str(own["provider"])])
+        run_settings = Settings(threads=spec.threads(), inter_threads=spec.threads("inter_op_threads"))
         options = RunOptions(models=[variant.model], precisions=[variant.precision], providers=[variant.provider],
-                             intra_op_threads=int(spec.get("intra_op_threads") or 0) or None,
-                             inter_op_threads=int(spec.get("inter_op_threads") or 0) or None)
+                             settings=run_settings)
         start = time.perf_counter()
-        ws = Workspace(options, spec.get("cache"))
+        ws = Workspace(options, own.get("cache"))
         model = ws.model(variant.model)
         family = ws.family(model)
         backend = ws.backend(variant, model)
         load = {"weights": (time.perf_counter() - start) * 1000.0}  # weights and tokenizer, shared by the graphs
         runners: dict[str, GraphRunner] = {}
         for graph in family.graphs(model):
-            if graph.name in spec["graphs"]:
+            if graph.name in spec.graphs:
                 start = time.perf_counter()
                 runners[graph.name] = backend.load(model, family, graph, variant)
                 load[graph.name] = (time.perf_counter() - start) * 1000.0

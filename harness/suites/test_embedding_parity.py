@@ -15,7 +15,8 @@ import pytest
 from harness.core import Variant
 from harness.core.phases import phase
 from harness.judge.embedding import embedding_parity
-from harness.judge.numeric import ParityResult, write_repro_bundle
+from harness.judge.numeric import ParityResult
+from harness.judge.pipeline import GraphJudgement, close_stage, write_side_outputs
 from harness.repro import EmbeddingDerived
 from harness.results.collector import Case
 from harness.zoo.base import ModelSpec, materialize
@@ -45,6 +46,7 @@ def test_embedding_parity(variant: Variant, harness: Case) -> None:
     outputs: list[dict[str, np.ndarray]] = []
     seconds = 0.0
     pooling = family.sentence_pooling(model, graph)
+    result = ParityResult(variant.id)
     try:
         with phase("variant"):
             for feeds, _, _ in batches:
@@ -53,16 +55,14 @@ def test_embedding_parity(variant: Variant, harness: Case) -> None:
                 seconds += time.perf_counter() - start
         with phase("metrics"):
             judged = embedding_parity(graph.name, pooling, batches, outputs, variant.precision, model.spec.tolerances)
-        if judged.output.failures():  # the evidence, re-judged by `harness repro` (docs/repro.md)
-            bundle = write_repro_bundle(ws, variant, model, graph, runner, batches, [judged.output],
-                                        harness.case_dir(), EmbeddingDerived(pooling.mode, pooling.normalize))
-            if bundle is not None:
-                harness.data["repro_bundles"] = {graph.name: str(bundle)}
+        result.outputs.append(judged.output)
+        # the pipeline's side outputs: a failing vector's repro bundle, re-judged by `harness repro` (docs/repro.md)
+        write_side_outputs(ws, variant, model, GraphJudgement(graph, runner, batches, [judged.output],
+                                                              EmbeddingDerived(pooling.mode, pooling.normalize)),
+                           harness.case_dir(), result.side)
     finally:
-        runner.close()
-    result = ParityResult(variant.id, [judged.output])
-    harness.metrics.update(result.metrics())
-    harness.thresholds.update(result.thresholds())
+        close_stage(runner, graph.name, result.side)
+    harness.record_parity(result)
     texts = [t for batch in ws.batches(model) for t in batch]
     harness.data.update(pooling=judged.pooling.describe(), sentences=len(texts), run_seconds=round(seconds, 4),
                         worst={f"{graph.name}.{judged.output.output}": judged.describe_worst(texts)})

@@ -84,6 +84,13 @@ class ModelSpec:
             raise ValueError(f"{self.name}: unknown family {self.family!r}; known: {family_names()}")
         if (self.build is None) == (self.path is None):
             raise ValueError(f"{self.name}: give exactly one of build= or path=")
+        from harness.metrics.registry import METRICS, TOLERANCE_SCOPES
+
+        for precision, checks in self.tolerances.items():  # the rule the config file and the CLI apply
+            for name, value in checks.items():
+                problem = METRICS.lookup(name, *TOLERANCE_SCOPES, what="tolerance metric").threshold_problem(value)
+                if problem:
+                    raise ValueError(f"{self.name}: tolerances.{precision}.{name}: {problem}")
 
 
 #: the zoo's declarations: filled once by the modules of ``harness.zoo`` at import, never

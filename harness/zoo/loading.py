@@ -246,7 +246,7 @@ def check_weights_only(path: Path) -> None:
     try:
         with routed_output(f"torch.load({path}, weights_only=True)"):  # torch's warnings: not before the refusal
             torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # UnpicklingError, RuntimeError (not a zip), EOFError...
+    except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError (not a zip), EOFError...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: refused: not a plain weights checkpoint under torch.load(weights_only=True) "
                          f"({first[:200]})") from None
@@ -276,7 +276,7 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust
         with routed_output(f"model {path}"):
             loaded: torch.nn.Module = cls.from_pretrained(str(path), **kwargs)
         return loaded
-    except Exception as exc:  # corrupt safetensors, bad config values...: bad input, not a crash
+    except Exception as exc:  # noqa: BLE001 - corrupt safetensors, bad config values...: bad input, not a crash
         raise UsageError(f"{path}: cannot load model ({describe_error(exc)})") from None
 
 
@@ -291,6 +291,6 @@ def _load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -
     try:
         with routed_output(f"tokenizer {path}"):
             return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
-    except Exception as exc:  # tokenizers raises bare Exception on a corrupt tokenizer.json
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception on a corrupt tokenizer.json
         raise UsageError(f"{path}: cannot load tokenizer ({describe_error(exc)})") from None
 

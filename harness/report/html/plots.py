@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from harness.report.html.trends import Run, Series, TrendData
+
 #: verdict colours shared with the grid (also colour-blind distinguishable by lightness)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -94,26 +96,88 @@ def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str
     return to_svg(fig, title)
 
 
-def trend(series: Mapping[str, Sequence[tuple[str, float]]], title: str, band: Mapping[str, tuple[float, float]]) -> str:
-    """One line per variant over runs (oldest left), with the baseline band (the window's median
-    ± 3 scaled MADs of the earlier runs) shaded: a point outside its band is a real move."""
-    fig = _figure(7.0, 2.8)
-    ax: Axes = fig.add_subplot()
-    for i, (name, points) in enumerate(list(series.items())[:MAX_SERIES]):
-        colour = PALETTE[i % len(PALETTE)]
-        xs = list(range(len(points)))
-        ax.plot(xs, [v for _, v in points], marker="o", markersize=3, color=colour, label=name)
-        if name in band:
-            lo, hi = band[name]
-            ax.fill_between([0, max(len(points) - 1, 1)], lo, hi, color=colour, alpha=0.12, linewidth=0)
-    runs = max((len(p) for p in series.values()), default=0)
-    from matplotlib.ticker import MaxNLocator
+#: panels per trend figure (one per model); the rest are named in a note and kept in the table
+MAX_PANELS = 6
+#: runs up to which every run gets its own labelled tick (date and run id)
+MAX_RUN_TICKS = 12
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.ticklabel_format(axis="y", useOffset=False)
-    ax.set_xlabel(f"run (oldest → newest, {runs} runs)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
+
+def _run_times(runs: Sequence[Run]) -> list[float] | None:
+    """Matplotlib date numbers of the runs' finish times; None when one is missing or two coincide
+    (then runs are drawn at their positions, still aligned, labelled by run id)."""
+    import pandas as pd
+    from matplotlib.dates import date2num
+
+    stamps = pd.to_datetime([r.finished for r in runs], utc=True, errors="coerce", format="mixed")
+    if stamps.isna().any() or not stamps.is_monotonic_increasing or stamps.has_duplicates:
+        return None
+    return [float(x) for x in date2num(stamps.tz_convert(None).to_pydatetime())]
+
+
+def trend_panels(data: TrendData, title: str) -> str:
+    """Small multiples over time: one panel per model (a line per precision/provider), each point at
+    the real time of the run that stored it (a variant stored in 2 of 4 runs is drawn at those 2), the
+    y axis labelled with the metric's unit (log when the values span two orders of magnitude), the
+    baseline band shaded and change points dashed. Lines carry ``gid="series:<variant>"`` and change
+    markers ``gid="change:<variant>:<run>"`` in the SVG, so tests and tools can read the drawing."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    by_model: dict[str, list[Series]] = {}
+    for s in data.series:
+        by_model.setdefault(s.model, []).append(s)
+    models = list(by_model)[:MAX_PANELS]
+    hidden = len(by_model) - len(models)
+    times = _run_times(data.runs)
+    xs_all = times if times is not None else [float(i) for i in range(len(data.runs))]
+    fig = _figure(8.0, 0.7 + 1.9 * len(models) + (0.3 if hidden else 0))
+    axes = fig.subplots(len(models), 1, sharex=True, squeeze=False)[:, 0]
+    positive = [v for s in data.series for v in s.values if v is not None and v > 0]
+    log = bool(positive) and max(positive) > 100 * min(positive)
+    for ax, model in zip(axes, models):
+        shown = by_model[model][:MAX_SERIES]
+        for i, s in enumerate(shown):
+            colour = PALETTE[i % len(PALETTE)]
+            points = [(x, v) for x, v in zip(xs_all, s.values) if v is not None]
+            (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3.5,
+                              color=colour, label=s.setting)
+            line.set_gid(f"series:{s.variant}")
+            if s.band is not None:
+                ax.fill_between([xs_all[0], xs_all[-1]], *s.band, color=colour, alpha=0.10, linewidth=0)
+            index = {r.run_id: k for k, r in enumerate(data.runs)}
+            for c in s.changes:
+                at = xs_all[index[c.run_id]]
+                marker = ax.axvline(at, color=colour, linewidth=1.1, linestyle="--")
+                marker.set_gid(f"change:{s.variant}:{c.run_id}")
+                ax.annotate(f"{c.relative:+.0%}" if math.isfinite(c.relative) else "change", (at, 1.0),
+                            xycoords=("data", "axes fraction"), xytext=(2, -9), textcoords="offset points",
+                            fontsize=7, color=PALETTE[3] if c.worse else colour)
+        more = len(by_model[model]) - len(shown)
+        ax.set_title(model + (f"  (+{more} more series in the table)" if more else ""), fontsize=9, loc="left")
+        ax.set_ylabel(data.quantity.axis_label, fontsize=8)
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+        ax.grid(True, axis="y", color="#eee", linewidth=0.6)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    bottom = axes[-1]
+    if len(data.runs) <= MAX_RUN_TICKS:
+        bottom.xaxis.set_major_locator(FixedLocator(xs_all))
+        labels = [f"{r.finished[5:16].replace('T', ' ')}\n{r.run_id[:16]}" if times is not None else r.run_id[:16]
+                  for r in data.runs]
+        bottom.set_xticks(xs_all, labels, fontsize=7)
+    elif times is not None:
+        from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+        locator = AutoDateLocator()
+        bottom.xaxis.set_major_locator(locator)
+        bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    else:
+        bottom.xaxis.set_minor_formatter(NullFormatter())
+    bottom.set_xlabel("run finished (UTC) and run id" if times is not None else "run (oldest → newest)")
+    if len(xs_all) == 1:
+        bottom.set_xlim(xs_all[0] - 1, xs_all[0] + 1)
+    fig.suptitle(title + (f"  ({hidden} more model(s) in the table)" if hidden else ""), fontsize=10)
     return to_svg(fig, title)
 
 

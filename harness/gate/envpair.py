@@ -1,0 +1,134 @@
+"""Paired A/B across two environments: the same ONNX file timed by two interpreters, alternately.
+
+An ONNX Runtime or torch upgrade is a change of environment, not of artifact: ``perf-compare``
+on two files in one process cannot see it, and two recorded runs carry the machine's drift
+between them (issue 26: -39 % .. +68 % between runs of the same build here). This module starts
+one timing child per environment (``harness/perf/envchild.py``, run by path with each
+environment's interpreter command, so the other environment needs only numpy and its runtime)
+and asks them for blocks of calls in turn, A B or B A drawn per pair, exactly as
+``harness.gate.paired.interleave`` does inside one process. Only one child runs at a time (the
+other waits on its stdin), so they never compete for the cores; whatever the machine does hits
+both sides of a pair alike. The result is a ``PairedSamples``, judged by ``judge_paired``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Mapping, Sequence
+
+import numpy as np
+
+from harness.core import UsageError
+from harness.gate.paired import PairedSamples
+
+CHILD = Path(__file__).resolve().parents[1] / "perf" / "envchild.py"
+
+
+@dataclass
+class EnvChild:
+    """One environment's timing child: started, warmed up, answering blocks."""
+
+    label: str
+    command: Sequence[str]
+    proc: subprocess.Popen[str]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def block(self, n: int) -> np.ndarray:
+        stdin, stdout = self._pipes()
+        stdin.write(f"{n}\n")
+        stdin.flush()
+        line = stdout.readline()
+        if not line:
+            raise UsageError(f"environment {self.label} ({shlex.join(self.command)}): the timing child exited "
+                             f"({self._stderr()})")
+        return np.asarray(json.loads(line)["samples_ms"], dtype=float)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                stdin, _ = self._pipes()
+                stdin.write("\n")
+                stdin.flush()
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+    def _pipes(self) -> tuple[IO[str], IO[str]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        return self.proc.stdin, self.proc.stdout
+
+    def _stderr(self) -> str:
+        err = self.proc.stderr.read() if self.proc.stderr is not None else ""
+        lines = [x for x in err.strip().splitlines() if x.strip()]
+        return lines[-1][:300] if lines else f"exit {self.proc.poll()}"
+
+
+def environment_command(text: str, where: str) -> list[str]:
+    """``/venv/bin/python`` or ``env PYTHONPATH=/x python``: the command that runs the environment's
+    interpreter, split like a shell would."""
+    try:
+        parts = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}: {text!r} is not a command line ({exc})") from None
+    if not parts:
+        raise UsageError(f"{where}: empty interpreter command")
+    return parts
+
+
+def start(label: str, command: Sequence[str], model: Path, feeds: Path, *, provider: str, threads: int | None,
+          warmup: int) -> EnvChild:
+    """Start a child and wait for its ready line (the session is open and warmed up)."""
+    argv = [*command, str(CHILD), str(model), str(feeds), "--provider", provider, "--warmup", str(warmup)]
+    if threads:
+        argv += ["--threads", str(threads)]
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, bufsize=1)
+    except OSError as exc:
+        raise UsageError(f"environment {label}: cannot run {shlex.join(command)} ({exc.strerror})") from None
+    child = EnvChild(label, list(command), proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait()
+        raise UsageError(f"environment {label} ({shlex.join(command)}): {child._stderr()}")
+    child.info = json.loads(line)
+    return child
+
+
+def interleave_envs(command_a: Sequence[str], command_b: Sequence[str], model_a: Path, model_b: Path,
+                    feeds: Mapping[str, np.ndarray], *, provider: str = "CPUExecutionProvider",
+                    threads: int | None = None, pairs: int = 30, block: int = 50, warmup: int = 20,
+                    seed: int = 0) -> tuple[PairedSamples, dict[str, dict[str, Any]]]:
+    """Time ``pairs`` pairs of blocks, one child per environment; the children's ready info per side."""
+    if pairs < 1 or block < 1:
+        raise ValueError("pairs and block must be >= 1")
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="harness-envpair-") as tmp:
+        path = Path(tmp) / "feeds.npz"
+        np.savez(path, **dict(feeds))  # type: ignore[arg-type]
+        a = start("A", command_a, model_a, path, provider=provider, threads=threads, warmup=warmup)
+        try:
+            b = start("B", command_b, model_b, path, provider=provider, threads=threads, warmup=warmup)
+        except BaseException:
+            a.close()
+            raise
+        try:
+            out_a, out_b, first = np.empty((pairs, block)), np.empty((pairs, block)), []
+            for i in range(pairs):
+                if rng.random() < 0.5:
+                    out_a[i], out_b[i] = a.block(block), b.block(block)
+                    first.append("A")
+                else:
+                    out_b[i], out_a[i] = b.block(block), a.block(block)
+                    first.append("B")
+        finally:
+            a.close()
+            b.close()
+    return PairedSamples(out_a, out_b, tuple(first)), {"A": a.info, "B": b.info}

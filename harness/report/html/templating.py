@@ -1,0 +1,35 @@
+"""The HTML pages' templates: Jinja2 with autoescape on, so every string a record, a corpus or a
+model name brings is escaped where it is placed, without a hand-written ``escape()`` per cell.
+
+Templates live in ``templates/`` inside the package (shipped in the wheel). Inline SVG produced
+by matplotlib (``plots.to_svg``) is the only markup passed through unescaped, as ``Markup``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from jinja2 import Environment
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    return Environment(loader=PackageLoader("harness.report.html", "templates"),
+                       autoescape=select_autoescape(default=True, default_for_string=True),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def render(template: str, **context: Any) -> str:
+    """``template`` (a file in ``templates/``) rendered with ``context``; values are escaped."""
+    return environment().get_template(template).render(**context)
+
+
+def markup(html: str) -> Any:
+    """Trusted markup built by the harness itself (matplotlib's SVG), passed through unescaped."""
+    from markupsafe import Markup
+
+    return Markup(html)

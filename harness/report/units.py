@@ -1,0 +1,93 @@
+"""How a number is written for people, by its unit: one formatter per unit, the unit read from the
+metric registry (or, for a perf field no budget declares, from its name).
+
+Every renderer (trend tables, plot labels, ``history show``/``changes``) calls :func:`fmt` so a
+cold start reads ``10.1 s`` everywhere instead of ``1.007e+04 ms`` in one place and
+``10070.000000000002`` in another.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.core.units import binary_bytes
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """What a history metric measures: its label, unit and direction (None: not known)."""
+
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool | None
+
+    @property
+    def axis_label(self) -> str:
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+
+def _ms(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{value / 1000:.3g} s" if abs(value) < 100_000 else f"{value / 1000:,.0f} s"
+    return f"{value:.3g} ms"
+
+
+def _rate(unit: str) -> Callable[[float], str]:
+    return lambda value: f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
+FORMATTERS: dict[str, Callable[[float], str]] = {
+    "ms": _ms,
+    "s": lambda v: _ms(v * 1000),
+    "bytes": lambda v: binary_bytes(v),
+    "MiB": lambda v: binary_bytes(v * 2 ** 20),
+    "tokens/s": _rate("tokens/s"),
+    "calls/s": _rate("calls/s"),
+    "%": lambda v: f"{v:.3g} %",
+}
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    """``value`` in ``unit`` with sensible rounding; '' for a missing value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if not math.isfinite(value):
+        return str(value)
+    formatter = FORMATTERS.get(unit)
+    if formatter is not None:
+        return formatter(float(value))
+    text = f"{value:.4g}"
+    return f"{text} {unit}".strip() if unit and unit != "output units" else text
+
+
+#: perf fields no budget declares, by how their name ends (unit, higher is better)
+_SUFFIXES: tuple[tuple[str, str, bool | None], ...] = (
+    ("_ms", "ms", False), ("_bytes", "bytes", False), ("tokens_per_s", "tokens/s", True),
+    ("throughput", "calls/s", True), ("_per_s", "1/s", True), ("_mb", "MiB", False))
+
+
+def quantity(history_metric: str) -> Quantity:
+    """What ``perf:latency_ms.p50`` or ``metric:model.logits.norm_max_abs`` measures."""
+    from harness.metrics.registry import METRICS
+    from harness.metrics.spec import Direction
+
+    kind, _, key = history_metric.partition(":")
+    if kind == "perf":
+        for spec in METRICS:
+            reading = spec.reading
+            if reading is not None and len(reading.paths) == 1 and reading.divisor == 1.0:
+                if ".".join(p for p in reading.paths[0] if p != "summary") == key:
+                    return Quantity(history_metric, spec.label or spec.name, spec.unit, False)
+        for part in (key.rsplit(".", 1)[-1], key.split(".")[0]):  # `latency_ms.throughput` is calls/s
+            for suffix, unit, better in _SUFFIXES:
+                if part.endswith(suffix):
+                    return Quantity(history_metric, key, unit, better)
+        return Quantity(history_metric, key, "", None)
+    found = METRICS.get(key.rsplit(".", 1)[-1])
+    if found is None:
+        return Quantity(history_metric, key, "", None)
+    unit = "" if found.unit == "output units" else found.unit
+    return Quantity(history_metric, key, unit, found.direction is Direction.HIGHER)

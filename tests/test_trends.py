@@ -1,0 +1,125 @@
+"""Trend plots and change points over a history store (issue 28 item 1, issue 26 item 6): a variant
+stored in 2 of 4 runs is drawn at those runs' times (read back from the rendered SVG), the axes say
+when and in which unit, change points are found, marked and named, and ``harness history changes``
+lists them per variant."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from harness.gate.changepoints import detect
+from harness.results import history
+
+ENV = {"fingerprint": "f00d", "cpu": "Test CPU", "cores": 2}
+#: night -> variant -> p50 (ms); marian-tiny-int8-ort_cpu is stored only in nights 1 and 3
+P50: dict[int, dict[str, float]] = {
+    0: {"bert-tiny-fp32-ort_cpu": 2.00, "bert-tiny-int8-ort_cpu": 1.00},
+    1: {"bert-tiny-fp32-ort_cpu": 2.02, "bert-tiny-int8-ort_cpu": 1.01, "marian-tiny-int8-ort_cpu": 7.0},
+    2: {"bert-tiny-fp32-ort_cpu": 3.00, "bert-tiny-int8-ort_cpu": 0.99},
+    3: {"bert-tiny-fp32-ort_cpu": 3.03, "bert-tiny-int8-ort_cpu": 1.00, "marian-tiny-int8-ort_cpu": 7.1},
+}
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def night(root: Path, n: int) -> Path:
+    rows: list[dict[str, Any]] = []
+    for variant, p50 in P50[n].items():
+        rows.append({"schema": "harness.result/1", "run_id": f"night{n}", "variant": variant, "env": ENV,
+                     "finished": f"2026-03-{n * 2 + 1:02d}T02:00:00+0000", "harness_version": "0.1.0",
+                     "id": f"test_latency[{variant}]", "suite": "test_perf", "verdict": "pass", "metrics": {},
+                     "perf": {"latency_ms": {"samples": [p50] * 3, "summary": {"p50": p50}}}})
+    run = root / f"nightly-{n}"
+    run.mkdir(parents=True)
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return run
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    store = tmp_path / "history.sqlite"
+    for n in P50:
+        history.ingest(night(tmp_path, n), store)
+    return store
+
+
+def _trend_page(db: Path, tmp_path: Path) -> str:
+    out = tmp_path / "trend.html"
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--db", str(db), "--html", str(out)]) == 0
+    return out.read_text(encoding="utf-8")
+
+
+def _line_xs(svg: str, gid: str) -> list[float]:
+    """x coordinates of the polyline drawn for ``gid`` (matplotlib writes ``<g id=gid><path d="M x y L x y ...">``)."""
+    found = re.search(r'<g id="' + re.escape(gid) + r'">\s*<path d="([^"]+)"', svg)
+    assert found, f"no line {gid} in the SVG"
+    return [float(x) for x in re.findall(r"[ML] (-?[\d.]+) -?[\d.]+", found.group(1))]
+
+
+def _tick_xs(svg: str) -> list[float]:
+    """x positions of the bottom panel's x ticks, in order (one per run)."""
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<use [^>]*x="(-?[\d.]+)"', svg, flags=re.S)
+    return [float(x) for x in ticks]
+
+
+def test_a_variant_missing_from_two_runs_is_drawn_at_its_real_runs(db: Path, tmp_path: Path) -> None:
+    page = _trend_page(db, tmp_path)
+    ticks = _tick_xs(page)
+    # 2 panels (bert-tiny, marian-tiny) share the axis: 4 run ticks each, the same 4 positions
+    runs = sorted(set(ticks))
+    assert len(runs) == 4 and ticks.count(runs[0]) == 2
+    assert _line_xs(page, "series:marian-tiny-int8-ort_cpu") == pytest.approx([runs[1], runs[3]], abs=0.01)
+    assert _line_xs(page, "series:bert-tiny-fp32-ort_cpu") == pytest.approx(runs, abs=0.01)
+    # spacing follows the dates (nights 2 days apart: equal steps here)
+    assert np.diff(runs) == pytest.approx([runs[1] - runs[0]] * 3, rel=0.01)
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", page)
+    assert any("03-03 02:00" in t for t in texts) and any(t.startswith("night1") for t in texts), texts
+    assert "latency p50 (ms)" in texts
+    assert "run finished (UTC) and run id" in texts
+
+
+def test_change_point_is_marked_and_its_first_bad_run_named(db: Path, tmp_path: Path) -> None:
+    page = _trend_page(db, tmp_path)
+    assert '<g id="change:bert-tiny-fp32-ort_cpu:night2">' in page
+    assert "change:bert-tiny-int8-ort_cpu" not in page  # flat within noise
+    named = re.search(r'<li data-variant="bert-tiny-fp32-ort_cpu" data-run="night2">(.*?)</li>', page, flags=re.S)
+    assert named and "(2.01 ms → 3.01 ms) since run <code>night2</code> (2026-03-05 02:00), the first bad run" in named.group(1)
+    # the table fallback holds every run, the missing values empty, the change marked
+    table = page[page.index('<table class="trend-table">'):]
+    assert table.count("<tr><td><code>night") == 4 * 1  # one table (one metric), four runs
+    assert 'class="num change worse">3 ms ▲' in table
+
+
+def test_detect_finds_a_level_shift_and_not_noise() -> None:
+    rng = np.random.default_rng(7)
+    noise = 10 * (1 + 0.03 * rng.standard_normal(40))
+    assert detect(noise) == []
+    shifted = np.concatenate([noise[:25], noise[25:] * 1.3])
+    assert detect(shifted) == [25]
+    assert detect([2.0, 2.0, 3.0, 3.0]) == [2]
+    assert detect([2.0, 2.0, 3.0]) == []  # a single new value is what the band shows, not a level
+
+
+def test_history_changes_lists_change_points_per_variant(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "changes", "--metric", "perf:latency_ms.p50", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "bert-tiny-fp32-ort_cpu" in line)
+    assert "night2" in row and "2026-03-05" in row and "+50.0%" in row and "worse" in row
+    assert "bert-tiny-int8-ort_cpu" not in out.split("change point", 1)[-1]
+    assert "1 change point(s) in 3 series" in out
+
+
+def test_history_changes_unknown_metric_is_one_line(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "changes", "--metric", "perf:latency_ms.p5O", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no stored metric matches" in err
