@@ -60,6 +60,13 @@ def status_line(records: list[Record], interruption: Interruption | None = None)
     return f"{status} — {len(records)} cases: {tally}"
 
 
+def _headline(recs: list[Record], interruption: Interruption | None, problem: str | None) -> str:
+    """The bold status line; a run cut short by ``problem`` (a full disk) says STOPPED and why."""
+    head, sep, rest = ("STOPPED", " — ", _md(problem)) if problem else \
+        status_line(recs, interruption).partition(" — ")
+    return f"**{head}**{sep}{rest}"
+
+
 def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "Model deployment gate", *,
                    interruption: Interruption | None = None, problem: str | None = None) -> str:
     """``problem``: what stopped the run short of its results (a full disk), said first, in
@@ -67,12 +74,7 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
     recs = [Record.coerce(r) for r in records]
     env = recs[0].env if recs else {}
     versions = env.get("versions", {})
-    lines = [f"# {title}", ""]
-    head, sep, rest = status_line(recs, interruption).partition(" — ")
-    if problem:
-        head, sep, rest = "STOPPED", " — ", _md(problem)
-    lines.append(f"**{head}**{sep}{rest}")
-    lines.append("")
+    lines = [f"# {title}", "", _headline(recs, interruption, problem), ""]
     if interruption is not None:
         lines.append(f"The run was stopped (exit {interruption.exit_code}). The {len(recs)} finished case(s) below "
                      "are kept in results.jsonl; the ones not run are listed under *Not run*. A rerun into the same "
