@@ -64,6 +64,7 @@ class Settings:
     perf_seq_lens: tuple[int, ...] = (32,)
     perf_repeats: int = 3
     perf_new_tokens: int = 16
+    perf_tail_seconds: int = 2
     gen_samples: int | None = None
     gen_max_new_tokens: int | None = None
     gen_beams: int | None = None

@@ -313,6 +313,9 @@ OPTIONS: tuple[Option, ...] = (
            default=3, minimum=1, metavar="N"),
     Option("perf_new_tokens", Kind.INT, "tokens per timed generation", group=Group.PERF, default=16, minimum=2,
            metavar="N"),
+    Option("perf_tail_seconds", Kind.INT, "extra seconds per latency metric to time until its p99 interval is "
+           "narrower than the gate's p99 threshold (0: time --perf-samples calls only; p99 stays advisory)",
+           group=Group.PERF, default=2, minimum=0, metavar="S"),
     # -- generation parity (harness/judge/generation.py): unset leaves each model's own choice ----
     Option("gen_samples", Kind.INT, "sentences decoded per model, spread over its corpus; 0 = all (default: 48, "
            "numbers-en-zh: all)", group=Group.GEN, minimum=0, in_config=True, metavar="N"),
