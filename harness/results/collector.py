@@ -77,6 +77,8 @@ class Case:
         Evidence(result.side.dumps, result.side.bundles).write(self.data)
         if result.shapes:
             self.data["shapes"] = result.shapes
+        if result.coverage is not None:
+            result.coverage.write(self.data)
 
     def case_dir(self) -> Path:
         """This case's directory in the run dir (created on first use by whoever writes)."""

@@ -271,12 +271,14 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
         cfg = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"{config}: unreadable config.json ({exc})") from None
-    family = family or detect_family(cfg)
+    try:
+        family = family or detect_family(cfg)
+    except UsageError as exc:
+        raise UsageError(f"{path}/{exc}") from None
     if family is None:
-        raise UsageError(
-            f"{config}: cannot tell the model family from architectures={cfg.get('architectures')}; "
-            f"give it explicitly (one of {', '.join(family_names())})"
-        )
+        from harness.families.registry import describe_undetected
+
+        raise UsageError(f"{path}/{describe_undetected(cfg)}")
     check_model_dir(path)
     return ModelSpec(
         name=name or path.resolve().name,
