@@ -42,7 +42,7 @@ SAMPLE = {
     "trt_engine_cache": Path("/tmp/engines"), "trt_timing_cache": Path("/tmp/timing"), "profile": True,
     "int8_calibration": "entropy", "int8_calibration_samples": 16,
     # issue 13
-    "fresh_references": True, "durations": 5,
+    "fresh_references": True, "durations": 5, "progress": "lines",
     # issue 14
     "repro_bundles": "bytes",
     "fp16_node_block_list": ["/model/bert/encoder/layer.0/output/dense/MatMul", "node_add_1"],

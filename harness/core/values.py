@@ -57,6 +57,7 @@ class Settings:
     shard_durations: str | None = None
     fresh_references: bool = False
     durations: int | None = None
+    progress: str = 'auto'
     perf: bool = False
     perf_samples: int = 300
     perf_warmup: int = 20
