@@ -113,7 +113,7 @@ def perf_settings(args: argparse.Namespace) -> Any:
     values = cli_values(args)
     if not values.get("perf"):
         return None
-    given = {key: values[f"perf_{key}"] for key in ("samples", "warmup", "repeats", "new_tokens")
+    given = {key: values[f"perf_{key}"] for key in ("samples", "warmup", "repeats", "new_tokens", "time_budget")
              if f"perf_{key}" in values}
     for key in ("batch_sizes", "seq_lens"):
         if f"perf_{key}" in values:

@@ -42,10 +42,12 @@ class PerfSettings:
     seq_lens: tuple[int, ...] = option("perf_seq_lens").default
     repeats: int = option("perf_repeats").default  # fresh processes for cold start and memory (pyperf/asv style)
     new_tokens: int = option("perf_new_tokens").default  # generation: tokens per timed generation
+    time_budget: int = option("perf_time_budget").default  # seconds per latency case (harness.perf.stopping)
 
     def __post_init__(self) -> None:
         for name, value, low in (("samples", self.samples, 1), ("warmup", self.warmup, 0),
-                                 ("repeats", self.repeats, 1), ("new-tokens", self.new_tokens, 2)):
+                                 ("repeats", self.repeats, 1), ("new-tokens", self.new_tokens, 2),
+                                 ("time-budget", self.time_budget, 0)):
             if value < low:
                 raise UsageError(f"--harness-perf-{name}: must be >= {low}, got {value}")
         for name, values in (("batch-sizes", self.batch_sizes), ("seq-lens", self.seq_lens)):
@@ -54,7 +56,8 @@ class PerfSettings:
 
     def as_dict(self) -> dict[str, Any]:
         return {"samples": self.samples, "warmup": self.warmup, "batch_sizes": list(self.batch_sizes),
-                "seq_lens": list(self.seq_lens), "repeats": self.repeats, "new_tokens": self.new_tokens}
+                "seq_lens": list(self.seq_lens), "repeats": self.repeats, "new_tokens": self.new_tokens,
+                "time_budget": self.time_budget}
 
 
 def parse_sizes(text: str | Sequence[str] | None, option: str) -> tuple[int, ...] | None:
