@@ -44,10 +44,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _options(config: pytest.Config) -> RunOptions:
-    from harness.settings.options import Group, pytest_values
+    from harness.settings.options import pytest_values
     from harness.settings.resolve import build_options
 
-    return build_options(pytest_values(config, Group.RUN), rootdir=Path(str(config.rootpath)))
+    return build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
 
 
 def out_dir(config: pytest.Config) -> Path:
@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HARNESS_CACHE"] = str(cache)
     if _asked_for(config):  # validate now: a typo is a usage error before anything runs
         options = run_options(config)
-        if options.builtin_suites:
+        if options.settings.builtin_suites:
             _add_builtin_suites(config)
         if not hasattr(config, "workerinput"):
             _preflight(options)
@@ -319,7 +319,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     if isinstance(variant, Variant):
         reason = ws.unavailable_reason(variant)
         if reason:
-            if ws.options.explicit_variants and not ws.options.allow_skip:
+            if ws.options.explicit_variants and not ws.options.settings.allow_skip:
                 # asked for by name (CLI or config): the record says not-run and the run fails
                 request.node.user_properties.append(("harness_not_run", True))
                 reason += " (requested explicitly; --allow-skip lets the run pass without it)"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.core import PROVIDERS, Precision, RunOptions, Variant  # noqa: E402
+from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant  # noqa: E402
 from harness.generation import decode_texts, settings_for_model  # noqa: E402
 from harness.judge.generation import corpus_for, select_indices  # noqa: E402
 from harness.judge.workspace import Workspace  # noqa: E402
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch and ORT intra-op threads")
     args = parser.parse_args(argv)
-    ws = Workspace(RunOptions(intra_op_threads=args.threads))
+    ws = Workspace(RunOptions(settings=Settings(threads=args.threads)))
     print(f"greedy FP32, {args.sentences} sentences x {args.new_tokens} new tokens, batch {args.batch_size}, "
           f"{args.threads} thread(s), median of {args.repeats}")
     header = f"| {'model':<14} | {'backend':<9} | {'cached tok/s':>12} | {'uncached tok/s':>14} | {'cached/uncached':>15} |"

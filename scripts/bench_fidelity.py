@@ -40,7 +40,7 @@ TEST_MODULE = '''
 import json, os, time
 import pytest
 
-from harness.core import PROVIDERS, Precision, RunOptions, Variant
+from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
 from harness.perf.feeds import shaped_feeds
 from harness.perf.measure import BenchmarkEngine, HarnessEngine, timed_call
 from harness.judge.workspace import Workspace
@@ -88,7 +88,7 @@ BARE = {"ort_cpu": bare_ort, "ov_cpu": bare_ov, "torch_cpu": bare_torch}
 
 @pytest.fixture(scope="module")
 def target():
-    ws = Workspace(RunOptions(models=[CFG["model"]], intra_op_threads=CFG["threads"]))
+    ws = Workspace(RunOptions(models=[CFG["model"]], settings=Settings(threads=CFG["threads"])))
     model = ws.model(CFG["model"])
     family = ws.family(model)
     graph = family.graphs(model)[0]

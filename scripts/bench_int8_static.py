@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from dataclasses import replace
 
 
 def main() -> int:
@@ -41,9 +40,9 @@ def main() -> int:
         rows: list[tuple[str, dict[str, float], object]] = []
         for label, precision, method in ([("fp32", Precision.FP32, "minmax"), ("int8-dynamic", Precision.INT8, "minmax")]
                                          + [(f"int8-static/{m}", Precision.INT8_STATIC, m) for m in args.methods]):
-            options = build_options(models=[name], num_samples=args.samples, intra_op_threads=args.threads,
-                                    batch_size=args.batch_size)
-            options = replace(options, int8_calibration=method, int8_calibration_samples=args.calibration_samples)
+            options = build_options(models=[name], samples=args.samples, threads=args.threads,
+                                    batch_size=args.batch_size, int8_calibration=method,
+                                    int8_calibration_samples=args.calibration_samples)
             ws = Workspace(options)
             variant = Variant(name, precision, provider)
             result = numeric_parity(ws, variant)

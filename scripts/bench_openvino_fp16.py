@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from harness.core import Precision, RunOptions
+    from harness.core import Precision, RunOptions, Settings
     from harness.export.artifacts import onnx_artifact
     from harness.judge.numeric import run_graph_parity
     from harness.judge.workspace import Workspace
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.perf.measure import time_calls
     from harness.runners.openvino_runner import OvGraphRunner, runtime_precisions
 
-    ws = Workspace(RunOptions(models=list(args.models), num_samples=16, batch_size=8))
+    ws = Workspace(RunOptions(models=list(args.models), settings=Settings(samples=16, batch_size=8)))
     for name in args.models:
         model = ws.model(name)
         family = ws.family(model)

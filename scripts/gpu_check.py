@@ -74,7 +74,7 @@ def measure_cell(ws: Any, model: Any, family: Any, graph: Any, feeds: dict, refe
         if memory is not None:
             cell["memory"] = memory()
         return cell
-    except Exception as exc:  # one broken cell must not cost the table
+    except Exception as exc:  # noqa: BLE001 - one broken cell must not cost the table
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
     finally:
         if runner is not None:
@@ -110,7 +110,7 @@ def table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from harness.core import RunOptions, UsageError, Variant, parse_precision, parse_provider
+    from harness.core import RunOptions, Settings, UsageError, Variant, parse_precision, parse_provider
 
     try:
         providers = [parse_provider(p) for p in args.providers]
@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     from harness.perf.feeds import shaped_feeds
     from harness.results.envinfo import environment
 
-    options = RunOptions(models=list(args.models), intra_op_threads=args.threads, trt_max_batch=max(8, args.batch),
-                         trt_max_seq=max(128, args.seq))
+    options = RunOptions(models=list(args.models), settings=Settings(threads=args.threads, trt_max_batch=max(8, args.batch),
+                                                                     trt_max_seq=max(128, args.seq)))
     ws = Workspace(options)
     env = environment(args.threads, None)
     started = time.time()

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from harness.core import PROVIDERS, Precision, RunOptions, Variant
+from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
 
 # Two cores, often two xdist workers: one thread per process avoids oversubscription, which
 # on this machine made torch an order of magnitude slower (numbers-en-zh decode: 11.3 s with
@@ -17,7 +17,7 @@ torch.set_num_threads(int(os.environ.get("HARNESS_TEST_THREADS", "1")))
 
 @pytest.fixture(scope="session")
 def small_options() -> RunOptions:
-    return RunOptions(num_samples=16, batch_size=8, intra_op_threads=1, inter_op_threads=1)
+    return RunOptions(settings=Settings(samples=16, batch_size=8, threads=1, inter_threads=1))
 
 
 @pytest.fixture(scope="session")

@@ -200,8 +200,8 @@ fp16_node_block_list = ["/model/bert/encoder/layer.0/output/LayerNorm/LayerNorma
 int8_nodes_to_exclude = ["/model/bert/pooler/dense/MatMul"]
 """)
     options = build_options(rootdir=tmp_path)
-    assert options.int8_nodes_to_exclude == ("/model/classifier/MatMul",)
-    ws = Workspace(replace(options, fp16_node_block_list=("from_cli",)))
+    assert options.settings.int8_nodes_to_exclude == ("/model/classifier/MatMul",)
+    ws = Workspace(replace(options, settings=replace(options.settings, fp16_node_block_list=("from_cli",))))
     settings = ws.settings_for(ws.model("bert-tiny"))
     assert settings.fp16_node_block_list == ("from_cli", "/model/bert/encoder/layer.0/output/LayerNorm/LayerNormalization")
     assert settings.int8_nodes_to_exclude == ("/model/classifier/MatMul", "/model/bert/pooler/dense/MatMul")

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.core import PROVIDERS, Precision, RunOptions, Variant
+from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
 from harness.families import family_for
 from harness.families.base import CheckedGraph, CheckMode
 from harness.runners.prebuilt import (
@@ -119,7 +119,7 @@ def test_workspace_serves_prebuilt_files_only_to_backends_that_run_onnx(tmp_path
     path = _identity_onnx(tmp_path / "id.onnx")
     source = PrebuiltGraphs([path], "CPUExecutionProvider", 1, {"id.onnx": {"path": str(path)}})
     try:
-        ws = Workspace(RunOptions(num_samples=8, batch_size=4), prebuilt=source)
+        ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)), prebuilt=source)
         model = ws.model("bert-tiny")
         family = ws.family(model)
         (graph,) = family.graphs(model)
@@ -153,7 +153,7 @@ def test_an_unloadable_file_is_a_usage_error_naming_it(tmp_path):
 def test_parity_batches_reuse_the_memoised_reference():
     from harness.judge.workspace import Workspace
 
-    ws = Workspace(RunOptions(num_samples=8, batch_size=4))
+    ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
     model = ws.model("bert-tiny")
     family = ws.family(model)
     (graph,) = family.graphs(model)

@@ -61,4 +61,4 @@ def test_build_options_defaults_and_validation():
     with pytest.raises(UsageError, match="--models: unknown model 'bert-tyni'.*did you mean 'bert-tiny'"):
         build_options(models=["bert-tyni"])
     with pytest.raises(UsageError, match="--samples: must be >= 1"):
-        build_options(num_samples=0)
+        build_options(samples=0)

@@ -87,7 +87,7 @@ def test_config_drives_options_and_registers_models(project):
     assert options.models == ["ticket-classifier", "bert-tiny"]
     assert [p.value for p in options.precisions] == ["fp32", "int8"]
     assert [p.short for p in options.providers] == ["ort_cpu"]
-    assert (options.num_samples, options.batch_size, options.intra_op_threads) == (16, 4, 1)
+    assert (options.settings.samples, options.settings.batch_size, options.settings.threads) == (16, 4, 1)
     mine = options.catalog.resolve("ticket-classifier")
     assert mine.path == (project / "models" / "ticket-classifier").resolve() and mine.family == "encoder"
     assert mine.corpus == str((project / "data" / "tickets.txt").resolve())
@@ -101,9 +101,9 @@ def test_config_drives_options_and_registers_models(project):
 
 def test_explicit_arguments_win_and_config_is_forgotten_after(project):
     write(project, GOOD)
-    options = build_options(models=["bert-tiny"], precisions=["fp16"], num_samples=4, rootdir=project)
+    options = build_options(models=["bert-tiny"], precisions=["fp16"], samples=4, rootdir=project)
     assert options.models == ["bert-tiny"] and [p.value for p in options.precisions] == ["fp16"]
-    assert options.num_samples == 4 and options.batch_size == 4  # unset arguments still come from the file
+    assert options.settings.samples == 4 and options.settings.batch_size == 4  # unset arguments still come from the file
     assert "ticket-classifier" in options.catalog.registered() and "ticket-classifier" not in registered()
     (project / "harness.toml").unlink()
     later = build_options(models=["bert-tiny"], rootdir=project)
@@ -115,9 +115,9 @@ def test_pyproject_tool_harness_is_found(project):
     write(project, '[project]\nname = "x"\n\n[tool.harness.run]\nmodels = ["bert-tiny"]\nsamples = 3\n',
           "pyproject.toml")
     assert find_config(None, project) == project / "pyproject.toml"
-    assert build_options(rootdir=project).num_samples == 3
+    assert build_options(rootdir=project).settings.samples == 3
     write(project, "[run]\nsamples = 5\n")  # harness.toml takes precedence over pyproject
-    assert build_options(rootdir=project).num_samples == 5
+    assert build_options(rootdir=project).settings.samples == 5
 
 
 def test_config_models_without_run_list_are_what_runs(project):
@@ -174,10 +174,10 @@ def test_symlink_out_of_the_root_is_refused(project, tmp_path_factory):
 
 def test_explicit_config_path_must_exist_and_pyproject_needs_the_table(project):
     with pytest.raises(UsageError, match="--config: .*missing.toml not found"):
-        build_options(config_path=project / "missing.toml")
+        build_options(config=project / "missing.toml")
     write(project, "[project]\nname = 'x'\n", "pyproject.toml")
     with pytest.raises(UsageError, match=r"no \[tool.harness\] table"):
-        build_options(config_path=project / "pyproject.toml")
+        build_options(config=project / "pyproject.toml")
 
 
 def test_the_documented_example_is_valid(project):
@@ -188,7 +188,7 @@ def test_the_documented_example_is_valid(project):
         (project / "exports" / "ticket-router" / name).write_bytes(b"x")
     write(project, EXAMPLE.read_text())
     options = build_options(rootdir=project)
-    assert options.models == ["ticket-router", "minilm-l6", "marian-tiny"] and options.intra_op_threads == 2
+    assert options.models == ["ticket-router", "minilm-l6", "marian-tiny"] and options.settings.threads == 2
     router = options.catalog.resolve("ticket-router")
     assert router.tolerances["int8"] == {"top1_agreement": 0.95, "cosine": 0.985}
     assert router.budgets == {"p50_ms": 12.5, "peak_rss_mb": 2048, "artifact_mb": 120}
@@ -253,6 +253,6 @@ fp16_op_block_list = ["Softmax"]
     options = build_options(rootdir=project)
     spec = options.catalog.resolve("bert-tiny")
     assert spec.int8_per_channel and spec.fp16_op_block_list == ("Softmax",)
-    ws = Workspace(replace(options, fp16_op_block_list=("Pow",)))
+    ws = Workspace(replace(options, settings=replace(options.settings, fp16_block_list=("Pow",))))
     settings = ws.settings_for(ws.model("bert-tiny"))
     assert settings.int8_per_channel and settings.fp16_op_block_list == ("Pow", "Softmax")

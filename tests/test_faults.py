@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.core import Precision, RunOptions
+from harness.core import Precision, RunOptions, Settings
 from harness.families.seq2seq import Seq2SeqFamily
 from harness.judge.numeric import GateFailure, lint_result, numeric_parity, run_graph_parity
 from harness.judge.workspace import Workspace
@@ -30,7 +30,7 @@ def test_decoder_without_encoder_attention_mask_fails_fp32_on_padded_batches(wor
 
 def test_missing_encoder_mask_is_invisible_without_padding():
     """PITFALLS #4: equal-length inputs hide the fault -- why the corpus must mix lengths."""
-    ws = Workspace(RunOptions(num_samples=1, batch_size=1))
+    ws = Workspace(RunOptions(settings=Settings(samples=1, batch_size=1)))
     result = numeric_parity(ws, variant("marian-tiny"), family=Seq2SeqFamily(encoder_mask=False))
     assert result.passed
 
@@ -75,10 +75,11 @@ def test_correct_export_has_no_training_mode_ops(workspace):
 def test_missing_dynamic_axis_is_caught():
     """TorchScript bakes nn.MultiheadAttention's batch size into a Reshape: the artifact
     crashes on any other batch, so the case errors instead of passing silently."""
-    ws = Workspace(RunOptions(num_samples=16, batch_size=8, exporter="torchscript", explicit_exporter=True))
+    ws = Workspace(RunOptions(settings=Settings(samples=16, batch_size=8, exporter="torchscript"),
+                              given={"exporter": "torchscript"}))
     with pytest.raises(Exception, match="Reshape"):
         numeric_parity(ws, variant("encoder-custom"))
-    default = Workspace(RunOptions(num_samples=16, batch_size=8))  # the model's own default: dynamo
+    default = Workspace(RunOptions(settings=Settings(samples=16, batch_size=8)))  # the model's own default: dynamo
     assert numeric_parity(default, variant("encoder-custom")).passed
 
 

@@ -22,7 +22,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from harness.core import PROVIDERS, Precision, RunOptions, Variant
+from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
 from harness.core import rss as rss_mod
 from harness.judge.numeric import numeric_parity
 from harness.judge.workspace import Workspace
@@ -111,8 +111,8 @@ def test_release_models_keeps_one_fp32_copy_and_closes_sessions(tmp_path, monkey
 
     monkeypatch.setattr(ort_runner.OrtGraphRunner, "__init__", tracking)
     options = RunOptions(models=["llama-tiny"], precisions=[Precision.FP32, Precision.FP16],
-                         providers=[PROVIDERS["torch_cpu"], PROVIDERS["ort_cpu"]], num_samples=4, batch_size=4,
-                         release_models="always")
+                         providers=[PROVIDERS["torch_cpu"], PROVIDERS["ort_cpu"]],
+                         settings=Settings(samples=4, batch_size=4, release_models="always"))
     # a fresh reference/output cache: every variant really runs, artifacts come from the shared cache
     from harness.judge.refcache import ReferenceCache
     from harness.zoo.base import materialize
@@ -158,7 +158,7 @@ def test_release_auto_follows_the_weight_size(workspace, monkeypatch):
     from harness.judge import workspace as ws_mod
 
     model = workspace.model("llama-tiny")
-    assert workspace.options.release_models == "auto" and not workspace.releases(model)  # a tiny model keeps it
+    assert workspace.options.settings.release_models == "auto" and not workspace.releases(model)  # a tiny model keeps it
     monkeypatch.setattr(ws_mod, "RELEASE_BYTES", 1)
     assert workspace.releases(model)
 

@@ -49,6 +49,9 @@ SAMPLE = {
     "int8_nodes_to_exclude": ["/model/model/layers.0/mlp/down_proj/MatMul"],
     # issue 16
     "external_data": "always", "release_models": "always",
+    # generation parity (were pytest-only options outside the table)
+    "gen_samples": 6, "gen_max_new_tokens": 9, "gen_beams": 2, "gen_cache": "off", "gen_repetition_penalty": 1.2,
+    "gen_batch_size": 3, "gen_worst": 4,
 }
 
 
@@ -95,21 +98,27 @@ def test_generated_docs_list_every_option():
 
 def test_config_run_keys_are_the_config_options_and_validate_by_type(tmp_path):
     assert set(RUN_KEYS) == {o.name for o in OPTIONS if o.in_config}
-    assert set(RUN_KEYS) <= set(SuiteConfig.__dataclass_fields__)
+    # the config holds the [run] table by option name: no per-option field to keep in step
+    assert not set(RUN_KEYS) & (set(SuiteConfig.__dataclass_fields__) - {"run"})
     (tmp_path / "harness.toml").write_text('[run]\nsamples = 3\nexporter = "dynamo"\nthreads = 2\n'
                                            'precisions = ["fp16"]\n')
     cfg = load_config(tmp_path / "harness.toml")
-    assert (cfg.samples, cfg.exporter, cfg.threads, cfg.precisions) == (3, "dynamo", 2, ["fp16"])
+    assert [cfg.value(n) for n in ("samples", "exporter", "threads", "precisions")] == [3, "dynamo", 2, ["fp16"]]
     (tmp_path / "harness.toml").write_text("[run]\nopset = 9\n")
     with pytest.raises(UsageError, match=r"run\.opset: must be >= 11, got 9"):
         load_config(tmp_path / "harness.toml")
 
 
-@pytest.mark.parametrize("o", [o for o in OPTIONS if o.kind is Kind.INT and o.minimum is not None],
+@pytest.mark.parametrize("o", [o for o in OPTIONS if o.kind in (Kind.INT, Kind.INT_LIST) and o.minimum is not None],
                          ids=lambda o: o.name)
 def test_limits_are_enforced_from_the_table(o):
     with pytest.raises(UsageError, match=f"{o.flag}: must be >= {o.minimum}"):
-        o.parse(o.minimum - 1)
+        o.parse(o.minimum - 1 if o.kind is Kind.INT else [str(o.minimum - 1)])
+
+
+def test_an_exclusive_limit_is_enforced_from_the_table():
+    with pytest.raises(UsageError, match="--gen-repetition-penalty: must be > 0, got 0"):
+        option("gen_repetition_penalty").parse("0")
 
 
 def test_rerun_command_reproduces_every_setting_that_changes_results():
@@ -169,3 +178,91 @@ def test_a_model_path_with_spaces_stays_one_model():
 def test_groups_partition_the_table():
     assert {o.group for o in OPTIONS} == set(Group)
     assert option("perf").group is Group.PERF and option("samples").group is Group.RUN
+
+
+# -- options once, typed: the resolved settings are the table -----------------------------------------
+def test_the_typed_settings_are_the_table():
+    """``RunOptions.settings`` has one field per option, named as the option, defaulting to the
+    table's default (harness/core/values.py is generated from the table and held to it here and by
+    ``render_metric_docs.py --check``)."""
+    from dataclasses import fields
+
+    from harness.core import Settings
+    from harness.settings.options import typed_default
+
+    assert [f.name for f in fields(Settings)] == [o.name for o in OPTIONS]
+    defaults = Settings()
+    assert {o.name: getattr(defaults, o.name) for o in OPTIONS} == {o.name: typed_default(o) for o in OPTIONS}
+
+
+def _toml(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+#: values build_options can resolve on this machine (the models and corpus exist, paths are the test's)
+def _buildable(tmp_path):
+    return {**SAMPLE, "models": ["bert-tiny"], "precisions": ["int8"], "providers": ["ort_cpu"],
+            "config": None, "trt_engine_cache": tmp_path / "engines", "trt_timing_cache": tmp_path / "timing",
+            "provider_options": [], "graph_optimization": ["disabled"]}
+
+
+@pytest.mark.parametrize("o", [o for o in OPTIONS if o.name not in ("config",)], ids=lambda o: o.name)
+def test_every_option_round_trips_cli_config_record_rerun(o, tmp_path, monkeypatch):
+    """One option at a time, from each source it has: the CLI (``harness run`` flag) and, when it
+    is a ``[run]`` key, the config file. The resolved settings hold the value under the option's
+    own name; a record's rerun command (for options that change results) gives it back through
+    ``harness run``'s parser -- for a config value, through the ``--config`` it repeats."""
+    from harness.settings.options import typed
+    from harness.settings.resolve import build_options
+
+    monkeypatch.chdir(tmp_path)
+    value = _buildable(tmp_path)[o.name]
+    if value in ([], None):
+        pytest.skip(f"{o.name}: no value that resolves without a GPU provider (validated by the backend)")
+    sources = ["cli"] + (["config"] if o.in_config else [])
+    for source in sources:
+        (tmp_path / "harness.toml").write_text(f"[run]\n{o.name} = {_toml(value)}\n" if source == "config" else "")
+        if source == "cli":
+            argv = o.argv(value, pytest_form=False) if o.on_cli else []
+            if not o.on_cli:
+                continue
+            given = cli_values(_run_parser().parse_args(argv))
+            assert given == {o.name: value}
+        else:
+            given = {}
+        options = build_options(given, rootdir=tmp_path)
+        assert getattr(options.settings, o.name) == typed(o, value), (o.name, source)
+        # record -> rerun
+        record_settings = {"num_samples": options.settings.samples, "batch_size": options.settings.batch_size,
+                           "opset": options.settings.opset, "options": recordable(options.given)}
+        case = {"model": "bert-tiny", "precision": "int8", "provider": "ort_cpu", "variant": "bert-tiny-int8-ort_cpu"}
+        command = rerun_command("harness/suites/test_logits_parity.py::test_logits_parity[x]", case, record_settings)
+        back = cli_values(_run_parser().parse_args(shlex.split(command)[2:]))
+        if o.rerun is Rerun.CASE:
+            assert back[o.name] == [case[o.name.rstrip("s")]] if o.name in case or o.name.rstrip("s") in case else True
+            continue
+        if o.rerun is Rerun.NEVER:
+            assert o.name not in back
+            continue
+        if source == "cli":
+            assert back[o.name] == value, command
+        else:  # the config file is named by the rerun and holds the value
+            assert Path(back["config"]) == (tmp_path / "harness.toml").resolve(), command
+            rebuilt = build_options({"config": back["config"]}, rootdir=tmp_path)
+            assert getattr(rebuilt.settings, o.name) == typed(o, value)
+
+
+def test_generation_options_are_run_flags_config_keys_and_in_the_rerun():
+    """The seven ``--harness-gen-*`` options were pytest-only: no ``harness run`` flag, no config key,
+    dropped from the rerun command."""
+    names = [o.name for o in OPTIONS if o.group is Group.GEN]
+    assert len(names) == 7 and all(option(n).pytest_flag == "--harness-" + n.replace("_", "-") for n in names)
+    assert all(option(n).in_config for n in names)
+    help_text = _run_parser().format_help()
+    assert all(option(n).flag in help_text for n in names)

@@ -15,7 +15,7 @@ import yaml
 
 import harness.judge.workspace  # noqa: F401  (see tests/test_plugin.py: import native stacks once)
 from harness.cli import main
-from harness.core import RunOptions, UsageError
+from harness.core import RunOptions, Settings, UsageError
 from harness.settings.config_file import load_config
 from harness.settings.resolve import build_options
 from harness.zoo.base import materialize, resolve, spec_for_directory
@@ -126,7 +126,7 @@ def test_allow_skip_from_the_config_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "harness.toml").write_text('[run]\nproviders = ["ort_cuda"]\nallow_skip = true\n')
     options = build_options(models=["bert-tiny"])
-    assert options.allow_skip and options.explicit_variants  # providers from the config are a request too
+    assert options.settings.allow_skip and options.explicit_variants  # providers from the config are a request too
 
 
 def test_default_matrix_is_not_an_explicit_request(tmp_path, monkeypatch):
@@ -204,7 +204,7 @@ def test_truncation_respects_the_models_positions(repo, bert_dir):
     for f in bert_dir.glob("*"):
         if f.name.startswith(("tokenizer", "special", "vocab")):
             shutil.copy(f, short / f.name)
-    ws = Workspace(RunOptions(models=["./short-bert"], num_samples=166, batch_size=64, intra_op_threads=1))
+    ws = Workspace(RunOptions(models=["./short-bert"], settings=Settings(samples=166, batch_size=64, threads=1)))
     model = ws.model("./short-bert")
     assert input_token_limit(model) == 64
     texts = ws.texts(model)
@@ -226,7 +226,7 @@ def test_recorded_sample_count_is_what_was_used(tmp_path):
     corpus.write_text("".join(f"Sentence number {i} of five.\n" for i in range(5)))
     (tmp_path / "harness.toml").write_text(f'[models.five]\npath = "m"\ncorpus = "{corpus.name}"\n')
     shutil.copytree(materialize(resolve("bert-tiny")), tmp_path / "m")
-    options = build_options(config_path=str(tmp_path / "harness.toml"))
+    options = build_options(config=str(tmp_path / "harness.toml"))
     ws = Workspace(options)
     settings = Case(ws, variant("five", "fp32", "torch_cpu"), tmp_path / "run").payload()["settings"]
     assert (settings["num_samples"], settings["samples_requested"], settings["corpus_size"]) == (5, 32, 5)
@@ -243,7 +243,7 @@ def test_a_chinese_model_judged_from_another_path_scores_bleu_in_chinese(tmp_pat
     src = Path(__file__).resolve().parents[1] / "harness" / "zoo" / "models" / "numbers-en-zh"
     shutil.copytree(src, tmp_path / "zh model")
     path = str(tmp_path / "zh model")
-    ws = Workspace(RunOptions(models=[path], intra_op_threads=1))
+    ws = Workspace(RunOptions(models=[path], settings=Settings(threads=1)))
     result = generation_parity(ws, variant(path, "fp32", "torch_cpu"), GenerationRequest(samples=6))
     assert result.metrics["gen_bleu_vs_torch"] == pytest.approx(100.0)
     assert "tok:zh" in result.signatures["bleu_vs_torch"]

@@ -124,7 +124,7 @@ def test_budgets_fail_the_case_with_number_and_budget(pytester: pytest.Pytester,
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--harness-perf", "--harness-perf-batch-sizes=0"], "--harness-perf-batch-sizes: need positive integers, got [0]"),
+    (["--harness-perf", "--harness-perf-batch-sizes=0"], "--harness-perf-batch-sizes: must be >= 1, got 0"),
     (["--harness-baseline-compare=nope"], "unknown baseline 'nope'"),
     (["--harness-baseline-save=../x"], "invalid baseline name '../x'"),
 ])

@@ -106,7 +106,7 @@ def test_example_runtime_config_loads_and_every_case_records_its_settings():
 
     options = build_options({"config": EXAMPLE})
     assert options.runtime_axes == {"graph_optimization": ["disabled", "all"]}
-    assert options.int8_calibration == "entropy"
+    assert options.settings.int8_calibration == "entropy"
     ws = Workspace(options)
     variants = {v.id: v for v in matrix(options)}
     assert "encoder-custom-12x768-fp32-ort_trt-opt_disabled" in variants
@@ -229,7 +229,7 @@ def test_axis_static_int8_and_profile_end_to_end(tmp_path):
 def test_calibration_sentences_never_overlap_the_judged_ones():
     from harness.judge.workspace import Workspace
 
-    ws = Workspace(build_options(models=["bert-tiny"], num_samples=8))
+    ws = Workspace(build_options(models=["bert-tiny"], samples=8))
     model = ws.model("bert-tiny")
     judged, calibration = ws.texts(model), ws.calibration_texts(model)
     assert calibration and not set(judged) & set(calibration)

@@ -139,7 +139,7 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
         result.outputs = run_graph_parity(runner, graph, batches, precision, overrides,
                                           output_map={r: r for r in match.output_map}, probes=probes,
                                           shapes=result.shapes)
-    except Exception as exc:  # the artifact ran and broke: its verdict is "error", others still run
+    except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
         result.error = f"{job.label}: {describe_error(exc, 300)}"
         return result
     finally:
@@ -218,7 +218,7 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
             result.outputs.insert(0, lint_result(job.key, str(job.artifact.path), job.graph,
                                                  result.match.input_map if result.match else None))
         outcome.jobs.append(result)
-    settings = {"batch_size": ws.options.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
+    settings = {"batch_size": ws.options.settings.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
                 "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
                 "tolerance_overrides": dict(req.tolerances),
                 "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
@@ -259,7 +259,7 @@ def _judge_perf(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant
             budgets.enforce(case, case.perf)
 
         verdict = _verdict(gate, [])
-    except Exception as exc:  # a file that cannot be timed: its verdict, not a crash of the check
+    except Exception as exc:  # noqa: BLE001 - a file that cannot be timed: its verdict, not a crash of the check
         verdict = ("error", describe_error(exc, 300))
     outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
 
@@ -271,7 +271,7 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
     started = time.perf_counter()
     try:
         decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
-    except Exception as exc:  # a decoding crash in the artifact is its verdict, not ours
+    except Exception as exc:  # noqa: BLE001 - a decoding crash in the artifact is its verdict, not ours
         case.artifacts.update(files)
         outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
                                        settings, run_id))

@@ -87,7 +87,7 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
         raise UsageError(f"{path}: empty file")
     try:
         model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # DecodeError, OSError, ...: protobuf says little more than "truncated"
+    except Exception as exc:  # noqa: BLE001 - DecodeError, OSError, ...: protobuf says little more than "truncated"
         raise UsageError(f"{path}: not a readable ONNX model (truncated or corrupt: "
                          f"{describe_error(exc)})") from None
     if not model.graph.node or not model.graph.output:

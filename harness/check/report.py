@@ -29,6 +29,27 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
     spec = outcome.spec
     console.print(f"[bold]harness check[/] {escape(spec.name)} ({spec.family}) at {outcome.variant.precision.value} "
                   f"on {outcome.variant.provider.short}; precision {escape(outcome.precision_note)}")
+    _print_artifacts(outcome, console)
+    _print_matching(outcome, console)
+    console.print(metrics_table(outcome))
+    for result in outcome.jobs:
+        for out in result.outputs:
+            if out.worst is not None and out.failures():
+                console.print(f"  worst element of {escape(out.graph)}.{escape(out.output)}: "
+                              f"{escape(out.worst.describe(out.axis_names))}")
+    for result in outcome.jobs:
+        if result.error:
+            console.print(f"[red]error[/] {_safe(result.error)}")
+    if outcome.perf:
+        _print_perf(outcome.perf, console)
+    if outcome.generation is not None:
+        console.print(generation_table(outcome.generation))
+    for note in outcome.notes:
+        console.print(f"note: {escape(note)}")
+    _print_verdicts(outcome, console)
+
+
+def _print_artifacts(outcome: CheckOutcome, console: Console) -> None:
     files = Table(title="artifacts", title_justify="left")
     for col in ("file", "role", "precision", "opset", "producer", "MB", "sha256"):
         files.add_column(col)
@@ -36,6 +57,10 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
         files.add_row(escape(str(a.path)), a.role, a.precision, str(a.opsets.get("", "?")), escape(a.producer or "?"),
                       f"{a.bytes / 1e6:.2f}", a.sha256[:12])
     console.print(files)
+
+
+def _print_matching(outcome: CheckOutcome, console: Console) -> None:
+    """How each artifact's inputs and outputs were matched to the reference graph's."""
     for result in outcome.jobs:
         if result.match is None:
             continue
@@ -49,25 +74,23 @@ def print_outcome(outcome: CheckOutcome, console: Console) -> None:
         console.print(table)
         for note in result.notes:
             console.print(f"  note: {escape(note)}")
-    console.print(metrics_table(outcome))
-    for result in outcome.jobs:
-        for out in result.outputs:
-            if out.worst is not None and out.failures():
-                console.print(f"  worst element of {escape(out.graph)}.{escape(out.output)}: "
-                              f"{escape(out.worst.describe(out.axis_names))}")
-    for result in outcome.jobs:
-        if result.error:
-            console.print(f"[red]error[/] {_safe(result.error)}")
-    if outcome.perf:
-        from harness.check.perf import describe
 
-        console.print("[bold]performance[/] (harness check --perf)")
-        for line in describe(outcome.perf):
-            console.print(f"  {escape(line)}")
-    if outcome.generation is not None:
-        console.print(generation_table(outcome.generation))
-    for note in outcome.notes:
-        console.print(f"note: {escape(note)}")
+
+def _print_perf(perf: Any, console: Console) -> None:
+    from harness.check.perf import describe
+
+    console.print("[bold]performance[/] (harness check --perf)")
+    if "serving" in perf:  # a served model: the load sweep, one line per concurrency level
+        from harness.serving.sweep import describe as describe_sweep
+
+        lines = describe_sweep(perf)
+    else:
+        lines = describe(perf)
+    for line in lines:
+        console.print(f"  {escape(line)}")
+
+
+def _print_verdicts(outcome: CheckOutcome, console: Console) -> None:
     for record in outcome.records:
         verdict = record["verdict"]
         lines = record["reason"].splitlines() if record["reason"] else []

@@ -18,6 +18,7 @@ from harness.core import (
     Precision,
     Provider,
     RunOptions,
+    Settings,
     UsageError,
     Variant,
     parse_precision,
@@ -36,7 +37,7 @@ _ORDER = (Precision.FP32, Precision.FP16, Precision.INT8)
 @dataclass
 class CheckRequest:
     reference: str
-    onnx: Path
+    onnx: Path | None = None  # None with an endpoint
     precision: str | None = None  # None: detected from the files
     provider: str = "ort_cpu"
     corpus: str | None = None
@@ -56,6 +57,8 @@ class CheckRequest:
     runtime: Any = None
     #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
     repro_bundles: str | None = None
+    #: judge a served model instead of files (harness.serving.endpoint.Endpoint; ``onnx`` unused)
+    endpoint: Any = None
 
 
 @dataclass(frozen=True)
@@ -70,11 +73,15 @@ class CheckSetup:
     options: RunOptions
 
 
-def resolve(req: CheckRequest) -> CheckSetup:
+def resolve(req: CheckRequest, artifacts: list[ArtifactFile] | None = None) -> CheckSetup:
+    """``artifacts``: what another source (a served model's metadata) describes, instead of files."""
     from harness.settings.resolve import merge_tolerances
 
     spec = req.spec or reference_spec(req.reference)
-    artifacts = discover(Path(req.onnx))  # bad files fail here, before the model loads
+    if artifacts is None:
+        if req.onnx is None:
+            raise UsageError("give --onnx PATH (or --endpoint URL)")
+        artifacts = discover(Path(req.onnx))  # bad files fail here, before the model loads
     provider = onnx_provider(req.provider)
     if req.corpus:
         spec = replace(spec, corpus=corpus_option(req.corpus))
@@ -87,12 +94,11 @@ def resolve(req: CheckRequest) -> CheckSetup:
     spec = replace(spec, tolerances=overrides)  # numeric and generation gates both read the spec
     catalog = ModelCatalog()
     catalog.add(spec)  # the checked model with its tolerances and corpus: this run's, like a config's models
-    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider], catalog=catalog)
-    options.batch_size = req.batch_size or options.batch_size
-    options.num_samples = req.samples or options.num_samples
-    options.intra_op_threads = req.threads
-    if req.repro_bundles is not None:
-        options.repro_bundles = req.repro_bundles
+    defaults = Settings()
+    settings = Settings(batch_size=req.batch_size or defaults.batch_size, samples=req.samples or defaults.samples,
+                        threads=req.threads, repro_bundles=req.repro_bundles or defaults.repro_bundles)
+    options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider], catalog=catalog,
+                         settings=settings)
     if req.runtime is not None:  # runtime settings of the check (--graph-optimization, --provider-option...)
         options.runtime = req.runtime
     variant = Variant(spec.name, precision, provider, options.runtime.axis_values())  # ...-opt_disabled when set

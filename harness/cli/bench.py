@@ -77,7 +77,7 @@ def bench(args: argparse.Namespace) -> int:
             ensure_writable_file(getattr(args, option), f"--{option}")
     if args.cache:
         os.environ["HARNESS_CACHE"] = str(args.cache)
-    from harness.core import RunOptions
+    from harness.core import RunOptions, Settings
     from harness.judge.workspace import Workspace
     from harness.perf.bench import render, to_markdown
     from harness.perf.headline import measure_headline
@@ -91,7 +91,7 @@ def bench(args: argparse.Namespace) -> int:
     from harness.core import parse_provider
 
     providers = [parse_provider(name) for name in args.providers] if args.providers else None  # checked in _check
-    options = RunOptions(models=list(models), intra_op_threads=args.threads)
+    options = RunOptions(models=list(models), settings=Settings(threads=args.threads))
     ws = Workspace(options, args.cache)  # threads reach torch and ORT through the backends
     console = cli_console()
     results = []

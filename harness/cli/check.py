@@ -2,6 +2,7 @@
 
     harness check --reference ./my-model --onnx ./exported/ [--precision int8] [--provider ort_cpu]
     harness check --config harness.toml          # every [models.<name>.artifacts] entry
+    harness check --reference ./my-model --endpoint http://127.0.0.1:8000 --served-model bert [--perf]
 
 Exit 0 every check passed, 1 a check failed or the artifact broke while running, 2 bad
 input (missing or corrupt file, unreadable model directory, I/O that cannot be matched):
@@ -35,7 +36,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="an .onnx file, or a directory in optimum's layout (encoder_model.onnx, decoder_model.onnx, "
                         "decoder_with_past_model.onnx, decoder_model_merged.onnx, model.onnx)")
     p.add_argument("--config", metavar="FILE", type=Path,
-                   help="check every [models.<name>.artifacts] entry of a suite config instead")
+                   help="check every [models.<name>.artifacts] and [models.<name>.endpoint] entry of a suite "
+                        "config instead")
+    from harness.serving.options import add_endpoint_arguments
+
+    add_endpoint_arguments(p)
     p.add_argument("--models", nargs="+", default=None, help="with --config: only these models")
     p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
                                                      "(default: detected from the files)")
@@ -88,12 +93,23 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
                   generation=not args.no_generation, gen_samples=args.gen_samples,
                   perf=perf_settings(args), runtime=runtime_settings(args),
                   repro_bundles=cli_values(args).get("repro_bundles"))
+    from harness.serving.options import endpoint_of
+
+    endpoint = endpoint_of(args)
     if args.config is not None:
-        if args.reference or args.onnx:
-            raise UsageError("--config: give either --config or --reference/--onnx, not both")
+        if args.reference or args.onnx or endpoint:
+            raise UsageError("--config: give either --config or --reference with --onnx/--endpoint, not both")
         return config_requests(args, common)
+    if endpoint is not None:
+        if args.onnx:
+            raise UsageError("--endpoint: give either --onnx PATH or --endpoint URL, not both")
+        if not args.reference:
+            raise UsageError("--endpoint: give --reference DIR (the model the served one was built from)")
+        return [CheckRequest(reference=args.reference, endpoint=endpoint, precision=args.precision,
+                             samples=args.samples, batch_size=args.batch_size, threads=args.threads,
+                             **{**common, "perf": sweep_settings(args, common["perf"])})]
     if not args.reference or not args.onnx:
-        raise UsageError("give --reference DIR and --onnx PATH (or --config FILE)")
+        raise UsageError("give --reference DIR and --onnx PATH or --endpoint URL (or --config FILE)")
     return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
 
@@ -111,14 +127,14 @@ def perf_settings(args: argparse.Namespace) -> Any:
     from harness.settings.options import cli_values
 
     values = cli_values(args)
-    if not values.get("perf"):
-        return None
-    given = {key: values[f"perf_{key}"] for key in ("samples", "warmup", "repeats", "new_tokens", "time_budget")
-             if f"perf_{key}" in values}
-    for key in ("batch_sizes", "seq_lens"):
-        if f"perf_{key}" in values:
-            given[key] = tuple(values[f"perf_{key}"])
-    return PerfSettings(**given)
+    return PerfSettings.from_options(values) if values.get("perf") else None
+
+
+def sweep_settings(args: argparse.Namespace, perf: Any) -> Any:
+    """``--perf`` against an endpoint: the load sweep's settings (None without ``--perf``)."""
+    from harness.serving.options import sweep_of
+
+    return sweep_of(args) if perf is not None else None
 
 
 def runtime_settings(args: argparse.Namespace) -> Any:
@@ -142,20 +158,30 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
     from harness.settings.resolve import build_options
     from harness.zoo.base import ModelCatalog
 
-    options = build_options(models=args.models, config_path=args.config, rootdir=Path.cwd(),
-                            batch_size=args.batch_size, num_samples=args.samples, intra_op_threads=args.threads)
+    options = build_options(models=args.models, config=args.config, rootdir=Path.cwd(),
+                            batch_size=args.batch_size, samples=args.samples, threads=args.threads)
     providers = available_ort_providers(options.providers)
     out = []
     catalog = options.catalog or ModelCatalog()
     for name in options.models:
         spec = catalog.resolve(name)
+        table = spec.extra.get("endpoint")
+        if table is not None:  # [models.<name>.endpoint]: the served model, judged once
+            from harness.serving.endpoint import endpoint_from_table
+
+            served = endpoint_from_table(table, f"{args.config}: [models.{name}.endpoint]")
+            out.append(CheckRequest(reference=name, spec=spec, endpoint=served,
+                                    precision=args.precision or table.get("precision"),
+                                    samples=options.settings.samples, batch_size=options.settings.batch_size,
+                                    threads=options.settings.threads,
+                                    **{**common, "perf": sweep_settings(args, common["perf"])}))
         for precision, path in (spec.extra.get("artifacts") or {}).items():
             if args.precision and precision != args.precision:
                 continue
             for provider in providers:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
-                                        provider=provider, samples=options.num_samples,
-                                        batch_size=options.batch_size, threads=options.intra_op_threads, **common))
+                                        provider=provider, samples=options.settings.samples,
+                                        batch_size=options.settings.batch_size, threads=options.settings.threads, **common))
     if not providers:
         raise UsageError(f"{args.config}: none of the run's ONNX-running providers (ort_*, ov_cpu) is available here")
     if not out:
@@ -199,7 +225,12 @@ def check(args: argparse.Namespace) -> int:
     code = 0
     run_id = new_run_id()  # one run: every request's records share it
     for request in todo:
-        outcome = run_check(request, out, run_id)
+        if request.endpoint is not None:
+            from harness.serving.check import run_endpoint_check
+
+            outcome = run_endpoint_check(request, out, run_id)
+        else:
+            outcome = run_check(request, out, run_id)
         print_outcome(outcome, console)
         for record in outcome.records:
             writer.append(record)

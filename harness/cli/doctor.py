@@ -39,7 +39,7 @@ def doctor(args: argparse.Namespace) -> int:
     for backend in backends().values():  # each says what it sees here: version, devices, or why not
         try:
             line = backend.runtime_summary()
-        except Exception as exc:  # a broken runtime install is a finding, not a doctor crash
+        except Exception as exc:  # noqa: BLE001 - a broken runtime install is a finding, not a doctor crash
             line = f"{backend.name}: cannot be queried ({type(exc).__name__}: {exc})"
         console.print(f"  {escape(line)}", highlight=False)
     console.print(f"cache: {cache_root()}")

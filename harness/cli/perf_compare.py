@@ -92,7 +92,7 @@ def _session(path: Path, provider: str, threads: int | None) -> Any:
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     try:
         return ort.InferenceSession(str(path), options, providers=[PROVIDERS[provider].device])
-    except Exception as exc:  # a corrupt or foreign file is bad input
+    except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file is bad input
         raise UsageError(f"{path}: onnxruntime cannot open it ({str(exc).splitlines()[0][:200]})") from None
 
 

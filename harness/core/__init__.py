@@ -3,6 +3,7 @@ harness at import time (the provider table and the deprecated ``HIGHER_IS_BETTER
 from their registries on first use).
 
 ``types``: Precision, Provider, Variant, Check, Tolerance, RunOptions and their parsers.
+``values``: Settings, every run option's typed value (generated from the option table).
 ``errors``: UsageError (one line, exit 2) and the helpers that word such lines.
 """
 
@@ -26,9 +27,10 @@ from harness.core.types import (
     precision_overrides,
     provider_table,
 )
+from harness.core.values import Settings
 
 __all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
-           "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
+           "Settings", "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
            "parse_provider", "precision_overrides", "provider_table", "split_csv"]
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from harness.core.errors import UsageError, did_you_mean
+from harness.core.values import Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
@@ -180,64 +181,41 @@ def __getattr__(name: str) -> object:
 
 @dataclass
 class RunOptions:
-    """What one run covers; built from CLI/pytest options or a config file."""
+    """What one run covers: every option's value (``settings``, typed, named as the option table
+    names them) and what the run resolved from them (the models, parsed variants, the catalog,
+    runtime settings). Built by ``harness.settings.resolve.build_options``."""
 
     models: list[str] = field(default_factory=list)
     precisions: list[Precision] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
     providers: list[Provider] = field(default_factory=lambda: [provider_table()[p] for p in DEFAULT_PROVIDERS])
-    opset: int = 17
-    exporter: str = "torchscript"  # or "dynamo"
-    batch_size: int = 8
-    num_samples: int = 32
-    intra_op_threads: int | None = None
-    inter_op_threads: int | None = None
-    #: TensorRT optimisation profile limits (None: the batch size / the tokenizer's 128 tokens)
-    trt_max_batch: int | None = None
-    trt_max_seq: int = 128
-    #: ONNX ops kept in FP32 by the FP16 conversion, on top of onnxconverter-common's defaults
-    fp16_op_block_list: tuple[str, ...] = ()
-    #: INT8 with per-channel weight scales for every model (a model may also ask for it itself)
-    int8_per_channel: bool = False
-    #: issue 14: node names kept in FP32 by FP16 / left unquantised by INT8, for every model (a model's
-    #: ``[models.<name>]`` may add its own)
-    fp16_node_block_list: tuple[str, ...] = ()
-    int8_nodes_to_exclude: tuple[str, ...] = ()
-    #: the exporter was chosen for this run (it then overrides a model's own default exporter)
-    explicit_exporter: bool = False
+    #: every option's value: explicit > config file > the table's default
+    settings: Settings = field(default_factory=Settings)
     #: the options this run set explicitly (option name -> value): what a record's rerun repeats
     given: dict[str, Any] = field(default_factory=dict)
     #: the models this run can name (the zoo plus the suite config's models and overrides)
     catalog: "ModelCatalog | None" = None
-    # -- issue 9: CI semantics and inputs --
     #: precisions or providers were chosen explicitly (CLI or config): a variant of this run that
-    #: cannot run here was asked for, so it is 'not-run' (failing) rather than a skip...
+    #: cannot run here was asked for, so it is 'not-run' (failing) rather than a skip unless
+    #: ``settings.allow_skip``
     explicit_variants: bool = False
-    #: ...unless the run allows it (``--allow-skip``)
-    allow_skip: bool = False
-    #: language of generated text (BLEU tokenizer), overriding each model's own and detection
-    target_lang: str | None = None
-    #: the pytest plugin adds the built-in suites to the collection
-    builtin_suites: bool = False
-    #: ``--samples`` was set explicitly: a corpus shorter than it is a usage error, not silently shorter
-    explicit_samples: bool = False
     #: one-line notes for the user about how the run's inputs resolved (a shadowed local directory...)
     notes: tuple[str, ...] = ()
     #: how artifacts are run (session options, EP options, TensorRT profile), run-wide; a model's
     #: ``[models.<name>.runtime]`` refines it (``harness.judge.workspace.Workspace.runtime_for``)
     runtime: "RuntimeSettings" = field(default_factory=lambda: _runtime_default())
-    #: recompute the PyTorch FP32 references instead of reading the reference cache (issue 13)
-    fresh_references: bool = False
     #: runtime axes of the matrix: setting -> values (one case per value where the backend honours it)
     runtime_axes: dict[str, list[str]] = field(default_factory=dict)
-    #: static INT8 calibration: method and how many corpus sentences (taken after the judged ones)
-    int8_calibration: str = "minmax"
-    int8_calibration_samples: int = 32
-    #: repro bundles of failing numeric cases: auto (artifact bytes when small), bytes, off (issue 14)
-    repro_bundles: str = "auto"
-    #: ONNX artifacts with external data: auto (by size), always, never (``harness.export.external``)
-    external_data: str = "auto"
-    #: free a model's PyTorch module (and copies) when a case ends: auto (large models), always, never
-    release_models: str = "auto"
+
+    @property
+    def exporter(self) -> str:
+        """The exporter of the run (a model's own default applies unless ``explicit_exporter``)."""
+        return self.settings.exporter or "torchscript"
+
+    @property
+    def explicit_exporter(self) -> bool:
+        """The exporter was given for this run (not only by the config file): it then overrides a
+        model's own default exporter."""
+        return "exporter" in self.given
 
 
 def _runtime_default() -> "RuntimeSettings":

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from harness.core import PROVIDERS, Check, Precision, Variant, precision_overrides
+from harness.core import PROVIDERS, Check, Precision, Settings, Variant, precision_overrides
 from harness.core.phases import phase
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
@@ -34,6 +34,7 @@ from harness.metrics.text import (
     worst_pairs,
 )
 from harness.results.checks import CheckResult, raise_failures
+from harness.results.sections import Evidence, Generation
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
@@ -71,6 +72,15 @@ class GenerationRequest:
     repetition_penalty: float | None = None
     batch_size: int | None = None
     worst: int | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "GenerationRequest":
+        """The run's ``gen_*`` options (``harness.settings.options``, group ``gen``)."""
+        cache = settings.gen_cache
+        return cls(samples=settings.gen_samples, max_new_tokens=settings.gen_max_new_tokens,
+                   num_beams=settings.gen_beams, use_cache=None if cache is None else cache == "on",
+                   repetition_penalty=settings.gen_repetition_penalty, batch_size=settings.gen_batch_size,
+                   worst=settings.gen_worst)
 
     def resolved(self, model: "LoadedModel") -> dict[str, Any]:
         """Defaults < the model's ``extra["generation"]`` < this request."""
@@ -348,7 +358,7 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
 
 def decode_threads(ws: "Workspace") -> int:
     """The run's ``--harness-threads`` if given, else the decoding default (see decode.py)."""
-    return ws.options.intra_op_threads or DECODE_TORCH_THREADS
+    return ws.options.settings.threads or DECODE_TORCH_THREADS
 
 
 def corpus_for(model: "LoadedModel") -> "Corpus":
@@ -395,7 +405,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
             try:
                 result.forensics = divergence_forensics(ws, model, family, variant, result.rows, texts, settings,
                                                         int(wanted["batch_size"]))
-            except Exception as exc:  # evidence for a verdict already reached: never turn a fail into an error
+            except Exception as exc:  # noqa: BLE001 - evidence for a verdict already reached: never turn a fail into an error
                 from harness.core import describe_error
 
                 result.forensics_note = f"forensics unavailable: {describe_error(exc)}"
@@ -434,7 +444,7 @@ def _judged(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Co
             got: Decoded, ref_seconds: float) -> GenerationResult:
     refs = [corpus.references[i] for i in indices] if corpus.references is not None else None
     rows = make_rows(indices, texts, refs, reference, got, model.tokenizer.convert_ids_to_tokens)
-    lang, lang_from = target_language(ws.options.target_lang, model.spec.target_lang, refs, reference.texts)
+    lang, lang_from = target_language(ws.options.settings.target_lang, model.spec.target_lang, refs, reference.texts)
     metrics, signatures = cached_scores(ws, rows, lang)
     signatures["target_lang"] = f"{lang or 'spaced script'} ({lang_from})"
     worst = worst_pairs(texts, refs if refs is not None else [""] * len(texts), reference.texts, got.texts,
@@ -457,14 +467,10 @@ def record(case: Any, result: GenerationResult) -> None:
     case.metrics.update(result.metrics)
     case.thresholds.update(result.thresholds())
     case.artifacts.update(result.artifacts)
-    case.data["generation"] = {"settings": result.settings, "signatures": result.signatures,
-                               "seconds": result.seconds, "first_divergence": result.first_divergence()}
-    case.data["worst_pairs"] = result.worst
-    if result.forensics:
-        case.data["generation_forensics"] = [f.as_dict() for f in result.forensics]
     path = case.side_file("decoded.jsonl")
     write_decoded(path, result.rows)
-    case.data["generation"]["decoded"] = str(path)
+    Generation(result.settings, result.signatures, result.seconds, str(path), tuple(result.worst),
+               tuple(f.as_dict() for f in result.forensics), result.first_divergence()).write(case.data)
 
 
 def judge(case: Any, request: GenerationRequest | None = None, family: "Family | None" = None) -> GenerationResult:
@@ -473,11 +479,11 @@ def judge(case: Any, request: GenerationRequest | None = None, family: "Family |
     try:
         result = generation_parity(case.workspace, case.variant, request, family)
     except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
-        if case.workspace.options.repro_bundles != "off":
+        if case.workspace.options.settings.repro_bundles != "off":
             _error_bundle(case, request, family, exc)
         raise
     record(case, result)
-    if not result.passed and case.workspace.options.repro_bundles != "off":
+    if not result.passed and case.workspace.options.settings.repro_bundles != "off":
         from harness.repro.generation import write_generation_bundle
 
         ws = case.workspace
@@ -485,14 +491,14 @@ def judge(case: Any, request: GenerationRequest | None = None, family: "Family |
         with phase("metrics"):  # writing the evidence of a verdict
             try:
                 bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
-                                                 family or ws.family(model), result, ws.options.repro_bundles)
-            except Exception as exc:  # best-effort evidence: the gate's verdict stands either way
+                                                 family or ws.family(model), result, ws.options.settings.repro_bundles)
+            except Exception as exc:  # noqa: BLE001 - best-effort evidence: the gate's verdict stands either way
                 from harness.core import describe_error
 
-                case.data["repro_bundle_error"] = describe_error(exc)
+                Evidence(bundle_error=describe_error(exc)).write(case.data)
                 bundle = None
         if bundle is not None:
-            case.data["repro_bundles"] = {"generation": str(bundle)}
+            Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)
     return result
 
 
@@ -508,8 +514,8 @@ def _error_bundle(case: Any, request: GenerationRequest | None, family: "Family 
         with phase("metrics"):  # writing the evidence of a verdict
             bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
                                                family or ws.family(model), settings, indices, texts,
-                                               int(wanted["batch_size"]), exc, ws.options.repro_bundles)
-    except Exception:
+                                               int(wanted["batch_size"]), exc, ws.options.settings.repro_bundles)
+    except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
         return
     if bundle is not None:
-        case.data["repro_bundles"] = {"generation": str(bundle)}
+        Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)

@@ -277,11 +277,11 @@ def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
     if graph.name != entry or not shapeable(graph) or "input_ids" not in graph.dynamic_axes:
         return []  # the entry graph only: the others are fed by its outputs (the family's probes cover them)
     limit = max_positions(model) or 10**9
-    longest = min(ws.options.trt_max_seq, limit)
-    widest = ws.options.trt_max_batch or ws.options.batch_size
+    longest = min(ws.options.settings.trt_max_seq, limit)
+    widest = ws.options.settings.trt_max_batch or ws.options.settings.batch_size
     try:
         shortest = len(model.tokenizer("")["input_ids"]) + 1
-    except Exception:
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot encode '': the smallest probe is 2
         shortest = 2
     out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
            (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
@@ -374,7 +374,7 @@ def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedMode
     on the exception (``harness_repro_bundles``) for the case's record; None when not written
     (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
     case's own error is what the record must say."""
-    mode = ws.options.repro_bundles
+    mode = ws.options.settings.repro_bundles
     if mode == "off":
         return None
     try:
@@ -389,9 +389,9 @@ def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedMode
         with phase("metrics"):
             bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
                                         artifact=onnx[0], batches=batches, exc=exc,
-                                        runtime=ws.runtime_for(variant, model), threads=ws.options.intra_op_threads,
+                                        runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
                                         mode=mode)
-    except Exception:  # the evidence is best-effort; the case's error stands either way
+    except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
         return None
     if bundle is not None:
         named = dict(getattr(exc, "harness_repro_bundles", {}) or {})

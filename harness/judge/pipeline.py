@@ -89,7 +89,7 @@ def bundle_stage(ws: Workspace, variant: Variant, model: LoadedModel, judged: Gr
                  case_dir: Path) -> Path | None:
     """The failing graph's repro bundle in ``case_dir/repro-<graph>``; None when not written
     (bundles off, or the runner runs no single ONNX file: ``GraphRunner.file_view``)."""
-    mode = ws.options.repro_bundles
+    mode = ws.options.settings.repro_bundles
     if mode == "off":
         return None
     from harness.repro import write_bundle
@@ -97,7 +97,7 @@ def bundle_stage(ws: Workspace, variant: Variant, model: LoadedModel, judged: Gr
     with phase("metrics"):  # writing the evidence of a verdict
         return write_bundle(case_dir / f"repro-{judged.graph.name}", variant=variant, graph=judged.graph,
                             runner=judged.runner, batches=judged.batches, judged=judged.outputs,
-                            runtime=ws.runtime_for(variant, model), threads=ws.options.intra_op_threads, mode=mode,
+                            runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads, mode=mode,
                             texts=ws.batches(model), embedding=judged.embedding)
 
 

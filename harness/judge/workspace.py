@@ -59,7 +59,7 @@ class Workspace:
         self.source: ArtifactSource | None = source if source is not None else prebuilt
         self._models: dict[str, LoadedModel] = {}
         self._specs: dict[str, ModelSpec] = {}
-        self.references = ReferenceCache(self.cache_dir / "references", fresh=options.fresh_references)
+        self.references = ReferenceCache(self.cache_dir / "references", fresh=options.settings.fresh_references)
 
     # -- models and data -----------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -79,7 +79,7 @@ class Workspace:
         beside minutes of export, and holding the module through every ONNX conversion and session
         is what took a 2 GB model's run to 5x its weights; a small model keeps it (reloads would
         cost more than the memory saves)."""
-        mode = self.options.release_models
+        mode = self.options.settings.release_models
         if mode != "auto":
             return mode == "always"
         if "weight_bytes" not in model.cache:
@@ -141,11 +141,11 @@ class Workspace:
         return corpus_by_name(model.spec.corpus)
 
     def texts(self, model: LoadedModel) -> list[str]:
-        return list(self.corpus(model).sources[: self.options.num_samples])
+        return list(self.corpus(model).sources[: self.options.settings.samples])
 
     def batches(self, model: LoadedModel, size: int | None = None) -> list[list[str]]:
         """The corpus sentences in batches of ``size`` (default: the run's batch size)."""
-        texts, size = self.texts(model), size or self.options.batch_size
+        texts, size = self.texts(model), size or self.options.settings.batch_size
         return [texts[i: i + size] for i in range(0, len(texts), size)]
 
     def parity_batches(self, model: LoadedModel, family: Family, graph: GraphSpec,
@@ -228,7 +228,7 @@ class Workspace:
                 for f in feeds:
                     try:
                         outs.append(runner.run(f))
-                    except Exception as exc:  # kept as the refusal it is: replayed as the same error
+                    except Exception as exc:  # noqa: BLE001 - kept as the refusal it is: replayed as the same error
                         outs.append(error_outputs(exc))
                 return outs
             finally:
@@ -252,18 +252,18 @@ class Workspace:
     # -- execution -----------------------------------------------------------------------
     def settings_for(self, model: LoadedModel) -> ExportSettings:
         spec = model.spec
-        blocked = tuple(dict.fromkeys((*self.options.fp16_op_block_list, *spec.fp16_op_block_list)))
-        settings = ExportSettings(opset=self.options.opset, exporter=self.options.exporter,
+        blocked = tuple(dict.fromkeys((*self.options.settings.fp16_block_list, *spec.fp16_op_block_list)))
+        settings = ExportSettings(opset=self.options.settings.opset, exporter=self.options.exporter,
                                   fp16_op_block_list=blocked,
-                                  int8_per_channel=self.options.int8_per_channel or spec.int8_per_channel,
-                                  int8_calibration=self.options.int8_calibration,
+                                  int8_per_channel=self.options.settings.int8_per_channel or spec.int8_per_channel,
+                                  int8_calibration=self.options.settings.int8_calibration,
                                   calibration_texts=tuple(self.calibration_texts(model)),
-                                  calibration_batch_size=self.options.batch_size,
-                                  external_data=self.options.external_data,
+                                  calibration_batch_size=self.options.settings.batch_size,
+                                  external_data=self.options.settings.external_data,
                                   fp16_node_block_list=tuple(dict.fromkeys(
-                                      (*self.options.fp16_node_block_list, *spec.fp16_node_block_list))),
+                                      (*self.options.settings.fp16_node_block_list, *spec.fp16_node_block_list))),
                                   int8_nodes_to_exclude=tuple(dict.fromkeys(
-                                      (*self.options.int8_nodes_to_exclude, *spec.int8_nodes_to_exclude))))
+                                      (*self.options.settings.int8_nodes_to_exclude, *spec.int8_nodes_to_exclude))))
         if model.spec.exporter and not self.options.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings
@@ -273,8 +273,8 @@ class Workspace:
         calibration never sees what parity is measured on (``int8_calibration_samples`` of them,
         or what the corpus has left). Empty when nothing is left: the artifact build then says so."""
         sources = self.corpus(model).sources
-        start = self.options.num_samples
-        return list(sources[start: start + self.options.int8_calibration_samples])
+        start = self.options.settings.samples
+        return list(sources[start: start + self.options.settings.int8_calibration_samples])
 
     def runtime_for(self, variant: Variant, model: LoadedModel | None = None) -> RuntimeSettings:
         """The case's runtime settings: the run's, refined by the model's ``runtime`` table, with
@@ -287,10 +287,10 @@ class Workspace:
             runtime = runtime.merged(own)
         if variant.runtime:
             runtime = runtime.merged(dict(variant.runtime))
-        if runtime.intra_op_threads is None and self.options.intra_op_threads:  # RunOptions built directly
-            runtime = replace(runtime, intra_op_threads=self.options.intra_op_threads)
-        if runtime.inter_op_threads is None and self.options.inter_op_threads:
-            runtime = replace(runtime, inter_op_threads=self.options.inter_op_threads)
+        if runtime.intra_op_threads is None and self.options.settings.threads:  # RunOptions built directly
+            runtime = replace(runtime, intra_op_threads=self.options.settings.threads)
+        if runtime.inter_op_threads is None and self.options.settings.inter_threads:
+            runtime = replace(runtime, inter_op_threads=self.options.settings.inter_threads)
         backend = backends().get(variant.backend)
         honoured = backend.runtime_settings if backend is not None else frozenset()
         defaults = RuntimeSettings()
@@ -301,8 +301,8 @@ class Workspace:
         runtime = self.runtime_for(variant, model)
         ctx = BackendContext(self.artifacts, self.settings_for(model), runtime.intra_op_threads,
                              runtime.inter_op_threads,
-                             trt_max_batch=self.options.trt_max_batch or self.options.batch_size,
-                             trt_max_seq=self.options.trt_max_seq, cache_dir=self.cache_dir, runtime=runtime,
+                             trt_max_batch=self.options.settings.trt_max_batch or self.options.settings.batch_size,
+                             trt_max_seq=self.options.settings.trt_max_seq, cache_dir=self.cache_dir, runtime=runtime,
                              profile_dir=profile_dir if runtime.profile else None)
         return serving_backend(self.source, backends()[variant.backend], ctx)
 

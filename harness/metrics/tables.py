@@ -134,6 +134,7 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "options-run": (lambda: _options_table("run"), False),
     "options-perf": (lambda: _options_table("perf"), False),
     "options-gate": (lambda: _options_table("gate"), False),
+    "options-gen": (lambda: _options_table("gen"), False),
     "options-config": (lambda: _config_table(), False),
     "margins": (margins_table, False),
 }
@@ -174,12 +175,24 @@ def doc_files(root: Path) -> list[Path]:
     return sorted((root / "docs").glob("*.md")) + [p for p in (root / "README.md",) if p.is_file()]
 
 
+def generated_sources() -> dict[str, Callable[[], str]]:
+    """Python modules generated from a declaration: path under the checkout -> renderer."""
+    from harness.settings.options import settings_source
+
+    return {"harness/core/values.py": settings_source}
+
+
 def stale(root: Path) -> list[Path]:
-    """Pages whose generated blocks differ from what the registry renders now."""
+    """Pages whose generated blocks differ from what the registry renders now, and generated
+    modules that differ from their declaration."""
     out = []
     for path in doc_files(root):
         text = path.read_text(encoding="utf-8")
         if render_text(text) != text:
+            out.append(path)
+    for name, render in generated_sources().items():
+        path = root / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != render():
             out.append(path)
     return out
 
@@ -192,5 +205,10 @@ def rewrite(root: Path) -> list[Path]:
         new = render_text(text)
         if new != text:
             path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    for name, render in generated_sources().items():
+        path = root / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != render():
+            path.write_text(render(), encoding="utf-8")
             changed.append(path)
     return changed

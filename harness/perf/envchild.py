@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     try:
         session = ort.InferenceSession(args.model, options, providers=[args.provider])
-    except Exception as exc:  # reported by the parent as one line
+    except Exception as exc:  # noqa: BLE001 - reported by the parent as one line
         print(f"{args.model}: onnxruntime {ort.__version__} cannot open it ({str(exc).splitlines()[0][:200]})",
               file=sys.stderr)
         return 2

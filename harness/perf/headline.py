@@ -147,7 +147,7 @@ def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized
         backend = ws.backend(variant, model)
         try:
             loaded = {g.name: backend.load(model, family, g, variant) for g in (graphs if generates else graphs[:1])}
-        except Exception as exc:  # an export or session failure costs one contender, not the table
+        except Exception as exc:  # noqa: BLE001 - an export or session failure costs one contender, not the table
             notes.append(f"{model_name} {name}: not measured ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
             continue
         runners += loaded.values()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -45,14 +45,21 @@ class PerfSettings:
     time_budget: int = option("perf_time_budget").default  # seconds per latency case (harness.perf.stopping)
 
     def __post_init__(self) -> None:
-        for name, value, low in (("samples", self.samples, 1), ("warmup", self.warmup, 0),
-                                 ("repeats", self.repeats, 1), ("new-tokens", self.new_tokens, 2),
-                                 ("time-budget", self.time_budget, 0)):
-            if value < low:
-                raise UsageError(f"--harness-perf-{name}: must be >= {low}, got {value}")
-        for name, values in (("batch-sizes", self.batch_sizes), ("seq-lens", self.seq_lens)):
-            if not values or any(v < 1 for v in values):
-                raise UsageError(f"--harness-perf-{name}: need positive integers, got {list(values)}")
+        """Each field held to its option row's limits (the table declares them, not this class)."""
+        for f in fields(self):
+            row = option(f"perf_{f.name}")
+            value = getattr(self, f.name)
+            if row.parse([str(v) for v in value] if isinstance(value, tuple) else value, row.pytest_flag) is None:
+                raise UsageError(f"{row.pytest_flag}: needs at least one value")
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any]) -> "PerfSettings":
+        """From parsed option values (``{"perf_samples": 50, ...}``): each field is the option
+        ``perf_<field>``; options not given keep the table's defaults."""
+        given: dict[str, Any] = {f.name: values[f"perf_{f.name}"] for f in fields(cls)
+                                 if values.get(f"perf_{f.name}") is not None}
+        typed: dict[str, Any] = {name: tuple(v) if isinstance(v, list) else v for name, v in given.items()}
+        return cls(**typed)
 
     def as_dict(self) -> dict[str, Any]:
         return {"samples": self.samples, "warmup": self.warmup, "batch_sizes": list(self.batch_sizes),

@@ -61,14 +61,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _settings(values: dict[str, Any]) -> Any:
-    """PerfSettings from the ``perf_*`` options given (the rest keep PerfSettings' defaults)."""
+    """PerfSettings from the ``perf_*`` options given (the rest keep the table's defaults)."""
     from harness.perf.measure import PerfSettings
 
-    given = {name.removeprefix("perf_"): value for name, value in values.items() if name.startswith("perf_")}
-    for sizes in ("batch_sizes", "seq_lens"):
-        if sizes in given:
-            given[sizes] = tuple(given[sizes])
-    return PerfSettings(**given)
+    return PerfSettings.from_options(values)
 
 
 def _gate_request(values: dict[str, Any]) -> GateRequest:
@@ -161,7 +157,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
         marks = getattr(collector.obj, "pytestmark", [])  # importing the module: its errors are reported below
         marked = any(getattr(m, "name", None) == "harness_perf_suite" for m in (marks if isinstance(marks, list)
                                                                                 else [marks]))
-    except Exception:  # an import error: the regular collection reports it
+    except Exception:  # noqa: BLE001 - an import error: the regular collection reports it
         return None
     if not marked:
         return None

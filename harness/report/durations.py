@@ -12,6 +12,7 @@ from typing import Iterable, Mapping
 
 from harness.core.phases import PHASES
 from harness.results.record import Record
+from harness.results.sections import Generation, Judged
 
 SUMMARY_CASES = 5
 
@@ -46,8 +47,7 @@ def _share(seconds: float, total: float) -> str:
 
 def replayed(records: Iterable[Record]) -> int:
     """Cases whose variant outputs came from the output cache (nothing changed since)."""
-    return sum(1 for r in records if r.data.get("replayed_outputs")
-               or ((r.data.get("generation") or {}).get("settings") or {}).get("replayed"))
+    return sum(1 for r in records if Judged.of(r).replayed_outputs or Generation.of(r).replayed)
 
 
 def markdown(records: Iterable[Record], n: int = SUMMARY_CASES) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from harness.core.runtime import describe_runtime
 from harness.results import Record
+from harness.results.sections import SettingsSection
 
 
 def latency_text(perf: Mapping[str, Any]) -> str:
@@ -55,7 +56,7 @@ def profile_text(data: Mapping[str, Any]) -> str:
 def highlights(record: Record | Mapping[str, Any]) -> dict[str, str]:
     """The highlight cells of one record: latency, generation, runtime, profile ('' if none)."""
     r = Record.coerce(record)
-    runtime = r.settings.get("runtime") if isinstance(r.settings.get("runtime"), Mapping) else None
+    runtime = SettingsSection.of(r).runtime
     return {"latency": latency_text(r.perf), "generation": generation_text(r.perf),
             "runtime": describe_runtime(runtime), "profile": profile_text(r.data)}
 

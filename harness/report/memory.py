@@ -12,22 +12,20 @@ from __future__ import annotations
 from typing import Iterable
 
 from harness.results.record import Record
+from harness.results.sections import Memory
 
 SUMMARY_CASES = 5
 
 
 def peak_bytes(record: Record) -> int | None:
     """The case's peak RSS in bytes (None: not recorded, e.g. an older record or a skip)."""
-    value = record.memory.get("peak_rss_bytes")
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+    value = Memory.of(record).peak_rss_bytes
+    return value if value is not None and value > 0 else None
 
 
 def growth_bytes(record: Record) -> int | None:
     """Resident bytes the case added to the process by its end (negative: it freed more)."""
-    start, end = record.memory.get("start_rss_bytes"), record.memory.get("end_rss_bytes")
-    if isinstance(start, (int, float)) and isinstance(end, (int, float)):
-        return int(end - start)
-    return None
+    return Memory.of(record).growth_bytes
 
 
 def heaviest(records: Iterable[Record], n: int) -> list[Record]:

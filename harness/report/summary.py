@@ -13,6 +13,7 @@ from harness.report.highlights import highlights
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 from harness.results.record import judged_nothing
+from harness.results.sections import Generation, Judged
 
 SUMMARY_FILE = "summary.md"
 #: verdict order in counts: the ones that need attention first
@@ -76,8 +77,7 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
             lines.append(f"### {_code(r.id)} ({r.verdict})")
             lines.append("")
             lines += _block(r.reason.strip())
-            worst = r.data.get("worst") or {}
-            for output, where in worst.items() if isinstance(worst, Mapping) else ():
+            for output, where in Judged.of(r).worst.items():
                 lines.append(f"- worst element of {_code(output)}: {_md(where)}")
             lines.append("")
     if interruption is not None and interruption.not_run:
@@ -92,13 +92,13 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
     from harness.report.memory import markdown as memory_markdown
 
     lines += memory_markdown(recs)
-    pairs = [r for r in recs if r.data.get("worst_pairs")]
+    pairs = [r for r in recs if Generation.of(r).worst_pairs]
     if pairs:
         lines += ["", "## Worst sentences per generation case", ""]
         for r in pairs:
             lines.append(f"### {_code(r.id)}")
             lines += ["", "| # | source | reference | PyTorch | variant | edit |", "|---|---|---|---|---|---|"]
-            for p in r.data["worst_pairs"]:
+            for p in Generation.of(r).worst_pairs:
                 lines.append(f"| {_md(p.get('index', ''))} | {_md(p.get('source'))} | {_md(p.get('reference'))} | "
                              f"{_md(p.get('pytorch'))} | {_md(p.get('variant'))} | {p.get('edit_distance')} "
                              f"({p.get('norm_edit_distance', 0):.2f}) |")

@@ -172,7 +172,7 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
     for feeds, ref, masks in batches:
         try:
             got = runner.run(feeds)  # the variant's outputs as judged (a cached runner replays them)
-        except Exception:  # a shape probe the runtime refused: judged as <graph>/shapes, not by numbers
+        except Exception:  # noqa: BLE001 - a shape probe the runtime refused: judged as <graph>/shapes, not by numbers
             continue
         i, kept = kept, kept + 1
         theirs = view.feeds(feeds)  # the file's own input names (a foreign file's mapping applied)
@@ -384,6 +384,24 @@ def load_bundle(path: Path) -> Bundle:
     """Read and verify a bundle directory (or its ``bundle.json``); every problem is one line."""
     directory = path.parent if path.name == MANIFEST else path
     manifest_path = directory / MANIFEST
+    manifest = _read_manifest(path, manifest_path)
+    kind = manifest.get("kind") or "numeric"
+    _verify_files(directory, manifest)
+    try:
+        Precision(manifest["precision"])
+    except ValueError:
+        raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
+    if kind != "numeric":
+        from importlib import import_module
+
+        import_module(f"harness.repro.{kind}").validate(manifest_path, manifest)
+        return Bundle(directory, manifest)
+    _check_numeric(manifest_path, manifest)
+    return Bundle(directory, manifest)
+
+
+def _read_manifest(path: Path, manifest_path: Path) -> dict[str, Any]:
+    """The manifest, parsed, of a known format and kind, with the kind's keys."""
     if not manifest_path.is_file():
         raise BundleError(f"{path}: not a repro bundle (no {MANIFEST})")
     try:
@@ -399,23 +417,23 @@ def load_bundle(path: Path) -> Bundle:
     missing = [k for k in REQUIRED[kind] if k not in manifest]
     if missing:
         raise BundleError(f"{manifest_path}: missing keys {', '.join(missing)}")
+    return manifest
+
+
+def _verify_files(directory: Path, manifest: Mapping[str, Any]) -> None:
+    """Every listed file present with its recorded sha256."""
     if not isinstance(manifest["files"], dict):
-        raise BundleError(f"{manifest_path}: files must map file names to sha256")
+        raise BundleError(f"{directory / MANIFEST}: files must map file names to sha256")
     for name, digest in dict(manifest["files"]).items():
         file = directory / name
         if not file.is_file():
             raise BundleError(f"{directory}: {name} is missing")
         if sha256_file(file) != digest:
             raise BundleError(f"{directory}: {name} does not match its recorded sha256 (edited or truncated)")
-    try:
-        Precision(manifest["precision"])
-    except ValueError:
-        raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
-    if kind != "numeric":
-        from importlib import import_module
 
-        import_module(f"harness.repro.{kind}").validate(manifest_path, manifest)
-        return Bundle(directory, manifest)
+
+def _check_numeric(manifest_path: Path, manifest: Mapping[str, Any]) -> None:
+    """A numeric bundle's artifact and outputs (derivations, tolerances) are well formed."""
     art, outs = manifest["artifact"], manifest["outputs"]
     check_artifact(manifest_path, art)
     if not isinstance(outs, list) or not outs or not all(
@@ -430,7 +448,6 @@ def load_bundle(path: Path) -> Bundle:
             _tolerance_from(o["tolerance"])
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{manifest_path}: a tolerance check is malformed ({exc!r})") from None
-    return Bundle(directory, manifest)
 
 
 @dataclass

@@ -90,7 +90,7 @@ def provoke(path: Path, provider: "Provider", precision: Precision, threads: int
     backend = backends()[provider.backend]
     try:
         runner = backend.open_onnx_file(path, provider, precision, threads, runtime)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to load is the evidence this bundle replays
         return Raised("load", None, type(exc).__name__, str(exc).strip())
     try:
         for i, feeds in enumerate(batches):
@@ -98,7 +98,7 @@ def provoke(path: Path, provider: "Provider", precision: Precision, threads: int
                 continue
             try:
                 runner.run(dict(feeds))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure to run is the evidence this bundle replays
                 return Raised("run", i, type(exc).__name__, str(exc).strip())
     finally:
         runner.close()

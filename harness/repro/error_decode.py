@@ -172,11 +172,11 @@ def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant
     files = decode_files(ws.backend(variant, model), model, family, variant, settings)
     if files is None:
         return None
-    threads = ws.options.intra_op_threads
+    threads = ws.options.settings.threads
     runtime = ws.runtime_for(variant, model)
     try:
         raised = provoke(files, model, family, variant, texts, settings, batch_size, threads, runtime)
-    except Exception:  # the decoding code raised, not a graph: not the files' error
+    except Exception:  # noqa: BLE001 - the decoding code raised, not a graph: not the files' error
         return None
     if raised is None:
         return None
@@ -259,7 +259,7 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
     try:
         now = provoke(files, model, family, variant, texts, _settings(decode), int(decode["batch_size"]), workers,
                       runtime_from(m.get("runtime")), only=recorded.batch)
-    except Exception as exc:  # the decoding code itself raised: not the graphs' error, and not the recorded one
+    except Exception as exc:  # noqa: BLE001 - the decoding code itself raised: not the graphs' error, and not the recorded one
         now = DecodeRaised("(decoding code)", "harness", recorded.batch, None, type(exc).__name__, str(exc).strip())
     lines = ["artifacts: " + ", ".join(f"{g}: {s}" for g, s in sources.items()),
              f"decoded: batch {recorded.batch} of {len(texts)} prompt(s) in batches of {decode['batch_size']}, "

@@ -102,7 +102,7 @@ def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, 
     manifest = {
         "format": FORMAT, "kind": "generation", "case": variant.id, "model": variant.model, "family": model.family,
         "precision": variant.precision.value, "provider": variant.provider.short, "backend": variant.provider.backend,
-        "threads": ws.options.intra_op_threads,
+        "threads": ws.options.settings.threads,
         "runtime": runtime_json(ws.runtime_for(variant, model)),
         "artifacts": artifacts,
         "settings": {k: s[k] for k in SETTINGS},
@@ -122,7 +122,7 @@ def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, 
                                   "threshold": c.threshold} for c in failed]},
         "forensics": [f.as_dict() for f in result.forensics],
         "model_sha256": model.weights_sha256,
-        **recorded_facts(ws.options.intra_op_threads),
+        **recorded_facts(ws.options.settings.threads),
         "files": checksums,
     }
     return write_manifest(directory, manifest)

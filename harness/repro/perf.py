@@ -79,7 +79,7 @@ def write_perf_bundle(directory: Path, ws: "Workspace", variant: Variant, point:
     np.savez_compressed(directory / DATA, **{f"input.{k}": np.asarray(v)  # type: ignore[arg-type]
                                              for k, v in point.feeds.items()})
     art, copied = bundle_artifact(directory, artifact, mode)
-    threads = ws.options.intra_op_threads
+    threads = ws.options.settings.threads
     entry = perf.get(point.key) or {}
     manifest = {
         "format": FORMAT, "kind": "perf", "case": variant.id, "model": variant.model, "graph": point.graph.name,
@@ -206,13 +206,15 @@ def on_breach(case: Any, write: Callable[[Path], Path | None]) -> Iterator[None]
     try:
         yield
     except GateFailure:
-        if case.workspace.options.repro_bundles != "off":
+        if case.workspace.options.settings.repro_bundles != "off":
             try:
                 bundle = write(case.case_dir() / "repro-perf")
-            except Exception:
+            except Exception:  # noqa: BLE001 - best-effort evidence: the budget failure stands either way
                 bundle = None
             if bundle is not None:
-                case.data["repro_bundles"] = {"perf": str(bundle)}
+                from harness.results.sections import Evidence
+
+                Evidence(repro_bundles={"perf": str(bundle)}).write(case.data)
         raise
 
 
@@ -226,7 +228,7 @@ def bundle_on_breach(case: Any, point: "Point", settings: "PerfSettings") -> Con
         onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{point.graph.name}/")
                 and str(i.get("path", "")).endswith(".onnx")]
         return write_perf_bundle(directory, ws, variant, point, onnx[0], settings, model.spec.budgets, case.perf,
-                                 ws.options.repro_bundles) if len(onnx) == 1 else None
+                                 ws.options.settings.repro_bundles) if len(onnx) == 1 else None
 
     return on_breach(case, write)
 
@@ -241,7 +243,7 @@ def cold_start_on_breach(case: Any, child_args: Sequence[str], settings: "PerfSe
         ws = case.workspace
         wanted = budgets_measured_by(case.model.spec.budgets, BY["fresh_process"])
         return write_fresh_process_bundle(directory, case.variant, child_args, settings.repeats, wanted, case.perf,
-                                          ws.options.intra_op_threads, ws.options.repro_bundles) if wanted else None
+                                          ws.options.settings.threads, ws.options.settings.repro_bundles) if wanted else None
 
     return on_breach(case, write)
 
@@ -256,6 +258,6 @@ def generation_on_breach(case: Any, settings: "PerfSettings") -> ContextManager[
         ws, model = case.workspace, case.model
         wanted = budgets_measured_by(model.spec.budgets, BY["decode"])
         return write_decode_bundle(directory, ws, case.variant, model, ws.family(model), settings, wanted, case.perf,
-                                   ws.options.repro_bundles) if wanted else None
+                                   ws.options.settings.repro_bundles) if wanted else None
 
     return on_breach(case, write)

@@ -189,7 +189,7 @@ def write_decode_bundle(directory: Path, ws: "Workspace", variant: Variant, mode
     np.savez_compressed(directory / DATA, input_ids=ids, attention_mask=mask)
     checksums = bundle_tokenizer(model, directory)
     artifacts, copied = bundle_graphs(directory, files, mode)
-    threads = ws.options.intra_op_threads
+    threads = ws.options.settings.threads
     manifest = {
         **_common(variant, budgets, measured_values(perf)), "measure": "decode", "family": model.family,
         "threads": threads, "runtime": runtime_json(ws.runtime_for(variant, model)), "artifacts": artifacts,

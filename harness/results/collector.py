@@ -17,6 +17,7 @@ from harness.core import Variant
 from harness.core.phases import PhaseClock
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
+from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,9 +58,9 @@ class Case:
         try:
             result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
         except Exception as exc:  # an error bundle written for it (harness.repro.error) goes in the record
-            bundles = getattr(exc, "harness_repro_bundles", None)
+            bundles = getattr(exc, "harness_repro_bundles", None)  # noqa: B009 -- set on foreign exceptions
             if bundles:
-                self.data["repro_bundles"] = dict(bundles)
+                Evidence(repro_bundles=dict(bundles)).write(self.data)
             raise
         self.record_parity(result)
         return result
@@ -71,18 +72,11 @@ class Case:
         self.metrics.update(result.metrics())
         self.thresholds.update(result.thresholds())
         self.artifacts.update(result.artifacts)
-        self.data["worst"] = result.worst()
+        Judged(result.worst(), tuple(result.replayed), result.side.profiles).write(self.data)
         self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
-        if result.side.dumps:
-            self.data["failing_batches"] = result.side.dumps
-        if result.side.bundles:
-            self.data["repro_bundles"] = result.side.bundles
+        Evidence(result.side.dumps, result.side.bundles).write(self.data)
         if result.shapes:
             self.data["shapes"] = result.shapes
-        if result.side.profiles:
-            self.data["profile"] = result.side.profiles
-        if result.replayed:
-            self.data["replayed_outputs"] = result.replayed
 
     def case_dir(self) -> Path:
         """This case's directory in the run dir (created on first use by whoever writes)."""
@@ -98,7 +92,7 @@ class Case:
         from harness.settings.options import recordable
 
         options = self.workspace.options
-        exporter, per_channel = options.exporter, options.int8_per_channel
+        exporter, per_channel = options.exporter, options.settings.int8_per_channel
         fixes: dict[str, Any] = {}  # issue 14: the node lists this model's artifacts were built with
         inputs: dict[str, Any] = {}
         if self.variant is not None:
@@ -109,30 +103,30 @@ class Case:
                 fixes = {k: list(v) for k, v in (("fp16_node_block_list", effective.fp16_node_block_list),
                                                   ("int8_nodes_to_exclude", effective.int8_nodes_to_exclude)) if v}
                 inputs = self._inputs(model)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 pass
         runtime: dict[str, Any] = {}
         if self.variant is not None:
             try:
                 runtime = self.workspace.runtime_for(self.variant).as_dict(self.variant.provider.short)
-            except Exception:  # the model failed to resolve: the error is the record's reason
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 runtime = {}
         calibration: dict[str, Any] = {}
         if self.variant is not None and self.variant.precision.value == "int8-static":
             try:  # which sentences calibrated the static INT8 artifact (disjoint from the judged ones)
                 texts = self.workspace.calibration_texts(self.workspace.model(self.variant.model))
-                calibration = {"method": options.int8_calibration, "sentences": len(texts),
-                               "first_index": options.num_samples, "judged_sentences": options.num_samples,
+                calibration = {"method": options.settings.int8_calibration, "sentences": len(texts),
+                               "first_index": options.settings.samples, "judged_sentences": options.settings.samples,
                                "sha256": _sha256_lines(texts)}
-            except Exception:
+            except Exception:  # noqa: BLE001 - the model failed to resolve: the error is the record's reason
                 calibration = {}
-        return {"opset": options.opset, "exporter": exporter, "runtime": runtime,
+        return {"opset": options.settings.opset, "exporter": exporter, "runtime": runtime,
                 **({"int8_calibration": calibration} if calibration else {}),
                 "exporter_explicit": options.explicit_exporter,
-                "batch_size": options.batch_size, "num_samples": inputs.pop("sentences", options.num_samples),
-                "fp16_op_block_list": list(options.fp16_op_block_list), "int8_per_channel": per_channel,
-                "int8_per_channel_forced": options.int8_per_channel, "options": recordable(options.given),
-                "external_data": options.external_data,
+                "batch_size": options.settings.batch_size, "num_samples": inputs.pop("sentences", options.settings.samples),
+                "fp16_op_block_list": list(options.settings.fp16_block_list), "int8_per_channel": per_channel,
+                "int8_per_channel_forced": options.settings.int8_per_channel, "options": recordable(options.given),
+                "external_data": options.settings.external_data,
                 **fixes, **inputs}
 
     def _inputs(self, model: LoadedModel) -> dict[str, Any]:
@@ -143,7 +137,7 @@ class Case:
 
         corpus = self.workspace.corpus(model)
         texts = self.workspace.texts(model)
-        return {"sentences": len(texts), "samples_requested": self.workspace.options.num_samples,
+        return {"sentences": len(texts), "samples_requested": self.workspace.options.settings.samples,
                 "corpus": corpus.name, "corpus_sha256": corpus.sha256, "corpus_size": len(corpus),
                 "max_input_tokens": input_token_limit(model), "truncated_sentences": truncated_count(model, texts)}
 
@@ -152,9 +146,9 @@ class Case:
         if self.variant is not None:
             try:
                 model_sha = self.workspace.model(self.variant.model).weights_sha256
-            except Exception:  # the model itself failed to load: the error is the record's reason
+            except Exception:  # noqa: BLE001 - the model itself failed to load: the error is the record's reason
                 model_sha = None
-        threads = self.workspace.options
+        threads = self.workspace.options.settings
         return {
             "model_sha256": model_sha,
             "metrics": self.metrics,
@@ -163,7 +157,7 @@ class Case:
             "data": self.data,
             "perf": self.perf,
             "exception": self.exception,
-            "env": environment(threads.intra_op_threads, threads.inter_op_threads),
+            "env": environment(threads.threads, threads.inter_threads),
             "settings": self._settings(),
             "started": self.started,
             "phases": self.clock.as_dict(),

@@ -76,7 +76,7 @@ def gpu_name() -> str | None:
 
         if torch.cuda.is_available():
             return torch.cuda.get_device_name(0)
-    except Exception:  # pragma: no cover - depends on drivers
+    except Exception:  # noqa: BLE001  pragma: no cover - depends on drivers (a probe of the environment: any failure means 'unknown')
         return None
     return None
 

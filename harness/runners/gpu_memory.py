@@ -21,7 +21,7 @@ def nvml_process_bytes(device_index: int = 0) -> int | None:
         for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
             if proc.pid == os.getpid():
                 return int(proc.usedGpuMemory or 0)
-    except Exception:  # no pynvml, no driver: unknown, not zero
+    except Exception:  # noqa: BLE001 - no pynvml, no driver: unknown, not zero
         return None
     return None
 
@@ -33,5 +33,5 @@ def nvml_device_used_bytes(device_index: int = 0) -> int | None:
 
         pynvml.nvmlInit()
         return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(device_index)).used)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no pynvml, no driver: unknown, not zero
         return None

@@ -108,7 +108,7 @@ def compiled_settings(compiled: Any) -> dict[str, Any]:
     for name in REPORTED_PROPERTIES:
         try:
             out[name] = _prop(compiled.get_property(name))
-        except Exception:  # a property this OpenVINO version does not have
+        except Exception:  # noqa: BLE001 - a property this OpenVINO version does not have
             continue
     return out
 
@@ -211,7 +211,7 @@ class OpenVinoBackend(Backend):
         device = variant.provider.device
         try:
             devices = list(core().available_devices)
-        except Exception as exc:  # a broken plugin install: say so instead of crashing collection
+        except Exception as exc:  # noqa: BLE001 - a broken plugin install: say so instead of crashing collection
             return f"openvino {version()}: cannot list devices ({type(exc).__name__}: {exc})"
         if device not in devices:
             return f"OpenVINO device {device} not available; devices: {devices}"
@@ -230,7 +230,7 @@ class OpenVinoBackend(Backend):
         try:
             devices = ", ".join(f"{d} ({core().get_property(d, 'FULL_DEVICE_NAME')})" for d in core().available_devices)
             return f"openvino {found}: devices {devices}; CPU capabilities {', '.join(cpu_capabilities())}"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a broken plugin install: say so instead of crashing
             return f"openvino {found}: cannot list devices ({type(exc).__name__}: {exc})"
 
     @classmethod

@@ -131,7 +131,7 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
         backend = backends()[provider.backend]
     try:
         return backend.open_onnx_file(Path(path), provider, precision, threads, runtime)
-    except Exception as exc:  # onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: {backend.name} cannot load it ({text})") from None
 

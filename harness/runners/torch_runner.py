@@ -231,13 +231,14 @@ class TorchBackend(Backend):
         """Weights and tokenizer once (``weights``), then every graph's module at the precision."""
         import torch
 
-        from harness.core import PROVIDERS, RunOptions
+        from harness.core import PROVIDERS, RunOptions, Settings
         from harness.judge.workspace import Workspace
 
         variant = Variant(str(spec["model"]), Precision(spec["precision"]), PROVIDERS[str(spec["provider"])])
+        run_settings = Settings(threads=int(spec.get("intra_op_threads") or 0) or None,
+                                inter_threads=int(spec.get("inter_op_threads") or 0) or None)
         options = RunOptions(models=[variant.model], precisions=[variant.precision], providers=[variant.provider],
-                             intra_op_threads=int(spec.get("intra_op_threads") or 0) or None,
-                             inter_op_threads=int(spec.get("inter_op_threads") or 0) or None)
+                             settings=run_settings)
         start = time.perf_counter()
         ws = Workspace(options, spec.get("cache"))
         model = ws.model(variant.model)

@@ -35,7 +35,7 @@ PYPROJECT = "pyproject.toml"
 TOP_KEYS = ("run", "models", "tolerances", "budgets", "margins")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
               "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list",
-              "margins", "runtime", "fp16_node_block_list", "int8_nodes_to_exclude")
+              "margins", "runtime", "fp16_node_block_list", "int8_nodes_to_exclude", "endpoint")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
 PRECISIONS = ("fp32", "fp16", "int8", "int8-static")
@@ -63,6 +63,8 @@ class ModelEntry:
     fp16_op_block_list: tuple[str, ...] = ()
     #: precision -> ONNX file or directory, judged by ``harness check --config``
     artifacts: Mapping[str, Path] = field(default_factory=dict)
+    #: ``[models.<name>.endpoint]``: a served model judged by ``harness check --config`` (docs/serving.md)
+    endpoint: Mapping[str, Any] | None = None
     #: accuracy-gate margin overrides for this model (``[models.<name>.margins]``, issue 17)
     margins: tuple[MarginRule, ...] = ()
     #: ``[models.<name>.runtime]``: RuntimeSettings fields this model runs with (over the run's)
@@ -78,44 +80,26 @@ class SuiteConfig:
 
     path: Path
     root: Path
-    models: list[str] | None = None
-    precisions: list[str] | None = None
-    providers: list[str] | None = None
-    samples: int | None = None
-    batch_size: int | None = None
-    opset: int | None = None
-    exporter: str | None = None
-    threads: int | None = None
-    corpus: str | None = None
-    target_lang: str | None = None
-    allow_skip: bool | None = None
-    builtin_suites: bool | None = None
-    # issue 10: runtime settings and static INT8 (``harness.settings.runtime`` reads them)
-    graph_optimization: list[str] | None = None
-    inter_threads: int | None = None
-    execution_mode: str | None = None
-    mem_pattern: str | None = None
-    cpu_arena: str | None = None
-    provider_options: Any = None
-    trt_profile: Any = None
-    trt_engine_cache: str | None = None
-    trt_timing_cache: str | None = None
-    int8_calibration: str | None = None
-    int8_calibration_samples: int | None = None
-    #: issue 14: repro bundles of failing cases (auto / bytes / off)
-    repro_bundles: str | None = None
-    # issue 16: ONNX external data (auto / always / never)
-    external_data: str | None = None
-    # issue 16: free a large model's PyTorch module between cases (auto / always / never)
-    release_models: str | None = None
-    # issue 14: precision fixes (node names; ``harness bisect --suggest``)
-    fp16_node_block_list: list[str] | None = None
-    int8_nodes_to_exclude: list[str] | None = None
+    #: the ``[run]`` table: option name -> value, each checked by its row in the option table
+    #: (``harness.settings.options``); an absent key is "not set here"
+    run: Mapping[str, Any] = field(default_factory=dict)
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)
     #: accuracy-gate margin overrides for every model (``[margins]``, issue 17)
     margins: tuple[MarginRule, ...] = ()
+
+    def value(self, name: str) -> Any:
+        """The ``[run]`` value of option ``name``, or None when the file does not set it."""
+        return self.run.get(name)
+
+    @property
+    def models(self) -> list[str] | None:
+        return self.run.get("models")
+
+    @property
+    def corpus(self) -> str | None:
+        return self.run.get("corpus")
 
     def margin_rules(self) -> tuple[MarginRule, ...]:
         """Every margin override of the file: run-wide first, then per model (more specific)."""
@@ -231,6 +215,13 @@ class _Validator:
             raise self.fail(where, f"expected a finite number, got {value!r}")
         return float(value)
 
+    def limited(self, value: float, where: str, o: Any) -> float:
+        """A number held to its option row's limits (the row's own one-line message)."""
+        try:
+            return float(o.parse(value, where))
+        except UsageError as exc:
+            raise self.fail(where, str(exc).removeprefix(f"{where}: ")) from None
+
     def names(self, value: Any, where: str, choices: tuple[str, ...] | Mapping[str, Any] | None = None) -> list[str]:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not items:
@@ -334,7 +325,7 @@ class _Validator:
         self.keys(run, RUN_KEYS, "run")
         values = {key: self.run_value(key, run[key], entries) for key in RUN_KEYS if key in run}
         return SuiteConfig(
-            path=self.path, root=self.root, **values,
+            path=self.path, root=self.root, run=values,
             tolerances=self.tolerances(data["tolerances"], "tolerances") if "tolerances" in data else {},
             budgets=self.budgets(data["budgets"], "budgets") if "budgets" in data else {},
             entries=entries,
@@ -352,6 +343,8 @@ class _Validator:
             return self.names(value, where, _CHOICES.get(key))
         if o.kind is Kind.INT:
             return self.integer(value, where, o.minimum if o.minimum is not None else 0)
+        if o.kind is Kind.FLOAT:
+            return self.limited(self.number(value, where), where, o)
         if o.kind is Kind.CHOICE:
             return self.choice(value, where, o.choices)
         if o.kind is Kind.FLAG:
@@ -424,6 +417,17 @@ class _Validator:
         entries.setdefault(entry_name, ModelEntry(name=entry_name, path=path))
         return entry_name
 
+    def endpoint(self, body: Any, where: str) -> dict[str, Any]:
+        """``[models.<name>.endpoint]``, checked whole now (url, served model, protocol...)."""
+        from harness.serving.endpoint import endpoint_from_table
+
+        table = dict(self.table(body, where))
+        try:
+            endpoint_from_table(table, where)
+        except UsageError as exc:
+            raise self.fail(where, str(exc).removeprefix(f"{where}: ").removeprefix(f"{where}")) from None
+        return table
+
     def model(self, name: str, body: Any) -> ModelEntry:
         where = f"models.{name}"
         table = self.table(body, where)
@@ -453,6 +457,7 @@ class _Validator:
             tolerances=self.tolerances(table["tolerances"], f"{where}.tolerances") if "tolerances" in table else {},
             budgets=self.budgets(table["budgets"], f"{where}.budgets") if "budgets" in table else {},
             artifacts=artifacts,
+            endpoint=self.endpoint(table["endpoint"], f"{where}.endpoint") if "endpoint" in table else None,
             int8_per_channel=(self.boolean(table["int8_per_channel"], f"{where}.int8_per_channel")
                               if "int8_per_channel" in table else None),
             fp16_op_block_list=(tuple(self.names(table["fp16_op_block_list"], f"{where}.fp16_op_block_list"))

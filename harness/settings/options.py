@@ -17,9 +17,9 @@ import enum
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from harness.core import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, RunOptions, UsageError, split_csv
+from harness.core import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, UsageError, split_csv
 
 
 class Kind(str, enum.Enum):
@@ -27,6 +27,7 @@ class Kind(str, enum.Enum):
 
     FLAG = "flag"  # present or not
     INT = "int"
+    FLOAT = "float"
     TEXT = "text"
     CHOICE = "choice"  # one of ``choices``
     PATH = "path"
@@ -48,6 +49,7 @@ class Group(str, enum.Enum):
     RUN = "run"
     PERF = "perf"
     GATE = "gate"
+    GEN = "gen"  # generation parity (``--harness-gen-*``): None leaves each model's own choice
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ class Option:
     group: Group = Group.RUN
     default: Any = None  # what applies when neither an argument nor the config sets it (documentation)
     choices: tuple[str, ...] = ()
+    #: the smallest value accepted (INT, FLOAT); ``above`` (FLOAT): the value must be greater than it
     minimum: int | None = None
+    above: float | None = None
     in_config: bool = False
     rerun: Rerun = Rerun.GIVEN
     metavar: str | None = None
@@ -100,46 +104,18 @@ class Option:
     # -- values --------------------------------------------------------------------------
     def parse(self, raw: Any, where: str | None = None) -> Any:
         """A raw argument value (string, list of strings, int, bool) -> the typed value, or a
-        one-line UsageError naming ``where`` (the flag by default)."""
-        where = where or self.flag
+        one-line UsageError naming ``where`` (the flag by default). One parser per kind
+        (``_PARSERS``): a new kind is one function there."""
         if raw is None:
             return None
-        if self.kind is Kind.FLAG:
-            return bool(raw)
-        if self.kind is Kind.INT:
-            try:
-                value = int(raw)
-            except (TypeError, ValueError):
-                raise UsageError(f"{where}: expected an integer, got {raw!r}") from None
-            if self.minimum is not None and value < self.minimum:
-                raise UsageError(f"{where}: must be >= {self.minimum}, got {value}")
-            return value
-        if self.kind is Kind.CHOICE:
-            text = str(raw).strip().lower()
-            if text not in self.choices:
-                raise UsageError(f"{where}: unknown value {raw!r}; valid: {', '.join(self.choices)}")
-            return text
-        if self.kind is Kind.PATH:
-            return Path(str(raw)).expanduser()
-        if self.kind is Kind.TEXT:
-            return str(raw)
-        if self.kind is Kind.LIST:
-            if self.spaced_items:
-                items = [raw] if isinstance(raw, str) else list(raw)
-                return [p.strip() for item in items for p in str(item).split(",") if p.strip()] or None
-            return split_csv(raw) or None
-        if self.kind is Kind.INT_LIST:
-            out: list[int] = []
-            for part in split_csv(raw):
-                try:
-                    out.append(int(part))
-                except ValueError:
-                    raise UsageError(f"{where}: {part!r} is not an integer") from None
-            return list(dict.fromkeys(out)) or None
-        if self.kind is Kind.PAIRS:
-            items = [raw] if isinstance(raw, str) else list(raw)
-            return [str(i) for i in items] or None
-        raise AssertionError(self.kind)  # pragma: no cover - every kind is handled above
+        return _PARSERS[self.kind](self, raw, where or self.flag)
+
+    def limit(self, value: float, where: str) -> None:
+        """The row's bounds (``minimum``, ``above``), as one line naming ``where``."""
+        if self.above is not None and not value > self.above:
+            raise UsageError(f"{where}: must be > {self.above:g}, got {value:g}")
+        if self.minimum is not None and value < self.minimum:
+            raise UsageError(f"{where}: must be >= {self.minimum}, got {value:g}")
 
     def argv(self, value: Any, *, pytest_form: bool) -> list[str]:
         """The arguments that set ``value`` again (pytest form: ``--harness-x=v``)."""
@@ -156,6 +132,67 @@ class Option:
         return [f"{flag}={value}"] if pytest_form else [flag, str(value)]
 
 
+def _integer(o: Option, raw: Any, where: str) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: expected an integer, got {raw!r}") from None
+    o.limit(value, where)
+    return value
+
+
+def _number(o: Option, raw: Any, where: str) -> float:
+    try:
+        number = float(raw)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where}: expected a number, got {raw!r}") from None
+    o.limit(number, where)
+    return number
+
+
+def _choice(o: Option, raw: Any, where: str) -> str:
+    text = str(raw).strip().lower()
+    if text not in o.choices:
+        raise UsageError(f"{where}: unknown value {raw!r}; valid: {', '.join(o.choices)}")
+    return text
+
+
+def _names(o: Option, raw: Any, where: str) -> list[str] | None:
+    if o.spaced_items:
+        items = [raw] if isinstance(raw, str) else list(raw)
+        return [p.strip() for item in items for p in str(item).split(",") if p.strip()] or None
+    return split_csv(raw) or None
+
+
+def _integers(o: Option, raw: Any, where: str) -> list[int] | None:
+    out: list[int] = []
+    for part in split_csv(raw):
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise UsageError(f"{where}: {part!r} is not an integer") from None
+        o.limit(out[-1], where)
+    return list(dict.fromkeys(out)) or None
+
+
+def _pairs(o: Option, raw: Any, where: str) -> list[str] | None:
+    items = [raw] if isinstance(raw, str) else list(raw)
+    return [str(i) for i in items] or None
+
+
+_PARSERS: dict[Kind, Callable[[Option, Any, str], Any]] = {
+    Kind.FLAG: lambda o, raw, where: bool(raw),
+    Kind.INT: _integer,
+    Kind.FLOAT: _number,
+    Kind.CHOICE: _choice,
+    Kind.PATH: lambda o, raw, where: Path(str(raw)).expanduser(),
+    Kind.TEXT: lambda o, raw, where: str(raw),
+    Kind.LIST: _names,
+    Kind.INT_LIST: _integers,
+    Kind.PAIRS: _pairs,
+}
+
+
 #: The table. Order is the order of ``--help``.
 OPTIONS: tuple[Option, ...] = (
     # -- what runs ------------------------------------------------------------------------
@@ -168,11 +205,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("config", Kind.PATH, "declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
            "default: harness.toml in the rootdir if present", metavar="FILE"),
     # -- how data and artifacts are made: these change numbers ------------------------------
-    Option("samples", Kind.INT, "corpus sentences per model", default=RunOptions.num_samples, minimum=1, in_config=True,
+    Option("samples", Kind.INT, "corpus sentences per model", default=32, minimum=1, in_config=True,
            rerun=Rerun.ALWAYS),
-    Option("batch_size", Kind.INT, "sentences per batch", default=RunOptions.batch_size, minimum=1, in_config=True,
+    Option("batch_size", Kind.INT, "sentences per batch", default=8, minimum=1, in_config=True,
            rerun=Rerun.ALWAYS),
-    Option("opset", Kind.INT, "ONNX opset", default=RunOptions.opset, minimum=11, in_config=True, rerun=Rerun.ALWAYS),
+    Option("opset", Kind.INT, "ONNX opset", default=17, minimum=11, in_config=True, rerun=Rerun.ALWAYS),
     Option("exporter", Kind.CHOICE, "torch.onnx exporter (default: torchscript, or the model's own default)",
            choices=("torchscript", "dynamo"), in_config=True),
     Option("threads", Kind.INT, "intra-op threads for ONNX Runtime, OpenVINO and torch", minimum=1, in_config=True),
@@ -183,7 +220,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("int8_per_channel", Kind.FLAG, "INT8 with per-channel weight scales (default: per tensor, or the "
            "model's own choice)"),
     Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1),
-    Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=RunOptions.trt_max_seq, minimum=1),
+    Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=128, minimum=1),
     # --- issue 9: the harness in a team's own repository and CI ---------------------------------
     Option("target_lang", Kind.TEXT, "language of the generated text, for BLEU's tokenizer (zh, ja, ko, en, ...; "
            "default: the model's own, else detected from the references or outputs)", in_config=True, metavar="LANG"),
@@ -272,13 +309,28 @@ OPTIONS: tuple[Option, ...] = (
            "expensive metric stops early (never below 40 calls) and records why (0: no limit)",
            group=Group.PERF, default=30, minimum=0, metavar="S"),
     Option("perf_batch_sizes", Kind.INT_LIST, "batch sizes to time (the first is the gated latency_ms)",
-           group=Group.PERF, default=(1,), metavar="LIST"),
+           group=Group.PERF, default=(1,), minimum=1, metavar="LIST"),
     Option("perf_seq_lens", Kind.INT_LIST, "sequence-length buckets in tokens", group=Group.PERF, default=(32,),
-           metavar="LIST"),
+           minimum=1, metavar="LIST"),
     Option("perf_repeats", Kind.INT, "fresh processes per variant for cold start and memory", group=Group.PERF,
            default=3, minimum=1, metavar="N"),
     Option("perf_new_tokens", Kind.INT, "tokens per timed generation", group=Group.PERF, default=16, minimum=2,
            metavar="N"),
+    # -- generation parity (harness/judge/generation.py): unset leaves each model's own choice ----
+    Option("gen_samples", Kind.INT, "sentences decoded per model, spread over its corpus; 0 = all (default: 48, "
+           "numbers-en-zh: all)", group=Group.GEN, minimum=0, in_config=True, metavar="N"),
+    Option("gen_max_new_tokens", Kind.INT, "new tokens per sentence (default 32; numbers-en-zh 40)",
+           group=Group.GEN, minimum=1, in_config=True, metavar="N"),
+    Option("gen_beams", Kind.INT, "beam width; 1 = greedy (default)", group=Group.GEN, minimum=1, in_config=True,
+           metavar="K"),
+    Option("gen_cache", Kind.CHOICE, "decode with the KV-cache graphs (on, default) or re-run the full decoder "
+           "per step (off)", group=Group.GEN, choices=("on", "off"), in_config=True),
+    Option("gen_repetition_penalty", Kind.FLOAT, "repetition penalty as in generate() (default: the model's "
+           "generation_config)", group=Group.GEN, above=0, in_config=True, metavar="F"),
+    Option("gen_batch_size", Kind.INT, "sentences per decoding batch (default 16)", group=Group.GEN, minimum=1,
+           in_config=True, metavar="N"),
+    Option("gen_worst", Kind.INT, "worst sentences per case kept for summary.md (default 5)", group=Group.GEN,
+           minimum=0, in_config=True, rerun=Rerun.NEVER, metavar="N"),
     # -- the baseline gate: judges the numbers, does not change them -------------------------
     Option("baseline_save", Kind.TEXT, "at the end of a passing session, save its perf records as baseline NAME",
            group=Group.GATE, rerun=Rerun.NEVER, metavar="NAME"),
@@ -334,6 +386,8 @@ def add_pytest_options(parser: Any, group: Group, *, title: str, description: st
             kwargs["action"] = "append"
         elif o.kind is Kind.INT:
             kwargs["type"] = int
+        elif o.kind is Kind.FLOAT:
+            kwargs["type"] = float
         elif o.kind is Kind.CHOICE:
             kwargs["choices"] = o.choices
         pgroup.addoption(o.pytest_flag, default=None, metavar=o.metavar or o.name.upper(), **kwargs)
@@ -375,6 +429,8 @@ def add_cli_arguments(parser: argparse.ArgumentParser, groups: Sequence[Group] =
             kwargs["action"] = "append"
         elif o.kind is Kind.INT:
             kwargs["type"] = int
+        elif o.kind is Kind.FLOAT:
+            kwargs["type"] = float
         elif o.kind is Kind.CHOICE:
             kwargs["choices"] = o.choices
         elif o.kind is Kind.PATH:
@@ -483,7 +539,7 @@ def docs_table(group: Group) -> str:
     return "\n".join(lines)
 
 
-_CONFIG_TYPES = {Kind.LIST: "list of names", Kind.INT: "int", Kind.TEXT: "string", Kind.CHOICE: "one of",
+_CONFIG_TYPES = {Kind.LIST: "list of names", Kind.INT: "int", Kind.FLOAT: "number", Kind.TEXT: "string", Kind.CHOICE: "one of",
                  Kind.FLAG: "true/false", Kind.PATH: "path", Kind.INT_LIST: "list of ints", Kind.PAIRS: "list"}
 
 
@@ -498,6 +554,66 @@ def config_docs_table() -> str:
             kind = " \\| ".join(f"`{c}`" for c in o.choices)
         elif o.minimum is not None:
             kind += f" ≥ {o.minimum}"
+        elif o.above is not None:
+            kind += f" > {o.above:g}"
         default = f"`{o.describe_default()}`" if o.describe_default() else "–"
         lines.append(f"| `{o.name}` | {kind} | {default} | {o.help} |")
     return "\n".join(lines)
+
+
+# -- the typed values: harness/core/values.py is generated from the table -----------------------
+_PY_TYPES = {Kind.FLAG: "bool", Kind.INT: "int", Kind.FLOAT: "float", Kind.TEXT: "str", Kind.CHOICE: "str",
+             Kind.PATH: "Path", Kind.LIST: "tuple[str, ...]", Kind.INT_LIST: "tuple[int, ...]",
+             Kind.PAIRS: "tuple[str, ...]"}
+_SEQUENCES = (Kind.LIST, Kind.INT_LIST, Kind.PAIRS)
+
+
+def typed(o: Option, value: Any) -> Any:
+    """A parsed option value as the typed settings hold it: sequences as tuples, a flag as a
+    bool, an unset sequence as ``()``."""
+    if o.kind is Kind.FLAG:
+        return bool(value)
+    if o.kind in _SEQUENCES:
+        return tuple(value) if value is not None else ()
+    if o.kind is Kind.PATH and isinstance(value, str):  # a config file's path value
+        return Path(value)
+    return value
+
+
+def typed_default(o: Option) -> Any:
+    return typed(o, o.default)
+
+
+def settings_source() -> str:
+    """The source of ``harness/core/values.py``: one typed field per option, named as the option,
+    defaulting to the table's default. Generated (``python scripts/render_metric_docs.py``; a test
+    and ``--check`` hold it to the table) so the core layer, which imports nothing of the
+    harness, carries the typed values without a second declaration to keep in step."""
+    lines = [
+        '"""The resolved value of every run option: one typed field per row of the option table.',
+        "",
+        "GENERATED from ``harness/settings/options.py`` by ``python scripts/render_metric_docs.py``;",
+        "do not edit. A field is named exactly as its option (``samples``, ``threads``) and defaults to",
+        "the table's default; ``harness.settings.resolve.build_options`` fills it explicit > config >",
+        "default by iterating the table. Sequences are tuples; an unset sequence is ``()``.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from dataclasses import dataclass",
+        "from pathlib import Path",
+        "",
+        "",
+        "@dataclass(frozen=True)",
+        "class Settings:",
+        '    """Every option\'s value for one run (``RunOptions.settings``)."""',
+        "",
+    ]
+    for o in OPTIONS:
+        py = _PY_TYPES[o.kind]
+        value = typed_default(o)
+        if value is None:
+            py += " | None"
+        lines.append(f"    {o.name}: {py} = {value!r}")
+    return "\n".join(lines) + "\n"
+

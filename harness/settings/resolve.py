@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision, parse_provider
-from harness.settings.options import BY_NAME, option
+from harness.core.values import Settings
+from harness.settings.options import BY_NAME, OPTIONS, option, typed
 from harness.zoo.base import ModelCatalog, ModelSpec
-
-#: keyword names older callers use -> option names
-_LEGACY_KEYWORDS = {"num_samples": "samples", "intra_op_threads": "threads", "config_path": "config"}
 
 
 def default_models(catalog: ModelCatalog | None = None) -> list[str]:
@@ -29,18 +27,19 @@ def default_models(catalog: ModelCatalog | None = None) -> list[str]:
 
 
 def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | None = None,
-                  inter_op_threads: int | None = None, **keywords: Any) -> RunOptions:
+                  **keywords: Any) -> RunOptions:
     """Options from explicit values (``given``: option name -> value, as parsed from the CLI or
-    pytest; keyword arguments are accepted too, e.g. ``models=[...]``, ``num_samples=4``); a
-    suite config file (``config``, or a ``harness.toml`` / ``[tool.harness]`` in ``rootdir`` or
-    the working directory) supplies what they leave unset."""
+    pytest; keyword arguments by option name are accepted too, e.g. ``models=[...]``,
+    ``samples=4``); a suite config file (``config``, or a ``harness.toml`` / ``[tool.harness]``
+    in ``rootdir`` or the working directory) supplies what they leave unset, the option table's
+    defaults the rest. ``RunOptions.settings`` is built by iterating the table: no option is
+    named, renamed or defaulted here."""
     from harness.settings.config_file import find_config, load_config
 
     values: dict[str, Any] = dict(given or {})
-    for key, value in keywords.items():
-        name = _LEGACY_KEYWORDS.get(key, key)
+    for name, value in keywords.items():
         if name not in BY_NAME:
-            raise TypeError(f"build_options: unknown option {key!r}")
+            raise TypeError(f"build_options: unknown option {name!r}{did_you_mean(name, BY_NAME)}")
         if value is not None:
             values[name] = option(name).parse(value)
     values = {k: v for k, v in values.items() if v is not None and v is not False}
@@ -72,13 +71,13 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
         """explicit > config > table default"""
         if name in values:
             return values[name]
-        from_config = getattr(cfg, name, None) if cfg is not None and option(name).in_config else None
+        from_config = cfg.value(name) if cfg is not None and option(name).in_config else None
         return from_config if from_config is not None else option(name).default
 
     precisions: list[Precision] = [parse_precision(p) for p in setting("precisions")]
     providers: list[Provider] = [parse_provider(p) for p in setting("providers")]
     explicit = {name for name in ("precisions", "providers", "samples")
-                if name in values or (cfg is not None and getattr(cfg, name, None) is not None)}
+                if name in values or (cfg is not None and cfg.value(name) is not None)}
     if "samples" in explicit:
         check_samples(names, catalog, setting("samples"), "--samples" if "samples" in values else
                       f"{cfg.path if cfg else ''}: run.samples")
@@ -87,31 +86,15 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
     from harness.settings.runtime import RUNTIME_KEYS, build_runtime
 
     runtime, axes = build_runtime({name: setting(name) for name in RUNTIME_KEYS
-                                   if name in values or getattr(cfg, name, None) is not None},
+                                   if name in values or (cfg is not None and cfg.value(name) is not None)},
                                   f"{cfg.path}: run" if cfg is not None and not any(n in values for n in RUNTIME_KEYS)
                                   else "")
+    settings = Settings(**{o.name: typed(o, setting(o.name)) for o in OPTIONS})
     return RunOptions(
         models=list(dict.fromkeys(names)), precisions=list(dict.fromkeys(precisions)),
-        providers=list(dict.fromkeys(providers)),
-        opset=setting("opset"), exporter=setting("exporter") or "torchscript",
-        batch_size=setting("batch_size"), num_samples=setting("samples"),
-        intra_op_threads=setting("threads"), inter_op_threads=inter_op_threads,
-        trt_max_batch=setting("trt_max_batch"), trt_max_seq=setting("trt_max_seq"),
-        fp16_op_block_list=tuple(setting("fp16_block_list") or ()),
-        int8_per_channel=bool(setting("int8_per_channel")),
-        fp16_node_block_list=tuple(setting("fp16_node_block_list") or ()),
-        int8_nodes_to_exclude=tuple(setting("int8_nodes_to_exclude") or ()),
-        explicit_exporter="exporter" in values,
-        given=values, catalog=catalog,
+        providers=list(dict.fromkeys(providers)), settings=settings, given=values, catalog=catalog,
         explicit_variants=bool(explicit & {"precisions", "providers"}),
-        allow_skip=bool(setting("allow_skip")), target_lang=setting("target_lang"),
-        builtin_suites=bool(setting("builtin_suites")), explicit_samples="samples" in explicit,
         notes=tuple(shadow_notes(names, catalog)), runtime=runtime, runtime_axes=axes,
-        int8_calibration=setting("int8_calibration"), int8_calibration_samples=setting("int8_calibration_samples"),
-        fresh_references=bool(setting("fresh_references")),
-        repro_bundles=setting("repro_bundles") or "auto",
-        external_data=setting("external_data") or "auto",
-        release_models=setting("release_models") or "auto",
     )
 
 
@@ -174,6 +157,8 @@ def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
             extra.update(trust_remote_code=entry.trust_remote_code, allow_pickle=entry.allow_pickle)
         if artifacts:
             extra["artifacts"] = artifacts
+        if entry.endpoint is not None:
+            extra["endpoint"] = dict(entry.endpoint)
         if entry.runtime:
             extra["runtime"] = dict(entry.runtime)
         spec = replace(

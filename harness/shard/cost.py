@@ -74,7 +74,7 @@ def model_bytes(name: str, catalog: "ModelCatalog | None") -> int:
         return _weight_bytes(Path(name).expanduser())
     try:
         spec = (catalog or ModelCatalog()).resolve(name)
-    except Exception:  # an unknown model fails later, with its own message
+    except Exception:  # noqa: BLE001 - an unknown model fails later, with its own message
         return 0
     if spec.path is not None:
         return _weight_bytes(Path(spec.path))
@@ -90,7 +90,7 @@ def graph_count(name: str, catalog: "ModelCatalog | None") -> int:
     try:
         spec = (catalog or ModelCatalog()).resolve(name)
         return len(family_for(spec.family).generation_graphs(True)) if spec.generates else 1
-    except Exception:  # no generation head, or an unknown model: one graph
+    except Exception:  # noqa: BLE001 - no generation head, or an unknown model: one graph
         return 1
 
 

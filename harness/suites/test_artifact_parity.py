@@ -29,8 +29,8 @@ def test_artifact_parity(variant: Variant, harness: Case) -> None:
     options = ws.options
     request = CheckRequest(reference=spec.name, spec=spec, onnx=Path(spec.extra["artifacts"][variant.precision.value]),
                            precision=variant.precision.value, provider=variant.provider.short,
-                           samples=options.num_samples, batch_size=options.batch_size,
-                           threads=options.intra_op_threads)
+                           samples=options.settings.samples, batch_size=options.settings.batch_size,
+                           threads=options.settings.threads)
     outcome = run_check(request, harness.run_dir)
     failures: list[str] = []
     errors: list[str] = []

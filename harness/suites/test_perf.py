@@ -45,7 +45,7 @@ def _settings_record(harness: Case, settings: PerfSettings, **extra: Any) -> dic
     from harness.results.envinfo import thread_settings
 
     options = harness.workspace.options
-    return {**settings.as_dict(), "threads": thread_settings(options.intra_op_threads, options.inter_op_threads),
+    return {**settings.as_dict(), "threads": thread_settings(options.settings.threads, options.settings.inter_threads),
             **extra}
 
 
@@ -127,8 +127,8 @@ def test_artifact_perf(variant: Variant, harness: Case, perf_settings: PerfSetti
     options = ws.options
     request = CheckRequest(reference=spec.name, spec=spec, onnx=Path(spec.extra["artifacts"][variant.precision.value]),
                            precision=variant.precision.value, provider=variant.provider.short,
-                           samples=options.num_samples, batch_size=options.batch_size,
-                           threads=options.intra_op_threads, generation=False, perf=perf_settings,
+                           samples=options.settings.samples, batch_size=options.settings.batch_size,
+                           threads=options.settings.threads, generation=False, perf=perf_settings,
                            runtime=ws.runtime_for(variant))
     outcome = run_check(request, harness.run_dir)
     record = next(Record.coerce(r) for r in outcome.records if r["suite"] == "check_perf")

@@ -109,7 +109,7 @@ def tokenizer_size(tokenizer: Any) -> int | None:
     """One more than the largest id the tokenizer can produce (added tokens included)."""
     try:
         vocab = tokenizer.get_vocab()
-    except Exception:  # a tokenizer without a vocabulary API: nothing to compare
+    except Exception:  # noqa: BLE001 - a tokenizer without a vocabulary API: nothing to compare
         return None
     ids = [i for i in vocab.values() if _int(i) is not None]
     return max(ids) + 1 if ids else None

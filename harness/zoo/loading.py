@@ -243,7 +243,7 @@ def check_weights_only(path: Path) -> None:
     are accepted, so a checkpoint carrying code is refused before anything else reads it."""
     try:
         torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # UnpicklingError, RuntimeError (not a zip), EOFError...
+    except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError (not a zip), EOFError...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: refused: not a plain weights checkpoint under torch.load(weights_only=True) "
                          f"({first[:200]})") from None
@@ -270,7 +270,7 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust
     try:
         loaded: torch.nn.Module = cls.from_pretrained(str(path), **kwargs)
         return loaded
-    except Exception as exc:  # corrupt safetensors, bad config values...: bad input, not a crash
+    except Exception as exc:  # noqa: BLE001 - corrupt safetensors, bad config values...: bad input, not a crash
         raise UsageError(f"{path}: cannot load model ({describe_error(exc)})") from None
 
 
@@ -282,6 +282,6 @@ def _load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -
 
     try:
         return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
-    except Exception as exc:  # tokenizers raises bare Exception on a corrupt tokenizer.json
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception on a corrupt tokenizer.json
         raise UsageError(f"{path}: cannot load tokenizer ({describe_error(exc)})") from None
 

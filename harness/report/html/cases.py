@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 from html import escape
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from harness.report.html.diff import highlight
 from harness.report.html.grid import SEVERITY, anchor
 from harness.report.html.headline import format_number, headline
 from harness.report.text import printable
 from harness.results import Record
+from harness.results.sections import Evidence, Generation, Judged
 
 
 def _text(value: Any) -> str:
@@ -48,16 +49,13 @@ def _files(record: Record, run_dir: Path | None, report_dir: Path | None) -> lis
     """(label, href) of the case's saved files: failing batches, repro bundles (``harness repro``),
     decoded text, the case directory."""
     named: dict[str, str] = {}
-    batches = record.data.get("failing_batches")
-    if isinstance(batches, Mapping):
-        named.update({f"failing batch of {graph}": str(path) for graph, path in batches.items()})
-    bundles = record.data.get("repro_bundles")
-    if isinstance(bundles, Mapping):
-        named.update({f"repro bundle of {graph} (harness repro DIR)": str(Path(str(path)) / "bundle.json")
-                      for graph, path in bundles.items()})
-    generation = record.data.get("generation")
-    if isinstance(generation, Mapping) and generation.get("decoded"):
-        named["decoded sentences"] = str(generation["decoded"])
+    evidence = Evidence.of(record)
+    named.update({f"failing batch of {graph}": path for graph, path in evidence.failing_batches.items()})
+    named.update({f"repro bundle of {graph} (harness repro DIR)": str(Path(path) / "bundle.json")
+                  for graph, path in evidence.repro_bundles.items()})
+    decoded = Generation.of(record).decoded
+    if decoded:
+        named["decoded sentences"] = decoded
     out = []
     for label, path in named.items():
         found = locate(path, run_dir)
@@ -92,8 +90,8 @@ def _checks_table(record: Record) -> str:
 
 
 def _worst(record: Record) -> str:
-    worst = record.data.get("worst")
-    if not isinstance(worst, Mapping) or not worst:
+    worst = Judged.of(record).worst
+    if not worst:
         return ""
     failing_subjects = {c.subject.replace("/", ".") for c in record.checks() if not c.passed}
     items = [(k, v) for k, v in worst.items() if k in failing_subjects] or list(worst.items())[:3]
@@ -102,13 +100,11 @@ def _worst(record: Record) -> str:
 
 
 def _pairs(record: Record) -> str:
-    pairs = record.data.get("worst_pairs")
-    if not isinstance(pairs, list) or not pairs:
+    pairs = Generation.of(record).worst_pairs
+    if not pairs:
         return ""
     rows = []
     for p in pairs:
-        if not isinstance(p, Mapping):
-            continue
         ref, got = highlight(printable(str(p.get("pytorch") or "")), printable(str(p.get("variant") or "")))
         rows.append(f"<tr><td>{_text(p.get('index', ''))}</td><td>{_text(p.get('source'))}</td>"
                     f"<td class=\"text\">{ref}</td><td class=\"text\">{got}</td>"
@@ -120,13 +116,11 @@ def _pairs(record: Record) -> str:
 def _forensics(record: Record) -> str:
     """The divergent step of the worst sentences (``data.generation_forensics``): both sides' top-k
     side by side, the variant's chosen token and the reference's top-1 marked, and the near-tie call."""
-    entries = record.data.get("generation_forensics")
-    if not isinstance(entries, list) or not entries:
+    entries = Generation.of(record).forensics
+    if not entries:
         return ""
     parts = []
     for e in entries:
-        if not isinstance(e, Mapping):
-            continue
         ref, var = e.get("reference") or {}, e.get("variant") or {}
         marked = {ref.get("chosen"), var.get("chosen")}
 

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from harness.report.html import plots
 from harness.report.tables import perf_numbers
 from harness.results import Record
+from harness.results.sections import Generation, PerfHeadlines
 
 MiB = float(2 ** 20)
 #: at most this many latency keys get their own CDF (bs/seq buckets beyond are in the table)
@@ -45,9 +46,7 @@ def _throughput(records: list[Record]) -> dict[str, list[float]]:
             if key.endswith(("tokens_per_s", "throughput")):
                 unit = "tokens/s" if key.endswith("tokens_per_s") else "calls/s"
                 out[f"{name} {key} ({unit})"] = [value]
-        generation = r.data.get("generation")
-        seconds = generation.get("seconds") if isinstance(generation, Mapping) else None
-        tokens = _number(seconds.get("tokens_per_s")) if isinstance(seconds, Mapping) else None
+        tokens = Generation.of(r).tokens_per_s
         if tokens is not None:
             out[f"{name} decode (tokens/s)"] = [tokens]
     return out
@@ -87,12 +86,11 @@ def render_perf(records: list[Record]) -> str:
     memory = {}
     for r in perf:
         name = r.variant or r.id
-        start = r.perf.get("cold_start_ms")
-        if isinstance(start, Mapping):
-            load, first = _number(start.get("load")), _number(start.get("first_inference"))
-            if load is not None and first is not None:
-                cold[name] = [load, first]
-        peak = _number(r.perf.get("peak_rss_bytes"))
+        headlines = PerfHeadlines.of(r)
+        load, first = headlines.cold_load_ms, headlines.cold_first_inference_ms
+        if load is not None and first is not None:
+            cold[name] = [load, first]
+        peak = headlines.peak_rss_bytes
         if peak is not None:
             memory[name] = [peak / MiB]
     if cold:

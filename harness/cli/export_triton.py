@@ -1,0 +1,103 @@
+"""``harness export-triton``: a Triton model repository of the variants a run judges.
+
+    harness export-triton --models bert-tiny --precisions fp32 fp16 --providers ort_cpu --out model_repository
+    harness export-triton --models encoder-custom --providers ort_trt --opset 17 \\
+        --trt-profile input_ids=1x1,8x64,16x128 --out model_repository
+
+Each (model, precision, provider) becomes ``<out>/<model>-<precision>[-<graph>]/`` with the
+artifact the harness judged (its content-addressed cache) and a ``config.pbtxt`` derived from
+the artifact and the variant's runtime settings, validated with Triton's model-config protobuf.
+Exit 0 written, 2 bad input (unknown model, a provider that does not run ONNX files, a config
+that does not parse). docs/serving.md shows how to serve it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.core import UsageError
+
+#: the option table's rows this command takes (what decides the artifact and how it runs)
+OPTION_NAMES = ("models", "precisions", "providers", "config", "opset", "exporter", "threads", "fp16_block_list",
+                "int8_per_channel", "graph_optimization", "inter_threads", "execution_mode", "mem_pattern",
+                "cpu_arena", "provider_options", "trt_profile", "trt_engine_cache", "trt_timing_cache",
+                "trt_max_batch", "trt_max_seq", "external_data", "cache")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.settings.options import add_cli_arguments
+
+    p = sub.add_parser("export-triton", help="write a Triton model repository (model.onnx + config.pbtxt) of the "
+                                             "variants a run judges",
+                       description="Write <out>/<model>-<precision>/<version>/model.onnx and config.pbtxt for each "
+                                   "variant (dynamic dims, max batch size, dynamic batching, instance groups, the "
+                                   "ONNX Runtime / TensorRT backend settings of the variant's runtime settings), "
+                                   "each config parsed back with Triton's model-config protobuf. Exit 0 written, "
+                                   "2 bad input.")
+    p.add_argument("--out", type=Path, default=Path("model_repository"), help="repository directory "
+                                                                            "(default: model_repository)")
+    p.add_argument("--max-batch-size", type=int, default=8, metavar="N", help="Triton max_batch_size (0: Triton "
+                                                                            "does not batch); default 8")
+    p.add_argument("--preferred-batch-sizes", type=int, nargs="+", default=None, metavar="N",
+                   help="dynamic batching's preferred sizes (default: half the maximum and the maximum)")
+    p.add_argument("--max-queue-delay-us", type=int, default=100, metavar="US",
+                   help="how long the dynamic batcher waits to fill a batch (default 100 microseconds)")
+    p.add_argument("--instances", type=int, default=1, metavar="N", help="model instances (instance_group count)")
+    p.add_argument("--version", type=int, default=1, metavar="V", help="the model version folder (default 1)")
+    p.add_argument("--plan", type=Path, default=None, metavar="ENGINE",
+                   help="a TensorRT engine (trtexec --saveEngine) to ship as model.plan instead of model.onnx "
+                        "(one model, one precision, one graph)")
+    add_cli_arguments(p, names=OPTION_NAMES)
+    p.set_defaults(func=export_triton)
+
+
+def export_triton(args: argparse.Namespace) -> int:
+    from harness.core import parse_precision
+    from harness.runners import backends
+    from harness.runners.prebuilt import runs_onnx_files
+    from harness.serving.triton import TritonSettings, repository_name, write_model
+    from harness.settings.options import cli_values
+    from harness.settings.resolve import build_options
+
+    settings = TritonSettings(args.max_batch_size, tuple(args.preferred_batch_sizes or ()), args.max_queue_delay_us,
+                              args.instances, args.version)
+    settings.validate()
+    options = build_options(cli_values(args), rootdir=Path.cwd())
+    if len(options.precisions) * len(options.models) > 1 and args.plan:
+        raise UsageError("--plan: one engine is one model at one precision; give one --models and one --precisions")
+    if args.plan is not None and not Path(args.plan).is_file():
+        raise UsageError(f"--plan: {args.plan}: no such file")
+    providers = [p for p in options.providers if runs_onnx_files(backends().get(p.backend))
+                 and p.backend == "onnxruntime"]
+    if not providers:
+        raise UsageError("--providers: Triton's ONNX Runtime backend serves ort_cpu, ort_cuda or ort_trt variants; "
+                         f"got {', '.join(p.short for p in options.providers)}")
+    from harness.core import Variant
+    from harness.judge.workspace import Workspace
+    from harness.serving.artifacts import variant_files
+
+    ws = Workspace(options)
+    out = Path(args.out)
+    written = []
+    for name in options.models:
+        for precision in options.precisions:
+            parse_precision(precision.value, option="--precisions")
+            for provider in providers:
+                variant = Variant(name, precision, provider)
+                model, family, graphs = variant_files(ws, variant)
+                runtime = ws.runtime_for(variant, model)
+                if len(graphs) > 1 and args.plan:
+                    raise UsageError(f"--plan: {name} has {len(graphs)} graphs; one engine serves one graph")
+                backend = ws.backend(variant, model)
+                for g in graphs:
+                    profile = (backend.trt_profile(model, family, g.graph)  # type: ignore[attr-defined]
+                               if provider.device == "TensorrtExecutionProvider" else None)
+                    entry = write_model(out, repository_name(name, precision.value, g.graph.name, len(graphs)),
+                                        g.path, variant, runtime, settings, profile, args.plan)
+                    written.append(entry)
+                    note = f"  ({'; '.join(entry.notes)})" if entry.notes else ""
+                    print(f"{entry.directory}/config.pbtxt  [{variant.id}, {g.graph.name}]{note}")
+    print(f"{len(written)} model(s) in {out}; every config.pbtxt parsed with Triton's model-config protobuf. "
+          f"Serve: tritonserver --model-repository {out.resolve()}")
+    return 0

@@ -1,0 +1,207 @@
+"""Typed sections of a record's payload, each with its JSON codec and its one writer.
+
+A record's ``data``, ``memory``, ``perf`` and ``settings`` are JSON objects in the file
+(``harness.result/1``), open to additions. What the harness itself writes into them and reads back
+is declared here once, as a dataclass per section: ``of(record)`` reads one tolerantly (an older
+record lacking the keys, or a value of another shape, reads as the defaults -- nothing raises), and
+the section's writer (``write`` / ``to_dict``) is the only code that spells its keys. Readers outside
+``harness.results`` use the attributes, never the strings.
+
+- :class:`Evidence`: ``data.failing_batches``, ``data.repro_bundles``, ``data.repro_bundle_error``;
+  written by ``Evidence.write`` (the pipeline's record stage, the generation and perf bundles)
+- :class:`Judged`: ``data.worst``, ``data.replayed_outputs``, ``data.profile``; by ``Case.record_parity``
+- :class:`Generation`: ``data.generation``, ``data.worst_pairs``, ``data.generation_forensics``;
+  by ``harness.judge.generation.record``
+- :class:`Memory`: ``memory``; by ``harness.core.rss.PeakRss.stop`` (its dict is this codec's shape)
+- :class:`PerfHeadlines`: ``perf.cold_start_ms``, ``perf.peak_rss_bytes``; by the perf suites
+- :class:`SettingsSection`: ``settings.runtime``; by ``Case._settings``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.results.record import Record
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _strs(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def _rows(value: Any) -> tuple[dict[str, Any], ...]:
+    return tuple(dict(v) for v in value if isinstance(v, Mapping)) if isinstance(value, list) else ()
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Files a failing case left for reproduction, by graph (or ``generation`` / ``perf``): the worst
+    batch as ``.npz`` and the repro bundle directory; ``bundle_error`` when writing a bundle failed."""
+
+    failing_batches: dict[str, str] = field(default_factory=dict)
+    repro_bundles: dict[str, str] = field(default_factory=dict)
+    bundle_error: str | None = None
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Evidence:
+        error = data.get("repro_bundle_error")
+        return cls(_strs(data.get("failing_batches")), _strs(data.get("repro_bundles")),
+                   None if error is None else str(error))
+
+    @classmethod
+    def of(cls, record: Record) -> Evidence:
+        return cls.from_data(record.data)
+
+    def write(self, data: MutableMapping[str, Any]) -> None:
+        """The one writer: merge into a case's ``data`` (empty parts leave the keys absent, as before)."""
+        if self.failing_batches:
+            data["failing_batches"] = {**_strs(data.get("failing_batches")), **self.failing_batches}
+        if self.repro_bundles:
+            data["repro_bundles"] = {**_strs(data.get("repro_bundles")), **self.repro_bundles}
+        if self.bundle_error is not None:
+            data["repro_bundle_error"] = self.bundle_error
+
+
+@dataclass(frozen=True)
+class Judged:
+    """How a numeric case's numbers came about: the worst element per ``graph.output``, the graphs
+    whose outputs were replayed from the output cache, the profiling summary per graph."""
+
+    worst: dict[str, str] = field(default_factory=dict)
+    replayed_outputs: tuple[str, ...] = ()
+    profile: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: Record) -> Judged:
+        data = record.data
+        replayed = data.get("replayed_outputs")
+        return cls(_strs(data.get("worst")), tuple(str(g) for g in replayed) if isinstance(replayed, list) else (),
+                   {str(k): dict(v) for k, v in _map(data.get("profile")).items() if isinstance(v, Mapping)})
+
+    def write(self, data: MutableMapping[str, Any]) -> None:
+        """The one writer (``Case.record_parity``): ``worst`` always, the others when present."""
+        data["worst"] = dict(self.worst)
+        if self.replayed_outputs:
+            data["replayed_outputs"] = list(self.replayed_outputs)
+        if self.profile:
+            data["profile"] = dict(self.profile)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A generation case's decode: settings (``replayed`` among them), signatures, seconds, the
+    decoded text file, the worst sentence pairs and the forensics of the worst divergences."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    signatures: dict[str, Any] = field(default_factory=dict)
+    seconds: dict[str, Any] = field(default_factory=dict)
+    decoded: str | None = None
+    worst_pairs: tuple[dict[str, Any], ...] = ()
+    forensics: tuple[dict[str, Any], ...] = ()
+    first_divergence: Any = None
+
+    @classmethod
+    def of(cls, record: Record) -> Generation:
+        data = record.data
+        gen = _map(data.get("generation"))
+        decoded = gen.get("decoded")
+        return cls(_map(gen.get("settings")), _map(gen.get("signatures")), _map(gen.get("seconds")),
+                   str(decoded) if decoded else None, _rows(data.get("worst_pairs")),
+                   _rows(data.get("generation_forensics")), gen.get("first_divergence"))
+
+    def write(self, data: MutableMapping[str, Any]) -> None:
+        """The one writer (``harness.judge.generation.record``), in the order records always had."""
+        data["generation"] = {"settings": self.settings, "signatures": self.signatures, "seconds": self.seconds,
+                              "first_divergence": self.first_divergence,
+                              **({"decoded": self.decoded} if self.decoded else {})}
+        data["worst_pairs"] = [dict(p) for p in self.worst_pairs]
+        if self.forensics:
+            data["generation_forensics"] = [dict(f) for f in self.forensics]
+
+    @property
+    def replayed(self) -> bool:
+        return bool(self.settings.get("replayed"))
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return _number(self.seconds.get("tokens_per_s"))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The case's resident memory (``harness.core.rss``); None where not recorded."""
+
+    peak_rss_bytes: int | None = None
+    start_rss_bytes: int | None = None
+    end_rss_bytes: int | None = None
+    process_peak_rss_bytes: int | None = None
+    source: str | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Memory:
+        def count(key: str) -> int | None:
+            value = _number(raw.get(key))
+            return int(value) if value is not None else None
+
+        source = raw.get("source")
+        return cls(count("peak_rss_bytes"), count("start_rss_bytes"), count("end_rss_bytes"),
+                   count("process_peak_rss_bytes"), None if source is None else str(source))
+
+    @classmethod
+    def of(cls, record: Record) -> Memory:
+        return cls.from_dict(record.memory)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in (("peak_rss_bytes", self.peak_rss_bytes), ("start_rss_bytes", self.start_rss_bytes),
+                                  ("end_rss_bytes", self.end_rss_bytes),
+                                  ("process_peak_rss_bytes", self.process_peak_rss_bytes),
+                                  ("source", self.source)) if v is not None}
+
+    @property
+    def growth_bytes(self) -> int | None:
+        """Resident bytes the case added by its end (negative: it freed more)."""
+        if self.start_rss_bytes is None or self.end_rss_bytes is None:
+            return None
+        return self.end_rss_bytes - self.start_rss_bytes
+
+
+@dataclass(frozen=True)
+class PerfHeadlines:
+    """The fresh-process numbers of a perf case: cold start (load, first inference, ms) and peak RSS."""
+
+    cold_load_ms: float | None = None
+    cold_first_inference_ms: float | None = None
+    peak_rss_bytes: float | None = None
+
+    @classmethod
+    def of(cls, record: Record) -> PerfHeadlines:
+        cold = _map(record.perf.get("cold_start_ms"))
+        return cls(_number(cold.get("load")), _number(cold.get("first_inference")),
+                   _number(record.perf.get("peak_rss_bytes")))
+
+
+@dataclass(frozen=True)
+class SettingsSection:
+    """The settings a record says it ran with that readers outside ``results`` show."""
+
+    runtime: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, record: Record) -> SettingsSection:
+        runtime = record.settings.get("runtime")
+        return cls(dict(runtime) if isinstance(runtime, Mapping) else None)
+
+
+__all__ = ["Evidence", "Generation", "Judged", "Memory", "PerfHeadlines", "SettingsSection"]
