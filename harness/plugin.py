@@ -346,8 +346,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Serial run: the harness cases the session will run (an interrupted run counts the rest)."""
     collector = session.config.stash.get(COLLECTOR, None)
     if collector is not None:
-        collector.expect([item.nodeid for item in session.items
-                          if any(key == "harness_case" for key, _ in item.user_properties)])
+        cases = {item.nodeid: value for item in session.items for key, value in item.user_properties
+                 if key == "harness_case" and isinstance(value, dict)}
+        collector.expect(list(cases), cases)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -384,7 +385,9 @@ def interruption(config: pytest.Config) -> Any:
         return None  # not a harness session (the plugin is installed everywhere): pytest's own status
     from harness.core.interrupts import Interruption
 
-    return Interruption(signum, tuple(collector.not_run()), len(collector.expected))
+    not_run = tuple(collector.not_run())
+    return Interruption(signum, not_run, len(collector.expected),
+                        {n: collector.identities[n] for n in not_run if n in collector.identities})
 
 
 @pytest.hookimpl(wrapper=True)
@@ -423,11 +426,15 @@ def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: A
 
     out = collector.writer.out_dir
     write_marker(out, stopped)  # so a later `harness report` of this directory says INTERRUPTED too
+    from harness.results.notrun import not_run_records
+
     write_summary(out, collector.records, interruption=stopped)
-    write_junit(out / JUNIT_FILE, collector.records)
+    # every selected case is a testcase: the ones a signal stopped are <error>s, not absent
+    junit_records = collector.records + not_run_records(stopped, collector.run_id)
+    write_junit(out / JUNIT_FILE, junit_records)
     extra = config.getoption("harness_junit_xml", None)
     if extra:
-        write_junit(Path(extra), collector.records)
+        write_junit(Path(extra), junit_records)
     append_step_summary(render_summary(collector.records, interruption=stopped), out)
 
 

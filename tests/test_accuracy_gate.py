@@ -137,13 +137,15 @@ def test_the_cause_is_named_where_it_plausibly_explains_the_change():
     assert compare_accuracy(base, fp16).rows[0].explained_by == ()
 
 
-def test_missing_and_new_cases_are_listed_not_failed():
+def test_missing_cases_are_listed_and_fail_unless_allowed():
     base = fp16_run()
     cand = fp16_run()[:1] + [record("bert-tiny-int8-ort_cpu", {"model.logits.norm_max_abs": 0.0155})]
     result = compare_accuracy(base, cand)
-    assert result.exit_code == 0
     assert result.missing == ["test_logits_parity[bert-tiny-fp32-ort_cpu]"]
     assert result.new == ["test_logits_parity[bert-tiny-int8-ort_cpu]"]
+    assert result.exit_code == 1 and result.headline().startswith("FAIL: 1 missing in candidate")
+    result.allow_missing = True
+    assert result.exit_code == 0 and "(--allow-missing: 1 missing in candidate" in result.headline()
 
 
 def test_context_and_perf_numbers_are_not_judged():

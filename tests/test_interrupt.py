@@ -151,6 +151,14 @@ def test_interrupted_run_says_interrupted(tmp_path, runner, workers, sig):
     assert f"**INTERRUPTED by {sig.name}** — {not_run} case(s) not run; {len(records)} finished" in summary
     assert "## Not run" in summary and "test_c_later[bert-tiny-fp32-torch_cpu]" in summary
     assert f"INTERRUPTED by {sig.name} — {not_run} case(s) not run" in terminal
+    # CI reads junit.xml: every selected case is a testcase, the unfinished ones <error>s
+    import xml.etree.ElementTree as ET
+
+    junit = ET.parse(out / "junit.xml").getroot()
+    assert junit.get("tests") == str(CASES) and junit.get("errors") == str(not_run)
+    stopped = [c for c in junit.iter("testcase") if c.find("error") is not None]
+    assert len(stopped) == not_run and all(f"interrupted by {sig.name}" in (c.find("error").get("message") or "")
+                                            for c in stopped)
     # re-rendered later from the directory, the run still reads as interrupted, never PASSED
     from harness.cli import main
 
@@ -158,6 +166,7 @@ def test_interrupted_run_says_interrupted(tmp_path, runner, workers, sig):
     again = (tmp_path / "again.md").read_text()
     assert "PASSED" not in again and f"**INTERRUPTED by {sig.name}** — {not_run} case(s) not run" in again
     assert f"INTERRUPTED by {sig.name}" in (tmp_path / "again.html").read_text()
+    assert f'<span class="v-not-run">{not_run} not-run</span>' in (tmp_path / "again.html").read_text()
 
 
 def test_rerun_into_the_same_directory_supersedes(tmp_path):

@@ -38,6 +38,7 @@ class GateRequest:
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
     margins: tuple[str, ...] = ()  # --harness-accuracy-margin (issue 17)
+    allow_missing: bool = False  # --harness-allow-missing: a partial comparison passes (and says so)
 
     @property
     def active(self) -> bool:
@@ -80,7 +81,8 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
     return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
                        force_env=bool(values.get("baseline_force_env")),
                        thresholds=tuple(values.get("baseline_threshold") or ()),
-                       margins=tuple(values.get("accuracy_margin") or ()))
+                       margins=tuple(values.get("accuracy_margin") or ()),
+                       allow_missing=bool(values.get("allow_missing")))
 
 
 def _check_gate_request(req: GateRequest) -> None:
@@ -228,6 +230,7 @@ def _compare(req: GateRequest, run_dir: Path) -> Any:
         return None  # an accuracy-only baseline (a run without --perf was blessed): nothing to time
     comparison = compare_runs(baseline.records, load_run(run_dir), [parse_threshold(t) for t in req.thresholds],
                               force_env=req.force_env)
+    comparison.allow_missing = req.allow_missing
     (run_dir / "perf-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "perf-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
     return comparison
@@ -246,6 +249,7 @@ def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) ->
     config_path = run_options(config).given.get("config")
     margins = margin_table(config_path, req.margins, rootdir=config.rootpath)
     comparison = compare_accuracy(baseline.records, read_results(run_dir), margins)
+    comparison.allow_missing = req.allow_missing
     (run_dir / "accuracy-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "accuracy-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
     return comparison

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.core.interrupts import Interruption
-from harness.report.checks import format_checks
+from harness.report.checks import format_checks, reason_line
 from harness.report.highlights import highlights
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
@@ -21,6 +21,27 @@ ORDER: tuple[Verdict, ...] = ("pass", "fail", "error", "not-run", "skip")
 assert set(ORDER) == set(VERDICTS)
 #: not-run case ids listed in an interrupted run's summary (the rest are counted)
 NOT_RUN_LISTED = 50
+#: the order of the "Needs attention" section
+ATTENTION: tuple[Verdict, ...] = ("fail", "error", "not-run")
+
+
+def attention(records: Iterable[Record]) -> list[Record]:
+    """The cases a reader must look at, failures first, then errors, then cases that did not run."""
+    return sorted((r for r in records if r.verdict in ATTENTION),
+                  key=lambda r: (ATTENTION.index(r.verdict), r.suite or "", r.id))
+
+
+def attention_lines(records: Iterable[Record], interruption: Interruption | None = None) -> list[str]:
+    """One Markdown line per case that needs attention: verdict, case id, then the failing metric
+    with its value and threshold (``reason_line``)."""
+    lines = [f"- **{r.verdict}** {_code(r.id)}: {_md(reason_line(r)[:300])}" for r in attention(records)]
+    if interruption is not None:
+        stopped = interruption.not_run
+        lines += [f"- **not-run** {_code(nodeid.split('::')[-1])}: stopped by {_md(interruption.signal)}"
+                  for nodeid in stopped[:NOT_RUN_LISTED]]
+        if len(stopped) > NOT_RUN_LISTED:
+            lines.append(f"- … and {len(stopped) - NOT_RUN_LISTED} more not run")
+    return lines
 
 
 def status_line(records: list[Record], interruption: Interruption | None = None) -> str:
@@ -59,9 +80,12 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
                      + ", ".join(f"{_md(k)} {_md(v)}" for k, v in versions.items())
                      + f" (fingerprint {_code(env.get('fingerprint'))})")
         lines.append("")
-    lines += ["| case | verdict | worst checks | reason |", "|---|---|---|---|"]
+    needs = attention_lines(recs, interruption)
+    if needs:
+        lines += [f"## Needs attention ({len(needs)})", "", *needs, ""]
+    lines += ["## All cases", "", "| case | verdict | worst checks | reason |", "|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (r.suite or "", r.id)):
-        reason = r.reason.splitlines()[0][:160] if r.reason else ""
+        reason = reason_line(r)[:160]
         lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {r.verdict} | {_md(format_checks(r))} | {_md(reason)} |")
     lit = [(r, h) for r in sorted(recs, key=lambda r: (r.suite or "", r.id)) if any((h := highlights(r)).values())]
     if lit:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from harness.core import Variant
 from harness.core.phases import PhaseClock
@@ -77,6 +77,8 @@ class Case:
         Evidence(result.side.dumps, result.side.bundles).write(self.data)
         if result.shapes:
             self.data["shapes"] = result.shapes
+        if result.coverage is not None:
+            result.coverage.write(self.data)
 
     def case_dir(self) -> Path:
         """This case's directory in the run dir (created on first use by whoever writes)."""
@@ -182,11 +184,16 @@ class RecordCollector:
         self.finished: set[str] = set()
         #: whether any report of a harness case arrived (the session is a harness run)
         self.harness_seen = False
+        #: node id -> the case's identity, for the expected cases collection described
+        self.identities: dict[str, Mapping[str, Any]] = {}
 
-    def expect(self, nodeids: list[str]) -> None:
-        """The cases this session will run (called once collection is known; idempotent)."""
+    def expect(self, nodeids: list[str], cases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """The cases this session will run (called once collection is known; idempotent);
+        ``cases``: who they are (node id -> ``harness_case``), so a case that never ran can still
+        be shown in its model's row."""
         known = set(self.expected)
         self.expected += [n for n in nodeids if n not in known]
+        self.identities.update(cases or {})
 
     def not_run(self) -> list[str]:
         """Expected cases that never finished (not started, or cut off while running)."""

@@ -84,6 +84,13 @@ class ModelSpec:
             raise ValueError(f"{self.name}: unknown family {self.family!r}; known: {family_names()}")
         if (self.build is None) == (self.path is None):
             raise ValueError(f"{self.name}: give exactly one of build= or path=")
+        from harness.metrics.registry import METRICS, TOLERANCE_SCOPES
+
+        for precision, checks in self.tolerances.items():  # the rule the config file and the CLI apply
+            for name, value in checks.items():
+                problem = METRICS.lookup(name, *TOLERANCE_SCOPES, what="tolerance metric").threshold_problem(value)
+                if problem:
+                    raise ValueError(f"{self.name}: tolerances.{precision}.{name}: {problem}")
 
 
 #: the zoo's declarations: filled once by the modules of ``harness.zoo`` at import, never
@@ -264,12 +271,14 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
         cfg = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"{config}: unreadable config.json ({exc})") from None
-    family = family or detect_family(cfg)
+    try:
+        family = family or detect_family(cfg)
+    except UsageError as exc:
+        raise UsageError(f"{path}/{exc}") from None
     if family is None:
-        raise UsageError(
-            f"{config}: cannot tell the model family from architectures={cfg.get('architectures')}; "
-            f"give it explicitly (one of {', '.join(family_names())})"
-        )
+        from harness.families.registry import describe_undetected
+
+        raise UsageError(f"{path}/{describe_undetected(cfg)}")
     check_model_dir(path)
     return ModelSpec(
         name=name or path.resolve().name,

@@ -53,6 +53,8 @@ class LoadedModel:
         self._loader: Callable[[], torch.nn.Module] | None = None if self._model is not None else model
         #: how many times the module was loaded (a released module loads again on next use)
         self.loads = 0 if self._model is None else 1
+        #: what the model can take (``harness.families.limits.ModelLimits``), checked at load
+        self.limits: Any = None
 
     @property
     def model(self) -> torch.nn.Module:
@@ -178,7 +180,34 @@ def _load_model(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool, la
 
     tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
     check_tokenizer(path, config, tokenizer)  # ids past the embedding: one line now, not an IndexError per case
-    return LoadedModel(spec, path, load_module if lazy else load_module(), tokenizer, config, weights_digest(path))
+    limits = model_limits(spec, path, config, tokenizer)
+    loaded = LoadedModel(spec, path, load_module if lazy else load_module(), tokenizer, config, weights_digest(path))
+    loaded.limits = limits
+    return loaded
+
+
+def model_limits(spec: ModelSpec, path: Path, config: dict[str, Any], tokenizer: Any) -> Any:
+    """The model's limits (``harness.families.limits``), checked before any work: one line and
+    exit 2 when its tokenizer and config cannot work together. A pad-less tokenizer is given its
+    EOS as pad here, so every later batch pads the same way."""
+    from harness.families import family_for
+    from harness.families.limits import check_limits, prepare_tokenizer
+
+    if config.get("model_type") == "harness-encoder-custom":
+        prepare_tokenizer(tokenizer)
+        return None
+    merged = dict(config)
+    gen_file = path / "generation_config.json"
+    if merged.get("decoder_start_token_id") is None and gen_file.is_file():
+        try:
+            start = json.loads(gen_file.read_text(encoding="utf-8")).get("decoder_start_token_id")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            start = None
+        if start is not None:
+            merged["decoder_start_token_id"] = start
+    family = family_for(spec.family)
+    return check_limits(str(path), merged, tokenizer, generates=family.generates,
+                        encoder_decoder=bool(config.get("is_encoder_decoder")))
 
 
 def check_intake(spec: ModelSpec) -> None:
@@ -191,6 +220,7 @@ def check_intake(spec: ModelSpec) -> None:
     path, config, _ = _intake(spec, trust_remote_code, spec.extra.get("allow_pickle") is True)
     tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
     check_tokenizer(path, config, tokenizer)
+    model_limits(spec, path, config, tokenizer)
 
 
 def _intake(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool) -> tuple[Path, dict[str, Any], bool]:
