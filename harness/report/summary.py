@@ -60,15 +60,21 @@ def status_line(records: list[Record], interruption: Interruption | None = None)
     return f"{status} — {len(records)} cases: {tally}"
 
 
+def _headline(recs: list[Record], interruption: Interruption | None, problem: str | None) -> str:
+    """The bold status line; a run cut short by ``problem`` (a full disk) says STOPPED and why."""
+    head, sep, rest = ("STOPPED", " — ", _md(problem)) if problem else \
+        status_line(recs, interruption).partition(" — ")
+    return f"**{head}**{sep}{rest}"
+
+
 def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "Model deployment gate", *,
-                   interruption: Interruption | None = None) -> str:
+                   interruption: Interruption | None = None, problem: str | None = None) -> str:
+    """``problem``: what stopped the run short of its results (a full disk), said first, in
+    place of the status a finished run has."""
     recs = [Record.coerce(r) for r in records]
     env = recs[0].env if recs else {}
     versions = env.get("versions", {})
-    lines = [f"# {title}", ""]
-    head, sep, rest = status_line(recs, interruption).partition(" — ")
-    lines.append(f"**{head}**{sep}{rest}")
-    lines.append("")
+    lines = [f"# {title}", "", _headline(recs, interruption, problem), ""]
     if interruption is not None:
         lines.append(f"The run was stopped (exit {interruption.exit_code}). The {len(recs)} finished case(s) below "
                      "are kept in results.jsonl; the ones not run are listed under *Not run*. A rerun into the same "
@@ -166,8 +172,28 @@ def _block(text: str) -> list[str]:
 
 
 def write_summary(out_dir: Path, records: Iterable[Record | Mapping[str, Any]], *,
-                  interruption: Interruption | None = None) -> Path:
+                  interruption: Interruption | None = None, problem: str | None = None) -> Path:
     path = Path(out_dir) / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_summary(records, interruption=interruption), encoding="utf-8")
+    path.write_text(render_summary(records, interruption=interruption, problem=problem), encoding="utf-8")
     return path
+
+
+def write_interrupted_run(out_dir: Path, signum: int, started: float) -> bool:
+    """A run stopped by ``signum`` before its pytest session wrote its own summary (start-up,
+    option checks, model intake, pytest's configuration): ``interrupted.json`` and a
+    ``summary.md`` that says so (0 cases run), so the run directory tells what happened as a
+    run stopped mid-case does. Nothing is written when the session already did (a marker
+    written since ``started``). True when this wrote them."""
+    from harness.core.interrupts import MARKER, write_marker
+
+    marker = Path(out_dir) / MARKER
+    try:
+        if marker.stat().st_mtime >= started:
+            return False
+    except OSError:
+        pass
+    stopped = Interruption(int(signum))
+    write_marker(Path(out_dir), stopped)
+    write_summary(Path(out_dir), [], interruption=stopped)
+    return True

@@ -175,6 +175,11 @@ def _fingerprint_build(spec: ModelSpec) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def zoo_entry(spec: ModelSpec, root: Path | None = None) -> Path:
+    """Where the cache keeps zoo model ``spec`` (``<cache>/zoo/<name>-<recipe fingerprint>``)."""
+    return (root or cache_root()) / "zoo" / f"{spec.name}-{_fingerprint_build(spec)}"
+
+
 def materialize(spec: ModelSpec) -> Path:
     """Return the HF directory of ``spec``, checked for this process's first use.
 
@@ -188,7 +193,7 @@ def materialize(spec: ModelSpec) -> Path:
     root = cache_root() / "zoo"
     root.mkdir(parents=True, exist_ok=True)
     sweep_orphans(root)
-    target = root / f"{spec.name}-{_fingerprint_build(spec)}"
+    target = zoo_entry(spec)
     if _entry_problem(target, locked=False) is None:
         mark_used(target)
         return target
