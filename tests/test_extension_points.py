@@ -132,7 +132,7 @@ def test_perf_measures_a_registered_backend_through_its_own_primitives(workspace
     v = Variant("encoder-custom", Precision.FP32, TOY)
     model = workspace.model("encoder-custom")
     family = workspace.family(model)
-    settings = PerfSettings(samples=5, warmup=2)
+    settings = PerfSettings(samples=5, warmup=2, tail_seconds=0)
     points, _ = latency.plan(model, family, workspace.texts(model), settings)
     backend = workspace.backend(v, model)
     runners = {p.graph.name: backend.load(model, family, p.graph, v) for p in points}

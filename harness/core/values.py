@@ -57,13 +57,16 @@ class Settings:
     shard_durations: str | None = None
     fresh_references: bool = False
     durations: int | None = None
+    progress: str = 'auto'
     perf: bool = False
     perf_samples: int = 300
     perf_warmup: int = 20
+    perf_time_budget: int = 30
     perf_batch_sizes: tuple[int, ...] = (1,)
     perf_seq_lens: tuple[int, ...] = (32,)
     perf_repeats: int = 3
     perf_new_tokens: int = 16
+    perf_tail_seconds: int = 2
     gen_samples: int | None = None
     gen_max_new_tokens: int | None = None
     gen_beams: int | None = None

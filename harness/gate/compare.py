@@ -31,6 +31,7 @@ from harness.perf.stats import (
     mann_whitney,
     min_samples_for,
 )
+from harness.perf.tail import precise_enough
 from harness.results.record import Record, RecordError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,6 +103,9 @@ class MetricPolicy:
     alpha: float = 0.05
     advisory: bool = False
     max_cv: float = 0.10
+    #: an advisory percentile that gates after all where both runs measured it sharply: its
+    #: order-statistic interval narrower than ``min_effect`` (harness.perf.tail.precise_enough)
+    gate_when_precise: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("latency", "memory", "size", "cold"):
@@ -122,7 +126,7 @@ DEFAULT_POLICIES: dict[str, MetricPolicy] = {
         MetricPolicy("p50", "latency", min_effect=0.05),
         MetricPolicy("p90", "latency", min_effect=0.10),
         MetricPolicy("p95", "latency", min_effect=0.10),
-        MetricPolicy("p99", "latency", min_effect=0.20, advisory=True),
+        MetricPolicy("p99", "latency", min_effect=0.20, advisory=True, gate_when_precise=True),
         MetricPolicy("mean", "latency", min_effect=0.05, advisory=True),
         MetricPolicy("peak_rss_bytes", "memory", min_effect=0.05, min_abs=32 * MiB),
         MetricPolicy("artifact_bytes", "size", min_effect=0.01),
@@ -437,6 +441,20 @@ def judge_latency(
     return out
 
 
+def tail_advisory(policy: MetricPolicy, base: np.ndarray, cand: np.ndarray, reason: str) -> tuple[bool, str]:
+    """Whether a latency row is advisory, and its reason saying why for a ``gate_when_precise``
+    percentile: it gates only when both runs bound it within the threshold."""
+    stat = latency_stat(policy.name)
+    if not (policy.advisory and policy.gate_when_precise) or callable(stat) or stat is None:
+        return policy.advisory, reason
+    checks = [(side, *precise_enough(samples, policy.min_effect, q=stat / 100.0))
+              for side, samples in (("baseline", base), ("candidate", cand))]
+    loose = [f"{side}: {why}" for side, ok, why in checks if not ok]
+    if loose:
+        return True, f"{reason}; advisory ({'; '.join(loose)})"
+    return False, f"{reason}; gated ({checks[0][2]} and {checks[1][2]})"
+
+
 def decide(ratio: float, lo: float, hi: float, p_value: float, policy: MetricPolicy) -> tuple[Verdict, str]:
     """The verdict rule for sampled metrics (see docs/perf-gate.md for the reasoning).
 
@@ -647,8 +665,9 @@ def compare_runs(
                                           seed=_seed(variant, "canary_ms"))
         judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key), drift=drifts[variant])
         for name, j in judged.items():
+            advisory, reason = tail_advisory(pols[name], b_samples, c_samples, j.reason)
             rows.append(Row(variant, f"{key}.{name}", "latency", j.base, j.cand, j.ratio, j.ci_lo, j.ci_hi,
-                            j.p_value, j.verdict, j.reason, pols[name].advisory))
+                            j.p_value, j.verdict, reason, advisory))
     for (variant, key), b_val in sorted(base.scalars.items()):
         c_val = cand.scalars.get((variant, key))
         if c_val is None:

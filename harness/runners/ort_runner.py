@@ -153,7 +153,10 @@ class OrtGraphRunner(GraphRunner):
             providers.append("CPUExecutionProvider")
         self.path = path
         self.profile = profile
-        self.session: Any = ort.InferenceSession(path, options, providers=providers)
+        from harness.core.quiet import routed_output
+
+        with routed_output(f"onnxruntime session for {path}"):  # a refused file: the exception, not ORT's log line
+            self.session: Any = ort.InferenceSession(path, options, providers=providers)
         self.providers: list[str] = self.session.get_providers()
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]

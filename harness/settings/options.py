@@ -298,6 +298,9 @@ OPTIONS: tuple[Option, ...] = (
            rerun=Rerun.NEVER),
     Option("durations", Kind.INT, "list the N slowest phases and cases at the end of the run (0: all)",
            minimum=0, rerun=Rerun.NEVER, metavar="N"),
+    Option("progress", Kind.CHOICE, "one line per finished case ([12/60] PASS <variant> <suite> 1.2 s) and a heartbeat "
+           "for a case running over 30 s: auto (when the output is not a terminal: CI logs), lines (always), off",
+           choices=("auto", "lines", "off"), default="auto", rerun=Rerun.NEVER),
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
            group=Group.PERF),
@@ -305,6 +308,9 @@ OPTIONS: tuple[Option, ...] = (
            group=Group.PERF, default=300, minimum=1, metavar="N"),
     Option("perf_warmup", Kind.INT, "untimed calls before each latency metric", group=Group.PERF, default=20,
            minimum=0, metavar="N"),
+    Option("perf_time_budget", Kind.INT, "seconds of timed calls per latency case, shared by its metrics: an "
+           "expensive metric stops early (never below 40 calls) and records why (0: no limit)",
+           group=Group.PERF, default=30, minimum=0, metavar="S"),
     Option("perf_batch_sizes", Kind.INT_LIST, "batch sizes to time (the first is the gated latency_ms)",
            group=Group.PERF, default=(1,), minimum=1, metavar="LIST"),
     Option("perf_seq_lens", Kind.INT_LIST, "sequence-length buckets in tokens", group=Group.PERF, default=(32,),
@@ -313,6 +319,9 @@ OPTIONS: tuple[Option, ...] = (
            default=3, minimum=1, metavar="N"),
     Option("perf_new_tokens", Kind.INT, "tokens per timed generation", group=Group.PERF, default=16, minimum=2,
            metavar="N"),
+    Option("perf_tail_seconds", Kind.INT, "extra seconds per latency metric to time until its p99 interval is "
+           "narrower than the gate's p99 threshold (0: time --perf-samples calls only; p99 stays advisory)",
+           group=Group.PERF, default=2, minimum=0, metavar="S"),
     # -- generation parity (harness/judge/generation.py): unset leaves each model's own choice ----
     Option("gen_samples", Kind.INT, "sentences decoded per model, spread over its corpus; 0 = all (default: 48, "
            "numbers-en-zh: all)", group=Group.GEN, minimum=0, in_config=True, metavar="N"),

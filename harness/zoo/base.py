@@ -175,6 +175,11 @@ def _fingerprint_build(spec: ModelSpec) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def zoo_entry(spec: ModelSpec, root: Path | None = None) -> Path:
+    """Where the cache keeps zoo model ``spec`` (``<cache>/zoo/<name>-<recipe fingerprint>``)."""
+    return (root or cache_root()) / "zoo" / f"{spec.name}-{_fingerprint_build(spec)}"
+
+
 def materialize(spec: ModelSpec) -> Path:
     """Return the HF directory of ``spec``, checked for this process's first use.
 
@@ -188,7 +193,7 @@ def materialize(spec: ModelSpec) -> Path:
     root = cache_root() / "zoo"
     root.mkdir(parents=True, exist_ok=True)
     sweep_orphans(root)
-    target = root / f"{spec.name}-{_fingerprint_build(spec)}"
+    target = zoo_entry(spec)
     if _entry_problem(target, locked=False) is None:
         mark_used(target)
         return target
@@ -271,12 +276,14 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
         cfg = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"{config}: unreadable config.json ({exc})") from None
-    family = family or detect_family(cfg)
+    try:
+        family = family or detect_family(cfg)
+    except UsageError as exc:
+        raise UsageError(f"{path}/{exc}") from None
     if family is None:
-        raise UsageError(
-            f"{config}: cannot tell the model family from architectures={cfg.get('architectures')}; "
-            f"give it explicitly (one of {', '.join(family_names())})"
-        )
+        from harness.families.registry import describe_undetected
+
+        raise UsageError(f"{path}/{describe_undetected(cfg)}")
     check_model_dir(path)
     return ModelSpec(
         name=name or path.resolve().name,
