@@ -9,13 +9,13 @@ same set of records, and a case that is skipped or errors during setup still get
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator, Iterator
 
 import pytest
 
 from harness.core import RunOptions, UsageError, Variant
+from harness.core.rundirs import default_run_dir
 from harness.plugins import discover as _discover_feature_plugins
 from harness.results import SCHEMA, ResultsWriter
 
@@ -60,7 +60,7 @@ def out_dir(config: pytest.Config) -> Path:
     env = os.environ.get("HARNESS_OUT")
     if env:
         return Path(env)
-    return Path(str(config.rootpath)) / "reports" / time.strftime("run-%Y%m%d-%H%M%S")
+    return default_run_dir("run", Path(str(config.rootpath)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -408,9 +408,9 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 def _not_green(records: list[Any]) -> bool:
     """A requested variant that did not run (``not-run``), or a run that judged nothing: pytest
     itself saw only skips and would exit 0, but a gate must not read as passed."""
-    from harness.results.record import judged_nothing
+    from harness.results.record import run_green
 
-    return any(r.verdict == "not-run" for r in records) or judged_nothing(r.verdict for r in records)
+    return not run_green(r.verdict for r in records)
 
 
 def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: Any) -> None:
