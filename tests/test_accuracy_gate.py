@@ -137,13 +137,15 @@ def test_the_cause_is_named_where_it_plausibly_explains_the_change():
     assert compare_accuracy(base, fp16).rows[0].explained_by == ()
 
 
-def test_missing_and_new_cases_are_listed_not_failed():
+def test_missing_cases_are_listed_and_fail_unless_allowed():
     base = fp16_run()
     cand = fp16_run()[:1] + [record("bert-tiny-int8-ort_cpu", {"model.logits.norm_max_abs": 0.0155})]
     result = compare_accuracy(base, cand)
-    assert result.exit_code == 0
     assert result.missing == ["test_logits_parity[bert-tiny-fp32-ort_cpu]"]
     assert result.new == ["test_logits_parity[bert-tiny-int8-ort_cpu]"]
+    assert result.exit_code == 1 and result.headline().startswith("FAIL: 1 missing in candidate")
+    result.allow_missing = True
+    assert result.exit_code == 0 and "(--allow-missing: 1 missing in candidate" in result.headline()
 
 
 def test_context_and_perf_numbers_are_not_judged():
@@ -337,9 +339,9 @@ def test_baseline_blesses_accuracy_and_compare_gates_it(tmp_path, capsys, monkey
 def test_calibrate_cli_writes_the_snippet(tmp_path, capsys):
     key = "model.logits.norm_max_abs"
     run = write(tmp_path / "run", [gated("bert-tiny-int8-ort_cpu", {key: 0.0155}, {key: 0.15})])
-    code, out, _ = cli(["calibrate", str(run)], capsys)
+    code, out, _ = cli(["calibrate", str(run), "--min-runs", "1"], capsys)
     assert code == 0 and "[models.bert-tiny.tolerances.int8]" in out
-    code, _, err = cli(["calibrate", str(run), "--out", str(tmp_path / "cal.toml")], capsys)
+    code, _, err = cli(["calibrate", str(run), "--min-runs", "1", "--out", str(tmp_path / "cal.toml")], capsys)
     assert code == 0 and "wrote 1 tightened tolerance(s)" in err
     assert "norm_max_abs = 0.031" in (tmp_path / "cal.toml").read_text()
     code, _, err = cli(["calibrate", str(run), "--models", "nope"], capsys)

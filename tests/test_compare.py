@@ -62,7 +62,7 @@ def test_accuracy_seam_takes_two_metric_dicts() -> None:
 def test_cli_writes_markdown_and_html_escaped(runs: tuple[Path, Path], tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     md, page = tmp_path / "c.md", tmp_path / "c.html"
-    assert main(["compare", str(runs[0]), str(runs[1]), "--markdown", str(md), "--html", str(page)]) == 0
+    assert main(["compare", str(runs[0]), str(runs[1]), "--markdown", str(md), "--html", str(page), "--allow-missing"]) == 0
     out = capsys.readouterr().out
     assert out.index("verdict changes") < out.index("accuracy metrics that moved") < out.index("performance")
     text = md.read_text()
@@ -86,7 +86,7 @@ def test_accuracy_moves_are_judged_by_the_baseline_gate(runs: tuple[Path, Path],
     assert "past their margin" in cmp.headline()
     md = tmp_path / "cmp.md"
     html = tmp_path / "cmp.html"
-    assert main(["compare", str(runs[0]), str(runs[1]), "--markdown", str(md), "--html", str(html)]) == 0
+    assert main(["compare", str(runs[0]), str(runs[1]), "--markdown", str(md), "--html", str(html), "--allow-missing"]) == 0
     assert "## Accuracy gate" in md.read_text() and 'id="accuracy-gate"' in html.read_text()
     loose = margin_table(None, ["norm_max_abs=1000%,1"], rootdir=tmp_path)
     only_accuracy = compare(read_results(runs[0]), read_results(runs[1]), margins=loose)

@@ -27,7 +27,7 @@ from harness.families.base import GraphSpec, to_torch
 from harness.families.causal_lm import CausalLMFamily
 from harness.families.registry import unregister_family
 from harness.runners import backends, register_backend, unregister_backend
-from harness.runners.base import Backend, ChildLoad, GraphRunner, TimedCall
+from harness.runners.base import Backend, ChildLoad, ChildSpec, GraphRunner, TimedCall
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -76,15 +76,15 @@ class ToyBackend(Backend):
         type(self).loaded.append(runner)
         return runner
 
-    def child_spec(self, model: Any, family: Any, graphs: Sequence[GraphSpec], variant: Variant) -> dict[str, Any]:
-        return {"graphs": [g.name for g in graphs], "gain": self.gain}
+    def child_spec(self, model: Any, family: Any, graphs: Sequence[GraphSpec], variant: Variant) -> ChildSpec:
+        return ChildSpec([g.name for g in graphs], options={"gain": self.gain})
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         start = time.perf_counter()
-        gain = float(spec["gain"])
-        calls = {g: (lambda feeds: {k: np.asarray(v) * gain for k, v in feeds.items()}) for g in spec["graphs"]}
-        return ChildLoad(calls, {g: (time.perf_counter() - start) * 1000.0 for g in spec["graphs"]},
+        gain = float(spec.options["gain"])
+        calls = {g: (lambda feeds: {k: np.asarray(v) * gain for k, v in feeds.items()}) for g in spec.graphs}
+        return ChildLoad(calls, {g: (time.perf_counter() - start) * 1000.0 for g in spec.graphs},
                          {"toy": {"gain": gain}})
 
 
@@ -133,7 +133,7 @@ def test_perf_measures_a_registered_backend_through_its_own_primitives(workspace
     v = Variant("encoder-custom", Precision.FP32, TOY)
     model = workspace.model("encoder-custom")
     family = workspace.family(model)
-    settings = PerfSettings(samples=5, warmup=2)
+    settings = PerfSettings(samples=5, warmup=2, tail_seconds=0)
     points, _ = latency.plan(model, family, workspace.texts(model), settings)
     backend = workspace.backend(v, model)
     runners = {p.graph.name: backend.load(model, family, p.graph, v) for p in points}

@@ -21,7 +21,8 @@ PACKAGE = ROOT / "harness"
 
 #: lowest first; a unit is a module prefix (the longest one that matches wins)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("harness", "harness.core"),
+    ("harness", "harness.core",
+     "harness.cli._early"),  # the first signal handler: imports nothing of the harness, by design
     ("harness.metrics", "harness.data"),
     ("harness.zoo",),
     ("harness.families",),
@@ -44,10 +45,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.compare", "harness.shard", "harness.debug", "harness.check", "harness.cacheadmin", "harness.scaffold"),
     ("harness.serving",),  # a served endpoint judged through check's stages
     ("harness.suites",),
-    # the pytest entry point and the feature-plugin discovery (harness/plugins/__init__.py) ...
-    ("harness.plugin", "harness.plugins"),
+    # the pytest entry point and the feature-plugin discovery (harness/plugins/__init__.py only) ...
+    ("harness.plugin", "harness.plugins:init"),
     # ... then the feature plugins, which read the entry point's run state
-    ("harness.plugins.perf", "harness.plugins.generation", "harness.plugins.shard"),
+    ("harness.plugins",),
     ("harness.testing", "harness.cli", "harness.config",
      "harness.metrics.tables"),  # metrics.tables renders the docs of every declaration (metrics, options)
 )
@@ -71,6 +72,9 @@ def _layer_of() -> dict[str, int]:
 
 
 def unit(module: str, ranks: dict[str, int]) -> str:
+    """The unit of ``module``: ``<package>:init`` names a package's ``__init__`` alone."""
+    if f"{module}:init" in ranks:
+        return f"{module}:init"
     parts = module.split(".")
     for n in range(len(parts), 0, -1):
         prefix = ".".join(parts[:n])

@@ -130,7 +130,7 @@ def test_latency_and_a_fresh_child_that_never_imports_torch(workspace, tmp_path)
     v = Variant("bert-tiny", Precision.INT8, OV)
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
-    settings = PerfSettings(samples=3, warmup=1, batch_sizes=(1,), seq_lens=(16,))
+    settings = PerfSettings(samples=3, warmup=1, batch_sizes=(1,), seq_lens=(16,), tail_seconds=0)
     points, _ = latency.plan(model, family, workspace.texts(model), settings)
     backend = workspace.backend(v, model)
     runners = {p.graph.name: backend.load(model, family, p.graph, v) for p in points}

@@ -22,7 +22,7 @@ import harness.perf.generation  # noqa: F401,E402
 import harness.runners  # noqa: F401,E402
 
 SUITE = (Path(__file__).resolve().parents[1] / "harness" / "suites" / "test_perf.py").read_text()
-FAST = ["--harness-perf-samples=12", "--harness-perf-warmup=2", "--harness-perf-repeats=1",
+FAST = ["--harness-perf-samples=12", "--harness-perf-warmup=2", "--harness-perf-repeats=1", "--harness-perf-tail-seconds=0",
         "--harness-threads=1", "-p", "no:cacheprovider"]
 
 BUDGET_CONFTEST = '''

@@ -223,6 +223,11 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
                 "tolerance_overrides": dict(req.tolerances),
                 "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
     parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])  # shapes: per job, below
+    from harness.judge.coverage import numeric_coverage
+
+    # the same accounting as a suite case: the head's outputs of every judged file must be gated
+    parity.coverage = numeric_coverage(family, [(j.job.key, j.job.graph) for j in outcome.jobs], parity.outputs,
+                                       family.task(model.config))
     case = Case(ws, variant, run_dir, f"check[{variant.id}]")
     for j in outcome.jobs:  # the run's side-output stages: failing-batch dump, repro bundle
         if j.judged is not None:

@@ -75,16 +75,16 @@ def _fresh(ws: "Workspace", variant: "Variant", runners: "Mapping[str, MappedRun
            points: list[latency.Point], settings: PerfSettings, side_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Cold start and memory: fresh children open each file with the ONNX Runtime backend's
     loader and run it on feeds already in the file's own names."""
+    from harness.runners.base import ChildSpec
     from harness.runners.ort_runner import OrtBackend
 
     feeds = {graph: runners[graph].artifact_feeds(f) for graph, f in latency.feeds_by_graph(points).items()}
     path = coldstart.write_feeds(side_dir / "perf-feeds.npz", feeds)
     runtime = ws.runtime_for(variant)
-    spec = {"device": variant.provider.device,
-            "graphs": {graph: str(getattr(runner.session, "path", "")) for graph, runner in runners.items()},
-            "intra_op_threads": runtime.intra_op_threads or 0, "inter_op_threads": runtime.inter_op_threads or 0,
-            "runtime": runtime.as_dict(variant.provider.short)}
-    args = ["--loader", OrtBackend.loader_ref(), "--spec", json.dumps(spec, sort_keys=True), "--feeds", str(path),
+    spec = ChildSpec({graph: str(runner.path or "") for graph, runner in runners.items()}, variant.provider.device,
+                     runtime.intra_op_threads or 0, runtime.inter_op_threads or 0,
+                     {"runtime": runtime.as_dict(variant.provider.short)})
+    args = ["--loader", OrtBackend.loader_ref(), "--spec", json.dumps(spec.to_dict(), sort_keys=True), "--feeds", str(path),
             "--calls", "5"]
     return coldstart.fresh_runs(args, settings.repeats), args
 

@@ -25,7 +25,9 @@ Factory = Callable[[TensorInfo], Synth]
 
 def synthesizers(model: LoadedModel, family: Family) -> dict[str, tuple[str, Factory]]:
     """Roles the harness can fill in -> (description, factory(artifact tensor) -> feeds -> array)."""
-    cfg: Any = model.model.config  # a transformers PretrainedConfig
+    # a transformers PretrainedConfig; a plain torch module (the TransformerEncoder) has none and
+    # needs none of the config-sized synthesized inputs (states, past)
+    cfg: Any = getattr(model.model, "config", None)
 
     def batch(feeds: Mapping[str, np.ndarray]) -> int:
         return int(feeds["input_ids"].shape[0])

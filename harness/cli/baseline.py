@@ -75,9 +75,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     comparison = None
     if perf_records(baseline.records) or not accuracy_records(baseline.records):
         comparison = compare_runs(baseline.records, load_run(args.run_dir), policies, force_env=args.force_env)
+        comparison.allow_missing = args.allow_missing
     accuracy = None
     if accuracy_records(baseline.records):
         accuracy = compare_accuracy(baseline.records, read_results(args.run_dir), margins)
+        accuracy.allow_missing = args.allow_missing
     console = _console()
     if comparison is not None:
         comparison.render_table(console)
@@ -149,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="override an effect threshold, e.g. p50=8%% (repeatable; see docs/perf-gate.md)")
     from harness.settings.options import add_cli_arguments
 
-    add_cli_arguments(compare, names=("accuracy_margin", "config"))
+    add_cli_arguments(compare, names=("accuracy_margin", "config", "allow_missing"))
     compare.add_argument("--all-rows", action="store_true",
                          help="show accuracy metrics that passed too (JSON always has every row)")
     compare.add_argument("--json", metavar="OUT", help="also write the comparison as JSON")

@@ -175,7 +175,7 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
         print(f"  {node}  [{modules.get(node) or '?'}]")
     existing = list(getattr(spec, found.option))  # what the config's [models.<name>] already keeps
     snippet = toml_snippet(spec.name, found.option, list(dict.fromkeys((*existing, *best.nodes))), precision,
-                           args.targets, _config_path(args.models))
+                           args.targets, _config_path(args.models), verified=found.fixed)
     (out / "suggested-harness.toml").write_text(snippet)
     print("\nharness.toml:\n" + snippet)
     config = spec.extra.get("config")

@@ -2,9 +2,12 @@
 accuracy metrics and performance side by side with deltas (performance judged by the
 statistical gate). The "after upgrading onnxruntime, what moved?" view.
 
-Exit codes: 0 compared (informational), 1 with ``--strict`` when a case newly fails, a
-performance metric regressed or an accuracy metric moved past its margin (gating), 2 a missing
-or corrupt run directory or a bad margin.
+Cases pair by id, else by test x model x precision x provider (a runtime setting that changed
+the id, ``-opt_disabled``, is a row with the setting in its own column). Exit codes: 0 compared
+(informational), 1 when no case paired or A has cases B lacks (unless ``--allow-missing``), and
+with ``--strict`` when a case newly fails (new failing cases included), a performance metric
+regressed or an accuracy metric moved past its margin (gating), 2 a missing or corrupt run
+directory or a bad margin.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     margins = margin_table(args.config, args.accuracy_margin or (), rootdir=Path.cwd())
     cmp = compare(records_a, records_b, name_a=Path(args.run_a).name or str(args.run_a),
-                  name_b=Path(args.run_b).name or str(args.run_b), margins=margins)
+                  name_b=Path(args.run_b).name or str(args.run_b), margins=margins,
+                  allow_missing=args.allow_missing)
     render_terminal(cmp, cli_console())
     for option, render in (("markdown", to_markdown), ("html", to_html)):
         target = getattr(args, option)
@@ -36,7 +40,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             out = Path(target)
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(render(cmp), encoding="utf-8")
-    return 1 if args.strict and cmp.regressed else 0
+    return cmp.exit_code(args.strict)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,5 +58,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "moved past its margin")
     from harness.settings.options import add_cli_arguments
 
-    add_cli_arguments(parser, names=("accuracy_margin", "config"))  # the same flags as `baseline compare`
+    add_cli_arguments(parser, names=("accuracy_margin", "config", "allow_missing"))  # as `baseline compare`
     parser.set_defaults(func=cmd_compare)

@@ -3,8 +3,9 @@
 
 Exit codes: 0 merged and every case passed or skipped, 1 merged and a case failed (as the
 unsplit run would have exited), 2 the shards do not form one run (overlapping, missing, from
-different splits or environments: one line saying which; ``--force`` merges anyway and lists
-what it overrode in ``merge.json``).
+different splits, environments or results-changing settings: one line saying which and both
+values; ``--force`` merges anyway and lists what it overrode in ``merge.json``). Shards that hold
+no case at all merge into nothing: exit 1 unless ``--allow-missing``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} case(s) -> {out} "
           f"(results.jsonl, summary.md, report.html)")
-    print(status_line(merged.records))
-    return 1 if any(r.failed for r in merged.records) else 0
+    from harness.core.compared import Compared
+
+    compared = Compared("cases", len(merged.records), allow_missing=args.allow_missing)
+    print(status_line(merged.records) + compared.verdict_suffix())
+    return 1 if any(r.failed for r in merged.records) or compared.failed else 0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,5 +45,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     parser.add_argument("--out", type=Path, metavar="DIR", help="merged run directory (default: reports/merged-<time>)")
     parser.add_argument("--force", action="store_true",
-                        help="merge despite overlapping/missing shards or mixed environments")
+                        help="merge despite overlapping/missing shards, mixed environments or settings")
+    from harness.core.compared import ALLOW_MISSING_FLAG, ALLOW_MISSING_HELP
+
+    parser.add_argument(ALLOW_MISSING_FLAG, action="store_true", help=ALLOW_MISSING_HELP)
     parser.set_defaults(func=cmd_merge)

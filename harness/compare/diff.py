@@ -13,9 +13,10 @@ forced and the differences are listed instead of refused.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+from harness.core.compared import Compared
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
@@ -31,16 +32,28 @@ RANK = {"pass": 0, "skip": 1, "not-run": 2, "fail": 3, "error": 4}
 
 @dataclass(frozen=True)
 class VerdictChange:
+    """One row of the case table: a verdict that changed, a runtime setting that changed between
+    the paired cases (``settings``: ``graph_optimization: all -> disabled``), or a case on one
+    side only. ``case`` is B's id (A's for a gone case); ``case_a`` is A's when it differs."""
+
     case: str
     before: str | None  # None: the case is new in B
     after: str | None  # None: the case is gone in B
     reason: str = ""
+    case_a: str | None = None
+    settings: str = ""
 
     @property
     def worse(self) -> bool:
-        if self.before is None or self.after is None:
+        """B fails where A did not: a verdict that got worse, or a new case that fails
+        ("— -> fail" is a new failure, not neutral)."""
+        if self.after is None or self.after not in FAILING:
             return False
-        return RANK.get(self.after, 9) > RANK.get(self.before, 9) and self.after in FAILING
+        return self.before is None or RANK.get(self.after, 9) > RANK.get(self.before, 9)
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.before is not None and self.after is not None and self.before != self.after
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,42 @@ def accuracy_deltas(case: str, before: Mapping[str, float], after: Mapping[str, 
     return out
 
 
+def slot(record: Record) -> tuple[str, str, str, str] | None:
+    """What a case is, apart from how it was run: test function x model x precision x provider.
+    Two runs whose ids differ only by a runtime setting's suffix (``-opt_disabled``) pair by it."""
+    if not (record.model and record.precision and record.provider):
+        return None
+    return (record.id.split("[", 1)[0], record.model, record.precision, record.provider)
+
+
+def runtime_change(a: Record, b: Record) -> str:
+    """The runtime settings that differ between two paired cases, ``name: A -> B``."""
+    ra, rb = a.settings.get("runtime") or {}, b.settings.get("runtime") or {}
+    if not isinstance(ra, Mapping) or not isinstance(rb, Mapping):
+        return ""
+    return "; ".join(f"{k}: {ra.get(k, '—')} -> {rb.get(k, '—')}" for k in sorted(set(ra) | set(rb))
+                     if ra.get(k) != rb.get(k))
+
+
+def pair_cases(a: Mapping[str, Record], b: Mapping[str, Record]) -> list[tuple[Record, Record]]:
+    """A's and B's cases paired: by exact id first, then the rest by :func:`slot` where exactly
+    one case of each side is left in it (ambiguous slots stay unpaired: listed as gone and new)."""
+    pairs = [(a[case], b[case]) for case in sorted(set(a) & set(b))]
+    left_a: dict[tuple[str, str, str, str], list[Record]] = {}
+    left_b: dict[tuple[str, str, str, str], list[Record]] = {}
+    for side, into in ((a, left_a), (b, left_b)):
+        other = b if side is a else a
+        for case, record in side.items():
+            key = slot(record)
+            if case not in other and key is not None:
+                into.setdefault(key, []).append(record)
+    for key, records in sorted(left_a.items()):
+        match = left_b.get(key, [])
+        if len(records) == 1 and len(match) == 1:
+            pairs.append((records[0], match[0]))
+    return sorted(pairs, key=lambda p: p[1].id)
+
+
 @dataclass
 class RunComparison:
     name_a: str
@@ -104,16 +153,35 @@ class RunComparison:
     env: list[str] = field(default_factory=list)
     unchanged_cases: int = 0
     accuracy_gate: AccuracyComparison | None = None
+    #: cases paired (by id or by model x precision x provider), and A's cases with no B
+    paired: int = 0
+    gone: list[str] = field(default_factory=list)
+    allow_missing: bool = False
+
+    @property
+    def compared(self) -> Compared:
+        """Zero cases paired, or A's cases missing in B, is no comparison to pass."""
+        return Compared("cases paired", self.paired, tuple(self.gone), self.allow_missing)
 
     @property
     def regressed(self) -> bool:
-        """A case newly failing, a gating perf regression, or an accuracy metric past its margin."""
+        """A case newly failing (new cases included), a gating perf regression, or an accuracy
+        metric past its margin."""
         return (any(v.worse for v in self.verdicts) or bool(self.perf and self.perf.exit_code)
                 or bool(self.accuracy_gate and self.accuracy_gate.exit_code))
 
+    def exit_code(self, strict: bool) -> int:
+        """1 when nothing / not everything was compared; with ``strict`` also on a regression."""
+        return 1 if self.compared.failed or (strict and self.regressed) else 0
+
+    def counts(self) -> dict[str, int]:
+        """The banner's numbers, counted from the rows the tables show."""
+        return {"rows": len(self.verdicts), "verdict": sum(v.verdict_changed for v in self.verdicts),
+                "worse": sum(v.worse for v in self.verdicts), "settings": sum(bool(v.settings) for v in self.verdicts),
+                "new": sum(v.before is None for v in self.verdicts), "gone": sum(v.after is None for v in self.verdicts)}
+
     def headline(self) -> str:
-        worse = sum(v.worse for v in self.verdicts)
-        changed = len(self.verdicts)
+        n = self.counts()
         moved = len(self.accuracy)
         worse_metrics = sum(d.change == "worse" for d in self.accuracy)
         perf = self.perf.headline() if self.perf and self.perf.rows else "no perf measurements on both sides"
@@ -121,38 +189,52 @@ class RunComparison:
         if self.accuracy_gate is not None and self.accuracy_gate.rows:
             counts = self.accuracy_gate.counts()
             gate = f", {counts.get('REGRESSION', 0)} past their margin"
-        return (f"{changed} verdict change(s) ({worse} worse); {moved} accuracy number(s) moved "
-                f"({worse_metrics} worse{gate}); perf: {perf}")
+        text = (f"{self.paired} case(s) paired; {n['rows']} case row(s): {n['verdict']} verdict change(s), "
+                f"{n['worse']} worse (new failures included), {n['settings']} setting change(s), {n['new']} new, "
+                f"{n['gone']} gone; {moved} accuracy number(s) moved ({worse_metrics} worse{gate}); perf: {perf}")
+        return ("FAIL: " + (self.compared.problem or "") + "; " + text) if self.compared.failed \
+            else text + self.compared.verdict_suffix()
 
 
 def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a: str = "A", name_b: str = "B",
-            judge: AccuracyJudge = accuracy_deltas, margins: MarginTable | None = None) -> RunComparison:
-    """A against B. ``margins`` are the accuracy gate's overrides (``[margins]`` of a config,
-    ``--accuracy-margin``); the registry's defaults apply without them."""
+            judge: AccuracyJudge = accuracy_deltas, margins: MarginTable | None = None,
+            allow_missing: bool = False) -> RunComparison:
+    """A against B, case by case (:func:`pair_cases`: by id, else by model x precision x provider
+    with the runtime setting that changed as a column). ``margins`` are the accuracy gate's
+    overrides (``[margins]`` of a config, ``--accuracy-margin``); the registry's defaults apply
+    without them. The perf and accuracy gates see B's paired cases under A's ids and variants,
+    so a setting change compares like with like instead of listing everything missing and new."""
     from harness.gate.accuracy import compare_accuracy
 
-    records_a, records_b = list(records_a), list(records_b)
     a = {r.id: r for r in records_a}
     b = {r.id: r for r in records_b}
+    pairs = pair_cases(a, b)
+    paired_a, paired_b = {ra.id for ra, _ in pairs}, {rb.id for _, rb in pairs}
     verdicts = []
-    for case in sorted(set(a) | set(b)):
-        before, after = a.get(case), b.get(case)
-        if before is None or after is None or before.verdict != after.verdict:
-            either = after if after is not None else before
-            reason = either.first_reason_line if either is not None else ""
-            verdicts.append(VerdictChange(case, before.verdict if before else None, after.verdict if after else None,
-                                          reason))
+    for ra, rb in pairs:
+        settings = runtime_change(ra, rb)
+        if ra.verdict != rb.verdict or settings:
+            verdicts.append(VerdictChange(rb.id, ra.verdict, rb.verdict, rb.first_reason_line,
+                                          ra.id if ra.id != rb.id else None, settings))
+    verdicts += [VerdictChange(case, None, r.verdict, r.first_reason_line) for case, r in b.items() if case not in paired_b]
+    gone = sorted(case for case in a if case not in paired_a)
+    verdicts += [VerdictChange(case, a[case].verdict, None, a[case].first_reason_line) for case in gone]
     verdicts.sort(key=lambda v: (not v.worse, v.after is None or v.before is None, v.case))
+    aligned = [replace(rb, id=ra.id, variant=ra.variant) for ra, rb in pairs]  # B under A's names
     accuracy: list[MetricDelta] = []
-    for case in sorted(set(a) & set(b)):
-        accuracy += judge(case, a[case].metrics, b[case].metrics)
+    for ra, rb in pairs:
+        accuracy += judge(ra.id, ra.metrics, rb.metrics)
     accuracy.sort(key=lambda d: ({"worse": 0, "changed": 1, "better": 2}[d.change], d.case, d.key))
     perf_a = [r for r in a.values() if r.perf]
-    perf_b = [r for r in b.values() if r.perf]
+    perf_b = [r for r in aligned if r.perf]
     perf = compare_runs(perf_a, perf_b, force_env=True) if perf_a and perf_b else None
+    if perf is not None:
+        perf.coverage_gated = False  # coverage is counted per case here
     env_a = next((r.env for r in a.values() if r.env), {})
     env_b = next((r.env for r in b.values() if r.env), {})
     env = env_differences(env_a, env_b) if env_a and env_b else []
-    unchanged = len(set(a) & set(b)) - len({v.case for v in verdicts})
-    gate = compare_accuracy(records_a, records_b, margins)
-    return RunComparison(name_a, name_b, verdicts, accuracy, perf, env, unchanged, gate)
+    unchanged = len(pairs) - sum(1 for v in verdicts if v.before is not None and v.after is not None)
+    gate = compare_accuracy(list(a.values()), aligned, margins)
+    gate.coverage_gated = False
+    return RunComparison(name_a, name_b, verdicts, accuracy, perf, env, unchanged, gate, len(pairs), gone,
+                         allow_missing)

@@ -6,7 +6,7 @@ import math
 from html import escape
 from typing import TYPE_CHECKING
 
-from harness.compare.diff import MetricDelta, RunComparison
+from harness.compare.diff import MetricDelta, RunComparison, VerdictChange
 from harness.gate.compare import _ordered, fmt_change, fmt_ci, fmt_p, fmt_value
 from harness.report.summary import _code, _md
 from harness.report.text import printable
@@ -32,6 +32,14 @@ def _v(verdict: str | None) -> str:
     return verdict or "—"
 
 
+def _setting(v: VerdictChange) -> str:
+    """The runtime-settings column: what changed between the paired cases (A's id when it differs)."""
+    parts = [v.settings] if v.settings else []
+    if v.case_a:
+        parts.append(f"A: {v.case_a}")
+    return "; ".join(parts)
+
+
 def _accuracy_cells(d: MetricDelta) -> list[str]:
     return [d.case, d.key, _num(d.before), _num(d.after), _num(d.delta), _pct(d.relative), d.change]
 
@@ -44,6 +52,13 @@ def _perf_cells(cmp: RunComparison) -> list[list[str]]:
              r.reason] for r in _ordered(cmp.perf.rows)]
 
 
+def _no_moves(cmp: RunComparison) -> str:
+    """No accuracy number moved: say over how many paired cases (none paired is not "identical")."""
+    if not cmp.paired:
+        return "nothing compared: no case of A pairs with a case of B"
+    return f"none: every metric of the {cmp.paired} paired case(s) is identical"
+
+
 ACCURACY_HEADER = ["case", "metric", "A", "B", "delta", "relative", "change"]
 PERF_HEADER = ["variant", "metric", "A", "B", "change", "95% CI", "p", "verdict", "reason"]
 
@@ -54,9 +69,9 @@ def to_markdown(cmp: RunComparison) -> str:
         lines += ["Environment changes:", ""] + [f"- {_md(d)}" for d in cmp.env] + [""]
     lines += ["## Verdict changes", ""]
     if cmp.verdicts:
-        lines += ["| case | A | B | reason (B) |", "|---|---|---|---|"]
+        lines += ["| case | A | B | runtime settings | reason (B) |", "|---|---|---|---|---|"]
         lines += [f"| {_code(v.case)} | {_v(v.before)} | {'**' + _v(v.after) + '**' if v.worse else _v(v.after)} | "
-                  f"{_md(v.reason[:160])} |" for v in cmp.verdicts]
+                  f"{_md(_setting(v))} | {_md(v.reason[:160])} |" for v in cmp.verdicts]
     else:
         lines.append(f"none ({cmp.unchanged_cases} case(s) with the same verdict)")
     lines += ["", "## Accuracy metrics that moved", ""]
@@ -68,7 +83,7 @@ def to_markdown(cmp: RunComparison) -> str:
         if len(cmp.accuracy) > MAX_ROWS:
             lines.append(f"\n… and {len(cmp.accuracy) - MAX_ROWS} more (all in the HTML/JSON output)")
     else:
-        lines.append("none: every metric of every common case is identical")
+        lines.append(_no_moves(cmp))
     if cmp.accuracy_gate is not None:
         lines += ["", "## Accuracy gate (B against A's margins)", "", cmp.accuracy_gate.to_markdown().rstrip()]
     lines += ["", "## Performance (statistical gate)", ""]
@@ -89,12 +104,12 @@ def render_terminal(cmp: RunComparison, console: Console) -> None:
     for d in cmp.env:
         console.print(Text(f"environment: {printable(d)}", style="yellow"))
     table = Table(title="verdict changes")
-    for column in ("case", "A", "B", "reason (B)"):
+    for column in ("case", "A", "B", "runtime settings", "reason (B)"):
         table.add_column(column)
     for v in cmp.verdicts:
         style = "bold red" if v.worse else ""
         table.add_row(Text(printable(v.case)), Text(_v(v.before)), Text(_v(v.after), style=style),
-                      Text(printable(v.reason[:120])))
+                      Text(printable(_setting(v))), Text(printable(v.reason[:120])))
     if cmp.verdicts:
         console.print(table)
     else:
@@ -110,14 +125,15 @@ def render_terminal(cmp: RunComparison, console: Console) -> None:
         if len(cmp.accuracy) > 40:
             console.print(f"... and {len(cmp.accuracy) - 40} more (--markdown / --html for all)")
     else:
-        console.print("accuracy: every metric of every common case is identical")
+        console.print("accuracy: " + _no_moves(cmp))
     if cmp.accuracy_gate is not None:
         cmp.accuracy_gate.render_table(console)
     if cmp.perf is not None and cmp.perf.rows:
         cmp.perf.render_table(console)
     else:
         console.print("perf: no performance measurements on both sides")
-    console.print(Text(cmp.headline(), style="bold red" if cmp.regressed else "bold green"))
+    failed = cmp.regressed or cmp.compared.failed
+    console.print(Text(cmp.headline(), style="bold red" if failed else "bold green"))
 
 
 def _table(header: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
@@ -130,14 +146,14 @@ def _table(header: list[str], rows: list[list[str]], classes: list[str] | None =
 def to_html(cmp: RunComparison) -> str:
     from harness.report.html.page import CSS
 
-    state = "failed" if cmp.regressed else "passed"
-    verdicts = _table(["case", "A", "B", "reason (B)"],
-                      [[v.case, _v(v.before), _v(v.after), v.reason[:200]] for v in cmp.verdicts],
+    state = "failed" if cmp.regressed or cmp.compared.failed else "passed"
+    verdicts = _table(["case", "A", "B", "runtime settings", "reason (B)"],
+                      [[v.case, _v(v.before), _v(v.after), _setting(v), v.reason[:200]] for v in cmp.verdicts],
                       ["bad" if v.worse else "" for v in cmp.verdicts]) if cmp.verdicts else \
         f'<p class="muted">none ({cmp.unchanged_cases} case(s) with the same verdict)</p>'
     accuracy = _table(ACCURACY_HEADER, [_accuracy_cells(d) for d in cmp.accuracy],
                       ["bad" if d.change == "worse" else "" for d in cmp.accuracy]) if cmp.accuracy else \
-        '<p class="muted">every metric of every common case is identical</p>'
+        f'<p class="muted">{escape(_no_moves(cmp))}</p>'
     gate = ""
     if cmp.accuracy_gate is not None:
         judged = cmp.accuracy_gate.shown()

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 #: the signals that end a run cleanly (SIGHUP does not exist on Windows)
 SIGNALS: tuple[signal.Signals, ...] = tuple(
@@ -66,6 +66,9 @@ class Interruption:
     signum: int
     not_run: tuple[str, ...] = ()
     expected: int = 0
+    #: node id -> the case's identity (``CaseIdentity.as_dict``) for the not-run cases whose
+    #: collection said who they are (serial runs; xdist's controller sees ids only)
+    cases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)
 
     @property
     def signal(self) -> str:
@@ -89,7 +92,8 @@ def write_marker(out_dir: Path, stopped: Interruption | None) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)  # interrupted before the first record: not made yet
     data = {"schema": "harness.interrupted/1", "signal": stopped.signal, "signum": stopped.signum,
-            "not_run": list(stopped.not_run), "expected": stopped.expected}
+            "not_run": list(stopped.not_run), "expected": stopped.expected,
+            "cases": {n: dict(c) for n, c in stopped.cases.items()}}
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
@@ -98,8 +102,10 @@ def read_marker(out_dir: Path) -> Interruption | None:
     An unreadable marker is treated as absent: the records stay the source of truth."""
     try:
         data = json.loads((Path(out_dir) / MARKER).read_text(encoding="utf-8"))
+        cases = data.get("cases") or {}
         return Interruption(int(data["signum"]), tuple(str(n) for n in data.get("not_run", ())),
-                            int(data.get("expected", 0)))
+                            int(data.get("expected", 0)),
+                            {str(n): dict(c) for n, c in cases.items() if isinstance(c, dict)})
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -126,13 +132,14 @@ class SignalGuard:
             return current is signal.default_int_handler
         return current == signal.SIG_DFL
 
-    def install(self) -> bool:
-        """Install where the handler is still the default; False when not in the main thread."""
+    def install(self, replaceable: tuple[Handler, ...] = ()) -> bool:
+        """Install where the handler is still the default (or one of ``replaceable``: the
+        command line's start-up recorder); False when not in the main thread."""
         if threading.current_thread() is not threading.main_thread():
             return False
         for signum in SIGNALS:
             current = signal.getsignal(signum)
-            if self._is_default(signum, current):
+            if self._is_default(signum, current) or any(current is r for r in replaceable):
                 self._previous[signum] = current
                 signal.signal(signum, self._handle)
         return True

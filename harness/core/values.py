@@ -57,6 +57,7 @@ class Settings:
     shard_durations: str | None = None
     fresh_references: bool = False
     durations: int | None = None
+    progress: str = 'auto'
     perf: bool = False
     perf_samples: int = 300
     perf_warmup: int = 20
@@ -64,6 +65,7 @@ class Settings:
     perf_seq_lens: tuple[int, ...] = (32,)
     perf_repeats: int = 3
     perf_new_tokens: int = 16
+    perf_tail_seconds: int = 2
     gen_samples: int | None = None
     gen_max_new_tokens: int | None = None
     gen_beams: int | None = None
@@ -76,5 +78,6 @@ class Settings:
     baseline_store: Path | None = None
     baseline_force: bool = False
     baseline_force_env: bool = False
+    allow_missing: bool = False
     baseline_threshold: tuple[str, ...] = ()
     accuracy_margin: tuple[str, ...] = ()

@@ -11,6 +11,6 @@ from harness.families.base import Family, GraphSpec
 from harness.families.registry import detect_family, families, family_for, family_names, register_family
 
 # the built-in families register themselves on import, in this order (the order names are listed in)
-from harness.families import encoder, seq2seq, causal_lm  # noqa: E402,F401,I001  isort: skip
+from harness.families import encoder, seq2seq, causal_lm, heads  # noqa: E402,F401,I001  isort: skip
 
 __all__ = ["Family", "GraphSpec", "detect_family", "families", "family_for", "family_names", "register_family"]

@@ -105,6 +105,9 @@ class Family(abc.ABC):
     generates: bool = False
     #: order in which families are asked to detect a config: lower first (a catch-all last)
     detection_priority: int = 100
+    #: the heads (``harness.families.tasks.TASKS`` names) this family judges: detection maps an
+    #: architecture's head, from transformers' task mappings, to the family listing it
+    tasks: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def graphs(self, model: "LoadedModel") -> list[GraphSpec]:
@@ -139,21 +142,53 @@ class Family(abc.ABC):
         """Whether one entry of the config's ``architectures`` names a model of this family."""
         return False
 
+    def task(self, config: Mapping[str, Any]) -> str | None:
+        """The head of the model ``config`` describes, as this family judges it: the task of
+        its architecture when this family judges that task, else the family's first task."""
+        from harness.families.tasks import architecture_task
+
+        found = architecture_task(config)
+        if found is not None and found in self.tasks:
+            return found
+        return self.tasks[0] if self.tasks else None
+
     def hf_model_class(self, config: Mapping[str, Any]) -> Any:
-        """The transformers auto class that loads a model of this family from ``config``."""
+        """The transformers auto class that loads a model of this family from ``config``: the
+        one of its head (``task``), ``AutoModel`` for a family without tasks."""
         import transformers
 
-        return transformers.AutoModel
+        from harness.families.tasks import auto_class
+
+        found = self.task(config)
+        return auto_class(found) if found else transformers.AutoModel
 
     # -- generation ---------------------------------------------------------------------------------------
     def generation_graphs(self, use_cache: bool) -> tuple[str, ...]:
         """The graphs a decode loop runs, with or without the KV cache."""
         raise ValueError(f"family {self.name!r} has no generation head")
 
-    def prompt_batch(self, model: "LoadedModel", texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids and attention mask of a batch of prompts, padded as this family decodes them."""
-        enc = tokenize(model, texts)
+    def prompt_batch(self, model: "LoadedModel", texts: Sequence[str],
+                     max_length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids and attention mask of a batch of prompts, padded as this family decodes them
+        (``max_length``: the prompt limit of a generation budget; default the input limit)."""
+        enc = tokenize(model, texts, max_length=max_length)
         return enc["input_ids"], enc["attention_mask"]
+
+    #: whether a prompt and the tokens generated after it index one position table (decoder-only
+    #: LMs: the prompt is cut so both fit, ``harness.families.limits.generation_budget``)
+    shares_positions: bool = False
+
+    def generation_prompts(self, model: "LoadedModel", texts: Sequence[str],
+                           max_new_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """``prompt_batch`` cut to the prompt limit of decoding ``max_new_tokens`` after it."""
+        return self.prompt_batch(model, texts, self.generation_budget(model, max_new_tokens).prompt_tokens)
+
+    def generation_budget(self, model: "LoadedModel", max_new_tokens: int) -> Any:
+        """How ``max_new_tokens`` fits the model's positions (``limits.GenerationBudget``)."""
+        from harness.families.limits import generation_budget
+
+        return generation_budget(model, max_new_tokens, shares_positions=self.shares_positions,
+                                 input_limit=input_token_limit(model))
 
     def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
                 start_token_id: int | None = None) -> "Starter":
@@ -215,21 +250,18 @@ def to_torch(feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> tuple[tor
 
 #: the longest input the harness feeds when the model allows more (keeps exports and references cheap)
 MAX_INPUT_TOKENS = 128
-#: config.json keys that bound a model's positions, as different architectures name them
-_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_source_positions", "n_ctx", "max_seq_len",
-                  "seq_length", "max_len")
 
 
 def input_token_limit(model: "LoadedModel") -> int:
     """How many tokens an input may have: ``MAX_INPUT_TOKENS``, or fewer when the model's
     config (its position table) or its tokenizer (``model_max_length``) allows fewer. A fixed
     128 crashed a 64-position model in its embedding lookup (IndexError)."""
+    from harness.families.limits import learned_positions
+
     limits = [MAX_INPUT_TOKENS]
-    for key in _POSITION_KEYS:
-        value = model.config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            limits.append(value)
-            break
+    positions = learned_positions(model.config)
+    if positions is not None:
+        limits.append(positions)
     declared = getattr(model.tokenizer, "model_max_length", None)
     if isinstance(declared, int) and 0 < declared < 1_000_000:  # tokenizers without a limit say 1e30
         limits.append(declared)

@@ -116,22 +116,17 @@ class CausalLMFamily(Family):
     # -- detection, loading and generation (see Family) ---------------------------------------------------
     generates = True
     detection_priority = 20
-
-    @classmethod
-    def detects(cls, config: Mapping[str, Any], architecture: str) -> bool:
-        return architecture.endswith("ForCausalLM")
-
-    def hf_model_class(self, config: Mapping[str, Any]) -> Any:
-        import transformers
-
-        return transformers.AutoModelForCausalLM
+    tasks = ("causal_lm",)
 
     def generation_graphs(self, use_cache: bool) -> tuple[str, ...]:
         return ("model",)
 
-    def prompt_batch(self, model: "LoadedModel", texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    shares_positions = True
+
+    def prompt_batch(self, model: "LoadedModel", texts: Sequence[str],
+                     max_length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Left-padded: generation needs the last real token in the last column."""
-        ids, mask = super().prompt_batch(model, texts)
+        ids, mask = super().prompt_batch(model, texts, max_length)
         if getattr(model.tokenizer, "padding_side", "right") != "left":
             ids, mask = _left_pad(ids, mask, int(model.tokenizer.pad_token_id or 0))
         return ids, mask

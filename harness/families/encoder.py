@@ -35,10 +35,10 @@ class _HiddenModule(GraphModule):
 
 
 def _is_classifier(model: LoadedModel) -> bool:
-    archs = model.config.get("architectures") or []
-    return model.config.get("model_type") == "harness-encoder-custom" or any(
-        a.endswith("ForSequenceClassification") for a in archs
-    )
+    """A sequence classifier (its head from transformers' task mappings), else a base model."""
+    if model.config.get("model_type") == "harness-encoder-custom":
+        return True
+    return EncoderFamily().task(model.config) == "sequence_classification"
 
 
 @register_family
@@ -69,23 +69,13 @@ class EncoderFamily(Family):
         return {name: (None if name == "logits" else mask) for name in graph.output_names}
 
     # -- detection and loading (see Family) ---------------------------------------------------------------
-    detection_priority = 1000  # "...Model" names almost anything: asked last
+    detection_priority = 1000
+    #: a classifier's logits, or a base model's hidden states (a sentence-transformers directory's too)
+    tasks = ("sequence_classification", "feature_extraction")
 
     @classmethod
     def claims(cls, config: Mapping[str, Any]) -> bool:
         return config.get("model_type") == "harness-encoder-custom"
-
-    @classmethod
-    def detects(cls, config: Mapping[str, Any], architecture: str) -> bool:
-        return architecture.endswith(("ForSequenceClassification", "Model"))
-
-    def hf_model_class(self, config: Mapping[str, Any]) -> Any:
-        import transformers
-
-        archs = config.get("architectures") or []
-        if any(a.endswith("ForSequenceClassification") for a in archs):
-            return transformers.AutoModelForSequenceClassification
-        return transformers.AutoModel
 
     # -- judging files built elsewhere (``harness check``) -------------------------------------
     implicit_inputs = ("position_ids",)  # 0..length-1 per row, as the reference computes them

@@ -243,15 +243,7 @@ class Seq2SeqFamily(Family):
     # -- detection, loading and generation (see Family) ---------------------------------------------------
     generates = True
     detection_priority = 10
-
-    @classmethod
-    def detects(cls, config: Mapping[str, Any], architecture: str) -> bool:
-        return architecture.endswith(("ForConditionalGeneration", "MTModel")) or bool(config.get("is_encoder_decoder"))
-
-    def hf_model_class(self, config: Mapping[str, Any]) -> Any:
-        import transformers
-
-        return transformers.AutoModelForSeq2SeqLM
+    tasks = ("seq2seq_lm",)
 
     def generation_graphs(self, use_cache: bool) -> tuple[str, ...]:
         return ("encoder", "decoder", "decoder_with_past") if use_cache else ("encoder", "decoder")

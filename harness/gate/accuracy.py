@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.compared import Compared
 from harness.gate.baseline import is_accuracy_key
 from harness.gate.compare import Verdict
 from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value
@@ -287,11 +288,21 @@ class AccuracyComparison:
     env_differences: list[str] = field(default_factory=list)
     settings_differences: list[str] = field(default_factory=list)
     unjudged: int = 0  # context metrics (no margin): recorded, never compared
+    #: ``--allow-missing``: missing cases or nothing compared do not fail (the headline says so)
+    allow_missing: bool = False
+    #: False inside ``harness compare``, which counts coverage per case itself
+    coverage_gated: bool = True
 
     @property
     def exit_code(self) -> int:
-        """1 when a non-advisory metric regressed."""
-        return 1 if any(r.gating_regression for r in self.rows) else 0
+        """1 when a non-advisory metric regressed, or nothing / not everything was compared."""
+        return 1 if any(r.gating_regression for r in self.rows) or self.compared.failed else 0
+
+    @property
+    def compared(self) -> Compared:
+        """What was judged: zero metrics, or baseline cases/metrics missing, fail the gate."""
+        return Compared("accuracy metrics", len(self.rows), tuple(self.missing), self.allow_missing,
+                        self.coverage_gated)
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in (Verdict.PASS, Verdict.REGRESSION, Verdict.IMPROVEMENT)}
@@ -304,10 +315,10 @@ class AccuracyComparison:
         tally = ", ".join(f"{n} {v.lower()}" for v, n in self.counts().items() if n) or "nothing compared"
         cases = len({r.case for r in self.rows})
         text = f"{len(self.rows)} accuracy metrics of {cases} cases: {tally}"
-        if gating:
-            worst = sorted({r.metric for r in self.rows if r.gating_regression})
-            return f"FAIL: {gating} accuracy regression(s) ({', '.join(worst)}); {text}"
-        return f"OK: no accuracy regression; {text}"
+        worst = sorted({r.metric for r in self.rows if r.gating_regression})
+        return self.compared.headline(f"OK: no accuracy regression; {text}",
+                                      f"FAIL: {gating} accuracy regression(s) ({', '.join(worst)}); {text}"
+                                      if gating else None)
 
     def notes(self) -> list[str]:
         out: list[str] = []
@@ -344,6 +355,7 @@ class AccuracyComparison:
             "env_differences": list(self.env_differences),
             "settings_differences": list(self.settings_differences),
             "unjudged": self.unjudged,
+            "compared": self.compared.as_dict(),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

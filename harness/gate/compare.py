@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from harness.core import UsageError, did_you_mean
+from harness.core.compared import Compared
 from harness.gate.canary import widen
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
@@ -30,6 +31,7 @@ from harness.perf.stats import (
     mann_whitney,
     min_samples_for,
 )
+from harness.perf.tail import precise_enough
 from harness.results.record import Record, RecordError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,6 +103,9 @@ class MetricPolicy:
     alpha: float = 0.05
     advisory: bool = False
     max_cv: float = 0.10
+    #: an advisory percentile that gates after all where both runs measured it sharply: its
+    #: order-statistic interval narrower than ``min_effect`` (harness.perf.tail.precise_enough)
+    gate_when_precise: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("latency", "memory", "size", "cold"):
@@ -121,7 +126,7 @@ DEFAULT_POLICIES: dict[str, MetricPolicy] = {
         MetricPolicy("p50", "latency", min_effect=0.05),
         MetricPolicy("p90", "latency", min_effect=0.10),
         MetricPolicy("p95", "latency", min_effect=0.10),
-        MetricPolicy("p99", "latency", min_effect=0.20, advisory=True),
+        MetricPolicy("p99", "latency", min_effect=0.20, advisory=True, gate_when_precise=True),
         MetricPolicy("mean", "latency", min_effect=0.05, advisory=True),
         MetricPolicy("peak_rss_bytes", "memory", min_effect=0.05, min_abs=32 * MiB),
         MetricPolicy("artifact_bytes", "size", min_effect=0.01),
@@ -202,6 +207,10 @@ class Comparison:
     new: list[str] = field(default_factory=list)
     env_differences: list[str] = field(default_factory=list)
     forced_env: bool = False
+    #: ``--allow-missing``: missing variants or nothing compared do not fail (the headline says so)
+    allow_missing: bool = False
+    #: False inside ``harness compare``, which counts coverage per case itself
+    coverage_gated: bool = True
     #: variant -> what its canaries said about the machine (``harness.gate.canary.Drift.as_dict``)
     drift: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: "unpaired" (recorded runs) or "paired" (re-timed interleaved in this job)
@@ -209,8 +218,9 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        """1 only when a non-advisory metric regressed; INCONCLUSIVE never fails a build."""
-        return 1 if any(r.gating_regression for r in self.rows) else 0
+        """1 when a non-advisory metric regressed, or nothing / not everything was compared
+        (:class:`~harness.core.compared.Compared`); INCONCLUSIVE never fails a build."""
+        return 1 if any(r.gating_regression for r in self.rows) or self.compared.failed else 0
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -223,9 +233,14 @@ class Comparison:
         advisory = sum(r.advisory for r in self.rows)
         tally = ", ".join(f"{n} {v.lower()}" for v, n in self.counts().items() if n) or "nothing compared"
         rows = f"{len(self.rows)} rows ({advisory} advisory): {tally}"
-        if gating:
-            return f"FAIL: {gating} gating regression(s); {rows}"
-        return f"OK: no gating regression; {rows}"
+        return self.compared.headline(f"OK: no gating regression; {rows}",
+                                      f"FAIL: {gating} gating regression(s); {rows}" if gating else None)
+
+    @property
+    def compared(self) -> Compared:
+        """What was compared: zero rows, or baseline variants/metrics missing, fail the gate."""
+        return Compared("perf rows", len(self.rows), tuple(self.missing), self.allow_missing,
+                        self.coverage_gated)
 
     def notes(self) -> list[str]:
         out: list[str] = []
@@ -257,6 +272,7 @@ class Comparison:
             "new": list(self.new),
             "env_differences": list(self.env_differences),
             "forced_env": self.forced_env,
+            "compared": self.compared.as_dict(),
             "mode": self.mode,
             "drift": dict(self.drift),
         }
@@ -423,6 +439,20 @@ def judge_latency(
             continue
         out[name] = Judged(b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
     return out
+
+
+def tail_advisory(policy: MetricPolicy, base: np.ndarray, cand: np.ndarray, reason: str) -> tuple[bool, str]:
+    """Whether a latency row is advisory, and its reason saying why for a ``gate_when_precise``
+    percentile: it gates only when both runs bound it within the threshold."""
+    stat = latency_stat(policy.name)
+    if not (policy.advisory and policy.gate_when_precise) or callable(stat) or stat is None:
+        return policy.advisory, reason
+    checks = [(side, *precise_enough(samples, policy.min_effect, q=stat / 100.0))
+              for side, samples in (("baseline", base), ("candidate", cand))]
+    loose = [f"{side}: {why}" for side, ok, why in checks if not ok]
+    if loose:
+        return True, f"{reason}; advisory ({'; '.join(loose)})"
+    return False, f"{reason}; gated ({checks[0][2]} and {checks[1][2]})"
 
 
 def decide(ratio: float, lo: float, hi: float, p_value: float, policy: MetricPolicy) -> tuple[Verdict, str]:
@@ -635,8 +665,9 @@ def compare_runs(
                                           seed=_seed(variant, "canary_ms"))
         judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key), drift=drifts[variant])
         for name, j in judged.items():
+            advisory, reason = tail_advisory(pols[name], b_samples, c_samples, j.reason)
             rows.append(Row(variant, f"{key}.{name}", "latency", j.base, j.cand, j.ratio, j.ci_lo, j.ci_hi,
-                            j.p_value, j.verdict, j.reason, pols[name].advisory))
+                            j.p_value, j.verdict, reason, advisory))
     for (variant, key), b_val in sorted(base.scalars.items()):
         c_val = cand.scalars.get((variant, key))
         if c_val is None:

@@ -96,7 +96,7 @@ def decode_texts(backend: "Backend", model: "LoadedModel", family: "Family", var
         calls = 0
         began = time.perf_counter()
         for i in range(0, len(texts), batch_size):
-            ids, mask = family.prompt_batch(model, texts[i: i + batch_size])
+            ids, mask = family.generation_prompts(model, texts[i: i + batch_size], settings.max_new_tokens)
             start = starter.start(ids, mask, settings.num_beams, settings.use_cache)
             tokens += search(start, settings)
             calls += getattr(start.stepper, "calls", 0)

@@ -228,13 +228,18 @@ class GenerationResult:
     #: the worst diverging sentences at their first divergent step (failing cases only)
     forensics: list["SentenceForensics"] = field(default_factory=list)
     forensics_note: str | None = None  # why a failing case has no forensics (the replay itself failed)
+    #: whether generation was gated at all (``harness.judge.coverage``); None: not accounted
+    coverage: Any = None
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passes(self.metrics.get(c.metric, math.nan))]
 
+    def coverage_problem(self) -> str | None:
+        return self.coverage.problem() if self.coverage is not None else None
+
     @property
     def passed(self) -> bool:
-        return not self.failed_checks()
+        return not self.failed_checks() and self.coverage_problem() is None
 
     def thresholds(self) -> dict[str, dict[str, Any]]:
         return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
@@ -257,9 +262,10 @@ class GenerationResult:
 
     def assert_ok(self) -> None:
         failed = self.failed_checks()
-        if failed:
+        problem = self.coverage_problem()
+        if failed or problem:
             lines = [CheckResult(c.metric, self.metrics.get(c.metric, math.nan), c.symbol, c.threshold).message()
-                     for c in failed]
+                     for c in failed] + ([problem] if problem else [])
             trailer = [self.first_divergence()]
             if self.forensics:
                 trailer += ["divergent steps (teacher-forced top-k: id 'token' logit (log-prob)):"]
@@ -380,6 +386,8 @@ def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationReques
     # more new tokens than learned positions: one line naming both, not an IndexError mid-decode
     check_generation(model.path, limits_of(model.path, model.config), settings.max_new_tokens,
                      option="generation max_new_tokens")
+    # a decoder-only prompt is cut so prompt + new tokens fit the positions (recorded)
+    wanted = {**wanted, "budget": ws.family(model).generation_budget(model, settings.max_new_tokens).as_dict()}
     corpus = ws.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
     return wanted, settings, indices, [corpus.sources[i] for i in indices]
@@ -435,7 +443,8 @@ def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family"
         for side, fam in ((reference, family_for(model.family)), (variant, family)):
             runners, _ = load_runners(ws.backend(side, model), model, fam, side, settings.use_cache, stack)
             starters.append(fam.starter(model, runners, settings.decoder_start_token_id))
-        return investigate(starters[0], starters[1], lambda batch: family.prompt_batch(model, batch), texts, rows,
+        return investigate(starters[0], starters[1],
+                           lambda batch: family.generation_prompts(model, batch, settings.max_new_tokens), texts, rows,
                            settings, batch_size, model.tokenizer.convert_ids_to_tokens)
 
 
@@ -457,9 +466,15 @@ def _judged(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Co
     described = {**settings.describe(), "samples": len(indices), "batch_size": wanted["batch_size"],
                  "corpus": corpus.name, "corpus_sha256": corpus.sha256, "graph_calls": got.calls,
                  "target_lang": lang, "target_lang_from": lang_from,
-                 "new_tokens": got.new_tokens, "replayed": got.replayed}
+                 "new_tokens": got.new_tokens, "replayed": got.replayed,
+                 # how the request fits the model's positions (prompt cut / new tokens capped: recorded)
+                 "budget": wanted.get("budget")}
     checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
-    return GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)
+    from harness.judge.coverage import generation_coverage
+
+    result = GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)
+    result.coverage = generation_coverage(ws.family(model).task(model.config), metrics, checks)
+    return result
 
 
 def record(case: Any, result: GenerationResult) -> None:

@@ -87,6 +87,8 @@ class ParityResult:
     #: every shape tried: {"graph", "probe" ("corpus" or what the probe varies), "shapes": input -> dims}
     shapes: list[dict[str, Any]] = field(default_factory=list)
     replayed: list[str] = field(default_factory=list)  # graphs whose outputs came from the output cache
+    #: what was gated of the head's outputs (``harness.judge.coverage``); None: not accounted
+    coverage: Any = None
     #: what the side-output stages wrote (failing-batch dumps, repro bundles, profiling summaries)
     side: SideOutputs = field(default_factory=SideOutputs)
 
@@ -94,9 +96,12 @@ class ParityResult:
     def failures(self) -> list[Failure]:
         return [f for o in self.outputs for f in o.failures()]
 
+    def coverage_problem(self) -> str | None:
+        return self.coverage.problem() if self.coverage is not None else None
+
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return not self.failures and self.coverage_problem() is None
 
     def metrics(self) -> dict[str, float]:
         return {str(MetricKey(k, o.graph, o.output)): v for o in self.outputs for k, v in o.metrics.items()}
@@ -109,7 +114,8 @@ class ParityResult:
         return {f"{o.graph}.{o.output}": o.worst.describe(o.axis_names) for o in self.outputs if o.worst}
 
     def assert_ok(self) -> None:
-        raise_failures(self.variant, [f.message() for f in self.failures])
+        problem = self.coverage_problem()
+        raise_failures(self.variant, [f.message() for f in self.failures] + ([problem] if problem else []))
 
 
 def axis_names(ndim: int, is_logits: bool) -> tuple[str, ...]:
@@ -456,4 +462,7 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
         finally:
             close_stage(runner, graph.name, result.side)
         result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
+    from harness.judge.coverage import numeric_coverage
+
+    result.coverage = numeric_coverage(family, family.graphs(model), result.outputs, family.task(model.config))
     return result

@@ -43,8 +43,12 @@ MiB = float(2 ** 20)
 
 
 def _numeric(name: str, direction: Direction, outputs: Outputs, description: str, unit: str = "",
-             thresholds: Thresholds | None = None) -> MetricSpec:
-    return MetricSpec(name, direction, Scope.NUMERIC, description, unit, thresholds, outputs=outputs)
+             thresholds: Thresholds | None = None, bounds: tuple[float, float] | None = None) -> MetricSpec:
+    return MetricSpec(name, direction, Scope.NUMERIC, description, unit, thresholds, outputs=outputs, bounds=bounds)
+
+
+#: a similarity threshold: 1 is identical, 0 unrelated; below 0 would accept anti-correlated output
+SIMILARITY = (0.0, 1.0)
 
 
 def _gen(name: str, direction: Direction, description: str, unit: str = "", thresholds: Thresholds | None = None,
@@ -89,7 +93,8 @@ METRICS = MetricRegistry([
              "logits are large.", thresholds=Thresholds(fp32=1e-4, fp16=1e-2, int8=0.15)),
     _numeric("rel_l2", LOWER, Outputs.FLOAT, "||got - ref||_2 / ||ref||_2 over valid elements."),
     _numeric("cosine", HIGHER, Outputs.FLOAT, "Cosine similarity of the flattened valid elements; 1.0 when both "
-             "are all zero, 0.0 when exactly one is.", thresholds=Thresholds(fp32=0.99999, fp16=0.9999, int8=0.99)),
+             "are all zero, 0.0 when exactly one is.", thresholds=Thresholds(fp32=0.99999, fp16=0.9999, int8=0.99),
+             bounds=SIMILARITY),
     _numeric("top1_agreement", HIGHER, Outputs.LOGITS, "Fraction of valid positions whose argmax over the last "
              "axis matches.", "fraction", Thresholds(fp32=1.0, fp16=0.98, int8=0.90)),
     _numeric("topk_agreement", HIGHER, Outputs.LOGITS, "Mean over valid positions of |topk(ref) & topk(got)| / k, "
@@ -115,9 +120,9 @@ METRICS = MetricRegistry([
     # -- sentence embeddings (harness/zoo/minilm.py: embedding_metrics, models with a pooling recipe) -----------
     MetricSpec("embedding_cosine", HIGHER, Scope.EMBEDDING, "Mean over sentences of the cosine between the "
                "reference's and the variant's pooled sentence embeddings.", "",
-               Thresholds(fp32=0.99999, fp16=0.9999, int8=0.93)),
+               Thresholds(fp32=0.99999, fp16=0.9999, int8=0.93), bounds=SIMILARITY),
     MetricSpec("embedding_cosine_min", HIGHER, Scope.EMBEDDING, "The worst sentence's embedding cosine.", "",
-               Thresholds(fp32=0.9999, fp16=0.999, int8=0.90)),
+               Thresholds(fp32=0.9999, fp16=0.999, int8=0.90), bounds=SIMILARITY),
     # -- text scores (harness/metrics/text.py: corpus_scores, token_agreement, repetition_rate) ----------------
     _text("bleu", HIGHER, "sacrebleu corpus BLEU; 0 when the corpus has no 4-gram.", "BLEU (0-100)"),
     _text("chrf", HIGHER, "sacrebleu corpus chrF2: character n-grams, robust for CJK.", "chrF (0-100)"),

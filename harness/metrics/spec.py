@@ -180,6 +180,9 @@ class MetricSpec:
     label: str = ""
     #: how far it may move against a blessed baseline (accuracy gate); None: not compared
     margin: Margin | None = None
+    #: the interval a threshold of this metric must lie in (None: derived from the unit and the
+    #: direction, :attr:`value_range`); declared where the unit does not say it (a cosine)
+    bounds: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         def bad(why: str) -> ValueError:
@@ -199,9 +202,27 @@ class MetricSpec:
             raise bad("only generation metrics depend on a corpus's references")
         if self.context and self.thresholds is not None:
             raise bad("a context metric has no default gate")
+        if self.bounds is not None and not self.bounds[0] < self.bounds[1]:
+            raise bad(f"bounds {self.bounds!r} are not an interval")
         for precision, value in (self.thresholds.items() if self.thresholds else ()):
-            if not math.isfinite(value) or (self.direction is Direction.LOWER and value < 0):
+            if self.threshold_problem(value) is not None:
                 raise bad(f"default threshold {value!r} at {precision.value} is not a valid bound")
+
+    @property
+    def value_range(self) -> tuple[float, float]:
+        """The interval the metric's values, and so its thresholds, lie in: declared
+        (``bounds``), else read from the unit (a fraction is [0, 1], BLEU and chrF [0, 100],
+        counts are >= 0), else an error's [0, inf) (an error bound below 0 can never pass)."""
+        if self.bounds is not None:
+            return self.bounds
+        unit = self.unit.lower()
+        if unit == "fraction":
+            return (0.0, 1.0)
+        if "(0-100)" in unit:
+            return (0.0, 100.0)
+        if self.direction is Direction.LOWER or unit in _COUNT_UNITS:
+            return (0.0, math.inf)
+        return (-math.inf, math.inf)
 
     def badness(self, value: float) -> float:
         """How far ``value`` is from perfect in this metric's direction (the accuracy gate's
@@ -250,12 +271,17 @@ class MetricSpec:
     def threshold_problem(self, value: Any) -> str | None:
         """Why ``value`` cannot be a threshold of this metric, None when it can. The one rule for
         every place a threshold is given (the config file, ``harness check``/``bisect --tolerance``):
-        a finite number, and an error bound (lower is better) is >= 0, or the gate can never pass."""
+        a finite number inside the metric's :attr:`value_range` (an error bound >= 0, a cosine or
+        an agreement in [0, 1], BLEU in [0, 100]): outside it the gate can never pass (an error
+        below 0, a cosine above 1) or can never fail (an agreement below 0)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"expected a finite number, got {value!r}"
-        if not self.higher_is_better and value < 0:
+        lo, hi = self.value_range
+        if lo <= value <= hi:
+            return None
+        if not self.higher_is_better and lo == 0.0 and value < 0:
             return f"an error bound must be >= 0, got {value:g}"
-        return None
+        return f"{value:g} is outside {self.name}'s range {_interval(lo, hi)}"
 
     def check(self, threshold: float) -> Check:
         """A gate on this metric: the direction always comes from the declaration."""
@@ -264,6 +290,14 @@ class MetricSpec:
     def default_check(self, precision: Precision | str) -> Check | None:
         value = self.threshold(precision)
         return None if value is None else self.check(value)
+
+
+#: units whose values are counts (never negative whichever way is good)
+_COUNT_UNITS = ("tokens", "sentences", "nodes", "axes", "probes", "characters")
+
+
+def _interval(lo: float, hi: float) -> str:
+    return f"[{lo:g}, inf)" if hi == math.inf else f"[{lo:g}, {hi:g}]"
 
 
 class MetricRegistry:

@@ -162,19 +162,28 @@ def _corpus_scores(hyps_in: tuple[str, ...], refs_in: tuple[str, ...], lang: str
     unspaced = _base_lang(lang) in _UNSPACED
     chrf = CHRF()
     bleu_score, bleu_signature = corpus_bleu(hyps, refs, bleu_tokenizer(lang))
+    chrf_score = float(chrf.corpus_score(hyps, [refs]).score)
+    identical = all(h.strip() == r.strip() for h, r in zip(hyps, refs))
+    if identical:
+        # Every hypothesis equals its reference. sacrebleu scores a corpus without a single
+        # n-gram (48 identical empty outputs of a random BART) as BLEU 0 and chrF 0, which a
+        # gate reads as total disagreement; identical text is total agreement, by definition.
+        bleu_score, chrf_score = 100.0, 100.0
     edits = [sentence_edit(h, r) for h, r in zip(hyps, refs)]
     hyp_len = sum(_length(h, unspaced) for h in hyps)
     ref_len = sum(_length(r, unspaced) for r in refs)
     n = len(hyps)
     metrics = {
         "bleu": bleu_score,
-        "chrf": float(chrf.corpus_score(hyps, [refs]).score),
+        "chrf": chrf_score,
         "exact_match": sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / n,
         "char_edit_distance": sum(d for d, _ in edits) / n,
         "norm_edit_distance": sum(nd for _, nd in edits) / n,
         "length_ratio": hyp_len / ref_len if ref_len else (1.0 if hyp_len == 0 else float("inf")),
     }
     signatures = {"bleu": bleu_signature, "chrf": str(chrf.get_signature())}
+    if identical:
+        signatures = {k: f"{v}|identical:yes" for k, v in signatures.items()}
     return TextScores(metrics, signatures)
 
 

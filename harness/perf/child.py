@@ -106,7 +106,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return result
     feeds = _load_feeds(args.feeds)
     start = time.perf_counter()
-    loaded = backend.child_load(json.loads(args.spec))
+    from harness.runners.base import ChildSpec
+
+    loaded = backend.child_load(ChildSpec.from_dict(json.loads(args.spec)))
     calls = loaded.calls
     result["load_ms"] = _ms(start)
     result["load_ms_by_graph"] = loaded.load_ms

@@ -92,7 +92,7 @@ def child_args(ws: "Workspace", variant: "Variant", model: "LoadedModel", family
         raise ValueError(reason)
     backend = ws.backend(variant, model)
     spec = backend.child_spec(model, family, graphs, variant)
-    return ["--loader", type(backend).loader_ref(), "--spec", json.dumps(spec, sort_keys=True),
+    return ["--loader", type(backend).loader_ref(), "--spec", json.dumps(spec.to_dict(), sort_keys=True),
             "--feeds", str(feeds_path), "--calls", str(calls)]
 
 

@@ -23,11 +23,9 @@ _TOKEN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
 
 def max_positions(model: "LoadedModel") -> int | None:
     """The longest sequence the model's position table holds (None: unknown)."""
-    for key in ("max_position_embeddings", "max_len", "n_positions"):
-        value = model.config.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+    from harness.families.limits import learned_positions
+
+    return learned_positions(model.config)
 
 
 def shapeable(graph: "GraphSpec") -> bool:

@@ -12,6 +12,7 @@ by the harness loop; each entry names its engine.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from harness.perf.feeds import family_feeds, max_positions, shapeable, shaped_feeds
 from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, timed_call
+from harness.perf.tail import DEFAULT_TAIL_TARGET, sample_for_tail
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
@@ -77,8 +79,12 @@ def feeds_by_graph(points: Sequence[Point]) -> dict[str, dict[str, np.ndarray]]:
 
 def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings: PerfSettings,
             first_engine: Engine | None = None, sync: Callable[[], object] | None = None,
-            canary: "Canary | None" = None) -> dict[str, Any]:
+            canary: "Canary | None" = None, tail_target: float = DEFAULT_TAIL_TARGET) -> dict[str, Any]:
     """Time every point; the first with ``first_engine`` (pytest-benchmark) if given.
+
+    After ``settings.samples`` calls each point keeps timing, with the harness loop, until its
+    p99 interval is narrower than ``tail_target`` or ``settings.tail_seconds`` are spent
+    (harness.perf.tail); the entry's ``tail`` says which, and how wide the interval is.
 
     With ``canary`` (``harness.perf.canary``), a canary block is timed right before and right
     after each point, and the result holds its samples as ``canary_ms``: what the machine did
@@ -90,12 +96,19 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
         engine = first_engine if (index == 0 and first_engine is not None) else loop
         if canary is not None:
             canary.block()
-        samples = engine(timed_call(runners[p.graph.name], p.feeds), settings.samples, settings.warmup)
+        call = timed_call(runners[p.graph.name], p.feeds)
+        first = engine(call, settings.samples, settings.warmup)
+        samples, tail = sample_for_tail(first, functools.partial(loop, call, warmup=0), target=tail_target,
+                                        budget_s=settings.tail_seconds)
         if canary is not None:
             canary.block()
-        out[p.key] = latency_entry(samples, warmup=settings.warmup, engine=getattr(engine, "name", "custom"),
+        name = getattr(engine, "name", "custom")
+        if len(samples) > len(first) and name != loop.name:
+            name = f"{name}+{loop.name}"  # the tail's extra calls come from the harness loop
+        out[p.key] = latency_entry(samples, warmup=settings.warmup, engine=name,
                                    items_per_call=p.batch_size, graph=p.graph.name, batch_size=p.batch_size,
-                                   seq_len=p.seq_len if p.seq_len is not None else _seq_of(p.feeds))
+                                   seq_len=p.seq_len if p.seq_len is not None else _seq_of(p.feeds),
+                                   tail=tail.as_dict())
     if canary is not None:
         out["canary_ms"] = canary.entry()
     return out

@@ -42,6 +42,7 @@ class PerfSettings:
     seq_lens: tuple[int, ...] = option("perf_seq_lens").default
     repeats: int = option("perf_repeats").default  # fresh processes for cold start and memory (pyperf/asv style)
     new_tokens: int = option("perf_new_tokens").default  # generation: tokens per timed generation
+    tail_seconds: int = option("perf_tail_seconds").default  # extra timing for a p99 interval (harness.perf.tail)
 
     def __post_init__(self) -> None:
         """Each field held to its option row's limits (the table declares them, not this class)."""
@@ -62,7 +63,8 @@ class PerfSettings:
 
     def as_dict(self) -> dict[str, Any]:
         return {"samples": self.samples, "warmup": self.warmup, "batch_sizes": list(self.batch_sizes),
-                "seq_lens": list(self.seq_lens), "repeats": self.repeats, "new_tokens": self.new_tokens}
+                "seq_lens": list(self.seq_lens), "repeats": self.repeats, "new_tokens": self.new_tokens,
+                "tail_seconds": self.tail_seconds}
 
 
 def parse_sizes(text: str | Sequence[str] | None, option: str) -> tuple[int, ...] | None:

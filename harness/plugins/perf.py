@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -39,6 +39,7 @@ class GateRequest:
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
     margins: tuple[str, ...] = ()  # --harness-accuracy-margin (issue 17)
+    allow_missing: bool = False  # --harness-allow-missing: a partial comparison passes (and says so)
 
     @property
     def active(self) -> bool:
@@ -81,30 +82,43 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
     return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
                        force_env=bool(values.get("baseline_force_env")),
                        thresholds=tuple(values.get("baseline_threshold") or ()),
-                       margins=tuple(values.get("accuracy_margin") or ()))
+                       margins=tuple(values.get("accuracy_margin") or ()),
+                       allow_missing=bool(values.get("allow_missing")))
 
 
-def _check_gate_request(req: GateRequest) -> None:
-    """Fail before any test runs: a typo found after an hour of measuring wastes the hour."""
+def _check_gate_request(req: GateRequest, spell: Callable[[str], str] | None = None) -> None:
+    """Fail before any test runs: a typo found after an hour of measuring wastes the hour.
+    ``spell``: an option name -> the flag the user typed (pytest's ``--harness-...`` by default;
+    ``harness run`` checks the same request with its own flags before pytest starts)."""
     from harness.gate.baseline import load_baseline, validate_name
     from harness.gate.compare import parse_threshold
+    from harness.settings.options import option
 
+    flag = spell or (lambda name: option(name).pytest_flag)
     for text in req.thresholds:
         parse_threshold(text)
     from harness.metrics.margins import parse_cli_margin
 
     for text in req.margins:
-        parse_cli_margin(text, "--harness-accuracy-margin")
+        parse_cli_margin(text, flag("accuracy_margin"))
     if req.compare:
         load_baseline(req.compare, req.store)
     if req.save:
         validate_name(req.save)
         from harness.core.writable import ensure_writable_dir
 
-        ensure_writable_dir(req.store, "--harness-baseline-store")
+        ensure_writable_dir(req.store, flag("baseline_store"))
         if (req.store / req.save).exists() and not req.force and req.save != req.compare:
-            raise UsageError(f"--harness-baseline-save: baseline {req.save!r} already exists in {req.store}; "
-                             "pass --harness-baseline-force to replace it")
+            raise UsageError(f"{flag('baseline_save')}: baseline {req.save!r} already exists in {req.store}; "
+                             f"pass {flag('baseline_force')} to replace it")
+
+
+def check_gate_values(values: dict[str, Any], spell: Callable[[str], str]) -> None:
+    """The baseline-gate options of ``values`` (option name -> value), checked as the plugin
+    checks them, with ``spell``'s flags in the messages."""
+    req = _gate_request(values)
+    if req.active:
+        _check_gate_request(req, spell)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -229,6 +243,7 @@ def _compare(req: GateRequest, run_dir: Path) -> Any:
         return None  # an accuracy-only baseline (a run without --perf was blessed): nothing to time
     comparison = compare_runs(baseline.records, load_run(run_dir), [parse_threshold(t) for t in req.thresholds],
                               force_env=req.force_env)
+    comparison.allow_missing = req.allow_missing
     (run_dir / "perf-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "perf-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
     return comparison
@@ -248,6 +263,7 @@ def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) ->
     config_path = run_options(config).given.get("config")
     margins = margin_table(config_path, req.margins, rootdir=config.rootpath)
     comparison = compare_accuracy(baseline.records, read_results(run_dir), margins)
+    comparison.allow_missing = req.allow_missing
     (run_dir / "accuracy-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "accuracy-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")
     return comparison

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.report.checks import reason_line
 from harness.report.text import printable
 from harness.results import Record
 
@@ -24,20 +25,29 @@ def _text(value: object) -> str:
     return printable(str(value or ""), keep_newlines=True)
 
 
+def _failure(r: Record) -> bool:
+    return r.verdict in ("fail", "not-run") and not r.data.get("interrupted")
+
+
+def _error(r: Record) -> bool:
+    """An erroring case, or a selected case a signal stopped (``harness.results.notrun``)."""
+    return r.verdict == "error" or bool(r.data.get("interrupted"))
+
+
 def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "model-harness") -> str:
     recs = [Record.coerce(r) for r in records]
     by_suite: dict[str, list[Record]] = defaultdict(list)
     for r in recs:
         by_suite[r.suite or "harness"].append(r)
     root = ET.Element("testsuites", name=name, tests=str(len(recs)),
-                      failures=str(sum(r.verdict in ("fail", "not-run") for r in recs)),
-                      errors=str(sum(r.verdict == "error" for r in recs)),
+                      failures=str(sum(_failure(r) for r in recs)),
+                      errors=str(sum(_error(r) for r in recs)),
                       skipped=str(sum(r.verdict == "skip" for r in recs)),
                       time=f"{sum(r.duration_s for r in recs):.3f}")
     for suite, cases in sorted(by_suite.items()):
         element = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
-                                failures=str(sum(r.verdict in ("fail", "not-run") for r in cases)),
-                                errors=str(sum(r.verdict == "error" for r in cases)),
+                                failures=str(sum(_failure(r) for r in cases)),
+                                errors=str(sum(_error(r) for r in cases)),
                                 skipped=str(sum(r.verdict == "skip" for r in cases)),
                                 time=f"{sum(r.duration_s for r in cases):.3f}")
         for r in sorted(cases, key=lambda r: r.id):
@@ -46,8 +56,10 @@ def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "mod
             properties = ET.SubElement(case, "properties")
             for key in ("variant", "model", "precision", "provider", "verdict"):
                 ET.SubElement(properties, "property", name=key, value=_text(getattr(r, key)))
-            message = _text(r.first_reason_line)
-            if r.verdict in ("fail", "not-run"):
+            message = _text(reason_line(r))  # the failing metric, value and threshold, as summary.md says
+            if r.data.get("interrupted"):  # selected, never finished: a signal stopped the run
+                ET.SubElement(case, "error", message=message, type="interrupted").text = _text(r.reason)
+            elif r.verdict in ("fail", "not-run"):
                 ET.SubElement(case, "failure", message=message, type=r.verdict).text = _text(r.reason)
             elif r.verdict == "error":
                 ET.SubElement(case, "error", message=message, type="error").text = _text(r.reason)

@@ -312,7 +312,8 @@ def _replay_steps(m: Mapping[str, Any], backend: FilesBackend, model: "LoadedMod
             k, step = positions.get(int(entry["index"])), int(entry["step"])
             if k is None:
                 continue
-            view, _ = replay_side(starter, lambda b: family.prompt_batch(model, b), texts, m["variant"]["tokens"], k,
+            view, _ = replay_side(starter, lambda b: family.generation_prompts(model, b, settings.max_new_tokens),
+                                  texts, m["variant"]["tokens"], k,
                                   step, settings, batch_size, model.tokenizer.convert_ids_to_tokens)
             was = entry["variant"]
             out.append({"index": entry["index"], "step": step, "recorded_top": was["top"],

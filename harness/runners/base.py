@@ -145,6 +145,53 @@ class GraphRunner(abc.ABC):
         self.close()
 
 
+@dataclass(frozen=True)
+class ChildSpec:
+    """What a fresh measurement child loads (``Backend.child_spec`` in the parent, ``child_load`` in
+    the child): each graph's built file (or the backend's own description of it), the device, the
+    threads, and the backend's own fields (``options``: ONNX Runtime's session settings, OpenVINO's
+    hint, the PyTorch model to load). Travels as one flat JSON object (``to_dict``/``from_dict``),
+    the shape perf repro bundles record, so bundles written before this type still load."""
+
+    #: graph -> its file or description; a name list where the child builds the graphs itself (PyTorch)
+    graphs: Mapping[str, Any] | Sequence[str]
+    device: str | None = None
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    _COMMON: ClassVar[tuple[str, ...]] = ("graphs", "device", "intra_op_threads", "inter_op_threads")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"graphs": dict(self.graphs) if isinstance(self.graphs, Mapping) else list(self.graphs)}
+        for key in ("device", "intra_op_threads", "inter_op_threads"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out.update({k: v for k, v in self.options.items() if k not in out})
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "ChildSpec":
+        def count(key: str) -> int | None:
+            value = raw.get(key)
+            return None if value is None else int(value)
+
+        device = raw.get("device")
+        graphs = raw.get("graphs") or {}
+        named = dict(graphs) if isinstance(graphs, Mapping) else [str(g) for g in graphs]
+        return cls(named, None if device is None else str(device), count("intra_op_threads"),
+                   count("inter_op_threads"), {k: v for k, v in raw.items() if k not in cls._COMMON})
+
+    def files(self) -> dict[str, Any]:
+        """Graph -> its file or description (a name list maps each name to itself)."""
+        return dict(self.graphs) if isinstance(self.graphs, Mapping) else {g: g for g in self.graphs}
+
+    def threads(self, key: str = "intra_op_threads") -> int | None:
+        """A thread count as a runtime takes it: None for unset or 0."""
+        value = getattr(self, key) if key in self._COMMON else self.options.get(key)
+        return int(value or 0) or None
+
+
 @dataclass
 class ChildLoad:
     """What a backend loaded in a fresh measurement child: a call per graph, the load time
@@ -258,9 +305,9 @@ class Backend(abc.ABC):
         return None
 
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: "Variant") -> dict[str, Any]:
-        """Parent side: a JSON-serialisable description from which :meth:`child_load` loads
-        exactly what this backend would load here (built artifacts, never an export)."""
+                   variant: "Variant") -> ChildSpec:
+        """Parent side: the description from which :meth:`child_load` loads exactly what this
+        backend would load here (built artifacts, never an export)."""
         raise NotImplementedError(f"backend {self.name!r} has no fresh-process loader")
 
     @classmethod
@@ -269,7 +316,7 @@ class Backend(abc.ABC):
         import cost, and the memory floor beside the model). Default: nothing more."""
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         """Child side: load every graph ``spec`` describes. Runs in a process that has imported
         only this backend's module, so it must not import another runtime."""
         raise NotImplementedError(f"backend {cls.name!r} has no fresh-process loader")

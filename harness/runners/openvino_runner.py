@@ -38,7 +38,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
@@ -275,26 +275,25 @@ class OpenVinoBackend(Backend):
 
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> dict[str, Any]:
+                   variant: Variant) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
         paths = {g.name: self.artifacts(model, family, g, variant)[f"{g.name}/model.onnx"]["path"] for g in graphs}
-        return {"device": variant.provider.device, "graphs": paths, "hint": RECIPES[variant.precision][1],
-                "threads": self.ctx.intra_op_threads or 0}
+        return ChildSpec(paths, variant.provider.device,
+                         options={"hint": RECIPES[variant.precision][1], "threads": self.ctx.intra_op_threads or 0})
 
     @classmethod
     def child_imports(cls) -> None:
         import openvino  # noqa: F401  (numpy and this module are imported already; never torch)
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         """Read and compile every graph, as a service starting up would; each call is the
         request's ``infer`` on prepared feeds (what the in-process latency times too)."""
         runners: dict[str, OvGraphRunner] = {}
         load: dict[str, float] = {}
-        for name, path in dict(spec["graphs"]).items():
+        for name, path in spec.files().items():
             start = time.perf_counter()
-            runners[name] = OvGraphRunner(str(path), str(spec["hint"]), int(spec.get("threads") or 0) or None,
-                                          str(spec["device"]))
+            runners[name] = OvGraphRunner(str(path), str(spec.options["hint"]), spec.threads("threads"), str(spec.device))
             load[name] = (time.perf_counter() - start) * 1000.0
         first = next(iter(runners.values()))
         calls = {g: _infer_call(r) for g, r in runners.items()}

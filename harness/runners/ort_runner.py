@@ -16,7 +16,7 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.core.phases import phase
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -153,7 +153,10 @@ class OrtGraphRunner(GraphRunner):
             providers.append("CPUExecutionProvider")
         self.path = path
         self.profile = profile
-        self.session: Any = ort.InferenceSession(path, options, providers=providers)
+        from harness.core.quiet import routed_output
+
+        with routed_output(f"onnxruntime session for {path}"):  # a refused file: the exception, not ORT's log line
+            self.session: Any = ort.InferenceSession(path, options, providers=providers)
         self.providers: list[str] = self.session.get_providers()
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
@@ -340,32 +343,30 @@ class OrtBackend(Backend):
 
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> dict[str, Any]:
+                   variant: Variant) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
         paths = {g.name: self.artifacts(model, family, g, variant)[f"{g.name}/model.onnx"]["path"] for g in graphs}
-        return {"device": variant.provider.device, "graphs": paths,
-                "intra_op_threads": self.ctx.intra_op_threads or 0, "inter_op_threads": self.ctx.inter_op_threads or 0,
-                "runtime": self.ctx.runtime.as_dict(variant.provider.short)}
+        return ChildSpec(paths, variant.provider.device, self.ctx.intra_op_threads or 0, self.ctx.inter_op_threads or 0,
+                         {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
 
     @classmethod
     def child_imports(cls) -> None:
         import onnxruntime  # noqa: F401  (numpy and this module are imported already; never torch)
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         """One session per graph, as a deployed service would create them; each call is
         ``session.run`` on prepared feeds, what the in-process latency measurement times too."""
         from harness.core.runtime import runtime_from_dict
 
-        device = str(spec["device"])
-        runtime = runtime_from_dict(spec.get("runtime") or {})
+        device = str(spec.device)
+        runtime = runtime_from_dict(spec.options.get("runtime") or {})
         provider_options = next(iter(runtime.provider_options.values()), {})
         runners: dict[str, OrtGraphRunner] = {}
         load: dict[str, float] = {}
-        for name, path in dict(spec["graphs"]).items():
+        for name, path in spec.files().items():
             start = time.perf_counter()
-            runners[name] = OrtGraphRunner(str(path), device, int(spec.get("intra_op_threads") or 0) or None,
-                                           int(spec.get("inter_op_threads") or 0) or None,
+            runners[name] = OrtGraphRunner(str(path), device, spec.threads(), spec.threads("inter_op_threads"),
                                            provider_options=dict(provider_options), runtime=runtime)
             load[name] = (time.perf_counter() - start) * 1000.0
         first = next(iter(runners.values()))

@@ -37,7 +37,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
 from harness.runners.trt_engine import (
     INSTALL_HINT,
@@ -391,7 +391,7 @@ class TensorRTBackend(Backend):
 
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> dict[str, Any]:
+                   variant: Variant) -> ChildSpec:
         """Engine paths (built here first) and their profiles: the child deserializes, never builds."""
         graphs_spec: dict[str, Any] = {}
         for graph in graphs:
@@ -402,7 +402,7 @@ class TensorRTBackend(Backend):
                                        "opt": {k: list(v) for k, v in profile.opt.items()},
                                        "max": {k: list(v) for k, v in profile.max.items()}}
             runner.close()
-        return {"graphs": graphs_spec}
+        return ChildSpec(graphs_spec)
 
     @classmethod
     def child_imports(cls) -> None:
@@ -410,10 +410,10 @@ class TensorRTBackend(Backend):
         import torch  # noqa: F401  (CUDA buffers, stream and events)
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         runners: dict[str, TrtGraphRunner] = {}
         load: dict[str, float] = {}
-        for name, info in dict(spec["graphs"]).items():
+        for name, info in spec.files().items():
             profile = ShapeProfile({k: tuple(v) for k, v in info["min"].items()},
                                    {k: tuple(v) for k, v in info["opt"].items()},
                                    {k: tuple(v) for k, v in info["max"].items()})

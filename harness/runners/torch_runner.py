@@ -20,7 +20,7 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.core.phases import phase
 from harness.runners import register_backend
-from harness.runners.base import Backend, ChildLoad, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -215,39 +215,40 @@ class TorchBackend(Backend):
 
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> dict[str, Any]:
+                   variant: Variant) -> ChildSpec:
         """Model name and cache dir: the child loads the weights itself, as a service would."""
-        return {"model": variant.model, "precision": variant.precision.value, "provider": variant.provider.short,
-                "cache": str(self.ctx.cache_dir) if self.ctx.cache_dir else None,
-                "graphs": [g.name for g in graphs],
-                "intra_op_threads": self.ctx.intra_op_threads or 0, "inter_op_threads": self.ctx.inter_op_threads or 0}
+        return ChildSpec([g.name for g in graphs], None, self.ctx.intra_op_threads or 0,
+                         self.ctx.inter_op_threads or 0,
+                         {"model": variant.model, "precision": variant.precision.value,
+                          "provider": variant.provider.short,
+                          "cache": str(self.ctx.cache_dir) if self.ctx.cache_dir else None})
 
     @classmethod
     def child_imports(cls) -> None:
         import harness.judge.workspace  # noqa: F401  (torch, transformers and the model loaders)
 
     @classmethod
-    def child_load(cls, spec: Mapping[str, Any]) -> ChildLoad:
+    def child_load(cls, spec: ChildSpec) -> ChildLoad:
         """Weights and tokenizer once (``weights``), then every graph's module at the precision."""
         import torch
 
         from harness.core import PROVIDERS, RunOptions, Settings
         from harness.judge.workspace import Workspace
 
-        variant = Variant(str(spec["model"]), Precision(spec["precision"]), PROVIDERS[str(spec["provider"])])
-        run_settings = Settings(threads=int(spec.get("intra_op_threads") or 0) or None,
-                                inter_threads=int(spec.get("inter_op_threads") or 0) or None)
+        own = spec.options
+        variant = Variant(str(own["model"]), Precision(own["precision"]), PROVIDERS[str(own["provider"])])
+        run_settings = Settings(threads=spec.threads(), inter_threads=spec.threads("inter_op_threads"))
         options = RunOptions(models=[variant.model], precisions=[variant.precision], providers=[variant.provider],
                              settings=run_settings)
         start = time.perf_counter()
-        ws = Workspace(options, spec.get("cache"))
+        ws = Workspace(options, own.get("cache"))
         model = ws.model(variant.model)
         family = ws.family(model)
         backend = ws.backend(variant, model)
         load = {"weights": (time.perf_counter() - start) * 1000.0}  # weights and tokenizer, shared by the graphs
         runners: dict[str, GraphRunner] = {}
         for graph in family.graphs(model):
-            if graph.name in spec["graphs"]:
+            if graph.name in spec.graphs:
                 start = time.perf_counter()
                 runners[graph.name] = backend.load(model, family, graph, variant)
                 load[graph.name] = (time.perf_counter() - start) * 1000.0

@@ -298,6 +298,9 @@ OPTIONS: tuple[Option, ...] = (
            rerun=Rerun.NEVER),
     Option("durations", Kind.INT, "list the N slowest phases and cases at the end of the run (0: all)",
            minimum=0, rerun=Rerun.NEVER, metavar="N"),
+    Option("progress", Kind.CHOICE, "one line per finished case ([12/60] PASS <variant> <suite> 1.2 s) and a heartbeat "
+           "for a case running over 30 s: auto (when the output is not a terminal: CI logs), lines (always), off",
+           choices=("auto", "lines", "off"), default="auto", rerun=Rerun.NEVER),
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
            group=Group.PERF),
@@ -313,6 +316,9 @@ OPTIONS: tuple[Option, ...] = (
            default=3, minimum=1, metavar="N"),
     Option("perf_new_tokens", Kind.INT, "tokens per timed generation", group=Group.PERF, default=16, minimum=2,
            metavar="N"),
+    Option("perf_tail_seconds", Kind.INT, "extra seconds per latency metric to time until its p99 interval is "
+           "narrower than the gate's p99 threshold (0: time --perf-samples calls only; p99 stays advisory)",
+           group=Group.PERF, default=2, minimum=0, metavar="S"),
     # -- generation parity (harness/judge/generation.py): unset leaves each model's own choice ----
     Option("gen_samples", Kind.INT, "sentences decoded per model, spread over its corpus; 0 = all (default: 48, "
            "numbers-en-zh: all)", group=Group.GEN, minimum=0, in_config=True, metavar="N"),
@@ -338,6 +344,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("baseline_force", Kind.FLAG, "let a baseline save replace an existing baseline", group=Group.GATE,
            rerun=Rerun.NEVER),
     Option("baseline_force_env", Kind.FLAG, "compare even though the environment fingerprints differ",
+           group=Group.GATE, rerun=Rerun.NEVER),
+    Option("allow_missing", Kind.FLAG, "the session-end baseline gate (and `harness baseline compare`, "
+           "`compare`) passes although the candidate lacks cases the baseline has, or nothing was compared "
+           "(the verdict line says so); without it either is a failure",
            group=Group.GATE, rerun=Rerun.NEVER),
     Option("baseline_threshold", Kind.PAIRS, "override a gate threshold, e.g. p50=8%% (repeatable)",
            group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION"),

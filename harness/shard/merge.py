@@ -5,8 +5,10 @@ case once, under one merged ``run_id``; each record keeps where it ran in ``data
 cases' saved files, ``summary.md`` and ``report.html``. Refused (one line, exit 2) unless
 ``force``: a directory that is no shard, shards of different splits (plan digests differ),
 a shard given twice or missing, a case in two shards, a shard whose assigned cases did not all
-finish, and shards that ran in different environments (fingerprints differ: their timings and
-even their numerics are not one run's).
+finish, shards that ran in different environments (fingerprints differ: their timings and
+even their numerics are not one run's), and shards run with different values of a setting that
+changes results (the option table's ``changes_results`` rows: ``--samples 8`` beside
+``--samples 4`` is two runs, not one).
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ def merge_shards(paths: list[Path], *, force: bool = False) -> Merged:
     described = "; ".join(f"{label} fingerprint {', '.join(fs)}" for label, fs in prints.items())
     _refuse([f"mixed environments: {described}"] if len(distinct) > 1 else [], force, warnings)
 
+    _refuse(setting_differences(shards), force, warnings)
+
     run_id = "merged-" + hashlib.sha256("\0".join(sorted({r.run_id for s in shards for r in s.records}))
                                         .encode()).hexdigest()[:12]
     records = []
@@ -127,6 +131,43 @@ def merge_shards(paths: list[Path], *, force: bool = False) -> Merged:
                                          "source": str(s.path.resolve())}}
         records.append(replace(record, run_id=run_id, data=data))
     return Merged(records, run_id, shards, warnings)
+
+
+#: record ``settings`` fields that hold a results-changing option's effective value when the
+#: session did not set it (``settings.options`` keeps only what was set explicitly)
+_EFFECTIVE = {"samples": "samples_requested", "batch_size": "batch_size", "opset": "opset"}
+
+
+def _settings_of(record: Record) -> dict[str, str]:
+    """The results-changing options a case ran with, as comparable text (unset: ``default``)."""
+    from harness.settings.options import OPTIONS, Rerun
+
+    given = record.settings.get("options") or {}
+    out: dict[str, str] = {}
+    for o in OPTIONS:
+        if not o.changes_results or o.rerun is Rerun.CASE:  # the case's own model/precision/provider
+            continue
+        value = given.get(o.name) if isinstance(given, dict) else None
+        if value is None and o.name in _EFFECTIVE:
+            value = record.settings.get(_EFFECTIVE[o.name])
+        out[o.name] = "default" if value is None else json.dumps(value, sort_keys=True)
+    return out
+
+
+def setting_differences(shards: list[Shard]) -> list[str]:
+    """One line per results-changing setting whose value differs between two shards, naming the
+    setting and both values (``samples: 8 in shard 1/2 (a) but 4 in shard 2/2 (b)``)."""
+    seen: dict[str, tuple[str, Shard]] = {}
+    out: list[str] = []
+    for s in shards:
+        for record in s.records:
+            for name, value in _settings_of(record).items():
+                first = seen.setdefault(name, (value, s))
+                if first[0] != value and not any(line.startswith(f"shards ran with different {name}:")
+                                                 for line in out):
+                    out.append(f"shards ran with different {name}: {first[0]} in {first[1].label} but "
+                               f"{value} in {s.label}")
+    return out
 
 
 def write_merged(merged: Merged, out: Path) -> dict[str, Any]:

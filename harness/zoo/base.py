@@ -85,6 +85,13 @@ class ModelSpec:
             raise ValueError(f"{self.name}: unknown family {self.family!r}; known: {family_names()}")
         if (self.build is None) == (self.path is None):
             raise ValueError(f"{self.name}: give exactly one of build= or path=")
+        from harness.metrics.registry import METRICS, TOLERANCE_SCOPES
+
+        for precision, checks in self.tolerances.items():  # the rule the config file and the CLI apply
+            for name, value in checks.items():
+                problem = METRICS.lookup(name, *TOLERANCE_SCOPES, what="tolerance metric").threshold_problem(value)
+                if problem:
+                    raise ValueError(f"{self.name}: tolerances.{precision}.{name}: {problem}")
 
 
 #: the zoo's declarations: filled once by the modules of ``harness.zoo`` at import, never
@@ -165,6 +172,11 @@ def _fingerprint_build(spec: ModelSpec) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def zoo_entry(spec: ModelSpec, root: Path | None = None) -> Path:
+    """Where the cache keeps zoo model ``spec`` (``<cache>/zoo/<name>-<recipe fingerprint>``)."""
+    return (root or cache_root()) / "zoo" / f"{spec.name}-{_fingerprint_build(spec)}"
+
+
 def materialize(spec: ModelSpec) -> Path:
     """Return the HF directory of ``spec``, checked for this process's first use.
 
@@ -178,7 +190,7 @@ def materialize(spec: ModelSpec) -> Path:
     root = cache_root() / "zoo"
     root.mkdir(parents=True, exist_ok=True)
     sweep_orphans(root)
-    target = root / f"{spec.name}-{_fingerprint_build(spec)}"
+    target = zoo_entry(spec)
     if _entry_problem(target, locked=False) is None:
         mark_used(target)
         return target
@@ -262,12 +274,14 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
         cfg = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"{config}: unreadable config.json ({exc})") from None
-    family = family or detect_family(cfg)
+    try:
+        family = family or detect_family(cfg)
+    except UsageError as exc:
+        raise UsageError(f"{path}/{exc}") from None
     if family is None:
-        raise UsageError(
-            f"{config}: cannot tell the model family from architectures={cfg.get('architectures')}; "
-            f"give it explicitly (one of {', '.join(family_names())})"
-        )
+        from harness.families.registry import describe_undetected
+
+        raise UsageError(f"{path}/{describe_undetected(cfg)}")
     check_model_dir(path)
     return ModelSpec(
         name=name or path.resolve().name,

@@ -53,6 +53,8 @@ class LoadedModel:
         self._loader: Callable[[], torch.nn.Module] | None = None if self._model is not None else model
         #: how many times the module was loaded (a released module loads again on next use)
         self.loads = 0 if self._model is None else 1
+        #: what the model can take (``harness.families.limits.ModelLimits``), checked at load
+        self.limits: Any = None
 
     @property
     def model(self) -> torch.nn.Module:
@@ -178,7 +180,34 @@ def _load_model(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool, la
 
     tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
     check_tokenizer(path, config, tokenizer)  # ids past the embedding: one line now, not an IndexError per case
-    return LoadedModel(spec, path, load_module if lazy else load_module(), tokenizer, config, weights_digest(path))
+    limits = model_limits(spec, path, config, tokenizer)
+    loaded = LoadedModel(spec, path, load_module if lazy else load_module(), tokenizer, config, weights_digest(path))
+    loaded.limits = limits
+    return loaded
+
+
+def model_limits(spec: ModelSpec, path: Path, config: dict[str, Any], tokenizer: Any) -> Any:
+    """The model's limits (``harness.families.limits``), checked before any work: one line and
+    exit 2 when its tokenizer and config cannot work together. A pad-less tokenizer is given its
+    EOS as pad here, so every later batch pads the same way."""
+    from harness.families import family_for
+    from harness.families.limits import check_limits, prepare_tokenizer
+
+    if config.get("model_type") == "harness-encoder-custom":
+        prepare_tokenizer(tokenizer)
+        return None
+    merged = dict(config)
+    gen_file = path / "generation_config.json"
+    if merged.get("decoder_start_token_id") is None and gen_file.is_file():
+        try:
+            start = json.loads(gen_file.read_text(encoding="utf-8")).get("decoder_start_token_id")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            start = None
+        if start is not None:
+            merged["decoder_start_token_id"] = start
+    family = family_for(spec.family)
+    return check_limits(str(path), merged, tokenizer, generates=family.generates,
+                        encoder_decoder=bool(config.get("is_encoder_decoder")))
 
 
 def check_intake(spec: ModelSpec) -> None:
@@ -191,6 +220,7 @@ def check_intake(spec: ModelSpec) -> None:
     path, config, _ = _intake(spec, trust_remote_code, spec.extra.get("allow_pickle") is True)
     tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
     check_tokenizer(path, config, tokenizer)
+    model_limits(spec, path, config, tokenizer)
 
 
 def _intake(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool) -> tuple[Path, dict[str, Any], bool]:
@@ -241,8 +271,11 @@ def refuse_remote_code(path: Path, config: dict[str, Any]) -> None:
 def check_weights_only(path: Path) -> None:
     """Open a pickle checkpoint with ``weights_only=True``: only tensors and plain containers
     are accepted, so a checkpoint carrying code is refused before anything else reads it."""
+    from harness.core.quiet import routed_output
+
     try:
-        torch.load(str(path), map_location="cpu", weights_only=True)
+        with routed_output(f"torch.load({path}, weights_only=True)"):  # torch's warnings: not before the refusal
+            torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError (not a zip), EOFError...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: refused: not a plain weights checkpoint under torch.load(weights_only=True) "
@@ -267,8 +300,11 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust
     from harness.families import family_for
 
     cls = family_for(spec.family).hf_model_class(config)
+    from harness.core.quiet import routed_output
+
     try:
-        loaded: torch.nn.Module = cls.from_pretrained(str(path), **kwargs)
+        with routed_output(f"model {path}"):
+            loaded: torch.nn.Module = cls.from_pretrained(str(path), **kwargs)
         return loaded
     except Exception as exc:  # noqa: BLE001 - corrupt safetensors, bad config values...: bad input, not a crash
         raise UsageError(f"{path}: cannot load model ({describe_error(exc)})") from None
@@ -280,8 +316,11 @@ def _load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -
     if custom:  # not an HF architecture: AutoTokenizer would guess from config.json
         return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
 
+    from harness.core.quiet import routed_output
+
     try:
-        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+        with routed_output(f"tokenizer {path}"):
+            return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception on a corrupt tokenizer.json
         raise UsageError(f"{path}: cannot load tokenizer ({describe_error(exc)})") from None
 

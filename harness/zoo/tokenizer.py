@@ -14,7 +14,7 @@ from typing import Literal, Sequence
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-Style = Literal["bert", "marian", "llama"]
+Style = Literal["bert", "marian", "llama", "gpt2", "roberta", "bart", "t5"]
 
 _SPECIALS: dict[str, dict[str, str]] = {
     # BERT: [CLS] text [SEP]
@@ -23,6 +23,15 @@ _SPECIALS: dict[str, dict[str, str]] = {
     "marian": {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"},
     # Llama: <s> text; </s> ends generation
     "llama": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"},
+    # GPT-2: no specials around the text, and no pad token of its own (pad = eos models)
+    "gpt2": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"},
+    # RoBERTa / BART: <s> text </s>, with a mask token
+    "roberta": {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>",
+                "mask_token": "<mask>"},
+    "bart": {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>",
+             "mask_token": "<mask>"},
+    # T5: text </s>; the decoder starts from <pad>
+    "t5": {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"},
 }
 
 
@@ -47,10 +56,14 @@ def train_tokenizer(texts: Sequence[str], style: Style, vocab_size: int = 1000) 
             pair="[CLS] $A [SEP] $B [SEP]",
             special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
         )
-    elif style == "marian":
+    elif style in ("marian", "t5"):
         tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", ids["</s>"])])
-    else:
+    elif style in ("roberta", "bart"):
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", special_tokens=[("<s>", ids["<s>"]), ("</s>", ids["</s>"])])
+    elif style == "llama":
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", ids["<s>"])])
+    # style "gpt2": no template (GPT-2's tokenizer adds nothing)
     padding_side = "left" if style == "llama" else "right"
     return PreTrainedTokenizerFast(tokenizer_object=tok, padding_side=padding_side, **specials)
 

@@ -53,9 +53,10 @@ figcaption { font-size: 12px; color: #555; }
 """
 
 
-def _banner(records: list[Record], interruption: Interruption | None = None) -> str:
+def _banner(records: list[Record], interruption: Interruption | None = None, unfinished: int = 0) -> str:
     state = "empty" if not records else "failed" if any(r.failed for r in records) or interruption else "passed"
     counts = Counter(r.verdict for r in records)
+    counts["not-run"] += unfinished
     tally = "".join(f'<span class="v-{v}">{counts.get(v, 0)} {v}</span>' for v in ORDER)
     return (f'<div class="banner {state}" id="verdict" data-state="{state}">'
             f'{escape(status_line(records, interruption=interruption))}</div>'
@@ -93,9 +94,12 @@ def trend_metrics(records: Iterable[Record]) -> list[tuple[str, str]]:
 def render_report(records: Iterable[Record], *, title: str = "model deployment gate", run_dir: Path | None = None,
                   report_path: Path | None = None, history_db: str | Path | None = None,
                   extra_sections: Iterable[str] = (), interruption: Interruption | None = None) -> str:
+    from harness.results.notrun import not_run_records
+
     recs = list(records)
+    unfinished = not_run_records(interruption)  # the grid and the tally count what never ran
     report_dir = report_path.parent if report_path is not None else None
-    sections = [render_grid(recs), render_failures(recs, run_dir, report_dir), render_perf(recs)]
+    sections = [render_grid(recs + unfinished), render_failures(recs, run_dir, report_dir), render_perf(recs)]
     if history_db is not None:
         from harness.report.html.trends import render_trends
 
@@ -107,5 +111,5 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body><h1>{escape(title)}</h1>"
-            f"{_banner(recs, interruption)}{_env(recs)}<nav>{nav}</nav>\n" + "\n".join(s for s in sections if s)
+            f"{_banner(recs, interruption, len(unfinished))}{_env(recs)}<nav>{nav}</nav>\n" + "\n".join(s for s in sections if s)
             + "\n</body></html>\n")

@@ -1,0 +1,141 @@
+"""Encoder heads beyond sentence classification: token classification, extractive QA, masked LM.
+
+Each head is judged on its own outputs, not on the hidden states underneath it:
+
+* ``token_classification``: ``logits`` (batch, position, label) at every real token -- padding
+  masked -- so ``top1_agreement`` is the per-token label agreement;
+* ``question_answering``: ``start_logits`` and ``end_logits`` (batch, position) of question +
+  context pairs; their top-1 is the extracted span's start and end, so ``top1_agreement`` on
+  both is agreement on the span;
+* ``masked_lm``: ``logits`` at the positions the feeds replaced by the mask token (every
+  seventh real token, deterministic), the only positions a fill-mask model is asked about.
+
+One graph (``model``) each, fed ``input_ids`` and ``attention_mask`` from the corpus.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from harness.families.base import Family, GraphModule, GraphSpec, tokenize
+from harness.families.registry import register_family
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo.loading import LoadedModel
+
+_INPUTS = ("input_ids", "attention_mask")
+_AXES = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+
+
+class _HeadModule(GraphModule):
+    """The head's named outputs of one forward pass, in ``outputs`` order."""
+
+    def __init__(self, model: torch.nn.Module, outputs: tuple[str, ...]) -> None:
+        super().__init__()
+        self.model, self.outputs = model, outputs
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        return tuple(getattr(out, name) for name in self.outputs)
+
+
+class _EncoderHead(Family):
+    """Shared by the heads: one ``model`` graph whose outputs are all logits and all gated."""
+
+    outputs: tuple[str, ...] = ("logits",)
+    #: per output: the axes after batch (dynamic names)
+    output_axes: Mapping[str, Mapping[int, str]] = {"logits": {0: "batch", 1: "sequence"}}
+    detection_priority = 500
+
+    def graphs(self, model: LoadedModel) -> list[GraphSpec]:
+        outs = frozenset(self.outputs)
+        return [GraphSpec("model", _INPUTS, self.outputs, {**_AXES, **self.output_axes},
+                          logits_outputs=outs, gated_outputs=outs)]
+
+    def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
+        return _HeadModule(torch_model if torch_model is not None else model.model, self.outputs)
+
+    def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        enc = tokenize(model, texts)
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+        mask = feeds["attention_mask"].astype(bool)
+        return {name: mask for name in graph.output_names}
+
+    implicit_inputs = ("position_ids",)
+    pads_static_sequence = True
+
+
+@register_family
+class TokenClassificationFamily(_EncoderHead):
+    name = "token_classification"
+    tasks = ("token_classification",)
+
+
+@register_family
+class QuestionAnsweringFamily(_EncoderHead):
+    """Question + context pairs from the corpus: the question is the sentence's first words."""
+
+    name = "question_answering"
+    tasks = ("question_answering",)
+    outputs = ("start_logits", "end_logits")
+    output_axes = {"start_logits": {0: "batch", 1: "sequence"}, "end_logits": {0: "batch", 1: "sequence"}}
+
+    def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        from harness.families.base import input_token_limit
+
+        questions = [" ".join(t.split()[:4]) + "?" for t in texts]
+        enc = model.tokenizer(questions, list(texts), padding=True, truncation="only_second",
+                              max_length=input_token_limit(model), return_tensors="np")
+        return {"input_ids": np.asarray(enc["input_ids"], np.int64),
+                "attention_mask": np.asarray(enc["attention_mask"], np.int64)}
+
+    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+        """Start/end logits are a distribution over the positions (the last axis): every
+        sentence's row is compared whole, so the top-1 is the span's start / end."""
+        return {name: None for name in graph.output_names}
+
+
+#: every how-many-th real token the masked-LM feeds replace by the mask token
+MASK_EVERY = 7
+
+
+@register_family
+class MaskedLMFamily(_EncoderHead):
+    name = "masked_lm"
+    tasks = ("masked_lm",)
+
+    def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Corpus batches with every ``MASK_EVERY``-th real, non-special token replaced by the mask token."""
+        enc = tokenize(model, texts)
+        ids, mask = enc["input_ids"].copy(), enc["attention_mask"]
+        mask_id = getattr(model.tokenizer, "mask_token_id", None)
+        if mask_id is None:
+            from harness.core import UsageError
+
+            raise UsageError(f"{model.path}: a masked LM whose tokenizer has no mask token")
+        special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+        for row in range(ids.shape[0]):
+            real = [i for i in range(ids.shape[1]) if mask[row, i] and int(ids[row, i]) not in special]
+            for i in real[1::MASK_EVERY] or real[:1]:
+                ids[row, i] = mask_id
+        return {"input_ids": ids, "attention_mask": mask, "_mask_token_id": np.asarray(mask_id)}
+
+    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
+        """Only the masked positions: what a fill-mask model is asked about."""
+        at_mask = (feeds["input_ids"] == feeds["_mask_token_id"]) & feeds["attention_mask"].astype(bool)
+        return {name: at_mask for name in graph.output_names}
+
+
+def head_summary(family: Any) -> str:
+    """One phrase: what a family's graphs are judged on (for docs and the coverage table)."""
+    from harness.families.tasks import task
+
+    return "; ".join(task(t).description for t in getattr(family, "tasks", ()))
