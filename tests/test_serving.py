@@ -228,7 +228,7 @@ def test_sweep_counts_failed_and_timed_out_requests(server, files):
     client.preflight()
     model = client.model("bert-flaky")
     feeds = {"input_ids": np.ones((1, 8), dtype=np.int64), "attention_mask": np.ones((1, 8), dtype=np.int64)}
-    steps = sweep(client, model, feeds, SweepSettings(concurrency=(2,), window_s=0.5, step_budget_s=4, budget_s=10))
+    steps = sweep(client, model, feeds, SweepSettings(concurrency=(2,), window_s=1.0, step_budget_s=4, budget_s=10))
     client.close()
     step = steps[0]
     assert step.errors > 0 and step.samples_ms and not step.stopped
