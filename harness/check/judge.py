@@ -44,7 +44,7 @@ from harness.judge.workspace import Workspace
 from harness.repro import EmbeddingDerived
 from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
-from harness.results.record import FAILING, as_verdict
+from harness.results.record import as_verdict, run_green
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
 from harness.zoo.base import ModelSpec
@@ -85,7 +85,7 @@ class CheckOutcome:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r["verdict"] in FAILING for r in self.records) else 0  # not-run fails too
+        return 0 if run_green(r["verdict"] for r in self.records) else 1  # not-run and judged-nothing fail too
 
 
 # -- one job ------------------------------------------------------------------------------------------
