@@ -82,7 +82,10 @@ def _cell(records: list[dict[str, Any]]) -> str:
         if verdict == "pass":
             parts.append(f"{kind} pass")
             continue
-        reason = str(r.get("reason") or "").splitlines()[0][:60].replace("|", "/")
+        reason = str(r.get("reason") or "").splitlines()[0] if r.get("reason") else ""
+        if reason.startswith("/") and ": " in reason:  # '<variant path>: 1 check(s) failed' -> the failure
+            reason = reason.split(": ", 1)[1]
+        reason = reason[:60].replace("|", "/")
         parts.append(f"{kind} **{verdict}** ({reason})" if reason else f"{kind} **{verdict}**")
     return "<br>".join(parts)
 
@@ -93,11 +96,15 @@ def render(archs: list[Architecture], dirs: dict[str, str], families: dict[str, 
     coverage: dict[str, set[str]] = defaultdict(set)
     graphs: dict[str, set[str]] = defaultdict(set)
     files = sorted(run_dir.glob("**/results.jsonl")) if run_dir is not None else []
+    latest: dict[str, dict[str, Any]] = {}  # a case judged again (a later --only run) counts once, as last judged
     for file in files:
         for line in file.read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
-            if r.get("verdict") == "skip" or not r.get("model"):
-                continue
+            if r.get("verdict") != "skip" and r.get("model") and \
+                    str(r.get("finished")) >= str(latest.get(r["id"], {}).get("finished", "")):
+                latest[r["id"]] = r
+    if latest:
+        for r in latest.values():
             by_model[r["model"]][(r.get("precision"), r.get("provider"))].append(r)
             cov = (r.get("data") or {}).get("coverage") or {}
             coverage[r["model"]].update(cov.get("gated") or [])
@@ -178,9 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     if run_dir is None:
         run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="harness-arch-"))
         os.makedirs(run_dir, exist_ok=True)
+        suffix = "-" + "-".join(sorted(args.only)) if args.only else ""
         for precision in precisions if dirs else ():  # one run per precision: FP32 verdicts land first
-            run_matrix(dirs, run_dir / precision, (precision,), providers, args.samples, args.gen_samples,
-                       args.new_tokens)
+            run_matrix(dirs, run_dir / f"{precision}{suffix}", (precision,), providers, args.samples,
+                       args.gen_samples, args.new_tokens)
+    if args.only:  # the table always lists every architecture (a subset run refreshes its rows)
+        archs = list(ARCHITECTURES)
+        more, fams, why = prepare([a for a in archs if a.name not in dirs and a.name not in refused], root)
+        dirs.update(more)
+        families.update(fams)
+        refused.update(why)
     text = render(archs, {k: str(v) for k, v in dirs.items()}, families, refused, run_dir, precisions, providers)
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} ({len(archs)} architectures, {len(refused)} refused; run: {run_dir})")
