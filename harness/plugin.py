@@ -8,16 +8,22 @@ same set of records, and a case that is skipped or errors during setup still get
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generator, Iterator
+# first: a SIGTERM while pytest is still loading plugins and importing is kept, not fatal
+from harness.cli import _early
 
-import pytest
+_early.install()
 
-from harness.core import RunOptions, UsageError, Variant
-from harness.plugins import discover as _discover_feature_plugins
-from harness.results import SCHEMA, ResultsWriter
+import os  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any, Generator, Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+from harness.core import RunOptions, UsageError, Variant  # noqa: E402
+from harness.core.rundirs import default_run_dir  # noqa: E402
+from harness.plugins import discover as _discover_feature_plugins  # noqa: E402
+from harness.results import SCHEMA, ResultsWriter  # noqa: E402
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
@@ -32,6 +38,7 @@ COLLECTOR: pytest.StashKey[RecordCollector] = pytest.StashKey()
 EXCEPTION = pytest.StashKey[dict[str, Any]]()
 RUN_DIR = pytest.StashKey[Path]()
 GUARD = pytest.StashKey[Any]()
+STARTED = pytest.StashKey[float]()  # when this session's configuration began (time.time())
 INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
 NEXT_ITEM = pytest.StashKey[Any]()  # the item this process runs after this one (None: last, or not known)
 RSS = pytest.StashKey[Any]()  # this process's per-case peak-RSS tracker (harness.core.rss.PeakRss)
@@ -60,13 +67,25 @@ def out_dir(config: pytest.Config) -> Path:
     env = os.environ.get("HARNESS_OUT")
     if env:
         return Path(env)
-    return Path(str(config.rootpath)) / "reports" / time.strftime("run-%Y%m%d-%H%M%S")
+    return default_run_dir("run", Path(str(config.rootpath)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "harness(families=None, generates=False, where=None, accepts=None): restrict "
                             "a suite's matrix to model families, models with a generation head, models where "
                             "where(spec) is true, variants where accepts(spec, variant) is true")
+    from harness.core.interrupts import SignalGuard
+
+    guard = SignalGuard()  # first: SIGTERM/SIGHUP end the run like Ctrl-C, also during the checks below
+    guard.install(replaceable=(_early.record,))
+    config.stash[GUARD] = guard
+    config.stash[STARTED] = time.time()
+    if _early.pending() is not None and guard.received is None:  # came in while pytest was starting
+        from harness.core.interrupts import Interrupted
+
+        guard.received = _early.pending()
+        _early.clear()
+        raise Interrupted(guard.received or 2)
     cache = config.getoption("harness_cache")
     if cache:
         os.environ["HARNESS_CACHE"] = str(cache)
@@ -79,15 +98,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_DIR] = out_dir(config)
     if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
         _check_out(config)  # an unwritable run dir is one line now, not an INTERNALERROR after the work
-    from harness.core.interrupts import SignalGuard
-
-    guard = SignalGuard()  # SIGTERM/SIGHUP end the run like Ctrl-C: summary says INTERRUPTED
-    guard.install()
-    config.stash[GUARD] = guard
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
         from harness.results.collector import RecordCollector
+        from harness.results.store import RESERVE_BYTES
 
-        collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR]))
+        collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR], reserve_bytes=RESERVE_BYTES))
         config.stash[COLLECTOR] = collector
         # registered per session (its pytest_runtest_logreport sees this session's reports only,
         # also when pytest runs nested in-process)
@@ -109,10 +124,11 @@ def _preflight(options: RunOptions) -> None:
     """Users' model directories pass the loader's safety and completeness refusals before any
     case starts: a refused directory is one usage line (exit 2 from ``harness run``, 4 from
     pytest), as from ``harness check``, not an error record with a traceback per case."""
+    from harness.settings.options import option
     from harness.settings.resolve import preflight
 
     try:
-        preflight(options)
+        preflight(options, lambda name: option(name).pytest_flag)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -129,15 +145,17 @@ def _out_given(config: pytest.Config) -> bool:
 
 
 def _check_out(config: pytest.Config) -> None:
-    from harness.core.writable import ensure_writable_dir, ensure_writable_file
+    from harness.core.writable import OUT_FLOOR_BYTES, ensure_free_space, ensure_writable_dir, ensure_writable_file
 
     option = "--harness-out" if config.getoption("harness_out") else \
         "HARNESS_OUT" if os.environ.get("HARNESS_OUT") else "run directory"
     try:
         ensure_writable_dir(config.stash[RUN_DIR], option)
+        ensure_free_space(config.stash[RUN_DIR], OUT_FLOOR_BYTES, option, "the run directory (records, reports, "
+                          "repro bundles)")
         junit = config.getoption("harness_junit_xml", None)
         if junit:
-            ensure_writable_file(Path(junit), "--junit-xml")
+            ensure_writable_file(Path(junit), "--harness-junit-xml")
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -145,7 +163,30 @@ def _check_out(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     guard = config.stash.get(GUARD, None)
     if guard is not None:
+        if guard.received is not None and not hasattr(config, "workerinput") and _harness_session(config):
+            # stopped while pytest configured itself (options, model intake): no session finished to say
+            # so, but the run directory still does (0 cases run)
+            from harness.report.summary import write_interrupted_run
+
+            try:
+                write_interrupted_run(config.stash.get(RUN_DIR, None) or out_dir(config), guard.received,
+                                      config.stash.get(STARTED, 0.0))
+            except OSError:
+                pass
+            session = config.pluginmanager.get_plugin("session")  # registered before configuring began
+            if session is not None:
+                from harness.core.interrupts import exit_code
+
+                session.exitstatus = exit_code(guard.received)
         guard.uninstall()
+        _early.restore()
+
+
+def _harness_session(config: pytest.Config) -> bool:
+    try:
+        return _out_given(config) or _asked_for(config)
+    except Exception:  # noqa: BLE001 - interrupted half-way through configuring: say nothing, not fail again
+        return False
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -285,6 +326,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         item.stash[EXCEPTION] = {"type": type(exc).__name__, "gate": isinstance(exc, GateFailure),
                                  "skip": call.excinfo.errisinstance(pytest.skip.Exception),
                                  "message": str(exc).strip()}
+        from harness.core.writable import no_space
+
+        if no_space(exc):  # the disk is full: the next case would fail the same way, and its record too
+            item.stash[EXCEPTION].update(errno=getattr(exc, "errno", None), filename=str(getattr(exc, "filename", "")))
+            item.session.shouldstop = f"no space left on device ({getattr(exc, 'filename', '') or exc})"
     return (yield)
 
 
@@ -400,20 +446,45 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
     finally:
         collector = config.stash.get(COLLECTOR, None)
         stopped = interruption(config)
-        if collector is not None and (collector.records or stopped):
-            _write_reports(config, collector, stopped)
+        if collector is not None and (collector.records or stopped or collector.disk_full):
+            try:
+                _write_reports(config, collector, stopped)
+            except OSError as exc:
+                from harness.core.writable import DiskFull, no_space
+
+                if not no_space(exc):
+                    raise
+                collector.disk_full = collector.disk_full or DiskFull(getattr(exc, "filename", None) or
+                                                                      collector.writer.out_dir)
             if stopped is None and session.exitstatus == 0 and _not_green(collector.records):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if collector is not None:
+            collector.writer.release()
+        if collector is not None and collector.disk_full is not None:
+            import sys
+
+            print(f"harness: error: {disk_full_problem(collector)}", file=sys.stderr)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR  # `harness run`: 2, as for an unwritable --out
         if stopped is not None:
             session.exitstatus = stopped.exit_code
+
+
+def disk_full_problem(collector: RecordCollector) -> str:
+    """One line: where the disk filled up, what is intact and what was lost."""
+    full = collector.disk_full
+    lost = collector.lost
+    not_run = [n for n in collector.not_run() if n.split("::")[-1] not in lost]
+    named = f" ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''})" if lost else ""
+    return (f"{full.path}: {full.reason.lower()}; the {len(collector.records)} record(s) in "
+            f"{collector.writer.path} are intact, {len(lost)} record(s) lost{named}, {len(not_run)} case(s) not run")
 
 
 def _not_green(records: list[Any]) -> bool:
     """A requested variant that did not run (``not-run``), or a run that judged nothing: pytest
     itself saw only skips and would exit 0, but a gate must not read as passed."""
-    from harness.results.record import judged_nothing
+    from harness.results.record import run_green
 
-    return any(r.verdict == "not-run" for r in records) or judged_nothing(r.verdict for r in records)
+    return not run_green(r.verdict for r in records)
 
 
 def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: Any) -> None:
@@ -428,7 +499,10 @@ def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: A
     write_marker(out, stopped)  # so a later `harness report` of this directory says INTERRUPTED too
     from harness.results.notrun import not_run_records
 
-    write_summary(out, collector.records, interruption=stopped)
+    problem = disk_full_problem(collector) if collector.disk_full is not None else None
+    write_summary(out, collector.records, interruption=stopped, problem=problem)
+    if problem:
+        return  # nothing more is written to a full disk
     # every selected case is a testcase: the ones a signal stopped are <error>s, not absent
     junit_records = collector.records + not_run_records(stopped, collector.run_id)
     write_junit(out / JUNIT_FILE, junit_records)

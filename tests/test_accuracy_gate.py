@@ -339,9 +339,9 @@ def test_baseline_blesses_accuracy_and_compare_gates_it(tmp_path, capsys, monkey
 def test_calibrate_cli_writes_the_snippet(tmp_path, capsys):
     key = "model.logits.norm_max_abs"
     run = write(tmp_path / "run", [gated("bert-tiny-int8-ort_cpu", {key: 0.0155}, {key: 0.15})])
-    code, out, _ = cli(["calibrate", str(run)], capsys)
+    code, out, _ = cli(["calibrate", str(run), "--min-runs", "1"], capsys)
     assert code == 0 and "[models.bert-tiny.tolerances.int8]" in out
-    code, _, err = cli(["calibrate", str(run), "--out", str(tmp_path / "cal.toml")], capsys)
+    code, _, err = cli(["calibrate", str(run), "--min-runs", "1", "--out", str(tmp_path / "cal.toml")], capsys)
     assert code == 0 and "wrote 1 tightened tolerance(s)" in err
     assert "norm_max_abs = 0.031" in (tmp_path / "cal.toml").read_text()
     code, _, err = cli(["calibrate", str(run), "--models", "nope"], capsys)

@@ -4,7 +4,9 @@ SIGINT, SIGTERM and SIGHUP end a run cleanly, for ``harness run`` (pytest in-pro
 plain ``pytest`` with the plugin, serial and under pytest-xdist: summary.md and the terminal say
 INTERRUPTED with the number of cases not run, the exit status is 128 + the signal (130, 143,
 129), and a rerun into the same directory supersedes the interrupted run's records case by case.
-Real signals to real process groups; every wait is bounded, no timing is asserted.
+Real signals to real process groups. Every wait is for an event (a record on disk, the hanging
+case entered, a handler installed, the process gone), bounded only by ``waiting.PATIENCE``: no
+timing is asserted and no fixed short timeout can fail a loaded machine.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import catches, kill_group, wait_exit, wait_for_records, wait_until
 
 SUITE = '''
+import os
+import pathlib
 import time
 
 
@@ -28,19 +32,24 @@ def test_a_quick(variant, harness):
 
 
 def test_b_hangs(variant, harness):
-    time.sleep(120)
+    events = pathlib.Path(os.environ["HARNESS_TEST_EVENTS"])
+    (events / f"hanging-{os.getpid()}").write_text("x")  # the event the test waits for
+    time.sleep(3600)
 '''
 
 
-def _wait_for_lines(path: Path, count: int, timeout: float) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            lines = [line for line in path.read_text().splitlines() if line.strip()]
-            if len(lines) >= count:
-                return lines
-        time.sleep(0.2)
-    raise AssertionError(f"{path}: fewer than {count} record(s) after {timeout} s")
+def _events(tmp_path: Path) -> Path:
+    events = tmp_path / "events"
+    events.mkdir(exist_ok=True)
+    return events
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HARNESS_TEST_EVENTS": str(_events(tmp_path))}
+
+
+def _hanging(tmp_path: Path) -> bool:
+    return any(_events(tmp_path).glob("hanging-*"))
 
 
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
@@ -51,18 +60,18 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", "run",
            "--suites", str(suites), "--models", "bert-tiny", "--precisions", "fp32", "--providers", "torch_cpu",
            "--out", str(out)]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True), out
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=_env(tmp_path)), out
 
 
 def test_killed_run_keeps_finished_records(tmp_path):
     proc, out = _start(tmp_path)
     try:
-        (line,) = _wait_for_lines(out / "results.jsonl", 1, timeout=120)
+        (line,) = wait_for_records(out / "results.jsonl", 1, proc)
         os.killpg(proc.pid, signal.SIGKILL)  # no cleanup at all
-        proc.wait(timeout=30)
+        wait_exit(proc)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc)
     record = json.loads(line)
     assert record["id"] == "test_a_quick[bert-tiny-fp32-torch_cpu]"
     assert record["verdict"] == "pass" and record["metrics"] == {"done": 1.0}
@@ -71,13 +80,12 @@ def test_killed_run_keeps_finished_records(tmp_path):
 def test_interrupted_run_exits_nonzero_and_keeps_records(tmp_path):
     proc, out = _start(tmp_path)
     try:
-        _wait_for_lines(out / "results.jsonl", 1, timeout=120)
-        time.sleep(0.5)  # inside test_b's sleep
+        wait_for_records(out / "results.jsonl", 1, proc)
+        wait_until(lambda: _hanging(tmp_path), "test_b entered", proc)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
-        code = proc.wait(timeout=60)
+        code = wait_exit(proc)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc)
     assert code != 0
     ids = [json.loads(line)["id"] for line in (out / "results.jsonl").read_text().splitlines()]
     assert ids[0] == "test_a_quick[bert-tiny-fp32-torch_cpu]"
@@ -114,20 +122,20 @@ def _start_run(tmp_path: Path, runner: str, workers: int, out: Path | None = Non
             cmd += ["-n", str(workers)]
     log = tmp_path / f"terminal-{runner}-{workers}.txt"
     with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
+                                env=_env(tmp_path))
     return proc, out, log
 
 
 def _interrupt(proc: subprocess.Popen, out: Path, sig: int, records: int) -> int:
     try:
-        _wait_for_lines(out / "results.jsonl", records, timeout=180)
-        time.sleep(1.0)  # the quick cases are done; the workers sit in test_b's sleep
+        wait_for_records(out / "results.jsonl", records, proc)
+        tmp_path = out.parent
+        wait_until(lambda: _hanging(tmp_path), "a worker in test_b", proc)  # the quick cases are done
         os.killpg(proc.pid, sig)
-        return proc.wait(timeout=90)
+        return wait_exit(proc)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        kill_group(proc)
 
 
 @pytest.mark.parametrize("runner,workers,sig", [
@@ -172,15 +180,15 @@ def test_interrupted_run_says_interrupted(tmp_path, runner, workers, sig):
 def test_rerun_into_the_same_directory_supersedes(tmp_path):
     """Documented rule: a rerun runs every selected case again and appends; each case's newest
     record supersedes (what report, baseline and history read); summary.md is the rerun's."""
-    from harness.gate.baseline import read_results
+    from harness.results.rundir import read_results
 
     proc, out, _ = _start_run(tmp_path, "harness", 0)
     assert _interrupt(proc, out, signal.SIGINT, QUICK) == 130
     assert (out / "interrupted.json").is_file()
     first = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    finishing = SUITE_3.replace("time.sleep(120)", "harness.metrics[\"done\"] = 2.0")
+    finishing = SUITE_3.replace("time.sleep(3600)", "harness.metrics[\"done\"] = 2.0")
     proc, _, log = _start_run(tmp_path, "harness", 0, out=out, suite=finishing)
-    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    assert wait_exit(proc) == 0, log.read_text()[-3000:]
     lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(lines) == len(first) + CASES  # appended, nothing rewritten
     latest = read_results(out)
@@ -221,7 +229,8 @@ def test_signal_guard_installs_over_defaults_only_and_restores():
             assert signal.getsignal(signal.SIGTERM) == guard._handle
             with pytest.raises(Interrupted) as caught:
                 os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(5)  # the handler raises at the next bytecode
+                for _ in range(10**8):  # the handler raises at the next bytecode; no sleep to bet on
+                    pass
             assert caught.value.signum == signal.SIGTERM and guard.received == signal.SIGTERM
         finally:
             guard.uninstall()
@@ -248,20 +257,64 @@ def test_only_signals_count_as_interrupts():
 
 def test_interrupt_during_collection_still_says_interrupted(tmp_path):
     marker = tmp_path / "collecting"
-    slow_import = f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(120)\n" + SUITE
+    slow_import = f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(3600)\n" + SUITE
     proc, out, log = _start_run(tmp_path, "harness", 0, suite=slow_import)
     try:
-        deadline = time.monotonic() + 180
-        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        assert marker.exists(), log.read_text()[-3000:]
+        wait_until(marker.exists, "the suite's import started", proc)
         os.killpg(proc.pid, signal.SIGTERM)
-        code = proc.wait(timeout=90)
+        code = wait_exit(proc)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        kill_group(proc)
     assert code == 143, log.read_text()[-3000:]
     summary = (out / "summary.md").read_text()
     assert "**INTERRUPTED by SIGTERM** — stopped before the cases were collected" in summary
     assert "INTERRUPTED by SIGTERM" in log.read_text()
+
+
+# -- signals from the first instruction (issue 25, item 4) ----------------------------------------------
+
+def _harness_command() -> list[str]:
+    """The ``harness`` console script of this environment, else exactly what it runs."""
+    script = Path(sys.executable).parent / "harness"
+    if script.is_file():
+        return [sys.executable, str(script)]
+    return [sys.executable, "-c", "import sys; sys.argv[0] = 'harness'; from harness.cli import entrypoint; entrypoint()"]
+
+
+@pytest.mark.parametrize("runner,sig", [
+    ("harness", signal.SIGTERM),
+    ("harness", signal.SIGINT),
+    ("harness", signal.SIGHUP),
+    ("pytest", signal.SIGTERM),
+], ids=lambda v: getattr(v, "name", str(v)))
+def test_a_signal_during_start_up_still_writes_the_run_directory(tmp_path, runner, sig):
+    """Sent the moment the process can take it (its handler is installed: the first thing
+    ``harness`` does; the plugin's import under plain pytest), long before the first case: the
+    run directory still gets summary.md and interrupted.json, and the status is 128 + N.
+    Before: SIGTERM killed the process silently; SIGINT left one line and no directory."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "test_slow_suite.py").write_text(SUITE)
+    out = tmp_path / "run"
+    if runner == "harness":
+        cmd = [*_harness_command(), "run", "--suites", str(suites), "--models", "bert-tiny", "--precisions", "fp32",
+               "--providers", "torch_cpu", "--out", str(out)]
+    else:
+        cmd = [sys.executable, "-m", "pytest", str(suites), "-p", "no:cacheprovider", "-q", "--harness-models",
+               "bert-tiny", "--harness-precisions", "fp32", "--harness-providers", "torch_cpu", f"--harness-out={out}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True, env=_env(tmp_path))
+    try:
+        wait_until(lambda: catches(proc.pid, signal.SIGTERM), "the harness's signal handler installed", proc)
+        os.killpg(proc.pid, sig)
+        stdout, stderr = proc.communicate()
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 128 + sig, stdout[-2000:] + stderr[-3000:]
+    summary = (out / "summary.md").read_text()
+    assert f"**INTERRUPTED by {sig.name}**" in summary and "PASSED" not in summary
+    marker = json.loads((out / "interrupted.json").read_text())
+    assert marker["signum"] == sig and marker["signal"] == sig.name
+    assert not (out / "results.jsonl").exists() and not _hanging(tmp_path)  # stopped before any case
+    if runner == "harness":
+        assert stderr.strip().splitlines() == [f"harness: interrupted by {sig.name}; results written so far are kept"]

@@ -112,7 +112,7 @@ def test_compare_pairs_a_runtime_setting_change_and_counts_new_failures(tmp_path
     b = write_run(tmp_path / "b", b_rows)
 
     from harness.compare.diff import compare
-    from harness.gate.baseline import read_results
+    from harness.results.rundir import read_results
 
     cmp = compare(read_results(a), read_results(b))
     assert cmp.paired == 3 and not cmp.gone
@@ -232,3 +232,46 @@ def test_interrupted_run_lists_every_selected_case_in_junit_and_html(tmp_path: P
     page = render_report(finished, interruption=stopped)
     assert '<span class="v-not-run">2 not-run</span>' in page
     assert page.count('data-verdict="not-run"') >= 1  # the fp16 case's cell in bert's row
+
+
+# -- (6) honest wording --------------------------------------------------------------------------------------
+def test_suggest_snippet_says_verified_only_when_the_rebuilt_variant_passed() -> None:
+    """Before: "found and verified by harness bisect --suggest" above a set whose rebuild still
+    failed (suggest.json: "fixed": false)."""
+    from harness.core import Precision
+    from harness.debug.suggest import toml_snippet
+
+    failing = toml_snippet("m", "fp16_node_block_list", ["/a"], Precision.FP16, {}, verified=False)
+    assert "verified by" not in failing and "NOT verified" in failing and '"fixed": false' in failing
+    passing = toml_snippet("m", "fp16_node_block_list", ["/a"], Precision.FP16, {}, verified=True)
+    assert passing.startswith("# nodes kept in FP32 by the FP16 conversion: found and verified")
+    import inspect
+
+    from harness.cli import bisect
+
+    assert "verified=found.fixed" in inspect.getsource(bisect)  # the CLI passes the search's verdict
+
+
+def _cosine_run(path: Path, value: float) -> Path:
+    key = "model.logits.cosine"
+    row = logits("bert-fp32-ort_cpu", 2e-7)
+    row["metrics"] = {key: value}
+    row["thresholds"] = {key: {"threshold": 0.99999, "op": ">="}}
+    return write_run(path, [row])
+
+
+def test_calibrate_needs_several_runs_and_respects_their_spread(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``cosine = 0.99999999999989`` proposed from a single 32-sample run, exit 0."""
+    one = _cosine_run(tmp_path / "r1", 1 - 1e-14)
+    assert main(["calibrate", str(one)]) == 1
+    out, err = capsys.readouterr()
+    assert "cosine =" not in out and "NOT proposed: 1 run(s) < --min-runs 3" in out
+    assert "bert fp32 cosine: worst 1 - 9.99e-15 .. 1 - 9.99e-15 over 1 run(s)" in out and "nothing proposed" in err
+    runs = [one, _cosine_run(tmp_path / "r2", 1 - 4e-7), _cosine_run(tmp_path / "r3", 1 - 2e-7)]
+    assert main(["calibrate", *map(str, runs)]) == 0
+    out = capsys.readouterr().out
+    proposed = float(re.search(r"^cosine = ([0-9.e-]+)", out, re.M).group(1))  # type: ignore[union-attr]
+    worst, spread = 1 - 4e-7, 4e-7 - 1e-14
+    assert proposed <= worst - spread  # the bound keeps at least the measured spread from the worst run
+    assert proposed > 0.99999  # and still tightens the default

@@ -38,3 +38,46 @@ def test_summary_counts_failures_and_escapes_control_characters():
     assert "worst element of `decoder.logits`: batch=3, position=1, index=7" in text
     assert "| 4 | a\\|b |  | ok\\x1b[31m | x y | 3 (0.50) |" in text
     assert all(c.isprintable() or c in "\n" for c in text)
+
+
+def _attention_records():
+    gate = {"model.logits.norm_max_abs": {"threshold": 0.15, "op": "<="}, "model.logits.cosine": {"threshold": 0.99, "op": ">="}}
+    return [
+        _record("test_logits_parity[a-fp32-ort_cpu]", "pass", metrics={"model.logits.norm_max_abs": 1e-7}, thresholds=gate),
+        _record("test_logits_parity[z-int8-ort_cpu]", "fail", reason="z-int8-ort_cpu: 1 check(s) failed\n"
+                "  model/logits: norm_max_abs = 0.31 (must be <= 0.15); worst element at batch=3",
+                metrics={"model.logits.norm_max_abs": 0.31, "model.logits.cosine": 0.999}, thresholds=gate),
+        _record("test_latency[b-fp32-ort_cpu]", "fail", suite="test_perf", reason="b-fp32-ort_cpu: 1 performance "
+                "budget(s) exceeded\n  p50_ms = 12.5 (must be <= 10)"),
+        _record("test_logits_parity[c-fp16-ort_cuda]", "error", reason="RuntimeError: CUDA out of memory\nTraceback ..."),
+        _record("test_logits_parity[d-fp16-ort_cuda]", "not-run", reason="CUDAExecutionProvider not available here"),
+    ]
+
+
+def test_summary_starts_with_every_case_needing_attention_on_one_line():
+    text = render_summary(_attention_records())
+    section = text.split("## Needs attention (4)\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line]
+    assert lines == [
+        "- **fail** `test_logits_parity[z-int8-ort_cpu]`: model/logits: norm_max_abs = 0.31 (must be <= 0.15)",
+        "- **fail** `test_latency[b-fp32-ort_cpu]`: p50_ms = 12.5 (must be <= 10)",
+        "- **error** `test_logits_parity[c-fp16-ort_cuda]`: RuntimeError: CUDA out of memory",
+        "- **not-run** `test_logits_parity[d-fp16-ort_cuda]`: CUDAExecutionProvider not available here",
+    ]
+    # it comes before the full table, which carries the same reason, not the count header
+    assert text.index("## Needs attention") < text.index("## All cases")
+    assert "check(s) failed |" not in text and "norm_max_abs = 0.31 (must be <= 0.15) |" in text
+
+
+def test_junit_message_names_the_failing_metric():
+    import xml.etree.ElementTree as ET
+
+    from harness.report.junit import render_junit
+
+    root = ET.fromstring(render_junit(_attention_records()))
+    messages = {case.get("name"): (case.find("failure") if case.find("failure") is not None else case.find("error"))
+                for case in root.iter("testcase")}
+    assert messages["test_logits_parity[z-int8-ort_cpu]"].get("message") == \
+        "model/logits: norm_max_abs = 0.31 (must be <= 0.15)"
+    assert messages["test_latency[b-fp32-ort_cpu]"].get("message") == "p50_ms = 12.5 (must be <= 10)"
+    assert messages["test_logits_parity[c-fp16-ort_cuda]"].get("message") == "RuntimeError: CUDA out of memory"

@@ -50,6 +50,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
     ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
     out = {p: variant_files(ws, Variant("bert-tiny", Precision(p), PROVIDERS["ort_cpu"]))[2][0].path
            for p in ("fp32", "int8")}
+    marian = variant_files(ws, Variant("marian-tiny", Precision.FP32, PROVIDERS["ort_cpu"]))[2]
+    out.update({f"marian-{g.graph.name}": g.path for g in marian})
     root = tmp_path_factory.mktemp("faulty")
     out["batch1"] = _wrong_at_batch_one(out["fp32"], root / "batch1.onnx")
     out["wrong_io"] = _other_io(root / "wrong_io.onnx")
@@ -91,7 +93,9 @@ def server(files, tmp_path_factory) -> Iterator[ms.Server]:
               ms.ServedFile("bert-int8", files["int8"], precision="fp32"),
               ms.ServedFile("bert-batch1", files["batch1"]),
               ms.ServedFile("other-io", files["wrong_io"]),
-              ms.ServedFile("bert-flaky", files["fp32"], faults={"fail_every": 4, "slow_every": 7, "slow_s": 2.0})]
+              ms.ServedFile("bert-flaky", files["fp32"], faults={"fail_every": 4, "slow_every": 7, "slow_s": 2.0}),
+              *(ms.ServedFile(f"marian-{role}", files[f"marian-{role}"])
+                for role in ("encoder", "decoder", "decoder_with_past"))]
     srv = _server_or_skip(tmp_path_factory.mktemp("mlserver"), models)
     yield srv
     srv.stop()
@@ -144,6 +148,20 @@ def test_grpc_transport_judges_the_same_model(server, tmp_path, capsys):
                                   *SMALL], tmp_path / "run", capsys)
     assert code == 0, text
     assert _by_suite(records)["check"]["settings"]["endpoint"]["protocol"] == "grpc"
+
+
+def test_seq2seq_served_as_encoder_and_decoder_steps_is_judged_and_decodes(server, tmp_path, capsys):
+    """marian-tiny as three served models (encoder, first decoder step, cached step): numeric
+    parity of each, then greedy decoding through the server against PyTorch's."""
+    roles = [f"--served-model={role}=marian-{role}" for role in ("encoder", "decoder", "decoder_with_past")]
+    code, text, records = _check(["--reference", "marian-tiny", "--endpoint", server.grpc, *roles, *SMALL,
+                                  "--gen-samples", "4"], tmp_path / "run", capsys)
+    suites = _by_suite(records)
+    assert code == 0, text
+    assert {s: r["verdict"] for s, r in suites.items()} == {"check": "pass", "check_concurrency": "pass",
+                                                            "check_generation": "pass"}
+    assert set(suites["check"]["data"]["served"]) == {"encoder", "decoder", "decoder_with_past"}
+    assert any(k.startswith("encoder@concurrent.") for k in suites["check_concurrency"]["metrics"])
 
 
 def test_int8_served_under_an_fp32_claim_fails_the_numeric_check(server, tmp_path, capsys):
@@ -210,7 +228,7 @@ def test_sweep_counts_failed_and_timed_out_requests(server, files):
     client.preflight()
     model = client.model("bert-flaky")
     feeds = {"input_ids": np.ones((1, 8), dtype=np.int64), "attention_mask": np.ones((1, 8), dtype=np.int64)}
-    steps = sweep(client, model, feeds, SweepSettings(concurrency=(2,), window_s=0.5, step_budget_s=4, budget_s=10))
+    steps = sweep(client, model, feeds, SweepSettings(concurrency=(2,), window_s=1.0, step_budget_s=4, budget_s=10))
     client.close()
     step = steps[0]
     assert step.errors > 0 and step.samples_ms and not step.stopped

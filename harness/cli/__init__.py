@@ -9,20 +9,29 @@ stderr, no traceback), 128+N a run stopped by signal N (130 SIGINT/Ctrl-C, 143 S
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import pkgutil
-import sys
-from typing import Sequence
+# first, before anything slow is imported: a signal during start-up is kept, not fatal
+from harness.cli import _early
 
-from harness import __version__
-from harness.core import UsageError
+if _early.launched_as_command():
+    _early.install()
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import pkgutil  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import NoReturn, Sequence  # noqa: E402
+
+from harness import __version__  # noqa: E402
+from harness.core import UsageError  # noqa: E402
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description="Regression gate for model deployments.")
+    parser = _Parser(prog="harness", description="Regression gate for model deployments.")
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
@@ -36,19 +45,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Parser(argparse.ArgumentParser):
-    pass
+    """argparse with the harness's refusal format: one line, ``harness: error: <option>: <what>``
+    and exit 2, instead of the whole usage (36 lines for ``harness run``) before the error;
+    the usage stays on ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        message = re.sub(r"^argument ([^:]+): ", lambda m: f"{m.group(1).split('/')[0]}: ", message)
+        self.exit(EXIT_USAGE, f"harness: error: {message} (see '{self.prog} --help')\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    from harness.core.interrupts import Interrupted, SignalGuard
+
+    _early.install()  # signals while the parser is built are kept (every subcommand module is imported)
+    started = time.time()
+    guard = SignalGuard()
+    args: argparse.Namespace | None = None
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed a one-line usage error
-        return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_USAGE
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # argparse already printed a one-line usage error
+            return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
+        args.signal_guard = guard  # a subcommand asks it which signal stopped it (harness run)
+        args.started = started
+        out_dir_of = getattr(args, "out_dir_of", None)
+        if out_dir_of is not None:  # where a run stopped from now on says so (summary.md, interrupted.json)
+            args.interrupt_out = out_dir_of(args)
+        guard.install(replaceable=(_early.record,))  # from here a signal raises Interrupted
+        if _early.pending() is not None:
+            signum = _early.pending() or 2
+            _early.clear()
+            raise Interrupted(signum)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return EXIT_USAGE
         return int(args.func(args))
     except UsageError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
@@ -57,8 +88,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness.core.interrupts import exit_code, signal_name, signal_of
 
         signum = signal_of(exc) or 2
+        out = getattr(args, "interrupt_out", None)
+        if out is not None:  # a run stopped before its pytest session could say so: the run dir says it
+            from harness.report.summary import write_interrupted_run
+
+            try:
+                write_interrupted_run(Path(out), signum, started)
+            except OSError:
+                pass  # the message below still says what happened
         print(f"harness: interrupted by {signal_name(signum)}; results written so far are kept", file=sys.stderr)
         return exit_code(signum)
+    finally:
+        guard.uninstall()
+        _early.restore()
 
 
 def entrypoint() -> None:  # pragma: no cover - console script

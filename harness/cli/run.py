@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 from harness.core import UsageError
+from harness.core.rundirs import default_run_dir
 
 
 def suites_dir() -> Path:
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression to select cases")
     p.add_argument("-n", dest="workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
     p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed to pytest verbatim")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, out_dir_of=run_dir)
 
 
 def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
@@ -62,6 +62,14 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
         if not path.exists():
             raise UsageError(f"--suites: {path} does not exist")
     preflight(options)
+    from harness.core.writable import ensure_writable_file
+    from harness.plugins.perf import check_gate_values
+    from harness.settings.options import option
+
+    # checked here with this command's flags: the same checks in the plugin would name pytest's
+    if values.get("junit_xml"):
+        ensure_writable_file(values["junit_xml"], "--junit-xml")
+    check_gate_values(values, lambda name: option(name).flag)
     notes = list(options.notes)
     if not args.suites and Path("suites").is_dir() and Path("suites").resolve() != suites[0].resolve():
         notes.append("./suites is not collected (the built-in suites are); --suites suites runs it, "
@@ -84,16 +92,32 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     return argv + list(args.pytest_args or [])
 
 
+def run_dir(args: argparse.Namespace) -> Path:
+    """The run directory (``--out``, else ``reports/run-<time>``), fixed once: the command line
+    knows it before anything slow starts, so a signal at any point can still be written there."""
+    if args.out is None:
+        args.out = default_run_dir("run")
+    return Path(args.out)
+
+
 def run(args: argparse.Namespace) -> int:
     import pytest
 
-    from harness.core.writable import ensure_writable_dir
+    from harness.core.writable import OUT_FLOOR_BYTES, ensure_free_space, ensure_writable_dir
 
-    out = args.out or Path("reports") / time.strftime("run-%Y%m%d-%H%M%S")
+    out = run_dir(args)
     ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
+    ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
     argv = pytest_args(args, out)
     code = pytest.main(argv)
     _link_latest(out)
+    guard = getattr(args, "signal_guard", None)
+    if guard is not None and guard.received is not None:  # stopped by a signal, maybe before the session
+        from harness.core.interrupts import exit_code as signal_exit  # could write its summary
+        from harness.report.summary import write_interrupted_run
+
+        write_interrupted_run(out, guard.received, getattr(args, "started", 0.0))
+        return signal_exit(guard.received)
     return exit_code(int(code), out)
 
 
@@ -127,12 +151,10 @@ def exit_code(pytest_code: int, out: Path) -> int:
         records = read_records(out)
     except ValueError:
         records = []
-    from harness.results.record import FAILING, judged_nothing
+    from harness.results.record import run_green
 
-    if any(r.get("verdict") in FAILING for r in records) or pytest_code == 1:
-        return 1
-    if judged_nothing(str(r.get("verdict")) for r in records):
-        return 1  # a gate that checked nothing is not green (the terminal summary says so)
+    if pytest_code == 1 or not run_green(str(r.get("verdict")) for r in records):
+        return 1  # a failing case, or a gate that checked nothing (the terminal summary says so)
     if pytest_code in (2, 3):  # interrupted / internal error: keep what finished, report failure
         return 1
     return 0

@@ -132,13 +132,14 @@ class SignalGuard:
             return current is signal.default_int_handler
         return current == signal.SIG_DFL
 
-    def install(self) -> bool:
-        """Install where the handler is still the default; False when not in the main thread."""
+    def install(self, replaceable: tuple[Handler, ...] = ()) -> bool:
+        """Install where the handler is still the default (or one of ``replaceable``: the
+        command line's start-up recorder); False when not in the main thread."""
         if threading.current_thread() is not threading.main_thread():
             return False
         for signum in SIGNALS:
             current = signal.getsignal(signum)
-            if self._is_default(signum, current):
+            if self._is_default(signum, current) or any(current is r for r in replaceable):
                 self._previous[signum] = current
                 signal.signal(signum, self._handle)
         return True

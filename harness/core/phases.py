@@ -15,10 +15,20 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Callable, Iterator
 
 #: the phases, in pipeline order (the record may hold any subset)
 PHASES = ("build", "export", "reference", "variant", "metrics", "perf")
+
+
+#: called with the phase a case enters (or returns to; '' when it leaves the last one) in this
+#: process: the progress heartbeat says which phase a long case is in (harness/plugins/progress.py)
+LISTENERS: list[Callable[[str], None]] = []
+
+
+def _announce(name: str) -> None:
+    for listener in LISTENERS:
+        listener(name)
 
 
 class PhaseClock:
@@ -27,6 +37,7 @@ class PhaseClock:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self._stack: list[list[float]] = []  # [start, seconds spent in nested phases]
+        self._names: list[str] = []
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -34,9 +45,15 @@ class PhaseClock:
             raise ValueError(f"unknown phase {name!r}; one of {', '.join(PHASES)}")
         frame = [time.perf_counter(), 0.0]
         self._stack.append(frame)
+        self._names.append(name)
+        if LISTENERS:
+            _announce(name)
         try:
             yield
         finally:
+            self._names.pop()
+            if LISTENERS:
+                _announce(self._names[-1] if self._names else "")
             self._stack.pop()
             elapsed = time.perf_counter() - frame[0]
             self.seconds[name] = self.seconds.get(name, 0.0) + elapsed - frame[1]

@@ -57,9 +57,11 @@ class Settings:
     shard_durations: str | None = None
     fresh_references: bool = False
     durations: int | None = None
+    progress: str = 'auto'
     perf: bool = False
     perf_samples: int = 300
     perf_warmup: int = 20
+    perf_time_budget: int = 30
     perf_batch_sizes: tuple[int, ...] = (1,)
     perf_seq_lens: tuple[int, ...] = (32,)
     perf_repeats: int = 3

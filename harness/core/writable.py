@@ -85,3 +85,45 @@ def ensure_writable_file(path: str | os.PathLike[str], option: str) -> Path:
         return out
     _probe_dir(out.parent if str(out.parent) else Path("."), option, out)
     return out
+
+
+# -- free space ------------------------------------------------------------------------------------
+#: what a run directory needs at the least, whatever it runs: records, summary.md, junit.xml,
+#: report.html and the side files of a few failing cases (measured: a 12-case run writes ~0.3 MiB;
+#: a repro bundle that copies its ONNX file holds up to 32 MiB, ``repro_bundles = auto``)
+OUT_FLOOR_BYTES = 64 << 20
+
+
+def free_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes an unprivileged writer may still use on the filesystem that holds (or would hold)
+    ``path`` (``f_bavail``: root's reserved blocks do not count)."""
+    base = _nearest_existing(Path(path))
+    stat = os.statvfs(base if base.exists() else Path("."))
+    return stat.f_bavail * stat.f_frsize
+
+
+def ensure_free_space(path: str | os.PathLike[str], needed: int, option: str, what: str) -> None:
+    """Refuse (one line naming ``option``, both numbers) a place with less than ``needed``
+    bytes free: a run that fills the disk an hour in has lost the hour."""
+    from harness.core.units import binary_bytes
+
+    free = free_bytes(path)
+    if free < needed:
+        raise UsageError(f"{option} {path}: only {binary_bytes(free)} free, {what} needs about "
+                         f"{binary_bytes(needed)} (free some space or point {option} elsewhere)")
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is the filesystem saying it is full (ENOSPC, or EDQUOT: over quota)."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(Exception):
+    """A write the run needed failed because the filesystem is full: what, and where."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str = "No space left on device") -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason

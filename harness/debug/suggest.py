@@ -267,13 +267,19 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
 
 
 def toml_snippet(model_name: str, option: str, nodes: Sequence[str], precision: Precision,
-                 targets: Mapping[str, float], path: str | None = None) -> str:
-    """The ``harness.toml`` lines that apply the fix (and the tightened targets) to this model."""
+                 targets: Mapping[str, float], path: str | None = None, *, verified: bool = False) -> str:
+    """The ``harness.toml`` lines that apply the fix (and the tightened targets) to this model.
+    The header says "verified" only when ``verified`` (the variant rebuilt with these nodes
+    passed, ``Suggestion.fixed``); otherwise it says the set is the best tried and still fails,
+    as ``suggest.json``'s ``"fixed": false`` does (the two used to disagree)."""
     import json
 
     what = "kept in FP32 by the FP16 conversion" if option.startswith("fp16") else "left unquantised by INT8"
-    lines = [f"# nodes {what}: found and verified by `harness bisect --suggest`",
-             f"[models.{model_name}]"]
+    header = (f"# nodes {what}: found and verified by `harness bisect --suggest` (the rebuilt variant passed)"
+              if verified else
+              f"# nodes {what}: NOT verified: the best set `harness bisect --suggest` tried, and the rebuilt "
+              "variant still FAILS (suggest.json: \"fixed\": false); a starting point, not a fix")
+    lines = [header, f"[models.{model_name}]"]
     if path is not None:
         lines.append(f"path = {json.dumps(path)}")
     lines.append(f"{option} = [")

@@ -21,6 +21,14 @@ The rule, per gated metric (one the run applied a threshold to):
 
 ``headroom`` defaults to 2: the largest run-to-run movement measured on an error well above
 its floor was +40% (docs/accuracy-gate.md), so x2 leaves the same again for a new machine.
+
+Calibration is an estimate of noise, so it needs several runs of the same build
+(``min_runs``, default :data:`DEFAULT_MIN_RUNS`): across them each metric's worst value moves,
+and that spread joins the registry's floor (the distance a bound keeps from the worst observed
+value is at least ``max(floor, spread)``), so no proposal is tighter than the measured noise
+allows. With fewer runs nothing is proposed: the snippet reports the interval each metric was
+observed in, and ``harness calibrate`` exits 1 (a single 32-sample run once proposed
+``cosine = 0.99999999999989``).
 """
 
 from __future__ import annotations
@@ -37,6 +45,32 @@ from harness.metrics.registry import METRICS, MetricSpec
 from harness.results.record import MetricKey, Record, RecordError
 
 DEFAULT_HEADROOM = 2.0
+#: runs of one build a calibration needs before it proposes anything (the spread across them is
+#: the measured noise; one run has none to measure)
+DEFAULT_MIN_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Where one gated metric of one model and precision was observed: each run's worst value."""
+
+    model: str
+    precision: str
+    metric: str
+    worst_per_run: tuple[float, ...]
+
+    @property
+    def low(self) -> float:
+        return min(self.worst_per_run)
+
+    @property
+    def high(self) -> float:
+        return max(self.worst_per_run)
+
+    @property
+    def spread(self) -> float:
+        """The measured run-to-run noise of the worst value (0 with a single run: unmeasured)."""
+        return self.high - self.low
 
 
 @dataclass(frozen=True)
@@ -69,6 +103,18 @@ class Calibration:
     settings: dict[str, Any] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # failed/errored cases: not calibrated on
     unchanged: int = 0  # gated metrics already as tight as the rule allows
+    runs: int = 1
+    min_runs: int = 1
+    intervals: list[Interval] = field(default_factory=list)
+
+    @property
+    def enough_runs(self) -> bool:
+        return self.runs >= self.min_runs
+
+    @property
+    def exit_code(self) -> int:
+        """1 when nothing could be calibrated: too few runs, or no passing gated case."""
+        return 0 if self.enough_runs and self.intervals else 1
 
     def to_toml(self) -> str:
         """A ``harness.toml`` snippet: one table per (model, precision), a comment per bound."""
@@ -83,6 +129,19 @@ class Calibration:
             lines.append(f"# measured with {shown}: run with the same settings to compare like with like")
         for case in self.skipped:
             lines.append(f"# not calibrated on (did not pass): {case}")
+        if not self.intervals:
+            lines += ["", "# nothing calibrated: no passing case with a gated metric"]
+            return "\n".join(lines) + "\n"
+        if not self.enough_runs:
+            lines += ["", f"# NOT proposed: {self.runs} run(s) < --min-runs {self.min_runs}: the run-to-run noise a "
+                          "tolerance must clear cannot be measured; the intervals observed:"]
+            for i in sorted(self.intervals, key=lambda i: (i.model, _precision_rank(i.precision), i.metric)):
+                spec = METRICS[i.metric]
+                lines.append(f"# {i.model} {i.precision} {i.metric}: worst {fmt_value(spec, i.low)} .. "
+                             f"{fmt_value(spec, i.high)} over {len(i.worst_per_run)} run(s)")
+            return "\n".join(lines) + "\n"
+        lines.append(f"# {self.runs} runs: each bound keeps at least max(noise floor, the worst value's spread "
+                     "across runs) from the worst value")
         current: tuple[str, str] | None = None
         for p in sorted(self.proposals, key=lambda p: (p.model, _precision_rank(p.precision))):
             if (p.model, p.precision) != current:
@@ -151,14 +210,55 @@ def _typed(records: Iterable[Record | Mapping[str, Any]]) -> Iterable[Record]:
 
 def calibrate(records: Iterable[Record | Mapping[str, Any]], *, source: str = "", headroom: float = DEFAULT_HEADROOM,
               margins: MarginTable | None = None) -> Calibration:
-    """Proposals from a run's records (see the module doc for the rule)."""
+    """Proposals from one run's records, the caller vouching for its noise (``min_runs=1``;
+    the registry floors stand in for the unmeasured spread). See :func:`calibrate_runs`."""
+    return calibrate_runs([records], source=source, headroom=headroom, margins=margins, min_runs=1)
+
+
+def calibrate_runs(runs: Iterable[Iterable[Record | Mapping[str, Any]]], *, source: str = "",
+                   headroom: float = DEFAULT_HEADROOM, margins: MarginTable | None = None,
+                   min_runs: int = DEFAULT_MIN_RUNS) -> Calibration:
+    """Proposals from several runs of one build (see the module doc for the rule)."""
     if not (math.isfinite(headroom) and headroom >= 1.0):
         raise UsageError(f"--headroom: must be a finite number >= 1 (1 = no room for noise), got {headroom!r}")
+    if min_runs < 1:
+        raise UsageError(f"--min-runs: must be >= 1, got {min_runs}")
     table = margins or MarginTable()
     worst: dict[tuple[str, str, str], tuple[float, str]] = {}
+    per_run: dict[tuple[str, str, str], list[float]] = {}
     current: dict[tuple[str, str, str], float] = {}
     skipped: list[str] = []
     settings: dict[str, Any] = {}
+    count = 0
+    for records in runs:
+        count += 1
+        run_worst: dict[tuple[str, str, str], float] = {}
+        _scan(records, worst, run_worst, current, skipped, settings)
+        for slot, value in run_worst.items():
+            per_run.setdefault(slot, []).append(value)
+    intervals = [Interval(m, p, n, tuple(v)) for (m, p, n), v in per_run.items()]
+    spreads = {(i.model, i.precision, i.metric): i.spread for i in intervals}
+    proposals: list[Proposal] = []
+    unchanged = 0
+    for (model, precision, name), (observed, where) in (worst.items() if count >= min_runs else ()):
+        spec = METRICS[name]
+        margin = table.resolve(spec, model, precision)
+        floor = max(margin.floor if margin is not None else 0.0, spreads[(model, precision, name)])
+        proposed = bound(spec, observed, floor, headroom)
+        cur = current[(model, precision, name)]
+        tighter = proposed > cur if spec.higher_is_better else proposed < cur
+        if not tighter:
+            unchanged += 1
+            continue
+        proposals.append(Proposal(model, precision, name, observed, where, cur, proposed))
+    return Calibration(proposals, source, headroom, settings, sorted(set(skipped)), unchanged, count, min_runs,
+                       intervals)
+
+
+def _scan(records: Iterable[Record | Mapping[str, Any]], worst: dict[tuple[str, str, str], tuple[float, str]],
+          run_worst: dict[tuple[str, str, str], float], current: dict[tuple[str, str, str], float],
+          skipped: list[str], settings: dict[str, Any]) -> None:
+    """One run's gated values into the running worst (overall and this run's) and thresholds."""
     for rec in _typed(records):
         if not rec.thresholds or not rec.model or not rec.precision:
             continue
@@ -166,8 +266,8 @@ def calibrate(records: Iterable[Record | Mapping[str, Any]], *, source: str = ""
             skipped.append(f"{rec.id} ({rec.verdict})")
             continue
         if not settings and rec.settings:
-            settings = {k: rec.settings[k] for k in ("num_samples", "batch_size", "opset", "exporter")
-                        if k in rec.settings}
+            settings.update({k: rec.settings[k] for k in ("num_samples", "batch_size", "opset", "exporter")
+                             if k in rec.settings})
         for key, gate in rec.thresholds.items():
             parsed = MetricKey.parse(key)
             spec = METRICS.get(parsed.metric)
@@ -180,19 +280,7 @@ def calibrate(records: Iterable[Record | Mapping[str, Any]], *, source: str = ""
             slot = (rec.model, rec.precision, spec.name)
             if slot not in worst or _worse(spec, value, worst[slot][0]):
                 worst[slot] = (value, f"{rec.variant} {key}")
+            if slot not in run_worst or _worse(spec, value, run_worst[slot]):
+                run_worst[slot] = value
             if slot not in current or _worse(spec, threshold, current[slot]):  # the loosest applied
                 current[slot] = threshold
-    proposals: list[Proposal] = []
-    unchanged = 0
-    for (model, precision, name), (observed, where) in worst.items():
-        spec = METRICS[name]
-        margin = table.resolve(spec, model, precision)
-        floor = margin.floor if margin is not None else 0.0
-        proposed = bound(spec, observed, floor, headroom)
-        cur = current[(model, precision, name)]
-        tighter = proposed > cur if spec.higher_is_better else proposed < cur
-        if not tighter:
-            unchanged += 1
-            continue
-        proposals.append(Proposal(model, precision, name, observed, where, cur, proposed))
-    return Calibration(proposals, source, headroom, settings, sorted(skipped), unchanged)

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
 from harness.core import UsageError
+from harness.core.rundirs import BASELINE_STORE
 
 SKIP_REASON = "performance suite not requested (use --harness-perf)"
 
@@ -33,7 +34,7 @@ OUTCOME = pytest.StashKey["GateOutcome"]()
 class GateRequest:
     save: str | None = None
     compare: str | None = None
-    store: Path = Path("reports") / "baselines"
+    store: Path = BASELINE_STORE
     force: bool = False
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
@@ -77,7 +78,7 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
 
         directory = DEFAULT_STORE
     else:
-        directory = Path("reports") / "baselines"
+        directory = BASELINE_STORE
     return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
                        force_env=bool(values.get("baseline_force_env")),
                        thresholds=tuple(values.get("baseline_threshold") or ()),
@@ -85,27 +86,39 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
                        allow_missing=bool(values.get("allow_missing")))
 
 
-def _check_gate_request(req: GateRequest) -> None:
-    """Fail before any test runs: a typo found after an hour of measuring wastes the hour."""
+def _check_gate_request(req: GateRequest, spell: Callable[[str], str] | None = None) -> None:
+    """Fail before any test runs: a typo found after an hour of measuring wastes the hour.
+    ``spell``: an option name -> the flag the user typed (pytest's ``--harness-...`` by default;
+    ``harness run`` checks the same request with its own flags before pytest starts)."""
     from harness.gate.baseline import load_baseline, validate_name
     from harness.gate.compare import parse_threshold
+    from harness.settings.options import option
 
+    flag = spell or (lambda name: option(name).pytest_flag)
     for text in req.thresholds:
         parse_threshold(text)
     from harness.metrics.margins import parse_cli_margin
 
     for text in req.margins:
-        parse_cli_margin(text, "--harness-accuracy-margin")
+        parse_cli_margin(text, flag("accuracy_margin"))
     if req.compare:
         load_baseline(req.compare, req.store)
     if req.save:
         validate_name(req.save)
         from harness.core.writable import ensure_writable_dir
 
-        ensure_writable_dir(req.store, "--harness-baseline-store")
+        ensure_writable_dir(req.store, flag("baseline_store"))
         if (req.store / req.save).exists() and not req.force and req.save != req.compare:
-            raise UsageError(f"--harness-baseline-save: baseline {req.save!r} already exists in {req.store}; "
-                             "pass --harness-baseline-force to replace it")
+            raise UsageError(f"{flag('baseline_save')}: baseline {req.save!r} already exists in {req.store}; "
+                             f"pass {flag('baseline_force')} to replace it")
+
+
+def check_gate_values(values: dict[str, Any], spell: Callable[[str], str]) -> None:
+    """The baseline-gate options of ``values`` (option name -> value), checked as the plugin
+    checks them, with ``spell``'s flags in the messages."""
+    req = _gate_request(values)
+    if req.active:
+        _check_gate_request(req, spell)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -240,8 +253,9 @@ def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) ->
     """The accuracy gate against the same baseline (``harness.gate.accuracy``), margins from the
     run's config file and ``--harness-accuracy-margin``; None when the baseline blessed no accuracy."""
     from harness.gate.accuracy import compare_accuracy, margin_table
-    from harness.gate.baseline import accuracy_records, load_baseline, read_results
+    from harness.gate.baseline import accuracy_records, load_baseline
     from harness.plugin import run_options
+    from harness.results.rundir import read_results
 
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
     if not accuracy_records(baseline.records):

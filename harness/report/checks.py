@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,3 +38,38 @@ def format_checks(record: Record | Mapping[str, Any], limit: int = 4) -> str:
         mark = "" if o.passed else " ✗"
         parts.append(f"{o.metric} {o.value:.3g} {o.op} {o.threshold:g}{mark}")
     return "; ".join(parts)
+
+
+#: the header ``failure_text`` writes (``model: 2 check(s) failed``): says how many, not which
+_COUNT_HEADER = re.compile(r"(?:^|: )(?P<count>\d+) [\w() -]*(?:failed|exceeded)$")
+#: failing metrics named on one line before "+N more"
+REASON_METRICS = 3
+
+
+def reason_line(record: Record | Mapping[str, Any]) -> str:
+    """The one line that says why a case needs attention: for a failure, each failing metric with
+    its value and threshold (``model/logits: norm_max_abs = 0.31 (must be <= 0.15)``), never the
+    count header ``1 check(s) failed``; for an error or a not-run case, the first line of its
+    reason. The same line heads ``summary.md``, the GitHub job summary and JUnit's ``message``."""
+    r = Record.coerce(record)
+    if r.verdict == "fail":
+        failing = [o for o in worst_outcomes(r) if not o.passed]
+        if failing:
+            parts = [_outcome(o) for o in failing[:REASON_METRICS]]
+            more = f"; +{len(failing) - REASON_METRICS} more" if len(failing) > REASON_METRICS else ""
+            return "; ".join(parts) + more
+    lines = [line.strip() for line in r.reason.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    header = _COUNT_HEADER.search(lines[0])
+    if header and len(lines) > 1:  # the checks are the indented lines under it (then uncounted context)
+        count = int(header.group("count"))
+        body = [line.split("; worst element at ")[0] for line in lines[1:1 + min(count, REASON_METRICS)]]
+        more = f"; +{count - REASON_METRICS} more" if count > REASON_METRICS else ""
+        return "; ".join(body) + more
+    return lines[0]
+
+
+def _outcome(o: CheckResult) -> str:
+    head = f"{o.subject}: " if o.subject else ""
+    return f"{head}{o.metric} = {o.value:.4g} (must be {o.op} {o.threshold:g})"

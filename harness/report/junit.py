@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.report.checks import reason_line
 from harness.report.text import printable
 from harness.results import Record
 
@@ -55,7 +56,7 @@ def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "mod
             properties = ET.SubElement(case, "properties")
             for key in ("variant", "model", "precision", "provider", "verdict"):
                 ET.SubElement(properties, "property", name=key, value=_text(getattr(r, key)))
-            message = _text(r.first_reason_line)
+            message = _text(reason_line(r))  # the failing metric, value and threshold, as summary.md says
             if r.data.get("interrupted"):  # selected, never finished: a signal stopped the run
                 ET.SubElement(case, "error", message=message, type="interrupted").text = _text(r.reason)
             elif r.verdict in ("fail", "not-run"):

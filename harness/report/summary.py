@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.core.interrupts import Interruption
-from harness.report.checks import format_checks
+from harness.report.checks import format_checks, reason_line
 from harness.report.highlights import highlights
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
@@ -21,6 +21,27 @@ ORDER: tuple[Verdict, ...] = ("pass", "fail", "error", "not-run", "skip")
 assert set(ORDER) == set(VERDICTS)
 #: not-run case ids listed in an interrupted run's summary (the rest are counted)
 NOT_RUN_LISTED = 50
+#: the order of the "Needs attention" section
+ATTENTION: tuple[Verdict, ...] = ("fail", "error", "not-run")
+
+
+def attention(records: Iterable[Record]) -> list[Record]:
+    """The cases a reader must look at, failures first, then errors, then cases that did not run."""
+    return sorted((r for r in records if r.verdict in ATTENTION),
+                  key=lambda r: (ATTENTION.index(r.verdict), r.suite or "", r.id))
+
+
+def attention_lines(records: Iterable[Record], interruption: Interruption | None = None) -> list[str]:
+    """One Markdown line per case that needs attention: verdict, case id, then the failing metric
+    with its value and threshold (``reason_line``)."""
+    lines = [f"- **{r.verdict}** {_code(r.id)}: {_md(reason_line(r)[:300])}" for r in attention(records)]
+    if interruption is not None:
+        stopped = interruption.not_run
+        lines += [f"- **not-run** {_code(nodeid.split('::')[-1])}: stopped by {_md(interruption.signal)}"
+                  for nodeid in stopped[:NOT_RUN_LISTED]]
+        if len(stopped) > NOT_RUN_LISTED:
+            lines.append(f"- … and {len(stopped) - NOT_RUN_LISTED} more not run")
+    return lines
 
 
 def status_line(records: list[Record], interruption: Interruption | None = None) -> str:
@@ -39,15 +60,21 @@ def status_line(records: list[Record], interruption: Interruption | None = None)
     return f"{status} — {len(records)} cases: {tally}"
 
 
+def _headline(recs: list[Record], interruption: Interruption | None, problem: str | None) -> str:
+    """The bold status line; a run cut short by ``problem`` (a full disk) says STOPPED and why."""
+    head, sep, rest = ("STOPPED", " — ", _md(problem)) if problem else \
+        status_line(recs, interruption).partition(" — ")
+    return f"**{head}**{sep}{rest}"
+
+
 def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "Model deployment gate", *,
-                   interruption: Interruption | None = None) -> str:
+                   interruption: Interruption | None = None, problem: str | None = None) -> str:
+    """``problem``: what stopped the run short of its results (a full disk), said first, in
+    place of the status a finished run has."""
     recs = [Record.coerce(r) for r in records]
     env = recs[0].env if recs else {}
     versions = env.get("versions", {})
-    lines = [f"# {title}", ""]
-    head, sep, rest = status_line(recs, interruption).partition(" — ")
-    lines.append(f"**{head}**{sep}{rest}")
-    lines.append("")
+    lines = [f"# {title}", "", _headline(recs, interruption, problem), ""]
     if interruption is not None:
         lines.append(f"The run was stopped (exit {interruption.exit_code}). The {len(recs)} finished case(s) below "
                      "are kept in results.jsonl; the ones not run are listed under *Not run*. A rerun into the same "
@@ -59,9 +86,12 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
                      + ", ".join(f"{_md(k)} {_md(v)}" for k, v in versions.items())
                      + f" (fingerprint {_code(env.get('fingerprint'))})")
         lines.append("")
-    lines += ["| case | verdict | worst checks | reason |", "|---|---|---|---|"]
+    needs = attention_lines(recs, interruption)
+    if needs:
+        lines += [f"## Needs attention ({len(needs)})", "", *needs, ""]
+    lines += ["## All cases", "", "| case | verdict | worst checks | reason |", "|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (r.suite or "", r.id)):
-        reason = r.reason.splitlines()[0][:160] if r.reason else ""
+        reason = reason_line(r)[:160]
         lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {r.verdict} | {_md(format_checks(r))} | {_md(reason)} |")
     lit = [(r, h) for r in sorted(recs, key=lambda r: (r.suite or "", r.id)) if any((h := highlights(r)).values())]
     if lit:
@@ -145,8 +175,28 @@ def _block(text: str) -> list[str]:
 
 
 def write_summary(out_dir: Path, records: Iterable[Record | Mapping[str, Any]], *,
-                  interruption: Interruption | None = None) -> Path:
+                  interruption: Interruption | None = None, problem: str | None = None) -> Path:
     path = Path(out_dir) / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_summary(records, interruption=interruption), encoding="utf-8")
+    path.write_text(render_summary(records, interruption=interruption, problem=problem), encoding="utf-8")
     return path
+
+
+def write_interrupted_run(out_dir: Path, signum: int, started: float) -> bool:
+    """A run stopped by ``signum`` before its pytest session wrote its own summary (start-up,
+    option checks, model intake, pytest's configuration): ``interrupted.json`` and a
+    ``summary.md`` that says so (0 cases run), so the run directory tells what happened as a
+    run stopped mid-case does. Nothing is written when the session already did (a marker
+    written since ``started``). True when this wrote them."""
+    from harness.core.interrupts import MARKER, write_marker
+
+    marker = Path(out_dir) / MARKER
+    try:
+        if marker.stat().st_mtime >= started:
+            return False
+    except OSError:
+        pass
+    stopped = Interruption(int(signum))
+    write_marker(Path(out_dir), stopped)
+    write_summary(Path(out_dir), [], interruption=stopped)
+    return True

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.core.interrupts import Interruption
-from harness.report.checks import format_checks
+from harness.report.checks import format_checks, reason_line
 from harness.report.text import printable
 from harness.results import Record
 
@@ -24,16 +24,47 @@ def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
     recs = sorted(map(Record.coerce, records), key=lambda r: (r.suite or "", r.id))
     lit = {r.id: "; ".join(v for v in highlights(r).values() if v) for r in recs}
     columns = ["case", "verdict", "worst checks", "reason"] + (["perf / settings"] if any(lit.values()) else [])
-    for col in columns:
-        table.add_column(col, overflow="fold")
+    for col in columns:  # the case id is never folded: a broken id cannot be searched or copied
+        table.add_column(col, no_wrap=True) if col == "case" else table.add_column(col, overflow="fold")
     for r in recs:
-        reason = r.reason.splitlines()[0][:90] if r.reason else ""
+        reason = reason_line(r)[:160]
         cells = [escape(printable(r.id)), f"[{STYLE.get(r.verdict, '')}]{r.verdict}[/]",
                  escape(printable(format_checks(r))), escape(printable(reason))]
         if len(columns) > 4:
             cells.append(escape(printable(lit[r.id])))
         table.add_row(*cells)
     return table
+
+
+def plain_lines(records: Iterable[Record | Mapping[str, Any]]) -> list[str]:
+    """The end-of-run table for a CI log: one line per case, the case id whole (a log viewer wraps
+    long lines; a table squeezed to the pipe's width broke ids into pieces across hundreds of lines),
+    cases that need attention first."""
+    from harness.report.highlights import highlights
+    from harness.report.summary import ATTENTION
+
+    recs = sorted(map(Record.coerce, records),
+                  key=lambda r: (ATTENTION.index(r.verdict) if r.verdict in ATTENTION else len(ATTENTION),
+                                 r.suite or "", r.id))
+    width = max((len(r.verdict) for r in recs), default=4)
+    lines = []
+    for r in recs:
+        detail = reason_line(r) if r.verdict != "pass" else format_checks(r)
+        lit = "; ".join(v for v in highlights(r).values() if v)
+        parts = [p for p in (detail, lit) if p]
+        lines.append(printable(f"{r.verdict.upper():<{width}}  {r.id}" + (f"  {' | '.join(parts)}" if parts else "")))
+    return lines
+
+
+def is_terminal(terminalreporter: Any) -> bool:
+    """Whether pytest writes to a terminal (not a pipe or a CI log)."""
+    import sys
+
+    stream: Any = getattr(getattr(terminalreporter, "_tw", None), "_file", None) or sys.stdout
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter: pytest.TerminalReporter,
@@ -44,11 +75,15 @@ def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalrepor
     from harness.report.summary import status_line
 
     recs = [Record.coerce(r) for r in records]
-    console, buffer = reporter_console(terminalreporter, min_width=100)
-    if recs:
-        console.print(build_table(recs))
     terminalreporter.write_sep("=", "harness summary")
-    terminalreporter.write(buffer.getvalue())
+    if not is_terminal(terminalreporter):
+        for line in plain_lines(recs):
+            terminalreporter.write_line(line)
+    else:
+        console, buffer = reporter_console(terminalreporter, min_width=100)
+        if recs:
+            console.print(build_table(recs))
+        terminalreporter.write(buffer.getvalue())
     if interruption is not None:
         terminalreporter.write_line(status_line(recs, interruption) + f" (exit {interruption.exit_code})",
                                     red=True, bold=True)

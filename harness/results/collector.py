@@ -186,6 +186,11 @@ class RecordCollector:
         self.harness_seen = False
         #: node id -> the case's identity, for the expected cases collection described
         self.identities: dict[str, Mapping[str, Any]] = {}
+        #: the filesystem filled up: the first write that failed (``DiskFull``), and the ids of
+        #: the cases whose record could not be written
+        self.disk_full: Any = None
+        self.lost: list[str] = []
+        self.session: Any = None
 
     def expect(self, nodeids: list[str], cases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """The cases this session will run (called once collection is known; idempotent);
@@ -198,6 +203,9 @@ class RecordCollector:
     def not_run(self) -> list[str]:
         """Expected cases that never finished (not started, or cut off while running)."""
         return [n for n in self.expected if n not in self.finished]
+
+    def pytest_sessionstart(self, session: Any) -> None:
+        self.session = session
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         """pytest hook (the collector is registered as a plugin of its session)."""
@@ -216,8 +224,29 @@ class RecordCollector:
             self.finished.add(report.nodeid)
             record = self.compose(report.nodeid, state)
             if record is not None:
-                self.writer.append(record)
-                self.records.append(record)
+                self._note_full_disk((state["props"].get("harness_record") or {}).get("exception"))
+                from harness.core.writable import DiskFull
+
+                try:
+                    self.writer.append(record)
+                except DiskFull as exc:
+                    self.disk_full = self.disk_full or exc
+                    self.lost.append(record.id)
+                else:
+                    self.records.append(record)
+                self.disk_full = self.disk_full or self.writer.full
+                if self.disk_full is not None and self.session is not None:
+                    self.session.shouldstop = f"no space left on device ({self.disk_full.path})"
+
+    def _note_full_disk(self, exception: dict[str, Any] | None) -> None:
+        """A case that failed on ENOSPC writing its side files (a dump, a bundle): the disk is full."""
+        import errno
+
+        exception = exception or {}
+        if self.disk_full is None and exception.get("errno") in (errno.ENOSPC, errno.EDQUOT):
+            from harness.core.writable import DiskFull
+
+            self.disk_full = DiskFull(exception.get("filename") or self.writer.out_dir)
 
     def compose(self, nodeid: str, state: dict[str, Any]) -> Record | None:
         case = state["props"].get("harness_case")

@@ -24,6 +24,9 @@ from harness.results.jsonsafe import dumps
 from harness.results.record import Record, RecordError, decode_record
 
 RESULTS_FILE = "results.jsonl"
+#: disk space a run directory sets aside for its last records and summary (``ResultsWriter``)
+RESERVE_FILE = ".harness-reserve"
+RESERVE_BYTES = 1 << 20
 
 
 class ResultsFileError(ValueError):
@@ -37,22 +40,84 @@ def record_line(record: Record | Mapping[str, Any], **kwargs: Any) -> str:
 
 class ResultsWriter:
     """Appends records to ``out_dir/results.jsonl`` (the directory is made on the first record,
-    so a session without cases leaves none)."""
+    so a session without cases leaves none).
 
-    def __init__(self, out_dir: Path | str) -> None:
+    With the first record it sets aside ``reserve_bytes`` of disk (``.harness-reserve``): when
+    the filesystem fills up later (another job's files, a huge dump), the record that hit
+    ENOSPC is cut back off the file, the reserve is given back and the record written again,
+    so the run still ends with every record and a summary that says the disk is full
+    (``full``); the caller stops the run then. ``release`` removes the reserve at the end."""
+
+    def __init__(self, out_dir: Path | str, reserve_bytes: int = 0) -> None:
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / RESULTS_FILE
         self._lock: FileLock | None = None
+        self.reserve_bytes = reserve_bytes
+        self.reserve = self.out_dir / RESERVE_FILE
+        #: the first ENOSPC met (``harness.core.writable.DiskFull``), None while there is room
+        self.full: Any = None
 
     def append(self, record: Record | Mapping[str, Any]) -> None:
+        """Append one record; raises ``DiskFull`` when it could not be written even with the
+        reserve given back (the file then holds exactly the records before it)."""
+        from harness.core.writable import DiskFull
+
         line = record_line(record)
         if self._lock is None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self._lock = FileLock(str(self.path) + ".lock")
-        with self._lock, self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+            self._set_aside()
+        with self._lock:
+            try:
+                self._write(line)
+            except DiskFull as exc:
+                self.full = self.full or exc
+                if not self.release():
+                    raise
+                self._write(line)  # the reserve's room; raises DiskFull again when that is not enough
+
+    def _write(self, line: str) -> None:
+        from harness.core.writable import DiskFull, no_space
+
+        size = self.path.stat().st_size if self.path.exists() else 0
+        try:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            _truncate(self.path, size)  # a half-written line would hide the records before it
+            raise DiskFull(self.path, exc.strerror or "No space left on device") from None
+
+    def _set_aside(self) -> None:
+        if not self.reserve_bytes:
+            return
+        try:
+            with self.reserve.open("wb") as fh:
+                fh.write(b"\0" * self.reserve_bytes)  # real blocks (a sparse file would free nothing)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:  # already too full to set anything aside: the first record will say so
+            self.reserve.unlink(missing_ok=True)
+
+    def release(self) -> bool:
+        """Give the reserve back to the filesystem; False when there was none."""
+        try:
+            self.reserve.unlink()
+            return True
+        except OSError:
+            return False
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Cut ``path`` back to ``size`` bytes (what it held before a failed append); best effort."""
+    try:
+        with path.open("r+b") as fh:
+            fh.truncate(size)
+    except OSError:
+        pass
 
 
 def write_records(path: Path, records: Iterable[Record | Mapping[str, Any]], *, sort_keys: bool = False) -> None:

@@ -153,7 +153,10 @@ class OrtGraphRunner(GraphRunner):
             providers.append("CPUExecutionProvider")
         self.path = path
         self.profile = profile
-        self.session: Any = ort.InferenceSession(path, options, providers=providers)
+        from harness.core.quiet import routed_output
+
+        with routed_output(f"onnxruntime session for {path}"):  # a refused file: the exception, not ORT's log line
+            self.session: Any = ort.InferenceSession(path, options, providers=providers)
         self.providers: list[str] = self.session.get_providers()
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
@@ -243,9 +246,10 @@ class OrtBackend(Backend):
 
     @classmethod
     def open_onnx_file(cls, path: Path, provider: Provider, precision: Precision, threads: int | None,
-                       runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+                       runtime: "RuntimeSettings | None" = None, *, profile_prefix: str | None = None) -> GraphRunner:
         options = dict(runtime.options_for(provider.short)) if runtime is not None else {}
-        return OrtGraphRunner(str(path), provider.device, threads, provider_options=options, runtime=runtime)
+        return OrtGraphRunner(str(path), provider.device, threads, provider_options=options, runtime=runtime,
+                              profile_prefix=profile_prefix if runtime is not None and runtime.profile else None)
 
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)

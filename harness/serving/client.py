@@ -234,7 +234,11 @@ class OipClient:
             arr = result.as_numpy(t.name)
             if arr is None:
                 raise ServingError(f"{self.endpoint.url} {model.name}: the response has no output {t.name!r}")
-            out[t.name] = arr.astype(np.float32) if arr.dtype.kind == "f" and arr.dtype != np.float32 else arr
+            if arr.dtype.kind == "f" and arr.dtype != np.float32:
+                arr = arr.astype(np.float32)
+            elif not arr.flags.writeable:  # a view of the response's bytes: callers may write to outputs
+                arr = arr.copy()
+            out[t.name] = arr
         return out
 
     def statistics(self, model: ServedModel) -> dict[str, Any] | None:

@@ -156,6 +156,13 @@ def endpoint_from_table(table: Mapping[str, Any], where: str) -> Endpoint:
     if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
         raise UsageError(f"{where}.load_hosts: a list of host names")
     version = table.get("version")
+    precision = table.get("precision")
+    if precision is not None:
+        from harness.core import Precision
+
+        if precision not in {p.value for p in Precision}:
+            raise UsageError(f"{where}.precision: {precision!r}; give one of "
+                             f"{', '.join(p.value for p in Precision)}")
     return parse_endpoint(table["url"], models, protocol=table.get("protocol"),
                           version=None if version is None else str(version), timeout_s=timeout,
                           load_hosts=tuple(hosts), option=f"{where}.url")

@@ -298,6 +298,9 @@ OPTIONS: tuple[Option, ...] = (
            rerun=Rerun.NEVER),
     Option("durations", Kind.INT, "list the N slowest phases and cases at the end of the run (0: all)",
            minimum=0, rerun=Rerun.NEVER, metavar="N"),
+    Option("progress", Kind.CHOICE, "one line per finished case ([12/60] PASS <variant> <suite> 1.2 s) and a heartbeat "
+           "for a case running over 30 s: auto (when the output is not a terminal: CI logs), lines (always), off",
+           choices=("auto", "lines", "off"), default="auto", rerun=Rerun.NEVER),
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
            group=Group.PERF),
@@ -305,6 +308,9 @@ OPTIONS: tuple[Option, ...] = (
            group=Group.PERF, default=300, minimum=1, metavar="N"),
     Option("perf_warmup", Kind.INT, "untimed calls before each latency metric", group=Group.PERF, default=20,
            minimum=0, metavar="N"),
+    Option("perf_time_budget", Kind.INT, "seconds of timed calls per latency case, shared by its metrics: an "
+           "expensive metric stops early (never below 40 calls) and records why (0: no limit)",
+           group=Group.PERF, default=30, minimum=0, metavar="S"),
     Option("perf_batch_sizes", Kind.INT_LIST, "batch sizes to time (the first is the gated latency_ms)",
            group=Group.PERF, default=(1,), minimum=1, metavar="LIST"),
     Option("perf_seq_lens", Kind.INT_LIST, "sequence-length buckets in tokens", group=Group.PERF, default=(32,),
@@ -519,11 +525,11 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
 
 
 def _builtin_suite(path: str) -> bool:
-    """Whether a node id's file is one of the suites shipped in ``harness/suites``."""
-    from harness.suites import suites_dir
-
+    """Whether a node id's file is one of the suites shipped in ``harness/suites`` (the directory
+    beside this package, found without importing the suites)."""
     parts = Path(path).parts
-    return len(parts) >= 3 and parts[-3:-1] == ("harness", "suites") and (suites_dir() / parts[-1]).is_file()
+    suites = Path(__file__).resolve().parents[1] / "suites"
+    return len(parts) >= 3 and parts[-3:-1] == ("harness", "suites") and (suites / parts[-1]).is_file()
 
 
 def _plain(text: str) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision, parse_provider
 from harness.core.values import Settings
@@ -201,7 +201,7 @@ def merge_tolerances(*layers: Mapping[str, Mapping[str, float]]) -> dict[str, di
     return out
 
 
-def preflight(options: RunOptions) -> None:
+def preflight(options: RunOptions, spell: Callable[[str], str] | None = None) -> None:
     """Users' model directories held to every refusal of the loader that needs no weights
     (``harness.zoo.loading.check_intake``), before any case starts: a directory without a
     tokenizer, with pickle weights or its own code is one ``UsageError`` line, exactly as
@@ -209,7 +209,20 @@ def preflight(options: RunOptions) -> None:
     from harness.zoo.loading import check_intake
 
     catalog = options.catalog or ModelCatalog()
-    for name in options.models:
-        spec = catalog.resolve(name)
+    specs = [catalog.resolve(name) for name in options.models]
+    for spec in specs:
         if spec.path is not None:
             check_intake(spec)
+    check_run_cache(options, specs, spell or (lambda name: option(name).flag))
+
+
+def check_run_cache(options: RunOptions, specs: list[ModelSpec], spell: Callable[[str], str]) -> None:
+    """The run's cache (``--cache``, else ``$HARNESS_CACHE``, else the default) is usable, named as
+    the user gave it (``spell``: an option name -> the flag of this front end)."""
+    import os
+
+    from harness.zoo.cachecheck import check_cache
+
+    given = options.given.get("cache")
+    where = spell("cache") if given else "HARNESS_CACHE" if os.environ.get("HARNESS_CACHE") else "cache directory"
+    check_cache(specs, len(options.precisions), where, Path(given) if given else None)

@@ -271,8 +271,11 @@ def refuse_remote_code(path: Path, config: dict[str, Any]) -> None:
 def check_weights_only(path: Path) -> None:
     """Open a pickle checkpoint with ``weights_only=True``: only tensors and plain containers
     are accepted, so a checkpoint carrying code is refused before anything else reads it."""
+    from harness.core.quiet import routed_output
+
     try:
-        torch.load(str(path), map_location="cpu", weights_only=True)
+        with routed_output(f"torch.load({path}, weights_only=True)"):  # torch's warnings: not before the refusal
+            torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - UnpicklingError, RuntimeError (not a zip), EOFError...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: refused: not a plain weights checkpoint under torch.load(weights_only=True) "
@@ -297,8 +300,11 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust
     from harness.families import family_for
 
     cls = family_for(spec.family).hf_model_class(config)
+    from harness.core.quiet import routed_output
+
     try:
-        loaded: torch.nn.Module = cls.from_pretrained(str(path), **kwargs)
+        with routed_output(f"model {path}"):
+            loaded: torch.nn.Module = cls.from_pretrained(str(path), **kwargs)
         return loaded
     except Exception as exc:  # noqa: BLE001 - corrupt safetensors, bad config values...: bad input, not a crash
         raise UsageError(f"{path}: cannot load model ({describe_error(exc)})") from None
@@ -310,8 +316,11 @@ def _load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -
     if custom:  # not an HF architecture: AutoTokenizer would guess from config.json
         return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
 
+    from harness.core.quiet import routed_output
+
     try:
-        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+        with routed_output(f"tokenizer {path}"):
+            return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - tokenizers raises bare Exception on a corrupt tokenizer.json
         raise UsageError(f"{path}: cannot load tokenizer ({describe_error(exc)})") from None
 
