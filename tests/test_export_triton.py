@@ -93,3 +93,21 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
                      "--out", str(tmp_path / "r")])
         err = capsys.readouterr().err
         assert code == 2 and expected in err and "Traceback" not in err, (argv, err)
+
+
+def test_run_directory_exports_the_variants_it_judged_and_passed(tmp_path, capsys):
+    from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+    from harness.judge.workspace import Workspace
+    from harness.serving.artifacts import variant_files
+
+    ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
+    onnx = variant_files(ws, Variant("bert-tiny", Precision.INT8, PROVIDERS["ort_cpu"]))[2][0].path
+    run = tmp_path / "run"
+    assert main(["check", "--reference", "bert-tiny", "--onnx", str(onnx), "--samples", "8", "--out", str(run)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "repo"
+    assert main(["export-triton", "--run", str(run), "--out", str(out)]) == 0
+    assert [p.name for p in out.iterdir()] == ["bert-tiny-int8"]
+    assert _config(out / "bert-tiny-int8").name == "bert-tiny-int8"
+    assert main(["export-triton", "--run", str(tmp_path / "none"), "--out", str(out)]) == 2
+    assert "no such file" in capsys.readouterr().err

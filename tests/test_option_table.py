@@ -31,6 +31,7 @@ SAMPLE = {
     "fp16_block_list": ["Softmax", "Pow"], "int8_per_channel": True, "trt_max_batch": 4, "trt_max_seq": 64,
     "out": Path("/tmp/out"), "cache": Path("/tmp/cache"), "perf": True, "perf_samples": 50, "perf_warmup": 3,
     "perf_batch_sizes": [1, 8], "perf_seq_lens": [16, 64], "perf_repeats": 2, "perf_new_tokens": 4, "perf_tail_seconds": 3,
+    "perf_time_budget": 12,
     "baseline_save": "nightly", "baseline_compare": "main", "baseline_store": Path("/tmp/b"),
     "baseline_force": True, "baseline_force_env": True, "allow_missing": True, "baseline_threshold": ["p50=8%"],
     "shard": "2/3", "shard_durations": "/tmp/durations",  # issue 12

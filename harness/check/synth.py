@@ -24,10 +24,12 @@ Factory = Callable[[TensorInfo], Synth]
 
 
 def synthesizers(model: LoadedModel, family: Family) -> dict[str, tuple[str, Factory]]:
-    """Roles the harness can fill in -> (description, factory(artifact tensor) -> feeds -> array)."""
-    # a transformers PretrainedConfig; a plain torch module (the TransformerEncoder) has none and
-    # needs none of the config-sized synthesized inputs (states, past)
-    cfg: Any = getattr(model.model, "config", None)
+    """Roles the harness can fill in -> (description, factory(artifact tensor) -> feeds -> array).
+
+    Sizes come from the model's ``config.json`` (``LoadedModel.config``), never from the PyTorch
+    module: a check whose references are cached must not load it (importing transformers and
+    building the module was 40 % of ``harness check``'s wall time on a cached Marian, issue 26)."""
+    cfg: Mapping[str, Any] = model.config or {}  # a plain torch module's has no sizes and needs none
 
     def batch(feeds: Mapping[str, np.ndarray]) -> int:
         return int(feeds["input_ids"].shape[0])
@@ -45,7 +47,7 @@ def synthesizers(model: LoadedModel, family: Family) -> dict[str, tuple[str, Fac
         return lambda feeds: np.array([has_past(feeds)], dtype=np.bool_)
 
     def states(info: TensorInfo) -> Synth:
-        width = info.shape[-1] if info.shape and isinstance(info.shape[-1], int) else int(cfg.d_model)
+        width = info.shape[-1] if info.shape and isinstance(info.shape[-1], int) else int(cfg["d_model"])
 
         def make(feeds: Mapping[str, np.ndarray]) -> np.ndarray:
             mask = feeds.get("encoder_attention_mask", feeds.get("attention_mask"))
@@ -55,8 +57,8 @@ def synthesizers(model: LoadedModel, family: Family) -> dict[str, tuple[str, Fac
 
     def dummy_past(info: TensorInfo) -> Synth:
         """(batch, heads, 1, head_dim); the artifact's own static dims win over the config's."""
-        heads = int(getattr(cfg, "decoder_attention_heads", None) or cfg.num_attention_heads)
-        guess: list[int] = [0, heads, 1, int(cfg.d_model) // heads]
+        heads = int(cfg.get("decoder_attention_heads") or cfg["num_attention_heads"])
+        guess: list[int] = [0, heads, 1, int(cfg["d_model"]) // heads]
         dims = [d if isinstance(d, int) else g for d, g in zip(info.shape or guess, guess)]
         return lambda feeds: np.zeros([batch(feeds), *dims[1:]], np.float32)
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from harness.core import UsageError
+from harness.core import UsageError, Variant
 
 #: the option table's rows this command takes (what decides the artifact and how it runs)
 OPTION_NAMES = ("models", "precisions", "providers", "config", "opset", "exporter", "threads", "fp16_block_list",
@@ -45,6 +46,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="how long the dynamic batcher waits to fill a batch (default 100 microseconds)")
     p.add_argument("--instances", type=int, default=1, metavar="N", help="model instances (instance_group count)")
     p.add_argument("--version", type=int, default=1, metavar="V", help="the model version folder (default 1)")
+    p.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
+                   help="export the variants this run directory judged and passed (its results.jsonl: "
+                        "ONNX Runtime variants with verdict pass), instead of --models/--precisions/--providers")
     p.add_argument("--plan", type=Path, default=None, metavar="ENGINE",
                    help="a TensorRT engine (trtexec --saveEngine) to ship as model.plan instead of model.onnx "
                         "(one model, one precision, one graph)")
@@ -52,11 +56,53 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=export_triton)
 
 
+def _write_variant(ws: Any, variant: Variant, out: Path, settings: Any, plan: Path | None) -> list[Any]:
+    """Every graph of one variant into the repository; one line per written config."""
+    from harness.serving.artifacts import variant_files
+    from harness.serving.triton import repository_name, write_model
+
+    model, family, graphs = variant_files(ws, variant)
+    if len(graphs) > 1 and plan:
+        raise UsageError(f"--plan: {variant.model} has {len(graphs)} graphs; one engine serves one graph")
+    runtime = ws.runtime_for(variant, model)
+    backend = ws.backend(variant, model)
+    written = []
+    for g in graphs:
+        profile = (backend.trt_profile(model, family, g.graph)
+                   if variant.provider.device == "TensorrtExecutionProvider" else None)
+        name = repository_name(variant.model, variant.precision.value, g.graph.name, len(graphs))
+        entry = write_model(out, name, g.path, variant, runtime, settings, profile, plan)
+        written.append(entry)
+        note = f"  ({'; '.join(entry.notes)})" if entry.notes else ""
+        print(f"{entry.directory}/config.pbtxt  [{variant.id}, {g.graph.name}]{note}")
+    return written
+
+
+def judged_variants(run_dir: Path) -> list[Variant]:
+    """The ONNX Runtime variants a run judged and passed, from its results.jsonl, in order."""
+    from harness.core import Precision, parse_provider
+    from harness.results.store import read_records
+
+    path = run_dir / "results.jsonl"
+    if not path.is_file():
+        raise UsageError(f"--run: {path}: no such file (give a run directory of harness run or harness check)")
+    seen: dict[str, Variant] = {}
+    for record in read_records(path):
+        provider = record.get("provider")
+        if record.get("verdict") != "pass" or not isinstance(provider, str) or not provider.startswith("ort_"):
+            continue
+        variant = Variant(str(record["model"]), Precision(str(record["precision"])),
+                          parse_provider(provider, option="--run"))
+        seen.setdefault(variant.id, variant)
+    if not seen:
+        raise UsageError(f"--run: {path}: no passing ONNX Runtime case to export")
+    return list(seen.values())
+
+
 def export_triton(args: argparse.Namespace) -> int:
-    from harness.core import parse_precision
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
-    from harness.serving.triton import TritonSettings, repository_name, write_model
+    from harness.serving.triton import TritonSettings
     from harness.settings.options import cli_values
     from harness.settings.resolve import build_options
 
@@ -73,31 +119,16 @@ def export_triton(args: argparse.Namespace) -> int:
     if not providers:
         raise UsageError("--providers: Triton's ONNX Runtime backend serves ort_cpu, ort_cuda or ort_trt variants; "
                          f"got {', '.join(p.short for p in options.providers)}")
-    from harness.core import Variant
     from harness.judge.workspace import Workspace
-    from harness.serving.artifacts import variant_files
 
     ws = Workspace(options)
     out = Path(args.out)
     written = []
-    for name in options.models:
-        for precision in options.precisions:
-            parse_precision(precision.value, option="--precisions")
-            for provider in providers:
-                variant = Variant(name, precision, provider)
-                model, family, graphs = variant_files(ws, variant)
-                runtime = ws.runtime_for(variant, model)
-                if len(graphs) > 1 and args.plan:
-                    raise UsageError(f"--plan: {name} has {len(graphs)} graphs; one engine serves one graph")
-                backend = ws.backend(variant, model)
-                for g in graphs:
-                    profile = (backend.trt_profile(model, family, g.graph)  # type: ignore[attr-defined]
-                               if provider.device == "TensorrtExecutionProvider" else None)
-                    entry = write_model(out, repository_name(name, precision.value, g.graph.name, len(graphs)),
-                                        g.path, variant, runtime, settings, profile, args.plan)
-                    written.append(entry)
-                    note = f"  ({'; '.join(entry.notes)})" if entry.notes else ""
-                    print(f"{entry.directory}/config.pbtxt  [{variant.id}, {g.graph.name}]{note}")
+    todo = (judged_variants(Path(args.run)) if args.run is not None else
+            [Variant(name, precision, provider) for name in options.models for precision in options.precisions
+             for provider in providers])
+    for variant in todo:
+        written += _write_variant(ws, variant, out, settings, args.plan)
     print(f"{len(written)} model(s) in {out}; every config.pbtxt parsed with Triton's model-config protobuf. "
           f"Serve: tritonserver --model-repository {out.resolve()}")
     return 0

@@ -61,6 +61,7 @@ class Settings:
     perf: bool = False
     perf_samples: int = 300
     perf_warmup: int = 20
+    perf_time_budget: int = 30
     perf_batch_sizes: tuple[int, ...] = (1,)
     perf_seq_lens: tuple[int, ...] = (32,)
     perf_repeats: int = 3

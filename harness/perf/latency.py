@@ -13,6 +13,7 @@ by the harness loop; each entry names its engine.
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -92,14 +93,19 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
     """
     loop = HarnessEngine(sync)
     out: dict[str, Any] = {}
+    started = time.perf_counter()
     for index, p in enumerate(points):
         engine = first_engine if (index == 0 and first_engine is not None) else loop
         if canary is not None:
             canary.block()
+        # the case's time budget, shared out among the metrics still to time (harness.perf.stopping)
+        left = settings.time_budget - (time.perf_counter() - started)
+        budget = max(left, 0.0) / (len(points) - index) if settings.time_budget else None
         call = timed_call(runners[p.graph.name], p.feeds)
-        first = engine(call, settings.samples, settings.warmup)
+        first, stop = _sample(engine, call, settings, budget, loop.sync)
+        # a metric the budget already cut gets no extra tail timing (its p99 stays advisory)
         samples, tail = sample_for_tail(first, functools.partial(loop, call, warmup=0), target=tail_target,
-                                        budget_s=settings.tail_seconds)
+                                        budget_s=0 if stop["stopped"] == "budget" else settings.tail_seconds)
         if canary is not None:
             canary.block()
         name = getattr(engine, "name", "custom")
@@ -108,10 +114,31 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
         out[p.key] = latency_entry(samples, warmup=settings.warmup, engine=name,
                                    items_per_call=p.batch_size, graph=p.graph.name, batch_size=p.batch_size,
                                    seq_len=p.seq_len if p.seq_len is not None else _seq_of(p.feeds),
-                                   tail=tail.as_dict())
+                                   tail=tail.as_dict(), stopping=stop)
     if canary is not None:
         out["canary_ms"] = canary.entry()
     return out
+
+
+def _sample(engine: Engine, call: Callable[[], object], settings: PerfSettings, budget_s: float | None,
+            sync: Callable[[], object] | None) -> tuple[list[float], dict[str, Any]]:
+    """One metric's samples under the stopping rule, and what stopped it (recorded as ``stopping``)."""
+    from harness.perf.measure import time_calls
+    from harness.perf.stopping import StoppingRule, fixed_rounds, sample
+
+    rule = StoppingRule(settings.samples, settings.warmup, budget_s)
+
+    def rounds(n: int, warmup: int) -> list[float]:
+        return time_calls(call, n, warmup, sync=sync)
+
+    if isinstance(engine, HarnessEngine):
+        got = sample(rounds, rule)
+        return got.samples, {**rule.as_dict(), "stopped": got.stopped, "elapsed_s": round(got.elapsed_s, 3)}
+    n, _ = fixed_rounds(rounds, rule)  # an engine that runs once (pytest-benchmark): rounds chosen up front
+    start = time.perf_counter()
+    samples = engine(call, n, 0)
+    return samples, {**rule.as_dict(), "stopped": "budget" if n < settings.samples else "samples",
+                     "elapsed_s": round(time.perf_counter() - start, 3)}
 
 
 def _seq_of(feeds: dict[str, np.ndarray]) -> int | None:

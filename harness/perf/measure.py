@@ -43,6 +43,7 @@ class PerfSettings:
     repeats: int = option("perf_repeats").default  # fresh processes for cold start and memory (pyperf/asv style)
     new_tokens: int = option("perf_new_tokens").default  # generation: tokens per timed generation
     tail_seconds: int = option("perf_tail_seconds").default  # extra timing for a p99 interval (harness.perf.tail)
+    time_budget: int = option("perf_time_budget").default  # seconds per latency case (harness.perf.stopping)
 
     def __post_init__(self) -> None:
         """Each field held to its option row's limits (the table declares them, not this class)."""
@@ -64,7 +65,7 @@ class PerfSettings:
     def as_dict(self) -> dict[str, Any]:
         return {"samples": self.samples, "warmup": self.warmup, "batch_sizes": list(self.batch_sizes),
                 "seq_lens": list(self.seq_lens), "repeats": self.repeats, "new_tokens": self.new_tokens,
-                "tail_seconds": self.tail_seconds}
+                "tail_seconds": self.tail_seconds, "time_budget": self.time_budget}
 
 
 def parse_sizes(text: str | Sequence[str] | None, option: str) -> tuple[int, ...] | None:

@@ -308,6 +308,9 @@ OPTIONS: tuple[Option, ...] = (
            group=Group.PERF, default=300, minimum=1, metavar="N"),
     Option("perf_warmup", Kind.INT, "untimed calls before each latency metric", group=Group.PERF, default=20,
            minimum=0, metavar="N"),
+    Option("perf_time_budget", Kind.INT, "seconds of timed calls per latency case, shared by its metrics: an "
+           "expensive metric stops early (never below 40 calls) and records why (0: no limit)",
+           group=Group.PERF, default=30, minimum=0, metavar="S"),
     Option("perf_batch_sizes", Kind.INT_LIST, "batch sizes to time (the first is the gated latency_ms)",
            group=Group.PERF, default=(1,), minimum=1, metavar="LIST"),
     Option("perf_seq_lens", Kind.INT_LIST, "sequence-length buckets in tokens", group=Group.PERF, default=(32,),

@@ -1,0 +1,139 @@
+#!/usr/bin/env python
+"""Time ``harness check`` against optimum's own output validation on the same optimum-layout export.
+
+Both tools are run as fresh processes, alternately (harness first on even rounds, optimum first
+on odd ones, so drift on a shared machine hits both), ``--runs`` times each; the script prints
+each run's wall time, the medians and their ratio, and what each tool concluded. optimum-onnx
+pins transformers 4.57, so it lives in its own venv (``--optimum-python``); without it the script
+says why and exits 0 (nothing to compare).
+
+    python -m venv /work/venv-optimum
+    /work/venv-optimum/bin/pip install /path/to/torch-2.13.0*.whl optimum-onnx onnxruntime
+    python scripts/bench_check.py --runs 5                     # numbers-en-zh, exported by optimum-cli
+    python scripts/bench_check.py --reference DIR --export OPTIMUM_DIR --runs 5 --json out.json
+
+What is compared: ``harness check --reference R --onnx E --provider ort_cpu`` (numeric parity of
+every graph on padded corpus batches, greedy generation parity over the corpus, I/O matching,
+training-mode lint) against ``scripts/optimum_validate.py`` (optimum's ``validate_models_outputs``
+on each sub-model with its dummy shapes: what ``optimum-cli export onnx`` validates after export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCE = ROOT / "harness" / "zoo" / "models" / "numbers-en-zh"
+OPTIMUM_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
+    """Wall seconds, exit code, ru_maxrss (KiB) and output of one fresh process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - start, proc.returncode, int(usage.ru_maxrss), out
+
+
+def optimum_ready(python: str, env: dict[str, str]) -> str | None:
+    """None when ``python`` can import optimum's exporter, else why not."""
+    if not Path(python).exists():
+        return f"{python} does not exist (create the venv: see this script's docstring)"
+    probe = subprocess.run([python, "-c", "import optimum.exporters.onnx, onnxruntime"], capture_output=True,
+                           text=True, env=env)
+    if probe.returncode:
+        return f"{python} cannot import optimum.exporters.onnx ({probe.stderr.strip().splitlines()[-1:]})"
+    return None
+
+
+def export(python: str, reference: Path, target: Path, env: dict[str, str]) -> None:
+    cli = Path(python).with_name("optimum-cli")
+    subprocess.run([str(cli), "export", "onnx", "--model", str(reference), "--task", "text2text-generation-with-past",
+                    str(target)], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def harness_verdicts(run_dir: Path) -> dict[str, str]:
+    out = {}
+    results = run_dir / "results.jsonl"
+    if results.is_file():
+        for line in results.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            out[record["id"]] = record["verdict"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE, help="the HF model directory")
+    parser.add_argument("--export", type=Path, help="an optimum-layout export of it (default: made by optimum-cli)")
+    parser.add_argument("--optimum-python", default="/work/venv-optimum/bin/python",
+                        help="interpreter of the venv with optimum-onnx")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each tool (default 5; the medians are compared)")
+    parser.add_argument("--json", metavar="OUT", help="write every run as JSON")
+    args = parser.parse_args(argv)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # its own site-packages only
+    why = optimum_ready(args.optimum_python, optimum_env)
+    if why:
+        print(f"SKIP: optimum's validation cannot run: {why}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
+        export_dir = args.export
+        if export_dir is None:
+            export_dir = Path(tmp) / "optimum-export"
+            print(f"exporting {args.reference.name} with optimum-cli ...", flush=True)
+            export(args.optimum_python, args.reference, export_dir, optimum_env)
+        missing = [f for f in OPTIMUM_FILES if not (export_dir / f).is_file()]
+        if missing:
+            print(f"{export_dir}: not optimum's seq2seq layout (missing {', '.join(missing)})", file=sys.stderr)
+            return 2
+        harness_argv = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))",
+                        "check", "--reference", str(args.reference),
+                        "--onnx", str(export_dir), "--provider", "ort_cpu"]
+        optimum_argv = [args.optimum_python, str(ROOT / "scripts" / "optimum_validate.py"), str(args.reference),
+                        str(export_dir)]
+        runs: list[dict[str, Any]] = []
+        for i in range(args.runs):
+            order = ("harness", "optimum") if i % 2 == 0 else ("optimum", "harness")
+            for tool in order:
+                if tool == "harness":
+                    run_dir = Path(tmp) / f"harness-{i}"
+                    wall, code, rss, out = timed([*harness_argv, "--out", str(run_dir)], env)
+                    verdicts = harness_verdicts(run_dir)
+                else:
+                    wall, code, rss, out = timed(optimum_argv, optimum_env)
+                    line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), "{}")
+                    verdicts = {"optimum-validation": json.loads(line).get("verdict", "error")}
+                runs.append({"tool": tool, "round": i, "wall_s": round(wall, 2), "exit": code,
+                             "ru_maxrss_mib": round(rss / 1024, 1), "verdicts": verdicts})
+                print(f"round {i} {tool:<8} {wall:7.2f} s  exit {code}  ru_maxrss {rss / 1024:6.0f} MiB  {verdicts}",
+                      flush=True)
+    med = {tool: statistics.median(r["wall_s"] for r in runs if r["tool"] == tool) for tool in ("harness", "optimum")}
+    rss = {tool: statistics.median(r["ru_maxrss_mib"] for r in runs if r["tool"] == tool) for tool in med}
+    ratio = med["harness"] / med["optimum"]
+    load = os.getloadavg()
+    print(f"\nmedian wall: harness check {med['harness']:.2f} s, optimum validation {med['optimum']:.2f} s; "
+          f"ratio harness/optimum {ratio:.2f} ({args.runs} runs each, alternating; load average "
+          f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}, {os.cpu_count()} cores)")
+    print(f"median ru_maxrss: harness {rss['harness']:.0f} MiB (a lower bound: the harness resets its "
+          f"high-water mark per case), optimum {rss['optimum']:.0f} MiB")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": runs, "median_wall_s": med, "ratio": ratio,
+                                               "loadavg": load}, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
