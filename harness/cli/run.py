@@ -10,7 +10,6 @@ from pathlib import Path
 
 from harness.core import UsageError
 
-
 #: set while ``harness run`` runs pytest in-process: the command line already checked the options
 FRONT_END = "HARNESS_FRONT_END"
 
