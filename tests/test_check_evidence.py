@@ -83,3 +83,14 @@ def test_passing_check_and_bundles_off_leave_no_evidence(files, tmp_path):
     assert not (tmp_path / "good" / "cases").exists()
     code, record = _check(files["bad"], tmp_path / "off", "--repro-bundles", "off")
     assert code == 1 and "repro_bundles" not in record["data"] and set(record["data"]["failing_batches"]) == {"model"}
+
+
+def test_check_profile_summarises_each_files_session(files, tmp_path):
+    """``--profile``: the profiling stage of the pipeline, as in ``harness run`` -- each file's ONNX
+    Runtime trace in the case directory, summarised into ``data.profile`` by file name."""
+    code, record = _check(files["good"], tmp_path / "prof", "--profile")
+    assert code == 0 and record["settings"]["runtime"]["profile"] is True
+    summary = record["data"]["profile"]["good.onnx"]
+    trace = Path(summary["trace"])
+    assert trace.is_file() and trace.parent == tmp_path / "prof" / "cases" / record["id"]
+    assert summary["runs"] >= 2  # every corpus batch and shape probe ran on the profiled session

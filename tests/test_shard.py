@@ -13,7 +13,7 @@ import pytest
 
 from harness.cli import main
 from harness.core import UsageError
-from harness.gate.baseline import read_results
+from harness.results.rundir import read_results
 from harness.shard.merge import MergeError, merge_shards
 from harness.shard.plan import ShardSpec, assign, digest, write_shard_file
 

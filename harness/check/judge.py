@@ -44,7 +44,7 @@ from harness.judge.workspace import Workspace
 from harness.repro import EmbeddingDerived
 from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
-from harness.results.record import FAILING, as_verdict
+from harness.results.record import as_verdict, run_green
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
 from harness.zoo.base import ModelSpec
@@ -83,7 +83,7 @@ class CheckOutcome:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r["verdict"] in FAILING for r in self.records) else 0  # not-run fails too
+        return 0 if run_green(r["verdict"] for r in self.records) else 1  # not-run and judged-nothing fail too
 
 
 # -- one job ------------------------------------------------------------------------------------------
@@ -192,8 +192,11 @@ def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> Ch
     run_id = run_id or new_run_id()
     setup = resolve(req)  # bad files, options and references fail here, before the model loads
     files = {a.path.name: a.record() for a in setup.artifacts}
+    from harness.results.collector import case_dir_name
+
     source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, files,
-                            setup.variant.precision, setup.options.runtime)
+                            setup.variant.precision, setup.options.runtime,
+                            profile_dir=run_dir / "cases" / case_dir_name(f"check[{setup.variant.id}]"))
     try:
         ws = Workspace(setup.options, prebuilt=source)
         return _judge(ws, req, setup, files, run_dir, began, run_id)
@@ -232,6 +235,7 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
     for j in outcome.jobs:  # the run's side-output stages: failing-batch dump, repro bundle
         if j.judged is not None:
             write_side_outputs(ws, variant, model, j.judged, case.case_dir(), parity.side)
+    parity.side.profiles.update(profile_summaries(ws.prebuilt.end_profiling()))  # --profile: per file
     numeric_case(case, outcome, parity, files)
     errors = [j.error for j in outcome.jobs if j.error]
     outcome.records.append(_record(case, "check", _verdict(parity.assert_ok, errors), began, settings, run_id))
@@ -288,6 +292,15 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
         record_generation(case, decoded)
         outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
                                        settings, run_id))
+
+
+def profile_summaries(traces: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The profiling stage's summaries of the files' traces (``--profile``), by file name."""
+    if not traces:
+        return {}
+    from harness.perf.profiling import summarise_trace
+
+    return {name: summarise_trace(trace) for name, trace in traces.items()}
 
 
 def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:

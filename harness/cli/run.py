@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 from harness.core import UsageError
+from harness.core.rundirs import default_run_dir
 
 #: set while ``harness run`` runs pytest in-process: the command line already checked the options
 FRONT_END = "HARNESS_FRONT_END"
@@ -98,7 +98,7 @@ def run_dir(args: argparse.Namespace) -> Path:
     """The run directory (``--out``, else ``reports/run-<time>``), fixed once: the command line
     knows it before anything slow starts, so a signal at any point can still be written there."""
     if args.out is None:
-        args.out = Path("reports") / time.strftime("run-%Y%m%d-%H%M%S")
+        args.out = default_run_dir("run")
     return Path(args.out)
 
 
@@ -157,12 +157,10 @@ def exit_code(pytest_code: int, out: Path) -> int:
         records = read_records(out)
     except ValueError:
         records = []
-    from harness.results.record import FAILING, judged_nothing
+    from harness.results.record import run_green
 
-    if any(r.get("verdict") in FAILING for r in records) or pytest_code == 1:
-        return 1
-    if judged_nothing(str(r.get("verdict")) for r in records):
-        return 1  # a gate that checked nothing is not green (the terminal summary says so)
+    if pytest_code == 1 or not run_green(str(r.get("verdict")) for r in records):
+        return 1  # a failing case, or a gate that checked nothing (the terminal summary says so)
     if pytest_code in (2, 3):  # interrupted / internal error: keep what finished, report failure
         return 1
     return 0

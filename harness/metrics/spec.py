@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core import Check, Precision, UsageError, did_you_mean
+from harness.core.registry import Registry
 
 
 class Direction(str, enum.Enum):
@@ -306,11 +307,10 @@ class MetricRegistry:
     """
 
     def __init__(self, specs: Iterable[MetricSpec]) -> None:
-        self._specs: dict[str, MetricSpec] = {}
+        registry: Registry[MetricSpec] = Registry("metric", lambda spec: spec.name)
         for spec in specs:
-            if spec.name in self._specs:
-                raise ValueError(f"metric {spec.name!r} declared twice")
-            self._specs[spec.name] = spec
+            registry.register(spec)  # a name declared twice: RegistryError
+        self._specs: dict[str, MetricSpec] = registry.items()
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
