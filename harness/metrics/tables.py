@@ -136,8 +136,15 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "options-gate": (lambda: _options_table("gate"), False),
     "options-gen": (lambda: _options_table("gen"), False),
     "options-config": (lambda: _config_table(), False),
+    "options-relations": (lambda: _relations_table(), False),
     "margins": (margins_table, False),
 }
+
+
+def _relations_table() -> str:
+    from harness.settings.relations import docs_table
+
+    return docs_table()
 
 
 def _config_table() -> str:
