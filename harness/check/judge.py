@@ -39,7 +39,7 @@ from harness.judge.numeric import (
     probe_batches,
     run_graph_parity,
 )
-from harness.judge.pipeline import GraphJudgement, write_side_outputs
+from harness.judge.pipeline import GraphError, GraphJudgement, error_bundle_stage, write_side_outputs
 from harness.judge.workspace import Workspace
 from harness.repro import EmbeddingDerived
 from harness.results import compose_standalone, new_run_id
@@ -66,6 +66,8 @@ class JobResult:
     shapes: list[dict[str, Any]] = field(default_factory=list)
     #: what the side-output stages need (runner, batches as judged, judged outputs); None if it broke
     judged: GraphJudgement | None = None
+    #: the file raised while judged: what the error-bundle stage needs
+    broke: GraphError | None = None
 
 
 @dataclass
@@ -95,10 +97,12 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     factories = synthesizers(model, family)
 
     def feeds(texts: Sequence[str]) -> dict[str, np.ndarray]:
-        return family.check_feeds(model, job.graph, job.mode, texts)
+        # through the reference cache: a seq2seq decoder's feeds hold PyTorch encoder states, so a
+        # warm check that recomputed them loaded the module (and transformers) for nothing
+        return ws.check_feeds(model, family, job.graph, job.mode, [texts])[0]
 
     feeds0 = feeds(ws.batches(model)[0])
-    ref0 = ws.reference(model, family, job.graph, feeds0)
+    ref0 = ws.references_for(model, family, job.graph, [feeds0])[0]
     ref_in = reference_info({n: feeds0[n] for n in job.graph.input_names if n in feeds0})
     art = job.artifact
     match = match_io(job.label, ref_in, reference_info(ref0), art.inputs, art.outputs,
@@ -128,6 +132,7 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     def fitted(texts: Sequence[str]) -> dict[str, np.ndarray]:
         return fit_sequence(feeds(texts), static_seq, pad) if static_seq else feeds(texts)
 
+    ws.check_feeds(model, family, job.graph, job.mode, chunks)  # every batch's feeds: one cache entry
     batches = ws.parity_batches(model, family, job.graph, chunks, fitted)
     # shape probes (target != source length, other past lengths) where the file's shapes are dynamic
     probes = probe_batches(ws, model, family, job.graph, batches[0][0]) if not (static_seq or static_batch) else []
@@ -141,6 +146,7 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
                                           shapes=result.shapes)
     except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
         result.error = f"{job.label}: {describe_error(exc, 300)}"
+        result.broke = GraphError(job.key, runner, [dict(b[0]) for b in batches], exc)
         return result
     finally:
         result.seconds = time.perf_counter() - start
@@ -235,6 +241,8 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
     for j in outcome.jobs:  # the run's side-output stages: failing-batch dump, repro bundle
         if j.judged is not None:
             write_side_outputs(ws, variant, model, j.judged, case.case_dir(), parity.side)
+        if j.broke is not None:  # the file raised: its error bundle, as a suite case's
+            error_bundle_stage(ws, variant, model, j.broke, case.case_dir(), parity.side)
     parity.side.profiles.update(profile_summaries(ws.prebuilt.end_profiling()))  # --profile: per file
     numeric_case(case, outcome, parity, files)
     errors = [j.error for j in outcome.jobs if j.error]

@@ -88,6 +88,9 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         option(name).parse(getattr(args, name), flag)
     if args.gen_samples is not None and args.gen_samples < 1:
         raise UsageError(f"--gen-samples: must be >= 1, got {args.gen_samples}")
+    from harness.settings.relations import check_relations
+
+    check_relations(vars(args), lambda name: "--" + name.replace("_", "-"), command="check")
     common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
