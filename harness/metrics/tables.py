@@ -199,8 +199,8 @@ def stale(root: Path) -> list[Path]:
             out.append(path)
     for name, render in generated_sources().items():
         path = root / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != render():
-            out.append(path)
+        if path.parent.is_dir() and (not path.is_file() or path.read_text(encoding="utf-8") != render()):
+            out.append(path)  # (a root without the package, e.g. a docs-only tree, has none)
     return out
 
 
@@ -215,7 +215,7 @@ def rewrite(root: Path) -> list[Path]:
             changed.append(path)
     for name, render in generated_sources().items():
         path = root / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != render():
+        if path.parent.is_dir() and (not path.is_file() or path.read_text(encoding="utf-8") != render()):
             path.write_text(render(), encoding="utf-8")
             changed.append(path)
     return changed
