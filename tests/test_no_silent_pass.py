@@ -366,5 +366,24 @@ def test_harness_check_fails_a_wrong_cache_naming_the_cached_decoding_check(
     assert code == 1, captured.out[-2000:]
     assert gen["verdict"] == "fail" and "cached_decoding." in gen["reason"], gen["reason"]
     assert "cached-decoding check failed" in gen["reason"]
-    assert gen["thresholds"]["cached_decoding.logits.norm_max_abs"]["op"] == "<="
+    assert gen["thresholds"]["cached_decoding.logits.cosine"]["op"] == ">="
+    assert gen["thresholds"]["cached_decoding.logits.kl"]["op"] == "<="
+    assert gen["metrics"]["cached_decoding.logits.cosine"] < gen["thresholds"]["cached_decoding.logits.cosine"]["threshold"]
     assert "cached_decoding" in gen["data"]["coverage"]["gated"]  # recorded as gated coverage
+
+
+def test_history_trend_of_a_single_run_compares_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``history show`` / ``changes`` over series of one run printed a table and exited 0."""
+    from test_history import night
+
+    db = tmp_path / "h.sqlite"
+    assert main(["history", "add", str(night(tmp_path, 1)), "--db", str(db)]) == 0
+    capsys.readouterr()
+    for command in ("show", "changes"):
+        assert main(["history", command, "--db", str(db), "--metric", "perf:latency_ms.p50"]) == 1
+        out = capsys.readouterr().out
+        assert "FAIL:" in out and "nothing compared (0 series with two or more runs)" in out
+        assert main(["history", command, "--db", str(db), "--metric", "perf:latency_ms.p50", "--allow-missing"]) == 0
+        assert "(--allow-missing: nothing compared" in capsys.readouterr().out
+    assert main(["history", "add", str(night(tmp_path, 2)), "--db", str(db)]) == 0
+    assert main(["history", "show", "--db", str(db), "--metric", "perf:latency_ms.p50"]) == 0
