@@ -2,8 +2,11 @@
 
 Copy this file into your repository's tests and run it with your model:
 
-    pytest examples/test_own_model.py --harness-models ./models/my-model --harness-precisions fp32 int8 \\
-        --harness-providers ort_cpu
+    pytest examples/test_own_model.py --harness-models=./models/my-model --harness-precisions=fp32,int8 \\
+        --harness-providers=ort_cpu
+
+(pytest reads one value per option: lists are comma-separated, ``--harness-precisions=fp32,int8``;
+``harness run --precisions fp32 int8`` takes them space-separated)
 
 (or put the models, precisions and providers in ``harness.toml``). Every test that takes
 ``variant`` runs once per model x precision x provider; each case writes one record into

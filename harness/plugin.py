@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generator, Iterator  # noqa: E402
 import pytest  # noqa: E402
 
 from harness.core import RunOptions, UsageError, Variant  # noqa: E402
+from harness.core.rundirs import default_run_dir  # noqa: E402
 from harness.plugins import discover as _discover_feature_plugins  # noqa: E402
 from harness.results import SCHEMA, ResultsWriter  # noqa: E402
 
@@ -66,7 +67,7 @@ def out_dir(config: pytest.Config) -> Path:
     env = os.environ.get("HARNESS_OUT")
     if env:
         return Path(env)
-    return Path(str(config.rootpath)) / "reports" / time.strftime("run-%Y%m%d-%H%M%S")
+    return default_run_dir("run", Path(str(config.rootpath)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -481,9 +482,9 @@ def disk_full_problem(collector: RecordCollector) -> str:
 def _not_green(records: list[Any]) -> bool:
     """A requested variant that did not run (``not-run``), or a run that judged nothing: pytest
     itself saw only skips and would exit 0, but a gate must not read as passed."""
-    from harness.results.record import judged_nothing
+    from harness.results.record import run_green
 
-    return any(r.verdict == "not-run" for r in records) or judged_nothing(r.verdict for r in records)
+    return not run_green(r.verdict for r in records)
 
 
 def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: Any) -> None:

@@ -72,6 +72,17 @@ def run_matrix(dirs: dict[str, Path], out: Path, precisions: tuple[str, ...], pr
     return subprocess.run(cmd, cwd=str(out.parent)).returncode
 
 
+def _reason(record: dict[str, Any]) -> str:
+    """A failing case's first failed check (``gen_bleu_vs_torch = 9.9 (must be >= 30)``), an
+    error's first line; never the variant's path."""
+    lines = [line.strip() for line in str(record.get("reason") or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if "check(s) failed" in lines[0] and len(lines) > 1:
+        return lines[1]
+    return lines[0].split(": ", 1)[1] if lines[0].startswith("/") and ": " in lines[0] else lines[0]
+
+
 def _cell(records: list[dict[str, Any]]) -> str:
     if not records:
         return "—"
@@ -82,7 +93,7 @@ def _cell(records: list[dict[str, Any]]) -> str:
         if verdict == "pass":
             parts.append(f"{kind} pass")
             continue
-        reason = str(r.get("reason") or "").splitlines()[0][:60].replace("|", "/")
+        reason = _reason(r)[:70].replace("|", "/")
         parts.append(f"{kind} **{verdict}** ({reason})" if reason else f"{kind} **{verdict}**")
     return "<br>".join(parts)
 
@@ -93,18 +104,24 @@ def render(archs: list[Architecture], dirs: dict[str, str], families: dict[str, 
     coverage: dict[str, set[str]] = defaultdict(set)
     graphs: dict[str, set[str]] = defaultdict(set)
     files = sorted(run_dir.glob("**/results.jsonl")) if run_dir is not None else []
+    latest: dict[str, dict[str, Any]] = {}  # a case judged again (a later --only run) counts once, as last judged
     for file in files:
         for line in file.read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
-            if r.get("verdict") == "skip" or not r.get("model"):
-                continue
-            by_model[r["model"]][(r.get("precision"), r.get("provider"))].append(r)
+            if r.get("verdict") != "skip" and r.get("model") and \
+                    str(r.get("finished")) >= str(latest.get(r["id"], {}).get("finished", "")):
+                latest[r["id"]] = r
+    if latest:
+        for r in latest.values():
+            name = Path(r["model"]).name  # a directory model is recorded by its path
+            by_model[name][(r.get("precision"), r.get("provider"))].append(r)
             cov = (r.get("data") or {}).get("coverage") or {}
-            coverage[r["model"]].update(cov.get("gated") or [])
-            graphs[r["model"]].update(k.split(".")[0] for k in (r.get("metrics") or {}) if "." in k
+            required = set(cov.get("required") or [])  # the head's outputs (and generation), not lint pseudo-outputs
+            coverage[name].update(k for k in cov.get("gated") or [] if k in required)
+            graphs[name].update(k.split(".")[0] for k in (r.get("metrics") or {}) if "." in k
                                       and not k.startswith("perf."))
     cols = [(p, v) for p in precisions for v in providers]
-    head = "| architecture | class | head (task) | family | graphs | gated outputs | " + \
+    head = "| architecture | class | head (task) | family | graphs | gated head outputs | " + \
         " | ".join(f"{p} {v}" for p, v in cols) + " |"
     lines = [head, "|" + "---|" * (6 + len(cols))]
     broken: list[str] = []
@@ -120,8 +137,7 @@ def render(archs: list[Architecture], dirs: dict[str, str], families: dict[str, 
         gated = ", ".join(sorted(coverage.get(model or "", set()))) or "—"
         lines.append(f"| {arch.name} | `{arch.model_class}` | {arch.task} | {families.get(arch.name, '?')} | "
                      f"{', '.join(sorted(graphs.get(model or '', set()))) or '—'} | {gated} | " + " | ".join(row) + " |")
-        errors = sorted({str(r.get("reason") or "").splitlines()[0][:200] for rs in cells.values() for r in rs
-                         if r["verdict"] == "error"})
+        errors = sorted({_reason(r)[:200] for rs in cells.values() for r in rs if r["verdict"] == "error"})
         if errors:
             broken.append(f"- **{arch.name}** (`{arch.model_class}`): error: {'; '.join(errors)}")
         elif not cells:
@@ -139,7 +155,7 @@ def render(archs: list[Architecture], dirs: dict[str, str], families: dict[str, 
            "directory is: head detected from transformers' task mappings, limits checked at load, numeric parity "
            "of every graph (`num`) and, for generating heads, generation parity (`gen`). Random weights make "
            "FP16 / INT8 near-ties common: a fail there is a measured verdict, not a harness error. "
-           "`gated outputs` lists what the cases gated (`data.coverage.gated`).",
+           "`gated head outputs` lists the head's outputs the cases gated (`data.coverage`; `generation`: a generation check).",
            "",
            "Regenerate: `python scripts/architecture_table.py` (all; about an hour on two shared cores) or "
            "`--only NAME ...`; CI runs `tests/test_architectures.py` (GPT-2, BART, DistilBERT QA, BERT token "
@@ -178,9 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     if run_dir is None:
         run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="harness-arch-"))
         os.makedirs(run_dir, exist_ok=True)
+        suffix = "-" + "-".join(sorted(args.only)) if args.only else ""
         for precision in precisions if dirs else ():  # one run per precision: FP32 verdicts land first
-            run_matrix(dirs, run_dir / precision, (precision,), providers, args.samples, args.gen_samples,
-                       args.new_tokens)
+            run_matrix(dirs, run_dir / f"{precision}{suffix}", (precision,), providers, args.samples,
+                       args.gen_samples, args.new_tokens)
+    if args.only:  # the table always lists every architecture (a subset run refreshes its rows)
+        archs = list(ARCHITECTURES)
+        more, fams, why = prepare([a for a in archs if a.name not in dirs and a.name not in refused], root)
+        dirs.update(more)
+        families.update(fams)
+        refused.update(why)
     text = render(archs, {k: str(v) for k, v in dirs.items()}, families, refused, run_dir, precisions, providers)
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} ({len(archs)} architectures, {len(refused)} refused; run: {run_dir})")

@@ -90,7 +90,7 @@ class Move:
 
 def movements(out: Path, names: list[str]) -> list[Move]:
     from harness.gate.accuracy import collect_accuracy
-    from harness.gate.baseline import read_results
+    from harness.results.rundir import read_results
 
     ref = collect_accuracy(read_results(out / REFERENCE))
     moves: list[Move] = []

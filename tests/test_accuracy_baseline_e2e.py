@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from harness.gate.accuracy import compare_accuracy
-from harness.gate.baseline import read_results
 from harness.gate.calibrate import calibrate
 from harness.gate.compare import Verdict
 from harness.results.record import Record
+from harness.results.rundir import read_results
 
 SUITES = Path(__file__).resolve().parents[1] / "harness" / "suites"
 SELECT = ["--models", "bert-tiny", "minilm-l6", "--samples", "8", "-k", "bert-tiny or minilm-l6-int8-ort_cpu"]

@@ -83,3 +83,42 @@ def test_passing_check_and_bundles_off_leave_no_evidence(files, tmp_path):
     assert not (tmp_path / "good" / "cases").exists()
     code, record = _check(files["bad"], tmp_path / "off", "--repro-bundles", "off")
     assert code == 1 and "repro_bundles" not in record["data"] and set(record["data"]["failing_batches"]) == {"model"}
+
+
+def test_check_profile_summarises_each_files_session(files, tmp_path):
+    """``--profile``: the profiling stage of the pipeline, as in ``harness run`` -- each file's ONNX
+    Runtime trace in the case directory, summarised into ``data.profile`` by file name."""
+    code, record = _check(files["good"], tmp_path / "prof", "--profile")
+    assert code == 0 and record["settings"]["runtime"]["profile"] is True
+    summary = record["data"]["profile"]["good.onnx"]
+    trace = Path(summary["trace"])
+    assert trace.is_file() and trace.parent == tmp_path / "prof" / "cases" / record["id"]
+    assert summary["runs"] >= 2  # every corpus batch and shape probe ran on the profiled session
+
+
+def _breaking_onnx(path: Path) -> Path:
+    """A file that loads and matches the reference's I/O but raises when it runs: its output is a
+    Reshape to a fixed 5x3, which no corpus batch fills."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [5, 3])
+    nodes = [helper.make_node("Cast", ["tokens"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Reshape", ["f", "shape"], ["scores"])]
+    graph = helper.make_graph(nodes, "breaks", [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["b", "t"])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["b", 2])], [shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), str(path))
+    return path
+
+
+def test_a_file_that_raises_leaves_an_error_bundle_that_reproduces(tmp_path):
+    """The error stage, as for a suite case whose artifact the runtime refuses: the verdict is
+    ``error`` and the bundle (``kind: error``) raises the same error again under ``harness repro``."""
+    code, record = _check(_breaking_onnx(tmp_path / "breaks.onnx"), tmp_path / "run")
+    assert code == 1 and record["verdict"] == "error" and "Reshape" in record["reason"] + str(record["data"])
+    bundle = Path(record["data"]["repro_bundles"]["model"])
+    manifest = json.loads((bundle / "bundle.json").read_text())
+    assert manifest["kind"] == "error" and manifest["inputs"] == ["tokens"] and manifest["error"]["stage"] == "run"
+    done = _repro(bundle, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "REPRODUCES" in done.stdout

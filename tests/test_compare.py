@@ -11,7 +11,7 @@ from report_fixture import HOSTILE, logits, record, write_run
 from harness.cli import main
 from harness.compare.diff import accuracy_deltas, compare
 from harness.gate.accuracy import margin_table
-from harness.gate.baseline import read_results
+from harness.results.rundir import read_results
 
 
 def _latency(variant: str, base: float, run_id: str) -> dict:

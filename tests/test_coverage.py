@@ -85,3 +85,24 @@ def test_generation_coverage() -> None:
     none = generation_coverage("causal_lm", {"gen_sentences": 0.0}, checks)
     assert not none.passes and none.missing == (GENERATION,) and "no sentence" in none.measured[GENERATION]
     assert not generation_coverage("causal_lm", {"gen_sentences": 8.0}, ()).passes
+
+
+def test_summary_and_html_show_coverage() -> None:
+    from harness.report.coverage import html
+    from harness.report.summary import render_summary
+    from harness.results.record import Record
+
+    gated = Coverage("causal_lm", ("model/logits",), ("model/logits",), {"model/present.0.key": "reported only"})
+    missing = Coverage("causal_lm", ("model/logits",), (), {"model/logits": "reported only"})
+    records = []
+    for name, cov, verdict in (("ok", gated, "pass"), ("bad", missing, "fail")):
+        data: dict[str, object] = {}
+        cov.write(data)
+        records.append(Record.from_dict({"id": f"test_logits_parity[{name}]", "verdict": verdict, "reason": "",
+                                         "suite": "test_logits_parity", "data": data}))
+    text = render_summary(records)
+    assert "## Coverage" in text
+    assert "| `test_logits_parity[ok]` | causal_lm | gated 1/1: model/logits | model/present.0.key: reported only |" in text
+    assert "gated 0/1, missing model/logits: nothing" in text
+    page = html(records)
+    assert 'id="coverage"' in page and "missing model/logits" in page and 'class="v-fail"' in page

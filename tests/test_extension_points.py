@@ -116,7 +116,8 @@ def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backe
 def test_parity_fails_when_the_registered_backend_is_wrong(workspace):
     from harness.judge.numeric import numeric_parity
 
-    register_backend(OffByHalf)  # same name "toy": replaces the registration
+    unregister_backend("toy")  # a second backend of one name is an error: replace explicitly
+    register_backend(OffByHalf)
     try:
         result = numeric_parity(workspace, Variant("encoder-custom", Precision.FP32, TOY))
     finally:

@@ -12,9 +12,9 @@ import pytest
 from report_fixture import FAILING_ID, HOSTILE, make_history, make_run
 
 from harness.cli import main
-from harness.gate.baseline import read_results
 from harness.report.html.diff import highlight
 from harness.report.html.headline import headline
+from harness.results.rundir import read_results
 
 CHROMIUM = "/usr/bin/chromium"
 

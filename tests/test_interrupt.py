@@ -180,7 +180,7 @@ def test_interrupted_run_says_interrupted(tmp_path, runner, workers, sig):
 def test_rerun_into_the_same_directory_supersedes(tmp_path):
     """Documented rule: a rerun runs every selected case again and appends; each case's newest
     record supersedes (what report, baseline and history read); summary.md is the rerun's."""
-    from harness.gate.baseline import read_results
+    from harness.results.rundir import read_results
 
     proc, out, _ = _start_run(tmp_path, "harness", 0)
     assert _interrupt(proc, out, signal.SIGINT, QUICK) == 130

@@ -39,7 +39,7 @@ def test_zoo_entry_is_the_packaged_pretrained_model(loaded):
 
 
 def test_missing_extra_names_the_extra(monkeypatch):
-    monkeypatch.delitem(base._REGISTRY, minilm.NAME)
+    monkeypatch.delitem(base.ZOO._items, minilm.NAME)
     monkeypatch.setattr(base, "_UNAVAILABLE", {})
     monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
     minilm._register()

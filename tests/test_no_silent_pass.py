@@ -112,7 +112,7 @@ def test_compare_pairs_a_runtime_setting_change_and_counts_new_failures(tmp_path
     b = write_run(tmp_path / "b", b_rows)
 
     from harness.compare.diff import compare
-    from harness.gate.baseline import read_results
+    from harness.results.rundir import read_results
 
     cmp = compare(read_results(a), read_results(b))
     assert cmp.paired == 3 and not cmp.gone

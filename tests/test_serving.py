@@ -228,7 +228,7 @@ def test_sweep_counts_failed_and_timed_out_requests(server, files):
     client.preflight()
     model = client.model("bert-flaky")
     feeds = {"input_ids": np.ones((1, 8), dtype=np.int64), "attention_mask": np.ones((1, 8), dtype=np.int64)}
-    steps = sweep(client, model, feeds, SweepSettings(concurrency=(2,), window_s=0.5, step_budget_s=4, budget_s=10))
+    steps = sweep(client, model, feeds, SweepSettings(concurrency=(2,), window_s=1.0, step_budget_s=4, budget_s=10))
     client.close()
     step = steps[0]
     assert step.errors > 0 and step.samples_ms and not step.stopped
@@ -264,3 +264,15 @@ def test_config_endpoint_table_is_judged(server, tmp_path, capsys):
     config.write_text('[models.bert-tiny.endpoint]\nurl = "http://127.0.0.1:1"\nmodle = "x"\n')
     code, text, _ = _check(["--config", str(config)], tmp_path / "bad", capsys)
     assert code == 2 and "modle" in text
+
+
+def test_a_request_failing_mid_check_is_the_case_error_not_a_traceback(server, tmp_path, capsys):
+    """bert-flaky answers HTTP 500 to every 4th request: the parity stage that meets it ends as
+    ``error`` with the server's status and message; the check still writes its records."""
+    code, text, records = _check(["--reference", "bert-tiny", "--endpoint", server.http,
+                                  "--served-model", "bert-flaky", *SMALL], tmp_path / "run", capsys)
+    assert code == 1 and "Traceback" not in text
+    verdicts = {r["suite"]: r["verdict"] for r in records}
+    assert "error" in verdicts.values(), verdicts
+    reasons = " ".join(r["reason"] for r in records if r["verdict"] == "error")
+    assert "injected failure" in reasons or "500" in reasons, reasons

@@ -13,7 +13,7 @@ import pytest
 
 from harness.cli import main
 from harness.core import UsageError
-from harness.gate.baseline import read_results
+from harness.results.rundir import read_results
 from harness.shard.merge import MergeError, merge_shards
 from harness.shard.plan import ShardSpec, assign, digest, write_shard_file
 
@@ -128,5 +128,5 @@ def test_three_shards_merged_equal_the_unsplit_run(tmp_path: Path, monkeypatch: 
 
 def test_shard_durations_needs_shard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--models", "bert-tiny", "--shard-durations", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
-    assert "only used with --shard" in capsys.readouterr().err
+    assert "--shard-durations: has no effect without --shard" in capsys.readouterr().err
     assert main(["run", "--models", "bert-tiny", "--shard", "4/3", "--out", str(tmp_path / "o")]) == 2

@@ -39,12 +39,12 @@ from harness.judge.numeric import (
     probe_batches,
     run_graph_parity,
 )
-from harness.judge.pipeline import GraphJudgement, write_side_outputs
+from harness.judge.pipeline import GraphError, GraphJudgement, error_bundle_stage, write_side_outputs
 from harness.judge.workspace import Workspace
 from harness.repro import EmbeddingDerived
 from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
-from harness.results.record import FAILING, as_verdict
+from harness.results.record import as_verdict, run_green
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
 from harness.zoo.base import ModelSpec
@@ -66,6 +66,8 @@ class JobResult:
     shapes: list[dict[str, Any]] = field(default_factory=list)
     #: what the side-output stages need (runner, batches as judged, judged outputs); None if it broke
     judged: GraphJudgement | None = None
+    #: the file raised while judged: what the error-bundle stage needs
+    broke: GraphError | None = None
 
 
 @dataclass
@@ -83,7 +85,7 @@ class CheckOutcome:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r["verdict"] in FAILING for r in self.records) else 0  # not-run fails too
+        return 0 if run_green(r["verdict"] for r in self.records) else 1  # not-run and judged-nothing fail too
 
 
 # -- one job ------------------------------------------------------------------------------------------
@@ -95,10 +97,12 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     factories = synthesizers(model, family)
 
     def feeds(texts: Sequence[str]) -> dict[str, np.ndarray]:
-        return family.check_feeds(model, job.graph, job.mode, texts)
+        # through the reference cache: a seq2seq decoder's feeds hold PyTorch encoder states, so a
+        # warm check that recomputed them loaded the module (and transformers) for nothing
+        return ws.check_feeds(model, family, job.graph, job.mode, [texts])[0]
 
     feeds0 = feeds(ws.batches(model)[0])
-    ref0 = ws.reference(model, family, job.graph, feeds0)
+    ref0 = ws.references_for(model, family, job.graph, [feeds0])[0]
     ref_in = reference_info({n: feeds0[n] for n in job.graph.input_names if n in feeds0})
     art = job.artifact
     match = match_io(job.label, ref_in, reference_info(ref0), art.inputs, art.outputs,
@@ -128,6 +132,7 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     def fitted(texts: Sequence[str]) -> dict[str, np.ndarray]:
         return fit_sequence(feeds(texts), static_seq, pad) if static_seq else feeds(texts)
 
+    ws.check_feeds(model, family, job.graph, job.mode, chunks)  # every batch's feeds: one cache entry
     batches = ws.parity_batches(model, family, job.graph, chunks, fitted)
     # shape probes (target != source length, other past lengths) where the file's shapes are dynamic
     probes = probe_batches(ws, model, family, job.graph, batches[0][0]) if not (static_seq or static_batch) else []
@@ -141,6 +146,7 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
                                           shapes=result.shapes)
     except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
         result.error = f"{job.label}: {describe_error(exc, 300)}"
+        result.broke = GraphError(job.key, runner, [dict(b[0]) for b in batches], exc)
         return result
     finally:
         result.seconds = time.perf_counter() - start
@@ -195,8 +201,11 @@ def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> Ch
     run_id = run_id or new_run_id()
     setup = resolve(req)  # bad files, options and references fail here, before the model loads
     files = {a.path.name: a.record() for a in setup.artifacts}
+    from harness.results.collector import case_dir_name
+
     source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, files,
-                            setup.variant.precision, setup.options.runtime)
+                            setup.variant.precision, setup.options.runtime,
+                            profile_dir=run_dir / "cases" / case_dir_name(f"check[{setup.variant.id}]"))
     try:
         ws = Workspace(setup.options, prebuilt=source)
         return _judge(ws, req, setup, files, run_dir, began, run_id)
@@ -235,6 +244,9 @@ def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str,
     for j in outcome.jobs:  # the run's side-output stages: failing-batch dump, repro bundle
         if j.judged is not None:
             write_side_outputs(ws, variant, model, j.judged, case.case_dir(), parity.side)
+        if j.broke is not None:  # the file raised: its error bundle, as a suite case's
+            error_bundle_stage(ws, variant, model, j.broke, case.case_dir(), parity.side)
+    parity.side.profiles.update(profile_summaries(ws.prebuilt.end_profiling()))  # --profile: per file
     numeric_case(case, outcome, parity, files)
     errors = [j.error for j in outcome.jobs if j.error]
     outcome.records.append(_record(case, "check", _verdict(parity.assert_ok, errors), began, settings, run_id))
@@ -291,6 +303,15 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
         record_generation(case, decoded)
         outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
                                        settings, run_id))
+
+
+def profile_summaries(traces: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The profiling stage's summaries of the files' traces (``--profile``), by file name."""
+    if not traces:
+        return {}
+    from harness.perf.profiling import summarise_trace
+
+    return {name: summarise_trace(trace) for name, trace in traces.items()}
 
 
 def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:

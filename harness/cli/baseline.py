@@ -19,9 +19,9 @@ from harness.gate.baseline import (
     load_baseline,
     load_run,
     perf_records,
-    read_results,
     save_baseline,
 )
+from harness.results.rundir import read_results
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console

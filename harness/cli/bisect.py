@@ -9,12 +9,12 @@ See docs/bisect.md for the rule.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cli._args import parse_metric_values
 from harness.core import Precision, UsageError, did_you_mean, parse_precision
+from harness.core.rundirs import default_run_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.debug.modules import ModuleMap
@@ -83,7 +83,7 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     args.targets = parse_metric_values(args.target, list(METRICS.as_dict(Scope.NUMERIC)))
     from harness.core.writable import ensure_writable_dir
 
-    args.out = args.out or Path("reports") / time.strftime("bisect-%Y%m%d-%H%M%S")
+    args.out = args.out or default_run_dir("bisect")
     ensure_writable_dir(args.out, "--out")  # before a model is loaded or an artifact built
     return precision, parse_tolerances(args.tolerance)
 

@@ -18,9 +18,9 @@ from pathlib import Path
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from harness.core import UsageError
     from harness.core.writable import ensure_writable_file
-    from harness.gate.baseline import read_results
     from harness.gate.calibrate import calibrate_runs
     from harness.metrics.margins import MarginTable, parse_cli_margin
+    from harness.results.rundir import read_results
 
     if args.out:
         ensure_writable_file(args.out, "--out")  # before reading: an unwritable OUT is one line, exit 2

@@ -12,12 +12,12 @@ one line on stderr naming the file.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.cli._args import parse_metric_values, parse_pairs
 from harness.core import UsageError
+from harness.core.rundirs import default_run_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.request import CheckRequest
@@ -88,6 +88,9 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         option(name).parse(getattr(args, name), flag)
     if args.gen_samples is not None and args.gen_samples < 1:
         raise UsageError(f"--gen-samples: must be >= 1, got {args.gen_samples}")
+    from harness.settings.relations import check_relations
+
+    check_relations(vars(args), lambda name: "--" + name.replace("_", "-"), command="check")
     common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
@@ -118,7 +121,7 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
 EVIDENCE_FLAGS = ("repro_bundles",)
 #: the runtime options ``harness check`` takes (``--threads`` is its own, older flag)
 RUNTIME_FLAGS = ("graph_optimization", "inter_threads", "execution_mode", "mem_pattern", "cpu_arena",
-                 "provider_options")
+                 "provider_options", "profile")
 
 
 def perf_settings(args: argparse.Namespace) -> Any:
@@ -218,7 +221,7 @@ def check(args: argparse.Namespace) -> int:
     from harness.results import ResultsWriter, new_run_id
 
     todo = requests(args)
-    out = ensure_writable_dir(args.out or Path("reports") / time.strftime("check-%Y%m%d-%H%M%S"), "--out")
+    out = ensure_writable_dir(args.out or default_run_dir("check"), "--out")
     console = cli_console()
     writer = ResultsWriter(out)
     records: list[dict[str, Any]] = []

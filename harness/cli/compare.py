@@ -18,7 +18,7 @@ from pathlib import Path
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.core.writable import ensure_writable_file
-    from harness.gate.baseline import read_results
+    from harness.results.rundir import read_results
 
     for option in ("markdown", "html"):
         if getattr(args, option):

@@ -42,6 +42,9 @@ def doctor(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - a broken runtime install is a finding, not a doctor crash
             line = f"{backend.name}: cannot be queried ({type(exc).__name__}: {exc})"
         console.print(f"  {escape(line)}", highlight=False)
+    from harness.families import family_names
+
+    console.print(f"families: {', '.join(family_names())}", highlight=False)  # built-in and entry points
     console.print(f"cache: {cache_root()}")
     zoo = Table(title="models")
     for col in ("name", "family", "default", "description"):

@@ -11,15 +11,16 @@ no case at all merge into nothing: exit 1 unless ``--allow-missing``.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
+
+from harness.core.rundirs import default_run_dir
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from harness.core.writable import ensure_writable_dir
     from harness.shard.merge import merge_shards, write_merged
 
-    out = args.out or Path("reports") / time.strftime("merged-%Y%m%d-%H%M%S")
+    out = args.out or default_run_dir("merged")
     ensure_writable_dir(out, "--out")
     merged = merge_shards([Path(p) for p in args.run_dirs], force=args.force)
     write_merged(merged, Path(out))

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from harness.core import UsageError
-from harness.gate.baseline import read_results
+from harness.results.rundir import read_results
 
 
 def _write(path: str, text: str) -> None:

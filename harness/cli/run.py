@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 from harness.core import UsageError
+from harness.core.rundirs import default_run_dir
+
+#: set while ``harness run`` runs pytest in-process: the command line already checked the options
+FRONT_END = "HARNESS_FRONT_END"
 
 
 def suites_dir() -> Path:
@@ -42,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
-    from harness.settings.options import cli_values, pytest_argv
+    from harness.settings.options import cli_values, option, pytest_argv
     from harness.settings.resolve import build_options, preflight
 
     values = cli_values(args)
@@ -55,8 +58,9 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
         ShardSpec.parse(values["shard"])
         if values.get("shard_durations"):
             load_durations(values["shard_durations"])
-    elif values.get("shard_durations"):
-        raise UsageError("--shard-durations: only used with --shard K/N")
+    from harness.settings.relations import check_relations
+
+    check_relations(values, lambda name: option(name).flag)  # inert or contradicting options: the table's rows
     suites = list(args.suites or [suites_dir()])
     for path in suites:
         if not path.exists():
@@ -64,8 +68,6 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     preflight(options)
     from harness.core.writable import ensure_writable_file
     from harness.plugins.perf import check_gate_values
-    from harness.settings.options import option
-
     # checked here with this command's flags: the same checks in the plugin would name pytest's
     if values.get("junit_xml"):
         ensure_writable_file(values["junit_xml"], "--junit-xml")
@@ -96,7 +98,7 @@ def run_dir(args: argparse.Namespace) -> Path:
     """The run directory (``--out``, else ``reports/run-<time>``), fixed once: the command line
     knows it before anything slow starts, so a signal at any point can still be written there."""
     if args.out is None:
-        args.out = Path("reports") / time.strftime("run-%Y%m%d-%H%M%S")
+        args.out = default_run_dir("run")
     return Path(args.out)
 
 
@@ -109,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
     ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
     argv = pytest_args(args, out)
-    code = pytest.main(argv)
+    os.environ[FRONT_END] = "run"  # the plugin does not repeat what was checked (and warned about) here
+    try:
+        code = pytest.main(argv)
+    finally:
+        os.environ.pop(FRONT_END, None)
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)
     if guard is not None and guard.received is not None:  # stopped by a signal, maybe before the session
@@ -151,12 +157,10 @@ def exit_code(pytest_code: int, out: Path) -> int:
         records = read_records(out)
     except ValueError:
         records = []
-    from harness.results.record import FAILING, judged_nothing
+    from harness.results.record import run_green
 
-    if any(r.get("verdict") in FAILING for r in records) or pytest_code == 1:
-        return 1
-    if judged_nothing(str(r.get("verdict")) for r in records):
-        return 1  # a gate that checked nothing is not green (the terminal summary says so)
+    if pytest_code == 1 or not run_green(str(r.get("verdict")) for r in records):
+        return 1  # a failing case, or a gate that checked nothing (the terminal summary says so)
     if pytest_code in (2, 3):  # interrupted / internal error: keep what finished, report failure
         return 1
     return 0

@@ -28,7 +28,9 @@ def lm_layout(model: LoadedModel) -> tuple[int, int, int]:
     """(layers, kv_heads, head_dim) of a causal LM config."""
     cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
     heads = cfg.num_attention_heads
-    kv = getattr(cfg, "num_key_value_heads", None) or heads
+    kv = getattr(cfg, "num_key_value_heads", None) or getattr(cfg, "num_kv_heads", None) or heads
+    if getattr(cfg, "multi_query", False) and not getattr(cfg, "new_decoder_architecture", False):
+        kv = 1  # Falcon's multi-query attention: one key/value head
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
     return cfg.num_hidden_layers, kv, head_dim
 

@@ -5,10 +5,11 @@ Each head is judged on its own outputs, not on the hidden states underneath it:
 * ``token_classification``: ``logits`` (batch, position, label) at every real token -- padding
   masked -- so ``top1_agreement`` is the per-token label agreement;
 * ``question_answering``: ``start_logits`` and ``end_logits`` (batch, position) of question +
-  context pairs; their top-1 is the extracted span's start and end, so ``top1_agreement`` on
-  both is agreement on the span;
+  context pairs, at every real token (cosine and scale-free max error; the span a pipeline
+  extracts from them is not compared as such);
 * ``masked_lm``: ``logits`` at the positions the feeds replaced by the mask token (every
-  seventh real token, deterministic), the only positions a fill-mask model is asked about.
+  seventh real token between the first and last, deterministic from the attention mask), the
+  only positions a fill-mask model is asked about.
 
 One graph (``model``) each, fed ``input_ids`` and ``attention_mask`` from the corpus.
 """
@@ -95,11 +96,13 @@ class QuestionAnsweringFamily(_EncoderHead):
         return {"input_ids": np.asarray(enc["input_ids"], np.int64),
                 "attention_mask": np.asarray(enc["attention_mask"], np.int64)}
 
-    def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
-                    outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
-        """Start/end logits are a distribution over the positions (the last axis): every
-        sentence's row is compared whole, so the top-1 is the span's start / end."""
-        return {name: None for name in graph.output_names}
+    # Start/end logits are judged per real token (padding masked, as every head): their last axis
+    # is the sentence's positions, which differ between batches, so they are compared
+    # elementwise (cosine, scale-free max error) rather than as a distribution per row.
+
+    def graphs(self, model: LoadedModel) -> list[GraphSpec]:
+        outs = frozenset(self.outputs)
+        return [GraphSpec("model", _INPUTS, self.outputs, {**_AXES, **self.output_axes}, gated_outputs=outs)]
 
 
 #: every how-many-th real token the masked-LM feeds replace by the mask token
@@ -112,7 +115,7 @@ class MaskedLMFamily(_EncoderHead):
     tasks = ("masked_lm",)
 
     def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Corpus batches with every ``MASK_EVERY``-th real, non-special token replaced by the mask token."""
+        """Corpus batches with the ``masked_positions`` replaced by the mask token."""
         enc = tokenize(model, texts)
         ids, mask = enc["input_ids"].copy(), enc["attention_mask"]
         mask_id = getattr(model.tokenizer, "mask_token_id", None)
@@ -120,18 +123,28 @@ class MaskedLMFamily(_EncoderHead):
             from harness.core import UsageError
 
             raise UsageError(f"{model.path}: a masked LM whose tokenizer has no mask token")
-        special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
-        for row in range(ids.shape[0]):
-            real = [i for i in range(ids.shape[1]) if mask[row, i] and int(ids[row, i]) not in special]
-            for i in real[1::MASK_EVERY] or real[:1]:
-                ids[row, i] = mask_id
-        return {"input_ids": ids, "attention_mask": mask, "_mask_token_id": np.asarray(mask_id)}
+        ids[masked_positions(mask)] = mask_id
+        return {"input_ids": ids, "attention_mask": mask}
 
     def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
                     outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:
         """Only the masked positions: what a fill-mask model is asked about."""
-        at_mask = (feeds["input_ids"] == feeds["_mask_token_id"]) & feeds["attention_mask"].astype(bool)
+        at_mask = masked_positions(feeds["attention_mask"])
         return {name: at_mask for name in graph.output_names}
+
+
+def masked_positions(attention_mask: np.ndarray) -> np.ndarray:
+    """Which positions the masked-LM feeds mask: every ``MASK_EVERY``-th real token from the
+    second one, never a row's first or last real token (where tokenizers put their special
+    tokens), at least one per row. From the attention mask alone, so feeds and the judged
+    positions agree without carrying anything beside the graph's inputs."""
+    out = np.zeros(attention_mask.shape, dtype=bool)
+    for row in range(attention_mask.shape[0]):
+        real = np.flatnonzero(attention_mask[row])
+        inner = real[1:-1] if len(real) > 2 else real
+        chosen = inner[::MASK_EVERY] if len(inner) else inner
+        out[row, chosen] = True
+    return out
 
 
 def head_summary(family: Any) -> str:

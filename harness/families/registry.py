@@ -8,27 +8,29 @@ from __future__ import annotations
 
 from typing import Any, Mapping, TypeVar
 
+from harness.core.registry import Registry
 from harness.families.base import Family
 
 F = TypeVar("F", bound=type[Family])
 
-_REGISTRY: dict[str, type[Family]] = {}
+#: every family: the built-in modules, then the ``model_harness.families`` entry points
+FAMILIES: Registry[type[Family]] = Registry("family", lambda cls: cls.name, entry_points="model_harness.families")
 
 
 def register_family(cls: F) -> F:
-    """Register a family under ``cls.name`` (a later registration of the same name replaces it)."""
-    _REGISTRY[cls.name] = cls
+    """Register a family under ``cls.name``; another family of the same name is an error."""
+    FAMILIES.register(cls)
     return cls
 
 
 def unregister_family(name: str) -> None:
     """Forget a family (tests that register their own)."""
-    _REGISTRY.pop(name, None)
+    FAMILIES.unregister(name)
 
 
 def families() -> dict[str, type[Family]]:
     """Every registered family, name -> class, in registration order."""
-    return dict(_REGISTRY)
+    return FAMILIES.items()
 
 
 def family_names() -> tuple[str, ...]:
@@ -38,7 +40,7 @@ def family_names() -> tuple[str, ...]:
 def family_for(name: str) -> Family:
     """A fresh instance of the family registered as ``name``."""
     try:
-        return _REGISTRY[name]()
+        return FAMILIES.items()[name]()
     except KeyError:
         raise ValueError(f"unknown family {name!r}; known: {', '.join(family_names())}") from None
 
@@ -47,7 +49,7 @@ def family_for_task(task: str) -> str | None:
     """The registered family that judges models with this head, or None: the one whose class
     declares the task in its own ``tasks`` (a subclass inheriting them is a variant of that
     family, told apart by its own ``claims`` / ``detects``, not a second claim on the head)."""
-    for fam in sorted(_REGISTRY.values(), key=lambda f: f.detection_priority):
+    for fam in sorted(FAMILIES.items().values(), key=lambda f: f.detection_priority):
         if task in vars(fam).get("tasks", ()):
             return fam.name
     return None
@@ -65,7 +67,7 @@ def detect_family(config: Mapping[str, Any]) -> str | None:
     from harness.core import UsageError
     from harness.families.tasks import AmbiguousTask, resolve
 
-    ordered = sorted(_REGISTRY.values(), key=lambda fam: fam.detection_priority)
+    ordered = sorted(FAMILIES.items().values(), key=lambda fam: fam.detection_priority)
     for fam in ordered:
         if fam.claims(config):
             return fam.name

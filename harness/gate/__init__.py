@@ -11,7 +11,8 @@ from typing import Any
 
 _HOMES = {
     **dict.fromkeys(("DEFAULT_STORE", "Baseline", "BaselineError", "BaselineInfo", "list_baselines", "load_baseline",
-                     "load_run", "read_results", "save_baseline"), "harness.gate.baseline"),
+                     "load_run", "save_baseline"), "harness.gate.baseline"),
+    "read_results": "harness.results.rundir",  # the one run-directory reader, in the results layer
     **dict.fromkeys(("DEFAULT_POLICIES", "Comparison", "EnvironmentMismatch", "MetricPolicy", "Row", "Verdict",
                      "compare_runs"), "harness.gate.compare"),
 }

@@ -21,16 +21,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.core import UsageError, did_you_mean
-from harness.results import RESULTS_FILE, Record, ResultsFileError, iter_typed, latest_records, write_records
+from harness.core import did_you_mean
+from harness.core.rundirs import BASELINE_STORE
+from harness.results import RESULTS_FILE, Record, write_records
+from harness.results.rundir import RunDirError, read_results
 
 META_FILE = "baseline.json"
 META_SCHEMA = "harness.baseline/1"
-DEFAULT_STORE = Path("reports") / "baselines"
+DEFAULT_STORE = BASELINE_STORE
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
-class BaselineError(UsageError):
+class BaselineError(RunDirError):
     """A missing, malformed or conflicting run directory or baseline (exit code 2)."""
 
 
@@ -58,26 +60,6 @@ def validate_name(name: str) -> str:
     if not name or not _NAME.fullmatch(name) or name.startswith("."):
         raise BaselineError(f"invalid baseline name {name!r}: use letters, digits, '.', '_' or '-', not starting with '.'")
     return name
-
-
-def read_results(run_dir: str | os.PathLike[str]) -> list[Record]:
-    """Every record of ``RUN_DIR/results.jsonl``, the last one per case id when a case was rerun.
-
-    Strict about corrupt lines (the error names the line): numbers about to be
-    blessed or gated on deserve a look when the file they came from is damaged.
-    """
-    run = Path(run_dir)
-    if not run.exists():
-        raise BaselineError(f"run directory not found: {run}")
-    if not run.is_dir():
-        raise BaselineError(f"not a run directory: {run}")
-    if not (run / RESULTS_FILE).is_file():
-        raise BaselineError(f"no {RESULTS_FILE} in {run} (is it a harness run directory?)")
-    try:
-        records = list(iter_typed(run / RESULTS_FILE, strict=True))
-    except ResultsFileError as exc:
-        raise BaselineError(str(exc)) from None
-    return latest_records(records)
 
 
 def perf_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
@@ -235,7 +217,7 @@ def load_baseline(name: str, store: str | os.PathLike[str] = DEFAULT_STORE) -> B
     meta = _read_meta(name, path)
     try:
         records = blessed_records(read_results(path))
-    except BaselineError as exc:
+    except RunDirError as exc:
         raise BaselineError(f"baseline {name!r} is damaged: {exc}") from None
     return Baseline(_info(name, path, meta), records)
 

@@ -516,7 +516,7 @@ def record(case: Any, result: GenerationResult) -> None:
     write_decoded(path, result.rows)
     Generation(result.settings, result.signatures, result.seconds, str(path), tuple(result.worst),
                tuple(f.as_dict() for f in result.forensics), result.first_divergence()).write(case.data)
-    if result.coverage is not None:  # as record_parity does: what the case gated (cached decoding included)
+    if result.coverage is not None:  # whether generation was gated at all (``harness.results.coverage``)
         result.coverage.write(case.data)
 
 

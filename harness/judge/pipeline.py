@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness.core.phases import phase
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from harness.core import Variant
     from harness.families import GraphSpec
     from harness.judge.numeric import Batch, OutputResult
@@ -101,6 +103,39 @@ def bundle_stage(ws: Workspace, variant: Variant, model: LoadedModel, judged: Gr
                             texts=ws.batches(model), embedding=judged.embedding)
 
 
+@dataclass
+class GraphError:
+    """One graph whose runner raised while judged: the input of the error-bundle stage."""
+
+    graph: str
+    runner: GraphRunner
+    feeds: Sequence[Mapping[str, np.ndarray]]  # the corpus batches' feeds, in the runner's names
+    exc: BaseException
+
+
+def error_bundle_stage(ws: Workspace, variant: Variant, model: LoadedModel, broke: GraphError,
+                       case_dir: Path, into: SideOutputs) -> None:
+    """The error bundle (``harness.repro.error``) of a graph whose file raised, when the file raises
+    it by itself on these feeds (under its own input names: ``GraphRunner.file_view``). Best-effort:
+    the case's own error is what its record says either way."""
+    view = broke.runner.file_view()
+    mode = ws.options.settings.repro_bundles
+    if mode == "off" or view is None:
+        return
+    from harness.repro.error import write_error_bundle
+
+    try:
+        with phase("metrics"):
+            bundle = write_error_bundle(case_dir / f"repro-{broke.graph}", variant=variant, graph=broke.graph,
+                                        artifact=Path(view.path), batches=[view.feeds(f) for f in broke.feeds],
+                                        exc=broke.exc, runtime=ws.runtime_for(variant, model),
+                                        threads=ws.options.settings.threads, mode=mode)
+    except Exception:  # noqa: BLE001 - evidence is best-effort; the case's error stands
+        return
+    if bundle is not None:
+        into.bundles[broke.graph] = str(bundle)
+
+
 def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
     """End the runner's profiling (its summary is a side output), then close it."""
     try:
@@ -113,4 +148,5 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
         into.profiles[graph] = summarise_trace(trace)
 
 
-__all__ = ["GraphJudgement", "SideOutputs", "bundle_stage", "close_stage", "dump_stage", "write_side_outputs"]
+__all__ = ["GraphError", "GraphJudgement", "SideOutputs", "bundle_stage", "close_stage", "dump_stage",
+           "error_bundle_stage", "write_side_outputs"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core import Check, Precision, UsageError, did_you_mean
+from harness.core.registry import Registry, RegistryError
 
 
 class Direction(str, enum.Enum):
@@ -306,11 +307,12 @@ class MetricRegistry:
     """
 
     def __init__(self, specs: Iterable[MetricSpec]) -> None:
-        self._specs: dict[str, MetricSpec] = {}
+        registry: Registry[MetricSpec] = Registry("metric", lambda spec: spec.name)
         for spec in specs:
-            if spec.name in self._specs:
-                raise ValueError(f"metric {spec.name!r} declared twice")
-            self._specs[spec.name] = spec
+            if spec.name in registry:  # the same spec listed twice is a mistake too, not a re-import
+                raise RegistryError(f"metric {spec.name!r} declared twice")
+            registry.register(spec)
+        self._specs: dict[str, MetricSpec] = registry.items()
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs

@@ -136,8 +136,15 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "options-gate": (lambda: _options_table("gate"), False),
     "options-gen": (lambda: _options_table("gen"), False),
     "options-config": (lambda: _config_table(), False),
+    "options-relations": (lambda: _relations_table(), False),
     "margins": (margins_table, False),
 }
+
+
+def _relations_table() -> str:
+    from harness.settings.relations import docs_table
+
+    return docs_table()
 
 
 def _config_table() -> str:
@@ -192,8 +199,8 @@ def stale(root: Path) -> list[Path]:
             out.append(path)
     for name, render in generated_sources().items():
         path = root / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != render():
-            out.append(path)
+        if path.parent.is_dir() and (not path.is_file() or path.read_text(encoding="utf-8") != render()):
+            out.append(path)  # (a root without the package, e.g. a docs-only tree, has none)
     return out
 
 
@@ -208,7 +215,7 @@ def rewrite(root: Path) -> list[Path]:
             changed.append(path)
     for name, render in generated_sources().items():
         path = root / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != render():
+        if path.parent.is_dir() and (not path.is_file() or path.read_text(encoding="utf-8") != render()):
             path.write_text(render(), encoding="utf-8")
             changed.append(path)
     return changed

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import pytest
 
 from harness.core import UsageError
+from harness.core.rundirs import BASELINE_STORE
 
 SKIP_REASON = "performance suite not requested (use --harness-perf)"
 
@@ -33,7 +34,7 @@ OUTCOME = pytest.StashKey["GateOutcome"]()
 class GateRequest:
     save: str | None = None
     compare: str | None = None
-    store: Path = Path("reports") / "baselines"
+    store: Path = BASELINE_STORE
     force: bool = False
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
@@ -77,7 +78,7 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
 
         directory = DEFAULT_STORE
     else:
-        directory = Path("reports") / "baselines"
+        directory = BASELINE_STORE
     return GateRequest(save=save, compare=compare, store=directory, force=bool(values.get("baseline_force")),
                        force_env=bool(values.get("baseline_force_env")),
                        thresholds=tuple(values.get("baseline_threshold") or ()),
@@ -129,6 +130,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line("markers", "harness_perf_suite: a performance suite module, collected only with "
                             "--harness-perf (or a baseline option)")
+    if not hasattr(config, "workerinput"):
+        import os
+
+        from harness.settings.options import option
+        from harness.settings.relations import check_relations
+
+        quiet = os.environ.get("HARNESS_FRONT_END") == "run"  # `harness run` said it already
+        try:
+            check_relations(values, lambda name: option(name).pytest_flag, warn=(lambda t: None) if quiet else None)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     req = _gate_request(values)
     config.stash[GATE] = req
     wanted = bool(values.get("perf")) or req.active
@@ -252,8 +264,9 @@ def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) ->
     """The accuracy gate against the same baseline (``harness.gate.accuracy``), margins from the
     run's config file and ``--harness-accuracy-margin``; None when the baseline blessed no accuracy."""
     from harness.gate.accuracy import compare_accuracy, margin_table
-    from harness.gate.baseline import accuracy_records, load_baseline, read_results
+    from harness.gate.baseline import accuracy_records, load_baseline
     from harness.plugin import run_options
+    from harness.results.rundir import read_results
 
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
     if not accuracy_records(baseline.records):

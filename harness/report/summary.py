@@ -116,6 +116,9 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
         if len(interruption.not_run) > NOT_RUN_LISTED:
             lines.append(f"- … and {len(interruption.not_run) - NOT_RUN_LISTED} more")
         lines.append("")
+    from harness.report.coverage import markdown as coverage_markdown
+
+    lines += coverage_markdown(recs)
     from harness.report.durations import markdown as durations_markdown
 
     lines += durations_markdown(recs)

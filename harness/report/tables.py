@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import html
 import math
-from numbers import Real
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from harness.report.highlights import perf_columns
 from harness.results import Record
+from harness.results.numbers import METRIC_PREFIX, PERF_PREFIX, perf_numbers, record_numbers
 
-METRIC_PREFIX = "metric:"
-PERF_PREFIX = "perf:"
+__all__ = ["METRIC_PREFIX", "PERF_PREFIX", "perf_numbers", "record_numbers"]  # re-exported: declared in results
+
 BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "provider", "verdict", "reason",
                 "duration_s", "fingerprint", "finished", "run_id",
                 # the case's headline number, chosen by the metric registry (report/html/headline.py)
@@ -26,50 +26,6 @@ BASE_COLUMNS = ("id", "suite", "variant", "model", "precision", "backend", "prov
 #: what users look for first (harness.report.highlights), after the identity columns where present
 HIGHLIGHT_COLUMNS = ("p99_ms", "p99_samples", "p99_low_confidence", "ttft_ms", "tpot_ms", "tokens_per_s", "runtime")
 VERDICT_COLOURS = {"pass": "#d7f5dd", "fail": "#f8d0d0", "error": "#f4b6b6", "skip": "#fcefc7", "not-run": "#e9d3f5"}
-# perf sections that describe how a measurement was taken, not what it measured
-_PERF_SKIP = {"settings", "samples", "cold_start_runs", "artifact_files", "canary_ms"}
-
-
-def _number(value: Any) -> float | None:
-    """A float for real numbers (bools are flags, not measurements), else None."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        return None
-    return float(value)
-
-
-def perf_numbers(perf: Mapping[str, Any]) -> dict[str, float]:
-    """``perf`` flattened: latency summaries as ``<key>.<stat>``, scalars as-is, one level of
-    sub-dicts (``cold_start_ms.load``, ``memory.model_rss_bytes``). Raw samples are left out:
-    they belong to the baseline gate, not to a table."""
-    out: dict[str, float] = {}
-    for key, value in perf.items():
-        if key in _PERF_SKIP:
-            continue
-        scalar = _number(value)
-        if scalar is not None:
-            out[key] = scalar
-        elif isinstance(value, Mapping):
-            summary = value.get("summary")
-            source = summary if isinstance(summary, Mapping) else value
-            for sub, sub_value in source.items():
-                number = _number(sub_value)
-                if number is not None and sub not in _PERF_SKIP:
-                    out[f"{key}.{sub}"] = number
-    return out
-
-
-def record_numbers(record: Record | Mapping[str, Any]) -> dict[str, float]:
-    """Every number of a record, keyed ``metric:<key>`` or ``perf:<key>`` (the column names)."""
-    out: dict[str, float] = {}
-    metrics = record.metrics if isinstance(record, Record) else record.get("metrics") or {}
-    for key, value in metrics.items():
-        number = _number(value)
-        if number is not None:
-            out[f"{METRIC_PREFIX}{key}"] = number
-    perf = record.perf if isinstance(record, Record) else record.get("perf")
-    if isinstance(perf, Mapping):
-        out.update({f"{PERF_PREFIX}{k}": v for k, v in perf_numbers(perf).items()})
-    return out
 
 
 def first_line(text: Any) -> str:

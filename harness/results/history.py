@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # pandas is imported where a trend is computed: `harness --he
     from sqlalchemy.engine import Connection, Engine
 
 from harness.core import UsageError, did_you_mean
-from harness.gate.baseline import read_results
 from harness.results import Record
+from harness.results.rundir import read_results
 
 DEFAULT_DB = Path("reports/history.sqlite")
 #: environment variable naming the default store (a path or URL), so a team sets it once in CI
@@ -175,7 +175,7 @@ def _run_groups(records: list[Record]) -> Iterator[tuple[str, list[Record]]]:
 
 def _numbers(record: Record) -> dict[str, float]:
     """The record's numbers as the reports flatten them (imported on ingest: the report tables need pandas)."""
-    from harness.report.tables import record_numbers
+    from harness.results.numbers import record_numbers
 
     return record_numbers(record)
 

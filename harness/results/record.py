@@ -37,6 +37,14 @@ def judged_nothing(verdicts: Iterable[str]) -> bool:
     seen = list(verdicts)
     return bool(seen) and all(v == "skip" for v in seen)
 
+
+def run_green(verdicts: Iterable[str]) -> bool:
+    """Whether a run of these verdicts passed: no failing verdict (``fail``, ``error``,
+    ``not-run``) and something judged. The one rule ``harness run``, the pytest plugin and
+    ``harness check`` exit by (each decided it itself before)."""
+    seen = list(verdicts)
+    return not any(v in FAILING for v in seen) and not judged_nothing(seen)
+
 PERF_SCOPE = "perf"
 
 

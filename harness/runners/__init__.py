@@ -19,6 +19,7 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, TypeVar
 
+from harness.core.registry import Registry
 from harness.runners.base import Backend, GraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,19 +27,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 B = TypeVar("B", bound=type[Backend])
 
-_REGISTRY: dict[str, type[Backend]] = {}
+#: every backend: the modules of this package, then the ``model_harness.backends`` entry points
+#: (out-of-tree runtimes: a package declaring ``[project.entry-points."model_harness.backends"]``)
+BACKENDS: Registry[type[Backend]] = Registry("backend", lambda cls: cls.name, entry_points="model_harness.backends")
 _HELPERS = frozenset({"base", "trt_profile", "prebuilt", "trt_engine", "gpu_memory"})  # modules here that are not backends
 
 
 def register_backend(cls: B) -> B:
-    """Register a backend under ``cls.name`` (a later registration of the same name replaces it)."""
-    _REGISTRY[cls.name] = cls
+    """Register a backend under ``cls.name``; another backend of the same name is an error."""
+    BACKENDS.register(cls)
     return cls
 
 
 def unregister_backend(name: str) -> None:
     """Forget a backend (tests that register their own)."""
-    _REGISTRY.pop(name, None)
+    BACKENDS.unregister(name)
 
 
 def backends() -> dict[str, type[Backend]]:
@@ -46,7 +49,7 @@ def backends() -> dict[str, type[Backend]]:
     for info in pkgutil.iter_modules(__path__):
         if info.name not in _HELPERS:
             importlib.import_module(f"{__name__}.{info.name}")
-    return dict(_REGISTRY)
+    return BACKENDS.items()
 
 
 def providers() -> dict[str, "Provider"]:

@@ -265,11 +265,13 @@ class Backend(abc.ABC):
 
     @classmethod
     def open_onnx_file(cls, path: Path, provider: "Provider", precision: "Precision",
-                       threads: int | None, runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+                       threads: int | None, runtime: "RuntimeSettings | None" = None, *,
+                       profile_prefix: str | None = None) -> GraphRunner:
         """A runner for an ONNX file built elsewhere (``harness check``), run the way this
         backend runs its own exports at ``precision``, with the settings of ``runtime`` this
-        backend honours (``runtime_settings``) and ``provider``'s EP options. Only backends
-        with ``runs_onnx_files``."""
+        backend honours (``runtime_settings``) and ``provider``'s EP options; ``profile_prefix``:
+        where a runtime that profiles (``--profile``) writes the trace (others ignore it). Only
+        backends with ``runs_onnx_files``."""
         raise NotImplementedError(f"backend {cls.name!r} does not run ONNX files")
 
     @abc.abstractmethod

@@ -235,8 +235,8 @@ class OpenVinoBackend(Backend):
 
     @classmethod
     def open_onnx_file(cls, path: Path, provider: Provider, precision: Precision, threads: int | None,
-                       runtime: "RuntimeSettings | None" = None) -> GraphRunner:
-        return open_file(path, precision, threads)
+                       runtime: "RuntimeSettings | None" = None, *, profile_prefix: str | None = None) -> GraphRunner:
+        return open_file(path, precision, threads)  # no ORT profiler here: profile_prefix does not apply
 
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)

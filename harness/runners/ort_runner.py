@@ -246,9 +246,10 @@ class OrtBackend(Backend):
 
     @classmethod
     def open_onnx_file(cls, path: Path, provider: Provider, precision: Precision, threads: int | None,
-                       runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+                       runtime: "RuntimeSettings | None" = None, *, profile_prefix: str | None = None) -> GraphRunner:
         options = dict(runtime.options_for(provider.short)) if runtime is not None else {}
-        return OrtGraphRunner(str(path), provider.device, threads, provider_options=options, runtime=runtime)
+        return OrtGraphRunner(str(path), provider.device, threads, provider_options=options, runtime=runtime,
+                              profile_prefix=profile_prefix if runtime is not None and runtime.profile else None)
 
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)

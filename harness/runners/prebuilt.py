@@ -115,7 +115,8 @@ class CacheSplitRunner(GraphRunner):
 
 
 def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
-              precision: Precision = Precision.FP32, runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+              precision: Precision = Precision.FP32, runtime: "RuntimeSettings | None" = None,
+              profile_prefix: str | None = None) -> GraphRunner:
     """A session of a user's file on ``provider``'s backend (``Backend.open_onnx_file``, with the
     check's runtime settings and that provider's EP options; a bare string is an ONNX Runtime
     execution provider, as before backends other than ONNX Runtime ran files). A file the
@@ -130,7 +131,7 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
 
         backend = backends()[provider.backend]
     try:
-        return backend.open_onnx_file(Path(path), provider, precision, threads, runtime)
+        return backend.open_onnx_file(Path(path), provider, precision, threads, runtime, profile_prefix=profile_prefix)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: {backend.name} cannot load it ({text})") from None
@@ -145,11 +146,15 @@ class PrebuiltGraphs(ArtifactSource):
 
     def __init__(self, paths: Sequence[Path], provider: "Provider | str", threads: int | None,
                  records: Mapping[str, dict[str, Any]], precision: Precision = Precision.FP32,
-                 runtime: "RuntimeSettings | None" = None) -> None:
+                 runtime: "RuntimeSettings | None" = None, profile_dir: Path | None = None) -> None:
         self.sessions: dict[Path, GraphRunner] = {}
         try:
             for path in paths:  # every file opens before anything is judged: a bad one is exit 2 at once
-                self.sessions[Path(path)] = open_onnx(Path(path), provider, threads, precision, runtime)
+                prefix = None
+                if profile_dir is not None and runtime is not None and runtime.profile:  # --profile: the case dir
+                    Path(profile_dir).mkdir(parents=True, exist_ok=True)
+                    prefix = str(Path(profile_dir) / f"ort-profile-{Path(path).stem}")
+                self.sessions[Path(path)] = open_onnx(Path(path), provider, threads, precision, runtime, prefix)
         except BaseException:
             self.close()
             raise
@@ -170,6 +175,11 @@ class PrebuiltGraphs(ArtifactSource):
 
     def backend_for(self, backend: type[Backend], ctx: BackendContext) -> Backend | None:
         return PrebuiltBackend(ctx, self) if runs_onnx_files(backend) else None
+
+    def end_profiling(self) -> dict[str, str]:
+        """File name -> its profiling trace (``--profile``); files whose session did not profile are absent."""
+        traces = {path.name: session.end_profiling() for path, session in self.sessions.items()}
+        return {name: trace for name, trace in traces.items() if trace}
 
     def close(self) -> None:
         for session in self.sessions.values():

@@ -311,7 +311,7 @@ class TensorRTBackend(Backend):
 
     @classmethod
     def open_onnx_file(cls, path: Path, provider: Provider, precision: Precision, threads: int | None,
-                       runtime: "RuntimeSettings | None" = None) -> GraphRunner:
+                       runtime: "RuntimeSettings | None" = None, *, profile_prefix: str | None = None) -> GraphRunner:
         """A foreign file (``harness check``): an engine built from the file itself, profile
         from its symbolic dims (batch 1..8, sequence 1..128), cached under the harness cache."""
         import onnx  # graph only: the inputs' shapes

@@ -38,7 +38,11 @@ def _expr_string(text: str) -> str:
 class WorkflowSpec:
     name: str = "model-harness"
     python: str = "3.11"
-    #: pip requirement for the harness (pinned to the version that wrote the config)
+    #: pip requirement for the harness when the repository sets no ``HARNESS_SPEC`` variable (pinned to
+    #: the version that wrote the config). model-harness is not on PyPI: set the repository variable
+    #: ``HARNESS_SPEC`` (Settings -> Variables) to what resolves for you — a git URL
+    #: (``model-harness @ git+https://host/org/model-harness@v0.1.0``), a wheel URL, or the package
+    #: name with ``PIP_INDEX_URL`` set to your index
     requirement: str = f"model-harness=={__version__}"
     #: CPU PyTorch first: a bare `torch` from PyPI is a multi-GB CUDA build
     torch_install: str = "python -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
@@ -77,9 +81,14 @@ _INSTALL_STEPS = """\
         with:
           python-version: {python}
       - name: Install the harness
+        env:
+          # what pip installs the harness from: the repository variable HARNESS_SPEC (a git URL, a wheel
+          # URL, or a name your PIP_INDEX_URL serves), else the pinned name below
+          HARNESS_SPEC: ${{{{ vars.HARNESS_SPEC || {requirement_expr} }}}}
+          PIP_INDEX_URL: ${{{{ vars.PIP_INDEX_URL || 'https://pypi.org/simple' }}}}
         run: |
           {torch_install}
-          python -m pip install {requirement}
+          python -m pip install "$HARNESS_SPEC"
 """
 
 #: a gate job's machine, environment, checkout, install and restored cache (one job or each shard)
@@ -191,6 +200,7 @@ def render_workflow(spec: WorkflowSpec | None = None) -> str:
         raise ValueError(f"shards must be >= 1, got {spec.shards}")
     header = _HEADER.format(name=spec.name, branch=spec.default_branch, cron=_q(spec.cron))
     common = {"python": _q(spec.python), "torch_install": spec.torch_install, "requirement": _q(spec.requirement),
+              "requirement_expr": _expr_string(spec.requirement),
               "cache_inputs": ", ".join(_expr_string(p) for p in spec.cache_inputs), "branch": spec.default_branch,
               "extra_env": "".join(f"      {key}: {_q(value)}\n" for key, value in spec.extra_env.items())}
     if spec.shards > 1:

@@ -14,7 +14,8 @@ requests, whether the step was stable, and the server's own timings from the sta
 endpoint where the server has one (Triton; queue / compute per request). Baselines, the perf
 gate, history and the HTML report read these records like any other perf record. A failed
 request is counted, never raised; a server that stops answering ends the sweep, keeping the
-steps already measured, and the record's verdict is then ``error``.
+steps already measured, and the record's verdict is then ``error`` (two windows in a row
+in which every request failed: one such window can be a burst of slow requests).
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ def run_step(client: OipClient, model: ServedModel, feeds: Mapping[str, np.ndarr
         measured_from = time.perf_counter()
         window_stats: list[tuple[float, float]] = []
         cursor = skip
+        failed_windows = 0
         while not stop.is_set():
             end = min(time.perf_counter() + settings.window_s, began + settings.step_budget_s, deadline)
             while time.perf_counter() < end and not stop.is_set():
@@ -175,8 +177,9 @@ def run_step(client: OipClient, model: ServedModel, feeds: Mapping[str, np.ndarr
                 cursor = len(samples)
             ok = [s.ms for s in window if s.ms is not None]
             step.windows += 1
-            if window and not ok:
-                step.stopped = f"every request of a window failed: {window[-1].error}"
+            failed_windows = failed_windows + 1 if window and not ok else 0
+            if failed_windows >= 2:  # one bad window can be a burst of slow requests; two is a dead server
+                step.stopped = f"every request of two windows failed: {window[-1].error}"
                 break
             if ok:
                 window_stats.append((float(np.median(ok)), len(ok) / settings.window_s))

@@ -525,11 +525,11 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
 
 
 def _builtin_suite(path: str) -> bool:
-    """Whether a node id's file is one of the suites shipped in ``harness/suites``."""
-    from harness.suites import suites_dir
-
+    """Whether a node id's file is one of the suites shipped in ``harness/suites`` (the directory
+    beside this package, found without importing the suites)."""
     parts = Path(path).parts
-    return len(parts) >= 3 and parts[-3:-1] == ("harness", "suites") and (suites_dir() / parts[-1]).is_file()
+    suites = Path(__file__).resolve().parents[1] / "suites"
+    return len(parts) >= 3 and parts[-3:-1] == ("harness", "suites") and (suites / parts[-1]).is_file()
 
 
 def _plain(text: str) -> bool:

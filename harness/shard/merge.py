@@ -54,7 +54,7 @@ class Merged:
 
 
 def read_shard(path: Path) -> Shard:
-    from harness.gate.baseline import read_results
+    from harness.results.rundir import read_results
 
     marker = path / SHARD_FILE
     if not marker.is_file():

@@ -52,7 +52,7 @@ def load_durations(source: str | os.PathLike[str]) -> dict[str, float]:
     text = str(source)
     path = Path(text)
     if path.is_dir() or path.name == "results.jsonl":
-        from harness.gate.baseline import read_results
+        from harness.results.rundir import read_results
 
         return {r.id: r.duration_s for r in read_results(path if path.is_dir() else path.parent)
                 if r.duration_s and r.duration_s > 0}

@@ -41,7 +41,7 @@ class Architecture:
     def task(self) -> str:
         from harness.families.tasks import task_of_architecture
 
-        return task_of_architecture(self.model_class) or "?"
+        return task_of_architecture(self.model_class, {"is_encoder_decoder": self.kind == "seq2seq"}) or "?"
 
 
 _ENC = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,

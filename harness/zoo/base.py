@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from harness.core import UsageError, did_you_mean
 from harness.core.cachedir import lock_for, mark_used, replace_dir, sweep_orphans, temp_dir_for
+from harness.core.registry import Registry
 from harness.zoo.integrity import LegacyEntry, check_model_dir, entry_problem, write_manifest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,18 +96,14 @@ class ModelSpec:
 
 #: the zoo's declarations: filled once by the modules of ``harness.zoo`` at import, never
 #: changed by a run (a run's own models and overrides live in its ``ModelCatalog``)
-_REGISTRY: dict[str, ModelSpec] = {}
+ZOO: Registry[ModelSpec] = Registry("zoo model", lambda spec: spec.name)
 #: known names that cannot be used here, with the reason (a zoo model whose extra is missing)
 _UNAVAILABLE: dict[str, str] = {}
 
 
 def register(spec: ModelSpec) -> ModelSpec:
     """Declare a zoo model (at import of its module)."""
-    current = _REGISTRY.get(spec.name)
-    if current is not None and current is not spec:
-        raise ValueError(f"model {spec.name!r} registered twice")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return ZOO.register(spec)  # a second spec of one name is a RegistryError
 
 
 class ModelCatalog:
@@ -125,11 +122,11 @@ class ModelCatalog:
     def builtin(self, name: str) -> ModelSpec | None:
         """The zoo's own spec for ``name`` (ignoring this run's overrides), or None."""
         _import_zoo()
-        return _REGISTRY.get(name)
+        return ZOO.get(name)
 
     def registered(self) -> dict[str, ModelSpec]:
         _import_zoo()
-        return {**_REGISTRY, **self._own}
+        return {**ZOO.items(), **self._own}
 
     def resolve(self, name: str) -> ModelSpec:
         """A model by name (this run's first, then the zoo), or a local HF directory."""
@@ -148,7 +145,7 @@ def register_unavailable(name: str, reason: str) -> None:
 
 
 def registered() -> dict[str, ModelSpec]:
-    return dict(_REGISTRY)
+    return ZOO.items()
 
 
 def cache_root() -> Path:
@@ -255,15 +252,16 @@ def resolve(name: str) -> ModelSpec:
         if not candidate.is_dir():
             raise UsageError(f"--models: {name!r} is not a directory")
         return spec_for_directory(candidate)
-    if name in _REGISTRY:
-        return _REGISTRY[name]
+    zoo = ZOO.items()
+    if name in zoo:
+        return zoo[name]
     if name in _UNAVAILABLE:
         raise UsageError(f"--models: {name!r} is not available: {_UNAVAILABLE[name]}")
     local = f"; the local directory {name!r} is judged as --models ./{name}" if Path(name).is_dir() else \
         " (or a path to a local HF model directory)"
     raise UsageError(
-        f"--models: unknown model {name!r}{did_you_mean(name, _REGISTRY)}; "
-        f"known: {', '.join(sorted(_REGISTRY))}{local}"
+        f"--models: unknown model {name!r}{did_you_mean(name, zoo)}; "
+        f"known: {', '.join(sorted(zoo))}{local}"
     )
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 from html import escape
 
 from harness.report.html.headline import headline
+from harness.report.variants import precision_rank, split_variant
 from harness.results import Record
 
 #: worst first: a cell takes the colour of the worst case in it
@@ -25,12 +26,21 @@ def case_label(record: Record) -> str:
     return record.id.split("[", 1)[0].removeprefix("test_").replace("_", " ") or "case"
 
 
+def _column(record: Record) -> str:
+    """A column's heading under the precision: the provider, and the runtime setting that made the
+    variant different (``ort_cpu · opt_disabled``) — such cases are not the default ``ort_cpu``."""
+    parts = split_variant(record.variant or "")
+    provider = record.provider or parts.provider or "?"
+    return f"{provider} · {parts.setting}" if parts.setting else provider
+
+
 def render_grid(records: list[Record]) -> str:
     cells: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
     for r in records:
-        cells[(r.model or "?", r.precision or "?", r.provider or "?")].append(r)
+        cells[(r.model or "?", r.precision or "?", _column(r))].append(r)
     models = sorted({k[0] for k in cells})
-    columns = sorted({(k[1], k[2]) for k in cells}, key=lambda c: (c[1], c[0]))
+    # precision order FP32 -> FP16 -> INT8, then provider (a runtime-setting variant beside its provider)
+    columns = sorted({(k[1], k[2]) for k in cells}, key=lambda c: (precision_rank(c[0]), c[1]))
     head = "".join(f"<th scope=\"col\">{escape(p)}<br><small>{escape(q)}</small></th>" for p, q in columns)
     rows = []
     for model in models:

@@ -105,8 +105,11 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
 
         sections.append(render_trends(history_db, trend_metrics(recs)))
     sections += list(extra_sections)
+    from harness.report.coverage import html as coverage_html
+
+    sections.append(coverage_html(recs))
     sections.append(render_case_table(recs))
-    nav = "".join(f'<a href="#{s}">{s}</a>' for s in ("overview", "failures", "perf", "trends", "cases")
+    nav = "".join(f'<a href="#{s}">{s}</a>' for s in ("overview", "failures", "perf", "trends", "coverage", "cases")
                   if f'id="{s}"' in "".join(sections))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

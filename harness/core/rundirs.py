@@ -1,0 +1,20 @@
+"""Where output goes by default: ``reports/<kind>-<local time>`` and ``reports/baselines``.
+
+Declared once for every command that writes a directory (``harness run``, the pytest plugin,
+``harness check``, ``merge``, ``bisect``); they wrote the pattern themselves five times.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+#: the directory every default output lives under, relative to where the command runs
+REPORTS = Path("reports")
+#: where baselines live unless ``--baseline-store`` says otherwise
+BASELINE_STORE = REPORTS / "baselines"
+
+
+def default_run_dir(kind: str = "run", root: Path | None = None) -> Path:
+    """``[root/]reports/<kind>-YYYYmmdd-HHMMSS`` (local time, second resolution)."""
+    return (root / REPORTS if root is not None else REPORTS) / time.strftime(f"{kind}-%Y%m%d-%H%M%S")

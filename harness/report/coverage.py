@@ -1,0 +1,55 @@
+"""What each case gated of its head's outputs, for summary.md and the HTML report.
+
+Rendered from the records' ``data.coverage`` (``harness.results.coverage``) only: the head,
+``gated n/m`` of the outputs it requires, what was measured but not gated and why, and what
+is missing (a case with anything missing is not a pass). Records without the section (skips,
+errors before judging, older runs) are left out.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Iterable
+
+from harness.results.coverage import Coverage
+from harness.results.record import Record
+
+
+def _rows(records: Iterable[Record]) -> list[tuple[Record, Coverage]]:
+    out = []
+    for r in sorted(records, key=lambda r: (r.suite or "", r.id)):
+        cov = Coverage.of(r)
+        if cov is not None:
+            out.append((r, cov))
+    return out
+
+
+def _measured(cov: Coverage) -> str:
+    return "; ".join(f"{k}: {why}" for k, why in cov.measured.items()) or "—"
+
+
+def markdown(records: Iterable[Record]) -> list[str]:
+    """The ``## Coverage`` section of summary.md (empty when no record carries coverage)."""
+    rows = _rows(records)
+    if not rows:
+        return []
+    lines = ["", "## Coverage", "", "What each case gated of its head's outputs; a case missing any is not a pass.",
+             "", "| case | head | gated | measured, not gated (why) |", "|---|---|---|---|"]
+    for r, cov in rows:
+        gated = f"{cov.summary()}: {', '.join(cov.gated) or 'nothing'}"
+        lines.append(f"| `{r.id}` | {cov.head or '?'} | {gated} | {_measured(cov)} |".replace("\n", " "))
+    return lines
+
+
+def html(records: Iterable[Record]) -> str:
+    """The coverage section of the HTML report ('' when no record carries coverage)."""
+    rows = _rows(records)
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr class="{"" if cov.passes else "v-fail"}"><td>{escape(r.id)}</td><td>{escape(cov.head or "?")}</td>'
+        f"<td>{escape(cov.summary())}</td><td>{escape(', '.join(cov.gated) or 'nothing')}</td>"
+        f"<td>{escape(_measured(cov))}</td></tr>" for r, cov in rows)
+    return ('<section id="coverage"><h2>Coverage</h2><p>What each case gated of its head\'s outputs; a case '
+            "missing any is not a pass.</p><table class=\"cases\"><thead><tr><th>case</th><th>head</th><th>gated</th>"
+            f"<th>gated outputs</th><th>measured, not gated (why)</th></tr></thead><tbody>{body}</tbody></table></section>")

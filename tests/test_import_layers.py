@@ -1,0 +1,213 @@
+"""The layers of docs/architecture.md, held by the import graph.
+
+Every ``import harness...`` of every module counts -- at import time or inside a function (a
+lazy import is still a dependency; only ``if TYPE_CHECKING:`` blocks, which never run, are left
+out). A module belongs to the longest prefix in ``LAYERS``; an import may go to the same layer or
+down, never up, and no set of modules may import each other in a circle.
+
+``KNOWN`` lists the edges that still go up, each with the reason it is still there: the test
+fails on any new one *and* on a listed one that has gone (so the list only shrinks). The counts
+before and after each step are in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "harness"
+
+#: lowest first; a unit is a module prefix (the longest one that matches wins)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("harness", "harness.core",
+     "harness.cli._early"),  # the first signal handler: imports nothing of the harness, by design
+    ("harness.metrics", "harness.data"),
+    ("harness.zoo",),
+    ("harness.families",),
+    ("harness.export",),
+    ("harness.runners",),
+    ("harness.generation",),
+    ("harness.settings",),
+    # the record format and its readers (record, store, sections, checks, history): what every
+    # layer above writes or reads
+    ("harness.results",),
+    # input shapes and ONNX Runtime profiles: measurement helpers the judge uses too (they import
+    # nothing of the harness above families)
+    ("harness.perf.feeds", "harness.perf.profiling"),
+    ("harness.judge",),
+    ("harness.perf",),
+    ("harness.repro",),
+    ("harness.results.collector",),  # composes a case's record from the judge's run state
+    ("harness.gate",),
+    ("harness.report",),
+    ("harness.compare", "harness.shard", "harness.debug", "harness.check", "harness.cacheadmin", "harness.scaffold"),
+    ("harness.serving",),  # a served endpoint judged through check's stages
+    ("harness.suites",),
+    # the pytest entry point and the feature-plugin discovery (harness/plugins/__init__.py only) ...
+    ("harness.plugin", "harness.plugins:init"),
+    # ... then the feature plugins, which read the entry point's run state
+    ("harness.plugins",),
+    ("harness.testing", "harness.cli", "harness.config",
+     "harness.metrics.tables"),  # metrics.tables renders the docs of every declaration (metrics, options)
+)
+
+#: (importer unit, imported unit) -> why the upward edge is still there
+KNOWN: dict[tuple[str, str], str] = {
+    ("harness.core", "harness.metrics"): "core.HIGHER_IS_BETTER: a deprecated alias read from the registry",
+    ("harness.core", "harness.runners"): "core.provider_table: the provider table the backends declare",
+    ("harness.zoo", "harness.families"): "zoo detects a directory's family from the family registry",
+    ("harness.families", "harness.generation"): "a family's decoding stepper lives in generation.steppers",
+    ("harness.families", "harness.runners"): "causal_lm reads runners.prebuilt for pre-built decoders",
+    ("harness.runners", "harness.judge"): "torch_runner.child_load builds a Workspace in the fresh process",
+    ("harness.settings", "harness.serving"): "config_file validates [models.<name>.endpoint] with serving.endpoint",
+    ("harness.judge", "harness.repro"): "the judge writes repro bundles as a side effect (the pipeline's stage)",
+    ("harness.check", "harness.serving"): "check's report prints a served model's load sweep (serving.sweep)",
+}
+
+
+def _layer_of() -> dict[str, int]:
+    return {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def unit(module: str, ranks: dict[str, int]) -> str:
+    """The unit of ``module``: ``<package>:init`` names a package's ``__init__`` alone."""
+    if f"{module}:init" in ranks:
+        return f"{module}:init"
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in ranks:
+            return prefix
+    raise AssertionError(f"{module}: in no layer of LAYERS (add its package)")
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every harness module ``path`` imports, lazily or not (``TYPE_CHECKING`` blocks aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _type_checking(block)
+               for n in ast.walk(block)}
+    me = module_name(path).split(".")
+    package = me if path.name == "__init__.py" else me[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("harness"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            if base.startswith("harness"):
+                # `from harness.x import y` may name a submodule y
+                for alias in node.names:
+                    candidate = f"{base}.{alias.name}"
+                    sub = ROOT.joinpath(*candidate.split("."))
+                    out.add(candidate if sub.with_suffix(".py").is_file() or sub.is_dir() else base)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def upward_edges(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    ranks = _layer_of()
+    out: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for module, targets in edges.items():
+        a = unit(module, ranks)
+        for target in targets:
+            b = unit(target, ranks)
+            if ranks[b] > ranks[a]:
+                out[(a, b)].append(f"{module} -> {target}")
+    return dict(out)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected sets of more than one layer unit (Tarjan), each a circle of imports."""
+    ranks = _layer_of()
+    g: dict[str, set[str]] = defaultdict(set)
+    for module, targets in edges.items():
+        for target in targets:
+            a, b = unit(module, ranks), unit(target, ranks)
+            if a != b:
+                g[a].add(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_is_in_a_layer():
+    ranks = _layer_of()
+    for module in graph():
+        unit(module, ranks)
+
+
+def test_no_new_upward_import():
+    up = upward_edges(graph())
+    new = {edge: sites for edge, sites in up.items() if edge not in KNOWN}
+    assert not new, "imports that go up a layer (docs/architecture.md):\n" + "\n".join(
+        f"  {a} -> {b}: {'; '.join(sites)}" for (a, b), sites in sorted(new.items()))
+
+
+def test_the_known_upward_imports_only_shrink():
+    up = upward_edges(graph())
+    gone = sorted(set(KNOWN) - set(up))
+    assert not gone, f"no longer imported upward, remove from KNOWN: {gone}"
+
+
+def test_no_new_import_circle():
+    """Every circle of the package graph runs through a known upward edge: with the KNOWN edges
+    removed, the graph has no circle."""
+    edges = graph()
+    ranks = _layer_of()
+    pruned = {m: {t for t in ts if (unit(m, ranks), unit(t, ranks)) not in KNOWN} for m, ts in edges.items()}
+    assert cycles(pruned) == []
+
+
+def test_the_walker_sees_lazy_imports_and_ignores_type_checking(tmp_path):
+    """A negative control for the walker itself."""
+    found = imports(PACKAGE / "core" / "types.py")
+    assert "harness.runners" in found  # inside provider_table(): lazy, still counted
+    assert "harness.zoo.base" not in found  # under `if TYPE_CHECKING:` only
