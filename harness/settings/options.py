@@ -426,26 +426,35 @@ def add_cli_arguments(parser: argparse.ArgumentParser, groups: Sequence[Group] =
     for o in OPTIONS:
         if (names is not None and o.name not in names) or o.group not in groups or not o.on_cli:
             continue
-        kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o)}
-        if o.kind is Kind.FLAG:
-            parser.add_argument(o.flag, action="store_true", default=False, **kwargs)
-            continue
-        kwargs["default"] = None
-        if o.metavar:
-            kwargs["metavar"] = o.metavar
-        if o.kind in (Kind.LIST, Kind.INT_LIST):
-            kwargs["nargs"] = "+"
-        elif o.kind is Kind.PAIRS:
-            kwargs["action"] = "append"
-        elif o.kind is Kind.INT:
-            kwargs["type"] = int
-        elif o.kind is Kind.FLOAT:
-            kwargs["type"] = float
-        elif o.kind is Kind.CHOICE:
-            kwargs["choices"] = o.choices
-        elif o.kind is Kind.PATH:
-            kwargs["type"] = Path
-        parser.add_argument(o.flag, **kwargs)
+        accept(parser, o.name)
+
+
+def accept(parser: argparse.ArgumentParser, name: str, **overrides: Any) -> None:
+    """A subcommand takes the table's option ``name``: its flag, type, choices and metavar come
+    from the row (``harness check --samples`` is ``harness run --samples``); ``overrides`` are the
+    subcommand's own wording or default (``help=``, ``default=``, ``required=``). Config-only
+    options may be accepted by a subcommand too (``harness check --corpus``)."""
+    o = option(name)
+    kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o)}
+    if o.kind is Kind.FLAG:
+        parser.add_argument(o.flag, action="store_true", default=False, **{**kwargs, **overrides})
+        return
+    kwargs["default"] = None
+    if o.metavar:
+        kwargs["metavar"] = o.metavar
+    if o.kind in (Kind.LIST, Kind.INT_LIST):
+        kwargs["nargs"] = "+"
+    elif o.kind is Kind.PAIRS:
+        kwargs["action"] = "append"
+    elif o.kind is Kind.INT:
+        kwargs["type"] = int
+    elif o.kind is Kind.FLOAT:
+        kwargs["type"] = float
+    elif o.kind is Kind.CHOICE:
+        kwargs["choices"] = o.choices
+    elif o.kind is Kind.PATH:
+        kwargs["type"] = Path
+    parser.add_argument(o.flag, **{**kwargs, **overrides})
 
 
 def cli_values(args: argparse.Namespace) -> dict[str, Any]:
