@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
+from waiting import PATIENCE
+
 URL_ENV = "HARNESS_TEST_PG_URL"
 REQUIRE_ENV = "HARNESS_REQUIRE_PG"
 
@@ -48,12 +50,12 @@ def start_cluster() -> Iterator[str]:
     data, port = root / "data", 20000 + os.getpid() % 20000
     try:
         init = subprocess.run(_as_postgres([initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]),
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=PATIENCE)
         if init.returncode:
             raise Unavailable(f"initdb failed: {(init.stderr or init.stdout).strip().splitlines()[-1:]}")
         start = subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60",
                                              "-o", f"-k {root} -p {port} -c listen_addresses='' -c fsync=off",
-                                             "start"]), capture_output=True, text=True, timeout=120)
+                                             "start"]), capture_output=True, text=True, timeout=PATIENCE)
         if start.returncode:
             log = (root / "log").read_text(errors="replace") if (root / "log").exists() else start.stderr
             raise Unavailable(f"pg_ctl start failed: {log.strip().splitlines()[-1:]}")
@@ -61,7 +63,7 @@ def start_cluster() -> Iterator[str]:
             yield f"postgresql://postgres@/postgres?host={root}&port={port}"
         finally:
             subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]),
-                           capture_output=True, timeout=60)
+                           capture_output=True, timeout=PATIENCE)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

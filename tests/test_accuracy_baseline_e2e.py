@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 from harness.gate.accuracy import compare_accuracy
 from harness.gate.calibrate import calibrate
@@ -33,7 +34,7 @@ def harness_run(out: Path, *args: str, threads: int = 1) -> int:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     argv = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))",
             "run", "--suites", str(SUITES), "--out", str(out), "--threads", str(threads), *args]
-    done = subprocess.run(argv, env=env, cwd=out.parent, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(argv, env=env, cwd=out.parent, capture_output=True, text=True, timeout=PATIENCE)
     (out.parent / f"{out.name}.log").write_text(done.stdout + done.stderr)
     return done.returncode
 

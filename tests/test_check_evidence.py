@@ -19,6 +19,7 @@ from harness.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_check import _bert_onnx, _dir  # noqa: E402  (the hand-made foreign exports)
+from waiting import PATIENCE
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def _repro(bundle: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", "repro", str(bundle),
            "--json", str(tmp / "outcome.json")]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env={**os.environ, "HARNESS_CACHE": str(cache)},
-                          timeout=600)
+                          timeout=PATIENCE)
     assert not list(cache.iterdir()), "repro must not build or cache anything"
     return done
 

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pytest
 import torch
+from waiting import PATIENCE
 
 from harness.core import Precision, Provider, Variant
 from harness.families import detect_family, family_for, family_names, register_family
@@ -185,13 +186,13 @@ def test_an_onnxruntime_child_never_imports_torch(workspace, tmp_path):
     probe = ("import runpy, sys; g = runpy.run_path(sys.argv[1], run_name='child'); code = g['main'](sys.argv[2:]); "
              "print('TORCH_LOADED', 'torch' in sys.modules); sys.exit(code)")
     proc = subprocess.run([sys.executable, "-c", probe, str(coldstart.CHILD_SCRIPT), *args], capture_output=True,
-                          text=True, env=coldstart.child_env(), timeout=300)
+                          text=True, env=coldstart.child_env(), timeout=PATIENCE)
     assert proc.returncode == 0, proc.stderr
     assert "HARNESS_CHILD_RESULT" in proc.stdout and "TORCH_LOADED False" in proc.stdout
     # the control: the probe does see torch when the backend's child needs it
     probe_torch = probe.replace("code = g['main'](sys.argv[2:])", "import harness.judge.workspace; code = 0")
     proc = subprocess.run([sys.executable, "-c", probe_torch, str(coldstart.CHILD_SCRIPT)], capture_output=True,
-                          text=True, env=coldstart.child_env(), timeout=300)
+                          text=True, env=coldstart.child_env(), timeout=PATIENCE)
     assert "TORCH_LOADED True" in proc.stdout, proc.stderr
 
 

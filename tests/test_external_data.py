@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from waiting import PATIENCE
 
 from harness.core import Precision
 from harness.export import external
@@ -151,7 +152,7 @@ def test_forced_external_data_through_the_matrix(tmp_path):
            "--models", "bert-tiny", "marian-tiny", "--precisions", "fp32", "fp16", "int8", "int8-static",
            "--providers", "ort_cpu", "--samples", "2", "--int8-calibration-samples", "8",
            "--external-data", "always", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=PATIENCE)
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     judged = {r["variant"]: r for r in records}
     assert len(judged) == 8, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -179,7 +180,7 @@ def test_the_perf_child_loads_forced_external_artifacts(tmp_path):
            "run", "--suites", str(ROOT / "harness" / "suites" / "test_perf.py"), "--models", "bert-tiny",
            "--precisions", "int8", "--providers", "ort_cpu", "--perf", "--perf-samples", "3", "--perf-warmup", "1",
            "--perf-repeats", "1", "--external-data", "always", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=PATIENCE)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     records = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     cold = records["test_cold_start_memory[bert-tiny-int8-ort_cpu]"]

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 from harness.core import UsageError
 
@@ -40,7 +41,7 @@ def _env(cache: Path) -> dict[str, str]:
 def _harness(*args: str, cache: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``harness ...`` in a fresh process, as CI runs it."""
     return subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", *args],
-                          capture_output=True, text=True, env=_env(cache), cwd=cwd, timeout=600)
+                          capture_output=True, text=True, env=_env(cache), cwd=cwd, timeout=PATIENCE)
 
 
 def _flip(path: Path, count: int = 64) -> None:
@@ -237,7 +238,7 @@ _BUILDER = textwrap.dedent("""
 def _start_builder(root: Path, tmp_path: Path, cache: Path) -> tuple[subprocess.Popen[bytes], Path]:
     ready = tmp_path / "ready"
     proc = subprocess.Popen([sys.executable, "-c", _BUILDER, str(root), str(ready)], env=_env(cache))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + PATIENCE
     while not ready.exists():
         assert proc.poll() is None and time.monotonic() < deadline, "the builder did not start"
         time.sleep(0.05)
@@ -251,7 +252,7 @@ def test_an_export_killed_midway_leaves_no_orphan_after_the_next_run(private_cac
     root = private_cache / "artifacts"
     proc, tmp = _start_builder(root, tmp_path, private_cache)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    proc.wait(timeout=PATIENCE)
     assert tmp.is_dir()  # what the dead builder left
 
     entry = ArtifactCache(root).get_or_build("m-model-fp32", {"w": "abc"}, lambda d: (d / "model.onnx").write_bytes(b"ok"))
@@ -271,7 +272,7 @@ def test_a_live_builders_temp_dir_is_never_swept(private_cache, tmp_path):
         assert tmp.is_dir() and (tmp / "model.onnx").is_file()
     finally:
         proc.kill()
-        proc.wait(timeout=60)
+        proc.wait(timeout=PATIENCE)
     assert sweep_orphans(root, force=True) == [tmp]
 
 

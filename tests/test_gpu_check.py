@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
@@ -27,7 +28,7 @@ def test_the_shell_script_parses_and_refuses_a_machine_without_a_gpu(tmp_path):
     if shutil.which("nvidia-smi"):  # pragma: no cover - a GPU machine runs the script for real
         pytest.skip("nvidia-smi is present: the no-GPU refusal cannot show here")
     env = {**os.environ, "PATH": os.path.dirname(bash) + os.pathsep + "/usr/bin:/bin", "GPU_CHECK_VENV": str(tmp_path / "v")}
-    proc = subprocess.run([bash, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run([bash, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=PATIENCE)
     assert proc.returncode == 2
     assert "nvidia-smi not found: this script needs a machine with an NVIDIA GPU" in proc.stderr
     assert not (tmp_path / "v").exists()  # refused before creating a venv or installing anything

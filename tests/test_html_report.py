@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from report_fixture import FAILING_ID, HOSTILE, make_history, make_run
+from waiting import PATIENCE
 
 from harness.cli import main
 from harness.report.html.diff import highlight
@@ -134,7 +135,7 @@ def test_report_in_headless_chromium(site: tuple[Path, Path, Path]) -> None:
             sizes = page.eval_on_selector_all("figure.plot svg", "els => els.map(e => e.getBoundingClientRect().width)")
             assert len(sizes) >= 5 and min(sizes) > 100
             first = page.locator("#failures article.failure").first
-            assert first.get_attribute("data-case", timeout=2000) == "test_generation_parity[marian-int8-ort_cpu]"
+            assert first.get_attribute("data-case", timeout=PATIENCE * 1000) == "test_generation_parity[marian-int8-ort_cpu]"
             assert page.locator("#failures ins, #failures del").count() >= 1
             shot = out.parent / "report.png"
             page.screenshot(path=str(shot), full_page=True)

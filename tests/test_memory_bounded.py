@@ -21,6 +21,7 @@ import onnx
 import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
+from waiting import PATIENCE
 
 from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
 from harness.core import rss as rss_mod
@@ -169,7 +170,7 @@ def test_each_case_records_its_peak_rss_and_the_report_shows_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", CLI, "run", "--models", "llama-tiny", "--precisions", "fp32",
                            "fp16", "--providers", "torch_cpu", "ort_cpu", "--samples", "4", "-k", "logits",
                            "--release-models", "always", "--durations", "0", "--out", str(out)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=PATIENCE)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = [Record.from_dict(json.loads(line)) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 4

@@ -19,6 +19,7 @@ import numpy as np
 import openvino  # noqa: F401  (a declared test dependency: missing is a failure, not a skip)
 import pytest
 import torch  # noqa: F401  (imported before in-process runs; docs/pitfalls.md #6)
+from waiting import PATIENCE
 
 from harness.cli import main
 from harness.core import PROVIDERS, Precision, Variant
@@ -49,7 +50,7 @@ def test_harness_run_ov_cpu_passes_the_default_zoo_at_fp32_and_fp16(tmp_path):
                            "--batch-size", "2", "--threads", "1", "--out", str(out),
                            *([] if HAS_FP16 else ["--allow-skip"]),
                            "--pytest-args", "--harness-gen-samples", "2"],
-                          capture_output=True, text=True, timeout=1200, cwd=Path(__file__).resolve().parents[1])
+                          capture_output=True, text=True, timeout=PATIENCE, cwd=Path(__file__).resolve().parents[1])
     records = _records(out)
     assert proc.returncode == 0, [(r["id"], r["verdict"], r.get("reason")) for r in records
                                   if r["verdict"] != "pass"] or proc.stderr[-2000:]
@@ -159,7 +160,7 @@ def test_latency_and_a_fresh_child_that_never_imports_torch(workspace, tmp_path)
     probe = ("import runpy, sys; g = runpy.run_path(sys.argv[1], run_name='child'); code = g['main'](sys.argv[2:]); "
              "print('TORCH_LOADED', 'torch' in sys.modules); sys.exit(code)")
     proc = subprocess.run([sys.executable, "-c", probe, str(coldstart.CHILD_SCRIPT), *args], capture_output=True,
-                          text=True, env=coldstart.child_env(), timeout=300)
+                          text=True, env=coldstart.child_env(), timeout=PATIENCE)
     assert proc.returncode == 0, proc.stderr
     assert "TORCH_LOADED False" in proc.stdout
     line = next(x for x in proc.stdout.splitlines() if x.startswith("HARNESS_CHILD_RESULT "))
@@ -225,7 +226,7 @@ def test_static_int8_qdq_runs_as_int8_kernels_on_openvino(tmp_path):
                            "run", "--models", "bert-tiny", "--providers", "ov_cpu", "ort_cpu", "--precisions",
                            "int8-static", "--samples", "8", "--int8-calibration-samples", "8", "--threads", "1",
                            "--out", str(out), "-k", "logits_parity"],
-                          capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+                          capture_output=True, text=True, timeout=PATIENCE, cwd=Path(__file__).resolve().parents[1])
     records = {r["id"]: r for r in _records(out)}
     assert proc.returncode == 0, [(i, r["verdict"], r.get("reason")) for i, r in records.items()] or proc.stderr[-2000:]
     ov = records["test_logits_parity[bert-tiny-int8-static-ov_cpu]"]

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 from harness.cli import main
 from harness.core import UsageError
@@ -96,7 +97,7 @@ def test_read_only_directory_is_refused(tmp_path):
 
 def _run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=PATIENCE)
 
 
 def _suite(tmp_path: Path) -> Path:
@@ -120,7 +121,7 @@ def test_plugin_refuses_an_unwritable_harness_out_before_collecting(tmp_path, a_
     cmd = [sys.executable, "-m", "pytest", str(_suite(tmp_path)), "-p", "no:cacheprovider", "-q",
            "--harness-models", "bert-tiny", "--harness-precisions", "fp32", "--harness-providers", "torch_cpu",
            f"--harness-out={a_file / 'run'}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=PATIENCE)
     assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]  # pytest's usage error
     assert "INTERNALERROR" not in done.stdout + done.stderr and "passed" not in done.stdout
     errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR:")]

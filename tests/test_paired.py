@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from waiting import PATIENCE
 
 from harness.gate.compare import Verdict
 from harness.gate.paired import PairedSamples, exit_code, interleave, judge_paired
@@ -66,7 +67,7 @@ def test_multirun_baseline_pools_runs_equally_and_takes_scalar_medians():
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
-                           *args], capture_output=True, text=True, timeout=300)
+                           *args], capture_output=True, text=True, timeout=PATIENCE)
 
 
 @pytest.fixture(scope="module")

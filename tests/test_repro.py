@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 from harness.cli import main
 
@@ -48,7 +49,7 @@ def _repro(bundle: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[
     env = {**os.environ, "HARNESS_CACHE": str(cache)}
     cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", "repro", str(bundle),
            *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=PATIENCE)
     assert not list(cache.iterdir()), "repro must not build or cache anything"
     return done
 

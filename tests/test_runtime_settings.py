@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from waiting import PATIENCE
 
 from harness.core import UsageError
 from harness.core.runtime import RuntimeSettings, parse_provider_options, parse_shape_range, parse_trt_profile
@@ -194,7 +195,7 @@ def test_axis_static_int8_and_profile_end_to_end(tmp_path):
            "--models", "bert-tiny", "--precisions", "fp32", "int8-static", "--providers", "ort_cpu",
            "--graph-optimization", "disabled", "all", "--profile", "--samples", "8",
            "--int8-calibration-samples", "8", "--trt-profile", "input_ids:1x16,8x64,16x256", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=PATIENCE)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     records = {r["variant"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert set(records) == {"bert-tiny-fp32-ort_cpu", "bert-tiny-fp32-ort_cpu-opt_disabled",

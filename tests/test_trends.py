@@ -135,3 +135,11 @@ def test_screenshot_script_photographs_the_three_pages(tmp_path: Path) -> None:
     shots = screenshots.screenshot(screenshots.build_pages(tmp_path / "pages"), tmp_path / "img")
     assert [s.name for s in shots] == ["report.png", "compare.png", "trends.png"]
     assert all(s.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and s.stat().st_size > 20_000 for s in shots)
+
+
+def test_history_show_keeps_metric_names_whole_on_a_narrow_terminal(db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "70")
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "perf:latency_ms.p50" in out and "marian-tiny-int8-ort_cpu" in out

@@ -27,6 +27,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 from harness.zoo.base import materialize, resolve
 
@@ -68,17 +69,17 @@ def fresh_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     shutil.copy(REPO / "README.md", source)
     shutil.copytree(REPO / "harness", source / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(base / "dist"), str(source)], capture_output=True, text=True, timeout=300,
+                            "-w", str(base / "dist"), str(source)], capture_output=True, text=True, timeout=PATIENCE,
                            cwd=base, env=clean)
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (base / "dist").glob("model_harness-*.whl")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=PATIENCE)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-                                "--no-index", "-q", str(wheel)], capture_output=True, text=True, timeout=300,
+                                "--no-index", "-q", str(wheel)], capture_output=True, text=True, timeout=PATIENCE,
                                env=clean)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     # after the install: with the dependencies visible, pip would see the editable checkout's

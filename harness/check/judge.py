@@ -97,10 +97,12 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     factories = synthesizers(model, family)
 
     def feeds(texts: Sequence[str]) -> dict[str, np.ndarray]:
-        return family.check_feeds(model, job.graph, job.mode, texts)
+        # through the reference cache: a seq2seq decoder's feeds hold PyTorch encoder states, so a
+        # warm check that recomputed them loaded the module (and transformers) for nothing
+        return ws.check_feeds(model, family, job.graph, job.mode, [texts])[0]
 
     feeds0 = feeds(ws.batches(model)[0])
-    ref0 = ws.reference(model, family, job.graph, feeds0)
+    ref0 = ws.references_for(model, family, job.graph, [feeds0])[0]
     ref_in = reference_info({n: feeds0[n] for n in job.graph.input_names if n in feeds0})
     art = job.artifact
     match = match_io(job.label, ref_in, reference_info(ref0), art.inputs, art.outputs,
@@ -130,6 +132,7 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     def fitted(texts: Sequence[str]) -> dict[str, np.ndarray]:
         return fit_sequence(feeds(texts), static_seq, pad) if static_seq else feeds(texts)
 
+    ws.check_feeds(model, family, job.graph, job.mode, chunks)  # every batch's feeds: one cache entry
     batches = ws.parity_batches(model, family, job.graph, chunks, fitted)
     # shape probes (target != source length, other past lengths) where the file's shapes are dynamic
     probes = probe_batches(ws, model, family, job.graph, batches[0][0]) if not (static_seq or static_batch) else []

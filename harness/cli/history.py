@@ -97,7 +97,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     table = Table(title=Text(f"history of {args.metric!r} over the last {len(wide)} run(s) in {history.describe(args.db)}"))
     for column in ("variant", "metric", "run", "finished", "value", "vs previous", "vs window median"):
-        table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left")
+        # names are never cut mid-word: the other columns give way (a narrow terminal wraps the line)
+        table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left",
+                         no_wrap=column in ("variant", "metric", "run"), min_width=len(column))
     series = None
     for row in rows.itertuples(index=False):
         key = (row.variant, row.metric)
@@ -112,7 +114,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.csv:
         out = Path(args.csv)
         out.parent.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(out, index=False, float_format="%.17g")
+        rows.to_csv(out, index=False)  # shortest round-trip floats (no 62.066800000000001)
     return 0
 
 

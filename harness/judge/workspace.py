@@ -187,6 +187,24 @@ class Workspace:
             pairs = list(zip(made, self.references_for(model, family, graph, made)))
         return [(inputs, ref, family.valid_masks(graph, inputs, ref)) for inputs, ref in pairs]
 
+    def check_feeds(self, model: LoadedModel, family: Family, graph: GraphSpec, mode: str,
+                    batches: Sequence[Sequence[str]]) -> list[dict[str, np.ndarray]]:
+        """``family.check_feeds`` of each batch, through the reference cache keyed by the texts and
+        the mode (what ``harness check`` feeds a foreign file): they depend only on the model, the
+        family's code and the texts, like the references, and computing them can need the PyTorch
+        module (a seq2seq decoder's encoder states). Memoised per batch for the session."""
+        texts = [list(b) for b in batches]
+        keys = [("check-feeds", id(family), graph.name, mode, texts_digest([t])) for t in texts]
+        if not all(k in model.cache for k in keys):
+            missing = [t for t, k in zip(texts, keys) if k not in model.cache]
+            parts = {**self._reference_parts(model, family, graph), "mode": mode, "texts": texts_digest(missing)}
+            with phase("reference"):
+                made = self.references.arrays(f"{model.name}-{graph.name}-{mode}-check-feeds", parts,
+                                              lambda: [family.check_feeds(model, graph, mode, t) for t in missing])
+            for t, f in zip(missing, made):
+                model.cache[("check-feeds", id(family), graph.name, mode, texts_digest([t]))] = f
+        return [dict(model.cache[k]) for k in keys]
+
     def references_for(self, model: LoadedModel, family: Family, graph: GraphSpec,
                        feeds: Sequence[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
         """The FP32 reference of each feed dict, through the reference cache (one entry for them all)."""
