@@ -72,6 +72,13 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     if values.get("junit_xml"):
         ensure_writable_file(values["junit_xml"], "--junit-xml")
     check_gate_values(values, lambda name: option(name).flag)
+    if values.get("gen_max_new_tokens"):  # more than a model's positions: one line now, not an error per case
+        from harness.zoo.base import ModelCatalog
+        from harness.zoo.consistency import check_generation_request
+
+        catalog = options.catalog or ModelCatalog()
+        check_generation_request([catalog.resolve(m) for m in options.models], values["gen_max_new_tokens"],
+                                 option("gen_max_new_tokens").flag)
     notes = list(options.notes)
     if not args.suites and Path("suites").is_dir() and Path("suites").resolve() != suites[0].resolve():
         notes.append("./suites is not collected (the built-in suites are); --suites suites runs it, "
