@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.zoo.architectures import ARCHITECTURES, Architecture, build_cached  # noqa: E402
+from harness.zoo.architectures import ARCHITECTURES, FRONTIER, Architecture, build_cached  # noqa: E402
 
 PRECISIONS = ("fp32", "fp16", "int8")
 PROVIDERS = ("torch_cpu", "ort_cpu")
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from harness.zoo.base import cache_root
 
-    archs = [a for a in ARCHITECTURES if args.only is None or a.name in args.only]
+    archs = [a for a in ARCHITECTURES + FRONTIER if args.only is None or a.name in args.only]
     root = args.models_dir or cache_root() / "architectures"
     dirs, families, refused = prepare(archs, root)
     precisions, providers = tuple(args.precisions), tuple(args.providers)
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             run_matrix(dirs, run_dir / f"{precision}{suffix}", (precision,), providers, args.samples,
                        args.gen_samples, args.new_tokens)
     if args.only:  # the table always lists every architecture (a subset run refreshes its rows)
-        archs = list(ARCHITECTURES)
+        archs = list(ARCHITECTURES + FRONTIER)
         more, fams, why = prepare([a for a in archs if a.name not in dirs and a.name not in refused], root)
         dirs.update(more)
         families.update(fams)
