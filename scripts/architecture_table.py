@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,12 +76,13 @@ def run_matrix(dirs: dict[str, Path], out: Path, precisions: tuple[str, ...], pr
 def _reason(record: dict[str, Any]) -> str:
     """A failing case's first failed check (``gen_bleu_vs_torch = 9.9 (must be >= 30)``), an
     error's first line; never the variant's path."""
-    lines = [line.strip() for line in str(record.get("reason") or "").splitlines() if line.strip()]
+    text = re.sub(r"(?:/[^/\s:]+)+/([^/\s:]+)", r"\1", str(record.get("reason") or ""))  # paths -> names
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
     if "check(s) failed" in lines[0] and len(lines) > 1:
         return lines[1]
-    return lines[0].split(": ", 1)[1] if lines[0].startswith("/") and ": " in lines[0] else lines[0]
+    return lines[0]
 
 
 def _cell(records: list[dict[str, Any]]) -> str:
