@@ -261,3 +261,25 @@ def test_runnable_command_succeeds(command: Command, sandbox: Path, monkeypatch:
     except SystemExit as exc:  # --help
         code = int(exc.code or 0)
     assert code == 0, f"{command.source}: `{command.text}` exited {code}: {capsys.readouterr().err.strip()[-300:]}"
+
+
+def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`harness run --pytest-args --lf` reruns only what failed (was refused: the cache plugin was off)."""
+    import subprocess
+    import sys
+
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "test_team.py").write_text("def test_ok():\n    pass\n\n\ndef test_broken():\n    assert False\n")
+
+    def run(*extra: str) -> str:
+        done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()",
+                               "run", "--suites", str(suites), "--out",
+                               str(tmp_path / "out"), *extra], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600)
+        return done.stdout + done.stderr
+    first = run()
+    assert "1 failed, 1 passed" in first, first
+    again = run("--pytest-args", "--lf")
+    assert "1 failed in" in again and " passed" not in again, again  # test_ok was not run again
+    assert (tmp_path / ".pytest_cache").is_dir()

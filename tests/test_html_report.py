@@ -51,7 +51,8 @@ def test_plots_are_inline_svg(site: tuple[Path, Path, Path]) -> None:
     page = site[2].read_text()
     labels = re.findall(r'<figure class="plot" aria-label="([^"]+)"><svg', page)
     assert "latency distribution: latency_ms" in labels
-    assert {"cold start (fresh process)", "peak memory (fresh process)", "throughput"} <= set(labels)
+    assert {"cold start (fresh process)", "peak memory (fresh process)"} <= set(labels)
+    assert {"throughput (calls/s)", "throughput (tokens/s)"} <= set(labels)  # one unit per axis
     assert any(label.startswith("trend: ") for label in labels)
     assert "trend: perf:latency_ms.p50" in labels  # the latency case's headline, through the registry
 

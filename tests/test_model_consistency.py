@@ -125,3 +125,14 @@ def test_every_zoo_model_is_consistent():
         size = tokenizer_size(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
         assert limits.embedding_rows is not None and size is not None and size <= limits.embedding_rows, name
         assert limits.positions is not None, name
+
+
+def test_harness_run_refuses_more_new_tokens_than_a_models_positions_before_any_case(tmp_path):
+    cache = Path(os.environ.get("HARNESS_CACHE", tmp_path / "cache"))
+    proc = _harness("run", "--models", "numbers-en-zh", "--precisions", "fp32", "--providers", "torch_cpu",
+                    "--gen-max-new-tokens", "100", "--out", str(tmp_path / "out"), cache=cache, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == ("harness: error: --gen-max-new-tokens 100: the start token + 100 new tokens need 101 positions "
+                    "but numbers-en-zh has 64 (config.json max_position_embeddings)")
+    assert not (tmp_path / "out").exists()

@@ -275,3 +275,115 @@ def test_calibrate_needs_several_runs_and_respects_their_spread(tmp_path: Path,
     worst, spread = 1 - 4e-7, 4e-7 - 1e-14
     assert proposed <= worst - spread  # the bound keeps at least the measured spread from the worst run
     assert proposed > 0.99999  # and still tightens the default
+
+
+# -- (1) closed-loop cached decoding ------------------------------------------------------------------------
+def _reroute(path: Path, make: Any) -> None:
+    """Rewrite the decoder_with_past file's decoder presents: each is renamed ``<name>__inner``
+    and ``make(graph, inner_names)`` adds the nodes that produce the outputs again."""
+    import onnx
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    names = [o.name for o in graph.output if o.name.startswith("present.") and ".decoder." in o.name]
+    rename = {n: n + "__inner" for n in names}
+    for node in graph.node:
+        node.output[:] = [rename.get(n, n) for n in node.output]
+        node.input[:] = [rename.get(n, n) for n in node.input]
+    make(graph, names)
+    onnx.save(model, str(path))
+
+
+def _swap_key_value(graph: Any, names: list[str]) -> None:
+    from onnx import helper
+
+    for name in names:
+        other = name.replace(".key", ".value") if name.endswith(".key") else name.replace(".value", ".key")
+        graph.node.append(helper.make_node("Identity", [other + "__inner"], [name]))
+
+
+def _drop_last_step(graph: Any, names: list[str]) -> None:
+    from onnx import TensorProto, helper
+
+    for value, key in ((0, "starts"), (-1, "ends"), (2, "axes")):
+        graph.initializer.append(helper.make_tensor(f"drop__{key}", TensorProto.INT64, [1], [value]))
+    for name in names:
+        graph.node.append(helper.make_node("Slice", [name + "__inner", "drop__starts", "drop__ends", "drop__axes"],
+                                           [name]))
+
+
+@pytest.fixture(scope="module")
+def faulty_marian(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Marian-tiny in optimum's layout with one planted cache fault each."""
+    import shutil
+
+    import torch
+    from test_check import _marian, _marian_dir
+
+    root = tmp_path_factory.mktemp("cache-faults")
+    good = _marian_dir(root / "good")
+    out = {}
+    for name, edit in (("swapped", _swap_key_value), ("dropped", _drop_last_step)):
+        shutil.copytree(good, root / name)
+        _reroute(root / name / "decoder_with_past_model.onnx", edit)
+        out[name] = root / name
+    # positions that ignore the past length: every cached step embeds position 0
+    import test_check
+
+    model = _marian()
+    embed = model.get_decoder().embed_positions
+    original = embed.forward
+
+    def from_zero(shape: Any, past: int = 0, position_ids: Any = None) -> Any:
+        return original(shape, 0, position_ids=torch.arange(shape[1]))
+
+    embed.forward = from_zero  # type: ignore[method-assign]
+    try:
+        real = test_check._marian
+        test_check._marian = lambda: model  # type: ignore[assignment]
+        positions = _marian_dir(root / "positions-export")
+    finally:
+        test_check._marian = real  # type: ignore[assignment]
+        embed.forward = original  # type: ignore[method-assign]
+    shutil.copytree(good, root / "positions")
+    shutil.copy(positions / "decoder_with_past_model.onnx", root / "positions" / "decoder_with_past_model.onnx")
+    out["positions"] = root / "positions"
+    return out
+
+
+@pytest.mark.parametrize("fault", ["swapped", "positions", "dropped"])
+def test_harness_check_fails_a_wrong_cache_naming_the_cached_decoding_check(
+        fault: str, faulty_marian: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a decoder_with_past with swapped present key/value exited 0 (the step check fed
+    the reference's past; the presents were measured, not gated; greedy tokens did not flip)."""
+    from test_check import _dir, _records
+
+    out = tmp_path / "run"
+    code = main(["check", "--reference", str(_dir("marian-tiny")), "--onnx", str(faulty_marian[fault]),
+                 "--samples", "8", "--gen-samples", "8", "--out", str(out)])
+    captured = capsys.readouterr()
+    gen = {r["suite"]: r for r in _records(out)}["check_generation"]
+    assert code == 1, captured.out[-2000:]
+    assert gen["verdict"] == "fail" and "cached_decoding." in gen["reason"], gen["reason"]
+    assert "cached-decoding check failed" in gen["reason"]
+    assert gen["thresholds"]["cached_decoding.logits.cosine"]["op"] == ">="
+    assert gen["thresholds"]["cached_decoding.logits.kl"]["op"] == "<="
+    assert gen["metrics"]["cached_decoding.logits.cosine"] < gen["thresholds"]["cached_decoding.logits.cosine"]["threshold"]
+    assert "cached_decoding" in gen["data"]["coverage"]["gated"]  # recorded as gated coverage
+
+
+def test_history_trend_of_a_single_run_compares_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``history show`` / ``changes`` over series of one run printed a table and exited 0."""
+    from test_history import night
+
+    db = tmp_path / "h.sqlite"
+    assert main(["history", "add", str(night(tmp_path, 1)), "--db", str(db)]) == 0
+    capsys.readouterr()
+    for command in ("show", "changes"):
+        assert main(["history", command, "--db", str(db), "--metric", "perf:latency_ms.p50"]) == 1
+        out = capsys.readouterr().out
+        assert "FAIL:" in out and "nothing compared (0 series with two or more runs)" in out
+        assert main(["history", command, "--db", str(db), "--metric", "perf:latency_ms.p50", "--allow-missing"]) == 0
+        assert "(--allow-missing: nothing compared" in capsys.readouterr().out
+    assert main(["history", "add", str(night(tmp_path, 2)), "--db", str(db)]) == 0
+    assert main(["history", "show", "--db", str(db), "--metric", "perf:latency_ms.p50"]) == 0

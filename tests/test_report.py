@@ -81,3 +81,17 @@ def test_junit_message_names_the_failing_metric():
         "model/logits: norm_max_abs = 0.31 (must be <= 0.15)"
     assert messages["test_latency[b-fp32-ort_cpu]"].get("message") == "p50_ms = 12.5 (must be <= 10)"
     assert messages["test_logits_parity[c-fp16-ort_cuda]"].get("message") == "RuntimeError: CUDA out of memory"
+
+
+def test_csv_floats_are_shortest_round_trip():
+    import io
+
+    import pandas as pd
+
+    from harness.report.tables import records_frame, to_csv
+
+    record = _record("test_latency[m-fp32-ort_cpu]", "pass", perf={"latency_ms": {"summary": {"p50": 62.0668, "p90": 0.1 + 0.2}}})
+    text = to_csv(records_frame([record]))
+    assert "62.0668," in text and "62.066800000000001" not in text
+    back = pd.read_csv(io.StringIO(text))
+    assert back["perf:latency_ms.p90"][0] == 0.1 + 0.2 and back["perf:latency_ms.p50"][0] == 62.0668

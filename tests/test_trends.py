@@ -5,13 +5,13 @@ lists them per variant."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from report_fixture import write_run
 
 from harness.cli import main
 from harness.gate.changepoints import detect
@@ -39,10 +39,7 @@ def night(root: Path, n: int) -> Path:
                      "finished": f"2026-03-{n * 2 + 1:02d}T02:00:00+0000", "harness_version": "0.1.0",
                      "id": f"test_latency[{variant}]", "suite": "test_perf", "verdict": "pass", "metrics": {},
                      "perf": {"latency_ms": {"samples": [p50] * 3, "summary": {"p50": p50}}}})
-    run = root / f"nightly-{n}"
-    run.mkdir(parents=True)
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return run
+    return write_run(root / f"nightly-{n}", rows)
 
 
 @pytest.fixture
@@ -135,3 +132,11 @@ def test_screenshot_script_photographs_the_three_pages(tmp_path: Path) -> None:
     shots = screenshots.screenshot(screenshots.build_pages(tmp_path / "pages"), tmp_path / "img")
     assert [s.name for s in shots] == ["report.png", "compare.png", "trends.png"]
     assert all(s.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and s.stat().st_size > 20_000 for s in shots)
+
+
+def test_history_show_keeps_metric_names_whole_on_a_narrow_terminal(db: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "70")
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "perf:latency_ms.p50" in out and "marian-tiny-int8-ort_cpu" in out

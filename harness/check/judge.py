@@ -165,7 +165,10 @@ def generation_runners(family: Family, jobs: list[JobResult]) -> tuple[dict[str,
     and '' -- or why generation cannot run on these files (the family decides)."""
     judged: dict[str, CheckedGraph] = {}
     for j in jobs:  # a dedicated file wins over the merged one for the same graph
-        if j.error is None and j.runner is not None and (j.job.mode not in judged or j.job.artifact.role != "merged"):
+        # a file whose numeric check failed still decodes (with its own cache, judged in the closed
+        # loop of harness.judge.cached_decoding): leaving it out decoded uncached and passed quietly
+        if j.runner is not None and j.match is not None and \
+                (j.job.mode not in judged or j.job.artifact.role != "merged"):
             judged[j.job.mode] = CheckedGraph(j.runner, _gives_cache(j), str(j.job.artifact.path))
     return family.decoding_runners(judged)
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.settings.options import accept
+
     p = sub.add_parser("bisect", help="find the first ONNX node where FP16/INT8 diverges from FP32",
                        description="Run the FP32 and the FP16/INT8 ONNX artifact of one graph with every "
                                    "intermediate activation as an output, compare them tensor by tensor and report "
@@ -29,14 +31,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--models", required=True, metavar="MODEL", help="one zoo name or local HF model dir")
     p.add_argument("--precision", required=True, help="fp16 or int8")
     p.add_argument("--graph", default=None, help="graph of the model (default: its first, e.g. encoder)")
-    p.add_argument("--samples", type=int, default=8, help="corpus sentences in the one batch that is run (default 8)")
+    accept(p, "samples", default=8, help="corpus sentences in the one batch that is run (default 8)")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
                    help="override a per-tensor threshold, e.g. norm_max_abs=0.01 or cosine=0.999 (repeatable)")
     p.add_argument("--top", type=int, default=10, help="tensors listed by error (default 10)")
-    p.add_argument("--out", type=Path, default=None, help="report directory (default: reports/bisect-<time>)")
-    p.add_argument("--external-data", default="auto", choices=("auto", "always", "never"),
+    accept(p, "out", help="report directory (default: reports/bisect-<time>)")
+    accept(p, "external_data", default="auto",
                    help="bisect the artifacts built with this --external-data mode (as `harness run`; default auto)")
-    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+    accept(p, "config",
                    help="suite config (harness.toml / pyproject.toml [tool.harness]) as `harness run` reads it; "
                         "default: harness.toml in the working directory if present. Its models, exporter and node "
                         "lists apply, so the artifact bisected is the one the run judges")

@@ -20,12 +20,14 @@ from typing import Any
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.settings.options import accept
+
     p = sub.add_parser("cache", help="size, integrity and pruning of the model/artifact/reference cache",
                        description="Inspect, verify and prune $HARNESS_CACHE (zoo models, exported artifacts, "
                                    "reference outputs). Runs never delete entries; this command does.")
     actions = p.add_subparsers(dest="cache_action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--cache", type=Path, default=None,
+    accept(common, "cache",
                         help="cache root (default: $HARNESS_CACHE, else ~/.cache/model-harness)")
     common.add_argument("--area", action="append", default=[], metavar="AREA",
                         help="only this area: zoo, artifacts or references (repeatable; default all)")

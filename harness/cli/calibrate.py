@@ -55,7 +55,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.gate.calibrate import DEFAULT_HEADROOM, DEFAULT_MIN_RUNS
-    from harness.settings.options import add_cli_arguments
+    from harness.settings.options import accept, add_cli_arguments
 
     parser = subparsers.add_parser("calibrate", help="propose per-model tolerances (harness.toml) from a known-good run",
                                    description="Propose per-model tolerances from a known-good run: each gated "
@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "observed intervals are reported and the exit code is 1)")
     parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, metavar="X",
                         help=f"observed error x X becomes the bound (default {DEFAULT_HEADROOM:g}; >= 1)")
-    parser.add_argument("--models", nargs="+", metavar="NAMES", help="only these models (default: every model)")
+    accept(parser, "models", help="only these models (default: every model)")
     parser.add_argument("--out", metavar="FILE", help="write the snippet here instead of stdout")
     add_cli_arguments(parser, names=("accuracy_margin",))
     parser.set_defaults(func=cmd_calibrate)

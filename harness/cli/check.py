@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.settings.options import accept
+
     p = sub.add_parser("check", help="judge pre-built ONNX artifacts (any exporter) against the PyTorch reference",
                        description="Judge ONNX artifacts that were built outside the harness (optimum-cli, "
                                    "torch.onnx.export, vendor tools) against the PyTorch FP32 reference on real "
@@ -35,33 +37,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--onnx", metavar="PATH", type=Path,
                    help="an .onnx file, or a directory in optimum's layout (encoder_model.onnx, decoder_model.onnx, "
                         "decoder_with_past_model.onnx, decoder_model_merged.onnx, model.onnx)")
-    p.add_argument("--config", metavar="FILE", type=Path,
+    accept(p, "config",
                    help="check every [models.<name>.artifacts] and [models.<name>.endpoint] entry of a suite "
                         "config instead")
     from harness.serving.options import add_endpoint_arguments
 
     add_endpoint_arguments(p)
-    p.add_argument("--models", nargs="+", default=None, help="with --config: only these models")
+    accept(p, "models", help="with --config: only these models")
     p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
                                                      "(default: detected from the files)")
     p.add_argument("--provider", default="ort_cpu",
                    help="a provider that runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native; "
                         "default ort_cpu")
-    p.add_argument("--corpus", default=None, help="corpus name or .txt/.tsv file (default: the model's)")
-    p.add_argument("--samples", type=int, default=None, help="corpus sentences for numeric parity (default 32)")
-    p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 8)")
-    p.add_argument("--gen-samples", type=int, default=None, help="sentences to decode for generation parity")
+    accept(p, "corpus", help="corpus name or .txt/.tsv file (default: the model's)")
+    accept(p, "samples", help="corpus sentences for numeric parity (default 32)")
+    accept(p, "batch_size")
+    accept(p, "gen_samples", help="sentences to decode for generation parity")
     p.add_argument("--no-generation", action="store_true", help="numeric parity only")
     p.add_argument("--map", action="append", default=[], metavar="REFERENCE=ARTIFACT",
                    help="pair a reference input/output with an artifact one by hand (repeatable)")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
                    help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
-    p.add_argument("--threads", type=int, default=None, help="intra-op threads")
+    accept(p, "threads")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow the reference directory's own Python code to run (off: such directories are refused)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="accept pickle weights (read with torch.load(weights_only=True)); off: safetensors only")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: reports/check-<time>)")
+    accept(p, "out", help="run directory (default: reports/check-<time>)")
     from harness.settings.options import Group, add_cli_arguments
 
     # --perf and its sizes (a check_perf record: latency distribution, cold start, memory, TTFT/TPOT);

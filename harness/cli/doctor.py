@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections import defaultdict
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.types import Variant
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +30,7 @@ def doctor(args: argparse.Namespace) -> int:
     from harness.runners import backends
     from harness.settings.options import cli_values
     from harness.settings.resolve import build_options
-    from harness.zoo.base import cache_root
+    from harness.zoo.base import cache_root, unavailable_models
 
     values = cli_values(args)
     values.setdefault("providers", list(PROVIDERS))  # doctor's point: every provider, runnable or not
@@ -51,15 +56,40 @@ def doctor(args: argparse.Namespace) -> int:
         zoo.add_column(col)
     for name, spec in (options.catalog.registered() if options.catalog else {}).items():
         zoo.add_row(name, spec.family, "yes" if spec.default else "opt-in", spec.description)
+    for name, reason in unavailable_models().items():  # known, but its extra is not installed
+        zoo.add_row(name, "?", "unavailable", f"[yellow]{escape(reason)}[/]")
     console.print(zoo)
-    table = Table(title="variants")
-    table.add_column("variant")
-    table.add_column("status")
-    runnable = 0
-    for variant in matrix(options):
-        reason = Workspace.unavailable_reason(variant)
-        runnable += reason is None
-        table.add_row(escape(variant.id), "[green]runs[/]" if reason is None else f"[yellow]skip:[/] {escape(reason)}")
-    console.print(table)
-    console.print(f"{runnable} variant(s) run here.")
+    console.print(variants_table(matrix(options), Workspace.unavailable_reason))
     return 0
+
+
+def variants_table(variants: Iterable[Variant], reason_of: Callable[[Variant], str | None]) -> Table:
+    """One row per model: how many of its variants run (and which precision x provider settings),
+    how many are skipped and on which providers; each skip reason is said once below the table
+    (180 variant rows, most repeating "CUDAExecutionProvider not available", said less than this)."""
+    from harness.report.variants import precision_rank
+
+    runs: dict[str, list[str]] = defaultdict(list)
+    skipped: dict[str, list[str]] = defaultdict(list)
+    reasons: dict[str, set[str]] = defaultdict(set)
+    for variant in variants:
+        setting = variant.id[len(variant.model) + 1:]
+        reason = reason_of(variant)
+        if reason is None:
+            runs[variant.model].append(setting)
+        else:
+            skipped[variant.model].append(setting)
+            reasons[reason].add(variant.provider.short)
+    table = Table(title="variants (one row per model)")
+    for column in ("model", "run", "precision × provider that run", "skipped", "skipped on"):
+        table.add_column(column, overflow="fold")
+    for model in sorted(set(runs) | set(skipped)):
+        settings = sorted(runs[model], key=lambda s: (precision_rank(s.split("-")[0]), s))
+        providers = sorted({s.split("-", 1)[1] if "-" in s else s for s in skipped[model]})
+        table.add_row(escape(model), str(len(runs[model])), escape(", ".join(settings)), str(len(skipped[model])),
+                      escape(", ".join(providers)))
+    total = sum(map(len, runs.values()))
+    notes = [f"{total} variant(s) run here."] + [f"skip on {', '.join(sorted(p))}: {r}" for r, p in sorted(reasons.items())]
+    table.caption = escape("\n".join(notes))
+    table.caption_justify = "left"
+    return table

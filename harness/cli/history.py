@@ -97,7 +97,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     table = Table(title=Text(f"history of {args.metric!r} over the last {len(wide)} run(s) in {history.describe(args.db)}"))
     for column in ("variant", "metric", "run", "finished", "value", "vs previous", "vs window median"):
-        table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left")
+        # names are never cut mid-word: the other columns give way (a narrow terminal wraps the line)
+        table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left",
+                         no_wrap=column in ("variant", "metric", "run"), min_width=len(column))
     series = None
     for row in rows.itertuples(index=False):
         key = (row.variant, row.metric)
@@ -112,8 +114,27 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.csv:
         out = Path(args.csv)
         out.parent.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(out, index=False, float_format="%.17g")
-    return 0
+        rows.to_csv(out, index=False)  # shortest round-trip floats (no 62.066800000000001)
+    return _trend_verdict(args, wide)
+
+
+def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame) -> int:
+    """A trend compares a series with its own past: with no series of two or more stored runs
+    (nothing matched, or every series has one run) nothing was compared: exit 1 with the
+    series listed, unless ``--allow-missing``. Single-run series beside compared ones are new,
+    not a failure."""
+    from harness.core.compared import Compared
+
+    series = [(str(v), str(m)) for v, m in wide.columns]
+    alone = tuple(f"{v} {m}" for v, m in series if wide[(v, m)].dropna().shape[0] < 2)
+    compared = Compared("series with two or more runs", len(series) - len(alone), alone,
+                        allow_missing=args.allow_missing)
+    if compared.count:
+        return 0
+    scope = f"metric {args.metric!r}" + (f", variant {args.variant!r}" if args.variant else "")
+    verdict = "OK" if args.allow_missing else "FAIL"
+    print(f"{verdict}: {len(series)} series of {scope} over {len(wide)} run(s)" + compared.verdict_suffix())
+    return compared.exit_code
 
 
 def _write_html(args: argparse.Namespace, wide: pd.DataFrame) -> None:
@@ -171,7 +192,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
         console.print(table)
     console.print(f"{len(found)} change point(s) in {len(wide.columns)} series "
                   f"(PELT over each series' stored runs; a level must hold for 2 runs and move by 5 % and 3 σ)")
-    return 0
+    return _trend_verdict(args, wide)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -199,6 +220,12 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
                              f"(default: ${history.DB_ENV} or {history.DEFAULT_DB})")
 
 
+def _allow_missing(parser: argparse.ArgumentParser) -> None:
+    from harness.core.compared import ALLOW_MISSING_FLAG, ALLOW_MISSING_HELP
+
+    parser.add_argument(ALLOW_MISSING_FLAG, action="store_true", help=ALLOW_MISSING_HELP)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``history`` with its add/show/list subcommands to the top-level parser."""
     parser = subparsers.add_parser("history", help="store runs' numbers over time and show their trend",
@@ -219,6 +246,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show.add_argument("--html", metavar="OUT", help="also write trend plots (baseline band shaded) as an HTML page")
     show.add_argument("--max-plots", type=int, default=24, metavar="N", help="at most N metrics plotted in --html")
     _db_option(show)
+    _allow_missing(show)
     show.set_defaults(func=cmd_show)
 
     changes = actions.add_parser("changes", help="change points per variant: the run where each new level started")
@@ -227,6 +255,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="metric name glob (default perf:latency_ms.p50)")
     changes.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
     _db_option(changes)
+    _allow_missing(changes)
     changes.set_defaults(func=cmd_changes)
 
     listing = actions.add_parser("list", help="show stored runs")

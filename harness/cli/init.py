@@ -16,6 +16,8 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.settings.options import accept
+
     p = sub.add_parser("init", help="write harness.toml, a CI workflow and .gitignore entries for a model",
                        description="Add the harness to this repository: a commented harness.toml for MODEL_DIR "
                                    "(a local Hugging Face model directory; without it, the built-in zoo), a GitHub "
@@ -26,9 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--dir", type=Path, default=Path("."), help="repository root to write into (default: .)")
     p.add_argument("--name", default=None, help="the model's name in harness.toml (default: the directory's name)")
     p.add_argument("--family", default=None, help="model family when config.json does not tell it")
-    p.add_argument("--precisions", nargs="+", default=None, metavar="LIST", help="precisions to gate "
+    accept(p, "precisions", help="precisions to gate "
                    "(default fp32 fp16 int8)")
-    p.add_argument("--providers", nargs="+", default=None, metavar="LIST", help="providers to gate on "
+    accept(p, "providers", help="providers to gate on "
                    "(default torch_cpu ort_cpu)")
     p.add_argument("--ci", choices=("github", "none"), default="github", help="CI workflow to write (default github)")
     p.add_argument("--shards", type=int, default=1, metavar="N",

@@ -32,6 +32,8 @@ _DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.settings.options import accept
+
     p = sub.add_parser("perf-compare", help="paired interleaved A/B timing of two ONNX files (exit 1 on a regression)",
                        description=__doc__.splitlines()[0])
     p.add_argument("baseline", type=Path, help="the baseline ONNX file (A)")
@@ -42,7 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--env-b", metavar="PYTHON", default=None,
                    help="interpreter command of environment B, e.g. '/venv-new/bin/python' (pairs environments)")
     p.add_argument("--provider", default="ort_cpu", help="ONNX Runtime provider short name (default ort_cpu)")
-    p.add_argument("--threads", type=int, default=None, help="intra-op threads for both sessions")
+    accept(p, "threads", help="intra-op threads for both sessions")
     p.add_argument("--batch", type=int, default=1, help="batch size of the generated inputs (default 1)")
     p.add_argument("--seq", type=int, default=32, help="sequence length of the generated inputs (default 32)")
     p.add_argument("--pairs", type=int, default=30, help="block pairs (default 30; >= 8 for a verdict)")

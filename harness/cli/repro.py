@@ -19,6 +19,8 @@ from harness.core import UsageError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.settings.options import accept
+
     p = sub.add_parser("repro", help="re-judge a failing case's repro bundle (no zoo, no cache needed)",
                        description="Load the bundled ONNX artifact with the recorded runtime settings, run the "
                                    "bundled feeds, compare with the bundled reference outputs using the recorded "
@@ -33,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a repro bundle directory (or its bundle.json)")
     p.add_argument("--provider", default=None,
                    help="run on another provider than the recorded one (e.g. ort_cuda to compare devices)")
-    p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: the recorded ones)")
+    accept(p, "threads", help="intra-op threads (default: the recorded ones)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the outcome as JSON here")
     p.set_defaults(func=repro)
 

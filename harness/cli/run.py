@@ -72,6 +72,13 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     if values.get("junit_xml"):
         ensure_writable_file(values["junit_xml"], "--junit-xml")
     check_gate_values(values, lambda name: option(name).flag)
+    if values.get("gen_max_new_tokens"):  # more than a model's positions: one line now, not an error per case
+        from harness.zoo.base import ModelCatalog
+        from harness.zoo.consistency import check_generation_request
+
+        catalog = options.catalog or ModelCatalog()
+        check_generation_request([catalog.resolve(m) for m in options.models], values["gen_max_new_tokens"],
+                                 option("gen_max_new_tokens").flag)
     notes = list(options.notes)
     if not args.suites and Path("suites").is_dir() and Path("suites").resolve() != suites[0].resolve():
         notes.append("./suites is not collected (the built-in suites are); --suites suites runs it, "
@@ -84,14 +91,25 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     # warns once per run about it: noise for the user, nothing to act on
     # hypothesis's pytest plugin (autoloaded wherever hypothesis is installed) costs ~2 s at session
     # end to print statistics the harness's suites never produce
-    argv = [*map(str, suites), "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q", "-rs",
+    extra = list(args.pytest_args or [])
+    argv = [*map(str, suites), *_cache_args(extra), "-p", "no:hypothesispytest", "-q", "-rs",
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
         argv += ["-k", args.keyword]
     if args.workers:
         argv += ["-n", str(args.workers)]
-    return argv + list(args.pytest_args or [])
+    return argv + extra
+
+
+def _cache_args(pytest_args: list[str]) -> list[str]:
+    """pytest's cache (what ``--lf``/``--ff`` rerun) lives in the working directory: the built-in
+    suites' rootdir is inside the installed package, where a ``.pytest_cache`` does not belong (it
+    was switched off instead, so ``--pytest-args --lf`` had nothing to read). An explicit
+    ``-p no:cacheprovider`` or ``cache_dir`` in ``--pytest-args`` wins."""
+    if any("cache_dir" in a or a == "no:cacheprovider" for a in pytest_args):
+        return []
+    return ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
 
 
 def run_dir(args: argparse.Namespace) -> Path:

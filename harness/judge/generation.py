@@ -230,6 +230,8 @@ class GenerationResult:
     forensics_note: str | None = None  # why a failing case has no forensics (the replay itself failed)
     #: whether generation was gated at all (``harness.judge.coverage``); None: not accounted
     coverage: Any = None
+    #: the closed-loop cached-decoding check (``harness.judge.cached_decoding``); None: not run
+    cached: Any = None
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passes(self.metrics.get(c.metric, math.nan))]
@@ -267,6 +269,8 @@ class GenerationResult:
             lines = [CheckResult(c.metric, self.metrics.get(c.metric, math.nan), c.symbol, c.threshold).message()
                      for c in failed] + ([problem] if problem else [])
             trailer = [self.first_divergence()]
+            if self.cached is not None and any(c.metric.startswith("cached_decoding.") for c in failed):
+                trailer.insert(0, "cached-decoding check failed: " + self.cached.describe())
             if self.forensics:
                 trailer += ["divergent steps (teacher-forced top-k: id 'token' logit (log-prob)):"]
                 trailer += [f.describe() for f in self.forensics]
@@ -408,6 +412,10 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
         got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     with phase("metrics"):
         result = _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
+    if settings.use_cache and variant.backend != "torch":  # the variant's own cache, fed back (closed loop)
+        with phase("variant"):
+            _add_cached_decoding(ws, model, family, variant, reference, texts, settings, int(wanted["batch_size"]),
+                                 result)
     if not result.passed:  # only a failing case pays for the replay
         with phase("variant"):
             try:
@@ -418,6 +426,28 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
 
                 result.forensics_note = f"forensics unavailable: {describe_error(exc)}"
     return result
+
+
+def _add_cached_decoding(ws: "Workspace", model: "LoadedModel", family: "Family", variant: Variant,
+                         reference: Decoded, texts: Sequence[str], settings: GenerationSettings, batch_size: int,
+                         result: GenerationResult) -> None:
+    """Judge the variant's KV cache in a closed loop (``harness.judge.cached_decoding``): its
+    gates join the generation checks and it counts as gated coverage."""
+    from dataclasses import replace
+
+    from harness.judge.cached_decoding import NAME, cached_decoding
+
+    loop = cached_decoding(ws, model, family, variant, reference.tokens, texts, settings, batch_size)
+    result.metrics.update(loop.metrics)
+    result.checks = (*result.checks, *loop.checks)
+    result.settings[NAME] = loop.as_dict()
+    result.cached = loop
+    if result.coverage is not None:
+        gated = any(not math.isnan(result.metrics[c.metric]) for c in loop.checks)
+        result.coverage = replace(result.coverage, required=(*result.coverage.required, NAME),
+                                  gated=(*result.coverage.gated, NAME) if gated else result.coverage.gated,
+                                  measured={**result.coverage.measured,
+                                            **({} if gated else {NAME: "nothing compared in the closed loop"})})
 
 
 def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family", variant: Variant,

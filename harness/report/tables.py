@@ -73,8 +73,9 @@ def _headline_cells(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """CSV with full float precision, so a round trip gives back the recorded numbers."""
-    csv: str = frame.to_csv(index=False, float_format="%.17g")
+    """CSV whose floats are the shortest text that reads back as the same number (Python's repr):
+    a round trip gives back the recorded numbers, and ``62.0668`` is not written ``62.066800000000001``."""
+    csv: str = frame.to_csv(index=False)
     return csv
 
 

@@ -132,22 +132,16 @@ class Option:
         return [f"{flag}={value}"] if pytest_form else [flag, str(value)]
 
 
-def _integer(o: Option, raw: Any, where: str) -> int:
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise UsageError(f"{where}: expected an integer, got {raw!r}") from None
-    o.limit(value, where)
-    return value
-
-
-def _number(o: Option, raw: Any, where: str) -> float:
-    try:
-        number = float(raw)
-    except (TypeError, ValueError):
-        raise UsageError(f"{where}: expected a number, got {raw!r}") from None
-    o.limit(number, where)
-    return number
+def _numeric(cast: Callable[[Any], float], what: str) -> Callable[[Option, Any, str], Any]:
+    """The parser of an INT (``int``) or FLOAT (``float``) row: the cast, then the row's bounds."""
+    def parse(o: Option, raw: Any, where: str) -> Any:
+        try:
+            value = cast(raw)
+        except (TypeError, ValueError):
+            raise UsageError(f"{where}: expected {what}, got {raw!r}") from None
+        o.limit(value, where)
+        return value
+    return parse
 
 
 def _choice(o: Option, raw: Any, where: str) -> str:
@@ -182,8 +176,8 @@ def _pairs(o: Option, raw: Any, where: str) -> list[str] | None:
 
 _PARSERS: dict[Kind, Callable[[Option, Any, str], Any]] = {
     Kind.FLAG: lambda o, raw, where: bool(raw),
-    Kind.INT: _integer,
-    Kind.FLOAT: _number,
+    Kind.INT: _numeric(int, "an integer"),
+    Kind.FLOAT: _numeric(float, "a number"),
     Kind.CHOICE: _choice,
     Kind.PATH: lambda o, raw, where: Path(str(raw)).expanduser(),
     Kind.TEXT: lambda o, raw, where: str(raw),
@@ -426,26 +420,35 @@ def add_cli_arguments(parser: argparse.ArgumentParser, groups: Sequence[Group] =
     for o in OPTIONS:
         if (names is not None and o.name not in names) or o.group not in groups or not o.on_cli:
             continue
-        kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o)}
-        if o.kind is Kind.FLAG:
-            parser.add_argument(o.flag, action="store_true", default=False, **kwargs)
-            continue
-        kwargs["default"] = None
-        if o.metavar:
-            kwargs["metavar"] = o.metavar
-        if o.kind in (Kind.LIST, Kind.INT_LIST):
-            kwargs["nargs"] = "+"
-        elif o.kind is Kind.PAIRS:
-            kwargs["action"] = "append"
-        elif o.kind is Kind.INT:
-            kwargs["type"] = int
-        elif o.kind is Kind.FLOAT:
-            kwargs["type"] = float
-        elif o.kind is Kind.CHOICE:
-            kwargs["choices"] = o.choices
-        elif o.kind is Kind.PATH:
-            kwargs["type"] = Path
-        parser.add_argument(o.flag, **kwargs)
+        accept(parser, o.name)
+
+
+def accept(parser: argparse.ArgumentParser, name: str, **overrides: Any) -> None:
+    """A subcommand takes the table's option ``name``: its flag, type, choices and metavar come
+    from the row (``harness check --samples`` is ``harness run --samples``); ``overrides`` are the
+    subcommand's own wording or default (``help=``, ``default=``, ``required=``). Config-only
+    options may be accepted by a subcommand too (``harness check --corpus``)."""
+    o = option(name)
+    kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o)}
+    if o.kind is Kind.FLAG:
+        parser.add_argument(o.flag, action="store_true", default=False, **{**kwargs, **overrides})
+        return
+    kwargs["default"] = None
+    if o.metavar:
+        kwargs["metavar"] = o.metavar
+    if o.kind in (Kind.LIST, Kind.INT_LIST):
+        kwargs["nargs"] = "+"
+    elif o.kind is Kind.PAIRS:
+        kwargs["action"] = "append"
+    elif o.kind is Kind.INT:
+        kwargs["type"] = int
+    elif o.kind is Kind.FLOAT:
+        kwargs["type"] = float
+    elif o.kind is Kind.CHOICE:
+        kwargs["choices"] = o.choices
+    elif o.kind is Kind.PATH:
+        kwargs["type"] = Path
+    parser.add_argument(o.flag, **{**kwargs, **overrides})
 
 
 def cli_values(args: argparse.Namespace) -> dict[str, Any]:

@@ -139,6 +139,11 @@ def _import_zoo() -> None:
     from harness import zoo  # noqa: F401  (imports every zoo module so they register)
 
 
+def unavailable_models() -> dict[str, str]:
+    """Zoo names that cannot be used here, with the reason (``harness doctor`` names the extra)."""
+    return dict(_UNAVAILABLE)
+
+
 def register_unavailable(name: str, reason: str) -> None:
     """A zoo model that exists but cannot load here; naming it gives ``reason``, not "unknown"."""
     _UNAVAILABLE[name] = reason

@@ -161,3 +161,22 @@ def check_generation(path: Path, limits: ModelLimits, new_tokens: int, *, option
         prompt = f"a {prompt_tokens}-token prompt + " if prompt_tokens else "the start token + "
         raise UsageError(f"{option} {new_tokens}: {prompt}{new_tokens} new tokens need {needed} positions but "
                          f"{path.name} has {limits.positions} ({limits.positions_source})")
+
+
+def check_generation_request(specs: Iterable[Any], new_tokens: int, option: str) -> None:
+    """Before any case: every generating model of the run can hold ``new_tokens`` new tokens
+    (``option`` is the flag the request came from). Materialises zoo models (they are built
+    for the run anyway) to read their limits."""
+    import json as _json
+
+    from harness.zoo.base import materialize
+
+    for spec in specs:
+        if not getattr(spec, "generates", False):
+            continue
+        path = materialize(spec)
+        try:
+            config = _json.loads((path / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # the loader refuses it with its own line
+        check_generation(path, limits_of(path, config), new_tokens, option=option)

@@ -55,6 +55,9 @@ def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:
 
     fig = _figure(7.0, 3.2)
     ax: Axes = fig.add_subplot()
+    hidden = max(len(series) - MAX_SERIES, 0)
+    if hidden:  # said on the plot: a CDF that silently stopped at 10 series hid the rest
+        title = f"{title} (first {MAX_SERIES} of {len(series)}; {hidden} more in the table below)"
     for i, (name, samples) in enumerate(list(series.items())[:MAX_SERIES]):
         values = np.sort(np.asarray([s for s in samples if math.isfinite(s)], dtype=float))
         if values.size == 0:
@@ -71,13 +74,17 @@ def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:
     ax.axhline(0.99, color="#999", linewidth=0.6, linestyle=":")
     ax.set_xlabel("latency per call (ms)   ● p50   ▲ p99")
     ax.set_ylabel("fraction of calls")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return to_svg(fig, title)
 
 
 def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str, unit: str) -> str:
-    """Horizontal (stacked when several ``parts``) bars per variant: cold start, memory, tokens/s."""
+    """Horizontal (stacked when several ``parts``) bars per variant: cold start, memory, tokens/s.
+    One unit per axis; the total beside each bar is written in that unit (``10.1 s``, not
+    ``1.007e+04``) inside the axes' room; a log axis when the totals span two orders of magnitude."""
+    from harness.report.units import fmt
+
     fig = _figure(7.0, 0.9 + 0.28 * max(len(values), 1))
     ax: Axes = fig.add_subplot()
     names = list(values)
@@ -86,10 +93,17 @@ def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str
         widths = [values[n][j] if j < len(values[n]) else 0.0 for n in names]
         ax.barh(names, widths, left=left, color=PALETTE[j % len(PALETTE)], label=part)
         left = [a + b for a, b in zip(left, widths)]
+    positive = [t for t in left if t > 0]
+    log = bool(positive) and max(positive) > 100 * min(positive)
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlim(min(positive) / 2, max(positive) * 6)
+    elif positive:
+        ax.set_xlim(0, max(positive) * 1.22)  # room for the labels, inside the axes
     for y, total in enumerate(left):
-        ax.text(total, y, f" {total:.4g}", va="center", fontsize=7)
+        ax.text(total, y, f" {fmt(total, unit)}", va="center", fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel(unit)
+    ax.set_xlabel(unit + (" (log scale)" if log else ""))
     ax.set_title(title)
     if len(parts) > 1:  # outside the axes: inside, it would cover the longest bar's end
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

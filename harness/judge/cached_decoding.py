@@ -1,0 +1,201 @@
+"""Closed-loop cached decoding: a decoder with past judged on its *own* cache.
+
+The numeric check of ``decoder_with_past`` feeds it the reference's past, so a file whose
+present key/value outputs are swapped, whose positions ignore the past length, or whose cache
+drops the last step passes it: its logits are right for the right cache, and the cache it
+returns is "measured, not gated". Greedy decoding of a tiny random model can then happen not to
+flip a token (a swapped-K/V Marian decoder: cached logits off by 0.017, presents off by 0.81,
+``harness check`` exited 0).
+
+Here both sides decode the same tokens: each batch of prompts is stepped with the KV cache,
+teacher-forced on the reference's (PyTorch FP32's) decoded tokens, every step fed the past that
+side's previous step returned. The per-step logits of every still-running row are judged
+against PyTorch's with the per-precision numeric thresholds (``cosine``, ``top1_agreement``,
+``kl`` gated; ``norm_max_abs`` recorded; the model's own tolerances apply), as
+``cached_decoding.logits.*``.
+The presents are gated too (``cached_decoding.presents.cosine``, worst step; their
+``norm_max_abs`` is recorded) when every present
+tensor has the reference's name and shape -- the harness's own layout is optimum's
+(``present.<layer>.<decoder|encoder>.<key|value>``, batch x heads x positions x head size, the
+layout transformers' cache classes export), and ``harness check`` maps foreign names onto it --
+and measured otherwise, with the reason recorded. The check records itself as gated coverage
+(``cached_decoding``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from harness.core import Check
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core import Variant
+    from harness.families import Family
+    from harness.generation.settings import GenerationSettings
+    from harness.generation.steppers import Starter
+    from harness.judge.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
+
+#: the check's name: metric keys, coverage and messages
+NAME = "cached_decoding"
+#: the thresholds it applies (the numeric registry's defaults at the precision, or the model's)
+LOGIT_METRICS = ("norm_max_abs", "cosine", "top1_agreement", "kl")
+#: the logits' gates: the distribution-level ones. ``norm_max_abs`` (one element over every step)
+#: is recorded: a correct llama-tiny INT8 cache fed back over 96 steps reached 0.18 on one
+#: position, past the single-step 0.15, with cosine 0.9996 and top-1 0.96; a swapped key/value
+#: at FP32 measured cosine 0.99975 and kl 7e-6 (gates 0.99999 and 1e-6)
+LOGIT_GATES = ("cosine", "top1_agreement", "kl")
+PRESENT_METRICS = ("norm_max_abs", "cosine")
+#: the presents are gated on their direction (cosine), their element error is recorded: INT8
+#: quantises the K/V projections themselves, so a correct marian-tiny INT8 cache measured
+#: norm_max_abs 0.25 (cosine 0.998) while its logits stayed at 0.059; a swapped key/value
+#: measured cosine 0.90 at FP32
+PRESENT_GATES = ("cosine",)
+
+
+@dataclass
+class CachedDecoding:
+    """What the closed loop compared and how it came out."""
+
+    metrics: dict[str, float]
+    checks: list[Check]
+    steps: int
+    positions: int
+    presents: str  # "gated" or "measured: <why>"
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return (f"{NAME}: closed loop over {self.steps} step(s) ({self.positions} positions), each side fed its "
+                f"own presents, teacher-forced on PyTorch's tokens; presents {self.presents}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "positions": self.positions, "presents": self.presents, "notes": self.notes}
+
+
+def _forced(tokens: Sequence[Sequence[int]], length: int, fill: int) -> np.ndarray:
+    out = np.full((len(tokens), length), fill, dtype=np.int64)
+    for r, row in enumerate(tokens):
+        out[r, : min(len(row), length)] = list(row[:length])
+    return out
+
+
+def _present_problem(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]) -> str | None:
+    """Why the two sides' caches cannot be compared tensor for tensor (None: same names and shapes)."""
+    if set(ref) != set(got):
+        only = sorted(set(ref) ^ set(got))
+        return f"present names differ from the reference's ({', '.join(only[:4])})"
+    for name in sorted(ref):
+        if ref[name].shape != got[name].shape:
+            return f"{name} has shape {tuple(got[name].shape)}, the reference {tuple(ref[name].shape)}"
+    return None
+
+
+def closed_loop(reference: Starter, variant: Starter, batches: Sequence[tuple[np.ndarray, np.ndarray]],
+                tokens: Sequence[Sequence[Sequence[int]]], fill: int
+                ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]], str | None, int]:
+    """Both sides stepped with their own cache over each batch, teacher-forced on ``tokens``
+    (per batch, per row): the valid positions' logits (reference, variant), per step the
+    flattened presents of the running rows (when comparable), why presents are not, and steps."""
+    ref_rows: list[np.ndarray] = []
+    var_rows: list[np.ndarray] = []
+    presents: list[tuple[np.ndarray, np.ndarray]] = []
+    problem: str | None = None
+    steps = 0
+    for (ids, mask), batch_tokens in zip(batches, tokens):
+        length = max((len(t) for t in batch_tokens), default=0)
+        forced = _forced(batch_tokens, length, fill)
+        ref_start = reference.start(ids, mask, 1, True)
+        var_start = variant.start(ids, mask, 1, True)
+        for t in range(length):
+            history = np.concatenate([ref_start.prompt, forced[:, :t]], axis=1)
+            r = np.asarray(ref_start.stepper.step(history), dtype=np.float32)
+            v = np.asarray(var_start.stepper.step(history), dtype=np.float32)
+            running = np.array([t < len(row) for row in batch_tokens])
+            ref_rows.append(r[running])
+            var_rows.append(v[running])
+            steps += 1
+            ref_past = getattr(ref_start.stepper, "past", None) or {}
+            var_past = getattr(var_start.stepper, "past", None) or {}
+            why = _present_problem(ref_past, var_past)
+            if why is not None:
+                problem = problem or why
+                continue
+            names = sorted(ref_past)
+            presents.append((np.concatenate([np.asarray(ref_past[n], np.float32)[running].ravel() for n in names]),
+                             np.concatenate([np.asarray(var_past[n], np.float32)[running].ravel() for n in names])))
+    ref_all = np.concatenate(ref_rows) if ref_rows else np.zeros((0, 1), np.float32)
+    var_all = np.concatenate(var_rows) if var_rows else np.zeros((0, 1), np.float32)
+    return ref_all, var_all, presents, problem, steps
+
+
+def judge_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents: Sequence[tuple[np.ndarray, np.ndarray]],
+                      problem: str | None, steps: int, checks_for: Callable[[bool], Sequence[Check]]
+                      ) -> CachedDecoding:
+    """The metrics and gates of a closed loop (``checks_for(is_logits)``: the numeric gates)."""
+    from harness.metrics.numeric import compare_arrays
+
+    metrics: dict[str, float] = {}
+    checks: list[Check] = []
+    compared = compare_arrays(ref_logits, var_logits, is_logits=True).metrics if len(ref_logits) else {}
+    for name in LOGIT_METRICS:
+        metrics[f"{NAME}.logits.{name}"] = float(compared.get(name, math.nan))
+    for check in checks_for(True):
+        if check.metric in LOGIT_GATES:
+            checks.append(Check(f"{NAME}.logits.{check.metric}", check.threshold, check.higher_is_better))
+    presents_state = "gated"
+    if problem is not None or not presents:
+        presents_state = f"measured, not gated: {problem or 'no present tensor returned'}"
+    else:
+        worst: dict[str, float] = {}
+        for ref, got in presents:
+            values = compare_arrays(ref, got).metrics
+            for name in PRESENT_METRICS:
+                value = float(values.get(name, math.nan))
+                higher = name == "cosine"
+                old = worst.get(name)
+                if old is None or math.isnan(value) or (value < old if higher else value > old):
+                    worst[name] = value
+        for name in PRESENT_METRICS:
+            metrics[f"{NAME}.presents.{name}"] = worst.get(name, math.nan)
+        for check in checks_for(False):
+            if check.metric in PRESENT_GATES:
+                checks.append(Check(f"{NAME}.presents.{check.metric}", check.threshold, check.higher_is_better))
+    return CachedDecoding(metrics, checks, steps, int(len(ref_logits)), presents_state)
+
+
+def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: Variant,
+                    reference_tokens: Sequence[Sequence[int]], texts: Sequence[str], settings: GenerationSettings,
+                    batch_size: int) -> CachedDecoding:
+    """The closed loop for ``variant``'s cached graphs against PyTorch FP32's, on the sentences the
+    generation gate decoded (``texts``, in batches of ``batch_size``) and PyTorch's tokens."""
+    from contextlib import ExitStack
+
+    from harness.core import PROVIDERS, Precision
+    from harness.core import Variant as _Variant
+    from harness.families import family_for
+    from harness.generation.decode import load_runners, torch_threads
+    from harness.judge.generation import decode_threads
+    from harness.judge.tolerances import tolerance_for
+
+    reference = _Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
+    starters = []
+    with ExitStack() as stack:
+        stack.enter_context(torch_threads(decode_threads(ws)))
+        for side, fam in ((reference, family_for(model.family)), (variant, family)):
+            runners, _ = load_runners(ws.backend(side, model), model, fam, side, True, stack)
+            starters.append(fam.starter(model, runners, settings.decoder_start_token_id))
+        batches, tokens = [], []
+        for lo in range(0, len(texts), batch_size):
+            batches.append(family.generation_prompts(model, texts[lo: lo + batch_size], settings.max_new_tokens))
+            tokens.append(reference_tokens[lo: lo + batch_size])
+        ref, got, presents, problem, steps = closed_loop(starters[0], starters[1], batches, tokens,
+                                                         settings.fill_token_id)
+
+    def checks_for(is_logits: bool) -> Sequence[Check]:
+        return tolerance_for(variant.precision, is_logits=is_logits, overrides=model.spec.tolerances).checks
+
+    return judge_closed_loop(ref, got, presents, problem, steps, checks_for)
