@@ -5,13 +5,13 @@ lists them per variant."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from report_fixture import write_run
 
 from harness.cli import main
 from harness.gate.changepoints import detect
@@ -39,10 +39,7 @@ def night(root: Path, n: int) -> Path:
                      "finished": f"2026-03-{n * 2 + 1:02d}T02:00:00+0000", "harness_version": "0.1.0",
                      "id": f"test_latency[{variant}]", "suite": "test_perf", "verdict": "pass", "metrics": {},
                      "perf": {"latency_ms": {"samples": [p50] * 3, "summary": {"p50": p50}}}})
-    run = root / f"nightly-{n}"
-    run.mkdir(parents=True)
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return run
+    return write_run(root / f"nightly-{n}", rows)
 
 
 @pytest.fixture

@@ -132,22 +132,16 @@ class Option:
         return [f"{flag}={value}"] if pytest_form else [flag, str(value)]
 
 
-def _integer(o: Option, raw: Any, where: str) -> int:
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise UsageError(f"{where}: expected an integer, got {raw!r}") from None
-    o.limit(value, where)
-    return value
-
-
-def _number(o: Option, raw: Any, where: str) -> float:
-    try:
-        number = float(raw)
-    except (TypeError, ValueError):
-        raise UsageError(f"{where}: expected a number, got {raw!r}") from None
-    o.limit(number, where)
-    return number
+def _numeric(cast: Callable[[Any], float], what: str) -> Callable[[Option, Any, str], Any]:
+    """The parser of an INT (``int``) or FLOAT (``float``) row: the cast, then the row's bounds."""
+    def parse(o: Option, raw: Any, where: str) -> Any:
+        try:
+            value = cast(raw)
+        except (TypeError, ValueError):
+            raise UsageError(f"{where}: expected {what}, got {raw!r}") from None
+        o.limit(value, where)
+        return value
+    return parse
 
 
 def _choice(o: Option, raw: Any, where: str) -> str:
@@ -182,8 +176,8 @@ def _pairs(o: Option, raw: Any, where: str) -> list[str] | None:
 
 _PARSERS: dict[Kind, Callable[[Option, Any, str], Any]] = {
     Kind.FLAG: lambda o, raw, where: bool(raw),
-    Kind.INT: _integer,
-    Kind.FLOAT: _number,
+    Kind.INT: _numeric(int, "an integer"),
+    Kind.FLOAT: _numeric(float, "a number"),
     Kind.CHOICE: _choice,
     Kind.PATH: lambda o, raw, where: Path(str(raw)).expanduser(),
     Kind.TEXT: lambda o, raw, where: str(raw),
