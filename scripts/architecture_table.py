@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.zoo.architectures import ARCHITECTURES, Architecture, build_cached  # noqa: E402
+from harness.zoo.architectures import ARCHITECTURES, FRONTIER, Architecture, build_cached  # noqa: E402
 
 PRECISIONS = ("fp32", "fp16", "int8")
 PROVIDERS = ("torch_cpu", "ort_cpu")
@@ -75,12 +76,13 @@ def run_matrix(dirs: dict[str, Path], out: Path, precisions: tuple[str, ...], pr
 def _reason(record: dict[str, Any]) -> str:
     """A failing case's first failed check (``gen_bleu_vs_torch = 9.9 (must be >= 30)``), an
     error's first line; never the variant's path."""
-    lines = [line.strip() for line in str(record.get("reason") or "").splitlines() if line.strip()]
+    text = re.sub(r"(?:/[^/\s:]+)+/([^/\s:]+)", r"\1", str(record.get("reason") or ""))  # paths -> names
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
     if "check(s) failed" in lines[0] and len(lines) > 1:
         return lines[1]
-    return lines[0].split(": ", 1)[1] if lines[0].startswith("/") and ": " in lines[0] else lines[0]
+    return lines[0]
 
 
 def _cell(records: list[dict[str, Any]]) -> str:
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from harness.zoo.base import cache_root
 
-    archs = [a for a in ARCHITECTURES if args.only is None or a.name in args.only]
+    archs = [a for a in ARCHITECTURES + FRONTIER if args.only is None or a.name in args.only]
     root = args.models_dir or cache_root() / "architectures"
     dirs, families, refused = prepare(archs, root)
     precisions, providers = tuple(args.precisions), tuple(args.providers)
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             run_matrix(dirs, run_dir / f"{precision}{suffix}", (precision,), providers, args.samples,
                        args.gen_samples, args.new_tokens)
     if args.only:  # the table always lists every architecture (a subset run refreshes its rows)
-        archs = list(ARCHITECTURES)
+        archs = list(ARCHITECTURES + FRONTIER)
         more, fams, why = prepare([a for a in archs if a.name not in dirs and a.name not in refused], root)
         dirs.update(more)
         families.update(fams)

@@ -140,7 +140,12 @@ def test_perf_measures_a_registered_backend_through_its_own_primitives(workspace
     runners = {p.graph.name: backend.load(model, family, p.graph, v) for p in points}
     fields = latency.measure(runners, points, settings)
     assert len(fields["latency_ms"]["samples"]) == 5
-    assert sum(r.timed for r in ToyBackend.loaded) == len(points) * (5 + 2)  # timed through ToyRunner.timed_call
+    # every timed, warm-up, settle and calibration call went through ToyRunner.timed_call
+    from harness.perf.measure import SETTLE_CALLS
+    from harness.perf.stopping import CALIBRATION_CALLS
+
+    assert sum(r.timed for r in ToyBackend.loaded) == len(points) * (
+        CALIBRATION_CALLS + max(2, SETTLE_CALLS) + SETTLE_CALLS + 5)
 
     assert coldstart.unsupported_reason(v) is None
     graphs = family.graphs(model)

@@ -27,7 +27,13 @@ if TYPE_CHECKING:  # pragma: no cover
 def lm_layout(model: LoadedModel) -> tuple[int, int, int]:
     """(layers, kv_heads, head_dim) of a causal LM config."""
     cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
-    heads = cfg.num_attention_heads
+    heads = getattr(cfg, "num_attention_heads", None)
+    if not heads:
+        from harness.core import UsageError
+
+        raise UsageError(f"{model.path}: {type(cfg).__name__} has no attention heads (a state-space or recurrent "
+                         "cache): the causal_lm family's graphs carry attention key/value caches, so it cannot "
+                         "judge this model")
     kv = getattr(cfg, "num_key_value_heads", None) or getattr(cfg, "num_kv_heads", None) or heads
     if getattr(cfg, "multi_query", False) and not getattr(cfg, "new_decoder_architecture", False):
         kv = 1  # Falcon's multi-query attention: one key/value head

@@ -35,6 +35,10 @@ _PADDING_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "mpnet
                                    "roberta-prelayernorm", "xmod", "ibert", "luke", "xlm-roberta-xl"})
 
 
+#: where encoder-decoders with separate tables name the encoder's (LED): read after the common keys
+_ENCODER_POSITION_KEYS = ("max_encoder_position_embeddings",)
+
+
 @dataclass(frozen=True)
 class ModelLimits:
     """What a model can take, for the record (``data.limits``)."""
@@ -57,7 +61,7 @@ def learned_positions(config: Mapping[str, Any]) -> int | None:
     learned table."""
     from harness.zoo.consistency import POSITION_KEYS
 
-    for key in POSITION_KEYS:
+    for key in (*POSITION_KEYS, *_ENCODER_POSITION_KEYS):
         value = config.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             if config.get("model_type") in _PADDING_OFFSET_TYPES:

@@ -116,12 +116,40 @@ ARCHITECTURES: tuple[Architecture, ...] = (
                       relative_attention_num_buckets=8, relative_attention_max_distance=16)),
 )
 
+#: architectures at the edge of what the harness handles: in the table with what happens to them
+#: (a refusal with its one line, an error, or verdicts), so "does not work" is measured too
+FRONTIER: tuple[Architecture, ...] = (
+    Architecture("xlm", "XLMWithLMHeadModel", "encoder", "bert",
+                 dict(emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=TINY_POSITIONS)),
+    Architecture("mamba", "MambaForCausalLM", "causal_lm", "gpt2",
+                 dict(hidden_size=32, num_hidden_layers=2, state_size=8, expand=2, conv_kernel=4)),
+    Architecture("gemma2", "Gemma2ForCausalLM", "causal_lm", "llama",
+                 {**_LM, "num_key_value_heads": 2, "head_dim": 8, "sliding_window": 16}),
+    Architecture("codegen", "CodeGenForCausalLM", "causal_lm", "gpt2",
+                 dict(n_embd=32, n_layer=2, n_head=4, n_inner=64, rotary_dim=4, n_positions=TINY_POSITIONS,
+                      n_ctx=TINY_POSITIONS)),
+    Architecture("mpt", "MptForCausalLM", "causal_lm", "gpt2",
+                 dict(d_model=32, n_layers=2, n_heads=4, expansion_ratio=2, max_seq_len=TINY_POSITIONS)),
+    Architecture("xglm", "XGLMForCausalLM", "causal_lm", "bart",
+                 dict(d_model=32, num_layers=2, attention_heads=4, ffn_dim=64,
+                      max_position_embeddings=TINY_POSITIONS)),
+    Architecture("led", "LEDForConditionalGeneration", "seq2seq", "bart",
+                 {**{k: v for k, v in _BART.items() if k != "max_position_embeddings"},
+                  "max_encoder_position_embeddings": TINY_POSITIONS, "max_decoder_position_embeddings": TINY_POSITIONS,
+                  "attention_window": [8, 8]}),
+    Architecture("longformer", "LongformerForMaskedLM", "encoder", "roberta",
+                 {**_ENC, "max_position_embeddings": TINY_POSITIONS + 2, "attention_window": 8}),
+    Architecture("funnel", "FunnelForMaskedLM", "encoder", "bert",
+                 dict(d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1], num_decoder_layers=1,
+                      max_position_embeddings=TINY_POSITIONS)),
+)
+
 #: what CI runs (tests/test_architectures.py): one of each kind the issue names, tiny and fast
 CI_SUBSET = ("gpt2", "bart", "distilbert", "bert-token", "roberta")
 
 
 def architecture(name: str) -> Architecture:
-    for arch in ARCHITECTURES:
+    for arch in ARCHITECTURES + FRONTIER:
         if arch.name == name:
             return arch
     raise KeyError(f"unknown architecture {name!r}; known: {', '.join(a.name for a in ARCHITECTURES)}")
