@@ -95,3 +95,10 @@ def test_csv_floats_are_shortest_round_trip():
     assert "62.0668," in text and "62.066800000000001" not in text
     back = pd.read_csv(io.StringIO(text))
     assert back["perf:latency_ms.p90"][0] == 0.1 + 0.2 and back["perf:latency_ms.p50"][0] == 62.0668
+
+
+def test_markdown_table_writer_escapes_pipes_once():
+    from harness.report.markdown import table
+
+    assert table(["a", "b"], [("x|y", "already \\| escaped")], align="lr") == [
+        "| a | b |", "|---|---:|", "| x\\|y | already \\| escaped |"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from harness.core.phases import PHASES
+from harness.report.markdown import table
 from harness.results.record import Record
 from harness.results.sections import Generation, Judged
 
@@ -61,12 +62,14 @@ def markdown(records: Iterable[Record], n: int = SUMMARY_CASES) -> list[str]:
     lines = ["", "## Where the time went", "",
              f"{len(recs)} case(s), {total:.1f} s in cases; {replayed(recs)} replayed their outputs from the "
              "cache. `harness run --durations N` lists the N slowest cases in the terminal.", "",
-             "| phase | seconds | share |", "|---|---|---|"]
-    for name, seconds in sorted(totals.items(), key=lambda kv: kv[1], reverse=True):
-        lines.append(f"| {name} | {seconds:.2f} | {_share(seconds, total)} |")
-    lines += ["", "| rank | seconds | slowest case | phases |", "|---|---|---|---|"]
-    for rank, r in enumerate(slowest(recs, n), 1):  # ids unquoted: the verdict table above is the case list
-        lines.append(f"| {rank} | {r.duration_s:.2f} | {r.id.replace('|', chr(92) + '|')} | {_phases_text(r.phases)} |")
+             ]
+    lines += table(["phase", "seconds", "share"],
+                   [(name, f"{seconds:.2f}", _share(seconds, total))
+                    for name, seconds in sorted(totals.items(), key=lambda kv: kv[1], reverse=True)])
+    lines.append("")
+    # ids unquoted: the verdict table above is the case list
+    lines += table(["rank", "seconds", "slowest case", "phases"],
+                   [(rank, f"{r.duration_s:.2f}", r.id, _phases_text(r.phases)) for rank, r in enumerate(slowest(recs, n), 1)])
     return lines
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from harness.report.markdown import table
 from harness.results.record import Record
 from harness.results.sections import Memory
 
@@ -57,10 +58,9 @@ def markdown(records: Iterable[Record], n: int = SUMMARY_CASES) -> list[str]:
     lines = ["", "## Memory", "",
              f"Peak resident memory of a case: **{gb(peak_bytes(top))}** ({top.id.replace('|', chr(92) + '|')}). "
              "`peak` is the case's own high-water mark; `left` is what it added to the process by its end.", "",
-             "| rank | peak RSS | left | case |", "|---|---|---|---|"]
-    for rank, r in enumerate(shown, 1):
-        lines.append(f"| {rank} | {gb(peak_bytes(r))} | {_signed(growth_bytes(r))} | "
-                     f"{r.id.replace('|', chr(92) + '|')} |")
+             ]
+    lines += table(["rank", "peak RSS", "left", "case"],
+                   [(rank, gb(peak_bytes(r)), _signed(growth_bytes(r)), r.id) for rank, r in enumerate(shown, 1)])
     return lines
 
 

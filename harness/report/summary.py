@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks, reason_line
 from harness.report.highlights import highlights
+from harness.report.markdown import table
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 from harness.results.record import judged_nothing
@@ -89,17 +90,16 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
     needs = attention_lines(recs, interruption)
     if needs:
         lines += [f"## Needs attention ({len(needs)})", "", *needs, ""]
-    lines += ["## All cases", "", "| case | verdict | worst checks | reason |", "|---|---|---|---|"]
-    for r in sorted(recs, key=lambda r: (r.suite or "", r.id)):
-        reason = reason_line(r)[:160]
-        lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {r.verdict} | {_md(format_checks(r))} | {_md(reason)} |")
+    lines += ["## All cases", ""]
+    lines += table(["case", "verdict", "worst checks", "reason"],
+                   [(_code(r.id), r.verdict, _md(format_checks(r)), _md(reason_line(r)[:160]))
+                    for r in sorted(recs, key=lambda r: (r.suite or "", r.id))])
     lit = [(r, h) for r in sorted(recs, key=lambda r: (r.suite or "", r.id)) if any((h := highlights(r)).values())]
     if lit:
-        lines += ["", "## Performance and runtime settings", "",
-                  "| case | latency | generation | runtime settings | profile |", "|---|---|---|---|---|"]
-        for r, h in lit:
-            lines.append(f"| {_code(r.id).replace('|', chr(92) + '|')} | {_md(h['latency'])} | {_md(h['generation'])} "
-                         f"| {_md(h['runtime'])} | {_md(h['profile'])} |")
+        lines += ["", "## Performance and runtime settings", ""]
+        lines += table(["case", "latency", "generation", "runtime settings", "profile"],
+                       [(_code(r.id), _md(h["latency"]), _md(h["generation"]), _md(h["runtime"]), _md(h["profile"]))
+                        for r, h in lit])
     failed = [r for r in recs if r.failed]
     if failed:
         lines += ["", "## Failures", ""]
@@ -130,11 +130,11 @@ def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "
         lines += ["", "## Worst sentences per generation case", ""]
         for r in pairs:
             lines.append(f"### {_code(r.id)}")
-            lines += ["", "| # | source | reference | PyTorch | variant | edit |", "|---|---|---|---|---|---|"]
-            for p in Generation.of(r).worst_pairs:
-                lines.append(f"| {_md(p.get('index', ''))} | {_md(p.get('source'))} | {_md(p.get('reference'))} | "
-                             f"{_md(p.get('pytorch'))} | {_md(p.get('variant'))} | {p.get('edit_distance')} "
-                             f"({p.get('norm_edit_distance', 0):.2f}) |")
+            lines.append("")
+            lines += table(["#", "source", "reference", "PyTorch", "variant", "edit"],
+                           [(_md(p.get("index", "")), _md(p.get("source")), _md(p.get("reference")), _md(p.get("pytorch")),
+                             _md(p.get("variant")), f"{p.get('edit_distance')} ({p.get('norm_edit_distance', 0):.2f})")
+                            for p in Generation.of(r).worst_pairs])
             lines.append("")
     return "\n".join(lines) + "\n"
 
