@@ -58,7 +58,7 @@ def test_gpt2_is_judged_on_logits_and_generation_and_passes(fp32_run: list[dict[
     assert logits["verdict"] == gen["verdict"] == "pass"
     assert logits["data"]["coverage"]["required"] == ["model/logits"] and "model/logits" in logits["data"]["coverage"]["gated"]
     assert logits["data"]["coverage"]["head"] == "causal_lm" and logits["data"]["coverage"]["missing"] == []
-    assert gen["data"]["coverage"]["gated"] == ["generation"]
+    assert "generation" in gen["data"]["coverage"]["gated"] and gen["data"]["coverage"]["missing"] == []
     budget = gen["data"]["generation"]["settings"]["budget"]
     assert budget["positions"] == 64 and budget["prompt_tokens"] + budget["new_tokens"] <= 64
     assert "model.logits.top1_agreement" in logits["metrics"]
