@@ -57,9 +57,17 @@ def test_pickle_weights_are_refused_unless_opted_in(bert_dir, tmp_path):
     with pytest.raises(UsageError, match=r"no safetensors weights \(found pytorch_model.bin\).*allow_pickle"):
         load_model(spec)
     loaded = load_model(spec, allow_pickle=True)
-    assert torch.equal(_logits(loaded), _logits(reference))
+    _assert_same_model(loaded, reference)
     # the opt-in can come from the spec (a suite config's allow_pickle = true)
-    assert torch.equal(_logits(load_model(replace(spec, extra={"allow_pickle": True}))), _logits(reference))
+    _assert_same_model(load_model(replace(spec, extra={"allow_pickle": True})), reference)
+
+
+def _assert_same_model(loaded, reference) -> None:
+    """The same weights, bit for bit, and the same logits up to float32 kernel noise: tensors from
+    torch.load and from safetensors can take different CPU kernel paths (3.7e-9 apart on an AVX2 EPYC)."""
+    got, want = loaded.model.state_dict(), reference.model.state_dict()
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    torch.testing.assert_close(_logits(loaded), _logits(reference), rtol=0, atol=1e-6)
 
 
 def test_opted_in_pickle_still_cannot_run_code(bert_dir, tmp_path):
