@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from waiting import catches, kill_group, wait_exit, wait_for_records, wait_until
+from waiting import catches, default_signals, kill_group, wait_exit, wait_for_records, wait_until
 
 SUITE = '''
 import os
@@ -64,7 +64,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
            "--suites", str(suites), "--models", "bert-tiny", "--precisions", "fp32", "--providers", "torch_cpu",
            "--out", str(out)]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env=_env(tmp_path)), out
+                            preexec_fn=default_signals, env=_env(tmp_path)), out
 
 
 def test_killed_run_keeps_finished_records(tmp_path):
@@ -126,7 +126,7 @@ def _start_run(tmp_path: Path, runner: str, workers: int, out: Path | None = Non
     log = tmp_path / f"terminal-{runner}-{workers}.txt"
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
-                                env=_env(tmp_path))
+                                preexec_fn=default_signals, env=_env(tmp_path))
     return proc, out, log
 
 
@@ -307,7 +307,7 @@ def test_a_signal_during_start_up_still_writes_the_run_directory(tmp_path, runne
         cmd = [sys.executable, "-m", "pytest", str(suites), "-p", "no:cacheprovider", "-q", "--harness-models",
                "bert-tiny", "--harness-precisions", "fp32", "--harness-providers", "torch_cpu", f"--harness-out={out}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            start_new_session=True, env=_env(tmp_path))
+                            start_new_session=True, preexec_fn=default_signals, env=_env(tmp_path))
     try:
         wait_until(lambda: catches(proc.pid, signal.SIGTERM), "the harness's signal handler installed", proc)
         os.killpg(proc.pid, sig)

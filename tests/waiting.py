@@ -68,6 +68,17 @@ def wait_exit(proc: subprocess.Popen, patience: float = PATIENCE) -> int:
         raise AssertionError(f"pid {proc.pid} still running after {patience:.0f} s") from None
 
 
+def default_signals() -> None:
+    """``preexec_fn`` for a process a test will signal: SIGINT, SIGQUIT, SIGHUP and SIGTERM back to
+    their default dispositions. A test runner started in the background of a non-interactive shell
+    (``cmd &``) ignores SIGINT and SIGQUIT, ``nohup`` ignores SIGHUP, children inherit what is
+    ignored, and the harness (like Python itself) leaves an ignored signal ignored -- so without
+    this the signal is never delivered and the test waits out PATIENCE (seen: a CI run started
+    with ``nohup ... &`` sat 15 min on a SIGINT the run never saw)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the process group a test started (``start_new_session=True``) and reap it."""
     if proc.poll() is None:
