@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from waiting import PATIENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
@@ -276,7 +277,7 @@ def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.Mon
         done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()",
                                "run", "--suites", str(suites), "--out",
                                str(tmp_path / "out"), *extra], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=600)
+                              timeout=PATIENCE)
         return done.stdout + done.stderr
     first = run()
     assert "1 failed, 1 passed" in first, first

@@ -163,7 +163,7 @@ def test_harness_doctor_lists_an_installed_backend_and_family(extension_venv, tm
     done = _harness(extension_venv, "doctor", "--models", "bert-tiny", "--precisions", "fp32", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "demo: out-of-tree backend (harness-demo-extension 0.1)" in done.stdout
-    assert "demo_encoder" in done.stdout.split("families:", 1)[1].splitlines()[0]
+    assert "demo_encoder" in done.stdout.split("families:", 1)[1].split("\n\n", 1)[0]  # the line may wrap
     assert "fp32-demo_cpu" in done.stdout  # the matrix has the variant (doctor: one row per model)
     # the negative control: this environment itself has no such backend
     plain = subprocess.run([sys.executable, "-c", "from harness.runners import backends; print(sorted(backends()))"],
