@@ -279,3 +279,10 @@ def tokenize(model: "LoadedModel", texts: Sequence[str], *, max_length: int | No
     max_length = max_length or input_token_limit(model)
     enc = model.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="np")
     return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items()}
+
+
+def token_feeds(model: "LoadedModel", texts: Sequence[str]) -> dict[str, np.ndarray]:
+    """``input_ids`` + ``attention_mask``: what an encoder-style graph (classifier, hidden states,
+    token / QA / masked-LM heads) is fed."""
+    enc = tokenize(model, texts)
+    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}

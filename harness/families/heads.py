@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from harness.families.base import Family, GraphModule, GraphSpec, tokenize
+from harness.families.base import Family, GraphModule, GraphSpec, token_feeds, tokenize
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,8 +60,7 @@ class _EncoderHead(Family):
         return _HeadModule(torch_model if torch_model is not None else model.model, self.outputs)
 
     def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        enc = tokenize(model, texts)
-        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+        return token_feeds(model, texts)
 
     def valid_masks(self, graph: GraphSpec, feeds: Mapping[str, np.ndarray],
                     outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | None]:

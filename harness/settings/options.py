@@ -388,13 +388,21 @@ def add_pytest_options(parser: Any, group: Group, *, title: str, description: st
             continue
         if o.kind in (Kind.LIST, Kind.INT_LIST, Kind.PAIRS):
             kwargs["action"] = "append"
-        elif o.kind is Kind.INT:
-            kwargs["type"] = int
-        elif o.kind is Kind.FLOAT:
-            kwargs["type"] = float
-        elif o.kind is Kind.CHOICE:
-            kwargs["choices"] = o.choices
+        elif o.kind is not Kind.PATH:
+            kwargs.update(_scalar_parsing(o))
         pgroup.addoption(o.pytest_flag, default=None, metavar=o.metavar or o.name.upper(), **kwargs)
+
+
+def _scalar_parsing(o: Option) -> dict[str, Any]:
+    """argparse's ``type`` / ``choices`` for a scalar row: the one place both the pytest options
+    and the subcommands' flags derive them from (``Option.parse`` still checks limits)."""
+    if o.kind is Kind.INT:
+        return {"type": int}
+    if o.kind is Kind.FLOAT:
+        return {"type": float}
+    if o.kind is Kind.CHOICE:
+        return {"choices": o.choices}
+    return {}
 
 
 def pytest_values(config: Any, group: Group | None = None) -> dict[str, Any]:
@@ -440,12 +448,8 @@ def accept(parser: argparse.ArgumentParser, name: str, **overrides: Any) -> None
         kwargs["nargs"] = "+"
     elif o.kind is Kind.PAIRS:
         kwargs["action"] = "append"
-    elif o.kind is Kind.INT:
-        kwargs["type"] = int
-    elif o.kind is Kind.FLOAT:
-        kwargs["type"] = float
-    elif o.kind is Kind.CHOICE:
-        kwargs["choices"] = o.choices
+    elif o.kind in (Kind.INT, Kind.FLOAT, Kind.CHOICE):
+        kwargs.update(_scalar_parsing(o))
     elif o.kind is Kind.PATH:
         kwargs["type"] = Path
     parser.add_argument(o.flag, **{**kwargs, **overrides})
