@@ -1,6 +1,5 @@
 """Core: the value types and errors every layer may import. Imports nothing else of the
-harness at import time (the provider table and the deprecated ``HIGHER_IS_BETTER`` are read
-from their registries on first use).
+harness at import time (the provider table is read from the backend registry on first use).
 
 ``types``: Precision, Provider, Variant, Check, Tolerance, RunOptions and their parsers.
 ``values``: Settings, every run option's typed value (generated from the option table).
@@ -36,7 +35,6 @@ __all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Pre
 if TYPE_CHECKING:  # pragma: no cover
     #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)
     PROVIDERS: dict[str, Provider]
-    HIGHER_IS_BETTER: frozenset[str]
 
 
 def __getattr__(name: str) -> object:

@@ -159,23 +159,13 @@ class Tolerance:
 if TYPE_CHECKING:  # pragma: no cover
     #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)
     PROVIDERS: dict[str, Provider]
-    HIGHER_IS_BETTER: frozenset[str]
 
 
 def __getattr__(name: str) -> object:
     """Derived module attributes (PEP 562): ``PROVIDERS``, the provider table the registered
-    backends declare; ``HIGHER_IS_BETTER`` (deprecated), the numeric metrics' directions, declared
-    in ``harness.metrics.registry``."""
+    backends declare."""
     if name == "PROVIDERS":
         return provider_table()
-    if name == "HIGHER_IS_BETTER":
-        import warnings
-
-        from harness.metrics.registry import METRICS, Scope
-
-        warnings.warn("harness.core.HIGHER_IS_BETTER is deprecated: read MetricSpec.direction from "
-                      "harness.metrics.registry", DeprecationWarning, stacklevel=2)
-        return frozenset(s.name for s in METRICS.of(Scope.NUMERIC) if s.higher_is_better)
     raise AttributeError(f"module 'harness.core' has no attribute {name!r}")
 
 
