@@ -7,8 +7,12 @@ from __future__ import annotations
 from harness.core import *  # noqa: F403
 from harness.core import __all__ as __all__  # noqa: PLE0605
 
+#: names harness 0.1 read here that now live with the backends that declare them
+_RUNNERS = frozenset({"PROVIDERS", "parse_provider", "provider_table"})
+
 
 def __getattr__(name: str) -> object:
     import harness.core
+    import harness.runners
 
-    return getattr(harness.core, name)
+    return getattr(harness.runners if name in _RUNNERS else harness.core, name)

@@ -1,6 +1,6 @@
 """Core: the value types and errors every layer may import. Imports nothing else of the
-harness at import time (the provider table and the deprecated ``HIGHER_IS_BETTER`` are read
-from their registries on first use).
+harness at import time (the deprecated ``HIGHER_IS_BETTER`` is read from the metric registry on
+first use; the provider table is ``harness.runners.PROVIDERS``, declared by the backends).
 
 ``types``: Precision, Provider, Variant, Check, Tolerance, RunOptions and their parsers.
 ``values``: Settings, every run option's typed value (generated from the option table).
@@ -23,22 +23,19 @@ from harness.core.types import (
     Tolerance,
     Variant,
     parse_precision,
-    parse_provider,
     precision_overrides,
-    provider_table,
 )
 from harness.core.values import Settings
 
-__all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
+__all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
            "Settings", "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
-           "parse_provider", "precision_overrides", "provider_table", "split_csv"]
+           "precision_overrides", "split_csv"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)
-    PROVIDERS: dict[str, Provider]
+    #: the derived attribute's type, for type checkers (the value comes from ``__getattr__``)
     HIGHER_IS_BETTER: frozenset[str]
 
 
 def __getattr__(name: str) -> object:
-    """``PROVIDERS`` (derived from the backends when read) and other derived names of ``types``."""
+    """Derived names of ``types`` (the deprecated ``HIGHER_IS_BETTER``)."""
     return getattr(_types, name)
