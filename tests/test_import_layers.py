@@ -55,7 +55,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: (importer unit, imported unit) -> why the upward edge is still there
 KNOWN: dict[tuple[str, str], str] = {
-    ("harness.core", "harness.metrics"): "core.HIGHER_IS_BETTER: a deprecated alias read from the registry",
     ("harness.zoo", "harness.families"): "zoo detects a directory's family from the family registry",
     ("harness.families", "harness.generation"): "a family's decoding stepper lives in generation.steppers",
     ("harness.families", "harness.runners"): "causal_lm reads runners.prebuilt for pre-built decoders",

@@ -161,10 +161,14 @@ def test_every_direction_and_default_gate_is_the_one_before_the_registry():
 
 
 def test_deprecated_higher_is_better_still_reads_the_registry():
+    """0.1's name, ``harness.config.HIGHER_IS_BETTER``; ``harness.core`` (below the registry) has none."""
+    import harness.config
     import harness.core
 
     with pytest.warns(DeprecationWarning, match="registry"):
-        assert harness.core.HIGHER_IS_BETTER == OLD_HIGHER_IS_BETTER
+        assert harness.config.HIGHER_IS_BETTER == OLD_HIGHER_IS_BETTER
+    with pytest.raises(AttributeError):
+        harness.core.HIGHER_IS_BETTER  # noqa: B018
 
 
 # ------------------------------------------------------------------ the code produces exactly what is declared

@@ -136,25 +136,6 @@ class Tolerance:
         return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    #: the derived attribute's type, for type checkers (the value comes from ``__getattr__``)
-    HIGHER_IS_BETTER: frozenset[str]
-
-
-def __getattr__(name: str) -> object:
-    """Derived module attributes (PEP 562): ``HIGHER_IS_BETTER`` (deprecated), the numeric metrics'
-    directions, declared in ``harness.metrics.registry``."""
-    if name == "HIGHER_IS_BETTER":
-        import warnings
-
-        from harness.metrics.registry import METRICS, Scope
-
-        warnings.warn("harness.core.HIGHER_IS_BETTER is deprecated: read MetricSpec.direction from "
-                      "harness.metrics.registry", DeprecationWarning, stacklevel=2)
-        return frozenset(s.name for s in METRICS.of(Scope.NUMERIC) if s.higher_is_better)
-    raise AttributeError(f"module 'harness.core' has no attribute {name!r}")
-
-
 @dataclass
 class RunOptions:
     """What one run covers: every option's value (``settings``, typed, named as the option table
