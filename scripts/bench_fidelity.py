@@ -43,7 +43,8 @@ TEST_MODULE = '''
 import json, os, time
 import pytest
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+from harness.core import Precision, RunOptions, Settings, Variant
+from harness.runners import PROVIDERS
 from harness.perf.feeds import shaped_feeds
 from harness.perf.measure import BenchmarkEngine, HarnessEngine, timed_call
 from harness.judge.workspace import Workspace
