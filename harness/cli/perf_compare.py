@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         import shlex
         import sys
 
-        from harness.core import PROVIDERS
         from harness.gate.envpair import environment_command, interleave_envs
+        from harness.runners import PROVIDERS
 
         del a, b  # the children open their own sessions
         command_a = environment_command(args.env_a, "--env-a") if args.env_a else [sys.executable]

@@ -55,7 +55,7 @@ def open_session(path: Path, provider: str, threads: int | None) -> Any:
     line (``UsageError``)."""
     import onnxruntime as ort
 
-    from harness.core import PROVIDERS
+    from harness.runners import PROVIDERS
 
     if provider not in PROVIDERS or PROVIDERS[provider].backend != "onnxruntime":
         known = sorted(k for k, v in PROVIDERS.items() if v.backend == "onnxruntime")
