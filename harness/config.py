@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 from harness.core import *  # noqa: F403
 from harness.core import __all__ as __all__  # noqa: PLE0605
 
+#: names harness 0.1 read here that now live with the backends that declare them
+_RUNNERS = frozenset({"PROVIDERS", "parse_provider", "provider_table"})
+
 if TYPE_CHECKING:  # pragma: no cover
     HIGHER_IS_BETTER: frozenset[str]
 
@@ -27,5 +30,6 @@ def __getattr__(name: str) -> object:
                       "harness.metrics.registry", DeprecationWarning, stacklevel=2)
         return frozenset(s.name for s in METRICS.of(Scope.NUMERIC) if s.higher_is_better)
     import harness.core
+    import harness.runners
 
-    return getattr(harness.core, name)
+    return getattr(harness.runners if name in _RUNNERS else harness.core, name)

@@ -16,9 +16,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+from harness.core import Precision, RunOptions, Settings, Variant
 from harness.families import family_for
 from harness.families.base import CheckedGraph, CheckMode
+from harness.runners import PROVIDERS
 from harness.runners.prebuilt import (
     CacheSplitRunner,
     MappedRunner,

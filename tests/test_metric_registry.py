@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tomllib
 
-from harness.core import PROVIDERS, Check, Precision, Tolerance, UsageError, Variant
+from harness.core import Check, Precision, Tolerance, UsageError, Variant
 from harness.metrics.registry import (
     METRICS,
     Direction,
@@ -34,6 +34,7 @@ from harness.metrics.registry import (
     tolerance_names,
 )
 from harness.metrics.tables import BLOCKS, blocks_in, doc_files, render_text, stale
+from harness.runners import PROVIDERS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -79,7 +79,7 @@ def feeds_for(session: Any, batch: int, seq: int, seed: int) -> dict[str, np.nda
 def _session(path: Path, provider: str, threads: int | None) -> Any:
     import onnxruntime as ort
 
-    from harness.core import PROVIDERS
+    from harness.runners import PROVIDERS
 
     if provider not in PROVIDERS or PROVIDERS[provider].backend != "onnxruntime":
         known = sorted(k for k, v in PROVIDERS.items() if v.backend == "onnxruntime")
@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
         import shlex
         import sys
 
-        from harness.core import PROVIDERS
         from harness.gate.envpair import environment_command, interleave_envs
+        from harness.runners import PROVIDERS
 
         del a, b  # the children open their own sessions
         command_a = environment_command(args.env_a, "--env-a") if args.env_a else [sys.executable]

@@ -512,8 +512,8 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
 def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> ReproResult:
     """Run the bundled feeds through the artifact with the recorded runtime settings and judge
     the outputs against the bundled reference with the recorded thresholds."""
-    from harness.core import parse_provider
     from harness.judge.numeric import run_graph_parity
+    from harness.runners import parse_provider
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest
