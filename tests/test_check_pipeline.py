@@ -170,8 +170,8 @@ def test_parity_batches_reuse_the_memoised_reference():
 
 # -- one embedding judgement ----------------------------------------------------------------------------
 def test_embedding_parity_names_the_sentence_that_moved_most():
+    from harness.families.pooling import Pooling
     from harness.judge.embedding import embedding_parity
-    from harness.zoo.minilm import Pooling
 
     rng = np.random.default_rng(0)
     hidden = [rng.normal(size=(3, 5, 8)).astype(np.float32) for _ in range(2)]

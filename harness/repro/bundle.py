@@ -498,8 +498,8 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
     """The derived outputs (sentence vectors) re-computed from this run's token states."""
     out: list["OutputResult"] = []
     for row in bundle.derived():
+        from harness.families.pooling import Pooling
         from harness.judge.embedding import embedding_parity
-        from harness.zoo.minilm import Pooling
 
         d = row["derived"]
         outputs = [runner.run(feeds) for feeds, _, _ in batches]
