@@ -193,10 +193,11 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     an unchanged variant replays the metrics (and attaches the gates fresh) instead of loading
     the PyTorch model and stepping both sides again -- on this machine the closed loop was 85 %
     of a warm ``harness run``'s time (docs/performance.md)."""
-    from harness.core import PROVIDERS, Precision
+    from harness.core import Precision
     from harness.core import Variant as _Variant
     from harness.families import family_for
     from harness.judge.tolerances import tolerance_for
+    from harness.runners import PROVIDERS
 
     reference = _Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
     sides = ((reference, family_for(model.family)), (variant, family))
