@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.generation.steppers import Starter
+    from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 

@@ -18,7 +18,7 @@ from harness.families.base import CheckedGraph, CheckMode, Family, GraphModule, 
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.generation.steppers import Starter
+    from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -142,7 +142,7 @@ class CausalLMFamily(Family):
     def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
                 start_token_id: int | None = None) -> "Starter":
         """Prefill and step the one ``model`` graph from a left-padded prompt."""
-        from harness.generation.steppers import CausalLMModel
+        from harness.families.steppers import CausalLMModel
 
         return CausalLMModel(runners["model"], self, model)
 
