@@ -79,6 +79,16 @@ class CheckedGraph(NamedTuple):
     file: str
 
 
+class PromptThenStep(NamedTuple):
+    """One step graph that two files serve (optimum's decoder-only pair): ``prefill`` runs the
+    prompt (empty cache), ``step`` every later token. The family names the pair; the artifact
+    source serves it as one runner (``runners.prebuilt.CacheSplitRunner``), so the families
+    stay below the runners."""
+
+    prefill: Any  # harness.runners.base.GraphRunner
+    step: Any
+
+
 class GraphModule(torch.nn.Module):
     """Base for export wrappers: positional tensors in ``input_names`` order, a tuple out.
 
