@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.core import Check
+from harness.metrics.registry import metric
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -145,7 +146,7 @@ def judge_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents: 
         metrics[f"{NAME}.logits.{name}"] = float(compared.get(name, math.nan))
     for check in checks_for(True):
         if check.metric in LOGIT_GATES:
-            checks.append(Check(f"{NAME}.logits.{check.metric}", check.threshold, check.higher_is_better))
+            checks.append(metric(check.metric).check(check.threshold, within=f"{NAME}.logits"))
     presents_state = "gated"
     if problem is not None or not presents:
         presents_state = f"measured, not gated: {problem or 'no present tensor returned'}"
@@ -155,15 +156,14 @@ def judge_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents: 
             values = compare_arrays(ref, got).metrics
             for name in PRESENT_METRICS:
                 value = float(values.get(name, math.nan))
-                higher = name == "cosine"
                 old = worst.get(name)
-                if old is None or math.isnan(value) or (value < old if higher else value > old):
+                if old is None or math.isnan(value) or metric(name).direction.worse(value, old):
                     worst[name] = value
         for name in PRESENT_METRICS:
             metrics[f"{NAME}.presents.{name}"] = worst.get(name, math.nan)
         for check in checks_for(False):
             if check.metric in PRESENT_GATES:
-                checks.append(Check(f"{NAME}.presents.{check.metric}", check.threshold, check.higher_is_better))
+                checks.append(metric(check.metric).check(check.threshold, within=f"{NAME}.presents"))
     return CachedDecoding(metrics, checks, steps, int(len(ref_logits)), presents_state)
 
 
