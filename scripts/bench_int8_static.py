@@ -29,10 +29,11 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
 
-    from harness.core import PROVIDERS, Precision, Variant
+    from harness.core import Precision, Variant
     from harness.judge.numeric import numeric_parity
     from harness.judge.workspace import Workspace
     from harness.perf.feeds import shaped_feeds
+    from harness.runners import PROVIDERS
     from harness.settings.resolve import build_options
 
     provider = PROVIDERS["ort_cpu"]

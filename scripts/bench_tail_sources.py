@@ -36,10 +36,11 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=100, help="calls per block (default 100)")
     args = parser.parse_args()
 
-    from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+    from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
     from harness.perf.feeds import shaped_feeds
     from harness.perf.measure import time_calls, timed_call
+    from harness.runners import PROVIDERS
 
     ws = Workspace(RunOptions(models=[args.model], settings=Settings(threads=1)))
     model = ws.model(args.model)

@@ -110,7 +110,8 @@ def table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from harness.core import RunOptions, Settings, UsageError, Variant, parse_precision, parse_provider
+    from harness.core import RunOptions, Settings, UsageError, Variant, parse_precision
+    from harness.runners import parse_provider
 
     try:
         providers = [parse_provider(p) for p in args.providers]

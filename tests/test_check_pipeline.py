@@ -16,9 +16,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+from harness.core import Precision, RunOptions, Settings, Variant
 from harness.families import family_for
 from harness.families.base import CheckedGraph, CheckMode
+from harness.runners import PROVIDERS
 from harness.runners.prebuilt import (
     CacheSplitRunner,
     MappedRunner,
@@ -169,8 +170,8 @@ def test_parity_batches_reuse_the_memoised_reference():
 
 # -- one embedding judgement ----------------------------------------------------------------------------
 def test_embedding_parity_names_the_sentence_that_moved_most():
+    from harness.families.pooling import Pooling
     from harness.judge.embedding import embedding_parity
-    from harness.zoo.minilm import Pooling
 
     rng = np.random.default_rng(0)
     hidden = [rng.normal(size=(3, 5, 8)).astype(np.float32) for _ in range(2)]

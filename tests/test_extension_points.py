@@ -102,8 +102,8 @@ def toy_backend():
 
 
 def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backend):
-    from harness.core import PROVIDERS, parse_provider
     from harness.judge.numeric import numeric_parity
+    from harness.runners import PROVIDERS, parse_provider
 
     assert backends()["toy"] is ToyBackend
     assert parse_provider("toy_cpu") is TOY and PROVIDERS["toy_cpu"] is TOY  # its providers are users' names
@@ -169,7 +169,7 @@ def test_a_backend_without_a_child_loader_says_so():
         def load(self, model: Any, family: Any, graph: GraphSpec, variant: Variant) -> GraphRunner:
             raise NotImplementedError
 
-    from harness.core import PROVIDERS
+    from harness.runners import PROVIDERS
 
     v = Variant("m", Precision.FP32, Provider("nochild_cpu", "nochild", "cpu"))
     assert "toy_cpu" not in PROVIDERS  # not registered (outside its fixture): not a name users can give
@@ -179,8 +179,8 @@ def test_a_backend_without_a_child_loader_says_so():
 
 def test_an_onnxruntime_child_never_imports_torch(workspace, tmp_path):
     """Cold start and peak memory of an ORT variant must not pay for torch."""
-    from harness.core import PROVIDERS
     from harness.perf import coldstart
+    from harness.runners import PROVIDERS
 
     model = workspace.model("encoder-custom")
     family = workspace.family(model)
@@ -229,10 +229,10 @@ def toy_family():
 
 
 def test_a_registered_family_is_detected_loaded_and_decoded(workspace, toy_family, tmp_path):
-    from harness.core import PROVIDERS
     from harness.generation import decode_texts, settings_for_model
     from harness.perf.generation import measure_generation
     from harness.perf.measure import PerfSettings
+    from harness.runners import PROVIDERS
     from harness.zoo.base import spec_for_directory
     from harness.zoo.loading import load_model
 

@@ -22,8 +22,8 @@ import torch  # noqa: F401  (imported before in-process runs; docs/pitfalls.md #
 from waiting import PATIENCE
 
 from harness.cli import main
-from harness.core import PROVIDERS, Precision, Variant
-from harness.runners import openvino_runner
+from harness.core import Precision, Variant
+from harness.runners import PROVIDERS, openvino_runner
 from harness.runners.openvino_runner import OpenVinoBackend, OvGraphRunner
 from harness.zoo import registered
 from tests.conftest import variant

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.core import PROVIDERS, Precision, UsageError, Variant
+from harness.core import Precision, UsageError, Variant
 from harness.perf import bench, budgets, coldstart, latency, memory
 from harness.perf.feeds import shapeable, shaped_feeds
 from harness.perf.generation import sample_generation
@@ -32,6 +32,7 @@ from harness.perf.measure import (
     time_calls,
     timed_call,
 )
+from harness.runners import PROVIDERS
 from harness.runners.base import GraphRunner
 
 

@@ -105,7 +105,8 @@ def test_the_gate_keeps_p99_advisory_where_a_run_could_not_bound_it():
 
 
 def test_measure_keeps_timing_until_the_tail_is_sharp_and_records_it(workspace):
-    from harness.core import PROVIDERS, Precision, Variant
+    from harness.core import Precision, Variant
+    from harness.runners import PROVIDERS
 
     model = workspace.model("encoder-custom")
     family = workspace.family(model)

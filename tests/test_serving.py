@@ -43,8 +43,9 @@ def _server_or_skip(root: Path, models: list[ms.ServedFile]) -> ms.Server:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     """bert-tiny's FP32 and INT8 artifacts as the harness builds them, and two faulty graphs."""
-    from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+    from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
+    from harness.runners import PROVIDERS
     from harness.serving.artifacts import variant_files
 
     ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))

@@ -14,19 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.layout import ArtifactFile, discover
-from harness.core import (
-    Precision,
-    Provider,
-    RunOptions,
-    Settings,
-    UsageError,
-    Variant,
-    parse_precision,
-    parse_provider,
-    provider_table,
-)
+from harness.core import Precision, Provider, RunOptions, Settings, UsageError, Variant, parse_precision
 from harness.judge.workspace import Workspace
-from harness.runners import backends
+from harness.runners import backends, parse_provider, provider_table
 from harness.runners.prebuilt import runs_onnx_files
 from harness.zoo.base import ModelCatalog, ModelSpec
 

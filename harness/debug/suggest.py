@@ -233,9 +233,10 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
     ``targets`` (metric -> threshold) added to the model's own spec in the run's catalog."""
     import time
 
-    from harness.core import Variant, parse_provider
+    from harness.core import Variant
     from harness.judge.numeric import numeric_parity
     from harness.judge.workspace import Workspace
+    from harness.runners import parse_provider
     from harness.settings.resolve import build_options, merge_tolerances
 
     option = FIX_OPTION[precision]

@@ -169,8 +169,13 @@ class Comparison:
     coverage_gated: bool = True
     #: variant -> what its canaries said about the machine (``harness.gate.canary.Drift.as_dict``)
     drift: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: "unpaired" (recorded runs) or "paired" (re-timed interleaved in this job)
+    #: "unpaired" (recorded runs), "paired" (every latency metric re-timed interleaved in this job,
+    #: ``harness.gate.retime``) or "mixed" (some variants paired, the rest unpaired)
     mode: str = "unpaired"
+    #: why this mode: "paired: 4 variants re-timed interleaved ..." / "unpaired: blessed artifacts ..."
+    mode_reason: str = ""
+    #: variant -> how its latency was judged ("paired: ..." or "unpaired: <why not paired>")
+    pairing: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -199,7 +204,7 @@ class Comparison:
                         self.coverage_gated)
 
     def notes(self) -> list[str]:
-        out: list[str] = []
+        out: list[str] = [self.mode_reason] if self.mode_reason else []
         if self.env_differences:
             prefix = "environment forced despite differences" if self.forced_env else "environment differs"
             out.append(f"{prefix}: " + "; ".join(self.env_differences))
@@ -211,7 +216,7 @@ class Comparison:
         if drifted:
             out.append(f"machine drift (canary) for {len(drifted)} variant(s), their latency INCONCLUSIVE: "
                        + "; ".join(f"{v}: {self.drift[v]['reason']}" for v in drifted[:3]))
-        elif self.drift and self.mode == "unpaired":
+        elif self.drift and self.mode != "paired":
             spreads = [d["between_sd"] for d in self.drift.values()]
             out.append(f"unpaired: between-run spread {min(spreads):.1%}-{max(spreads):.1%} (canary) added to every "
                        "latency interval")
@@ -230,6 +235,8 @@ class Comparison:
             "forced_env": self.forced_env,
             "compared": self.compared.as_dict(),
             "mode": self.mode,
+            "mode_reason": self.mode_reason,
+            "pairing": dict(self.pairing),
             "drift": dict(self.drift),
         }
 

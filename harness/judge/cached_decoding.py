@@ -174,12 +174,13 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     generation gate decoded (``texts``, in batches of ``batch_size``) and PyTorch's tokens."""
     from contextlib import ExitStack
 
-    from harness.core import PROVIDERS, Precision
+    from harness.core import Precision
     from harness.core import Variant as _Variant
     from harness.families import family_for
     from harness.generation.decode import load_runners, torch_threads
     from harness.judge.generation import decode_threads
     from harness.judge.tolerances import tolerance_for
+    from harness.runners import PROVIDERS
 
     reference = _Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
     starters = []

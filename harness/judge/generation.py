@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from harness.core import PROVIDERS, Check, Precision, Settings, Variant, precision_overrides
+from harness.core import Check, Precision, Settings, Variant, precision_overrides
 from harness.core.phases import phase
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import DECODE_TORCH_THREADS
@@ -35,6 +35,7 @@ from harness.metrics.text import (
 )
 from harness.results.checks import CheckResult, raise_failures
 from harness.results.sections import Evidence, Generation
+from harness.runners import PROVIDERS
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus

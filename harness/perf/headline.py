@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from harness.core import PROVIDERS, Precision, Provider, Variant
+from harness.core import Precision, Provider, Variant
 from harness.perf import bench
 from harness.perf.measure import time_calls, timed_call
+from harness.runners import PROVIDERS
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace

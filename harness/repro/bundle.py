@@ -519,8 +519,8 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
     """The derived outputs (sentence vectors) re-computed from this run's token states."""
     out: list["OutputResult"] = []
     for row in bundle.derived():
+        from harness.families.pooling import Pooling
         from harness.judge.embedding import embedding_parity
-        from harness.zoo.minilm import Pooling
 
         d = row["derived"]
         outputs = [runner.run(feeds) for feeds, _, _ in batches]
@@ -533,8 +533,8 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
 def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> ReproResult:
     """Run the bundled feeds through the artifact with the recorded runtime settings and judge
     the outputs against the bundled reference with the recorded thresholds."""
-    from harness.core import parse_provider
     from harness.judge.numeric import run_graph_parity
+    from harness.runners import parse_provider
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest

@@ -160,7 +160,7 @@ def _batches(bundle: Bundle) -> list[dict[str, np.ndarray]]:
 
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of an error bundle: the same type and normalised message again?"""
-    from harness.core import parse_provider
+    from harness.runners import parse_provider
 
     if "decode" in bundle.manifest:
         from harness.repro import error_decode

@@ -240,10 +240,10 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of a decode error bundle: the failing decode batch again, same error?"""
-    from harness.core import parse_provider
     from harness.families import family_for
     from harness.repro.error import _clip
     from harness.repro.generation import _settings, bundled_model
+    from harness.runners import parse_provider
 
     m = bundle.manifest
     decode, err = m["decode"], m["error"]

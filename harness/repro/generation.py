@@ -245,10 +245,10 @@ class GenerationRepro:
 
 def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> GenerationRepro:
     """Decode the bundled sources with the bundled graphs and score against the bundled reference."""
-    from harness.core import parse_provider
     from harness.families import family_for
     from harness.generation import Decoded, decode_texts
     from harness.judge.generation import make_rows, score_rows
+    from harness.runners import parse_provider
 
     m = bundle.manifest
     model = bundled_model(bundle)

@@ -131,9 +131,9 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 
 def remeasure(bundle: Bundle, provider: str | None, threads: int | None) -> tuple[dict[str, float], dict[str, Any], str]:
     """Time the bundled call here as it was timed there: (budget values now, latency entry, artifact source)."""
-    from harness.core import parse_provider
     from harness.perf.budgets import measured_values
     from harness.perf.measure import HarnessEngine, latency_entry, timed_call
+    from harness.runners import parse_provider
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest

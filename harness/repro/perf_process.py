@@ -209,12 +209,12 @@ def _remeasure_decode(bundle: Bundle, provider: str | None, threads: int | None
                       ) -> tuple[dict[str, float], list[str], dict[str, Any]]:
     from contextlib import ExitStack
 
-    from harness.core import parse_provider
     from harness.families import family_for
     from harness.generation.decode import torch_threads
     from harness.perf.budgets import measured_values
     from harness.perf.generation import generation_fields
     from harness.repro.generation import bundled_model
+    from harness.runners import parse_provider
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest

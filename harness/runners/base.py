@@ -213,7 +213,7 @@ class Backend(abc.ABC):
     #: executes ONNX files, so pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files: ClassVar[bool] = False
     #: the providers (``--providers`` short names) this backend serves; the one declaration
-    #: of each (``harness.core.PROVIDERS`` is derived from them)
+    #: of each (``harness.runners.PROVIDERS`` is derived from them)
     providers: tuple["Provider", ...] = ()
 
     #: runs the model's PyTorch module itself (or a copy made from it): the workspace keeps a large

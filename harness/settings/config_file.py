@@ -24,9 +24,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from harness.core import PROVIDERS, UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean
 from harness.metrics.margins import MarginRule, rules_from_config
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
+from harness.runners import PROVIDERS
 from harness.settings.options import CONFIG_KEYS, Kind, option
 
 CONFIG_FILE = "harness.toml"

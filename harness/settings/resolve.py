@@ -15,8 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision, parse_provider
+from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision
 from harness.core.values import Settings
+from harness.runners import parse_provider
 from harness.settings.options import BY_NAME, OPTIONS, option, typed
 from harness.zoo.base import ModelCatalog, ModelSpec
 

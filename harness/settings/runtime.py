@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.core import UsageError, did_you_mean, provider_table
+from harness.core import UsageError, did_you_mean
 from harness.core.runtime import (
     AXES,
     GRAPH_OPTIMIZATION_LEVELS,
@@ -19,6 +19,7 @@ from harness.core.runtime import (
     parse_provider_options,
     parse_trt_profile,
 )
+from harness.runners import provider_table
 
 #: option name -> RuntimeSettings field (the keys a ``[models.<name>.runtime]`` table takes)
 RUNTIME_KEYS: dict[str, str] = {

@@ -58,6 +58,8 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
     try:
         for graph in graphs:
             runners[graph.name] = backend.load(model, family, graph, variant)
+            # the files timed, with their cache keys: what `baseline save` blesses and re-times paired
+            harness.artifacts.update(backend.artifacts(model, family, graph, variant))
         # each runner's timed call runs to completion (a device synchronise is its own business)
         from harness.perf.canary import Canary
 
