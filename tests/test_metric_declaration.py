@@ -133,7 +133,7 @@ def test_gate_and_budget_read_the_same_number() -> None:
                 "variant": "m-fp32-ort_cpu", "verdict": "pass", "env": env, "perf": payload}
 
     rows = {r.metric: r for r in compare_runs([record(perf)], [record(perf)]).rows}
-    for i, spec in enumerate(scalars):
+    for spec in scalars:
         assert spec.perf_gate is not None and spec.reading is not None
         row = rows[spec.perf_gate.name]
         assert row.kind == spec.perf_gate.kind and row.advisory == spec.perf_gate.advisory
