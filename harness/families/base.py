@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.generation.steppers import Starter
+    from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -77,6 +77,16 @@ class CheckedGraph(NamedTuple):
     runner: Any  # harness.runners.base.GraphRunner
     gives_cache: bool
     file: str
+
+
+class PromptThenStep(NamedTuple):
+    """One step graph that two files serve (optimum's decoder-only pair): ``prefill`` runs the
+    prompt (empty cache), ``step`` every later token. The family names the pair; the artifact
+    source serves it as one runner (``runners.prebuilt.CacheSplitRunner``), so the families
+    stay below the runners."""
+
+    prefill: Any  # harness.runners.base.GraphRunner
+    step: Any
 
 
 class GraphModule(torch.nn.Module):

@@ -36,8 +36,8 @@ from harness.metrics.registry import metric
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.families import Family
+    from harness.families.steppers import Starter
     from harness.generation.settings import GenerationSettings
-    from harness.generation.steppers import Starter
     from harness.judge.workspace import Workspace
     from harness.zoo.loading import LoadedModel
 
