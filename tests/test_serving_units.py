@@ -81,3 +81,16 @@ def test_server_timings_are_per_request_deltas_of_triton_statistics():
     assert timings["compute_infer_ms"] == pytest.approx(5.0) and timings["compute_input_ms"] is None
     assert timings["executions_by_batch_size"] == {"1": 4, "4": 4}
     assert server_timings(None, after) is None  # MLServer / KServe: no statistics endpoint
+
+
+def test_check_report_prints_one_line_per_sweep_step():
+    """``harness check --perf`` of a served model prints its load sweep through check's own
+    ``describe`` (the renderer lives with the report, below nothing it renders)."""
+    from harness.check.perf import describe
+
+    step = {"concurrency": 4, "p50": 1.5, "p90": None, "p99": 3.25, "throughput": 812.0, "requests": 120,
+            "errors": 2, "stable": False, "server": {"queue_ms": 0.5, "compute_infer_ms": 1.0}}
+    (line,) = describe({"serving": {"steps": [step]}})
+    assert line == ("concurrency  4: p50 1.50 ms  p90 n/a  p99 3.25  812.0/s  120 requests, 2 errors (not stable)"
+                    "  server queue 0.50 ms compute 1.00 ms")
+    assert describe({"serving": {"steps": []}}) == []

@@ -327,19 +327,3 @@ def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source:
     except Exception as exc:  # noqa: BLE001 - a client-side failure of the sweep itself: the case's error, not a crash
         verdict = ("error", describe_error(exc, 300))
     outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
-
-
-def describe(perf: Mapping[str, Any]) -> list[str]:
-    """Terminal lines: one per step."""
-    lines = []
-    for s in (perf.get("serving") or {}).get("steps", []):
-        p50 = "n/a" if s["p50"] is None else f"{s['p50']:.2f}"
-        p90 = "n/a" if s["p90"] is None else f"{s['p90']:.2f}"
-        p99 = "n/a" if s["p99"] is None else f"{s['p99']:.2f}"
-        server = s.get("server") or {}
-        extra = (f"  server queue {server['queue_ms']:.2f} ms compute {server['compute_infer_ms']:.2f} ms"
-                 if server.get("queue_ms") is not None and server.get("compute_infer_ms") is not None else "")
-        lines.append(f"concurrency {s['concurrency']:>2}: p50 {p50} ms  p90 {p90}  p99 {p99}  "
-                     f"{s['throughput']:.1f}/s  {s['requests']} requests, {s['errors']} errors"
-                     f"{'' if s['stable'] else ' (not stable)'}{extra}")
-    return lines
