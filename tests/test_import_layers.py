@@ -58,7 +58,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: (importer unit, imported unit) -> why the upward edge is still there
 KNOWN: dict[tuple[str, str], str] = {
-    ("harness.settings", "harness.serving"): "config_file validates [models.<name>.endpoint] with serving.endpoint",
     ("harness.judge", "harness.repro"): "the judge writes repro bundles as a side effect (the pipeline's stage)",
     ("harness.check", "harness.serving"): "check's report prints a served model's load sweep (serving.sweep)",
 }

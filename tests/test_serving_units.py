@@ -9,9 +9,9 @@ import pytest
 from harness.check.layout import TensorInfo
 from harness.core import UsageError
 from harness.serving.client import ServedModel
-from harness.serving.endpoint import endpoint_from_table, is_loopback, parse_endpoint
 from harness.serving.source import detect_precision
 from harness.serving.sweep import SweepSettings, _stable, server_timings
+from harness.settings.endpoint import endpoint_from_table, is_loopback, parse_endpoint
 
 
 def test_endpoint_urls_and_roles():

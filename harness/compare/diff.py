@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from harness.core.compared import Compared
+from harness.core.direction import Direction
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
@@ -78,8 +79,7 @@ class MetricDelta:
         """``better`` / ``worse`` by the metric's declared direction, else ``changed``."""
         if not self.direction or not (math.isfinite(self.before) and math.isfinite(self.after)):
             return "changed"
-        up = self.after > self.before
-        return "better" if up == (self.direction == "higher") else "worse"
+        return "worse" if Direction(self.direction).worse(self.after, self.before) else "better"
 
 
 AccuracyJudge = Callable[[str, Mapping[str, float], Mapping[str, float]], list[MetricDelta]]
@@ -89,7 +89,7 @@ def _direction(key: str) -> str:
     spec = METRICS.get(MetricKey.parse(key).metric)
     if spec is None:
         return ""
-    return "higher" if spec.higher_is_better else "lower"
+    return spec.direction.value
 
 
 def _same(a: float, b: float) -> bool:
