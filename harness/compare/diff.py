@@ -22,6 +22,7 @@ from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
 from harness.results.record import FAILING
+from harness.results.sections import SettingsSection
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.gate.accuracy import AccuracyComparison
@@ -117,9 +118,7 @@ def slot(record: Record) -> tuple[str, str, str, str] | None:
 
 def runtime_change(a: Record, b: Record) -> str:
     """The runtime settings that differ between two paired cases, ``name: A -> B``."""
-    ra, rb = a.settings.get("runtime") or {}, b.settings.get("runtime") or {}
-    if not isinstance(ra, Mapping) or not isinstance(rb, Mapping):
-        return ""
+    ra, rb = SettingsSection.of(a).runtime or {}, SettingsSection.of(b).runtime or {}
     return "; ".join(f"{k}: {ra.get(k, '—')} -> {rb.get(k, '—')}" for k in sorted(set(ra) | set(rb))
                      if ra.get(k) != rb.get(k))
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from harness.perf.measure import latency_entry, latency_key
+from harness.results.sections import Served
 from harness.serving.client import OipClient, ServedModel, ServingError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -290,7 +291,7 @@ def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source:
     variant = outcome.variant
     case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
     case.artifacts.update(files)
-    case.data["served"] = served
+    Served(dict(served)).write(case.data)
     started = time.perf_counter()
     entry = family.graphs(model)[0]
     job = next((j for j in outcome.jobs if j.job.graph.name == entry.name and j.runner is not None and not j.error),
