@@ -24,8 +24,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness", "harness.core",
      "harness.cli._early"),  # the first signal handler: imports nothing of the harness, by design
     ("harness.metrics", "harness.data"),
-    ("harness.zoo",),
+    # the kinds of model (detection from config.json, graphs, feeds, limits, pooling) below the
+    # catalogue of concrete models: a ModelSpec names its family, loading a model builds its
+    # family's HF class and a directory's family is detected by the family registry
     ("harness.families",),
+    ("harness.zoo",),
     ("harness.export",),
     ("harness.runners",),
     ("harness.generation",),
@@ -55,12 +58,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: (importer unit, imported unit) -> why the upward edge is still there
 KNOWN: dict[tuple[str, str], str] = {
-    ("harness.zoo", "harness.families"): "zoo detects a directory's family from the family registry",
-    ("harness.families", "harness.generation"): "a family's decoding stepper lives in generation.steppers",
-    ("harness.families", "harness.runners"): "causal_lm reads runners.prebuilt for pre-built decoders",
-    ("harness.settings", "harness.serving"): "config_file validates [models.<name>.endpoint] with serving.endpoint",
     ("harness.judge", "harness.repro"): "the judge writes repro bundles as a side effect (the pipeline's stage)",
-    ("harness.check", "harness.serving"): "check's report prints a served model's load sweep (serving.sweep)",
 }
 
 

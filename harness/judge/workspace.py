@@ -21,6 +21,8 @@ from harness.core.runtime import SECTIONS, RuntimeSettings
 from harness.data.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
+from harness.export.reduce_range import ReduceRange
+from harness.export.reduce_range import resolve as resolve_reduce_range
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
 from harness.judge.refcache import (
@@ -274,6 +276,7 @@ class Workspace:
         settings = ExportSettings(opset=self.options.settings.opset, exporter=self.options.exporter,
                                   fp16_op_block_list=blocked,
                                   int8_per_channel=self.options.settings.int8_per_channel or spec.int8_per_channel,
+                                  int8_reduce_range=self.reduce_range.enabled,
                                   int8_calibration=self.options.settings.int8_calibration,
                                   calibration_texts=tuple(self.calibration_texts(model)),
                                   calibration_batch_size=self.options.settings.batch_size,
@@ -285,6 +288,11 @@ class Workspace:
         if model.spec.exporter and not self.options.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings
+
+    @property
+    def reduce_range(self) -> ReduceRange:
+        """The run's effective INT8 ``reduce_range`` and why (``harness.export.reduce_range``)."""
+        return resolve_reduce_range(self.options.settings.int8_reduce_range)
 
     def calibration_texts(self, model: LoadedModel) -> list[str]:
         """Static INT8 calibration sentences: the corpus sentences *after* the judged ones, so

@@ -263,14 +263,9 @@ class OpenVinoBackend(Backend):
     def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
                   variant: Variant) -> dict[str, dict[str, Any]]:
         entry = self._entry(model, family, graph, variant)
-        hit = entry.directory not in self._built
-        out: dict[str, dict[str, Any]] = {}
-        for name, digest in entry.files.items():
-            p = entry.path(name)
-            info: dict[str, Any] = {"path": str(p), "sha256": digest, "bytes": p.stat().st_size, "cache_hit": hit}
-            if name == "model.onnx" and graph.name in self._compiled:
-                info["openvino"] = self._compiled[graph.name]
-            out[f"{graph.name}/{name}"] = info
+        out = entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
+        if graph.name in self._compiled and f"{graph.name}/model.onnx" in out:
+            out[f"{graph.name}/model.onnx"]["openvino"] = self._compiled[graph.name]
         return out
 
     # -- fresh-process measurement -----------------------------------------------------------------------

@@ -361,13 +361,8 @@ class OrtBackend(Backend):
     def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
                   variant: Variant) -> dict[str, dict[str, Any]]:
         entry = self._entry(model, family, graph, variant)
-        hit = entry.directory not in self._built  # found in the cache, not exported for this case
-        out = {}
-        for name, digest in entry.files.items():
-            p = entry.path(name)
-            out[f"{graph.name}/{name}"] = {"path": str(p), "sha256": digest, "bytes": p.stat().st_size,
-                                           "cache_hit": hit}
-        return out
+        # cache_hit: found in the cache, not exported for this case
+        return entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
 
     def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
                     variant: Variant) -> dict[str, Any] | None:

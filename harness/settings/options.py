@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.core import DEFAULT_PRECISIONS, UsageError, split_csv
+from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
 from harness.runners import DEFAULT_PROVIDERS
 
 
@@ -214,6 +215,9 @@ OPTIONS: tuple[Option, ...] = (
            metavar="OPS"),
     Option("int8_per_channel", Kind.FLAG, "INT8 with per-channel weight scales (default: per tensor, or the "
            "model's own choice)"),
+    Option("int8_reduce_range", Kind.CHOICE, "INT8 weights in 7 bits (ONNX Runtime's remedy for x86 CPUs without "
+           "VNNI, whose u8s8 kernels saturate): auto = on exactly there", choices=REDUCE_RANGE_CHOICES, default="auto",
+           in_config=True, rerun=Rerun.ALWAYS),
     Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1),
     Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=128, minimum=1),
     # --- issue 9: the harness in a team's own repository and CI ---------------------------------
@@ -507,6 +511,8 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
     for name, key in _LEGACY_SETTINGS.items():  # effective sizes, set or not
         if settings.get(key) is not None:
             given[name] = settings[key]
+    if isinstance(settings.get("int8_reduce_range"), bool):  # the effective value: `auto` depends on the CPU
+        given["int8_reduce_range"] = "on" if settings["int8_reduce_range"] else "off"
     if "options" not in settings:  # an older record: what it knew how to say
         if settings.get("exporter_explicit") and settings.get("exporter"):
             given["exporter"] = settings["exporter"]

@@ -14,13 +14,13 @@ import pytest
 
 from harness.core import Variant
 from harness.core.phases import phase
+from harness.families.pooling import sentence_pooling
 from harness.judge.embedding import embedding_parity
 from harness.judge.numeric import ParityResult
 from harness.judge.pipeline import GraphJudgement, close_stage, write_side_outputs
 from harness.repro import EmbeddingDerived
 from harness.results.collector import Case
 from harness.zoo.base import ModelSpec, materialize
-from harness.zoo.minilm import sentence_pooling
 
 
 def _has_pooling_recipe(spec: ModelSpec) -> bool:
