@@ -44,6 +44,7 @@ from harness.repro.bundle import (
 )
 from harness.repro.error import normalize
 from harness.repro.generation import SETTINGS, TOKENIZER, FilesBackend, bundle_tokenizer, save_prompt_batches
+from harness.runners.base import FileView, GraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Provider
@@ -51,7 +52,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
     from harness.generation import GenerationSettings
     from harness.judge.workspace import Workspace
-    from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
 @dataclass(frozen=True)
@@ -85,11 +85,14 @@ class _Watched(Exception):
         self.raised = raised
 
 
-class _Watch:
-    """A runner that tags an exception raised by its graph's call; everything else is the runner's."""
+class _Watch(GraphRunner):
+    """A runner that tags an exception raised by its graph's call; everything else is the runner's
+    (its declared capabilities are read through, never probed)."""
 
-    def __init__(self, runner: "GraphRunner", graph: str, batch: list[int]) -> None:
+    def __init__(self, runner: GraphRunner, graph: str, batch: list[int]) -> None:
         self._runner, self._graph, self._batch, self.calls = runner, graph, batch, 0
+        self.input_names, self.output_names = runner.input_names, runner.output_names
+        self.path, self.replayed = runner.path, runner.replayed
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.calls += 1
@@ -99,8 +102,23 @@ class _Watch:
             raise _Watched(DecodeRaised(self._graph, "run", self._batch[0], self.calls, type(exc).__name__,
                                         str(exc).strip())) from exc
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runner, name)
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.run(feeds)
+
+    def prepare(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._runner.prepare(feeds)
+
+    def synchronize(self) -> None:
+        self._runner.synchronize()
+
+    def end_profiling(self) -> str | None:
+        return self._runner.end_profiling()
+
+    def file_view(self) -> FileView | None:
+        return self._runner.file_view()
+
+    def close(self) -> None:
+        self._runner.close()
 
 
 class _FilesBackend(FilesBackend):
@@ -122,7 +140,7 @@ class _FilesBackend(FilesBackend):
         except Exception as exc:
             raise _Watched(DecodeRaised(graph, "load", self.batch[0], None, type(exc).__name__,
                                         str(exc).strip())) from exc
-        return _Watch(runner, graph, self.batch)  # type: ignore[return-value]  # a GraphRunner by delegation
+        return _Watch(runner, graph, self.batch)
 
 
 def provoke(files: Mapping[str, Path], model: "LoadedModel", family: "Family", variant: Variant,
