@@ -34,3 +34,31 @@ def test_the_probe_finder_sees_a_probe(tmp_path):
     src = tmp_path / "probe_control.py"
     src.write_text("def f(runner):\n    return getattr(runner, 'replayed', False) or hasattr(self._backend, 'path')\n")
     assert len(probes(src)) == 2
+
+
+def test_one_graph_of_one_variant_is_one_value_and_the_older_spelling_still_works():
+    """``Backend.load`` / ``artifacts`` / ``outputs_key`` take a ``GraphRef``; a team's test calling
+    ``load(model, family, graph, variant)`` and a backend written that way keep working."""
+    from harness.runners.base import Backend, GraphRef
+
+    class Written(Backend):
+        name = "written-now"
+
+        @classmethod
+        def unavailable_reason(cls, variant):
+            return None
+
+        def load(self, ref):
+            return ("now", ref.model, ref.graph)
+
+    class Older(Written):
+        name = "written-before"
+
+        def load(self, model, family, graph, variant):
+            return ("before", model, graph)
+
+    ref = GraphRef("m", "f", "g", "v")
+    for cls, word in ((Written, "now"), (Older, "before")):
+        backend = cls(None)
+        assert backend.load(ref) == backend.load("m", "f", "g", "v") == (word, "m", "g")
+    assert [r.graph for r in GraphRef.each("m", "f", ["a", "b"], "v")] == ["a", "b"]

@@ -32,6 +32,7 @@ import numpy as np
 
 from harness.core import Check
 from harness.metrics.registry import metric
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -212,7 +213,7 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     for side, fam in sides:
         backend = ws.backend(side, model)
         wanted = fam.generation_graphs(True)
-        keys.append({g.name: backend.outputs_key(model, fam, g, side) for g in fam.graphs(model) if g.name in wanted})
+        keys.append({g.name: backend.outputs_key(GraphRef(model, fam, g, side)) for g in fam.graphs(model) if g.name in wanted})
     if any(k is None for side_keys in keys for k in side_keys.values()):
         return gated(measure(), checks_for)
     from harness.core.cachedir import source_digest

@@ -36,6 +36,7 @@ from harness.metrics.text import (
 from harness.results.checks import CheckResult, raise_failures
 from harness.results.sections import Evidence, Generation
 from harness.runners import PROVIDERS
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
@@ -345,7 +346,7 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     backend = ws.backend(variant, model)
     wanted = family.generation_graphs(settings.use_cache)
     graphs = [g for g in family.graphs(model) if g.name in wanted]
-    keys = {g.name: backend.outputs_key(model, family, g, variant) for g in graphs}
+    keys = {g.name: backend.outputs_key(GraphRef(model, family, g, variant)) for g in graphs}
     if any(k is None for k in keys.values()):
         ws.before_session(backend, model, family, variant, graphs)
         return decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws))
@@ -362,7 +363,7 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     if fresh:
         return fresh[0]
     decoded = _decoded(value)
-    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(model, family, g, variant).items()}
+    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(GraphRef(model, family, g, variant)).items()}
     decoded.replayed = True
     return decoded
 

@@ -23,6 +23,7 @@ from harness.metrics.numeric import Location, compare_arrays
 from harness.metrics.registry import METRICS
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
@@ -393,7 +394,7 @@ def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedMode
     try:
         from harness.repro.error import write_error_bundle
 
-        files = backend.artifacts(model, family, graph, variant)
+        files = backend.artifacts(GraphRef(model, family, graph, variant))
         onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
                 and str(i.get("path", "")).endswith(".onnx")]
         if len(onnx) != 1:
@@ -449,7 +450,7 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
         runner = ws.variant_runner(backend, model, family, graph, variant,
                                    [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
-        result.artifacts.update(backend.artifacts(model, family, graph, variant))
+        result.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
         if runner.replayed:
             result.replayed.append(graph.name)
         if runner.path:  # a runner of a file graph: lint the file

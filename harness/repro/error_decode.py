@@ -44,7 +44,7 @@ from harness.repro.bundle import (
 )
 from harness.repro.error import normalize
 from harness.repro.generation import SETTINGS, TOKENIZER, FilesBackend, bundle_tokenizer, save_prompt_batches
-from harness.runners.base import FileView, GraphRunner
+from harness.runners.base import FileView, GraphRef, GraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Provider
@@ -173,7 +173,7 @@ def decode_files(backend: Any, model: "LoadedModel", family: "Family", variant: 
     out: dict[str, Path] = {}
     for graph in family.graphs(model):
         if graph.name in wanted:
-            path = onnx_file(backend.artifacts(model, family, graph, variant), graph.name)
+            path = onnx_file(backend.artifacts(GraphRef(model, family, graph, variant)), graph.name)
             if path is None:
                 return None
             out[graph.name] = path
