@@ -34,5 +34,4 @@ from harness.zoo.base import ModelSpec
 from harness.zoo.loading import LoadedModel
 
 __all__ = ["Case", "GateFailure", "GenerationRequest", "GraphRef", "LoadedModel", "ModelSpec", "PerfSettings",
-           "Precision",
-           "Provider", "Record", "Variant", "fail", "judge", "suites_dir"]
+           "Precision", "Provider", "Record", "Variant", "fail", "judge", "suites_dir"]
