@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 
 from harness.core import Precision, RunOptions, Settings, Variant
 from harness.families import family_for
-from harness.families.base import CheckedGraph, CheckMode
+from harness.families.base import CheckedGraph, CheckMode, PromptThenStep
 from harness.runners import PROVIDERS
 from harness.runners.prebuilt import (
     CacheSplitRunner,
@@ -74,7 +74,11 @@ def test_families_assemble_the_decoding_runners():
     assert why == "" and cached and runners == {"encoder": enc, "decoder": dec, "decoder_with_past": past}
     runners, cached, why = lm.decoding_runners({"prefill": CheckedGraph(dec, True, "d.onnx"),
                                                 "step": CheckedGraph(past, True, "p.onnx")})
-    assert cached and isinstance(runners["model"], CacheSplitRunner)
+    assert cached and runners["model"] == PromptThenStep(dec, past)  # named by the family, served as one runner:
+    source = PrebuiltGraphs([], "CPUExecutionProvider", 1, {})
+    source.serve(runners)
+    split = source.runner("model")
+    assert isinstance(split, CacheSplitRunner) and (split.prefill, split.step) == (dec, past)
     runners, cached, _ = lm.decoding_runners({"prefill": CheckedGraph(dec, True, "m.onnx"),
                                               "step": CheckedGraph(past, True, "m.onnx")})
     assert cached and runners == {"model": past}  # one file serves both: its cached view

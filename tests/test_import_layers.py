@@ -58,11 +58,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: (importer unit, imported unit) -> why the upward edge is still there
 KNOWN: dict[tuple[str, str], str] = {
-    ("harness.families", "harness.generation"): "a family's decoding stepper lives in generation.steppers",
-    ("harness.families", "harness.runners"): "causal_lm reads runners.prebuilt for pre-built decoders",
-    ("harness.settings", "harness.serving"): "config_file validates [models.<name>.endpoint] with serving.endpoint",
     ("harness.judge", "harness.repro"): "the judge writes repro bundles as a side effect (the pipeline's stage)",
-    ("harness.check", "harness.serving"): "check's report prints a served model's load sweep (serving.sweep)",
 }
 
 

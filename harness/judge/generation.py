@@ -413,7 +413,9 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
         got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     with phase("metrics"):
         result = _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
-    if settings.use_cache and variant.backend != "torch":  # the variant's own cache, fed back (closed loop)
+    # the variant's own cache, fed back (closed loop): a backend running the PyTorch module itself
+    # decodes with transformers' cache, the reference's own code
+    if settings.use_cache and not ws.backend(variant, model).uses_torch_module:
         with phase("variant"):
             _add_cached_decoding(ws, model, family, variant, reference, texts, settings, int(wanted["batch_size"]),
                                  result)

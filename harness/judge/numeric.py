@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.core import Precision, Tolerance, Variant
+from harness.core import Check, Precision, Tolerance, Variant
 from harness.core.phases import phase
 from harness.judge.pipeline import GraphJudgement, SideOutputs, close_stage, write_side_outputs  # the stages
 from harness.judge.tolerances import tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
+from harness.metrics.registry import METRICS
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
 
@@ -197,10 +198,8 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
     with phase("metrics"):
         results = _results(graph, collectors, precision, overrides)
     if probes:  # shape coverage: every probe must run (its numbers are judged with the corpus's above)
-        from harness.core import Check
-
         coverage = OutputResult(graph.name, "shapes", {"shape_failures": float(len(broken))}, None, (),
-                                Tolerance((Check("shape_failures", 0.0),)), len(probes))
+                                Tolerance((_lint_gate("shape_failures"),)), len(probes))
         coverage.where = "; ".join(broken) or "n/a"
         results.append(coverage)
     return results
@@ -217,6 +216,13 @@ def _results(graph: "GraphSpec", collectors: Mapping[str, "_Collector"], precisi
     return results
 
 
+def _lint_gate(name: str) -> Check:
+    """An artifact lint count's gate, as declared (the same threshold at every precision: 0)."""
+    check = METRICS[name].default_check(Precision.FP32)
+    assert check is not None, f"{name} declares a default threshold"
+    return check
+
+
 def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
                 input_map: Mapping[str, str] | None = None) -> OutputResult:
     """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``): training-mode
@@ -224,19 +230,18 @@ def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
     declares them as different lengths (``input_map``: reference input -> the file's name)."""
     import onnx
 
-    from harness.core import Check
     from harness.export.lint import tied_axes, training_mode_nodes
 
     proto = onnx.load(str(path), load_external_data=False)
     nodes = training_mode_nodes(proto)
     where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else ""
     metrics = {"training_mode_ops": float(len(nodes))}
-    checks = [Check("training_mode_ops", 0.0)]
+    checks = [_lint_gate("training_mode_ops")]
     if graph is not None:
         declared = {n: dict(graph.dynamic_axes.get(n, {})) for n in graph.input_names}
         tied = tied_axes(proto, declared, dict(input_map or {}))
         metrics["tied_axes"] = float(len(tied))
-        checks.append(Check("tied_axes", 0.0))
+        checks.append(_lint_gate("tied_axes"))
         if tied:
             where = "; ".join(filter(None, [where, "one dynamic axis for different lengths: " + "; ".join(tied)]))
     result = OutputResult(graph_name, "artifact", metrics, None, (), Tolerance(tuple(checks)), 1)

@@ -27,11 +27,13 @@ import json
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from harness.core import Check, Precision, Tolerance, UsageError
+from harness.core.direction import Direction
+from harness.metrics.registry import gate
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -90,16 +92,35 @@ class _RecordedGraph:
         return output in self.gated
 
 
+def checks_json(checks: Iterable[Check]) -> list[dict[str, Any]]:
+    """The gates a bundle records (every kind): metric, threshold and the direction judged in."""
+    return [{"metric": c.metric, "threshold": c.threshold, "higher_is_better": c.higher_is_better} for c in checks]
+
+
+def checks_from(rows: Iterable[Mapping[str, Any]]) -> tuple[Check, ...]:
+    """The recorded gates rebuilt by their declarations (``harness.metrics.registry.gate``), so a
+    re-judged bundle compares in the metric's declared direction. An unknown metric, or a row whose
+    direction is not the declared one (an edited manifest), is malformed: ValueError."""
+    out = []
+    for row in rows:
+        name = str(row["metric"])
+        try:
+            check = gate(name, float(row["threshold"]))
+        except UsageError:
+            raise ValueError(f"unknown metric {name!r}") from None
+        if bool(row["higher_is_better"]) != check.higher_is_better:
+            raise ValueError(f"{name}: recorded as {Direction.of(bool(row['higher_is_better'])).value} is better, "
+                             f"declared {check.direction.value}")
+        out.append(check)
+    return tuple(out)
+
+
 def _tolerance_json(tol: Tolerance | None) -> list[dict[str, Any]] | None:
-    if tol is None:
-        return None
-    return [{"metric": c.metric, "threshold": c.threshold, "higher_is_better": c.higher_is_better} for c in tol.checks]
+    return None if tol is None else checks_json(tol.checks)
 
 
 def _tolerance_from(rows: Any) -> Tolerance | None:
-    if rows is None:
-        return None
-    return Tolerance(tuple(Check(str(r["metric"]), float(r["threshold"]), bool(r["higher_is_better"])) for r in rows))
+    return None if rows is None else Tolerance(checks_from(rows))
 
 
 def _failures_json(outputs: Sequence["OutputResult"]) -> list[dict[str, Any]]:

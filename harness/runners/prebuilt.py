@@ -31,7 +31,7 @@ from harness.runners.source import ArtifactSource
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.core.runtime import RuntimeSettings
-    from harness.families.base import Family, GraphSpec
+    from harness.families.base import Family, GraphSpec, PromptThenStep
     from harness.zoo.loading import LoadedModel
 
 #: feeds -> the value of one input the reference computes implicitly
@@ -164,9 +164,13 @@ class PrebuiltGraphs(ArtifactSource):
     def session(self, path: Path) -> GraphRunner:
         return self.sessions[Path(path)]
 
-    def serve(self, runners: Mapping[str, GraphRunner]) -> None:
-        """The runners decoding uses, by reference graph name (known once the files are judged)."""
-        self._runners.update(runners)
+    def serve(self, runners: Mapping[str, "GraphRunner | PromptThenStep"]) -> None:
+        """The runners decoding uses, by reference graph name (known once the files are judged);
+        a family's ``PromptThenStep`` pair is served as one ``CacheSplitRunner``."""
+        from harness.families.base import PromptThenStep
+
+        self._runners.update({graph: CacheSplitRunner(r.prefill, r.step) if isinstance(r, PromptThenStep) else r
+                              for graph, r in runners.items()})
 
     def runner(self, graph: str) -> GraphRunner:
         if graph not in self._runners:

@@ -420,7 +420,7 @@ class _Validator:
 
     def endpoint(self, body: Any, where: str) -> dict[str, Any]:
         """``[models.<name>.endpoint]``, checked whole now (url, served model, protocol...)."""
-        from harness.serving.endpoint import endpoint_from_table
+        from harness.settings.endpoint import endpoint_from_table
 
         table = dict(self.table(body, where))
         try:
