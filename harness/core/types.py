@@ -56,7 +56,6 @@ class Provider:
     needs_gpu: bool = False
 
 
-DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
 DEFAULT_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8)
 
 
@@ -149,7 +148,7 @@ class RunOptions:
 
     models: list[str] = field(default_factory=list)
     precisions: list[Precision] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
-    #: the providers the matrix covers (``build_options`` resolves them, default ``DEFAULT_PROVIDERS``);
+    #: the providers the matrix covers (``build_options`` resolves them, default ``harness.runners.DEFAULT_PROVIDERS``);
     #: empty for a RunOptions built directly, whose caller names each Variant's provider itself
     providers: list[Provider] = field(default_factory=list)
     #: every option's value: explicit > config file > the table's default

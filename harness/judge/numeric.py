@@ -304,7 +304,9 @@ def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
     out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
            (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
     if variant is not None:
-        declared = ws.runtime_for(variant).trt_profile
+        from harness.runners.trt_profile import TensorRTSettings
+
+        declared = ws.runtime_for(variant).of(TensorRTSettings).trt_profile
         rng = declared.get(f"{graph.name}.input_ids") or declared.get("input_ids")
         if rng is not None and len(rng.max) == 2:
             out += [(f"TensorRT profile {what} {dims[0]}x{dims[1]}", dims[0], dims[1])
@@ -365,7 +367,7 @@ def unfused_twin(ws: "Workspace", variant: Variant) -> Variant | None:
     backend = backends().get(variant.backend)
     if backend is None or "graph_optimization" not in backend.runtime_settings:
         return None
-    if ws.runtime_for(variant).graph_optimization == "disabled":
+    if ws.runtime_for(variant).value("graph_optimization") == "disabled":
         return None
     axes = tuple((k, v) for k, v in variant.runtime if k != "graph_optimization") + (("graph_optimization", "disabled"),)
     return Variant(variant.model, variant.precision, variant.provider, axes)

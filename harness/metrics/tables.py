@@ -154,7 +154,15 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "options-config": (lambda: _config_table(), False),
     "options-relations": (lambda: _relations_table(), False),
     "margins": (margins_table, False),
+    # every runtime setting, from the backends' own settings sections (docs/runtime.md)
+    "runtime-settings": (lambda: _runtime_table(), False),
 }
+
+
+def _runtime_table() -> str:
+    from harness.settings.runtime import docs_table
+
+    return docs_table()
 
 
 def _relations_table() -> str:

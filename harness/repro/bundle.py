@@ -158,13 +158,11 @@ def _outputs_json(graph: "GraphSpec", judged: Sequence["OutputResult"],
 
 
 def runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
-    """The case's runtime settings as plain JSON (paths as text), for a manifest."""
+    """The case's runtime settings as plain JSON (paths as text), for a manifest: every field by
+    name, the backends' sections flattened beside the shared fields."""
     if runtime is None:
         return None
-    from dataclasses import asdict
-
-    data = asdict(runtime)
-    plain: dict[str, Any] = json.loads(json.dumps(data, default=str))  # paths as text: a record, not objects
+    plain: dict[str, Any] = json.loads(json.dumps(runtime.fields_dict(), default=str))  # a record, not objects
     return plain
 
 
@@ -313,13 +311,16 @@ def check_artifact(manifest_path: Path, art: Any) -> None:
 def runtime_from(recorded: Mapping[str, Any] | None) -> "RuntimeSettings | None":
     """The recorded runtime settings, less what the backend derives anew where it runs (the
     TensorRT shape profile, provider options, profiling)."""
-    from harness.core.runtime import RuntimeSettings
+    from harness.core.runtime import RuntimeSettings, section_of
+    from harness.runners import backends
 
     if not recorded:
         return None
-    fields = {k: v for k, v in recorded.items() if k in RuntimeSettings.__dataclass_fields__
-              and k not in ("trt_profile", "provider_options", "profile")}
-    return RuntimeSettings(**fields)
+    backends()  # the sections are declared in the backends' modules
+    derived = ("trt_profile", "provider_options", "profile")
+    shared = {k: v for k, v in recorded.items() if k in ("intra_op_threads", "inter_op_threads") and v is not None}
+    own = {k: v for k, v in recorded.items() if k not in derived and section_of(k) is not None}
+    return RuntimeSettings(**shared).merged(own)
 
 
 def here_vs_recorded(manifest: Mapping[str, Any], threads: int | None) -> tuple[list[str], list[str]]:

@@ -53,13 +53,13 @@ class BackendContext:
     settings: "ExportSettings"
     intra_op_threads: int | None = None
     inter_op_threads: int | None = None
-    #: TensorRT optimisation-profile limits (max batch, max sequence length)
-    trt_max_batch: int = 8
-    trt_max_seq: int = 128
+    #: the run's batch size (a backend's own default limits derive from it: TensorRT's largest batch)
+    batch_size: int = 8
     #: the workspace's cache root (a fresh child that loads weights looks there)
     cache_dir: Path | None = None
-    #: how this case runs its artifacts (session options, EP options, TensorRT profile): the run's
-    #: settings refined by the model's and the case's axis values
+    #: how this case runs its artifacts (threads, EP options, and each backend's own typed section:
+    #: ``runtime.of(OrtSessionSettings)``, ``runtime.of(TensorRTSettings)``): the run's settings refined
+    #: by the model's and the case's axis values
     runtime: "RuntimeSettings" = field(default_factory=lambda: _default_runtime())
     #: where a profiling session writes its trace (the case directory); None: no profiling
     profile_dir: Path | None = None
@@ -220,9 +220,10 @@ class Backend(abc.ABC):
     #: model's module loaded between two cases of such a backend (``Workspace.end_case``)
     uses_torch_module: ClassVar[bool] = False
 
-    #: the RuntimeSettings fields this backend honours (``graph_optimization``, ``intra_op_threads``,
-    #: ...): a runtime axis multiplies only the variants of backends that honour it, and a record
-    #: says which settings applied
+    #: the RuntimeSettings fields this backend honours: shared ones (``intra_op_threads``, ...) and
+    #: the fields of the settings sections it reads (``OrtSessionSettings.names()``, declared in the
+    #: backend's own module): a runtime axis multiplies only the variants of backends that honour it,
+    #: and a record says which settings applied (the others stay at their defaults)
     runtime_settings: ClassVar[frozenset[str]] = frozenset()
     #: execution device (``Provider.device``) -> the EP option keys it accepts, each with its
     #: allowed values (None: any value). A provider missing here takes no options. A backend

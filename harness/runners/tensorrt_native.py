@@ -56,7 +56,7 @@ from harness.runners.trt_engine import (
     refuse_outside,
     timing_cache_path,
 )
-from harness.runners.trt_profile import ShapeProfile
+from harness.runners.trt_profile import ShapeProfile, TensorRTSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
@@ -283,6 +283,9 @@ class TensorRTBackend(Backend):
     providers = (Provider("trt_native", name, "cuda:0", needs_gpu=True),)
     #: executes ONNX files (builds engines from them), so ``harness check`` files can stand in
     runs_onnx_files = True
+    #: the derived profile's limits (the engine is built for them); explicit profiles and caches
+    #: are ONNX Runtime's TensorRT EP's (``ort_trt``)
+    runtime_settings = frozenset({"trt_max_batch", "trt_max_seq"})
 
     @classmethod
     def unavailable_reason(cls, variant: Variant) -> str | None:
@@ -339,8 +342,9 @@ class TensorRTBackend(Backend):
     def _plan(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> BuildPlan:
         version = tensorrt_version() or "0"
         plan = build_plan(variant.precision, version, int8_kind=artifact_kind(variant.precision))
-        profile = graph_profile(graph, family.export_example(model, graph), max_batch=self.ctx.trt_max_batch,
-                                max_seq=self.ctx.trt_max_seq)
+        limits = self.ctx.runtime.of(TensorRTSettings)
+        profile = graph_profile(graph, family.export_example(model, graph),
+                                max_batch=limits.max_batch(self.ctx.batch_size), max_seq=limits.trt_max_seq)
         return plan.with_profile(profile)
 
     def _source(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", plan: BuildPlan) -> "CacheEntry":
