@@ -23,7 +23,8 @@ matrix. See docs/own-repository.md and examples/test_own_model.py.
 from __future__ import annotations
 
 from harness.core import Precision, Provider, Variant
-from harness.judge.generation import GenerationRequest, judge
+from harness.judge.generation import GenerationRequest
+from harness.judge.pipeline import generation_case as judge
 from harness.perf.measure import PerfSettings
 from harness.results import Record, fail
 from harness.results.checks import GateFailure

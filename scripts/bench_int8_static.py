@@ -30,7 +30,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from harness.core import Precision, Variant
-    from harness.judge.numeric import numeric_parity
+    from harness.judge.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
     from harness.perf.feeds import shaped_feeds
     from harness.runners import PROVIDERS

@@ -42,6 +42,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.judge",),
     ("harness.perf",),
     ("harness.repro",),
+    # a case's stages in order (compare, then the side outputs: dumps, repro bundles, profiles):
+    # above the comparisons of judge/ and the bundle writers of repro/ it runs
+    ("harness.judge.pipeline",),
     ("harness.results.collector",),  # composes a case's record from the judge's run state
     ("harness.gate",),
     ("harness.report",),
@@ -58,7 +61,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: (importer unit, imported unit) -> why the upward edge is still there
 KNOWN: dict[tuple[str, str], str] = {
-    ("harness.judge", "harness.repro"): "the judge writes repro bundles as a side effect (the pipeline's stage)",
 }
 
 

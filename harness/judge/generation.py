@@ -34,7 +34,7 @@ from harness.metrics.text import (
     worst_pairs,
 )
 from harness.results.checks import CheckResult, raise_failures
-from harness.results.sections import Evidence, Generation
+from harness.results.sections import Generation
 from harness.runners import PROVIDERS
 from harness.runners.base import GraphRef
 
@@ -524,49 +524,3 @@ def record(case: Any, result: GenerationResult) -> None:
         result.coverage.write(case.data)
 
 
-def judge(case: Any, request: GenerationRequest | None = None, family: "Family | None" = None) -> GenerationResult:
-    """Generation parity for the case's variant, recorded into the case; ``assert_ok()`` gates it."""
-    assert case.variant is not None, "generation parity needs a variant"
-    try:
-        result = generation_parity(case.workspace, case.variant, request, family)
-    except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
-        if case.workspace.options.settings.repro_bundles != "off":
-            _error_bundle(case, request, family, exc)
-        raise
-    record(case, result)
-    if not result.passed and case.workspace.options.settings.repro_bundles != "off":
-        from harness.repro.generation import write_generation_bundle
-
-        ws = case.workspace
-        model = ws.model(case.variant.model)
-        with phase("metrics"):  # writing the evidence of a verdict
-            try:
-                bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
-                                                 family or ws.family(model), result, ws.options.settings.repro_bundles)
-            except Exception as exc:  # noqa: BLE001 - best-effort evidence: the gate's verdict stands either way
-                from harness.core import describe_error
-
-                Evidence(bundle_error=describe_error(exc)).write(case.data)
-                bundle = None
-        if bundle is not None:
-            Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)
-    return result
-
-
-def _error_bundle(case: Any, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
-    """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
-    record; best-effort: the case's own error is what the record must say."""
-    from harness.repro.error_decode import write_decode_error_bundle
-
-    ws = case.workspace
-    try:
-        model = ws.model(case.variant.model)
-        wanted, settings, indices, texts = decode_plan(ws, model, request)
-        with phase("metrics"):  # writing the evidence of a verdict
-            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
-                                               family or ws.family(model), settings, indices, texts,
-                                               int(wanted["batch_size"]), exc, ws.options.settings.repro_bundles)
-    except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
-        return
-    if bundle is not None:
-        Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)
