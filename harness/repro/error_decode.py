@@ -42,7 +42,7 @@ from harness.repro.bundle import (
     runtime_json,
     write_manifest,
 )
-from harness.repro.error import normalize
+from harness.repro.errortext import clip, normalize
 from harness.repro.generation import SETTINGS, TOKENIZER, FilesBackend, bundle_tokenizer, save_prompt_batches
 from harness.runners.base import FileView, GraphRef, GraphRunner
 
@@ -259,7 +259,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of a decode error bundle: the failing decode batch again, same error?"""
     from harness.families import family_for
-    from harness.repro.error import _clip
     from harness.repro.generation import _settings, bundled_model
     from harness.runners import parse_provider
 
@@ -283,13 +282,13 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
              f"decoded: batch {recorded.batch} of {len(texts)} prompt(s) in batches of {decode['batch_size']}, "
              f"max_new_tokens {decode['settings'].get('max_new_tokens')}, beams {decode['settings'].get('num_beams')}, "
              f"cache {'on' if decode['settings'].get('use_cache') else 'off'}",
-             f"recorded: {recorded.type} {recorded.where()}: {_clip(recorded.message)}"]
+             f"recorded: {recorded.type} {recorded.where()}: {clip(recorded.message)}"]
     same_type = now is not None and (now.type, now.stage, now.graph) == (recorded.type, recorded.stage, recorded.graph)
     same_message = now is not None and now.normalized == recorded.normalized
     if now is None:
         lines.append(f"now: no error (decode batch {recorded.batch} finished)")
     else:
-        lines.append(f"now: {now.type} {now.where()}: {_clip(now.message)}")
+        lines.append(f"now: {now.type} {now.where()}: {clip(now.message)}")
         lines.append(f"  type {'same' if same_type else 'DIFFERENT'}; normalised message "
                      f"{'same' if same_message else 'DIFFERENT'}")
     reproduces = same_type and same_message
