@@ -14,7 +14,7 @@ from harness.core import *  # noqa: F403
 from harness.core import __all__ as __all__  # noqa: PLE0605
 
 #: names harness 0.1 read here that now live with the backends that declare them
-_RUNNERS = frozenset({"PROVIDERS", "parse_provider", "provider_table"})
+_RUNNERS = frozenset({"DEFAULT_PROVIDERS", "PROVIDERS", "parse_provider", "provider_table"})
 
 if TYPE_CHECKING:  # pragma: no cover
     HIGHER_IS_BETTER: frozenset[str]

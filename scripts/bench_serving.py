@@ -96,8 +96,8 @@ def main() -> int:
     from harness.runners import PROVIDERS
     from harness.serving.artifacts import variant_files
     from harness.serving.client import OipClient
-    from harness.serving.endpoint import parse_endpoint
     from harness.serving.sweep import SweepSettings, sweep
+    from harness.settings.endpoint import parse_endpoint
     from tests.serving import mlserver as ms
 
     ws = Workspace(RunOptions(settings=Settings(samples=16, batch_size=8, threads=1)))

@@ -25,7 +25,7 @@ from waiting import PATIENCE
 
 from harness.core import Precision, RunOptions, Settings, Variant
 from harness.core import rss as rss_mod
-from harness.judge.numeric import numeric_parity
+from harness.judge.pipeline import numeric_parity
 from harness.judge.workspace import Workspace
 from harness.results.record import Record
 from harness.runners import PROVIDERS

@@ -71,7 +71,7 @@ def test_warm_workspace_replays_without_loading_the_torch_module(tmp_path, small
     """A second workspace (a rerun) gets the same references and ORT outputs from the cache,
     and never loads the PyTorch module; the records' metrics are identical."""
     from harness.core import Precision, Variant
-    from harness.judge.numeric import numeric_parity
+    from harness.judge.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
     from harness.runners import PROVIDERS
 

@@ -221,8 +221,8 @@ def test_sweep_counts_failed_and_timed_out_requests(server, files):
     """Every 4th request fails (HTTP 500), every 7th takes 2 s against a 0.5 s timeout: both
     counted as errors; the successful ones are measured."""
     from harness.serving.client import OipClient
-    from harness.serving.endpoint import parse_endpoint
     from harness.serving.sweep import SweepSettings, perf_fields, sweep
+    from harness.settings.endpoint import parse_endpoint
 
     endpoint = parse_endpoint(server.http, ["bert-flaky"], timeout_s=0.5)
     client = OipClient(endpoint)

@@ -47,7 +47,7 @@ class CheckRequest:
     runtime: Any = None
     #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
     repro_bundles: str | None = None
-    #: judge a served model instead of files (harness.serving.endpoint.Endpoint; ``onnx`` unused)
+    #: judge a served model instead of files (harness.settings.endpoint.Endpoint; ``onnx`` unused)
     endpoint: Any = None
 
 

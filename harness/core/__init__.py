@@ -11,7 +11,6 @@ from __future__ import annotations
 from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv
 from harness.core.types import (
     DEFAULT_PRECISIONS,
-    DEFAULT_PROVIDERS,
     Check,
     Precision,
     Provider,
@@ -23,6 +22,6 @@ from harness.core.types import (
 )
 from harness.core.values import Settings
 
-__all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
+__all__ = ["DEFAULT_PRECISIONS", "Check", "Precision", "Provider", "RunOptions",
            "Settings", "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
            "precision_overrides", "split_csv"]

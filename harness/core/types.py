@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from harness.core.direction import Direction
 from harness.core.errors import UsageError, did_you_mean
 from harness.core.values import Settings
 
@@ -55,7 +56,6 @@ class Provider:
     needs_gpu: bool = False
 
 
-DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
 DEFAULT_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8)
 
 
@@ -107,23 +107,27 @@ class Check:
     """One gate: ``metric`` compared with ``threshold``.
 
     ``higher_is_better`` decides the direction: errors must stay <= threshold,
-    agreements and similarities must stay >= threshold. Build checks with
-    ``harness.metrics.registry.metric(name).check(threshold)`` so the direction is the
-    metric's declared one, never a caller's guess.
+    agreements and similarities must stay >= threshold. The harness builds every check with
+    ``harness.metrics.registry.metric(name).check(threshold)`` (``MetricSpec.check``) so the
+    direction is the metric's declared one, never a caller's guess (or this field's default);
+    ``tests/test_metric_declaration.py`` fails on a ``Check(...)`` built anywhere else.
     """
 
     metric: str
     threshold: float
     higher_is_better: bool = False
 
+    @property
+    def direction(self) -> Direction:
+        return Direction.of(self.higher_is_better)
+
     def passes(self, value: float) -> bool:
-        if value != value:  # NaN never passes
-            return False
-        return value >= self.threshold if self.higher_is_better else value <= self.threshold
+        """``value`` within the threshold; NaN never passes."""
+        return self.direction.holds(value, self.threshold)
 
     @property
     def symbol(self) -> str:
-        return ">=" if self.higher_is_better else "<="
+        return self.direction.symbol
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ class RunOptions:
 
     models: list[str] = field(default_factory=list)
     precisions: list[Precision] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
-    #: the providers the matrix covers (``build_options`` resolves them, default ``DEFAULT_PROVIDERS``);
+    #: the providers the matrix covers (``build_options`` resolves them, default ``harness.runners.DEFAULT_PROVIDERS``);
     #: empty for a RunOptions built directly, whose caller names each Variant's provider itself
     providers: list[Provider] = field(default_factory=list)
     #: every option's value: explicit > config file > the table's default

@@ -70,6 +70,18 @@ class CheckMode(NamedTuple):
     key: str
 
 
+#: optimum's file names and the role each file plays for the reference's graphs (``Family.artifact_role``
+#: reads a file's role; ``harness check`` finds a directory's files by these names, and a served
+#: model's ``ROLE=NAME`` takes these roles)
+OPTIMUM_FILES = {
+    "encoder_model.onnx": "encoder",
+    "decoder_model.onnx": "decoder",
+    "decoder_with_past_model.onnx": "decoder_with_past",
+    "decoder_model_merged.onnx": "merged",
+    "model.onnx": "model",
+}
+
+
 class CheckedGraph(NamedTuple):
     """A judged pre-built graph, as decoding sees it: its runner (reference names), whether
     it returns every KV-cache tensor the next step needs, and the file it came from."""

@@ -174,7 +174,7 @@ def find(f: TimedFile, *, baseline_dir: Path | None = None, cache_root: Path | N
 
 def default_cache_root() -> Path:
     """This machine's export cache (``$HARNESS_CACHE/artifacts``)."""
-    from harness.zoo.base import cache_root
+    from harness.core.cachedir import cache_root
 
     return cache_root() / "artifacts"
 

@@ -28,6 +28,7 @@ from harness.gate.blessed import TimedFile, default_cache_root, located, timed_f
 from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, merge_policies
 from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS
 from harness.results.record import Record
+from harness.results.sections import PerfSetup
 
 #: why a variant was not paired, by kind: how the summary line names it
 _KINDS = {
@@ -79,10 +80,7 @@ def _latency_records(records: Iterable[Record | Mapping[str, Any]]) -> dict[str,
 
 
 def _threads(rec: Record) -> int | None:
-    settings = rec.perf.get("settings")
-    threads = settings.get("threads") if isinstance(settings, Mapping) else None
-    value = threads.get("ort_intra_op_threads") if isinstance(threads, Mapping) else None
-    return int(value) if isinstance(value, int) and value > 0 else None
+    return PerfSetup.of(rec).ort_intra_op_threads
 
 
 def _shape(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.core import Check
+from harness.metrics.registry import metric
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -154,9 +156,8 @@ def measure_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray,
             values = compare_arrays(ref, got).metrics
             for name in PRESENT_METRICS:
                 value = float(values.get(name, math.nan))
-                higher = name == "cosine"
                 old = worst.get(name)
-                if old is None or math.isnan(value) or (value < old if higher else value > old):
+                if old is None or math.isnan(value) or metric(name).direction.worse(value, old):
                     worst[name] = value
         for name in PRESENT_METRICS:
             metrics[f"{NAME}.presents.{name}"] = worst.get(name, math.nan)
@@ -166,10 +167,10 @@ def measure_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray,
 def gated(measured: CachedDecoding, checks_for: Callable[[bool], Sequence[Check]]) -> CachedDecoding:
     """``measured`` with its gates (``checks_for(is_logits)``: the numeric gates at the
     variant's precision): the logits' always, the presents' when they were comparable."""
-    checks = [Check(f"{NAME}.logits.{c.metric}", c.threshold, c.higher_is_better)
+    checks = [metric(c.metric).check(c.threshold, within=f"{NAME}.logits")
               for c in checks_for(True) if c.metric in LOGIT_GATES]
     if measured.presents == "gated":
-        checks += [Check(f"{NAME}.presents.{c.metric}", c.threshold, c.higher_is_better)
+        checks += [metric(c.metric).check(c.threshold, within=f"{NAME}.presents")
                    for c in checks_for(False) if c.metric in PRESENT_GATES]
     return CachedDecoding(dict(measured.metrics), checks, measured.steps, measured.positions, measured.presents,
                           list(measured.notes), measured.replayed)
@@ -212,15 +213,15 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     for side, fam in sides:
         backend = ws.backend(side, model)
         wanted = fam.generation_graphs(True)
-        keys.append({g.name: backend.outputs_key(model, fam, g, side) for g in fam.graphs(model) if g.name in wanted})
+        keys.append({g.name: backend.outputs_key(GraphRef(model, fam, g, side)) for g in fam.graphs(model) if g.name in wanted})
     if any(k is None for side_keys in keys for k in side_keys.values()):
         return gated(measure(), checks_for)
     from harness.core.cachedir import source_digest
-    from harness.judge.generation import _decode_parts
+    from harness.judge.decoding import decode_parts
     from harness.judge.refcache import texts_digest
     from harness.metrics import numeric
 
-    parts = {**_decode_parts(ws, model, family, (), texts, settings, batch_size),  # the texts decide
+    parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),  # the texts decide
              "reference": keys[0], "variant": keys[1], "reference_tokens": texts_digest(
                  [" ".join(map(str, row)) for row in reference_tokens]),
              "code": [source_digest(cached_decoding), source_digest(numeric.compare_arrays)]}
@@ -250,7 +251,7 @@ def _measure(ws: Workspace, model: LoadedModel, family: Family, sides: Sequence[
     from contextlib import ExitStack
 
     from harness.generation.decode import load_runners, torch_threads
-    from harness.judge.generation import decode_threads
+    from harness.judge.decoding import decode_threads
 
     starters = []
     with ExitStack() as stack:

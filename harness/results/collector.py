@@ -52,7 +52,7 @@ class Case:
 
     def numeric_parity(self, family: Family | None = None) -> ParityResult:
         """Judge the variant's graphs against PyTorch FP32; records everything, returns the result."""
-        from harness.judge.numeric import numeric_parity
+        from harness.judge.pipeline import numeric_parity
 
         assert self.variant is not None
         try:

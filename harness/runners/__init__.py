@@ -69,6 +69,9 @@ def providers() -> dict[str, "Provider"]:
     return table
 
 
+#: the providers a run covers when none are named (the ``providers`` option's default)
+DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
+
 #: the older name of :func:`providers` (it lived in ``harness.core``)
 provider_table = providers
 
@@ -93,5 +96,5 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'harness.runners' has no attribute {name!r}")
 
 
-__all__ = ["PROVIDERS", "Backend", "GraphRunner", "backends", "parse_provider", "provider_table", "providers",
-           "register_backend", "unregister_backend"]
+__all__ = ["DEFAULT_PROVIDERS", "PROVIDERS", "Backend", "GraphRunner", "backends", "parse_provider", "provider_table",
+           "providers", "register_backend", "unregister_backend"]

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from harness.core import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, UsageError, split_csv
+from harness.core import DEFAULT_PRECISIONS, UsageError, split_csv
 from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
+from harness.runners import DEFAULT_PROVIDERS
 
 
 class Kind(str, enum.Enum):
