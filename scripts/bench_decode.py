@@ -21,10 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant  # noqa: E402
+from harness.core import Precision, RunOptions, Settings, Variant  # noqa: E402
 from harness.generation import decode_texts, settings_for_model  # noqa: E402
 from harness.judge.generation import corpus_for, select_indices  # noqa: E402
 from harness.judge.workspace import Workspace  # noqa: E402
+from harness.runners import PROVIDERS
 from harness.zoo import registered  # noqa: E402
 
 

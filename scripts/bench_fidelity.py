@@ -12,8 +12,11 @@ feeds, in interleaved blocks (rotating order):
 * ``pytest-benchmark``: ``benchmark.pedantic(..., iterations=1)`` through the harness's
   ``BenchmarkEngine``, which times the primary ``latency_ms`` in the perf suite.
 
-It prints each engine's p50, p90 and p99 divided by the bare loop's, with a 95%
-block-bootstrap interval (blocks = the interleaved rounds), and exits 0 only when every
+It prints each engine's p50, p90 and p99 divided by the bare loop's, with a 95% bootstrap
+interval that resamples the interleaved rounds jointly for both sides
+(``harness.perf.stats.paired_rounds_ratio_cis``: a round's machine drift hits both engines, so
+it stays on both sides of the ratio) -- and, for comparison, the interval from resampling each
+side's blocks independently, which counts that shared drift as difference. It exits 0 only when every
 ratio's *interval* lies inside 0.97-1.03 -- the tail too, since the gate's mission is p99: the
 harness's own work (bookkeeping, GC of its large heap, cache misses after a collection) must
 not show up in the tail. The load average before and after is printed: on a shared box the
@@ -40,10 +43,12 @@ TEST_MODULE = '''
 import json, os, time
 import pytest
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+from harness.core import Precision, RunOptions, Settings, Variant
+from harness.runners import PROVIDERS
 from harness.perf.feeds import shaped_feeds
 from harness.perf.measure import BenchmarkEngine, HarnessEngine, timed_call
 from harness.judge.workspace import Workspace
+from harness.runners.base import GraphRef
 
 CFG = json.loads(os.environ["FIDELITY_CONFIG"])
 SAMPLES = {}
@@ -93,7 +98,7 @@ def target():
     family = ws.family(model)
     graph = family.graphs(model)[0]
     variant = Variant(CFG["model"], Precision.FP32, PROVIDERS[CFG["provider"]])
-    runner = ws.backend(variant, model).load(model, family, graph, variant)
+    runner = ws.backend(variant, model).load(GraphRef(model, family, graph, variant))
     feeds = shaped_feeds(model, family, graph, ws.texts(model), CFG["batch_size"], CFG["seq_len"])
     yield runner, feeds
     with open(CFG["out"], "w") as fh:
@@ -112,7 +117,7 @@ def test_block(block, target, request):
     else:
         samples = BenchmarkEngine(request.getfixturevalue("benchmark"))(timed_call(runner, feeds), n, 0)
     if not warm:
-        SAMPLES.setdefault(engine, []).extend(samples)
+        SAMPLES.setdefault(engine, []).append(list(samples))  # one list per round, in round order
 '''
 
 
@@ -125,7 +130,7 @@ def block_ids(rounds: int) -> list[str]:
     return ids
 
 
-def measure(model: str, provider: str, args: argparse.Namespace, index: int) -> dict[str, list[float]]:
+def measure(model: str, provider: str, args: argparse.Namespace, index: int) -> dict[str, list[list[float]]]:
     import pytest
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,7 +167,7 @@ def main() -> int:
 
     import numpy as np
 
-    from harness.perf.stats import bootstrap_ratio_ci
+    from harness.perf.stats import bootstrap_ratio_cis, paired_rounds_ratio_cis
 
     stats = [x.strip() for x in args.stats.split(",") if x.strip()]
     load_before = os.getloadavg()[0]
@@ -172,25 +177,29 @@ def main() -> int:
         for provider in providers:
             samples = measure(model, provider, args, index)
             index += 1
-            base = np.asarray(samples["bare"])
+            base = np.asarray(samples["bare"])  # (rounds, calls)
             for engine in ENGINES[1:]:
                 cand = np.asarray(samples[engine])
-                for stat in stats:
-                    q = float(stat.lstrip("p"))  # a float statistic is a percentile (harness.perf.stats.Stat)
-                    ratio, lo, hi = bootstrap_ratio_ci(base, cand, q, block_size=args.calls)
+                wanted = {stat: float(stat.lstrip("p")) for stat in stats}  # a float is a percentile
+                paired = paired_rounds_ratio_cis(base, cand, wanted)
+                independent = bootstrap_ratio_cis(base.ravel(), cand.ravel(), wanted, block_size=args.calls)
+                for stat, q in wanted.items():
+                    ratio, lo, hi = paired[stat]
                     rows.append({"model": model, "provider": provider, "engine": engine, "stat": stat,
                                  "bare_ms": float(np.percentile(base, q)), "engine_ms": float(np.percentile(cand, q)),
-                                 "ratio": ratio, "ci": [lo, hi], "n": int(cand.size),
-                                 "inside": LOW <= lo and hi <= HIGH})
+                                 "ratio": ratio, "ci": [lo, hi], "ci_independent": list(independent[stat][1:]),
+                                 "n": int(cand.size), "inside": LOW <= lo and hi <= HIGH})
     load_after = os.getloadavg()[0]
     print(f"\nfidelity: each engine's statistic / the bare runtime loop's (batch {args.batch_size} x "
           f"{args.seq_len}, {args.rounds} rounds x {args.calls} calls interleaved, {args.threads} thread(s), "
           f"load avg {load_before:.2f} before, {load_after:.2f} after, {os.cpu_count()} CPUs)")
-    print(f"{'model':16s} {'backend':9s} {'engine':17s} {'stat':>4s} {'bare':>10s} {'engine':>10s} {'ratio':>7s}  95% CI")
+    print(f"{'model':16s} {'backend':9s} {'engine':17s} {'stat':>4s} {'bare':>10s} {'engine':>10s} {'ratio':>7s}  "
+          f"95% CI (paired rounds)   [independent blocks]")
     for row in rows:
         lo, hi = row["ci"]
         print(f"{row['model']:16s} {row['provider']:9s} {row['engine']:17s} {row['stat']:>4s} {row['bare_ms']:8.4f}ms "
               f"{row['engine_ms']:8.4f}ms {row['ratio']:7.4f}  [{lo:.4f}, {hi:.4f}]"
+              f"       [{row['ci_independent'][0]:.4f}, {row['ci_independent'][1]:.4f}]"
               f"{'' if row['inside'] else f'  interval outside {LOW}-{HIGH}'}")
     outside = sum(not r["inside"] for r in rows)
     print(f"{len(rows) - outside} of {len(rows)} intervals inside {LOW}-{HIGH}")

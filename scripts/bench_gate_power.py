@@ -28,6 +28,13 @@ under load (``--burners`` busy-loop processes this script starts and stops itsel
   median call (busy-wait) for A/B trials, or a plain twin for A/A; children of both alternate in
   blocks (``harness.gate.envpair``), the burner on for the first half of the pairs.
 
+* ``retime``: ``harness baseline compare --perf`` (``harness.gate.retime.pair``): a single-run
+  baseline recorded under load (as ``single``) whose records list the blessed ONNX file, a
+  candidate recorded quiet; the blessed file and the candidate's are re-timed interleaved by the
+  real code path (20 pairs x 50 calls per side by default), the burner on for about the first half
+  of the re-timing. The A/B candidate is a *real* slower artifact, not a busy-wait: the same MLP
+  with an extra 512->128->512 bottleneck (its measured slowdown is printed).
+
 Trials of all modes and kinds run in one shuffled order so slow drift hits all alike.
 
     python scripts/bench_gate_power.py --trials 10 --samples 1000 --seed 0
@@ -270,7 +277,67 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
                              "reasons": {r.stat: r.reason for r in rows}}
 
 
-MODES = ("single", "multirun", "paired", "neighbour", "envpair")
+def slow_artifact(workdir: Path, seed: int) -> Path:
+    """The A/B artifact of the ``retime`` mode: the MLP with an extra bottleneck (a real extra cost)."""
+    import torch
+
+    torch.manual_seed(seed + 1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512), torch.nn.GELU(),
+        torch.nn.Linear(512, 128), torch.nn.Linear(128, 512), torch.nn.Linear(512, 64)
+    ).eval()
+    path = workdir / "mlp-slow.onnx"
+    torch.onnx.export(model, (torch.randn(16, 256),), str(path), input_names=["x"], output_names=["y"], dynamo=False,
+                      opset_version=17)
+    return path
+
+
+def retime_record(samples: list[float], artifact: Path, threads: int) -> dict[str, Any]:
+    """A latency record as ``test_latency`` writes it: samples, the timed graph and its file."""
+    from harness.core.cachedir import file_sha256
+
+    rec = record(samples, artifact.stat().st_size)
+    rec["perf"]["latency_ms"].update({"graph": "model", "batch_size": 16, "seq_len": None})
+    rec["perf"]["settings"] = {"threads": {"ort_intra_op_threads": threads}}
+    rec.update({"backend": "onnxruntime", "provider": "ort_cpu", "artifacts": {"model/model.onnx": {
+        "path": str(artifact), "sha256": file_sha256(artifact), "bytes": artifact.stat().st_size}}})
+    return rec
+
+
+def trial_retime(workdir: Path, call: Callable[[], Any], kind: str, args: argparse.Namespace, median_ms: float,
+                 seed: int) -> tuple[int, dict[str, Any]]:
+    """``baseline compare --perf``: recorded baseline (under load) and candidate, then both files
+    re-timed interleaved by ``harness.gate.retime.pair``; the burner on for ~the first half of it."""
+    import threading
+
+    from harness.gate.baseline import Baseline, BaselineInfo
+    from harness.gate.blessed import timed_files
+    from harness.gate.retime import Pairing, pair
+    from harness.results import Record
+
+    blessed, candidate = workdir / "mlp.onnx", workdir / ("mlp-slow.onnx" if kind == "A/B" else "mlp.onnx")
+    with Burner(args.burners):
+        base = [retime_record(collect(call, args.samples), blessed, args.threads)]
+    cand = [retime_record(collect(call, args.samples), candidate, args.threads)]  # its recording is not re-used
+    baseline = Baseline(BaselineInfo("bench", workdir, "", "", "bench", "", 1), [Record.from_dict(r) for r in base],
+                        timed_files(base))
+    block = max(args.samples // args.pairs, 10)
+    recorded = compare_runs(base, cand, force_env=True)
+    burner = Burner(args.burners).__enter__()
+    half = 2 * (args.pairs * block + 50) * median_ms * (1.6 if kind == "A/B" else 1.0) / 2e3
+    timer = threading.Timer(half, burner.__exit__)
+    timer.start()
+    try:
+        result = pair(recorded, baseline, cand, pairing=Pairing(args.pairs, block, warmup=50, seed=seed))
+    finally:
+        timer.cancel()
+        burner.__exit__()
+    info = summarise_trial("", result)
+    info["paired_mode"] = result.mode
+    return result.exit_code, info
+
+
+MODES = ("single", "multirun", "paired", "neighbour", "envpair", "retime")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -281,6 +348,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         median_ms = float(np.median(collect(call, 300)))
         extra_ns = int(args.slowdown * median_ms * 1e6)
         slow = slowed(call, extra_ns)
+        slow_ratio = None
+        if "retime" in args.modes:  # the real slower artifact's cost, timed paired here, quietly
+            from harness.gate.onnxpair import open_session
+            from harness.gate.paired import interleave
+
+            slow_path = slow_artifact(Path(tmp), args.seed)
+            feeds = {"x": np.load(Path(tmp) / "feed_x.npy")}
+            slow_session = open_session(slow_path, "ort_cpu", args.threads)
+            check = interleave(call, lambda: slow_session.run(None, feeds), pairs=10, block=50, warmup=20)
+            slow_ratio = float(np.median(np.median(check.b, axis=1) / np.median(check.a, axis=1)))
         trials: list[dict[str, Any]] = []
         started = time.perf_counter()
         order = [(mode, kind) for mode in args.modes for kind in ("A/A", "A/B") for _ in range(args.trials)]
@@ -293,11 +370,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 code, info = trial_neighbour(call, cand, args, size)
             elif mode == "envpair":
                 code, info = trial_envpair(Path(tmp), kind, args, seed=args.seed + n, extra_ns=extra_ns)
+            elif mode == "retime":
+                code, info = trial_retime(Path(tmp), call, kind, args, median_ms, seed=args.seed + n)
             else:
                 code, info = trial_unpaired(call, cand, args, size, runs=args.runs if mode == "multirun" else 1)
             trials.append({**info, "mode": mode, "kind": kind, "exit_code": code})
         wall = time.perf_counter() - started
-    return {"median_call_ms": median_ms, "extra_ms": extra_ns / 1e6, "wall_s": wall, "trials": trials}
+    return {"median_call_ms": median_ms, "extra_ms": extra_ns / 1e6, "wall_s": wall, "trials": trials,
+            "retime_slow_artifact_ratio": slow_ratio}
 
 
 def summarise_trial(kind: str, result: Comparison) -> dict[str, Any]:
@@ -322,6 +402,9 @@ def report(args: argparse.Namespace, out: dict[str, Any]) -> None:
           f"{args.samples} calls per side")
     print(f"median call {out['median_call_ms']:.3f} ms, injected {out['extra_ms']:.3f} ms/call; "
           f"{out['wall_s']:.0f} s; cpu cores={os.cpu_count()}, load avg={os.getloadavg()[0]:.2f}")
+    if out.get("retime_slow_artifact_ratio"):
+        print(f"retime A/B artifact (extra bottleneck): p50 {out['retime_slow_artifact_ratio'] - 1:+.1%} vs the blessed "
+              "one (timed paired, quiet)")
     print(f"{'mode':<10} {'A/A false regressions':>22} {'A/A false claims':>17} {'A/B detected':>13}  "
           "p50 verdicts A/A | A/B")
     for mode in args.modes:
@@ -371,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), **out}, indent=2) + "\n", encoding="utf-8")
     ok = True
-    for mode in ("paired", "envpair"):  # the paired modes: 0 false alarms, >= 90% detected
+    for mode in ("paired", "envpair", "retime"):  # the paired modes: 0 false alarms, >= 90% detected
         trials = [t for t in out["trials"] if t["mode"] == mode]
         if trials:
             false_alarms = sum(t["exit_code"] == 1 for t in trials if t["kind"] == "A/A")

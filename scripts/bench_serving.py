@@ -90,13 +90,14 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+    from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
     from harness.perf.feeds import shaped_feeds
+    from harness.runners import PROVIDERS
     from harness.serving.artifacts import variant_files
     from harness.serving.client import OipClient
-    from harness.serving.endpoint import parse_endpoint
     from harness.serving.sweep import SweepSettings, sweep
+    from harness.settings.endpoint import parse_endpoint
     from tests.serving import mlserver as ms
 
     ws = Workspace(RunOptions(settings=Settings(samples=16, batch_size=8, threads=1)))

@@ -7,7 +7,8 @@ import os
 import pytest
 import torch
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+from harness.core import Precision, RunOptions, Settings, Variant
+from harness.runners import PROVIDERS
 
 # Two cores, often two xdist workers: one thread per process avoids oversubscription, which
 # on this machine made torch an order of magnitude slower (numbers-en-zh decode: 11.3 s with

@@ -16,9 +16,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+from harness.core import Precision, RunOptions, Settings, Variant
 from harness.families import family_for
-from harness.families.base import CheckedGraph, CheckMode
+from harness.families.base import CheckedGraph, CheckMode, PromptThenStep
+from harness.runners import PROVIDERS
+from harness.runners.base import GraphRef
 from harness.runners.prebuilt import (
     CacheSplitRunner,
     MappedRunner,
@@ -73,7 +75,11 @@ def test_families_assemble_the_decoding_runners():
     assert why == "" and cached and runners == {"encoder": enc, "decoder": dec, "decoder_with_past": past}
     runners, cached, why = lm.decoding_runners({"prefill": CheckedGraph(dec, True, "d.onnx"),
                                                 "step": CheckedGraph(past, True, "p.onnx")})
-    assert cached and isinstance(runners["model"], CacheSplitRunner)
+    assert cached and runners["model"] == PromptThenStep(dec, past)  # named by the family, served as one runner:
+    source = PrebuiltGraphs([], "CPUExecutionProvider", 1, {})
+    source.serve(runners)
+    split = source.runner("model")
+    assert isinstance(split, CacheSplitRunner) and (split.prefill, split.step) == (dec, past)
     runners, cached, _ = lm.decoding_runners({"prefill": CheckedGraph(dec, True, "m.onnx"),
                                               "step": CheckedGraph(past, True, "m.onnx")})
     assert cached and runners == {"model": past}  # one file serves both: its cached view
@@ -129,11 +135,11 @@ def test_workspace_serves_prebuilt_files_only_to_backends_that_run_onnx(tmp_path
         assert not isinstance(ws.backend(Variant("bert-tiny", Precision.FP32, PROVIDERS["torch_cpu"]), model),
                               PrebuiltBackend)  # the reference stays PyTorch
         with pytest.raises(KeyError, match="no artifact provides the 'model' graph"):
-            backend.load(model, family, graph, onnx_variant)
+            backend.load(GraphRef(model, family, graph, onnx_variant))
         runner = MappedRunner(source.session(path), {"input_ids": "x"}, {"logits": "y"}, {}, "id.onnx")
         source.serve({"model": runner})
-        assert backend.load(model, family, graph, onnx_variant) is runner
-        assert backend.artifacts(model, family, graph, onnx_variant) == {"id.onnx": {"path": str(path)}}
+        assert backend.load(GraphRef(model, family, graph, onnx_variant)) is runner
+        assert backend.artifacts(GraphRef(model, family, graph, onnx_variant)) == {"id.onnx": {"path": str(path)}}
         x = np.arange(8, dtype=np.float32).reshape(2, 4)
         assert np.array_equal(runner.run({"input_ids": x})["logits"], x)
         assert not isinstance(Workspace(RunOptions()).backend(onnx_variant, model), PrebuiltBackend)
@@ -169,8 +175,8 @@ def test_parity_batches_reuse_the_memoised_reference():
 
 # -- one embedding judgement ----------------------------------------------------------------------------
 def test_embedding_parity_names_the_sentence_that_moved_most():
+    from harness.families.pooling import Pooling
     from harness.judge.embedding import embedding_parity
-    from harness.zoo.minilm import Pooling
 
     rng = np.random.default_rng(0)
     hidden = [rng.normal(size=(3, 5, 8)).astype(np.float32) for _ in range(2)]

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.core import PROVIDERS, Check, Precision, UsageError, Variant, parse_precision, parse_provider, split_csv
+from harness.core import Check, Precision, UsageError, Variant, parse_precision, split_csv
+from harness.runners import PROVIDERS, parse_provider
 from harness.settings.resolve import build_options
 
 

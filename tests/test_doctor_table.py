@@ -7,7 +7,8 @@ import io
 from rich.console import Console
 
 from harness.cli.doctor import variants_table
-from harness.core.types import Precision, Variant, parse_provider
+from harness.core.types import Precision, Variant
+from harness.runners import parse_provider
 
 
 def test_one_row_per_model_and_each_skip_reason_once() -> None:

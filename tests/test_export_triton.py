@@ -96,8 +96,9 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_run_directory_exports_the_variants_it_judged_and_passed(tmp_path, capsys):
-    from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+    from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
+    from harness.runners import PROVIDERS
     from harness.serving.artifacts import variant_files
 
     ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))

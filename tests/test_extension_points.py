@@ -28,7 +28,7 @@ from harness.families.base import GraphSpec, to_torch
 from harness.families.causal_lm import CausalLMFamily
 from harness.families.registry import unregister_family
 from harness.runners import backends, register_backend, unregister_backend
-from harness.runners.base import Backend, ChildLoad, ChildSpec, GraphRunner, TimedCall
+from harness.runners.base import Backend, ChildLoad, ChildSpec, GraphRef, GraphRunner, TimedCall
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -72,7 +72,8 @@ class ToyBackend(Backend):
     def unavailable_reason(cls, variant: Variant) -> str | None:
         return None
 
-    def load(self, model: Any, family: Any, graph: GraphSpec, variant: Variant) -> GraphRunner:
+    def load(self, ref: GraphRef) -> GraphRunner:
+        model, family, graph = ref.model, ref.family, ref.graph
         runner = ToyRunner(family.module(model, graph), graph, self.gain)
         type(self).loaded.append(runner)
         return runner
@@ -102,8 +103,8 @@ def toy_backend():
 
 
 def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backend):
-    from harness.core import PROVIDERS, parse_provider
-    from harness.judge.numeric import numeric_parity
+    from harness.judge.pipeline import numeric_parity
+    from harness.runners import PROVIDERS, parse_provider
 
     assert backends()["toy"] is ToyBackend
     assert parse_provider("toy_cpu") is TOY and PROVIDERS["toy_cpu"] is TOY  # its providers are users' names
@@ -115,7 +116,7 @@ def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backe
 
 
 def test_parity_fails_when_the_registered_backend_is_wrong(workspace):
-    from harness.judge.numeric import numeric_parity
+    from harness.judge.pipeline import numeric_parity
 
     unregister_backend("toy")  # a second backend of one name is an error: replace explicitly
     register_backend(OffByHalf)
@@ -137,7 +138,7 @@ def test_perf_measures_a_registered_backend_through_its_own_primitives(workspace
     settings = PerfSettings(samples=5, warmup=2, tail_seconds=0)
     points, _ = latency.plan(model, family, workspace.texts(model), settings)
     backend = workspace.backend(v, model)
-    runners = {p.graph.name: backend.load(model, family, p.graph, v) for p in points}
+    runners = {p.graph.name: backend.load(GraphRef(model, family, p.graph, v)) for p in points}
     fields = latency.measure(runners, points, settings)
     assert len(fields["latency_ms"]["samples"]) == 5
     # every timed, warm-up, settle and calibration call went through ToyRunner.timed_call
@@ -166,10 +167,10 @@ def test_a_backend_without_a_child_loader_says_so():
         def unavailable_reason(cls, variant: Variant) -> str | None:
             return None
 
-        def load(self, model: Any, family: Any, graph: GraphSpec, variant: Variant) -> GraphRunner:
+        def load(self, ref: GraphRef) -> GraphRunner:
             raise NotImplementedError
 
-    from harness.core import PROVIDERS
+    from harness.runners import PROVIDERS
 
     v = Variant("m", Precision.FP32, Provider("nochild_cpu", "nochild", "cpu"))
     assert "toy_cpu" not in PROVIDERS  # not registered (outside its fixture): not a name users can give
@@ -179,8 +180,8 @@ def test_a_backend_without_a_child_loader_says_so():
 
 def test_an_onnxruntime_child_never_imports_torch(workspace, tmp_path):
     """Cold start and peak memory of an ORT variant must not pay for torch."""
-    from harness.core import PROVIDERS
     from harness.perf import coldstart
+    from harness.runners import PROVIDERS
 
     model = workspace.model("encoder-custom")
     family = workspace.family(model)
@@ -229,10 +230,10 @@ def toy_family():
 
 
 def test_a_registered_family_is_detected_loaded_and_decoded(workspace, toy_family, tmp_path):
-    from harness.core import PROVIDERS
     from harness.generation import decode_texts, settings_for_model
     from harness.perf.generation import measure_generation
     from harness.perf.measure import PerfSettings
+    from harness.runners import PROVIDERS
     from harness.zoo.base import spec_for_directory
     from harness.zoo.loading import load_model
 
@@ -259,7 +260,7 @@ def test_a_registered_family_is_detected_loaded_and_decoded(workspace, toy_famil
     assert ToyLMFamily.starts == 1 and toy.tokens == ref.tokens  # its own stepper, the same decode
 
     backend = workspace.backend(v, model)
-    runners = {g.name: backend.load(model, family, g, v) for g in family.graphs(model)}
+    runners = {g.name: backend.load(GraphRef(model, family, g, v)) for g in family.graphs(model)}
     fields = measure_generation(model, family, runners, texts, PerfSettings(samples=4, new_tokens=2))
     assert ToyLMFamily.starts > 1 and fields["generation"]["same_tokens_with_and_without_cache"] is True
 

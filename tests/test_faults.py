@@ -11,7 +11,8 @@ import torch
 
 from harness.core import Precision, RunOptions, Settings
 from harness.families.seq2seq import Seq2SeqFamily
-from harness.judge.numeric import GateFailure, lint_result, numeric_parity, run_graph_parity
+from harness.judge.numeric import GateFailure, lint_result, run_graph_parity
+from harness.judge.pipeline import numeric_parity
 from harness.judge.workspace import Workspace
 from harness.runners.ort_runner import OrtGraphRunner
 from tests.conftest import variant

@@ -26,7 +26,7 @@ PADDED = GenerationRequest(samples=64, batch_size=16)
 FAULTY_SUITE = '''
 import pytest
 from harness.families.seq2seq import Seq2SeqFamily
-from harness.judge.generation import GenerationRequest, judge
+from harness.testing import GenerationRequest, judge
 
 REQUEST = GenerationRequest(samples=64, batch_size=16)
 

@@ -18,11 +18,11 @@ from transformers.generation.logits_process import RepetitionPenaltyLogitsProces
 
 from harness.core import UsageError
 from harness.data.corpus import load_corpus
+from harness.families.steppers import Start
 from harness.generation import GenerationSettings, decode_texts, prompt_batch, settings_for_model
 from harness.generation.decode import torch_threads
 from harness.generation.processors import repetition_penalty
 from harness.generation.search import beam_search, greedy
-from harness.generation.steppers import Start
 from tests.conftest import variant
 
 

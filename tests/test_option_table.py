@@ -28,7 +28,8 @@ from harness.settings.options import (
 SAMPLE = {
     "models": ["bert-tiny", "/models/my model"], "precisions": ["int8"], "providers": ["ort_cpu"], "config": Path("/tmp/h.toml"),
     "samples": 7, "batch_size": 3, "opset": 18, "exporter": "dynamo", "threads": 2, "corpus": "sentences_en",
-    "fp16_block_list": ["Softmax", "Pow"], "int8_per_channel": True, "trt_max_batch": 4, "trt_max_seq": 64,
+    "fp16_block_list": ["Softmax", "Pow"], "int8_per_channel": True, "int8_reduce_range": "off",
+    "trt_max_batch": 4, "trt_max_seq": 64,
     "out": Path("/tmp/out"), "cache": Path("/tmp/cache"), "perf": True, "perf_samples": 50, "perf_warmup": 3,
     "perf_batch_sizes": [1, 8], "perf_seq_lens": [16, 64], "perf_repeats": 2, "perf_new_tokens": 4, "perf_tail_seconds": 3,
     "perf_time_budget": 12,

@@ -17,6 +17,7 @@ from harness.perf.stats import (
     bootstrap_ratio_cis,
     mann_whitney,
     min_samples_for,
+    paired_rounds_ratio_cis,
     summarize,
 )
 
@@ -176,3 +177,45 @@ def test_ratio_of_identical_samples_is_one(samples: list[float], seed: int) -> N
 def test_interval_contains_point_estimate(a: list[float], b: list[float], q: float) -> None:
     ratio, lo, hi = bootstrap_ratio_ci(a, b, q, n_boot=100)
     assert lo <= ratio <= hi
+
+
+# --------------------------------------------------------------------------- paired rounds
+
+
+def _drifting_rounds(rounds: int, calls: int, slowdown: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two engines interleaved round by round on a machine whose speed moves +-30 % between
+    rounds (the same factor for both sides of a round), with a heavy right tail."""
+    rng = np.random.default_rng(seed)
+    machine = rng.uniform(0.7, 1.3, size=(rounds, 1))
+    base = machine * (1.0 + rng.exponential(0.05, size=(rounds, calls)))
+    cand = slowdown * machine * (1.0 + rng.exponential(0.05, size=(rounds, calls)))
+    return base, cand
+
+
+def test_paired_rounds_cancel_drift_that_independent_blocks_count() -> None:
+    base, cand = _drifting_rounds(40, 500, 1.0, seed=1)
+    stats = {"p50": 50.0, "p99": 99.0}
+    paired = paired_rounds_ratio_cis(base, cand, stats)
+    independent = bootstrap_ratio_cis(base.ravel(), cand.ravel(), stats, block_size=500)
+    for name in stats:
+        ratio, lo, hi = paired[name]
+        assert lo <= 1.0 <= hi, (name, paired[name])
+        assert hi - lo < (independent[name][2] - independent[name][1]) / 2, (name, paired[name], independent[name])
+
+
+def test_paired_rounds_bracket_a_real_slowdown() -> None:
+    base, cand = _drifting_rounds(40, 500, 1.05, seed=2)
+    ratio, lo, hi = paired_rounds_ratio_cis(base, cand, {"p99": 99.0})["p99"]
+    assert 1.0 < lo <= 1.05 <= hi
+
+
+def test_paired_rounds_identical_sides_give_exactly_one() -> None:
+    base, _ = _drifting_rounds(10, 50, 1.0, seed=3)
+    assert paired_rounds_ratio_cis(base, base.copy(), {"p90": 90.0, "mean": np.mean}) == {
+        "p90": (1.0, 1.0, 1.0), "mean": (1.0, 1.0, 1.0)}
+
+
+@pytest.mark.parametrize("base_shape, cand_shape", [((3,), (3,)), ((4, 5), (3, 5)), ((1, 5), (1, 5))])
+def test_paired_rounds_need_matching_rounds(base_shape: tuple[int, ...], cand_shape: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="same number"):
+        paired_rounds_ratio_cis(np.ones(base_shape), np.ones(cand_shape), {"p50": 50.0})

@@ -136,8 +136,9 @@ def test_bad_perf_options_are_usage_errors(pytester: pytest.Pytester, tmp_path, 
 
 
 def test_torch_child_loads_weights_in_a_fresh_process(workspace, tmp_path):
-    from harness.core import PROVIDERS, Precision, Variant
+    from harness.core import Precision, Variant
     from harness.perf import coldstart
+    from harness.runners import PROVIDERS
 
     fp16_torch = Variant("encoder-custom", Precision.FP16, PROVIDERS["torch_cpu"])
 

@@ -4,11 +4,22 @@ indexes the sections' keys by string."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 from harness.results import Record
-from harness.results.sections import Evidence, Generation, Judged, Memory, PerfHeadlines, SettingsSection
+from harness.results.sections import (
+    Evidence,
+    Generation,
+    Interrupted,
+    Judged,
+    Memory,
+    PerfHeadlines,
+    PerfSetup,
+    Served,
+    SettingsSection,
+)
 
 #: a record as harness 0.1 wrote it (before memory, phases, repro bundles, forensics and runtime settings)
 OLD = {
@@ -63,6 +74,59 @@ def test_writers_round_trip_and_evidence_merges():
     assert Generation.of(record) == generation and Generation.of(record).replayed
     assert Generation.of(record).tokens_per_s == 12.5
     assert Memory.of(record) == memory and memory.growth_bytes == 30
+
+
+PAYLOADS = ("data", "memory", "perf", "settings")
+
+
+def _payload_string_accesses(tree: ast.AST) -> list[tuple[int, str]]:
+    """``x.data["key"]`` and ``x.data.get("key")`` (any receiver ``x``, any of the four payloads)."""
+    found = []
+    for node in ast.walk(tree):
+        target: ast.expr | None = None
+        key: ast.expr | None = None
+        if isinstance(node, ast.Subscript):
+            target, key = node.value, node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args):
+            target, key = node.func.value, node.args[0]
+        if (isinstance(target, ast.Attribute) and target.attr in PAYLOADS and isinstance(key, ast.Constant)
+                and isinstance(key.value, str)):
+            found.append((node.lineno, f"{target.attr}[{key.value!r}]"))
+    return found
+
+
+def test_no_code_outside_results_indexes_a_record_payload_by_string():
+    """Every key of ``data``/``memory``/``perf``/``settings`` is spelled in ``harness/results/`` only:
+    readers and writers elsewhere go through a section type (issue 22: were 37 sites in 15 modules;
+    13 in 7 before the last sections). A new payload field gets a section, not a string."""
+    root = Path(__file__).resolve().parents[1] / "harness"
+    found = [f"{p.relative_to(root)}:{line}: {what}" for p in sorted(root.rglob("*.py")) if "results" not in p.parts
+             for line, what in _payload_string_accesses(ast.parse(p.read_text()))]
+    assert not found, "\n".join(found)
+
+
+def test_the_payload_scan_sees_reads_and_writes():
+    tree = ast.parse("a = rec.data['x']\nb = case.perf.get('y')\nr.settings['z'] = 1\nok = data['w']\n")
+    assert [what for _, what in _payload_string_accesses(tree)] == ["data['x']", "perf['y']", "settings['z']"]
+
+
+def test_perf_setup_interrupted_served_and_settings_round_trip():
+    perf = {"latency_ms": {"throughput": 12.5, "summary": {}}}
+    PerfSetup({"samples": 40, "threads": {"ort_intra_op_threads": 2}}).write(perf)
+    data: dict = {}
+    Interrupted("SIGTERM").write(data)
+    Served({"model": {"name": "bert", "versions": ["1"]}}).write(data)
+    record = Record(id="x", verdict="not-run", perf=perf, data=data,
+                    settings={"options": {"threads": 2}, "samples_requested": 16, "batch_size": 8})
+    assert perf["throughput"] == 12.5
+    assert PerfSetup.of(record).ort_intra_op_threads == 2
+    assert Interrupted.of(record) and Interrupted.of(record).signal == "SIGTERM"
+    assert Served.of(record).models == {"model": {"name": "bert", "versions": ["1"]}}
+    section = SettingsSection.of(record)
+    assert (section.option("threads"), section.option("samples"), section.option("opset")) == (2, 16, None)
+    old = Record.coerce(OLD)
+    assert not Interrupted.of(old) and PerfSetup.of(old).ort_intra_op_threads is None and Served.of(old).models == {}
 
 
 def test_no_reader_outside_results_indexes_the_typed_sections_by_string():

@@ -23,7 +23,7 @@ FIXED_POSITIONS_SUITE = '''
 import pytest
 from dataclasses import replace
 from harness.families.causal_lm import CausalLMFamily
-from harness.judge.generation import GenerationRequest, judge
+from harness.testing import GenerationRequest, judge
 
 
 class FixedPositions(CausalLMFamily):

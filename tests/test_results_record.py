@@ -232,8 +232,9 @@ def test_parity_failure_of_a_nan_metric_is_a_gate_failure() -> None:
 
 # -- one composer --------------------------------------------------------------------------------------
 def test_collector_and_check_compose_the_same_record_shape(tmp_path: Path) -> None:
-    from harness.core import PROVIDERS, Precision, Variant
+    from harness.core import Precision, Variant
     from harness.results.collector import RecordCollector
+    from harness.runners import PROVIDERS
 
     payload = {"model_sha256": "s", "metrics": {"a.b.c": 1.0}, "thresholds": {}, "artifacts": {}, "data": {},
                "perf": {}, "env": {"fingerprint": "fp"}, "settings": {"opset": 17}}

@@ -17,7 +17,8 @@ from onnx import TensorProto, helper
 from waiting import PATIENCE
 
 from harness.core import UsageError
-from harness.core.runtime import RuntimeSettings, parse_provider_options, parse_shape_range, parse_trt_profile
+from harness.core.runtime import RuntimeSettings, parse_provider_options
+from harness.runners.trt_profile import parse_shape_range, parse_trt_profile
 from harness.settings.resolve import build_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,9 +141,8 @@ def test_config_errors_name_the_file_and_key(tmp_path):
 
 # -- the TensorRT profile the EP gets ----------------------------------------------------------------------
 def test_explicit_trt_profile_replaces_the_derived_one_and_max_plus_one_is_outside():
-    from harness.core.runtime import ShapeRange
     from harness.families.base import GraphSpec
-    from harness.runners.trt_profile import ShapeProfileError, profile_for
+    from harness.runners.trt_profile import ShapeProfileError, ShapeRange, profile_for
 
     axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
     graph = GraphSpec("model", ("input_ids", "attention_mask"), ("last_hidden_state",), axes)
@@ -171,8 +171,8 @@ def test_session_options_reach_onnx_runtime(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    runtime = RuntimeSettings(graph_optimization="disabled", execution_mode="parallel", mem_pattern=False,
-                              cpu_arena=False, intra_op_threads=1, inter_op_threads=2)  # 1: ORT runs sequential
+    runtime = RuntimeSettings(intra_op_threads=1, inter_op_threads=2).merged(  # 1: ORT runs sequential
+        {"graph_optimization": "disabled", "execution_mode": "parallel", "mem_pattern": False, "cpu_arena": False})
     runner = OrtGraphRunner(str(path), "CPUExecutionProvider", runtime=runtime, profile_prefix=str(tmp_path / "p"))
     live = session_settings(runner.session)
     assert live["graph_optimization_level"].endswith("ORT_DISABLE_ALL")

@@ -43,8 +43,9 @@ def _server_or_skip(root: Path, models: list[ms.ServedFile]) -> ms.Server:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     """bert-tiny's FP32 and INT8 artifacts as the harness builds them, and two faulty graphs."""
-    from harness.core import PROVIDERS, Precision, RunOptions, Settings, Variant
+    from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
+    from harness.runners import PROVIDERS
     from harness.serving.artifacts import variant_files
 
     ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
@@ -220,8 +221,8 @@ def test_sweep_counts_failed_and_timed_out_requests(server, files):
     """Every 4th request fails (HTTP 500), every 7th takes 2 s against a 0.5 s timeout: both
     counted as errors; the successful ones are measured."""
     from harness.serving.client import OipClient
-    from harness.serving.endpoint import parse_endpoint
     from harness.serving.sweep import SweepSettings, perf_fields, sweep
+    from harness.settings.endpoint import parse_endpoint
 
     endpoint = parse_endpoint(server.http, ["bert-flaky"], timeout_s=0.5)
     client = OipClient(endpoint)

@@ -9,9 +9,9 @@ import pytest
 from harness.check.layout import TensorInfo
 from harness.core import UsageError
 from harness.serving.client import ServedModel
-from harness.serving.endpoint import endpoint_from_table, is_loopback, parse_endpoint
 from harness.serving.source import detect_precision
 from harness.serving.sweep import SweepSettings, _stable, server_timings
+from harness.settings.endpoint import endpoint_from_table, is_loopback, parse_endpoint
 
 
 def test_endpoint_urls_and_roles():
@@ -81,3 +81,16 @@ def test_server_timings_are_per_request_deltas_of_triton_statistics():
     assert timings["compute_infer_ms"] == pytest.approx(5.0) and timings["compute_input_ms"] is None
     assert timings["executions_by_batch_size"] == {"1": 4, "4": 4}
     assert server_timings(None, after) is None  # MLServer / KServe: no statistics endpoint
+
+
+def test_check_report_prints_one_line_per_sweep_step():
+    """``harness check --perf`` of a served model prints its load sweep through check's own
+    ``describe`` (the renderer lives with the report, below nothing it renders)."""
+    from harness.check.perf import describe
+
+    step = {"concurrency": 4, "p50": 1.5, "p90": None, "p99": 3.25, "throughput": 812.0, "requests": 120,
+            "errors": 2, "stable": False, "server": {"queue_ms": 0.5, "compute_infer_ms": 1.0}}
+    (line,) = describe({"serving": {"steps": [step]}})
+    assert line == ("concurrency  4: p50 1.50 ms  p90 n/a  p99 3.25  812.0/s  120 requests, 2 errors (not stable)"
+                    "  server queue 0.50 ms compute 1.00 ms")
+    assert describe({"serving": {"steps": []}}) == []

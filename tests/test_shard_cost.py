@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.core import PROVIDERS, Precision, Variant
+from harness.core import Precision, Variant
+from harness.runners import PROVIDERS
 from harness.shard.cost import case_cost
 from harness.shard.plan import assign, digest
 

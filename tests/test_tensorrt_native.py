@@ -252,8 +252,7 @@ def test_without_a_gpu_the_cuda_reason_is_given(monkeypatch):
 
 
 def test_the_provider_is_declared_once_and_runs_onnx_files():
-    from harness.core import PROVIDERS
-    from harness.runners import backends
+    from harness.runners import PROVIDERS, backends
 
     assert PROVIDERS["trt_native"].backend == "tensorrt" and PROVIDERS["trt_native"].needs_gpu
     assert backends()["tensorrt"].runs_onnx_files and TensorRTBackend.fresh_process_reason(

@@ -19,15 +19,9 @@ from onnx import TensorProto
 
 from harness.core import UsageError, describe_error
 from harness.core.cachedir import file_sha256
+from harness.families.base import OPTIMUM_FILES
 
 #: optimum's file names -> the harness's graph names
-OPTIMUM_FILES = {
-    "encoder_model.onnx": "encoder",
-    "decoder_model.onnx": "decoder",
-    "decoder_with_past_model.onnx": "decoder_with_past",
-    "decoder_model_merged.onnx": "merged",
-    "model.onnx": "model",
-}
 _INT8_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
                        "ConvInteger", "QLinearMatMul", "QLinearConv", "DynamicQuantizeMatMul", "QAttention",
                        "QGemm", "MatMulNBits", "QOrderedMatMul"})

@@ -90,7 +90,10 @@ def _fresh(ws: "Workspace", variant: "Variant", runners: "Mapping[str, MappedRun
 
 
 def describe(perf: Mapping[str, Any]) -> list[str]:
-    """Lines for the terminal: latency percentiles (with n and confidence) and cold start."""
+    """Lines for the terminal: latency percentiles (with n and confidence) and cold start; for a
+    served model, its load sweep."""
+    if "serving" in perf:
+        return describe_sweep(perf)
     lines = []
     for key, entry in perf.items():
         if key.startswith("latency_ms") and isinstance(entry, Mapping):
@@ -115,4 +118,21 @@ def describe(perf: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["describe", "graph_runners", "measure_prebuilt", "np"]
+def describe_sweep(perf: Mapping[str, Any]) -> list[str]:
+    """A served model's load sweep (``perf.serving``, written by ``harness.serving.sweep``):
+    one terminal line per concurrency step."""
+    lines = []
+    for s in (perf.get("serving") or {}).get("steps", []):
+        p50 = "n/a" if s["p50"] is None else f"{s['p50']:.2f}"
+        p90 = "n/a" if s["p90"] is None else f"{s['p90']:.2f}"
+        p99 = "n/a" if s["p99"] is None else f"{s['p99']:.2f}"
+        server = s.get("server") or {}
+        extra = (f"  server queue {server['queue_ms']:.2f} ms compute {server['compute_infer_ms']:.2f} ms"
+                 if server.get("queue_ms") is not None and server.get("compute_infer_ms") is not None else "")
+        lines.append(f"concurrency {s['concurrency']:>2}: p50 {p50} ms  p90 {p90}  p99 {p99}  "
+                     f"{s['throughput']:.1f}/s  {s['requests']} requests, {s['errors']} errors"
+                     f"{'' if s['stable'] else ' (not stable)'}{extra}")
+    return lines
+
+
+__all__ = ["describe", "describe_sweep", "graph_runners", "measure_prebuilt", "np"]

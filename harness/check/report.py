@@ -80,13 +80,7 @@ def _print_perf(perf: Any, console: Console) -> None:
     from harness.check.perf import describe
 
     console.print("[bold]performance[/] (harness check --perf)")
-    if "serving" in perf:  # a served model: the load sweep, one line per concurrency level
-        from harness.serving.sweep import describe as describe_sweep
-
-        lines = describe_sweep(perf)
-    else:
-        lines = describe(perf)
-    for line in lines:
+    for line in describe(perf):  # a served model: the load sweep, one line per concurrency level
         console.print(f"  {escape(line)}")
 
 

@@ -14,19 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.layout import ArtifactFile, discover
-from harness.core import (
-    Precision,
-    Provider,
-    RunOptions,
-    Settings,
-    UsageError,
-    Variant,
-    parse_precision,
-    parse_provider,
-    provider_table,
-)
+from harness.core import Precision, Provider, RunOptions, Settings, UsageError, Variant, parse_precision
 from harness.judge.workspace import Workspace
-from harness.runners import backends
+from harness.runners import backends, parse_provider, provider_table
 from harness.runners.prebuilt import runs_onnx_files
 from harness.zoo.base import ModelCatalog, ModelSpec
 
@@ -57,7 +47,7 @@ class CheckRequest:
     runtime: Any = None
     #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
     repro_bundles: str | None = None
-    #: judge a served model instead of files (harness.serving.endpoint.Endpoint; ``onnx`` unused)
+    #: judge a served model instead of files (harness.settings.endpoint.Endpoint; ``onnx`` unused)
     endpoint: Any = None
 
 

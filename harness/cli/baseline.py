@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.rundirs import HISTORY_DB
 from harness.gate.baseline import (
     DEFAULT_STORE,
     BaselineError,
@@ -25,6 +26,9 @@ from harness.results.rundir import read_results
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
+
+    from harness.gate.baseline import Baseline
+    from harness.gate.compare import Comparison, MetricPolicy
 
 
 def _console() -> Console:
@@ -50,11 +54,20 @@ def cmd_save(args: argparse.Namespace) -> int:
         runs += [str(d) for d in history_run_dirs(args.history_db, args.history_last)]
     if not runs:
         raise BaselineError("baseline save: give RUN_DIR(s) or --history-last N")
-    info = save_baseline(runs[-1], args.name, args.store, force=args.force, older_runs=runs[:-1])
+    info = save_baseline(runs[-1], args.name, args.store, force=args.force, older_runs=runs[:-1],
+                         keep_artifacts=args.keep_artifacts)
     blessed = load_baseline(info.name, args.store).records
     source = runs[-1] if len(runs) == 1 else f"{len(runs)} runs (aggregated)"
     print(f"saved baseline {info.name!r}: {len(perf_records(blessed))} perf record(s), "
           f"{len(accuracy_records(blessed))} accuracy record(s) from {source} -> {info.path}")
+    if info.kept_files:
+        from harness.core.units import binary_bytes
+
+        print(f"kept {info.kept_files} artifact file(s) ({binary_bytes(info.kept_bytes)}) in {info.path / 'artifacts'}: "
+              "`baseline compare --perf` re-times them beside the candidate")
+    elif info.artifact_files:
+        print(f"recorded the cache keys of {info.artifact_files} timed artifact file(s): `baseline compare --perf` "
+              "re-times them while they are in the cache (--keep-artifacts keeps a copy)")
     return 0
 
 
@@ -65,7 +78,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
     from harness.gate.accuracy import compare_accuracy, margin_table
-    from harness.gate.compare import compare_runs, parse_threshold  # scipy: only when comparing
+    from harness.gate.compare import parse_threshold  # scipy: only when comparing
 
     margins = margin_table(args.config, args.accuracy_margin or (), rootdir=Path.cwd())
     baseline = load_baseline(args.name, args.store)
@@ -74,8 +87,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # accuracy when it blessed accuracy metrics. A baseline of a default run is accuracy only.
     comparison = None
     if perf_records(baseline.records) or not accuracy_records(baseline.records):
-        comparison = compare_runs(baseline.records, load_run(args.run_dir), policies, force_env=args.force_env)
-        comparison.allow_missing = args.allow_missing
+        comparison = _perf_comparison(args, baseline, policies)
     accuracy = None
     if accuracy_records(baseline.records):
         accuracy = compare_accuracy(baseline.records, read_results(args.run_dir), margins)
@@ -98,6 +110,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
             parts.append("### Accuracy\n\n" + accuracy.to_markdown(everything=args.all_rows))
         _write(args.markdown, "\n".join(parts))
     return max(comparison.exit_code if comparison is not None else 0, accuracy.exit_code if accuracy else 0)
+
+
+def _perf_comparison(args: argparse.Namespace, baseline: Baseline, policies: list[MetricPolicy]) -> Comparison:
+    """The recorded comparison, with ``--perf`` the latency re-timed paired where the blessed and
+    the candidate's artifacts are at hand (``harness.gate.retime``); its mode says which."""
+    from harness.gate.compare import compare_runs
+
+    candidate = load_run(args.run_dir)
+    if not args.perf:
+        comparison = compare_runs(baseline.records, candidate, policies, force_env=args.force_env)
+        comparison.mode_reason = ("unpaired: recorded runs compared (`baseline compare --perf` re-times the "
+                                  "blessed artifacts and the candidate's interleaved)")
+    else:
+        from harness.cli.perf_compare import check_pairing
+        from harness.gate.retime import Pairing, pair
+
+        check_pairing(args)
+        recorded = compare_runs(baseline.records, candidate, policies, force_env=True)  # judged in pair()
+        comparison = pair(recorded, baseline, read_results(args.run_dir), policies,
+                          Pairing(args.pairs, args.block, args.warmup), force_env=args.force_env,
+                          progress=lambda line: print(line, flush=True))
+    comparison.allow_missing = args.allow_missing
+    return comparison
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -134,11 +169,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="run directories, oldest first; several make a multi-run baseline (docs/perf-gate.md)")
     save.add_argument("--history-last", type=int, default=0, metavar="N",
                       help="aggregate the newest N runs of the history database (after any RUN_DIRs)")
-    save.add_argument("--history-db", default="reports/history.sqlite", metavar="DB",
-                      help="history database for --history-last (default reports/history.sqlite)")
+    save.add_argument("--history-db", default=str(HISTORY_DB), metavar="DB",
+                      help=f"history database for --history-last (default {HISTORY_DB})")
     save.add_argument("--name", required=True, help="baseline name: letters, digits, '.', '_' or '-'")
     _store_option(save)
     save.add_argument("--force", action="store_true", help="replace an existing baseline of the same name")
+    save.add_argument("--keep-artifacts", action="store_true",
+                      help="copy the timed artifacts into the baseline, so `compare --perf` can re-time them "
+                           "after the cache is gone (size printed; checked for room first)")
     save.set_defaults(func=cmd_save)
 
     compare = actions.add_parser("compare", help="judge RUN_DIR against baseline NAME (exit 1 on a regression)")
@@ -149,6 +187,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="compare even though the environment fingerprints differ")
     compare.add_argument("--threshold", action="append", default=[], metavar="METRIC=FRACTION",
                          help="override an effect threshold, e.g. p50=8%% (repeatable; see docs/perf-gate.md)")
+    compare.add_argument("--perf", action="store_true",
+                         help="re-time the blessed artifacts and the candidate's interleaved in this job (paired) "
+                              "where both are at hand; the rest unpaired (the output says which and why)")
+    from harness.cli.perf_compare import add_pairing_arguments
+    from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS
+
+    add_pairing_arguments(compare, pairs=DEFAULT_PAIRS, block=DEFAULT_BLOCK)
     from harness.settings.options import add_cli_arguments
 
     add_cli_arguments(compare, names=("accuracy_margin", "config", "allow_missing"))

@@ -64,7 +64,7 @@ def _check(args: argparse.Namespace) -> None:
     from harness.settings.options import option
 
     option("threads").parse(args.threads, "--threads")  # the run option's row: as `harness run` and the config
-    from harness.core import parse_provider
+    from harness.runners import parse_provider
 
     for name in args.providers or []:
         parse_provider(name)  # unknown names: one line, did-you-mean, before anything is measured
@@ -90,7 +90,7 @@ def bench(args: argparse.Namespace) -> int:
     models, notes = (args.models, []) if args.models else default_models()
     for name in models:
         resolve(name)  # unknown names: one line, did-you-mean
-    from harness.core import parse_provider
+    from harness.runners import parse_provider
 
     providers = [parse_provider(name) for name in args.providers] if args.providers else None  # checked in _check
     options = RunOptions(models=list(models), settings=Settings(threads=args.threads))

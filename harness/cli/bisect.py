@@ -78,8 +78,8 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     args.max_rebuilds = 12 if args.max_rebuilds is None else args.max_rebuilds
     if args.max_rebuilds < 1:
         raise UsageError(f"--max-rebuilds: must be >= 1, got {args.max_rebuilds}")
-    from harness.core import parse_provider
     from harness.metrics.registry import METRICS, Scope
+    from harness.runners import parse_provider
 
     parse_provider(args.provider, option="--provider")
     args.targets = parse_metric_values(args.target, list(METRICS.as_dict(Scope.NUMERIC)))

@@ -172,7 +172,7 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
         spec = catalog.resolve(name)
         table = spec.extra.get("endpoint")
         if table is not None:  # [models.<name>.endpoint]: the served model, judged once
-            from harness.serving.endpoint import endpoint_from_table
+            from harness.settings.endpoint import endpoint_from_table
 
             served = endpoint_from_table(table, f"{args.config}: [models.{name}.endpoint]")
             out.append(CheckRequest(reference=name, spec=spec, endpoint=served,

@@ -80,8 +80,9 @@ def _write_variant(ws: Any, variant: Variant, out: Path, settings: Any, plan: Pa
 
 def judged_variants(run_dir: Path) -> list[Variant]:
     """The ONNX Runtime variants a run judged and passed, from its results.jsonl, in order."""
-    from harness.core import Precision, parse_provider
+    from harness.core import Precision
     from harness.results.store import read_records
+    from harness.runners import parse_provider
 
     path = run_dir / "results.jsonl"
     if not path.is_file():

@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def init(args: argparse.Namespace) -> int:
-    from harness.core import UsageError, parse_precision, parse_provider, split_csv
+    from harness.core import UsageError, parse_precision, split_csv
+    from harness.runners import parse_provider
     from harness.scaffold.config import model_facts, render_config
     from harness.scaffold.files import Planned, write_all
     from harness.scaffold.ignore import render_ignore

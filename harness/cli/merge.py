@@ -34,7 +34,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     compared = Compared("cases", len(merged.records), allow_missing=args.allow_missing)
     print(status_line(merged.records) + compared.verdict_suffix())
-    return 1 if any(r.failed for r in merged.records) or compared.failed else 0
+    from harness.results.record import run_green
+
+    return 0 if run_green(r.verdict for r in merged.records) and not compared.failed else 1
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,9 +27,6 @@ import numpy as np
 
 from harness.core import UsageError
 
-_DTYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
-           "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(bool)": np.bool_}
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.settings.options import accept
@@ -47,9 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accept(p, "threads", help="intra-op threads for both sessions")
     p.add_argument("--batch", type=int, default=1, help="batch size of the generated inputs (default 1)")
     p.add_argument("--seq", type=int, default=32, help="sequence length of the generated inputs (default 32)")
-    p.add_argument("--pairs", type=int, default=30, help="block pairs (default 30; >= 8 for a verdict)")
-    p.add_argument("--block", type=int, default=50, help="calls per block (default 50)")
-    p.add_argument("--warmup", type=int, default=20, help="untimed calls of each side first (default 20)")
+    add_pairing_arguments(p)
     p.add_argument("--stats", default="p50,p90", help="statistics to judge (default p50,p90; p99 advisory)")
     p.add_argument("--threshold", action="append", default=[], metavar="METRIC=FRACTION",
                    help="override an effect threshold, e.g. p50=8%% (repeatable)")
@@ -58,52 +53,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def feeds_for(session: Any, batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
-    """Inputs for every graph input: symbolic dims -> batch (first) or seq (others)."""
-    rng = np.random.default_rng(seed)
-    feeds: dict[str, np.ndarray] = {}
-    for arg in session.get_inputs():
-        if arg.type not in _DTYPES:
-            raise UsageError(f"perf-compare: input {arg.name!r} has type {arg.type}; only numeric tensors are generated")
-        shape = [d if isinstance(d, int) and d > 0 else (batch if i == 0 else seq) for i, d in enumerate(arg.shape)]
-        dtype = _DTYPES[arg.type]
-        if "mask" in arg.name.lower() or dtype is np.bool_:
-            feeds[arg.name] = np.ones(shape, dtype=dtype)
-        elif np.issubdtype(dtype, np.integer):
-            feeds[arg.name] = rng.integers(1, 100, size=shape).astype(dtype)
-        else:
-            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
+def add_pairing_arguments(p: argparse.ArgumentParser, *, pairs: int = 30, block: int = 50) -> None:
+    """``--pairs``, ``--block``, ``--warmup``: how a paired A/B is timed (``harness.gate.paired``);
+    shared by ``perf-compare`` and ``baseline compare --perf``."""
+    p.add_argument("--pairs", type=int, default=pairs, help=f"block pairs (default {pairs}; >= 8 for a verdict)")
+    p.add_argument("--block", type=int, default=block, help=f"calls per block (default {block})")
+    p.add_argument("--warmup", type=int, default=20, help="untimed calls of each side first (default 20)")
 
 
-def _session(path: Path, provider: str, threads: int | None) -> Any:
-    import onnxruntime as ort
-
-    from harness.core import PROVIDERS
-
-    if provider not in PROVIDERS or PROVIDERS[provider].backend != "onnxruntime":
-        known = sorted(k for k, v in PROVIDERS.items() if v.backend == "onnxruntime")
-        raise UsageError(f"--provider: {provider!r} is not an ONNX Runtime provider; one of {', '.join(known)}")
-    if not path.is_file():
-        raise UsageError(f"{path}: no such ONNX file")
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    try:
-        return ort.InferenceSession(str(path), options, providers=[PROVIDERS[provider].device])
-    except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file is bad input
-        raise UsageError(f"{path}: onnxruntime cannot open it ({str(exc).splitlines()[0][:200]})") from None
+def check_pairing(args: argparse.Namespace) -> None:
+    if args.pairs < 1 or args.block < 1:
+        raise UsageError("--pairs and --block must be >= 1")
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.gate.compare import parse_threshold
+    from harness.gate.onnxpair import open_session, synthetic_feeds
     from harness.gate.paired import exit_code, interleave, judge_paired
 
-    if args.pairs < 1 or args.block < 1:
-        raise UsageError("--pairs and --block must be >= 1")
+    check_pairing(args)
     if args.json:
         from harness.core.writable import ensure_writable_file
 
@@ -115,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("perf-compare: give a candidate ONNX file, or --env-b to time the same file in another "
                          "environment")
     candidate = args.candidate if args.candidate is not None else args.baseline
-    a, b = _session(args.baseline, args.provider, args.threads), _session(candidate, args.provider, args.threads)
-    feeds = feeds_for(a, args.batch, args.seq, args.seed)
+    a, b = open_session(args.baseline, args.provider, args.threads), open_session(candidate, args.provider, args.threads)
+    try:
+        feeds = synthetic_feeds(a, args.batch, args.seq, args.seed)
+    except UsageError as exc:
+        raise UsageError(f"perf-compare: {exc}") from None
     names_b = {i.name for i in b.get_inputs()}
     if names_b != set(feeds):
         raise UsageError(f"perf-compare: the files take different inputs ({sorted(feeds)} vs {sorted(names_b)})")
@@ -125,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         import shlex
         import sys
 
-        from harness.core import PROVIDERS
         from harness.gate.envpair import environment_command, interleave_envs
+        from harness.runners import PROVIDERS
 
         del a, b  # the children open their own sessions
         command_a = environment_command(args.env_a, "--env-a") if args.env_a else [sys.executable]

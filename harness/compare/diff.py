@@ -17,10 +17,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from harness.core.compared import Compared
+from harness.core.direction import Direction
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
 from harness.results.record import FAILING
+from harness.results.sections import SettingsSection
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.gate.accuracy import AccuracyComparison
@@ -77,8 +79,7 @@ class MetricDelta:
         """``better`` / ``worse`` by the metric's declared direction, else ``changed``."""
         if not self.direction or not (math.isfinite(self.before) and math.isfinite(self.after)):
             return "changed"
-        up = self.after > self.before
-        return "better" if up == (self.direction == "higher") else "worse"
+        return "worse" if Direction(self.direction).worse(self.after, self.before) else "better"
 
 
 AccuracyJudge = Callable[[str, Mapping[str, float], Mapping[str, float]], list[MetricDelta]]
@@ -88,7 +89,7 @@ def _direction(key: str) -> str:
     spec = METRICS.get(MetricKey.parse(key).metric)
     if spec is None:
         return ""
-    return "higher" if spec.higher_is_better else "lower"
+    return spec.direction.value
 
 
 def _same(a: float, b: float) -> bool:
@@ -117,9 +118,7 @@ def slot(record: Record) -> tuple[str, str, str, str] | None:
 
 def runtime_change(a: Record, b: Record) -> str:
     """The runtime settings that differ between two paired cases, ``name: A -> B``."""
-    ra, rb = a.settings.get("runtime") or {}, b.settings.get("runtime") or {}
-    if not isinstance(ra, Mapping) or not isinstance(rb, Mapping):
-        return ""
+    ra, rb = SettingsSection.of(a).runtime or {}, SettingsSection.of(b).runtime or {}
     return "; ".join(f"{k}: {ra.get(k, '—')} -> {rb.get(k, '—')}" for k in sorted(set(ra) | set(rb))
                      if ra.get(k) != rb.get(k))
 

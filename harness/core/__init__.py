@@ -1,6 +1,5 @@
 """Core: the value types and errors every layer may import. Imports nothing else of the
-harness at import time (the provider table and the deprecated ``HIGHER_IS_BETTER`` are read
-from their registries on first use).
+harness at import time (the provider table is ``harness.runners.PROVIDERS``, declared by the backends).
 
 ``types``: Precision, Provider, Variant, Check, Tolerance, RunOptions and their parsers.
 ``values``: Settings, every run option's typed value (generated from the option table).
@@ -9,13 +8,9 @@ from their registries on first use).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from harness.core import types as _types
 from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv
 from harness.core.types import (
     DEFAULT_PRECISIONS,
-    DEFAULT_PROVIDERS,
     Check,
     Precision,
     Provider,
@@ -23,22 +18,10 @@ from harness.core.types import (
     Tolerance,
     Variant,
     parse_precision,
-    parse_provider,
     precision_overrides,
-    provider_table,
 )
 from harness.core.values import Settings
 
-__all__ = ["DEFAULT_PRECISIONS", "DEFAULT_PROVIDERS", "PROVIDERS", "Check", "Precision", "Provider", "RunOptions",
+__all__ = ["DEFAULT_PRECISIONS", "Check", "Precision", "Provider", "RunOptions",
            "Settings", "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
-           "parse_provider", "precision_overrides", "provider_table", "split_csv"]
-
-if TYPE_CHECKING:  # pragma: no cover
-    #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)
-    PROVIDERS: dict[str, Provider]
-    HIGHER_IS_BETTER: frozenset[str]
-
-
-def __getattr__(name: str) -> object:
-    """``PROVIDERS`` (derived from the backends when read) and other derived names of ``types``."""
-    return getattr(_types, name)
+           "precision_overrides", "split_csv"]

@@ -47,6 +47,14 @@ _SWEPT: set[str] = set()
 _USED: set[str] = set()
 
 
+
+def cache_root() -> Path:
+    """Where built models and exported artifacts live (``HARNESS_CACHE``, else
+    ``~/.cache/model-harness``): read here, below every layer, so a command that only looks an
+    entry up (``baseline compare --perf``) need not import the model zoo (and torch)."""
+    env = os.environ.get("HARNESS_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "model-harness"
+
 def lock_for(entry: Path) -> FileLock:
     """The lock every builder of ``entry`` holds while it writes."""
     return FileLock(str(entry) + ".lock")

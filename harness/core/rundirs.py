@@ -1,7 +1,9 @@
-"""Where output goes by default: ``reports/<kind>-<local time>`` and ``reports/baselines``.
+"""Where output goes by default: ``reports/<kind>-<local time>``, ``reports/baselines`` and
+``reports/history.sqlite``.
 
 Declared once for every command that writes a directory (``harness run``, the pytest plugin,
-``harness check``, ``merge``, ``bisect``); they wrote the pattern themselves five times.
+``harness check``, ``merge``, ``bisect``); they wrote the pattern themselves five times (and the
+history database's path was written twice).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 REPORTS = Path("reports")
 #: where baselines live unless ``--baseline-store`` says otherwise
 BASELINE_STORE = REPORTS / "baselines"
+#: the history database unless ``--db`` / ``$HARNESS_HISTORY_DB`` says otherwise (``harness.results.history``)
+HISTORY_DB = REPORTS / "history.sqlite"
 
 
 def default_run_dir(kind: str = "run", root: Path | None = None) -> Path:

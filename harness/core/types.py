@@ -1,7 +1,8 @@
 """Plain value types shared by every part of the harness.
 
-This module imports nothing else from the harness at import time, so any module may
-depend on it (the provider table is read from the backend registry on first use).
+This module imports nothing else from the harness, so any module may depend on it. The
+provider *table* (which short names exist) is declared by the backends and read from
+``harness.runners`` (``PROVIDERS``, ``parse_provider``); a ``Provider`` here is a plain record.
 A *variant* is one cell of the matrix: model x precision x provider. Its ``id`` is the
 stable, readable test id (``marian-tiny-int8-ort_cpu``) that appears in pytest ids,
 results records and baselines; never change how it is spelled.
@@ -13,6 +14,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from harness.core.direction import Direction
 from harness.core.errors import UsageError, did_you_mean
 from harness.core.values import Settings
 
@@ -54,18 +56,6 @@ class Provider:
     needs_gpu: bool = False
 
 
-def provider_table() -> dict[str, Provider]:
-    """Every provider, short name -> Provider, as the registered backends declare them.
-
-    Imported here lazily: the backends import this module for its types, and reading the
-    table imports the backend modules (which import their runtimes lazily, so it is cheap).
-    """
-    from harness.runners import providers
-
-    return providers()
-
-
-DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
 DEFAULT_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8)
 
 
@@ -88,16 +78,6 @@ def parse_precision(name: str, *, option: str = "--precisions") -> Precision:
         raise UsageError(
             f"{option}: unknown precision {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}"
         ) from None
-
-
-def parse_provider(name: str, *, option: str = "--providers") -> Provider:
-    key = name.strip().lower()
-    table = provider_table()
-    if key not in table:
-        raise UsageError(
-            f"{option}: unknown provider {name!r}{did_you_mean(key, table)}; valid: {', '.join(table)}"
-        )
-    return table[key]
 
 
 @dataclass(frozen=True)
@@ -127,23 +107,27 @@ class Check:
     """One gate: ``metric`` compared with ``threshold``.
 
     ``higher_is_better`` decides the direction: errors must stay <= threshold,
-    agreements and similarities must stay >= threshold. Build checks with
-    ``harness.metrics.registry.metric(name).check(threshold)`` so the direction is the
-    metric's declared one, never a caller's guess.
+    agreements and similarities must stay >= threshold. The harness builds every check with
+    ``harness.metrics.registry.metric(name).check(threshold)`` (``MetricSpec.check``) so the
+    direction is the metric's declared one, never a caller's guess (or this field's default);
+    ``tests/test_metric_declaration.py`` fails on a ``Check(...)`` built anywhere else.
     """
 
     metric: str
     threshold: float
     higher_is_better: bool = False
 
+    @property
+    def direction(self) -> Direction:
+        return Direction.of(self.higher_is_better)
+
     def passes(self, value: float) -> bool:
-        if value != value:  # NaN never passes
-            return False
-        return value >= self.threshold if self.higher_is_better else value <= self.threshold
+        """``value`` within the threshold; NaN never passes."""
+        return self.direction.holds(value, self.threshold)
 
     @property
     def symbol(self) -> str:
-        return ">=" if self.higher_is_better else "<="
+        return self.direction.symbol
 
 
 @dataclass(frozen=True)
@@ -156,29 +140,6 @@ class Tolerance:
         return {c.metric: {"threshold": c.threshold, "op": c.symbol} for c in self.checks}
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    #: the derived attributes' types, for type checkers (the values come from ``__getattr__``)
-    PROVIDERS: dict[str, Provider]
-    HIGHER_IS_BETTER: frozenset[str]
-
-
-def __getattr__(name: str) -> object:
-    """Derived module attributes (PEP 562): ``PROVIDERS``, the provider table the registered
-    backends declare; ``HIGHER_IS_BETTER`` (deprecated), the numeric metrics' directions, declared
-    in ``harness.metrics.registry``."""
-    if name == "PROVIDERS":
-        return provider_table()
-    if name == "HIGHER_IS_BETTER":
-        import warnings
-
-        from harness.metrics.registry import METRICS, Scope
-
-        warnings.warn("harness.core.HIGHER_IS_BETTER is deprecated: read MetricSpec.direction from "
-                      "harness.metrics.registry", DeprecationWarning, stacklevel=2)
-        return frozenset(s.name for s in METRICS.of(Scope.NUMERIC) if s.higher_is_better)
-    raise AttributeError(f"module 'harness.core' has no attribute {name!r}")
-
-
 @dataclass
 class RunOptions:
     """What one run covers: every option's value (``settings``, typed, named as the option table
@@ -187,7 +148,9 @@ class RunOptions:
 
     models: list[str] = field(default_factory=list)
     precisions: list[Precision] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
-    providers: list[Provider] = field(default_factory=lambda: [provider_table()[p] for p in DEFAULT_PROVIDERS])
+    #: the providers the matrix covers (``build_options`` resolves them, default ``harness.runners.DEFAULT_PROVIDERS``);
+    #: empty for a RunOptions built directly, whose caller names each Variant's provider itself
+    providers: list[Provider] = field(default_factory=list)
     #: every option's value: explicit > config file > the table's default
     settings: Settings = field(default_factory=Settings)
     #: the options this run set explicitly (option name -> value): what a record's rerun repeats

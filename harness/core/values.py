@@ -28,6 +28,7 @@ class Settings:
     corpus: str | None = None
     fp16_block_list: tuple[str, ...] = ()
     int8_per_channel: bool = False
+    int8_reduce_range: str = 'auto'
     trt_max_batch: int | None = None
     trt_max_seq: int = 128
     target_lang: str | None = None

@@ -44,6 +44,15 @@ class CacheEntry:
     def path(self, name: str = "model.onnx") -> Path:
         return self.directory / name
 
+    def file_infos(self, prefix: str, *, cache_hit: bool) -> dict[str, dict[str, Any]]:
+        """What a record's ``artifacts`` says of this entry's files, under ``prefix/`` (the graph):
+        path, sha256, size, whether it was found in the cache, and the entry's key and folder name,
+        so a baseline can find exactly these bytes again (``harness.gate.blessed``)."""
+        return {f"{prefix}/{name}": {"path": str(self.path(name)), "sha256": digest,
+                                     "bytes": self.path(name).stat().st_size, "cache_hit": cache_hit,
+                                     "cache_key": self.key, "cache_entry": self.directory.name}
+                for name, digest in self.files.items()}
+
 
 class ArtifactCache:
     """Entries ``<root>/<label>-<key16>`` built under their lock into a temporary directory
@@ -87,6 +96,14 @@ class ArtifactCache:
                 if tmp.exists():
                     shutil.rmtree(tmp, ignore_errors=True)
             return CacheEntry(directory, key, files, True, seconds)
+
+    def lookup(self, entry: str, key: str) -> CacheEntry | None:
+        """The intact entry named ``entry`` (``<label>-<key16>``) built for ``key``, or None when
+        it is gone, damaged or of another key; never builds."""
+        if "/" in entry or entry.startswith(".") or not entry.endswith(key[:16]):
+            return None
+        found, _ = self._valid(self.root / entry, key)
+        return found
 
     def _valid(self, directory: Path, key: str) -> tuple[CacheEntry | None, str]:
         """The entry when it is complete and intact, else (None, what is wrong)."""

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.generation.steppers import Starter
+    from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -70,6 +70,18 @@ class CheckMode(NamedTuple):
     key: str
 
 
+#: optimum's file names and the role each file plays for the reference's graphs (``Family.artifact_role``
+#: reads a file's role; ``harness check`` finds a directory's files by these names, and a served
+#: model's ``ROLE=NAME`` takes these roles)
+OPTIMUM_FILES = {
+    "encoder_model.onnx": "encoder",
+    "decoder_model.onnx": "decoder",
+    "decoder_with_past_model.onnx": "decoder_with_past",
+    "decoder_model_merged.onnx": "merged",
+    "model.onnx": "model",
+}
+
+
 class CheckedGraph(NamedTuple):
     """A judged pre-built graph, as decoding sees it: its runner (reference names), whether
     it returns every KV-cache tensor the next step needs, and the file it came from."""
@@ -77,6 +89,16 @@ class CheckedGraph(NamedTuple):
     runner: Any  # harness.runners.base.GraphRunner
     gives_cache: bool
     file: str
+
+
+class PromptThenStep(NamedTuple):
+    """One step graph that two files serve (optimum's decoder-only pair): ``prefill`` runs the
+    prompt (empty cache), ``step`` every later token. The family names the pair; the artifact
+    source serves it as one runner (``runners.prebuilt.CacheSplitRunner``), so the families
+    stay below the runners."""
+
+    prefill: Any  # harness.runners.base.GraphRunner
+    step: Any
 
 
 class GraphModule(torch.nn.Module):

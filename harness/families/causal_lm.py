@@ -14,11 +14,22 @@ import numpy as np
 import torch
 from transformers.cache_utils import DynamicCache
 
-from harness.families.base import CheckedGraph, CheckMode, Family, GraphModule, GraphSpec, cache_kv, to_torch, tokenize
+from harness.families.base import (
+    CheckedGraph,
+    CheckMode,
+    Family,
+    GraphModule,
+    GraphSpec,
+    PromptThenStep,
+    cache_kv,
+    to_torch,
+    tokenize,
+)
 from harness.families.registry import register_family
+from harness.families.steppers import position_ids
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.generation.steppers import Starter
+    from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -43,11 +54,6 @@ def lm_layout(model: LoadedModel) -> tuple[int, int, int]:
 
 def kv_names(layers: int, prefix: str) -> tuple[str, ...]:
     return tuple(f"{prefix}.{i}.{kv}" for i in range(layers) for kv in ("key", "value"))
-
-
-def position_ids(mask: np.ndarray) -> np.ndarray:
-    pos = np.cumsum(mask, axis=1) - 1
-    return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
 class _StepModule(GraphModule):
@@ -142,7 +148,7 @@ class CausalLMFamily(Family):
     def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
                 start_token_id: int | None = None) -> "Starter":
         """Prefill and step the one ``model`` graph from a left-padded prompt."""
-        from harness.generation.steppers import CausalLMModel
+        from harness.families.steppers import CausalLMModel
 
         return CausalLMModel(runners["model"], self, model)
 
@@ -175,9 +181,7 @@ class CausalLMFamily(Family):
             return {"model": prefill.runner}, False, ""
         if step.file == prefill.file:
             return {"model": step.runner}, True, ""
-        from harness.runners.prebuilt import CacheSplitRunner
-
-        return {"model": CacheSplitRunner(prefill.runner, step.runner)}, True, ""
+        return {"model": PromptThenStep(prefill.runner, step.runner)}, True, ""
 
 
 def _left_pad(ids: np.ndarray, mask: np.ndarray, pad: int) -> tuple[np.ndarray, np.ndarray]:

@@ -84,6 +84,6 @@ class EncoderFamily(Family):
         """A sentence-transformers directory's pooling recipe, for graphs emitting token states."""
         if "last_hidden_state" not in graph.output_names:
             return None
-        from harness.zoo.minilm import sentence_pooling
+        from harness.families.pooling import sentence_pooling
 
         return sentence_pooling(model.path)

@@ -35,6 +35,11 @@ _PADDING_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "mpnet
                                    "roberta-prelayernorm", "xmod", "ibert", "luke", "xlm-roberta-xl"})
 
 
+#: config.json keys that bound a model's positions, as different architectures name them
+#: (the first one present wins, as in ``families.base.input_token_limit``; ``zoo.consistency``
+#: reads the same keys for a model's ``ModelLimits``)
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_source_positions", "n_ctx", "max_seq_len",
+                 "seq_length", "max_len")
 #: where encoder-decoders with separate tables name the encoder's (LED): read after the common keys
 _ENCODER_POSITION_KEYS = ("max_encoder_position_embeddings",)
 
@@ -57,10 +62,7 @@ class ModelLimits:
 
 def learned_positions(config: Mapping[str, Any]) -> int | None:
     """How many positions an input may use: the config's position table (first key of
-    ``zoo.consistency.POSITION_KEYS`` it has), less RoBERTa-style padding offsets. None: no
-    learned table."""
-    from harness.zoo.consistency import POSITION_KEYS
-
+    ``POSITION_KEYS`` it has), less RoBERTa-style padding offsets. None: no learned table."""
     for key in (*POSITION_KEYS, *_ENCODER_POSITION_KEYS):
         value = config.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:

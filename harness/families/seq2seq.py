@@ -19,7 +19,7 @@ from harness.families.base import CheckedGraph, CheckMode, Family, GraphModule, 
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.generation.steppers import Starter
+    from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -251,7 +251,7 @@ class Seq2SeqFamily(Family):
     def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
                 start_token_id: int | None = None) -> "Starter":
         """Runs the encoder once per batch, then decodes from ``decoder_start_token_id``."""
-        from harness.generation.steppers import Seq2SeqModel
+        from harness.families.steppers import Seq2SeqModel
 
         if start_token_id is None:
             cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)

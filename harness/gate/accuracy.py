@@ -54,7 +54,7 @@ TEXT_LIBRARIES = ("tokenizers", "sacrebleu")
 MACHINE_FIELDS = ("cpu", "gpu", "machine", "os")
 #: record ``settings`` that restate others (how a value was given, not what it was). Every other
 #: setting is compared where it applies: ``int8_*`` only for INT8 cases, ``fp16_*`` only for FP16.
-_IGNORED_SETTINGS = ("options", "exporter_explicit", "int8_per_channel_forced")
+_IGNORED_SETTINGS = ("options", "exporter_explicit", "int8_per_channel_forced", "int8_reduce_range_why")
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,18 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from harness.core import did_you_mean
 from harness.core.rundirs import BASELINE_STORE
 from harness.results import RESULTS_FILE, Record, write_records
 from harness.results.rundir import RunDirError, read_results
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.gate.blessed import TimedFile
 
 META_FILE = "baseline.json"
 META_SCHEMA = "harness.baseline/1"
@@ -47,12 +50,19 @@ class BaselineInfo:
     fingerprint: str | None
     harness_version: str
     records: int
+    #: files of the timed graphs recorded with their cache keys (``harness.gate.blessed``)
+    artifact_files: int = 0
+    #: how many of them ``--keep-artifacts`` copied into the baseline, and their bytes
+    kept_files: int = 0
+    kept_bytes: int = 0
 
 
 @dataclass(frozen=True)
 class Baseline:
     info: BaselineInfo
     records: list[Record]
+    #: variant -> the files its latency metrics timed (name -> ``TimedFile``), from ``baseline.json``
+    artifacts: dict[str, dict[str, "TimedFile"]] = field(default_factory=dict)
 
 
 def validate_name(name: str) -> str:
@@ -117,15 +127,23 @@ def save_baseline(
     *,
     force: bool = False,
     older_runs: Sequence[str | os.PathLike[str]] = (),
+    keep_artifacts: bool = False,
 ) -> BaselineInfo:
     """Copy the perf records of ``run_dir`` to ``store/name``; refuses to replace one unless ``force``.
     With ``older_runs`` the baseline aggregates them and ``run_dir`` (``gate.multirun``).
 
+    The files the newest run's latency metrics timed are recorded with their cache keys
+    (``baseline.json`` ``artifacts``); ``keep_artifacts`` also copies them into the baseline
+    (``STORE/NAME/artifacts/``), after checking they are intact and fit on the store's disk.
     Written to a temporary folder first and renamed into place, so an interrupted
     save never leaves a half-written baseline that a later compare would trust.
     """
+    from harness.gate import blessed
+
     validate_name(name)
-    records = blessed_records(read_results(run_dir))
+    newest = read_results(run_dir)
+    records = blessed_records(newest)
+    files = blessed.timed_files(newest)
     if not records:
         raise BaselineError(f"{Path(run_dir) / RESULTS_FILE} has no performance records and no accuracy metrics "
                             "(no record has a 'perf' section or a metric the registry declares)")
@@ -138,6 +156,10 @@ def save_baseline(
     target = root / name
     if target.exists() and not force:
         raise BaselineError(f"baseline {name!r} already exists in {root}; pass --force to replace it")
+    kept = (0, 0)
+    if keep_artifacts:
+        files = _plan_keep(files, run_dir, root)
+        kept = blessed.kept_bytes(files)
     root.mkdir(parents=True, exist_ok=True)
     meta = {
         "schema": META_SCHEMA,
@@ -153,10 +175,14 @@ def save_baseline(
         "accuracy_records": len(accuracy_records(records)),
         "versions": next((dict(r.env.get("versions") or {}) for r in records if r.env.get("versions")), {}),
         "settings": next((dict(r.settings) for r in records if r.settings), {}),
+        "artifacts": blessed.recorded(files),
+        **({"kept_artifacts": {"files": kept[0], "bytes": kept[1]}} if keep_artifacts else {}),
     }
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
     try:
         write_records(tmp / RESULTS_FILE, records, sort_keys=True)
+        if keep_artifacts:
+            blessed.copy_kept(files, tmp)
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         if target.exists():
             old = root / f".{name}.old"
@@ -175,7 +201,28 @@ def save_baseline(
     return _info(name, target, meta)
 
 
+def _plan_keep(files: dict[str, dict[str, TimedFile]], run_dir: str | os.PathLike[str],
+               root: Path) -> dict[str, dict[str, TimedFile]]:
+    """``--keep-artifacts``: every timed file still intact, and room for them under ``root``
+    (one line, exit 2, before anything is written)."""
+    from harness.core.writable import ensure_free_space
+    from harness.gate import blessed
+
+    if not files:
+        raise BaselineError(f"--keep-artifacts: {Path(run_dir) / RESULTS_FILE} records no timed artifacts "
+                            "(a latency record of `harness run --perf` lists the files it timed)")
+    planned, problems = blessed.keep_plan(files)
+    if problems:
+        more = f"; +{len(problems) - 2} more" if len(problems) > 2 else ""
+        raise BaselineError(f"--keep-artifacts: {'; '.join(problems[:2])}{more} (rerun `harness run --perf` "
+                            "and save from that run)")
+    count, size = blessed.kept_bytes(planned)
+    ensure_free_space(root, size + (1 << 20), "--store", f"--keep-artifacts ({count} files)")
+    return planned
+
+
 def _info(name: str, path: Path, meta: Mapping[str, Any]) -> BaselineInfo:
+    kept = meta.get("kept_artifacts") or {}
     return BaselineInfo(
         name=name,
         path=path,
@@ -184,6 +231,9 @@ def _info(name: str, path: Path, meta: Mapping[str, Any]) -> BaselineInfo:
         fingerprint=meta.get("fingerprint"),
         harness_version=str(meta.get("harness_version", "?")),
         records=int(meta.get("records", 0)),
+        artifact_files=sum(len(v) for v in (meta.get("artifacts") or {}).values() if isinstance(v, Mapping)),
+        kept_files=int(kept.get("files", 0)) if isinstance(kept, Mapping) else 0,
+        kept_bytes=int(kept.get("bytes", 0)) if isinstance(kept, Mapping) else 0,
     )
 
 
@@ -219,7 +269,9 @@ def load_baseline(name: str, store: str | os.PathLike[str] = DEFAULT_STORE) -> B
         records = blessed_records(read_results(path))
     except RunDirError as exc:
         raise BaselineError(f"baseline {name!r} is damaged: {exc}") from None
-    return Baseline(_info(name, path, meta), records)
+    from harness.gate.blessed import read_recorded
+
+    return Baseline(_info(name, path, meta), records, read_recorded(meta))
 
 
 def list_baselines(store: str | os.PathLike[str] = DEFAULT_STORE) -> list[BaselineInfo]:

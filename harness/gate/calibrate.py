@@ -196,10 +196,6 @@ def bound(spec: MetricSpec, observed: float, floor: float, headroom: float) -> f
     return _round_out(min(observed / headroom, observed - floor), up=False)
 
 
-def _worse(spec: MetricSpec, a: float, b: float) -> bool:
-    return a < b if spec.higher_is_better else a > b
-
-
 def _typed(records: Iterable[Record | Mapping[str, Any]]) -> Iterable[Record]:
     for rec in records:
         try:
@@ -246,8 +242,7 @@ def calibrate_runs(runs: Iterable[Iterable[Record | Mapping[str, Any]]], *, sour
         floor = max(margin.floor if margin is not None else 0.0, spreads[(model, precision, name)])
         proposed = bound(spec, observed, floor, headroom)
         cur = current[(model, precision, name)]
-        tighter = proposed > cur if spec.higher_is_better else proposed < cur
-        if not tighter:
+        if not spec.direction.worse(cur, proposed):  # not tighter than the current threshold
             unchanged += 1
             continue
         proposals.append(Proposal(model, precision, name, observed, where, cur, proposed))
@@ -278,9 +273,9 @@ def _scan(records: Iterable[Record | Mapping[str, Any]], worst: dict[tuple[str, 
             if not (math.isfinite(value) and math.isfinite(threshold)):
                 continue
             slot = (rec.model, rec.precision, spec.name)
-            if slot not in worst or _worse(spec, value, worst[slot][0]):
+            if slot not in worst or spec.direction.worse(value, worst[slot][0]):
                 worst[slot] = (value, f"{rec.variant} {key}")
-            if slot not in run_worst or _worse(spec, value, run_worst[slot]):
+            if slot not in run_worst or spec.direction.worse(value, run_worst[slot]):
                 run_worst[slot] = value
-            if slot not in current or _worse(spec, threshold, current[slot]):  # the loosest applied
+            if slot not in current or spec.direction.worse(threshold, current[slot]):  # the loosest applied
                 current[slot] = threshold

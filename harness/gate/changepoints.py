@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from harness.core.direction import Direction
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     import pandas as pd
@@ -112,7 +114,7 @@ def series_changes(series: pd.Series, variant: str, metric: str, *, higher_is_be
         end = (starts + [len(signal)])[k + 1]
         before = float(np.median(signal[prev:start]))
         after = float(np.median(signal[start:end]))
-        worse = None if higher_is_better is None else (after < before) == higher_is_better
+        worse = None if higher_is_better is None else Direction.of(higher_is_better).worse(after, before)
         finished, run_id = points[start]
         found.append(ChangePoint(variant, metric, start, run_id, finished, before, after, worse))
     return found

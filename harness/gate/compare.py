@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 import json
 import math
-import re
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
@@ -23,6 +22,9 @@ import numpy as np
 from harness.core import UsageError, did_you_mean
 from harness.core.compared import Compared
 from harness.gate.canary import widen
+from harness.metrics.registry import METRICS, Scope, perf_policies
+from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: the gate's API names it
+from harness.metrics.spec import percentile
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
     Stat,
@@ -39,8 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from harness.gate.canary import Drift
 
-MiB = 1024 * 1024
-
 #: With fewer calls than this on either side every latency statistic is INCONCLUSIVE:
 #: 8 blocks of 5 calls is the least that gives the rank test any power.
 MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
@@ -50,15 +50,9 @@ MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
 #: dev box, at 1.5x-30x the median), not the model.
 OUTLIER_FACTOR = 1.5
 
-_PERCENTILE_NAME = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
-
-
 def latency_stat(name: str) -> Stat | None:
     """What a latency policy name measures: ``pNN`` -> percentile NN, ``mean`` -> np.mean, else None."""
-    if name == "mean":
-        return np.mean
-    match = _PERCENTILE_NAME.fullmatch(name)
-    return float(match.group(1)) if match else None
+    return np.mean if name == "mean" else percentile(name)
 
 
 class Verdict(str, enum.Enum):
@@ -85,55 +79,14 @@ class EnvironmentMismatch(UsageError):
         super().__init__(f"environment differs from the baseline ({shown}); rerun on the baseline's machine or pass --force-env")
 
 
-@dataclass(frozen=True)
-class MetricPolicy:
-    """How one metric is judged.
-
-    ``min_effect`` is the smallest relative increase worth failing a build for;
-    ``min_abs`` an absolute floor on the increase (in the metric's unit) so small
-    numbers cannot trip a relative threshold; ``max_cv`` the largest block-median
-    coefficient of variation (latency only) at which the data are trusted at all.
-    ``advisory`` metrics are reported but never change the exit code.
-    """
-
-    name: str
-    kind: str  # "latency" | "memory" | "size" | "cold"
-    min_effect: float
-    min_abs: float = 0.0
-    alpha: float = 0.05
-    advisory: bool = False
-    max_cv: float = 0.10
-    #: an advisory percentile that gates after all where both runs measured it sharply: its
-    #: order-statistic interval narrower than ``min_effect`` (harness.perf.tail.precise_enough)
-    gate_when_precise: bool = False
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("latency", "memory", "size", "cold"):
-            raise UsageError(f"policy {self.name!r}: unknown kind {self.kind!r}")
-        if self.kind == "latency" and latency_stat(self.name) is None:
-            raise UsageError(f"latency policy {self.name!r}: name must be 'mean' or a percentile like 'p75'")
-        if not 0.0 <= self.min_effect <= 1.0:  # catches "5" meant as 5%
-            raise UsageError(f"policy {self.name!r}: min_effect must be a fraction in [0, 1] like 0.05, got {self.min_effect}")
-        if not 0.0 < self.alpha < 1.0:
-            raise UsageError(f"policy {self.name!r}: alpha must be in (0, 1), got {self.alpha}")
-
-
-#: The defaults and their reasons are documented in docs/perf-gate.md; the numbers
-#: come from scripts/bench_gate_power.py on a shared 2-core CPU box.
-DEFAULT_POLICIES: dict[str, MetricPolicy] = {
-    p.name: p
-    for p in (
-        MetricPolicy("p50", "latency", min_effect=0.05),
-        MetricPolicy("p90", "latency", min_effect=0.10),
-        MetricPolicy("p95", "latency", min_effect=0.10),
-        MetricPolicy("p99", "latency", min_effect=0.20, advisory=True, gate_when_precise=True),
-        MetricPolicy("mean", "latency", min_effect=0.05, advisory=True),
-        MetricPolicy("peak_rss_bytes", "memory", min_effect=0.05, min_abs=32 * MiB),
-        MetricPolicy("artifact_bytes", "size", min_effect=0.01),
-        MetricPolicy("cold_start_ms.load", "cold", min_effect=0.25, advisory=True),
-        MetricPolicy("cold_start_ms.first_inference", "cold", min_effect=0.25, advisory=True),
-    )
-}
+#: The gate's default policy per metric, derived from the metric registry: each is declared on its
+#: budget (``MetricSpec.perf_gate``: ``p50`` on ``p50_ms``, ``peak_rss_bytes`` on ``peak_rss_mb``).
+#: The defaults and their reasons are documented in docs/perf-gate.md (its table is generated from
+#: the registry); the numbers come from scripts/bench_gate_power.py on a shared 2-core CPU box.
+DEFAULT_POLICIES: dict[str, MetricPolicy] = perf_policies()
+#: a budget's name -> the gate's name of its number (``p50_ms`` -> ``p50``): ``--threshold`` takes either
+_BY_BUDGET: dict[str, str] = {spec.name: spec.gate_name for spec in METRICS.of(Scope.PERF_BUDGET)
+                              if spec.perf_gate is not None}
 
 
 def merge_policies(policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None) -> dict[str, MetricPolicy]:
@@ -148,7 +101,8 @@ def merge_policies(policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy]
 
 
 def parse_threshold(text: str) -> MetricPolicy:
-    """``p50=8%`` or ``p50=0.08`` -> the default p50 policy with that effect threshold.
+    """``p50=8%`` or ``p50=0.08`` -> the default p50 policy with that effect threshold. The
+    budget's name says the same (``p50_ms=8%``, ``peak_rss_mb=10%``): one declaration, two names.
 
     Lets a shared CI runner loosen a threshold to its measured noise without code.
     """
@@ -156,10 +110,12 @@ def parse_threshold(text: str) -> MetricPolicy:
     name = name.strip()
     if not sep or not value.strip():
         raise UsageError(f"--threshold {text!r}: expected NAME=FRACTION, e.g. p50=0.08 or p50=8%")
+    name = _BY_BUDGET.get(name, name)
     if name not in DEFAULT_POLICIES:
+        known = [*DEFAULT_POLICIES, *_BY_BUDGET]
         raise UsageError(
-            f"--threshold: unknown metric {name!r}{did_you_mean(name, DEFAULT_POLICIES)}; "
-            f"valid: {', '.join(DEFAULT_POLICIES)}"
+            f"--threshold: unknown metric {name!r}{did_you_mean(name, known)}; "
+            f"valid: {', '.join(f'{n} ({b})' for b, n in _BY_BUDGET.items())}"
         )
     raw = value.strip()
     try:
@@ -213,8 +169,13 @@ class Comparison:
     coverage_gated: bool = True
     #: variant -> what its canaries said about the machine (``harness.gate.canary.Drift.as_dict``)
     drift: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: "unpaired" (recorded runs) or "paired" (re-timed interleaved in this job)
+    #: "unpaired" (recorded runs), "paired" (every latency metric re-timed interleaved in this job,
+    #: ``harness.gate.retime``) or "mixed" (some variants paired, the rest unpaired)
     mode: str = "unpaired"
+    #: why this mode: "paired: 4 variants re-timed interleaved ..." / "unpaired: blessed artifacts ..."
+    mode_reason: str = ""
+    #: variant -> how its latency was judged ("paired: ..." or "unpaired: <why not paired>")
+    pairing: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -243,7 +204,7 @@ class Comparison:
                         self.coverage_gated)
 
     def notes(self) -> list[str]:
-        out: list[str] = []
+        out: list[str] = [self.mode_reason] if self.mode_reason else []
         if self.env_differences:
             prefix = "environment forced despite differences" if self.forced_env else "environment differs"
             out.append(f"{prefix}: " + "; ".join(self.env_differences))
@@ -255,7 +216,7 @@ class Comparison:
         if drifted:
             out.append(f"machine drift (canary) for {len(drifted)} variant(s), their latency INCONCLUSIVE: "
                        + "; ".join(f"{v}: {self.drift[v]['reason']}" for v in drifted[:3]))
-        elif self.drift and self.mode == "unpaired":
+        elif self.drift and self.mode != "paired":
             spreads = [d["between_sd"] for d in self.drift.values()]
             out.append(f"unpaired: between-run spread {min(spreads):.1%}-{max(spreads):.1%} (canary) added to every "
                        "latency interval")
@@ -274,6 +235,8 @@ class Comparison:
             "forced_env": self.forced_env,
             "compared": self.compared.as_dict(),
             "mode": self.mode,
+            "mode_reason": self.mode_reason,
+            "pairing": dict(self.pairing),
             "drift": dict(self.drift),
         }
 

@@ -25,7 +25,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.gate.compare import MetricPolicy, Verdict, decide, latency_stat, merge_policies
+from harness.gate.compare import Verdict, decide, latency_stat, merge_policies
+from harness.metrics.spec import MetricPolicy
 
 #: fewer pairs than this cannot reach significance with the signed-rank test at alpha 0.01
 MIN_PAIRS = 8

@@ -1,8 +1,9 @@
 """Decoding loops that run the same way over every runner (PyTorch, ONNX Runtime, ...).
 
 ``settings`` (what to decode, mirrored to ``generate()`` kwargs), ``processors`` (score
-adjustments), ``steppers`` (one step over the exported graphs, cached or not),
-``search`` (greedy, beam), ``decode`` (batches of texts in, tokens and text out).
+adjustments), ``search`` (greedy, beam), ``decode`` (batches of texts in, tokens and text out).
+One step over the exported graphs, cached or not, is the family's stepper
+(``harness.families.steppers``, returned by ``Family.starter``).
 """
 
 from harness.generation.decode import Decoded, decode_texts, prompt_batch

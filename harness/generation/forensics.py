@@ -26,9 +26,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from harness.families.steppers import Starter
 from harness.generation.processors import process
 from harness.generation.settings import GenerationSettings
-from harness.generation.steppers import Starter
 
 #: A divergence "started from a near-tie" when the reference preferred its own token over the
 #: variant's by less than this many logits (= nats of log-probability: both tokens share the

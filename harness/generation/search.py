@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from harness.families.steppers import Start
 from harness.generation.processors import process
 from harness.generation.settings import GenerationSettings
-from harness.generation.steppers import Start
 
 _NEG = -1.0e9  # generate()'s "impossible" score
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core import Precision
+from harness.families.pooling import Pooling, pool
 from harness.judge.numeric import OutputResult
-from harness.zoo.minilm import Pooling, embedding_metrics, embedding_tolerance, pool
+from harness.zoo.minilm import embedding_metrics, embedding_tolerance
 
 OUTPUT = "sentence_embedding"
 

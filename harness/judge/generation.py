@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from harness.core import PROVIDERS, Check, Precision, Settings, Variant, precision_overrides
+from harness.core import Check, Precision, Settings, Variant, precision_overrides
 from harness.core.phases import phase
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
-from harness.generation.decode import DECODE_TORCH_THREADS
+from harness.judge.decoding import decode_parts, decode_threads
 from harness.metrics.registry import METRICS, Scope
 from harness.metrics.text import (
     corpus_scores,
@@ -34,7 +34,9 @@ from harness.metrics.text import (
     worst_pairs,
 )
 from harness.results.checks import CheckResult, raise_failures
-from harness.results.sections import Evidence, Generation
+from harness.results.sections import Generation
+from harness.runners import PROVIDERS
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
@@ -303,25 +305,10 @@ def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[in
             return _as_json(decode_texts(ws.backend(variant, model), model, family, variant, texts, settings,
                                          batch_size, decode_threads(ws)))
 
-        parts = _decode_parts(ws, model, family, indices, texts, settings, batch_size)
+        parts = decode_parts(ws, model, family, indices, texts, settings, batch_size)
         model.cache[key] = _decoded(ws.references.json(f"{model.name}-decode", parts, compute))
     decoded: Decoded = model.cache[key]
     return decoded
-
-
-def _decode_parts(ws: "Workspace", model: "LoadedModel", family: "Family", indices: Sequence[int],
-                  texts: Sequence[str], settings: GenerationSettings, batch_size: int) -> dict[str, Any]:
-    """What decides a decode besides the runner: model files, family and decoding code, the
-    texts with their corpus indices, settings, batch size and threads."""
-    from harness.core.cachedir import package_digest, source_digest
-    from harness.judge.refcache import texts_digest
-    from harness.judge.workspace import _model_files
-
-    return {"weights": model.weights_sha256, "model_files": _model_files(model),
-            "family": f"{type(family).__module__}.{type(family).__qualname__}",
-            "family_source": source_digest(type(family)), "indices": list(indices),
-            "texts": texts_digest(list(texts)), "settings": settings.describe(), "batch_size": batch_size,
-            "threads": decode_threads(ws), "decoding": package_digest("harness.generation")}
 
 
 def _decoded(value: Mapping[str, Any]) -> Decoded:
@@ -344,11 +331,11 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     backend = ws.backend(variant, model)
     wanted = family.generation_graphs(settings.use_cache)
     graphs = [g for g in family.graphs(model) if g.name in wanted]
-    keys = {g.name: backend.outputs_key(model, family, g, variant) for g in graphs}
+    keys = {g.name: backend.outputs_key(GraphRef(model, family, g, variant)) for g in graphs}
     if any(k is None for k in keys.values()):
         ws.before_session(backend, model, family, variant, graphs)
         return decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws))
-    parts = {**_decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
+    parts = {**decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
     fresh: list[Decoded] = []
 
     def compute() -> dict[str, Any]:
@@ -361,14 +348,9 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     if fresh:
         return fresh[0]
     decoded = _decoded(value)
-    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(model, family, g, variant).items()}
+    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(GraphRef(model, family, g, variant)).items()}
     decoded.replayed = True
     return decoded
-
-
-def decode_threads(ws: "Workspace") -> int:
-    """The run's ``--harness-threads`` if given, else the decoding default (see decode.py)."""
-    return ws.options.settings.threads or DECODE_TORCH_THREADS
 
 
 def corpus_for(model: "LoadedModel") -> "Corpus":
@@ -412,7 +394,9 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
         got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     with phase("metrics"):
         result = _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
-    if settings.use_cache and variant.backend != "torch":  # the variant's own cache, fed back (closed loop)
+    # the variant's own cache, fed back (closed loop): a backend running the PyTorch module itself
+    # decodes with transformers' cache, the reference's own code
+    if settings.use_cache and not ws.backend(variant, model).uses_torch_module:
         with phase("variant"):
             _add_cached_decoding(ws, model, family, variant, reference, texts, settings, int(wanted["batch_size"]),
                                  result)
@@ -520,49 +504,3 @@ def record(case: Any, result: GenerationResult) -> None:
         result.coverage.write(case.data)
 
 
-def judge(case: Any, request: GenerationRequest | None = None, family: "Family | None" = None) -> GenerationResult:
-    """Generation parity for the case's variant, recorded into the case; ``assert_ok()`` gates it."""
-    assert case.variant is not None, "generation parity needs a variant"
-    try:
-        result = generation_parity(case.workspace, case.variant, request, family)
-    except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
-        if case.workspace.options.settings.repro_bundles != "off":
-            _error_bundle(case, request, family, exc)
-        raise
-    record(case, result)
-    if not result.passed and case.workspace.options.settings.repro_bundles != "off":
-        from harness.repro.generation import write_generation_bundle
-
-        ws = case.workspace
-        model = ws.model(case.variant.model)
-        with phase("metrics"):  # writing the evidence of a verdict
-            try:
-                bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
-                                                 family or ws.family(model), result, ws.options.settings.repro_bundles)
-            except Exception as exc:  # noqa: BLE001 - best-effort evidence: the gate's verdict stands either way
-                from harness.core import describe_error
-
-                Evidence(bundle_error=describe_error(exc)).write(case.data)
-                bundle = None
-        if bundle is not None:
-            Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)
-    return result
-
-
-def _error_bundle(case: Any, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
-    """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
-    record; best-effort: the case's own error is what the record must say."""
-    from harness.repro.error_decode import write_decode_error_bundle
-
-    ws = case.workspace
-    try:
-        model = ws.model(case.variant.model)
-        wanted, settings, indices, texts = decode_plan(ws, model, request)
-        with phase("metrics"):  # writing the evidence of a verdict
-            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
-                                               family or ws.family(model), settings, indices, texts,
-                                               int(wanted["batch_size"]), exc, ws.options.settings.repro_bundles)
-    except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
-        return
-    if bundle is not None:
-        Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)

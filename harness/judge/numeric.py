@@ -8,18 +8,17 @@ is over the whole corpus, and the worst element is reported in corpus coordinate
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.core import Precision, Tolerance, Variant
+from harness.core import Check, Precision, Tolerance, Variant
 from harness.core.phases import phase
-from harness.judge.pipeline import GraphJudgement, SideOutputs, close_stage, write_side_outputs  # the stages
 from harness.judge.tolerances import tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
+from harness.metrics.registry import METRICS
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 Batch = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray], Mapping[str, "np.ndarray | None"]]
 
 
-__all__ = ["CheckResult", "Failure", "GateFailure", "OutputResult", "ParityResult", "numeric_parity"]
+__all__ = ["CheckResult", "Failure", "GateFailure", "OutputResult", "ParityResult", "SideOutputs"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,15 @@ class OutputResult:
         return [Failure(self.graph, self.output, c.metric, self.metrics[c.metric], c.threshold, c.symbol, where)
                 for c in self.tolerance.checks
                 if c.metric in self.metrics and not c.passes(self.metrics[c.metric])]
+
+
+@dataclass
+class SideOutputs:
+    """What the side-output stages wrote, by graph: read by the record stage."""
+
+    dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
+    bundles: dict[str, str] = field(default_factory=dict)  # graph -> its repro bundle directory
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # graph -> profiling summary
 
 
 @dataclass
@@ -197,10 +205,8 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
     with phase("metrics"):
         results = _results(graph, collectors, precision, overrides)
     if probes:  # shape coverage: every probe must run (its numbers are judged with the corpus's above)
-        from harness.core import Check
-
         coverage = OutputResult(graph.name, "shapes", {"shape_failures": float(len(broken))}, None, (),
-                                Tolerance((Check("shape_failures", 0.0),)), len(probes))
+                                Tolerance((_lint_gate("shape_failures"),)), len(probes))
         coverage.where = "; ".join(broken) or "n/a"
         results.append(coverage)
     return results
@@ -217,6 +223,13 @@ def _results(graph: "GraphSpec", collectors: Mapping[str, "_Collector"], precisi
     return results
 
 
+def _lint_gate(name: str) -> Check:
+    """An artifact lint count's gate, as declared (the same threshold at every precision: 0)."""
+    check = METRICS[name].default_check(Precision.FP32)
+    assert check is not None, f"{name} declares a default threshold"
+    return check
+
+
 def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
                 input_map: Mapping[str, str] | None = None) -> OutputResult:
     """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``): training-mode
@@ -224,19 +237,18 @@ def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
     declares them as different lengths (``input_map``: reference input -> the file's name)."""
     import onnx
 
-    from harness.core import Check
     from harness.export.lint import tied_axes, training_mode_nodes
 
     proto = onnx.load(str(path), load_external_data=False)
     nodes = training_mode_nodes(proto)
     where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else ""
     metrics = {"training_mode_ops": float(len(nodes))}
-    checks = [Check("training_mode_ops", 0.0)]
+    checks = [_lint_gate("training_mode_ops")]
     if graph is not None:
         declared = {n: dict(graph.dynamic_axes.get(n, {})) for n in graph.input_names}
         tied = tied_axes(proto, declared, dict(input_map or {}))
         metrics["tied_axes"] = float(len(tied))
-        checks.append(Check("tied_axes", 0.0))
+        checks.append(_lint_gate("tied_axes"))
         if tied:
             where = "; ".join(filter(None, [where, "one dynamic axis for different lengths: " + "; ".join(tied)]))
     result = OutputResult(graph_name, "artifact", metrics, None, (), Tolerance(tuple(checks)), 1)
@@ -292,7 +304,9 @@ def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
     out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
            (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
     if variant is not None:
-        declared = ws.runtime_for(variant).trt_profile
+        from harness.runners.trt_profile import TensorRTSettings
+
+        declared = ws.runtime_for(variant).of(TensorRTSettings).trt_profile
         rng = declared.get(f"{graph.name}.input_ids") or declared.get("input_ids")
         if rng is not None and len(rng.max) == 2:
             out += [(f"TensorRT profile {what} {dims[0]}x{dims[1]}", dims[0], dims[1])
@@ -353,7 +367,7 @@ def unfused_twin(ws: "Workspace", variant: Variant) -> Variant | None:
     backend = backends().get(variant.backend)
     if backend is None or "graph_optimization" not in backend.runtime_settings:
         return None
-    if ws.runtime_for(variant).graph_optimization == "disabled":
+    if ws.runtime_for(variant).value("graph_optimization") == "disabled":
         return None
     axes = tuple((k, v) for k, v in variant.runtime if k != "graph_optimization") + (("graph_optimization", "disabled"),)
     return Variant(variant.model, variant.precision, variant.provider, axes)
@@ -372,97 +386,3 @@ def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", gra
         twin_runner.close()
     judged = run_graph_parity(runner, graph, twin_batches, variant.precision, model.spec.tolerances)
     return [replace(o, output=f"{o.output}{UNFUSED_SUFFIX}") for o in judged]
-
-
-def write_error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedModel", family: "Family",
-                           backend: Any, graph: "GraphSpec", exc: BaseException, case_dir: Path) -> Path | None:
-    """The error bundle (``harness.repro.error``) of a graph whose artifact raised ``exc``, named
-    on the exception (``harness_repro_bundles``) for the case's record; None when not written
-    (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
-    case's own error is what the record must say."""
-    mode = ws.options.settings.repro_bundles
-    if mode == "off":
-        return None
-    try:
-        from harness.repro.error import write_error_bundle
-
-        files = backend.artifacts(model, family, graph, variant)
-        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
-                and str(i.get("path", "")).endswith(".onnx")]
-        if len(onnx) != 1:
-            return None
-        batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
-        with phase("metrics"):
-            bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
-                                        artifact=onnx[0], batches=batches, exc=exc,
-                                        runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
-                                        mode=mode)
-    except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
-        return None
-    if bundle is not None:
-        named = dict(getattr(exc, "harness_repro_bundles", {}) or {})
-        named[graph.name] = str(bundle)
-        try:
-            exc.harness_repro_bundles = named  # type: ignore[attr-defined]
-        except AttributeError:  # an exception type without a __dict__
-            return bundle
-    return bundle
-
-
-def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
-                   dump_dir: Path | None = None) -> ParityResult:
-    """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
-    saved there (inputs, reference and variant outputs) for reproduction, and a graph whose
-    artifact the runtime refuses gets an error bundle (``write_error_bundle_for``)."""
-    judging: list["GraphSpec"] = []  # the graph being judged when an exception escapes
-    try:
-        return _numeric_parity(ws, variant, family, dump_dir, judging)
-    except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
-        if dump_dir is not None and judging and not isinstance(exc, GateFailure):
-            model = ws.model(variant.model)
-            write_error_bundle_for(ws, variant, model, family or ws.family(model), ws.backend(variant, model),
-                                   judging[-1], exc, dump_dir)
-        raise
-
-
-def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
-                    judging: list["GraphSpec"]) -> ParityResult:
-    """The pipeline's stages per graph: resolve (the workspace's source serves the backend), run and
-    compare, the unfused twin's comparison, then the side outputs (``harness.judge.pipeline``)."""
-    model = ws.model(variant.model)
-    family = family or ws.family(model)
-    backend = ws.backend(variant, model, profile_dir=dump_dir)
-    result = ParityResult(variant.id)
-    for graph in family.graphs(model):
-        judging.append(graph)
-        batches = ws.parity_batches(model, family, graph)
-        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
-        start = time.perf_counter()
-        # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
-        runner = ws.variant_runner(backend, model, family, graph, variant,
-                                   [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
-        result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
-        result.artifacts.update(backend.artifacts(model, family, graph, variant))
-        if runner.replayed:
-            result.replayed.append(graph.name)
-        if runner.path:  # a runner of a file graph: lint the file
-            result.outputs.append(lint_result(graph.name, runner.path, graph))
-        start = time.perf_counter()
-        try:
-            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
-                                      probes=probes, shapes=result.shapes)
-            result.outputs += judged
-            twin = unfused_twin(ws, variant)
-            if twin is not None:
-                result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
-            if dump_dir is not None:
-                # rows are numbered over the corpus batches, then the shape probes (as they were judged)
-                write_side_outputs(ws, variant, model, GraphJudgement(graph, runner, [*batches, *(b for _, b in probes)],
-                                                                      judged), dump_dir, result.side)
-        finally:
-            close_stage(runner, graph.name, result.side)
-        result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
-    from harness.judge.coverage import numeric_coverage
-
-    result.coverage = numeric_coverage(family, family.graphs(model), result.outputs, family.task(model.config))
-    return result

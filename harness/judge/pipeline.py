@@ -12,21 +12,41 @@ stages below as one :class:`GraphJudgement`, so a failing ``harness check`` leav
 as a failing suite case: the worst batch as ``.npz``, a repro bundle ``harness repro`` re-judges
 without the model or the cache, the profiling summary. Side outputs are stages here, never calls
 hidden inside a comparison: ``run_graph_parity`` only compares.
+
+This module is the case: ``numeric_parity`` (a numeric case's graphs through every stage) and
+``generation_case`` (a generation case's) run the comparisons of ``judge.numeric`` /
+``judge.generation``, which write nothing, and then the evidence writers of ``harness.repro``.
+So it sits above both (tests/test_import_layers.py): the comparisons never import a bundle writer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from harness.core import Variant
 from harness.core.phases import phase
+from harness.judge.generation import GenerationRequest, GenerationResult, decode_plan, generation_parity
+from harness.judge.generation import record as record_generation
+from harness.judge.numeric import (
+    GateFailure,
+    ParityResult,
+    SideOutputs,
+    against_unfused,
+    lint_result,
+    probe_batches,
+    run_graph_parity,
+    unfused_twin,
+)
+from harness.results.sections import Evidence
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from harness.core import Variant
-    from harness.families import GraphSpec
+    from harness.families import Family, GraphSpec
     from harness.judge.numeric import Batch, OutputResult
     from harness.judge.workspace import Workspace
     from harness.repro import EmbeddingDerived
@@ -55,15 +75,6 @@ class GraphJudgement:
         probe the runtime refused is its rerun's job, a derived vector counts when bundled with it)."""
         own = set(self.graph.output_names)
         return any(o.failures() for o in self.outputs if o.output in own or self.embedding is not None)
-
-
-@dataclass
-class SideOutputs:
-    """What the side-output stages wrote, by graph: read by the record stage."""
-
-    dumps: dict[str, str] = field(default_factory=dict)  # graph -> .npz of its worst failing batch
-    bundles: dict[str, str] = field(default_factory=dict)  # graph -> its repro bundle directory
-    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # graph -> profiling summary
 
 
 def write_side_outputs(ws: Workspace, variant: Variant, model: LoadedModel, judged: GraphJudgement,
@@ -148,5 +159,151 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
         into.profiles[graph] = summarise_trace(trace)
 
 
+def error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedModel", family: "Family",
+                           backend: Any, graph: "GraphSpec", exc: BaseException, case_dir: Path) -> Path | None:
+    """The error bundle (``harness.repro.error``) of a graph whose artifact raised ``exc``, named
+    on the exception (``harness_repro_bundles``) for the case's record; None when not written
+    (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
+    case's own error is what the record must say."""
+    mode = ws.options.settings.repro_bundles
+    if mode == "off":
+        return None
+    try:
+        from harness.repro.error import write_error_bundle
+
+        files = backend.artifacts(GraphRef(model, family, graph, variant))
+        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
+                and str(i.get("path", "")).endswith(".onnx")]
+        if len(onnx) != 1:
+            return None
+        batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
+        with phase("metrics"):
+            bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
+                                        artifact=onnx[0], batches=batches, exc=exc,
+                                        runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
+                                        mode=mode)
+    except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
+        return None
+    if bundle is not None:
+        named = dict(getattr(exc, "harness_repro_bundles", {}) or {})
+        named[graph.name] = str(bundle)
+        try:
+            exc.harness_repro_bundles = named  # type: ignore[attr-defined]
+        except AttributeError:  # an exception type without a __dict__
+            return bundle
+    return bundle
+
+
+def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
+                   dump_dir: Path | None = None) -> ParityResult:
+    """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
+    saved there (inputs, reference and variant outputs) for reproduction, and a graph whose
+    artifact the runtime refuses gets an error bundle (``error_bundle_for``)."""
+    judging: list["GraphSpec"] = []  # the graph being judged when an exception escapes
+    try:
+        return _numeric_parity(ws, variant, family, dump_dir, judging)
+    except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
+        if dump_dir is not None and judging and not isinstance(exc, GateFailure):
+            model = ws.model(variant.model)
+            error_bundle_for(ws, variant, model, family or ws.family(model), ws.backend(variant, model),
+                                   judging[-1], exc, dump_dir)
+        raise
+
+
+def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
+                    judging: list["GraphSpec"]) -> ParityResult:
+    """The pipeline's stages per graph: resolve (the workspace's source serves the backend), run and
+    compare, the unfused twin's comparison, then the side outputs (``harness.judge.pipeline``)."""
+    model = ws.model(variant.model)
+    family = family or ws.family(model)
+    backend = ws.backend(variant, model, profile_dir=dump_dir)
+    result = ParityResult(variant.id)
+    for graph in family.graphs(model):
+        judging.append(graph)
+        batches = ws.parity_batches(model, family, graph)
+        probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
+        start = time.perf_counter()
+        # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
+        runner = ws.variant_runner(backend, model, family, graph, variant,
+                                   [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
+        result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
+        result.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
+        if runner.replayed:
+            result.replayed.append(graph.name)
+        if runner.path:  # a runner of a file graph: lint the file
+            result.outputs.append(lint_result(graph.name, runner.path, graph))
+        start = time.perf_counter()
+        try:
+            judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,
+                                      probes=probes, shapes=result.shapes)
+            result.outputs += judged
+            twin = unfused_twin(ws, variant)
+            if twin is not None:
+                result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
+            if dump_dir is not None:
+                # rows are numbered over the corpus batches, then the shape probes (as they were judged)
+                write_side_outputs(ws, variant, model, GraphJudgement(graph, runner, [*batches, *(b for _, b in probes)],
+                                                                      judged), dump_dir, result.side)
+        finally:
+            close_stage(runner, graph.name, result.side)
+        result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
+    from harness.judge.coverage import numeric_coverage
+
+    result.coverage = numeric_coverage(family, family.graphs(model), result.outputs, family.task(model.config))
+    return result
+
+
+# -- a generation case ----------------------------------------------------------------------------------
+def generation_case(case: Any, request: GenerationRequest | None = None,
+                    family: "Family | None" = None) -> GenerationResult:
+    """A generation case's stages: decode and compare (``judge.generation.generation_parity``), record
+    into the case, then the side outputs (a failing case's generation bundle, an erroring one's decode
+    error bundle); ``assert_ok()`` gates it. ``harness.testing.judge`` is this function."""
+    assert case.variant is not None, "generation parity needs a variant"
+    try:
+        result = generation_parity(case.workspace, case.variant, request, family)
+    except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
+        if case.workspace.options.settings.repro_bundles != "off":
+            _decode_error_bundle(case, request, family, exc)
+        raise
+    record_generation(case, result)
+    if not result.passed and case.workspace.options.settings.repro_bundles != "off":
+        from harness.repro.generation import write_generation_bundle
+
+        ws = case.workspace
+        model = ws.model(case.variant.model)
+        with phase("metrics"):  # writing the evidence of a verdict
+            try:
+                bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+                                                 family or ws.family(model), result, ws.options.settings.repro_bundles)
+            except Exception as exc:  # noqa: BLE001 - best-effort evidence: the gate's verdict stands either way
+                from harness.core import describe_error
+
+                Evidence(bundle_error=describe_error(exc)).write(case.data)
+                bundle = None
+        if bundle is not None:
+            Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)
+    return result
+
+
+def _decode_error_bundle(case: Any, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
+    """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
+    record; best-effort: the case's own error is what the record must say."""
+    from harness.repro.error_decode import write_decode_error_bundle
+
+    ws = case.workspace
+    try:
+        model = ws.model(case.variant.model)
+        wanted, settings, indices, texts = decode_plan(ws, model, request)
+        with phase("metrics"):  # writing the evidence of a verdict
+            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+                                               family or ws.family(model), settings, indices, texts,
+                                               int(wanted["batch_size"]), exc, ws.options.settings.repro_bundles)
+    except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
+        return
+    if bundle is not None:
+        Evidence(repro_bundles={"generation": str(bundle)}).write(case.data)
+
+
 __all__ = ["GraphError", "GraphJudgement", "SideOutputs", "bundle_stage", "close_stage", "dump_stage",
-           "error_bundle_stage", "write_side_outputs"]
+           "error_bundle_for", "error_bundle_stage", "generation_case", "numeric_parity", "write_side_outputs"]

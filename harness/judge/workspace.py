@@ -7,7 +7,7 @@ shared across processes through the on-disk cache.
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -17,10 +17,12 @@ import torch
 from harness.core import RunOptions, Variant
 from harness.core.cachedir import source_digest
 from harness.core.phases import phase
-from harness.core.runtime import RuntimeSettings
+from harness.core.runtime import SECTIONS, RuntimeSettings
 from harness.data.corpus import Corpus
 from harness.export.artifacts import ExportSettings
 from harness.export.cache import ArtifactCache
+from harness.export.reduce_range import ReduceRange
+from harness.export.reduce_range import resolve as resolve_reduce_range
 from harness.families import Family, GraphSpec, family_for
 from harness.families.base import to_torch
 from harness.judge.refcache import (
@@ -32,7 +34,7 @@ from harness.judge.refcache import (
     texts_digest,
 )
 from harness.runners import Backend, backends
-from harness.runners.base import BackendContext
+from harness.runners.base import BackendContext, GraphRef
 from harness.runners.prebuilt import PrebuiltGraphs
 from harness.runners.source import ArtifactSource, serving_backend
 from harness.zoo.base import ModelCatalog, ModelSpec, cache_root
@@ -125,7 +127,7 @@ class Workspace:
         from harness.core.rss import release_freed_memory
 
         for graph in graphs if graphs is not None else family.graphs(model):
-            backend.artifacts(model, family, graph, variant)
+            backend.artifacts(GraphRef(model, family, graph, variant))
         if model.release_module():
             release_freed_memory()
 
@@ -231,16 +233,16 @@ class Workspace:
 
     def _variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
                         variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
-        key = backend.outputs_key(model, family, graph, variant)
+        key = backend.outputs_key(GraphRef(model, family, graph, variant))
         if key is None:
             self.before_session(backend, model, family, variant, [graph])
-            return backend.load(model, family, graph, variant)
+            return backend.load(GraphRef(model, family, graph, variant))
         digests = [_digest(f) for f in feeds]
         parts = {**self._reference_parts(model, family, graph), "variant": key, "feeds": digests}
 
         def compute() -> list[dict[str, np.ndarray]]:
             self.before_session(backend, model, family, variant, [graph])
-            runner = backend.load(model, family, graph, variant)
+            runner = backend.load(GraphRef(model, family, graph, variant))
             outs: list[dict[str, np.ndarray]] = []
             try:
                 for f in feeds:
@@ -255,8 +257,8 @@ class Workspace:
         label = f"{model.name}-{graph.name}-{variant.precision.value}-{variant.provider.short}"
         misses = self.references.misses
         outs = self.references.arrays(label, parts, compute)
-        artifact = backend.artifacts(model, family, graph, variant).get(f"{graph.name}/model.onnx")
-        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(model, family, graph, variant),
+        artifact = backend.artifacts(GraphRef(model, family, graph, variant)).get(f"{graph.name}/model.onnx")
+        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(GraphRef(model, family, graph, variant)),
                             path=artifact["path"] if artifact else None, replayed=self.references.misses == misses)
 
     def _reference_parts(self, model: LoadedModel, family: Family, graph: GraphSpec) -> dict[str, Any]:
@@ -274,6 +276,7 @@ class Workspace:
         settings = ExportSettings(opset=self.options.settings.opset, exporter=self.options.exporter,
                                   fp16_op_block_list=blocked,
                                   int8_per_channel=self.options.settings.int8_per_channel or spec.int8_per_channel,
+                                  int8_reduce_range=self.reduce_range.enabled,
                                   int8_calibration=self.options.settings.int8_calibration,
                                   calibration_texts=tuple(self.calibration_texts(model)),
                                   calibration_batch_size=self.options.settings.batch_size,
@@ -285,6 +288,11 @@ class Workspace:
         if model.spec.exporter and not self.options.explicit_exporter:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings
+
+    @property
+    def reduce_range(self) -> ReduceRange:
+        """The run's effective INT8 ``reduce_range`` and why (``harness.export.reduce_range``)."""
+        return resolve_reduce_range(self.options.settings.int8_reduce_range)
 
     def calibration_texts(self, model: LoadedModel) -> list[str]:
         """Static INT8 calibration sentences: the corpus sentences *after* the judged ones, so
@@ -309,18 +317,33 @@ class Workspace:
             runtime = replace(runtime, intra_op_threads=self.options.settings.threads)
         if runtime.inter_op_threads is None and self.options.settings.inter_threads:
             runtime = replace(runtime, inter_op_threads=self.options.settings.inter_threads)
+        if self.options.runtime == RuntimeSettings():  # RunOptions built directly: its settings say it
+            runtime = runtime.merged(self._section_settings(runtime))
         backend = backends().get(variant.backend)
-        honoured = backend.runtime_settings if backend is not None else frozenset()
-        defaults = RuntimeSettings()
-        return replace(runtime, **{f.name: getattr(defaults, f.name) for f in fields(RuntimeSettings)
-                                   if f.name not in honoured})
+        return runtime.only(backend.runtime_settings if backend is not None else frozenset())
+
+    def _section_settings(self, runtime: RuntimeSettings) -> dict[str, Any]:
+        """The backends' section fields (not axes: the variant carries those) that ``settings`` sets
+        away from their defaults and ``runtime`` leaves at them -- what ``build_options`` would have
+        resolved for a RunOptions built without it (scripts, tests)."""
+        out: dict[str, Any] = {}
+        for cls in SECTIONS.values():
+            defaults = cls()
+            for option_name, name in cls.options().items():
+                info = cls.info(name)
+                raw = getattr(self.options.settings, option_name)
+                if info.axis is not None or raw is None or runtime.value(name) != getattr(defaults, name):
+                    continue
+                value = info.parse(list(raw) if isinstance(raw, tuple) else raw, option_name)
+                if value != getattr(defaults, name):
+                    out[name] = value
+        return out
 
     def backend(self, variant: Variant, model: LoadedModel, profile_dir: Path | None = None) -> Backend:
         runtime = self.runtime_for(variant, model)
         ctx = BackendContext(self.artifacts, self.settings_for(model), runtime.intra_op_threads,
-                             runtime.inter_op_threads,
-                             trt_max_batch=self.options.settings.trt_max_batch or self.options.settings.batch_size,
-                             trt_max_seq=self.options.settings.trt_max_seq, cache_dir=self.cache_dir, runtime=runtime,
+                             runtime.inter_op_threads, cache_dir=self.cache_dir, runtime=runtime,
+                             batch_size=self.options.settings.batch_size,
                              profile_dir=profile_dir if runtime.profile else None)
         return serving_backend(self.source, backends()[variant.backend], ctx)
 

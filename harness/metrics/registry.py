@@ -21,12 +21,14 @@ a broken export decodes garbage (BLEU < 10).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from harness.core import Precision
+from harness.core import Check, Precision
 from harness.metrics.spec import (
     TOLERANCE_SCOPES,
     Direction,
     Margin,
+    MetricPolicy,
     MetricRegistry,
     MetricSpec,
     Outputs,
@@ -35,8 +37,9 @@ from harness.metrics.spec import (
     Thresholds,
 )
 
-__all__ = ["METRICS", "TOLERANCE_SCOPES", "Direction", "Margin", "MetricRegistry", "MetricSpec", "Outputs", "PerfReading",
-           "Scope", "Thresholds", "budget_names", "metric", "tensor_metric_names", "tolerance_names"]
+__all__ = ["METRICS", "TOLERANCE_SCOPES", "Direction", "Margin", "MetricPolicy", "MetricRegistry", "MetricSpec",
+           "Outputs", "PerfReading", "Scope", "Thresholds", "budget_names", "gate", "metric", "perf_policies",
+           "tensor_metric_names", "tolerance_names"]
 
 HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
 MiB = float(2 ** 20)
@@ -63,15 +66,19 @@ def _text(name: str, direction: Direction, description: str, unit: str = "",
 
 
 def _budget(name: str, label: str, unit: str, measured_by: str, *paths: tuple[str, ...],
-            divisor: float = 1.0, description: str) -> MetricSpec:
-    return MetricSpec(name, LOWER, Scope.PERF_BUDGET, description, unit, reading=PerfReading(paths, divisor),
+            divisor: float = 1.0, description: str, gate: str = "", **policy: Any) -> MetricSpec:
+    """A budget; ``gate`` (a kind: latency, memory, size, cold) and ``policy`` (``MetricPolicy``'s
+    knobs) say how the perf gate judges its number against a baseline, under the name the gate
+    reads it by (``MetricSpec.gate_name``)."""
+    spec = MetricSpec(name, LOWER, Scope.PERF_BUDGET, description, unit, reading=PerfReading(paths, divisor),
                       measured_by=measured_by, label=label)
+    return replace(spec, perf_gate=MetricPolicy(spec.gate_name, gate, **policy)) if gate else spec
 
 
-def _latency(stat: str, what: str) -> MetricSpec:
+def _latency(stat: str, what: str, **policy: Any) -> MetricSpec:
     return _budget(f"{stat}_ms", f"latency {stat}", "ms", "test_latency", ("latency_ms", "summary", stat),
                    description=f"{what} per-call latency of `latency_ms` (entry graph, first batch size x "
-                               "sequence length)")
+                               "sequence length)", gate="latency", **policy)
 
 
 def _generation_step(key: str, label: str) -> MetricSpec:
@@ -180,24 +187,31 @@ METRICS = MetricRegistry([
     _gen("gen_token_exact_match_long", HIGHER, "gen_token_exact_match on the 30+ word sentences.", "fraction"),
     _gen("gen_bleu_vs_torch_long", HIGHER, "gen_bleu_vs_torch on the 30+ word sentences.", "BLEU (0-100)"),
     # -- perf budgets (suites/test_perf.py; harness/perf/budgets.py enforces them) ----------------------------
-    _latency("p50", "Median"),
-    _latency("p90", "90th percentile"),
-    _latency("p95", "95th percentile"),
-    _latency("p99", "99th percentile"),
-    _latency("mean", "Mean"),
+    # With the perf gate's policy of each number against a baseline (harness.gate.compare; the defaults
+    # and their reasons are in docs/perf-gate.md, the numbers from scripts/bench_gate_power.py on a
+    # shared 2-core CPU box). A latency policy judges its statistic of every latency_ms* series.
+    _latency("p50", "Median", min_effect=0.05),
+    _latency("p90", "90th percentile", min_effect=0.10),
+    _latency("p95", "95th percentile", min_effect=0.10),
+    _latency("p99", "99th percentile", min_effect=0.20, advisory=True, gate_when_precise=True),
+    _latency("mean", "Mean", min_effect=0.05, advisory=True),
     _budget("load_ms", "cold-start load", "ms", "test_cold_start_memory", ("cold_start_ms", "load"),
-            description="Fresh process: sessions created / weights loaded, every graph (median over processes)"),
+            description="Fresh process: sessions created / weights loaded, every graph (median over processes)",
+            gate="cold", min_effect=0.25, advisory=True),
     _budget("first_inference_ms", "cold-start first inference", "ms", "test_cold_start_memory",
             ("cold_start_ms", "first_inference"),
-            description="Fresh process: the first call of every graph (median over processes)"),
+            description="Fresh process: the first call of every graph (median over processes)",
+            gate="cold", min_effect=0.25, advisory=True),
     _budget("cold_start_ms", "cold start (load + first inference)", "ms", "test_cold_start_memory",
             ("cold_start_ms", "load"), ("cold_start_ms", "first_inference"),
             description="Fresh process: loaded and answered once, load_ms + first_inference_ms"),
     _budget("peak_rss_mb", "peak RSS (MiB)", "MiB", "test_cold_start_memory", ("peak_rss_bytes",), divisor=MiB,
-            description="Peak resident memory of a fresh process that loaded the variant and ran it"),
+            description="Peak resident memory of a fresh process that loaded the variant and ran it",
+            gate="memory", min_effect=0.05, min_abs=32 * MiB),
     _budget("artifact_mb", "artifact size (MiB)", "MiB", "test_cold_start_memory", ("artifact_bytes",),
             divisor=MiB, description="Bytes on disk of what the variant ships (ONNX files with external data, or "
-                                     "the PyTorch weight files)"),
+                                     "the PyTorch weight files)",
+            gate="size", min_effect=0.01),
     _generation_step("ttft", "time to first token"),
     _generation_step("tpot", "time per output token"),
 ])
@@ -280,6 +294,20 @@ if _MARGINS:  # pragma: no cover - a typo in the table above
 def metric(name: str) -> MetricSpec:
     """The declaration of ``name``; an unknown name is a UsageError with a did-you-mean."""
     return METRICS.lookup(name)
+
+
+def gate(name: str, threshold: float) -> Check:
+    """The check on ``name`` at ``threshold``, built by its declaration (``MetricSpec.check``). A
+    name qualified by the part of a case it gates (``cached_decoding.logits.cosine``) is the
+    metric after the last dot; an unknown metric is a UsageError with a did-you-mean."""
+    within, _, base = name.rpartition(".")
+    return metric(base).check(threshold, within=within)
+
+
+def perf_policies() -> dict[str, MetricPolicy]:
+    """The perf gate's default policies by the gate's names (``p50``, ``peak_rss_bytes``), in
+    declaration order: derived from the budgets that declare one."""
+    return {s.perf_gate.name: s.perf_gate for s in METRICS.of(Scope.PERF_BUDGET) if s.perf_gate is not None}
 
 
 def tolerance_names() -> tuple[str, ...]:

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness.core import Check, Precision, UsageError, did_you_mean
+from harness.core.direction import Direction
 from harness.core.registry import Registry, RegistryError
 
-
-class Direction(str, enum.Enum):
-    """Which way is good: agreements and similarities must stay >= their threshold, errors <=."""
-
-    HIGHER = "higher"
-    LOWER = "lower"
+__all__ = ["TOLERANCE_SCOPES", "Direction", "Margin", "MetricPolicy", "MetricRegistry", "MetricSpec", "Outputs",
+           "PerfReading", "Scope", "Thresholds", "percentile"]
 
 
 class Scope(str, enum.Enum):
@@ -114,6 +112,64 @@ class PerfReading:
         return text if self.divisor == 1.0 else f"{text} / {self.divisor:g}"
 
 
+_PERCENTILE_NAME = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
+
+
+def percentile(name: str) -> float | None:
+    """``p75`` -> 75.0 (the percentile a latency statistic's name says), else None."""
+    match = _PERCENTILE_NAME.fullmatch(name)
+    return float(match.group(1)) if match else None
+
+
+#: what the perf gate compares: sampled latency, or a single number (memory, size, cold start)
+GATE_KINDS = ("latency", "memory", "size", "cold")
+
+
+@dataclass(frozen=True)
+class MetricPolicy:
+    """How the perf gate (``harness.gate.compare``) judges one measured number against a baseline.
+
+    Declared on the number's budget in the registry (``MetricSpec.perf_gate``), so the budget
+    ``p50_ms`` and the gate's ``p50`` are one declaration. ``name`` is what the gate calls it: a
+    latency statistic (``p50``, ``mean``), judged on every ``latency_ms*`` series of a record, or
+    the record's ``perf`` key path of a single number (``peak_rss_bytes``, ``cold_start_ms.load``).
+    ``min_effect`` is the smallest relative increase worth failing a build for;
+    ``min_abs`` an absolute floor on the increase (in the record's unit, bytes for memory) so small
+    numbers cannot trip a relative threshold; ``max_cv`` the largest block-median
+    coefficient of variation (latency only) at which the data are trusted at all.
+    ``advisory`` metrics are reported but never change the exit code. Every perf metric is
+    lower-is-better (a budget's direction).
+    """
+
+    name: str
+    kind: str  # "latency" | "memory" | "size" | "cold"
+    min_effect: float
+    min_abs: float = 0.0
+    alpha: float = 0.05
+    advisory: bool = False
+    max_cv: float = 0.10
+    #: an advisory percentile that gates after all where both runs measured it sharply: its
+    #: order-statistic interval narrower than ``min_effect`` (harness.perf.tail.precise_enough)
+    gate_when_precise: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in GATE_KINDS:
+            raise UsageError(f"policy {self.name!r}: unknown kind {self.kind!r}")
+        if self.kind == "latency" and self.name != "mean" and percentile(self.name) is None:
+            raise UsageError(f"latency policy {self.name!r}: name must be 'mean' or a percentile like 'p75'")
+        if not 0.0 <= self.min_effect <= 1.0:  # catches "5" meant as 5%
+            raise UsageError(f"policy {self.name!r}: min_effect must be a fraction in [0, 1] like 0.05, got {self.min_effect}")
+        if not 0.0 < self.alpha < 1.0:
+            raise UsageError(f"policy {self.name!r}: alpha must be in (0, 1), got {self.alpha}")
+
+    @property
+    def gating(self) -> str:
+        """``yes``, ``advisory``, or ``advisory unless sharp`` (``gate_when_precise``)."""
+        if not self.advisory:
+            return "yes"
+        return "advisory unless sharp" if self.gate_when_precise else "advisory"
+
+
 @dataclass(frozen=True)
 class Margin:
     """How far a metric may move against a blessed baseline before the accuracy gate calls it a
@@ -183,6 +239,8 @@ class MetricSpec:
     #: the interval a threshold of this metric must lie in (None: derived from the unit and the
     #: direction, :attr:`value_range`); declared where the unit does not say it (a cosine)
     bounds: tuple[float, float] | None = None
+    #: how the perf gate judges the number against a baseline (budgets only); None: not compared
+    perf_gate: MetricPolicy | None = None
 
     def __post_init__(self) -> None:
         def bad(why: str) -> ValueError:
@@ -207,6 +265,37 @@ class MetricSpec:
         for precision, value in (self.thresholds.items() if self.thresholds else ()):
             if self.threshold_problem(value) is not None:
                 raise bad(f"default threshold {value!r} at {precision.value} is not a valid bound")
+        problem = self._perf_gate_problem()
+        if problem:
+            raise bad(problem)
+
+    def _perf_gate_problem(self) -> str | None:
+        """Why ``perf_gate`` cannot judge what this metric reads, None when it can."""
+        if self.perf_gate is None:
+            return None
+        if self.reading is None or len(self.reading.paths) != 1:
+            return "the perf gate compares one recorded number: a budget read from one path"
+        if (self.perf_gate.kind == "latency") != self.latency_summary:
+            return "a latency policy judges a latency summary's statistic, a scalar policy anything else"
+        if self.perf_gate.name != self.gate_name:
+            return f"its perf-gate policy is named {self.perf_gate.name!r}; the gate reads it as {self.gate_name!r}"
+        return None
+
+    @property
+    def latency_summary(self) -> bool:
+        """Whether the budget reads a statistic of the entry graph's ``latency_ms`` summary."""
+        paths = self.reading.paths if self.reading is not None else ()
+        return len(paths) == 1 and paths[0][:2] == ("latency_ms", "summary") and len(paths[0]) == 3
+
+    @property
+    def gate_name(self) -> str:
+        """What the perf gate calls this budget's number: the statistic of a latency summary
+        (``p50``: judged on every ``latency_ms*`` series), else the recorded key path
+        (``peak_rss_bytes``, ``cold_start_ms.load``); empty for a metric the gate cannot read."""
+        if self.reading is None or len(self.reading.paths) != 1:
+            return ""
+        path = self.reading.paths[0]
+        return path[-1] if self.latency_summary else ".".join(path)
 
     @property
     def value_range(self) -> tuple[float, float]:
@@ -242,7 +331,7 @@ class MetricSpec:
 
     @property
     def higher_is_better(self) -> bool:
-        return self.direction is Direction.HIGHER
+        return self.direction.higher_is_better
 
     @property
     def logits_only(self) -> bool:
@@ -250,7 +339,7 @@ class MetricSpec:
 
     @property
     def symbol(self) -> str:
-        return ">=" if self.higher_is_better else "<="
+        return self.direction.symbol
 
     @property
     def role(self) -> str:
@@ -283,9 +372,13 @@ class MetricSpec:
             return f"an error bound must be >= 0, got {value:g}"
         return f"{value:g} is outside {self.name}'s range {_interval(lo, hi)}"
 
-    def check(self, threshold: float) -> Check:
-        """A gate on this metric: the direction always comes from the declaration."""
-        return Check(self.name, float(threshold), self.higher_is_better)
+    def check(self, threshold: float, *, within: str = "") -> Check:
+        """A gate on this metric: the direction always comes from the declaration. The one
+        place a ``Check`` is built (``tests/test_metric_declaration.py`` holds it so); ``within``
+        qualifies the name for a gate on one part of a case (``cached_decoding.logits`` ->
+        ``cached_decoding.logits.cosine``)."""
+        name = f"{within}.{self.name}" if within else self.name
+        return Check(name, float(threshold), self.higher_is_better)
 
     def default_check(self, precision: Precision | str) -> Check | None:
         value = self.threshold(precision)

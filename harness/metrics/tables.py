@@ -97,6 +97,21 @@ def budgets_table() -> str:
     return _table(("budget", "unit", "limits", "read from the record's `perf`", "checked by"), rows)
 
 
+def perf_gate_table() -> str:
+    """docs/perf-gate.md: the perf gate's default policy of every budget that declares one (the
+    gate's ``DEFAULT_POLICIES`` are derived from the same declarations)."""
+    rows = []
+    for s in METRICS.of(Scope.PERF_BUDGET):
+        p = s.perf_gate
+        if p is None or s.reading is None:
+            continue
+        floor = f" and +{number(p.min_abs / s.reading.divisor)} {s.unit}" if p.min_abs else ""
+        sampled = p.kind == "latency"  # alpha and max CV judge samples; a scalar has effect thresholds only
+        rows.append((f"`{p.name}`", f"`{s.name}`", p.kind, f"+{p.min_effect:.0%}{floor}", p.gating,
+                     number(p.alpha) if sampled else "–", f"{p.max_cv:.0%}" if sampled else "–"))
+    return _table(("gate metric", "budget", "kind", "threshold", "gating", "alpha", "max CV"), rows)
+
+
 def tolerance_list() -> str:
     """docs/config.md: every name a tolerance may use, by scope."""
     lines = [f"- {scope.value}: {_names(METRICS.of(scope))}" for scope in TOLERANCE_SCOPES]
@@ -128,6 +143,7 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "generation-defaults": (generation_defaults_table, False),
     "budgets": (budgets_table, False),
     "budget-names": (lambda: _names(METRICS.of(Scope.PERF_BUDGET)), True),
+    "perf-gate": (perf_gate_table, False),
     "tolerance-names": (tolerance_list, False),
     "tensor-names": (lambda: ", ".join(f"`{n}`" for n in tensor_metric_names()), True),
     # the option table's docs (docs/options.md), rendered by the same machinery
@@ -138,7 +154,15 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "options-config": (lambda: _config_table(), False),
     "options-relations": (lambda: _relations_table(), False),
     "margins": (margins_table, False),
+    # every runtime setting, from the backends' own settings sections (docs/runtime.md)
+    "runtime-settings": (lambda: _runtime_table(), False),
 }
+
+
+def _runtime_table() -> str:
+    from harness.settings.runtime import docs_table
+
+    return docs_table()
 
 
 def _relations_table() -> str:

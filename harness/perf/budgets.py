@@ -28,7 +28,8 @@ class BudgetCheck:
 
     @property
     def passed(self) -> bool:
-        return self.value <= self.limit
+        """Within the limit in the budget's declared direction (a NaN never passes)."""
+        return BUDGETS[self.name].direction.holds(self.value, self.limit)
 
     def message(self) -> str:
         return f"{BUDGETS[self.name].title} = {self.value:.4g} exceeds budget {self.name} <= {self.limit:g}"

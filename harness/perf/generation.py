@@ -1,7 +1,7 @@
 """Generation speed: time to first token, time per output token, tokens/s, with and
 without the KV cache.
 
-The graph calls go through ``harness.generation``'s steppers, the same code the
+The graph calls go through the families' steppers (``harness.families.steppers``), the same code the
 generation-parity suite decodes with, so what is timed is what is judged. The loop
 around them is a fixed-length greedy argmax: every timed generation produces exactly
 ``new_tokens`` tokens (EOS does not stop it), so runs and variants do equal work and

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from harness.core.direction import Direction
 from harness.results import CheckResult, Record
 
 
@@ -27,9 +28,8 @@ def worst_checks(record: Record | Mapping[str, Any]) -> list[tuple[str, float, s
 
 
 def _worse(a: float, b: float, op: str) -> bool:
-    if math.isnan(a):
-        return True
-    return a < b if op == ">=" else a > b
+    """``a`` worse than ``b`` for a gate of ``op``; a NaN is the worst value there is."""
+    return math.isnan(a) or Direction.from_op(op).worse(a, b)
 
 
 def format_checks(record: Record | Mapping[str, Any], limit: int = 4) -> str:

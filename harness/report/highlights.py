@@ -12,9 +12,18 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from harness.core.runtime import describe_runtime
+from harness.core import runtime as _runtime
 from harness.results import Record
 from harness.results.sections import SettingsSection
+
+
+def describe_runtime(settings: Mapping[str, Any] | None) -> str:
+    """A record's ``settings.runtime`` as the settings line (``opt=disabled threads=1``); each
+    backend's section words its own part, so the backends' modules are read first."""
+    from harness.runners import backends
+
+    backends()
+    return _runtime.describe_runtime(settings)
 
 
 def latency_text(perf: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 from harness.report.checks import reason_line
 from harness.report.text import printable
 from harness.results import Record
+from harness.results.sections import Interrupted
 
 JUNIT_FILE = "junit.xml"
 
@@ -26,12 +27,12 @@ def _text(value: object) -> str:
 
 
 def _failure(r: Record) -> bool:
-    return r.verdict in ("fail", "not-run") and not r.data.get("interrupted")
+    return r.verdict in ("fail", "not-run") and not Interrupted.of(r)
 
 
 def _error(r: Record) -> bool:
     """An erroring case, or a selected case a signal stopped (``harness.results.notrun``)."""
-    return r.verdict == "error" or bool(r.data.get("interrupted"))
+    return r.verdict == "error" or bool(Interrupted.of(r))
 
 
 def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "model-harness") -> str:
@@ -57,7 +58,7 @@ def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "mod
             for key in ("variant", "model", "precision", "provider", "verdict"):
                 ET.SubElement(properties, "property", name=key, value=_text(getattr(r, key)))
             message = _text(reason_line(r))  # the failing metric, value and threshold, as summary.md says
-            if r.data.get("interrupted"):  # selected, never finished: a signal stopped the run
+            if Interrupted.of(r):  # selected, never finished: a signal stopped the run
                 ET.SubElement(case, "error", message=message, type="interrupted").text = _text(r.reason)
             elif r.verdict in ("fail", "not-run"):
                 ET.SubElement(case, "failure", message=message, type=r.verdict).text = _text(r.reason)

@@ -27,11 +27,13 @@ import json
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from harness.core import Check, Precision, Tolerance, UsageError
+from harness.core.direction import Direction
+from harness.metrics.registry import gate
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -90,16 +92,35 @@ class _RecordedGraph:
         return output in self.gated
 
 
+def checks_json(checks: Iterable[Check]) -> list[dict[str, Any]]:
+    """The gates a bundle records (every kind): metric, threshold and the direction judged in."""
+    return [{"metric": c.metric, "threshold": c.threshold, "higher_is_better": c.higher_is_better} for c in checks]
+
+
+def checks_from(rows: Iterable[Mapping[str, Any]]) -> tuple[Check, ...]:
+    """The recorded gates rebuilt by their declarations (``harness.metrics.registry.gate``), so a
+    re-judged bundle compares in the metric's declared direction. An unknown metric, or a row whose
+    direction is not the declared one (an edited manifest), is malformed: ValueError."""
+    out = []
+    for row in rows:
+        name = str(row["metric"])
+        try:
+            check = gate(name, float(row["threshold"]))
+        except UsageError:
+            raise ValueError(f"unknown metric {name!r}") from None
+        if bool(row["higher_is_better"]) != check.higher_is_better:
+            raise ValueError(f"{name}: recorded as {Direction.of(bool(row['higher_is_better'])).value} is better, "
+                             f"declared {check.direction.value}")
+        out.append(check)
+    return tuple(out)
+
+
 def _tolerance_json(tol: Tolerance | None) -> list[dict[str, Any]] | None:
-    if tol is None:
-        return None
-    return [{"metric": c.metric, "threshold": c.threshold, "higher_is_better": c.higher_is_better} for c in tol.checks]
+    return None if tol is None else checks_json(tol.checks)
 
 
 def _tolerance_from(rows: Any) -> Tolerance | None:
-    if rows is None:
-        return None
-    return Tolerance(tuple(Check(str(r["metric"]), float(r["threshold"]), bool(r["higher_is_better"])) for r in rows))
+    return None if rows is None else Tolerance(checks_from(rows))
 
 
 def _failures_json(outputs: Sequence["OutputResult"]) -> list[dict[str, Any]]:
@@ -137,13 +158,11 @@ def _outputs_json(graph: "GraphSpec", judged: Sequence["OutputResult"],
 
 
 def runtime_json(runtime: "RuntimeSettings | None") -> dict[str, Any] | None:
-    """The case's runtime settings as plain JSON (paths as text), for a manifest."""
+    """The case's runtime settings as plain JSON (paths as text), for a manifest: every field by
+    name, the backends' sections flattened beside the shared fields."""
     if runtime is None:
         return None
-    from dataclasses import asdict
-
-    data = asdict(runtime)
-    plain: dict[str, Any] = json.loads(json.dumps(data, default=str))  # paths as text: a record, not objects
+    plain: dict[str, Any] = json.loads(json.dumps(runtime.fields_dict(), default=str))  # a record, not objects
     return plain
 
 
@@ -292,13 +311,16 @@ def check_artifact(manifest_path: Path, art: Any) -> None:
 def runtime_from(recorded: Mapping[str, Any] | None) -> "RuntimeSettings | None":
     """The recorded runtime settings, less what the backend derives anew where it runs (the
     TensorRT shape profile, provider options, profiling)."""
-    from harness.core.runtime import RuntimeSettings
+    from harness.core.runtime import RuntimeSettings, section_of
+    from harness.runners import backends
 
     if not recorded:
         return None
-    fields = {k: v for k, v in recorded.items() if k in RuntimeSettings.__dataclass_fields__
-              and k not in ("trt_profile", "provider_options", "profile")}
-    return RuntimeSettings(**fields)
+    backends()  # the sections are declared in the backends' modules
+    derived = ("trt_profile", "provider_options", "profile")
+    shared = {k: v for k, v in recorded.items() if k in ("intra_op_threads", "inter_op_threads") and v is not None}
+    own = {k: v for k, v in recorded.items() if k not in derived and section_of(k) is not None}
+    return RuntimeSettings(**shared).merged(own)
 
 
 def here_vs_recorded(manifest: Mapping[str, Any], threads: int | None) -> tuple[list[str], list[str]]:
@@ -498,8 +520,8 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
     """The derived outputs (sentence vectors) re-computed from this run's token states."""
     out: list["OutputResult"] = []
     for row in bundle.derived():
+        from harness.families.pooling import Pooling
         from harness.judge.embedding import embedding_parity
-        from harness.zoo.minilm import Pooling
 
         d = row["derived"]
         outputs = [runner.run(feeds) for feeds, _, _ in batches]
@@ -512,8 +534,8 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
 def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> ReproResult:
     """Run the bundled feeds through the artifact with the recorded runtime settings and judge
     the outputs against the bundled reference with the recorded thresholds."""
-    from harness.core import parse_provider
     from harness.judge.numeric import run_graph_parity
+    from harness.runners import parse_provider
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest

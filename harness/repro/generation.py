@@ -35,6 +35,8 @@ from harness.repro.bundle import (
     BundleError,
     bundle_graphs,
     check_artifact,
+    checks_from,
+    checks_json,
     here_vs_recorded,
     onnx_file,
     recorded_facts,
@@ -43,6 +45,7 @@ from harness.repro.bundle import (
     sha256_file,
     write_manifest,
 )
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -115,8 +118,7 @@ def write_generation_bundle(directory: Path, ws: "Workspace", variant: Variant, 
         "reference": {"tokens": [r["pytorch_tokens"] for r in result.rows], "texts": [r["pytorch"] for r in result.rows],
                       "backend": "PyTorch FP32 (torch_cpu)"},
         "variant": {"tokens": [r["variant_tokens"] for r in result.rows], "texts": [r["variant"] for r in result.rows]},
-        "thresholds": [{"metric": c.metric, "threshold": c.threshold, "higher_is_better": c.higher_is_better}
-                       for c in result.checks],
+        "thresholds": checks_json(result.checks),
         "verdict": {"passed": not failed, "metrics": result.metrics,
                     "failures": [{"metric": c.metric, "value": result.metrics.get(c.metric), "op": c.symbol,
                                   "threshold": c.threshold} for c in failed]},
@@ -167,7 +169,7 @@ def _settings(m: Mapping[str, Any]) -> Any:
 
 
 def _checks(m: Mapping[str, Any]) -> tuple[Check, ...]:
-    return tuple(Check(str(r["metric"]), float(r["threshold"]), bool(r["higher_is_better"])) for r in m["thresholds"])
+    return checks_from(m["thresholds"])
 
 
 class FilesBackend:
@@ -186,14 +188,15 @@ class FilesBackend:
         return open_onnx(self.files[graph], self.provider, self.threads, self.precision, self.runtime)
 
     @contextmanager
-    def load(self, model: Any, family: Any, graph: Any, variant: Any) -> Iterator["GraphRunner"]:
+    def load(self, ref: GraphRef) -> Iterator["GraphRunner"]:
+        graph = ref.graph
         runner = self.open(graph.name)
         try:
             yield runner
         finally:
             runner.close()
 
-    def artifacts(self, model: Any, family: Any, graph: Any, variant: Any) -> dict[str, dict[str, Any]]:
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         return {}
 
 
@@ -244,10 +247,10 @@ class GenerationRepro:
 
 def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> GenerationRepro:
     """Decode the bundled sources with the bundled graphs and score against the bundled reference."""
-    from harness.core import parse_provider
     from harness.families import family_for
     from harness.generation import Decoded, decode_texts
     from harness.judge.generation import make_rows, score_rows
+    from harness.runners import parse_provider
 
     m = bundle.manifest
     model = bundled_model(bundle)

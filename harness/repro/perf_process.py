@@ -44,6 +44,7 @@ from harness.repro.bundle import (
     sha256_file,
     write_manifest,
 )
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -178,7 +179,7 @@ def write_decode_bundle(directory: Path, ws: "Workspace", variant: Variant, mode
     backend = ws.backend(variant, model)
     files: dict[str, Path] = {}
     for graph in family.graphs(model):
-        path = onnx_file(backend.artifacts(model, family, graph, variant), graph.name)
+        path = onnx_file(backend.artifacts(GraphRef(model, family, graph, variant)), graph.name)
         if path is None:
             return None
         files[graph.name] = path
@@ -209,12 +210,12 @@ def _remeasure_decode(bundle: Bundle, provider: str | None, threads: int | None
                       ) -> tuple[dict[str, float], list[str], dict[str, Any]]:
     from contextlib import ExitStack
 
-    from harness.core import parse_provider
     from harness.families import family_for
     from harness.generation.decode import torch_threads
     from harness.perf.budgets import measured_values
     from harness.perf.generation import generation_fields
     from harness.repro.generation import bundled_model
+    from harness.runners import parse_provider
     from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest

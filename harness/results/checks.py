@@ -10,10 +10,11 @@ here once: a header ``<subject>: N check(s) failed`` and one indented line per f
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NoReturn
+
+from harness.core.direction import Direction
 
 Op = Literal["<=", ">="]
 
@@ -23,11 +24,9 @@ class GateFailure(AssertionError):
 
 
 def holds(value: float, op: str, threshold: float) -> bool:
-    """Whether ``value op threshold``; a NaN never holds (a metric that could not be computed
-    must not pass its gate by comparing False both ways)."""
-    if math.isnan(value):
-        return False
-    return value >= threshold if op == ">=" else value <= threshold
+    """Whether ``value op threshold`` (``Direction.holds``); a NaN never holds (a metric that
+    could not be computed must not pass its gate by comparing False both ways)."""
+    return Direction.from_op(op).holds(value, threshold)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class Case:
 
     def numeric_parity(self, family: Family | None = None) -> ParityResult:
         """Judge the variant's graphs against PyTorch FP32; records everything, returns the result."""
-        from harness.judge.numeric import numeric_parity
+        from harness.judge.pipeline import numeric_parity
 
         assert self.variant is not None
         try:
@@ -127,7 +127,9 @@ class Case:
                 "exporter_explicit": options.explicit_exporter,
                 "batch_size": options.settings.batch_size, "num_samples": inputs.pop("sentences", options.settings.samples),
                 "fp16_op_block_list": list(options.settings.fp16_block_list), "int8_per_channel": per_channel,
-                "int8_per_channel_forced": options.settings.int8_per_channel, "options": recordable(options.given),
+                "int8_per_channel_forced": options.settings.int8_per_channel,
+                "int8_reduce_range": self.workspace.reduce_range.enabled,
+                "int8_reduce_range_why": self.workspace.reduce_range.why, "options": recordable(options.given),
                 "external_data": options.settings.external_data,
                 **fixes, **inputs}
 

@@ -28,10 +28,11 @@ if TYPE_CHECKING:  # pandas is imported where a trend is computed: `harness --he
     from sqlalchemy.engine import Connection, Engine
 
 from harness.core import UsageError, did_you_mean
+from harness.core.rundirs import HISTORY_DB
 from harness.results import Record
 from harness.results.rundir import read_results
 
-DEFAULT_DB = Path("reports/history.sqlite")
+DEFAULT_DB = HISTORY_DB
 #: environment variable naming the default store (a path or URL), so a team sets it once in CI
 DB_ENV = "HARNESS_HISTORY_DB"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.results.record import Record
+from harness.results.sections import Interrupted
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.interrupts import Interruption
@@ -35,5 +36,11 @@ def not_run_records(stopped: Interruption | None, run_id: str = "") -> list[Reco
                           variant=get("variant"), model=get("model"), precision=get("precision"),
                           backend=get("backend"), provider=get("provider"),
                           execution_provider=get("execution_provider"), reason=reason,
-                          data={"interrupted": stopped.signal}))
+                          data=_interrupted(stopped.signal)))
     return out
+
+
+def _interrupted(signal: str | None) -> dict[str, str]:
+    data: dict[str, str] = {}
+    Interrupted(signal).write(data)
+    return data

@@ -14,7 +14,11 @@ the section's writer (``write`` / ``to_dict``) is the only code that spells its 
   by ``harness.judge.generation.record``
 - :class:`Memory`: ``memory``; by ``harness.core.rss.PeakRss.stop`` (its dict is this codec's shape)
 - :class:`PerfHeadlines`: ``perf.cold_start_ms``, ``perf.peak_rss_bytes``; by the perf suites
-- :class:`SettingsSection`: ``settings.runtime``; by ``Case._settings``
+- :class:`PerfSetup`: ``perf.settings``, ``perf.throughput``; by the perf suites
+- :class:`Interrupted`: ``data.interrupted``; by ``harness.results.notrun``
+- :class:`Served`: ``data.served``; by ``harness.serving`` (check and its load sweep)
+- :class:`SettingsSection`: ``settings.runtime``, ``settings.options`` and the effective sizes; by
+  ``Case._settings``
 """
 
 from __future__ import annotations
@@ -193,15 +197,93 @@ class PerfHeadlines:
 
 
 @dataclass(frozen=True)
+class PerfSetup:
+    """``perf.settings``: how a perf case measured (samples, warmup, shapes, threads, the fresh
+    child's arguments, skipped buckets) and ``perf.throughput``, the primary latency's headline."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: Record) -> PerfSetup:
+        return cls(_map(record.perf.get("settings")))
+
+    def write(self, perf: MutableMapping[str, Any]) -> None:
+        """The one writer (the perf suites): the settings, and the primary latency's throughput
+        promoted to ``perf.throughput`` where the case timed one."""
+        primary = perf.get("latency_ms")
+        if isinstance(primary, Mapping) and "throughput" in primary:
+            perf["throughput"] = primary["throughput"]
+        perf["settings"] = dict(self.settings)
+
+    @property
+    def ort_intra_op_threads(self) -> int | None:
+        """ONNX Runtime's intra-op threads the case ran with (None: unrecorded or not positive)."""
+        value = _map(self.settings.get("threads")).get("ort_intra_op_threads")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """``data.interrupted``: the signal that stopped the run before this (not-run) case finished."""
+
+    signal: str | None = None
+
+    @classmethod
+    def of(cls, record: Record) -> Interrupted:
+        value = record.data.get("interrupted")
+        return cls(str(value) if value else None)
+
+    def write(self, data: MutableMapping[str, Any]) -> None:
+        """The one writer (``harness.results.notrun``)."""
+        if self.signal:
+            data["interrupted"] = self.signal
+
+    def __bool__(self) -> bool:
+        return self.signal is not None
+
+
+@dataclass(frozen=True)
+class Served:
+    """``data.served``: what a served endpoint said about each model it served (name, version,
+    platform, inputs/outputs), by role (``model``, ``encoder``, ...); written by ``harness.serving``."""
+
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: Record) -> Served:
+        return cls({str(k): dict(v) for k, v in _map(record.data.get("served")).items() if isinstance(v, Mapping)})
+
+    def write(self, data: MutableMapping[str, Any]) -> None:
+        data["served"] = {role: dict(meta) for role, meta in self.models.items()}
+
+
+#: record ``settings`` fields holding a results-changing option's effective value when the session
+#: did not set it (``settings.options`` keeps only what was set explicitly), by option name
+_EFFECTIVE_SETTINGS = {"samples": "samples_requested", "batch_size": "batch_size", "opset": "opset"}
+
+
+@dataclass(frozen=True)
 class SettingsSection:
     """The settings a record says it ran with that readers outside ``results`` show."""
 
     runtime: dict[str, Any] | None = None
+    #: ``settings.options``: the options the session set explicitly, by option name
+    options: dict[str, Any] = field(default_factory=dict)
+    #: effective values of the options recorded even when unset (samples, batch size, opset)
+    effective: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, record: Record) -> SettingsSection:
-        runtime = record.settings.get("runtime")
-        return cls(dict(runtime) if isinstance(runtime, Mapping) else None)
+        raw = record.settings
+        runtime = raw.get("runtime")
+        effective = {name: raw[key] for name, key in _EFFECTIVE_SETTINGS.items() if raw.get(key) is not None}
+        return cls(dict(runtime) if isinstance(runtime, Mapping) else None, _map(raw.get("options")), effective)
+
+    def option(self, name: str) -> Any:
+        """An option's value for this case: as set, else its recorded effective value, else None."""
+        value = self.options.get(name)
+        return self.effective.get(name) if value is None else value
 
 
-__all__ = ["Evidence", "Generation", "Judged", "Memory", "PerfHeadlines", "SettingsSection"]
+__all__ = ["Evidence", "Generation", "Interrupted", "Judged", "Memory", "PerfHeadlines", "PerfSetup", "Served",
+           "SettingsSection"]

@@ -9,8 +9,9 @@ other module asks which backend it holds.
 The modules are imported on first use of :func:`backends`, not with the package, and each
 imports its runtime only where it uses it: a fresh-process measurement that only needs
 ``OrtGraphRunner`` must not pay for torch, which would distort cold start and peak memory,
-and reading the provider table (:func:`providers`, ``harness.core.PROVIDERS``) must not
-import any runtime.
+and reading the provider table (:func:`providers`, ``PROVIDERS``, :func:`parse_provider`) must
+not import any runtime. The table lives here, with the backends that declare it, not in
+``harness.core``: the value types stay below every backend (``Provider`` is a plain record).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, TypeVar
 
+from harness.core.errors import UsageError, did_you_mean
 from harness.core.registry import Registry
 from harness.runners.base import Backend, GraphRunner
 
@@ -67,4 +69,32 @@ def providers() -> dict[str, "Provider"]:
     return table
 
 
-__all__ = ["Backend", "GraphRunner", "backends", "providers", "register_backend", "unregister_backend"]
+#: the providers a run covers when none are named (the ``providers`` option's default)
+DEFAULT_PROVIDERS = ("torch_cpu", "ort_cpu")
+
+#: the older name of :func:`providers` (it lived in ``harness.core``)
+provider_table = providers
+
+
+def parse_provider(name: str, *, option: str = "--providers") -> "Provider":
+    """A provider short name users typed -> its Provider, or one did-you-mean line (exit 2)."""
+    key = name.strip().lower()
+    table = providers()
+    if key not in table:
+        raise UsageError(f"{option}: unknown provider {name!r}{did_you_mean(key, table)}; valid: {', '.join(table)}")
+    return table[key]
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    PROVIDERS: dict[str, Provider]
+
+
+def __getattr__(name: str) -> object:
+    """``PROVIDERS``: the provider table, derived from the backends when read (PEP 562)."""
+    if name == "PROVIDERS":
+        return providers()
+    raise AttributeError(f"module 'harness.runners' has no attribute {name!r}")
+
+
+__all__ = ["DEFAULT_PROVIDERS", "PROVIDERS", "Backend", "GraphRunner", "backends", "parse_provider", "provider_table",
+           "providers", "register_backend", "unregister_backend"]

@@ -53,13 +53,13 @@ class BackendContext:
     settings: "ExportSettings"
     intra_op_threads: int | None = None
     inter_op_threads: int | None = None
-    #: TensorRT optimisation-profile limits (max batch, max sequence length)
-    trt_max_batch: int = 8
-    trt_max_seq: int = 128
+    #: the run's batch size (a backend's own default limits derive from it: TensorRT's largest batch)
+    batch_size: int = 8
     #: the workspace's cache root (a fresh child that loads weights looks there)
     cache_dir: Path | None = None
-    #: how this case runs its artifacts (session options, EP options, TensorRT profile): the run's
-    #: settings refined by the model's and the case's axis values
+    #: how this case runs its artifacts (threads, EP options, and each backend's own typed section:
+    #: ``runtime.of(OrtSessionSettings)``, ``runtime.of(TensorRTSettings)``): the run's settings refined
+    #: by the model's and the case's axis values
     runtime: "RuntimeSettings" = field(default_factory=lambda: _default_runtime())
     #: where a profiling session writes its trace (the case directory); None: no profiling
     profile_dir: Path | None = None
@@ -69,6 +69,29 @@ def _default_runtime() -> "RuntimeSettings":
     from harness.core.runtime import RuntimeSettings
 
     return RuntimeSettings()
+
+
+@dataclass(frozen=True, eq=False)
+class GraphRef:
+    """This graph of this model in this variant: what a backend builds, loads, keys and ships, as
+    one value instead of the ``(model, family, graph, variant)`` arguments every call threaded.
+    Frozen; compared by identity (the model it holds is a live object, not a value)."""
+
+    model: "LoadedModel"
+    family: "Family"
+    graph: "GraphSpec"
+    variant: "Variant"
+
+    @classmethod
+    def each(cls, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
+             variant: "Variant") -> tuple["GraphRef", ...]:
+        """One reference per graph of the same model and variant."""
+        return tuple(cls(model, family, g, variant) for g in graphs)
+
+    @property
+    def label(self) -> str:
+        """``<model>-<graph>-<precision>-<provider>``: how caches and logs name it."""
+        return f"{self.model.name}-{self.graph.name}-{self.variant.precision.value}-{self.variant.provider.short}"
 
 
 @dataclass(frozen=True)
@@ -204,6 +227,28 @@ class ChildLoad:
     gpu_peak_bytes: Callable[[], int | None] = lambda: None
 
 
+#: the Backend methods of one graph, which take a GraphRef
+_PER_GRAPH = ("load", "artifacts", "outputs_key")
+
+
+def _either_spelling(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` called with one GraphRef or with ``(model, family, graph, variant)``, whichever it
+    was written for (its own parameters say which)."""
+    import functools
+    import inspect
+
+    legacy = len(inspect.signature(method).parameters) == 5  # self, model, family, graph, variant
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any) -> Any:
+        ref = args[0] if len(args) == 1 else GraphRef(*args)
+        if legacy:
+            return method(self, ref.model, ref.family, ref.graph, ref.variant)
+        return method(self, ref)
+
+    return call
+
+
 class Backend(abc.ABC):
     """Makes GraphRunners for one backend (pytorch, onnxruntime, ...)."""
 
@@ -213,16 +258,17 @@ class Backend(abc.ABC):
     #: executes ONNX files, so pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files: ClassVar[bool] = False
     #: the providers (``--providers`` short names) this backend serves; the one declaration
-    #: of each (``harness.core.PROVIDERS`` is derived from them)
+    #: of each (``harness.runners.PROVIDERS`` is derived from them)
     providers: tuple["Provider", ...] = ()
 
     #: runs the model's PyTorch module itself (or a copy made from it): the workspace keeps a large
     #: model's module loaded between two cases of such a backend (``Workspace.end_case``)
     uses_torch_module: ClassVar[bool] = False
 
-    #: the RuntimeSettings fields this backend honours (``graph_optimization``, ``intra_op_threads``,
-    #: ...): a runtime axis multiplies only the variants of backends that honour it, and a record
-    #: says which settings applied
+    #: the RuntimeSettings fields this backend honours: shared ones (``intra_op_threads``, ...) and
+    #: the fields of the settings sections it reads (``OrtSessionSettings.names()``, declared in the
+    #: backend's own module): a runtime axis multiplies only the variants of backends that honour it,
+    #: and a record says which settings applied (the others stay at their defaults)
     runtime_settings: ClassVar[frozenset[str]] = frozenset()
     #: execution device (``Provider.device``) -> the EP option keys it accepts, each with its
     #: allowed values (None: any value). A provider missing here takes no options. A backend
@@ -231,6 +277,16 @@ class Backend(abc.ABC):
 
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The per-graph methods take one :class:`GraphRef`. A team's test written against the older
+        spelling (``backend.load(model, family, graph, variant)``, docs/own-repository.md before
+        issue 22) and a backend implementing it (``def load(self, model, family, graph, variant)``)
+        keep working: each such method of a subclass accepts both spellings."""
+        super().__init_subclass__(**kwargs)
+        for name in _PER_GRAPH:
+            if name in cls.__dict__:
+                setattr(cls, name, _either_spelling(cls.__dict__[name]))
 
     @classmethod
     def validate_provider_options(cls, provider: "Provider", options: Mapping[str, str], where: str) -> None:
@@ -275,17 +331,16 @@ class Backend(abc.ABC):
         raise NotImplementedError(f"backend {cls.name!r} does not run ONNX files")
 
     @abc.abstractmethod
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: "Variant") -> GraphRunner:
-        """Build (export/convert if needed, cached) and load ``graph`` of ``model`` for ``variant``."""
+    def load(self, ref: GraphRef) -> GraphRunner:
+        """Build (export/convert if needed, cached) and load ``ref.graph`` of ``ref.model`` for
+        ``ref.variant``."""
 
-    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                  variant: "Variant") -> dict[str, dict[str, Any]]:
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         """Files this backend used for the graph: ``{name: {"path":..., "sha256":..., "bytes":...}}``."""
         return {}
 
-    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                    variant: "Variant") -> dict[str, Any] | None:
-        """What decides this variant's outputs for ``graph`` besides the feeds and the model --
+    def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
+        """What decides this variant's outputs for ``ref.graph`` besides the feeds and the model --
         artifacts' sha256, runtime version, threads -- when the runtime is deterministic for
         them on this machine, so a warm rerun may replay them from the output cache
         (``harness.judge.refcache``). None (the default): always run. Timing never replays."""
@@ -296,7 +351,7 @@ class Backend(abc.ABC):
         """Bytes on disk of what a deployment of the variant ships, per file. Default: the
         artifacts of every graph (built here first if missing)."""
         return {name: int(info["bytes"]) for graph in graphs
-                for name, info in self.artifacts(model, family, graph, variant).items()}
+                for name, info in self.artifacts(GraphRef(model, family, graph, variant)).items()}
 
     # -- fresh-process measurement (cold start, peak memory) --------------------------------------------
     @classmethod

@@ -8,19 +8,21 @@ Inputs are cast to the dtypes the session declares (int64 ids, FP32 for FP16 mod
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from harness.core import Precision, Provider, Variant
+from harness.core import Precision, Provider, UsageError, Variant, did_you_mean
 from harness.core.phases import phase
+from harness.core.runtime import SHARED_OPTIONS, Axis, BackendSettings, RuntimeSettings, setting
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
+from harness.runners.trt_profile import TensorRTSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.core.runtime import RuntimeSettings
     from harness.export.cache import CacheEntry
     from harness.families.base import Family, GraphSpec
     from harness.runners.trt_profile import ShapeProfile
@@ -44,6 +46,53 @@ def _level(name: str) -> Callable[[], Any]:
 OPTIMIZATION_LEVELS = {"disabled": _level("ORT_DISABLE_ALL"), "disable": _level("ORT_DISABLE_ALL"),
                        "basic": _level("ORT_ENABLE_BASIC"), "extended": _level("ORT_ENABLE_EXTENDED"),
                        "all": _level("ORT_ENABLE_ALL")}
+
+#: ONNX Runtime graph optimisation levels, by the names users write (``ORT_DISABLE_ALL`` ...)
+GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+EXECUTION_MODES = ("sequential", "parallel")
+
+
+def graph_level(raw: object, where: str) -> str:
+    """One graph optimisation level as users write it (``disable`` is the older spelling)."""
+    level = str(raw).strip().lower()
+    if level == "disable":
+        level = "disabled"
+    if level not in GRAPH_OPTIMIZATION_LEVELS:
+        raise UsageError(f"{where}: unknown level {raw!r}{did_you_mean(level, GRAPH_OPTIMIZATION_LEVELS)}; "
+                         f"valid: {', '.join(GRAPH_OPTIMIZATION_LEVELS)}")
+    return level
+
+
+def _on(raw: object, where: str) -> bool:
+    """``on``/``off`` (the option's words) or a TOML boolean."""
+    return raw if isinstance(raw, bool) else str(raw).lower() == "on"
+
+
+def _mode(raw: object, where: str) -> str:
+    mode = str(raw).strip().lower()
+    if mode not in EXECUTION_MODES:
+        raise UsageError(f"{where}: unknown value {raw!r}; valid: {', '.join(EXECUTION_MODES)}")
+    return mode
+
+
+@BackendSettings.declare
+@dataclass(frozen=True)
+class OrtSessionSettings(BackendSettings):
+    """ONNX Runtime's session options (``ort.SessionOptions``; :func:`session_options` applies them).
+    The graph optimisation level decides which fused kernels run (``all`` vs ``disabled`` is where a
+    fused attention or LayerNorm changes the last bits) and may be a matrix axis; execution mode,
+    memory pattern and arena change latency and peak memory."""
+
+    section: ClassVar[str] = "onnxruntime"
+    doc: ClassVar[str] = "ONNX Runtime session options (every ORT provider)"
+
+    graph_optimization: str = setting(
+        "all", parse=graph_level, describe=lambda v: f"opt={v}" if v != "all" else None,
+        axis=Axis("graph_optimization", "opt", "all", GRAPH_OPTIMIZATION_LEVELS))
+    execution_mode: str = setting("sequential", parse=_mode, describe=lambda v: f"exec={v}" if v != "sequential" else None)
+    mem_pattern: bool = setting(True, parse=_on, decode=bool, describe=lambda v: None if v else "mem_pattern=off")
+    cpu_arena: bool = setting(True, parse=_on, decode=bool, describe=lambda v: None if v else "arena=off")
+
 
 _BOOL = ("True", "False", "true", "false", "1", "0")
 #: the EP options each execution provider accepts (onnxruntime 1.2x-1.3x documentation), with
@@ -107,20 +156,19 @@ def session_options(runtime: "RuntimeSettings | None" = None, *, profile_prefix:
     """``ort.SessionOptions`` from the runtime settings: the one place they become ORT's."""
     import onnxruntime as ort
 
-    from harness.core.runtime import RuntimeSettings
-
     runtime = runtime or RuntimeSettings()
+    session = runtime.of(OrtSessionSettings)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    options.graph_optimization_level = OPTIMIZATION_LEVELS[runtime.graph_optimization]()
+    options.graph_optimization_level = OPTIMIZATION_LEVELS[session.graph_optimization]()
     if runtime.intra_op_threads:
         options.intra_op_num_threads = runtime.intra_op_threads
     if runtime.inter_op_threads:
         options.inter_op_num_threads = runtime.inter_op_threads
-    options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if runtime.execution_mode == "parallel"
+    options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if session.execution_mode == "parallel"
                               else ort.ExecutionMode.ORT_SEQUENTIAL)
-    options.enable_mem_pattern = runtime.mem_pattern
-    options.enable_cpu_mem_arena = runtime.cpu_arena
+    options.enable_mem_pattern = session.mem_pattern
+    options.enable_cpu_mem_arena = session.cpu_arena
     if profile_prefix:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
@@ -213,9 +261,8 @@ class OrtBackend(Backend):
 
     #: executes ONNX files: pre-built artifacts (``harness check``) can stand in for its exports
     runs_onnx_files = True
-    runtime_settings = frozenset({"graph_optimization", "intra_op_threads", "inter_op_threads", "execution_mode",
-                                  "mem_pattern", "cpu_arena", "provider_options", "trt_profile", "trt_engine_cache",
-                                  "trt_timing_cache", "profile"})
+    #: every shared setting, its session options and, for its TensorRT EP, the TensorRT settings
+    runtime_settings = frozenset(SHARED_OPTIONS.values()) | OrtSessionSettings.names() | TensorRTSettings.names()
     provider_option_keys = {
         "CPUExecutionProvider": {"use_arena": _BOOL},
         "CUDAExecutionProvider": _CUDA_OPTIONS,
@@ -257,7 +304,8 @@ class OrtBackend(Backend):
         #: the cache; their files are recorded with ``cache_hit: false``
         self._built: set[Path] = set()
 
-    def _entry(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> "CacheEntry":
+    def _entry(self, ref: GraphRef) -> "CacheEntry":
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
         # imported here: exporting needs torch, running a built artifact must not (cold-start
         # and memory children load only onnxruntime)
         from harness.export.artifacts import onnx_artifact
@@ -268,8 +316,9 @@ class OrtBackend(Backend):
             self._built.add(entry.directory)
         return entry
 
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
-        entry = self._entry(model, family, graph, variant)
+    def load(self, ref: GraphRef) -> GraphRunner:
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
+        entry = self._entry(ref)
         options, profile = self.provider_options(model, family, graph, variant, entry.directory)
         runner = OrtGraphRunner(str(entry.path()), variant.provider.device, self.ctx.intra_op_threads,
                                 self.ctx.inter_op_threads, provider_options=options, profile=profile,
@@ -294,39 +343,35 @@ class OrtBackend(Backend):
         if variant.provider.device != "TensorrtExecutionProvider":
             return declared, None
         profile = self.trt_profile(model, family, graph)
-        runtime = self.ctx.runtime
+        trt = self.ctx.runtime.of(TensorRTSettings)
         options = {**profile.provider_options(), "trt_engine_cache_enable": "True",
-                   "trt_engine_cache_path": runtime.trt_engine_cache or str(cache_dir / "trt-engines"),
+                   "trt_engine_cache_path": trt.trt_engine_cache or str(cache_dir / "trt-engines"),
                    "trt_fp16_enable": "True" if variant.precision is Precision.FP16 else "False"}
-        if runtime.trt_timing_cache:
-            options.update(trt_timing_cache_enable="True", trt_timing_cache_path=runtime.trt_timing_cache)
+        if trt.trt_timing_cache:
+            options.update(trt_timing_cache_enable="True", trt_timing_cache_path=trt.trt_timing_cache)
         return {**options, **declared}, profile
 
     def trt_profile(self, model: "LoadedModel", family: "Family", graph: "GraphSpec") -> "ShapeProfile":
         """The TensorRT profile of ``graph``: derived, with the declared inputs replaced."""
         from harness.runners.trt_profile import profile_for
 
-        profile = profile_for(graph, family.export_example(model, graph), max_batch=self.ctx.trt_max_batch,
-                              max_seq=self.ctx.trt_max_seq)
-        return profile.with_explicit(self.ctx.runtime.trt_profile, graph.name)
+        trt = self.ctx.runtime.of(TensorRTSettings)
+        profile = profile_for(graph, family.export_example(model, graph), max_batch=trt.max_batch(self.ctx.batch_size),
+                              max_seq=trt.trt_max_seq)
+        return profile.with_explicit(trt.trt_profile, graph.name)
 
-    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                  variant: Variant) -> dict[str, dict[str, Any]]:
-        entry = self._entry(model, family, graph, variant)
-        hit = entry.directory not in self._built  # found in the cache, not exported for this case
-        out = {}
-        for name, digest in entry.files.items():
-            p = entry.path(name)
-            out[f"{graph.name}/{name}"] = {"path": str(p), "sha256": digest, "bytes": p.stat().st_size,
-                                           "cache_hit": hit}
-        return out
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
+        graph = ref.graph
+        entry = self._entry(ref)
+        # cache_hit: found in the cache, not exported for this case
+        return entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
 
-    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                    variant: Variant) -> dict[str, Any] | None:
+    def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """CPU EP only (GPU providers may pick kernels per run): the artifact bytes, the ORT
         version, the session options (optimisation level, threads, execution mode, memory
         settings, EP options) and this module's code decide the outputs. A profiled run
         (``--profile``) always runs: replayed outputs have no trace."""
+        variant = ref.variant
         if variant.provider.device != "CPUExecutionProvider" or self.ctx.runtime.profile:
             return None
         import os
@@ -335,7 +380,7 @@ class OrtBackend(Backend):
 
         from harness.core.cachedir import source_digest
 
-        files = {name: info["sha256"] for name, info in self.artifacts(model, family, graph, variant).items()}
+        files = {name: info["sha256"] for name, info in self.artifacts(ref).items()}
         return {"backend": self.name, "provider": variant.provider.device, "artifacts": files,
                 "onnxruntime": ort.__version__, "intra_op_threads": self.ctx.intra_op_threads,
                 "inter_op_threads": self.ctx.inter_op_threads, "cpus": os.cpu_count(),
@@ -346,7 +391,7 @@ class OrtBackend(Backend):
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
                    variant: Variant) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {g.name: self.artifacts(model, family, g, variant)[f"{g.name}/model.onnx"]["path"] for g in graphs}
+        paths = {g.name: self.artifacts(GraphRef(model, family, g, variant))[f"{g.name}/model.onnx"]["path"] for g in graphs}
         return ChildSpec(paths, variant.provider.device, self.ctx.intra_op_threads or 0, self.ctx.inter_op_threads or 0,
                          {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
 

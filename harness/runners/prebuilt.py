@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core import Precision, Provider, UsageError
-from harness.runners.base import Backend, BackendContext, FileView, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, FileView, GraphRef, GraphRunner, TimedCall
 from harness.runners.source import ArtifactSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.core.runtime import RuntimeSettings
-    from harness.families.base import Family, GraphSpec
-    from harness.zoo.loading import LoadedModel
+    from harness.families.base import PromptThenStep
 
 #: feeds -> the value of one input the reference computes implicitly
 Synth = Callable[[Mapping[str, np.ndarray]], np.ndarray]
@@ -164,9 +163,13 @@ class PrebuiltGraphs(ArtifactSource):
     def session(self, path: Path) -> GraphRunner:
         return self.sessions[Path(path)]
 
-    def serve(self, runners: Mapping[str, GraphRunner]) -> None:
-        """The runners decoding uses, by reference graph name (known once the files are judged)."""
-        self._runners.update(runners)
+    def serve(self, runners: Mapping[str, "GraphRunner | PromptThenStep"]) -> None:
+        """The runners decoding uses, by reference graph name (known once the files are judged);
+        a family's ``PromptThenStep`` pair is served as one ``CacheSplitRunner``."""
+        from harness.families.base import PromptThenStep
+
+        self._runners.update({graph: CacheSplitRunner(r.prefill, r.step) if isinstance(r, PromptThenStep) else r
+                              for graph, r in runners.items()})
 
     def runner(self, graph: str) -> GraphRunner:
         if graph not in self._runners:
@@ -200,9 +203,9 @@ class PrebuiltBackend(Backend):
     def unavailable_reason(cls, variant: Variant) -> str | None:
         return None
 
-    def load(self, model: LoadedModel, family: Family, graph: GraphSpec, variant: Variant) -> GraphRunner:
+    def load(self, ref: GraphRef) -> GraphRunner:
+        graph = ref.graph
         return self.source.runner(graph.name)
 
-    def artifacts(self, model: LoadedModel, family: Family, graph: GraphSpec,
-                  variant: Variant) -> dict[str, dict[str, Any]]:
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         return dict(self.source.records)

@@ -20,7 +20,7 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.core.phases import phase
 from harness.runners import register_backend
-from harness.runners.base import Backend, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -179,10 +179,10 @@ class TorchBackend(Backend):
         gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) if cuda else "none"
         return f"torch {torch.__version__}: CUDA available {cuda} (devices: {gpus})"
 
-    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                    variant: Variant) -> dict[str, Any] | None:
+    def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """CPU only: precision recipe, torch version, thread count and this module's code decide
         the outputs (weights, family code and feeds are in the workspace's part of the key)."""
+        variant = ref.variant
         if variant.provider.device != "cpu":
             return None
         import torch
@@ -194,7 +194,8 @@ class TorchBackend(Backend):
                 "torch": torch.__version__, "threads": self.ctx.intra_op_threads or torch.get_num_threads(),
                 "runner": source_digest(TorchBackend)}
 
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
+    def load(self, ref: GraphRef) -> GraphRunner:
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
         import torch
 
         device = variant.provider.device
@@ -225,32 +226,40 @@ class TorchBackend(Backend):
 
     @classmethod
     def child_imports(cls) -> None:
-        import harness.judge.workspace  # noqa: F401  (torch, transformers and the model loaders)
+        import harness.families  # noqa: F401  (the families' graph modules)
+        import harness.zoo.loading  # noqa: F401  (torch, transformers and the model loaders)
 
     @classmethod
     def child_load(cls, spec: ChildSpec) -> ChildLoad:
-        """Weights and tokenizer once (``weights``), then every graph's module at the precision."""
+        """Weights and tokenizer once (``weights``), then every graph's module at the precision.
+        Loads the model the way a service would -- the zoo's spec, ``load_model``, the family's
+        graphs -- with nothing of the judge (no workspace, no references)."""
         import torch
 
-        from harness.core import PROVIDERS, RunOptions, Settings
-        from harness.judge.workspace import Workspace
+        from harness.export.artifacts import ExportSettings
+        from harness.export.cache import ArtifactCache
+        from harness.families import family_for
+        from harness.runners import PROVIDERS
+        from harness.zoo.base import ModelCatalog, cache_root
+        from harness.zoo.loading import load_model
 
         own = spec.options
         variant = Variant(str(own["model"]), Precision(own["precision"]), PROVIDERS[str(own["provider"])])
-        run_settings = Settings(threads=spec.threads(), inter_threads=spec.threads("inter_op_threads"))
-        options = RunOptions(models=[variant.model], precisions=[variant.precision], providers=[variant.provider],
-                             settings=run_settings)
+        cache = Path(str(own["cache"])) if own.get("cache") else cache_root()
         start = time.perf_counter()
-        ws = Workspace(options, own.get("cache"))
-        model = ws.model(variant.model)
-        family = ws.family(model)
-        backend = ws.backend(variant, model)
+        model_spec = ModelCatalog().resolve(variant.model)
+        model = load_model(model_spec, lazy=True)
+        family = family_for(model.family)
+        export = ExportSettings(int8_per_channel=model_spec.int8_per_channel)  # the run's default recipe
+        ctx = BackendContext(ArtifactCache(cache / "artifacts"), export, spec.threads(),
+                             spec.threads("inter_op_threads"), cache_dir=cache)
+        backend = cls(ctx)
         load = {"weights": (time.perf_counter() - start) * 1000.0}  # weights and tokenizer, shared by the graphs
         runners: dict[str, GraphRunner] = {}
         for graph in family.graphs(model):
             if graph.name in spec.graphs:
                 start = time.perf_counter()
-                runners[graph.name] = backend.load(model, family, graph, variant)
+                runners[graph.name] = backend.load(GraphRef(model, family, graph, variant))
                 load[graph.name] = (time.perf_counter() - start) * 1000.0
         settings = {"torch": {"num_threads": torch.get_num_threads(),
                               "num_interop_threads": torch.get_num_interop_threads(),

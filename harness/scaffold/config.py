@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS
+from harness.core import DEFAULT_PRECISIONS
+from harness.runners import DEFAULT_PROVIDERS
 
 
 @dataclass(frozen=True)

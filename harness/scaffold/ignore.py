@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-#: run directories (results.jsonl, summary.md, junit.xml, cases/), the CI cache directory, and the
-#: storage directory pytest-benchmark (a dependency) creates in the working directory
-ENTRIES = ("reports/", ".harness-cache/", ".benchmarks/")
+#: run directories (results.jsonl, summary.md, junit.xml, cases/), the CI cache directory, the
+#: blessed baseline the workflow restores (``WorkflowSpec.baseline_store``), and the storage
+#: directory pytest-benchmark (a dependency) creates in the working directory
+ENTRIES = ("reports/", ".harness-cache/", ".harness-baseline/", ".benchmarks/")
 
 
 def render_ignore() -> str:

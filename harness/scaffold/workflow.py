@@ -1,7 +1,12 @@
 """The GitHub Actions workflow ``harness init`` writes: a small template with named parts.
 
-Pull requests (and pushes to the default branch) run the gate; a nightly schedule runs it with
-the performance suites; both restore ``$HARNESS_CACHE`` (built models, exported ONNX files)
+Pull requests (and pushes to the default branch) run the gate with the performance suites; a
+push to the default branch blesses its run as the baseline (``baseline save --keep-artifacts``:
+the timed artifacts kept inside it, the store saved by ``actions/cache``), and a pull request
+compares its run with that baseline *paired* (``baseline compare --perf``: the blessed artifacts
+and the candidate's re-timed interleaved in the PR's own job, so a different or busier runner
+does not read as a regression, docs/perf-gate.md). A nightly schedule runs the gate with the
+performance suites too; both restore ``$HARNESS_CACHE`` (built models, exported ONNX files)
 with ``actions/cache`` and upload the run directory (results.jsonl, summary.md, junit.xml) as
 an artifact, also when the gate failed. The harness writes the job summary itself
 (``$GITHUB_STEP_SUMMARY``).
@@ -51,6 +56,12 @@ class WorkflowSpec:
     cron: str = "17 3 * * *"
     default_branch: str = "main"
     pr_command: str = "harness run --out reports/gate"
+    #: the one-job gate of pull requests and pushes: the judged matrix with its timings, so a pull
+    #: request's performance is compared with the blessed baseline, paired (re-timed here)
+    pr_perf_command: str = "harness run --perf --out reports/gate"
+    #: where the blessed baseline of the default branch lives on the runner (restored and saved by
+    #: actions/cache, the timed artifacts kept inside it: ``baseline save --keep-artifacts``)
+    baseline_store: str = ".harness-baseline"
     nightly_command: str = "harness run --perf --out reports/nightly"
     extra_env: dict[str, str] = field(default_factory=dict)
     #: split the case matrix over this many parallel jobs (1: one job)
@@ -60,7 +71,8 @@ class WorkflowSpec:
 _HEADER = """\
 # model-harness: the deployment gate of this repository (written by `harness init`).
 # Pull requests: every model x precision x provider of harness.toml judged against PyTorch FP32;
-# a failing, erroring or not-run case fails the job. Nightly: the same with the performance suites.
+# a failing, erroring or not-run case fails the job.{perf_lines}
+# Nightly: the gate with the performance suites.
 # Results (results.jsonl, summary.md, junit.xml) are uploaded as the artifact `harness-report-*`;
 # the job summary on the run's page is written by the harness.
 name: {name}
@@ -117,9 +129,29 @@ jobs:
 """ + _GATE_SETUP + """\
       - name: Environment (providers, skipped variants and why)
         run: harness doctor
-      - name: Gate
+      - name: Gate (accuracy of every variant, with its timings)
         if: github.event_name != 'schedule'
         run: {pr_command}
+      - name: Restore the blessed baseline of {branch} (records, cache keys and the timed artifacts)
+        if: github.event_name == 'pull_request'
+        uses: actions/cache/restore@v4
+        with:
+          path: {store}
+          key: harness-baseline-${{{{ github.event.pull_request.base.sha }}}}
+          restore-keys: harness-baseline-
+      - name: Performance vs {branch}, paired (blessed and candidate artifacts re-timed interleaved here)
+        if: github.event_name == 'pull_request'
+        run: |
+{compare_script}
+      - name: Bless this run as the baseline of {branch} (the timed artifacts kept for paired comparisons)
+        if: github.event_name == 'push' && github.ref == 'refs/heads/{branch}'
+        run: {bless_command}
+      - name: Save the baseline
+        if: github.event_name == 'push' && github.ref == 'refs/heads/{branch}'
+        uses: actions/cache/save@v4
+        with:
+          path: {store}
+          key: harness-baseline-${{{{ github.sha }}}}
       - name: Nightly gate with performance
         if: github.event_name == 'schedule'
         run: {nightly_command}
@@ -194,11 +226,41 @@ jobs:
 """
 
 
+def compare_script(spec: WorkflowSpec) -> str:
+    """The pull request's performance step: ``baseline compare --perf`` against the default
+    branch's baseline (paired where the blessed artifacts are at hand, which ``--keep-artifacts``
+    makes always), its Markdown appended to the job summary; a repository with no baseline yet is
+    told so (a warning: the accuracy gate above still judged every case)."""
+    name, store = spec.default_branch, spec.baseline_store
+    out = "reports/gate/perf-vs-baseline"
+    return (f'if [ ! -f {store}/{name}/baseline.json ]; then\n'
+            f'  echo "::warning::no blessed baseline of {name} yet (a push to {name} saves one): performance not '
+            'compared"\n'
+            '  exit 0\n'
+            'fi\n'
+            'status=0\n'
+            f'harness baseline compare reports/gate --name {name} --store {store} --perf --json {out}.json '
+            f'--markdown {out}.md || status=$?\n'
+            f'if [ -n "${{GITHUB_STEP_SUMMARY:-}}" ] && [ -f {out}.md ]; then cat {out}.md >> "$GITHUB_STEP_SUMMARY"; fi\n'
+            'exit $status\n')
+
+
+def bless_command(spec: WorkflowSpec) -> str:
+    """The default branch's run becomes the baseline, its timed artifacts copied into it."""
+    return (f"harness baseline save reports/gate --name {spec.default_branch} --store {spec.baseline_store} "
+            "--keep-artifacts --force")
+
+
 def render_workflow(spec: WorkflowSpec | None = None) -> str:
     spec = spec or WorkflowSpec()
     if spec.shards < 1:
         raise ValueError(f"shards must be >= 1, got {spec.shards}")
-    header = _HEADER.format(name=spec.name, branch=spec.default_branch, cron=_q(spec.cron))
+    perf_lines = (" (Sharded: the performance of a pull request is not compared;\n# one job compares it "
+                  "paired with the baseline, docs/own-repository.md.)") if spec.shards > 1 else \
+        (f" Their performance is compared with the baseline\n# a push to {spec.default_branch} blessed, paired: "
+         "the blessed artifacts (kept in the baseline) and the pull\n# request's are re-timed interleaved in the "
+         "same job, so a slower runner is not a regression.")
+    header = _HEADER.format(name=spec.name, branch=spec.default_branch, cron=_q(spec.cron), perf_lines=perf_lines)
     common = {"python": _q(spec.python), "torch_install": spec.torch_install, "requirement": _q(spec.requirement),
               "requirement_expr": _expr_string(spec.requirement),
               "cache_inputs": ", ".join(_expr_string(p) for p in spec.cache_inputs), "branch": spec.default_branch,
@@ -210,4 +272,7 @@ def render_workflow(spec: WorkflowSpec | None = None) -> str:
         return header + _SHARDED_JOBS.format(
             **common, pr_command=without_out(spec.pr_command), nightly_command=without_out(spec.nightly_command),
             shards=spec.shards, shard_list=", ".join(str(k) for k in range(1, spec.shards + 1)))
-    return header + _JOB.format(**common, pr_command=spec.pr_command, nightly_command=spec.nightly_command)
+    script = "".join(f"          {line}\n" for line in compare_script(spec).splitlines())
+    return header + _JOB.format(**common, pr_command=spec.pr_perf_command, nightly_command=spec.nightly_command,
+                                store=spec.baseline_store, compare_script=script.rstrip("\n"),
+                                bless_command=bless_command(spec))

@@ -37,6 +37,7 @@ from harness.judge.numeric import OutputResult, ParityResult, run_graph_parity
 from harness.judge.workspace import Workspace
 from harness.results import new_run_id
 from harness.results.collector import Case
+from harness.results.sections import Served
 from harness.runners.prebuilt import MappedRunner
 from harness.serving.source import ConcurrentRunner, EndpointGraphs, EndpointRunner, open_endpoint
 
@@ -73,7 +74,7 @@ def run_endpoint_check(req: CheckRequest, run_dir: Path, run_id: str | None = No
         parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])
         case = Case(ws, variant, run_dir, f"check[{variant.id}]")
         numeric_case(case, outcome, parity, files)
-        case.data["served"] = served_records
+        Served(served_records).write(case.data)
         errors = [j.error for j in outcome.jobs if j.error]
         outcome.records.append(_record(case, "check", _verdict(parity.assert_ok, errors), began, settings, run_id))
         _judge_concurrency(ws, outcome, source, settings, files, served_records, run_dir, run_id)

@@ -24,7 +24,7 @@ import numpy as np
 
 from harness.check.layout import TensorInfo
 from harness.core import UsageError
-from harness.serving.endpoint import Endpoint
+from harness.settings.endpoint import Endpoint
 
 #: OIP tensor datatypes <-> numpy dtype names (the protocol's table; BYTES is not a numeric tensor)
 OIP_DTYPES = {"BOOL": "bool", "UINT8": "uint8", "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 
 from harness.core import UsageError
-from harness.serving.endpoint import PROTOCOLS, Endpoint, parse_endpoint
 from harness.serving.sweep import SweepSettings
+from harness.settings.endpoint import PROTOCOLS, Endpoint, parse_endpoint
 
 
 def add_endpoint_arguments(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ from harness.core import Precision
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import PrebuiltGraphs
 from harness.serving.client import OipClient, ServedModel
-from harness.serving.endpoint import Endpoint
+from harness.settings.endpoint import Endpoint
 
 
 class EndpointRunner(GraphRunner):

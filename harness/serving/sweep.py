@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from harness.perf.measure import latency_entry, latency_key
+from harness.results.sections import Served
 from harness.serving.client import OipClient, ServedModel, ServingError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -290,7 +291,7 @@ def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source:
     variant = outcome.variant
     case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
     case.artifacts.update(files)
-    case.data["served"] = served
+    Served(dict(served)).write(case.data)
     started = time.perf_counter()
     entry = family.graphs(model)[0]
     job = next((j for j in outcome.jobs if j.job.graph.name == entry.name and j.runner is not None and not j.error),
@@ -327,19 +328,3 @@ def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source:
     except Exception as exc:  # noqa: BLE001 - a client-side failure of the sweep itself: the case's error, not a crash
         verdict = ("error", describe_error(exc, 300))
     outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
-
-
-def describe(perf: Mapping[str, Any]) -> list[str]:
-    """Terminal lines: one per step."""
-    lines = []
-    for s in (perf.get("serving") or {}).get("steps", []):
-        p50 = "n/a" if s["p50"] is None else f"{s['p50']:.2f}"
-        p90 = "n/a" if s["p90"] is None else f"{s['p90']:.2f}"
-        p99 = "n/a" if s["p99"] is None else f"{s['p99']:.2f}"
-        server = s.get("server") or {}
-        extra = (f"  server queue {server['queue_ms']:.2f} ms compute {server['compute_infer_ms']:.2f} ms"
-                 if server.get("queue_ms") is not None and server.get("compute_infer_ms") is not None else "")
-        lines.append(f"concurrency {s['concurrency']:>2}: p50 {p50} ms  p90 {p90}  p99 {p99}  "
-                     f"{s['throughput']:.1f}/s  {s['requests']} requests, {s['errors']} errors"
-                     f"{'' if s['stable'] else ' (not stable)'}{extra}")
-    return lines

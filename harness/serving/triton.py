@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.check.layout import TensorInfo, read_artifact
 from harness.core import Precision, UsageError
+from harness.runners.ort_runner import OrtSessionSettings
+from harness.runners.trt_profile import TensorRTSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -119,16 +121,17 @@ def config_text(name: str, inputs: tuple[TensorInfo, ...], outputs: tuple[Tensor
     if plan:
         return "\n".join(lines) + "\n", notes
     optimization = []
-    level = GRAPH_LEVELS.get(runtime.graph_optimization)
+    session, engine = runtime.of(OrtSessionSettings), runtime.of(TensorRTSettings)
+    level = GRAPH_LEVELS.get(session.graph_optimization)
     if level is not None:
         optimization.append(f"graph {{ level: {level} }}")
     if variant.provider.device == "TensorrtExecutionProvider":
         trt = [("precision_mode", "FP16" if variant.precision is Precision.FP16 else "FP32"),
                ("max_workspace_size_bytes", "1073741824"), ("trt_engine_cache_enable", "1")]
-        if runtime.trt_engine_cache:
-            trt.append(("trt_engine_cache_path", runtime.trt_engine_cache))
-        if runtime.trt_timing_cache:
-            trt += [("trt_timing_cache_enable", "1"), ("trt_timing_cache_path", runtime.trt_timing_cache)]
+        if engine.trt_engine_cache:
+            trt.append(("trt_engine_cache_path", engine.trt_engine_cache))
+        if engine.trt_timing_cache:
+            trt += [("trt_timing_cache_enable", "1"), ("trt_timing_cache_path", engine.trt_timing_cache)]
         if profile is not None:
             trt += sorted(profile.provider_options().items())
         params = " ".join(f'parameters {{ key: "{k}" value: "{v}" }}' for k, v in trt)
@@ -145,9 +148,9 @@ def config_text(name: str, inputs: tuple[TensorInfo, ...], outputs: tuple[Tensor
         lines.append(_param("intra_op_thread_count", str(runtime.intra_op_threads)))
     if runtime.inter_op_threads:
         lines.append(_param("inter_op_thread_count", str(runtime.inter_op_threads)))
-    lines.append(_param("execution_mode", "1" if runtime.execution_mode == "parallel" else "0"))
-    lines.append(_param("enable_mem_arena", "1" if runtime.cpu_arena else "0"))
-    lines.append(_param("enable_mem_pattern", "1" if runtime.mem_pattern else "0"))
+    lines.append(_param("execution_mode", "1" if session.execution_mode == "parallel" else "0"))
+    lines.append(_param("enable_mem_arena", "1" if session.cpu_arena else "0"))
+    lines.append(_param("enable_mem_pattern", "1" if session.mem_pattern else "0"))
     return "\n".join(lines) + "\n", notes
 
 

@@ -24,9 +24,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from harness.core import PROVIDERS, UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean
 from harness.metrics.margins import MarginRule, rules_from_config
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
+from harness.runners import PROVIDERS
 from harness.settings.options import CONFIG_KEYS, Kind, option
 
 CONFIG_FILE = "harness.toml"
@@ -349,20 +350,20 @@ class _Validator:
             return self.choice(value, where, o.choices)
         if o.kind is Kind.FLAG:
             return self.boolean(value, where)
-        if o.kind is Kind.PAIRS:
-            return self.runtime_value(key, value, where)
-        if key == "graph_optimization":
+        from harness.settings.runtime import is_axis
+
+        if o.kind is Kind.PAIRS or is_axis(key):
             return self.runtime_value(key, value, where)
         return self.string(value, where)
 
     def runtime_value(self, key: str, value: Any, where: str) -> Any:
         """A runtime setting (``[run]`` or ``[models.<name>.runtime]``), checked now (EP options
         by the provider's backend), returned as the option would be given."""
-        from harness.settings.runtime import graph_levels, runtime_fields, validate_provider_options
+        from harness.settings.runtime import axis_levels, is_axis, runtime_fields, validate_provider_options
 
-        if key == "graph_optimization":
+        if is_axis(key):
             try:
-                return graph_levels(value if isinstance(value, (str, list)) else str(value), "")
+                return axis_levels(key, value if isinstance(value, (str, list)) else str(value), "")
             except UsageError as exc:
                 raise self.fail(where, str(exc).removeprefix(": ")) from None
         if not isinstance(value, (dict, list, str)):
@@ -378,15 +379,15 @@ class _Validator:
 
     def model_runtime(self, value: Any, where: str) -> dict[str, Any]:
         """``[models.<name>.runtime]``: the run's runtime keys, as RuntimeSettings field values."""
-        from harness.settings.runtime import RUNTIME_KEYS, runtime_fields
+        from harness.settings.runtime import is_axis, runtime_fields, runtime_keys
 
         table = self.table(value, where)
-        self.keys(table, tuple(RUNTIME_KEYS), where)
+        self.keys(table, tuple(runtime_keys()), where)
         given: dict[str, Any] = {}
         for key, item in table.items():
             loc = f"{where}.{key}"
             o = option(key)
-            if key == "graph_optimization":
+            if is_axis(key):
                 levels = self.runtime_value(key, item, loc)
                 if len(levels) != 1:
                     raise self.fail(loc, "a model takes one level (a list of levels is a [run] matrix axis)")
@@ -419,7 +420,7 @@ class _Validator:
 
     def endpoint(self, body: Any, where: str) -> dict[str, Any]:
         """``[models.<name>.endpoint]``, checked whole now (url, served model, protocol...)."""
-        from harness.serving.endpoint import endpoint_from_table
+        from harness.settings.endpoint import endpoint_from_table
 
         table = dict(self.table(body, where))
         try:

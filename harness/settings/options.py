@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from harness.core import DEFAULT_PRECISIONS, DEFAULT_PROVIDERS, UsageError, split_csv
+from harness.core import DEFAULT_PRECISIONS, UsageError, split_csv
+from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
+from harness.runners import DEFAULT_PROVIDERS
 
 
 class Kind(str, enum.Enum):
@@ -213,6 +215,9 @@ OPTIONS: tuple[Option, ...] = (
            metavar="OPS"),
     Option("int8_per_channel", Kind.FLAG, "INT8 with per-channel weight scales (default: per tensor, or the "
            "model's own choice)"),
+    Option("int8_reduce_range", Kind.CHOICE, "INT8 weights in 7 bits (ONNX Runtime's remedy for x86 CPUs without "
+           "VNNI, whose u8s8 kernels saturate): auto = on exactly there", choices=REDUCE_RANGE_CHOICES, default="auto",
+           in_config=True, rerun=Rerun.ALWAYS),
     Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1),
     Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=128, minimum=1),
     # --- issue 9: the harness in a team's own repository and CI ---------------------------------
@@ -292,8 +297,10 @@ OPTIONS: tuple[Option, ...] = (
            rerun=Rerun.NEVER),
     Option("durations", Kind.INT, "list the N slowest phases and cases at the end of the run (0: all)",
            minimum=0, rerun=Rerun.NEVER, metavar="N"),
-    Option("progress", Kind.CHOICE, "one line per finished case ([12/60] PASS <variant> <suite> 1.2 s) and a heartbeat "
-           "for a case running over 30 s: auto (when the output is not a terminal: CI logs), lines (always), off",
+    Option("progress", Kind.CHOICE, "progress while cases run: auto (on a terminal a live display of cases done/total, "
+           "the running cases and their phases, elapsed and ETA; piped, as in CI logs, one line per finished case "
+           "([12/60] PASS <variant> <suite> 1.2 s) and a heartbeat for a case running over 30 s), lines (the lines "
+           "always), off",
            choices=("auto", "lines", "off"), default="auto", rerun=Rerun.NEVER),
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
@@ -527,6 +534,8 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
     for name, key in _LEGACY_SETTINGS.items():  # effective sizes, set or not
         if settings.get(key) is not None:
             given[name] = settings[key]
+    if isinstance(settings.get("int8_reduce_range"), bool):  # the effective value: `auto` depends on the CPU
+        given["int8_reduce_range"] = "on" if settings["int8_reduce_range"] else "off"
     if "options" not in settings:  # an older record: what it knew how to say
         if settings.get("exporter_explicit") and settings.get("exporter"):
             given["exporter"] = settings["exporter"]

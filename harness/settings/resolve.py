@@ -15,8 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision, parse_provider
+from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision
 from harness.core.values import Settings
+from harness.runners import parse_provider
 from harness.settings.options import BY_NAME, OPTIONS, option, typed
 from harness.zoo.base import ModelCatalog, ModelSpec
 
@@ -83,11 +84,12 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
                       f"{cfg.path if cfg else ''}: run.samples")
     if found is not None and "config" not in values:  # found by itself: the rerun must name it
         values["config"] = found
-    from harness.settings.runtime import RUNTIME_KEYS, build_runtime
+    from harness.settings.runtime import build_runtime, runtime_keys
 
-    runtime, axes = build_runtime({name: setting(name) for name in RUNTIME_KEYS
+    keys = runtime_keys()
+    runtime, axes = build_runtime({name: setting(name) for name in keys
                                    if name in values or (cfg is not None and cfg.value(name) is not None)},
-                                  f"{cfg.path}: run" if cfg is not None and not any(n in values for n in RUNTIME_KEYS)
+                                  f"{cfg.path}: run" if cfg is not None and not any(n in values for n in keys)
                                   else "")
     settings = Settings(**{o.name: typed(o, setting(o.name)) for o in OPTIONS})
     return RunOptions(

@@ -1,70 +1,80 @@
 """Option values -> :class:`~harness.core.runtime.RuntimeSettings`, validated.
 
 The run's options (CLI, pytest, ``[run]``) and a model's ``[models.<name>.runtime]`` table use the
-same keys (the option names of the issue-10 block of the option table); this module turns either
-into RuntimeSettings field values and checks every EP option against the backend that owns the
-provider (``Backend.validate_provider_options``), so a typo is one exit-2 line before anything runs.
+same keys: the shared settings' options (``threads``, ``inter_threads``, ``provider_options``,
+``profile``) and the options each backend's settings section declares in the backend's own module
+(``OrtSessionSettings``, ``TensorRTSettings``: :func:`runtime_keys` reads them, nothing here lists
+them). This module turns either into RuntimeSettings field values, each parsed by the field that
+declares it, and checks every EP option against the backend that owns the provider
+(``Backend.validate_provider_options``), so a typo is one exit-2 line before anything runs.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
-from harness.core import UsageError, did_you_mean, provider_table
+from harness.core import UsageError, did_you_mean
 from harness.core.runtime import (
     AXES,
-    GRAPH_OPTIMIZATION_LEVELS,
+    SECTIONS,
+    SHARED_OPTIONS,
+    BackendSettings,
     RuntimeSettings,
     parse_provider_options,
-    parse_trt_profile,
 )
-
-#: option name -> RuntimeSettings field (the keys a ``[models.<name>.runtime]`` table takes)
-RUNTIME_KEYS: dict[str, str] = {
-    "graph_optimization": "graph_optimization", "threads": "intra_op_threads", "inter_threads": "inter_op_threads",
-    "execution_mode": "execution_mode", "mem_pattern": "mem_pattern", "cpu_arena": "cpu_arena",
-    "provider_options": "provider_options", "trt_profile": "trt_profile", "trt_engine_cache": "trt_engine_cache",
-    "trt_timing_cache": "trt_timing_cache", "profile": "profile",
-}
+from harness.runners import backends, provider_table
 
 
-def graph_levels(raw: Any, where: str) -> list[str]:
+def runtime_keys() -> dict[str, str]:
+    """Option name -> RuntimeSettings field: the shared settings', then every declared section's
+    (the keys a ``[models.<name>.runtime]`` table takes)."""
+    backends()  # the sections are declared by the backends' modules
+    out = dict(SHARED_OPTIONS)
+    for cls in SECTIONS.values():
+        out.update(cls.options())
+    return out
+
+
+def _section(field: str) -> type[BackendSettings] | None:
+    return next((cls for cls in SECTIONS.values() if field in cls.names()), None)
+
+
+def axis_levels(name: str, raw: Any, where: str) -> list[str]:
+    """An axis option's values (one or several), each parsed by its field, duplicates dropped."""
+    field = runtime_keys()[name]
+    cls = _section(field)
+    if cls is None or field not in AXES:
+        raise KeyError(f"{name!r} is not a runtime axis")
     items = [raw] if isinstance(raw, str) else list(raw)
-    out = []
-    for item in items:
-        level = str(item).strip().lower()
-        if level == "disable":
-            level = "disabled"
-        if level not in GRAPH_OPTIMIZATION_LEVELS:
-            raise UsageError(f"{where}: unknown level {item!r}{did_you_mean(level, GRAPH_OPTIMIZATION_LEVELS)}; "
-                             f"valid: {', '.join(GRAPH_OPTIMIZATION_LEVELS)}")
-        out.append(level)
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(str(cls.info(field).parse(item, where)) for item in items))
+
+
+def is_axis(name: str) -> bool:
+    """Whether option ``name`` is a runtime axis (a list of values makes it a matrix axis)."""
+    field = runtime_keys().get(name)
+    return field is not None and field in AXES
 
 
 def runtime_fields(values: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """RuntimeSettings field values and matrix axes from option values (option name -> parsed
     value). ``where`` prefixes errors (``--trt-profile``, ``harness.toml: models.x.runtime``)."""
+    keys = runtime_keys()
     fields: dict[str, Any] = {}
     axes: dict[str, list[str]] = {}
     for name, value in values.items():
-        if name not in RUNTIME_KEYS or value is None:
+        if name not in keys or value is None:
             continue
         loc = f"{where}.{name}" if where else f"--{name.replace('_', '-')}"
-        field = RUNTIME_KEYS[name]
-        if name == "graph_optimization":
-            levels = graph_levels(value, loc)
+        field = keys[name]
+        cls = _section(field)
+        if cls is not None and field in AXES:
+            levels = axis_levels(name, value, loc)
             axes[field] = levels
             fields[field] = levels[0]
+        elif cls is not None:
+            fields[field] = cls.info(field).parse(value, loc)
         elif name == "provider_options":
             fields[field] = parse_provider_options(value, loc)
-        elif name == "trt_profile":
-            fields[field] = parse_trt_profile(value, loc)
-        elif name in ("mem_pattern", "cpu_arena"):
-            fields[field] = value if isinstance(value, bool) else str(value).lower() == "on"
-        elif name in ("trt_engine_cache", "trt_timing_cache"):
-            fields[field] = str(Path(str(value)).expanduser().resolve())
         else:
             fields[field] = value
     return fields, axes
@@ -72,8 +82,6 @@ def runtime_fields(values: Mapping[str, Any], where: str) -> tuple[dict[str, Any
 
 def validate_provider_options(options: Mapping[str, Mapping[str, str]], where: str) -> None:
     """Every provider named exists, and its backend accepts every key (and value)."""
-    from harness.runners import backends
-
     table = provider_table()
     classes = backends()
     for short, given in options.items():
@@ -99,5 +107,30 @@ def axis_values(name: str, run_axes: Mapping[str, list[str]], model_runtime: Map
     return list(run_axes.get(name) or [])
 
 
-__all__ = ["AXES", "RUNTIME_KEYS", "axis_values", "build_runtime", "graph_levels", "runtime_fields",
-           "validate_provider_options"]
+__all__ = ["AXES", "axis_levels", "axis_values", "build_runtime", "is_axis", "runtime_fields",
+           "runtime_keys", "validate_provider_options"]
+
+
+def docs_table() -> str:
+    """docs/runtime.md: every runtime setting -- the shared ones, then each backend's section as its
+    module declares it -- with its option, flag, default and whether the record keeps it (generated)."""
+    from harness.settings.options import option
+
+    keys = runtime_keys()
+    lines = ["| section (declared in) | key (`[run]`, `[models.<name>.runtime]`) | `harness run` | default | "
+             "in `settings.runtime` | what |", "|---|---|---|---|---|---|"]
+
+    def row(owner: str, name: str, field: str, recorded: bool) -> str:
+        o = option(name)
+        default = o.describe_default() or "–"
+        record = f"yes (`{field}`)" if recorded else "no (the rerun repeats it)"
+        return (f"| {owner} | `{name}` | `{o.flag}` | `{default}` | {record} | "
+                f"{o.help.replace('%%', '%').replace('|', '/')} |")
+
+    for i, (name, field) in enumerate(SHARED_OPTIONS.items()):
+        lines.append(row("shared (`core/runtime.py`)" if i == 0 else "", name, field, True))
+    for cls in SECTIONS.values():
+        owner = f"`{cls.section}`: {cls.doc} (`{cls.__module__.removeprefix('harness.')}.{cls.__qualname__}`)"
+        for i, (name, field) in enumerate((n, f) for n, f in cls.options().items() if n in keys):
+            lines.append(row(owner if i == 0 else "", name, field, cls.info(field).recorded))
+    return "\n".join(lines)

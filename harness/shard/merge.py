@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.core import UsageError
 from harness.results import Record
+from harness.results.sections import SettingsSection
 from harness.shard.plan import SHARD_FILE
 
 MERGE_FILE = "merge.json"
@@ -133,23 +134,16 @@ def merge_shards(paths: list[Path], *, force: bool = False) -> Merged:
     return Merged(records, run_id, shards, warnings)
 
 
-#: record ``settings`` fields that hold a results-changing option's effective value when the
-#: session did not set it (``settings.options`` keeps only what was set explicitly)
-_EFFECTIVE = {"samples": "samples_requested", "batch_size": "batch_size", "opset": "opset"}
-
-
 def _settings_of(record: Record) -> dict[str, str]:
     """The results-changing options a case ran with, as comparable text (unset: ``default``)."""
     from harness.settings.options import OPTIONS, Rerun
 
-    given = record.settings.get("options") or {}
+    settings = SettingsSection.of(record)
     out: dict[str, str] = {}
     for o in OPTIONS:
         if not o.changes_results or o.rerun is Rerun.CASE:  # the case's own model/precision/provider
             continue
-        value = given.get(o.name) if isinstance(given, dict) else None
-        if value is None and o.name in _EFFECTIVE:
-            value = record.settings.get(_EFFECTIVE[o.name])
+        value = settings.option(o.name)
         out[o.name] = "default" if value is None else json.dumps(value, sort_keys=True)
     return out
 

@@ -9,7 +9,8 @@ the decoded text of every sentence is kept in the case's ``decoded.jsonl``.
 import pytest
 
 from harness.core import Variant
-from harness.judge.generation import GenerationRequest, judge
+from harness.judge.generation import GenerationRequest
+from harness.judge.pipeline import generation_case as judge
 from harness.results.collector import Case
 
 

@@ -22,9 +22,11 @@ import pytest
 from harness.core import Variant
 from harness.core.phases import phase
 from harness.perf import budgets, coldstart, generation, latency, memory
-from harness.perf.measure import PerfSettings, engine_for
+from harness.perf.measure import PerfSettings, engine_for, latency_key
 from harness.repro.perf import bundle_on_breach, cold_start_on_breach, generation_on_breach
 from harness.results.collector import Case
+from harness.results.sections import PerfSetup
+from harness.runners.base import GraphRef
 from harness.suites import has_config_artifacts, runs_config_artifact
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,12 +43,12 @@ def _graphs_and_plan(harness: Case, settings: PerfSettings) -> Any:
     return ws, model, family, points, skipped
 
 
-def _settings_record(harness: Case, settings: PerfSettings, **extra: Any) -> dict[str, Any]:
+def _settings_record(harness: Case, settings: PerfSettings, **extra: Any) -> PerfSetup:
     from harness.results.envinfo import thread_settings
 
     options = harness.workspace.options
-    return {**settings.as_dict(), "threads": thread_settings(options.settings.threads, options.settings.inter_threads),
-            **extra}
+    return PerfSetup({**settings.as_dict(),
+                      "threads": thread_settings(options.settings.threads, options.settings.inter_threads), **extra})
 
 
 def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, benchmark_or_none: Any) -> None:
@@ -57,19 +59,20 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
     runners = {}
     try:
         for graph in graphs:
-            runners[graph.name] = backend.load(model, family, graph, variant)
+            runners[graph.name] = backend.load(GraphRef(model, family, graph, variant))
+            # the files timed, with their cache keys: what `baseline save` blesses and re-times paired
+            harness.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
         # each runner's timed call runs to completion (a device synchronise is its own business)
         from harness.perf.canary import Canary
 
         with phase("perf"):  # the canary: the machine's speed beside this record's numbers (gate/canary.py)
-            harness.perf.update(latency.measure(runners, points, perf_settings, engine_for(benchmark_or_none),
-                                                canary=Canary()))
+            measured = latency.measure(runners, points, perf_settings, engine_for(benchmark_or_none), canary=Canary())
+        harness.perf.update(measured)
     finally:
         for runner in runners.values():
             runner.close()
-    primary = harness.perf["latency_ms"]
-    harness.perf["throughput"] = primary["throughput"]
-    harness.perf["settings"] = _settings_record(harness, perf_settings, skipped_buckets=skipped)
+    _settings_record(harness, perf_settings, skipped_buckets=skipped).write(harness.perf)
+    primary = measured[latency_key()]
     if benchmark_or_none is not None and primary["engine"] == "pytest-benchmark":
         benchmark_or_none.extra_info["harness"] = {k: primary["summary"][k] for k in ("p50", "p90", "p95", "p99")}
     with bundle_on_breach(harness, points[0], perf_settings):  # a latency budget breach: its repro bundle
@@ -89,7 +92,7 @@ def test_cold_start_memory(variant: Variant, harness: Case, perf_settings: PerfS
     harness.perf.update(coldstart.cold_start_fields(runs))
     harness.perf.update(memory.memory_fields(runs, memory.floors(variant.backend)))
     harness.perf.update(memory.artifact_fields(ws, variant, model, family, graphs))
-    harness.perf["settings"] = _settings_record(harness, perf_settings, child=args)
+    _settings_record(harness, perf_settings, child=args).write(harness.perf)
     with cold_start_on_breach(harness, args, perf_settings):  # a cold-start / memory / size breach: its bundle
         budgets.enforce(harness, harness.perf)
 
@@ -103,14 +106,14 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
     runners = {}
     try:
         for graph in family.graphs(model):
-            runners[graph.name] = backend.load(model, family, graph, variant)
+            runners[graph.name] = backend.load(GraphRef(model, family, graph, variant))
         with phase("perf"):
             harness.perf.update(generation.measure_generation(model, family, runners, ws.texts(model),
                                                               perf_settings))
     finally:
         for runner in runners.values():
             runner.close()
-    harness.perf["settings"] = _settings_record(harness, perf_settings)
+    _settings_record(harness, perf_settings).write(harness.perf)
     with generation_on_breach(harness, perf_settings):  # a ttft / tpot breach: its repro bundle
         budgets.enforce(harness, harness.perf)
 

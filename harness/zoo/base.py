@@ -154,9 +154,10 @@ def registered() -> dict[str, ModelSpec]:
 
 
 def cache_root() -> Path:
-    """Where built models and exported artifacts live (``HARNESS_CACHE``)."""
-    env = os.environ.get("HARNESS_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "model-harness"
+    """Where built models and exported artifacts live (``HARNESS_CACHE``; ``core.cachedir.cache_root``)."""
+    from harness.core.cachedir import cache_root as root
+
+    return root()
 
 
 def _fingerprint_build(spec: ModelSpec) -> str:

@@ -24,11 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.core import UsageError
+from harness.families.limits import POSITION_KEYS
 
-#: config.json keys that bound a model's positions, as different architectures name them
-#: (the first one present wins, as in ``families.base.input_token_limit``)
-POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_source_positions", "n_ctx", "max_seq_len",
-                 "seq_length", "max_len")
 #: config keys whose value is a token id the model will embed or predict
 SPECIAL_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                    "forced_bos_token_id", "forced_eos_token_id")

@@ -8,16 +8,14 @@ to install, instead of "unknown model".
 
 What users deploy is the *sentence embedding*: token states mean-pooled over the real
 tokens, then L2-normalised (the model's ``modules.json`` / ``1_Pooling/config.json``).
-:func:`sentence_pooling` reads that recipe from any sentence-transformers directory and
-:func:`pool` applies it to ``last_hidden_state``, so suites and ``harness check`` can judge
-the embedding a search index stores, next to the token-level errors.
+``harness.families.pooling`` reads that recipe from any sentence-transformers directory and
+applies it to ``last_hidden_state``, so suites and ``harness check`` can judge the embedding a
+search index stores, next to the token-level errors.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -54,56 +52,6 @@ def model_dir() -> Path | None:
     module = importlib.import_module(PACKAGE)
     path = Path(module.get_model_path())
     return path if (path / "config.json").is_file() else None
-
-
-# -- sentence-transformers pooling ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Pooling:
-    """How token states become one sentence vector (sentence-transformers' Pooling + Normalize)."""
-
-    mode: str  # "mean" | "cls" | "max"
-    normalize: bool
-
-    def describe(self) -> str:
-        return f"{self.mode} pooling{' + L2 normalise' if self.normalize else ''}"
-
-
-def sentence_pooling(path: Path) -> Pooling | None:
-    """The pooling recipe of a sentence-transformers directory, or None for a plain HF model."""
-    modules_file, config_file = Path(path) / "modules.json", Path(path) / "1_Pooling" / "config.json"
-    if not config_file.is_file():
-        return None
-    try:
-        cfg = json.loads(config_file.read_text(encoding="utf-8"))
-        modules = json.loads(modules_file.read_text(encoding="utf-8")) if modules_file.is_file() else []
-    except (OSError, json.JSONDecodeError):
-        return None
-    if cfg.get("pooling_mode_mean_tokens"):
-        mode = "mean"
-    elif cfg.get("pooling_mode_cls_token"):
-        mode = "cls"
-    elif cfg.get("pooling_mode_max_tokens"):
-        mode = "max"
-    else:
-        return None  # mean_sqrt_len / weighted modes: not judged rather than judged wrongly
-    normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules if isinstance(m, dict))
-    return Pooling(mode, normalize)
-
-
-def pool(hidden: np.ndarray, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
-    """(batch, seq, dim) token states -> (batch, dim) sentence embeddings; padding excluded."""
-    h = hidden.astype(np.float64)
-    m = mask.astype(bool)
-    if pooling.mode == "cls":
-        out = h[:, 0]
-    elif pooling.mode == "max":
-        out = np.where(m[..., None], h, -np.inf).max(axis=1)
-    else:
-        weights = m[..., None].astype(np.float64)
-        out = (h * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-    if pooling.normalize:
-        out = out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
-    return out
 
 
 def embedding_metrics(ref: np.ndarray, got: np.ndarray) -> dict[str, float]:

@@ -132,7 +132,7 @@ def start(root: Path, models: list[ServedFile], budget_s: float = 180.0) -> Serv
 
 def wait(server: Server, names: list[str], budget_s: float) -> None:
     from harness.serving.client import wait_ready
-    from harness.serving.endpoint import parse_endpoint
+    from harness.settings.endpoint import parse_endpoint
 
     deadline = time.monotonic() + budget_s
     for name in names:

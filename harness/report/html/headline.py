@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from harness.core.direction import Direction
 from harness.metrics.registry import METRICS
 from harness.metrics.spec import Scope
 from harness.results import MetricKey, Record
@@ -54,9 +55,9 @@ def _worse(a: CheckResult, b: CheckResult) -> CheckResult:
         return a
     if math.isnan(b.value):
         return b
-    higher = METRICS.get(a.metric)
-    better_is_higher = higher.higher_is_better if higher else a.op == ">="
-    return a if (a.value < b.value) == better_is_higher else b
+    spec = METRICS.get(a.metric)
+    direction = spec.direction if spec is not None else Direction.from_op(a.op)
+    return b if direction.worse(b.value, a.value) else a  # a tie keeps the first, as summary.md's reason does
 
 
 def _from_checks(record: Record) -> Headline | None:

@@ -17,6 +17,7 @@ from harness.report.html.perf import render_perf
 from harness.report.summary import ORDER, status_line
 from harness.report.text import printable
 from harness.results import Record
+from harness.results.record import run_green
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.interrupts import Interruption
@@ -54,7 +55,8 @@ figcaption { font-size: 12px; color: #555; }
 
 
 def _banner(records: list[Record], interruption: Interruption | None = None, unfinished: int = 0) -> str:
-    state = "empty" if not records else "failed" if any(r.failed for r in records) or interruption else "passed"
+    state = "empty" if not records else "failed" if interruption or not run_green(r.verdict for r in records) \
+        else "passed"  # the rule summary.md's status line and the exit code follow (all skipped: failed)
     counts = Counter(r.verdict for r in records)
     counts["not-run"] += unfinished
     tally = "".join(f'<span class="v-{v}">{counts.get(v, 0)} {v}</span>' for v in ORDER)

@@ -3,6 +3,8 @@
 ``harness check --endpoint URL --served-model NAME`` and ``[models.<name>.endpoint]`` both
 become an :class:`Endpoint`. Every mistake in it (no host, a port that is not a number, an
 unknown protocol) is a one-line ``UsageError`` naming the option, before anything connects.
+It is a setting (the config file validates ``[models.<name>.endpoint]`` with it when it is read),
+so it lives in ``harness.settings``, below ``harness.serving``, which reaches the server.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def is_loopback(host: str) -> bool:
 
 def parse_served_models(values: list[str] | tuple[str, ...], option: str = "--served-model") -> tuple[ServedGraph, ...]:
     """``NAME`` (a single graph) or ``ROLE=NAME`` entries, each role at most once."""
-    from harness.check.layout import OPTIMUM_FILES
+    from harness.families.base import OPTIMUM_FILES
 
     roles = set(OPTIMUM_FILES.values())
     out: list[ServedGraph] = []

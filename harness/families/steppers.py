@@ -5,6 +5,10 @@ whole token history and get the last position's logits back, whether it re-runs 
 full decoder (uncached) or feeds one token with the cached keys/values (cached). The
 graph I/O is the families' contract (optimum naming), so a stepper over ORT and one over
 the PyTorch wrappers do exactly the same sequence of graph calls.
+
+The steppers are the families' (``Family.starter`` returns one): they speak a family's graph
+I/O, and the search loops above (``harness.generation``) see only ``Starter`` / ``Stepper``.
+A runner is only a type here (anything with ``run(feeds) -> outputs``).
 """
 
 from __future__ import annotations
@@ -14,11 +18,17 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 import numpy as np
 
-from harness.families.causal_lm import CausalLMFamily, position_ids
-from harness.runners.base import GraphRunner
-
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.families.causal_lm import CausalLMFamily
+    from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
+
+
+def position_ids(mask: np.ndarray) -> np.ndarray:
+    """A left-padded decoder-only batch's positions, from its mask (pad positions get 1, as
+    transformers' ``generate`` feeds them): the family's parity feeds and its stepper agree."""
+    pos = np.cumsum(mask, axis=1) - 1
+    return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
 class Stepper(Protocol):

@@ -1,0 +1,228 @@
+"""``baseline compare --perf``: the blessed artifacts and the candidate's re-timed, interleaved, here.
+
+Two recorded runs carry the machine's drift between them (issue 26 measured -39 % .. +68 % on
+A/A pairs of runs of one build on this VM); the canary (``gate.canary``) can only call such a
+comparison INCONCLUSIVE. When the files the baseline timed are still at hand -- kept beside the
+baseline (``baseline save --keep-artifacts``) or in this machine's export cache under their
+recorded key (``harness.gate.blessed``) -- and the candidate's are too, each latency metric is
+timed again on both sides *in this job*, in alternating blocks (``gate.paired.interleave``, the
+engine of ``harness perf-compare``, through the same sessions and synthetic inputs of the
+recorded shape: ``gate.onnxpair``), and judged by ``gate.paired.judge_paired``. Only the
+latency rows change; scalars (memory, size, cold start) stay the recorded comparison.
+
+A variant that cannot be paired keeps its unpaired rows (with the canary drift rule), and the
+comparison says which mode each variant got and why (``Comparison.mode``, ``mode_reason``,
+``pairing``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from harness.core import UsageError
+from harness.gate.baseline import Baseline
+from harness.gate.blessed import TimedFile, default_cache_root, located, timed_files, timed_graphs
+from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, merge_policies
+from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS
+from harness.results.record import Record
+from harness.results.sections import PerfSetup
+
+#: why a variant was not paired, by kind: how the summary line names it
+_KINDS = {
+    "blessed": "blessed artifacts of {n} variant(s) not in the cache nor kept ({names}): run `baseline save "
+               "--keep-artifacts`, or restore the cache the baseline run used",
+    "candidate": "the candidate's artifacts of {n} variant(s) are gone from the cache ({names})",
+    "unrecorded": "the baseline recorded no timed artifacts for {n} variant(s) ({names}): saved by an older "
+                  "harness or from a run without latency records",
+    "backend": "{n} variant(s) do not run ONNX files on ONNX Runtime ({names})",
+    "shape": "{n} variant(s) timed other graphs or shapes than the baseline ({names})",
+    "inputs": "{n} variant(s) cannot be fed generated inputs ({names})",
+}
+
+
+_SOURCES = {"kept": "kept in the baseline", "run": "from the cache", "cache": "from the cache"}
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How the re-timing runs: ``pairs`` x ``block`` calls per side, ``warmup`` calls first."""
+
+    pairs: int = DEFAULT_PAIRS
+    block: int = DEFAULT_BLOCK
+    warmup: int = 20
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class _Plan:
+    variant: str
+    key: str
+    stats: tuple[str, ...]
+    base: Path
+    cand: Path
+    provider: str
+    threads: int | None
+    batch: int
+    seq: int
+    #: where the blessed file was found: ``kept`` (the baseline), ``run`` or ``cache`` (the export cache)
+    source: str
+
+
+def _latency_records(records: Iterable[Record | Mapping[str, Any]]) -> dict[str, Record]:
+    out: dict[str, Record] = {}
+    for rec in map(Record.coerce, records):
+        if rec.variant and timed_graphs(rec):
+            out.setdefault(rec.variant, rec)
+    return out
+
+
+def _threads(rec: Record) -> int | None:
+    return PerfSetup.of(rec).ort_intra_op_threads
+
+
+def _shape(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return entry.get("graph"), entry.get("batch_size"), entry.get("seq_len")
+
+
+def _row_stats(rows: Iterable[Row], variant: str, key: str) -> tuple[str, ...]:
+    prefix = f"{key}."
+    return tuple(r.metric[len(prefix):] for r in rows
+                 if r.variant == variant and r.kind == "latency" and r.metric.startswith(prefix))
+
+
+def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_rec: Record | None,
+                  c_rec: Record | None, cand_files: Mapping[str, Mapping[str, TimedFile]],
+                  cache_root: Path) -> tuple[list[_Plan], tuple[str, str] | None]:
+    """What to re-time for one variant, or (kind, detail) saying why it cannot be paired."""
+    if b_rec is None or c_rec is None:
+        return [], ("shape", "no latency record on one side")
+    if c_rec.backend != "onnxruntime":
+        return [], ("backend", f"backend {c_rec.backend or '?'}")
+    blessed = baseline.artifacts.get(variant)
+    if not blessed:
+        return [], ("unrecorded", "no artifacts in baseline.json")
+    cand = cand_files.get(variant) or {}
+    b_graphs, c_graphs = timed_graphs(b_rec), timed_graphs(c_rec)
+    plans: list[_Plan] = []
+    for key, entry in sorted(b_graphs.items()):
+        stats = _row_stats(comparison.rows, variant, key)
+        if not stats:
+            continue
+        other = c_graphs.get(key)
+        shape, cand_shape = _shape(entry), (None if other is None else _shape(other))
+        if shape != cand_shape:
+            return [], ("shape", f"{key}: graph/batch/seq {shape} vs {cand_shape}")
+        graph = str(entry["graph"])
+        base_path, source = located(blessed, graph, baseline_dir=baseline.info.path, cache_root=cache_root)
+        if base_path is None:
+            return [], ("blessed", source)
+        cand_path, why = located(cand, graph, cache_root=cache_root)
+        if cand_path is None:
+            return [], ("candidate", why)
+        plans.append(_Plan(variant, key, stats, base_path, cand_path, c_rec.provider or "ort_cpu", _threads(c_rec),
+                           int(entry.get("batch_size") or 1), int(entry.get("seq_len") or 1), source))
+    if not plans:
+        return [], ("shape", "no latency metric recorded on both sides")
+    return plans, None
+
+
+def _time(plan: _Plan, pols: Mapping[str, MetricPolicy], pairing: Pairing) -> list[Row]:
+    """One latency metric re-timed paired: a row per statistic (``judge_paired``'s verdict)."""
+    from harness.gate.onnxpair import open_session, synthetic_feeds
+    from harness.gate.paired import interleave, judge_paired
+
+    a = open_session(plan.base, plan.provider, plan.threads)
+    b = open_session(plan.cand, plan.provider, plan.threads)
+    feeds = synthetic_feeds(a, plan.batch, plan.seq, pairing.seed)
+    if {i.name for i in b.get_inputs()} != set(feeds):
+        raise UsageError(f"{plan.key}: the blessed and the candidate graph take different inputs")
+    try:
+        a.run(None, feeds)
+        b.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - a graph the generated inputs do not fit: reported, unpaired
+        raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
+    seed = zlib.crc32(f"{plan.variant}\0{plan.key}".encode())
+    samples = interleave(lambda: a.run(None, feeds), lambda: b.run(None, feeds), pairs=pairing.pairs,
+                         block=pairing.block, warmup=pairing.warmup, seed=seed)
+    rows = judge_paired(samples, plan.stats, pols, seed=seed)
+    return [Row(plan.variant, f"{plan.key}.{r.stat}", "latency", r.base, r.cand, r.ratio, r.ci_lo, r.ci_hi,
+                r.p_value, r.verdict, r.reason, r.advisory) for r in rows]
+
+
+def _summary(paired: Mapping[str, str], unpaired: Mapping[str, tuple[str, str]], pairing: Pairing) -> str:
+    parts = []
+    if paired:
+        sources = sorted(set(paired.values()))
+        parts.append(f"paired: {len(paired)} variant(s) re-timed interleaved in this job ({pairing.pairs} pairs x "
+                     f"{pairing.block} calls per side; blessed artifacts {', '.join(sources)})")
+    by_kind: dict[str, list[str]] = {}
+    for variant, (kind, _) in sorted(unpaired.items()):
+        by_kind.setdefault(kind, []).append(variant)
+    for kind, names in by_kind.items():
+        shown = ", ".join(names[:3]) + (f", +{len(names) - 3} more" if len(names) > 3 else "")
+        parts.append(("unpaired: " if not paired else "unpaired ") + _KINDS[kind].format(n=len(names), names=shown))
+    return "; ".join(parts)
+
+
+def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable[Record | Mapping[str, Any]],
+         policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None = None,
+         pairing: Pairing = Pairing(), *, force_env: bool = False, cache_root: Path | None = None,
+         progress: Callable[[str], None] | None = None) -> Comparison:
+    """``comparison`` (from ``compare_runs(..., force_env=True)``) with the latency rows of every
+    variant that can be paired re-timed paired; the rest as they were, each variant's mode stated.
+
+    Environment differences refuse the comparison (``EnvironmentMismatch``) unless ``force_env``
+    or every latency row was re-timed here: then both sides ran on this machine, and the recorded
+    memory and cold-start rows, which did not, become advisory.
+    """
+    candidate_records = [Record.coerce(r) for r in candidate_records]
+    pols = merge_policies(policies)
+    root = cache_root if cache_root is not None else default_cache_root()
+    b_recs, c_recs = _latency_records(baseline.records), _latency_records(candidate_records)
+    cand_files = timed_files(candidate_records)
+    variants = sorted({r.variant for r in comparison.rows if r.kind == "latency"})
+    paired: dict[str, str] = {}
+    unpaired: dict[str, tuple[str, str]] = {}
+    new_rows: dict[tuple[str, str], list[Row]] = {}
+    for variant in variants:
+        plans, why = _plan_variant(variant, comparison, baseline, b_recs.get(variant), c_recs.get(variant),
+                                   cand_files, root)
+        if why is not None:
+            unpaired[variant] = why
+            continue
+        if progress is not None:
+            progress(f"re-timing {variant}: {len(plans)} latency metric(s), blessed vs candidate, {pairing.pairs} "
+                     f"pairs x {pairing.block} calls")
+        try:
+            timed = {(p.variant, p.key): _time(p, pols, pairing) for p in plans}
+        except UsageError as exc:
+            unpaired[variant] = ("inputs", str(exc))
+            continue
+        new_rows.update(timed)
+        paired[variant] = " and ".join(sorted({_SOURCES[p.source] for p in plans}))
+    rows: list[Row] = []
+    for r in comparison.rows:
+        key = r.metric.rsplit(".", 1)[0]
+        if r.kind == "latency" and (r.variant, key) in new_rows:
+            continue
+        rows.append(r)
+    for (_, _), judged in sorted(new_rows.items()):
+        rows.extend(judged)
+    mode = "paired" if paired and not unpaired else "mixed" if paired else "unpaired"
+    reason = _summary(paired, unpaired, pairing) if variants else "unpaired: no latency metric to re-time"
+    diffs = list(comparison.env_differences)
+    forced = comparison.forced_env and force_env
+    if diffs and not force_env:
+        if mode != "paired":
+            raise EnvironmentMismatch(diffs)
+        rows = [replace(r, advisory=True, reason=f"{r.reason}; advisory: recorded in another environment")
+                if r.kind in ("memory", "cold") else r for r in rows]
+        reason += "; environment differs from the baseline: latency re-timed here on both sides, recorded " \
+                  "memory and cold-start rows advisory"
+    detail = {v: f"paired ({s})" for v, s in paired.items()}
+    detail.update({v: f"unpaired: {text}" for v, (_, text) in unpaired.items()})
+    return replace(comparison, rows=rows, mode=mode, mode_reason=reason, pairing=dict(sorted(detail.items())),
+                   forced_env=forced, drift={v: d for v, d in comparison.drift.items() if v not in paired})
