@@ -96,6 +96,14 @@ NOT_RUN: dict[str, str] = {
         "bert-fp16-overflow)",
 }
 
+NOT_RUN.update({
+    "harness baseline save runs/main --name main --keep-artifacts": (
+        "needs a timed run (--perf: over this test's budget) whose artifacts are in the cache; "
+        "tests/test_baseline_paired.py saves and compares such a baseline"),
+    "harness baseline compare runs/pr-17 --name main --perf": (
+        "re-times the baseline the command before it saves (tests/test_baseline_paired.py runs this pair)"),
+})
+
 #: over this test's CI budget (seconds measured here on 2 shared cores, load ~2): the perf suite, xdist
 #: workers, generation over a corpus, bisects of both graphs; the cheaper commands next to them run
 _PERF = ("over this test's CI budget: the perf suite times 300 calls per metric and starts 3 fresh processes "
