@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.testing import Case, Variant, fail
+from harness.testing import Case, GraphRef, Variant, fail
 
 
 def test_numeric_parity(variant: Variant, harness: Case) -> None:
@@ -35,7 +35,7 @@ def test_predicted_labels_agree(variant: Variant, harness: Case) -> None:
     family = ws.family(model)
     graph = next(g for g in family.graphs(model) if g.logits_outputs)
     output = sorted(graph.logits_outputs)[0]
-    runner = ws.backend(variant, model).load(model, family, graph, variant)
+    runner = ws.backend(variant, model).load(GraphRef(model, family, graph, variant))
     agree = total = 0
     try:
         for feeds, reference, _ in ws.parity_batches(model, family, graph):

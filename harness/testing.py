@@ -8,7 +8,8 @@ A test in your repository takes the plugin's fixtures (installed with the packag
   ``--harness-providers`` or ``harness.toml``), ids like ``my-model-int8-ort_cpu``;
 * ``harness`` (:class:`Case`): the case. ``harness.model`` is the loaded PyTorch FP32 reference
   (``LoadedModel``: ``.model``, ``.tokenizer``, ``.config``); ``harness.workspace`` builds and
-  runs variants (``backend(variant, model).load(...)``, ``parity_batches``, ``texts``);
+  runs variants (``backend(variant, model).load(GraphRef(model, family, graph, variant))``,
+  ``parity_batches``, ``texts``);
   ``harness.numeric_parity()`` is the built-in numeric judge; whatever the test puts in
   ``harness.metrics`` / ``thresholds`` / ``data`` / ``perf`` lands in the case's record;
 * ``generation_request`` (:class:`GenerationRequest`, the ``--harness-gen-*`` options) and
@@ -28,9 +29,10 @@ from harness.perf.measure import PerfSettings
 from harness.results import Record, fail
 from harness.results.checks import GateFailure
 from harness.results.collector import Case
+from harness.runners.base import GraphRef
 from harness.suites import suites_dir
 from harness.zoo.base import ModelSpec
 from harness.zoo.loading import LoadedModel
 
-__all__ = ["Case", "GateFailure", "GenerationRequest", "LoadedModel", "ModelSpec", "PerfSettings", "Precision",
-           "Provider", "Record", "Variant", "fail", "judge", "suites_dir"]
+__all__ = ["Case", "GateFailure", "GenerationRequest", "GraphRef", "LoadedModel", "ModelSpec", "PerfSettings",
+           "Precision", "Provider", "Record", "Variant", "fail", "judge", "suites_dir"]

@@ -48,6 +48,7 @@ from harness.runners import PROVIDERS
 from harness.perf.feeds import shaped_feeds
 from harness.perf.measure import BenchmarkEngine, HarnessEngine, timed_call
 from harness.judge.workspace import Workspace
+from harness.runners.base import GraphRef
 
 CFG = json.loads(os.environ["FIDELITY_CONFIG"])
 SAMPLES = {}
@@ -97,7 +98,7 @@ def target():
     family = ws.family(model)
     graph = family.graphs(model)[0]
     variant = Variant(CFG["model"], Precision.FP32, PROVIDERS[CFG["provider"]])
-    runner = ws.backend(variant, model).load(model, family, graph, variant)
+    runner = ws.backend(variant, model).load(GraphRef(model, family, graph, variant))
     feeds = shaped_feeds(model, family, graph, ws.texts(model), CFG["batch_size"], CFG["seq_len"])
     yield runner, feeds
     with open(CFG["out"], "w") as fh:

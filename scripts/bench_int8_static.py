@@ -34,6 +34,7 @@ def main() -> int:
     from harness.judge.workspace import Workspace
     from harness.perf.feeds import shaped_feeds
     from harness.runners import PROVIDERS
+    from harness.runners.base import GraphRef
     from harness.settings.resolve import build_options
 
     provider = PROVIDERS["ort_cpu"]
@@ -50,7 +51,7 @@ def main() -> int:
             model = ws.model(name)
             family = ws.family(model)
             graph = family.graphs(model)[0]
-            runner = ws.backend(variant, model).load(model, family, graph, variant)
+            runner = ws.backend(variant, model).load(GraphRef(model, family, graph, variant))
             feeds = shaped_feeds(model, family, graph, ws.texts(model), args.batch_size, args.seq_len)
             metrics = {k.split(".", 2)[-1]: v for k, v in result.metrics().items()
                        if k.split(".")[1] != "artifact" and k.rsplit(".", 1)[-1] in

@@ -41,13 +41,14 @@ def main() -> int:
     from harness.perf.feeds import shaped_feeds
     from harness.perf.measure import time_calls, timed_call
     from harness.runners import PROVIDERS
+    from harness.runners.base import GraphRef
 
     ws = Workspace(RunOptions(models=[args.model], settings=Settings(threads=1)))
     model = ws.model(args.model)
     family = ws.family(model)
     graph = family.graphs(model)[0]
     variant = Variant(args.model, Precision.FP32, PROVIDERS["ort_cpu"])
-    runner = ws.backend(variant, model).load(model, family, graph, variant)
+    runner = ws.backend(variant, model).load(GraphRef(model, family, graph, variant))
     feeds = shaped_feeds(model, family, graph, ws.texts(model), 1, 32)
     session, prepared = runner.session, runner.prepare(feeds)  # type: ignore[attr-defined]
     binding = session.io_binding()

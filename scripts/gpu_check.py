@@ -54,13 +54,14 @@ def measure_cell(ws: Any, model: Any, family: Any, graph: Any, feeds: dict, refe
     import numpy as np
 
     from harness.perf.measure import time_calls
+    from harness.runners.base import GraphRef
 
     reason = ws.unavailable_reason(variant)
     if reason:
         return {"skip": reason}
     runner = None
     try:
-        runner = ws.backend(variant, model).load(model, family, graph, variant)
+        runner = ws.backend(variant, model).load(GraphRef(model, family, graph, variant))
         out = runner.run(feeds)
         name = graph.output_names[0]
         err = float(np.max(np.abs(out[name].astype(np.float64) - reference[name].astype(np.float64))))

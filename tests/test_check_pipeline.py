@@ -20,6 +20,7 @@ from harness.core import Precision, RunOptions, Settings, Variant
 from harness.families import family_for
 from harness.families.base import CheckedGraph, CheckMode, PromptThenStep
 from harness.runners import PROVIDERS
+from harness.runners.base import GraphRef
 from harness.runners.prebuilt import (
     CacheSplitRunner,
     MappedRunner,
@@ -134,11 +135,11 @@ def test_workspace_serves_prebuilt_files_only_to_backends_that_run_onnx(tmp_path
         assert not isinstance(ws.backend(Variant("bert-tiny", Precision.FP32, PROVIDERS["torch_cpu"]), model),
                               PrebuiltBackend)  # the reference stays PyTorch
         with pytest.raises(KeyError, match="no artifact provides the 'model' graph"):
-            backend.load(model, family, graph, onnx_variant)
+            backend.load(GraphRef(model, family, graph, onnx_variant))
         runner = MappedRunner(source.session(path), {"input_ids": "x"}, {"logits": "y"}, {}, "id.onnx")
         source.serve({"model": runner})
-        assert backend.load(model, family, graph, onnx_variant) is runner
-        assert backend.artifacts(model, family, graph, onnx_variant) == {"id.onnx": {"path": str(path)}}
+        assert backend.load(GraphRef(model, family, graph, onnx_variant)) is runner
+        assert backend.artifacts(GraphRef(model, family, graph, onnx_variant)) == {"id.onnx": {"path": str(path)}}
         x = np.arange(8, dtype=np.float32).reshape(2, 4)
         assert np.array_equal(runner.run({"input_ids": x})["logits"], x)
         assert not isinstance(Workspace(RunOptions()).backend(onnx_variant, model), PrebuiltBackend)

@@ -105,8 +105,8 @@ PACKAGE = {
             def runtime_summary(cls):
                 return "demo: out-of-tree backend (harness-demo-extension 0.1)"
 
-            def load(self, model, family, graph, variant):
-                return DemoRunner(family.module(model, graph), graph)
+            def load(self, ref):
+                return DemoRunner(ref.family.module(ref.model, ref.graph), ref.graph)
         ''',
     "harness_demo_extension/family.py": '''
         """A family shipped outside the harness: registered by importing this module."""

@@ -9,6 +9,7 @@ import pytest
 from harness.core import Precision
 from harness.export.artifacts import ExportSettings, onnx_artifact
 from harness.export.onnx_export import ExportError, export_graph
+from harness.runners.base import GraphRef
 from harness.runners.ort_runner import OrtGraphRunner
 from tests.conftest import variant
 
@@ -80,7 +81,7 @@ def test_variant_ids_in_artifacts(workspace):
     backend = workspace.backend(variant("bert-tiny", "fp16"), workspace.model("bert-tiny"))
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
-    arts = backend.artifacts(model, family, family.graphs(model)[0], variant("bert-tiny", "fp16"))
+    arts = backend.artifacts(GraphRef(model, family, family.graphs(model)[0], variant("bert-tiny", "fp16")))
     assert set(arts) == {"model/model.onnx", "model/fp16_report.json"}
     info = arts["model/model.onnx"]
     assert len(info["sha256"]) == 64 and info["bytes"] > 0

@@ -28,7 +28,7 @@ from harness.families.base import GraphSpec, to_torch
 from harness.families.causal_lm import CausalLMFamily
 from harness.families.registry import unregister_family
 from harness.runners import backends, register_backend, unregister_backend
-from harness.runners.base import Backend, ChildLoad, ChildSpec, GraphRunner, TimedCall
+from harness.runners.base import Backend, ChildLoad, ChildSpec, GraphRef, GraphRunner, TimedCall
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -72,7 +72,8 @@ class ToyBackend(Backend):
     def unavailable_reason(cls, variant: Variant) -> str | None:
         return None
 
-    def load(self, model: Any, family: Any, graph: GraphSpec, variant: Variant) -> GraphRunner:
+    def load(self, ref: GraphRef) -> GraphRunner:
+        model, family, graph = ref.model, ref.family, ref.graph
         runner = ToyRunner(family.module(model, graph), graph, self.gain)
         type(self).loaded.append(runner)
         return runner
@@ -137,7 +138,7 @@ def test_perf_measures_a_registered_backend_through_its_own_primitives(workspace
     settings = PerfSettings(samples=5, warmup=2, tail_seconds=0)
     points, _ = latency.plan(model, family, workspace.texts(model), settings)
     backend = workspace.backend(v, model)
-    runners = {p.graph.name: backend.load(model, family, p.graph, v) for p in points}
+    runners = {p.graph.name: backend.load(GraphRef(model, family, p.graph, v)) for p in points}
     fields = latency.measure(runners, points, settings)
     assert len(fields["latency_ms"]["samples"]) == 5
     # every timed, warm-up, settle and calibration call went through ToyRunner.timed_call
@@ -166,7 +167,7 @@ def test_a_backend_without_a_child_loader_says_so():
         def unavailable_reason(cls, variant: Variant) -> str | None:
             return None
 
-        def load(self, model: Any, family: Any, graph: GraphSpec, variant: Variant) -> GraphRunner:
+        def load(self, ref: GraphRef) -> GraphRunner:
             raise NotImplementedError
 
     from harness.runners import PROVIDERS
@@ -259,7 +260,7 @@ def test_a_registered_family_is_detected_loaded_and_decoded(workspace, toy_famil
     assert ToyLMFamily.starts == 1 and toy.tokens == ref.tokens  # its own stepper, the same decode
 
     backend = workspace.backend(v, model)
-    runners = {g.name: backend.load(model, family, g, v) for g in family.graphs(model)}
+    runners = {g.name: backend.load(GraphRef(model, family, g, v)) for g in family.graphs(model)}
     fields = measure_generation(model, family, runners, texts, PerfSettings(samples=4, new_tokens=2))
     assert ToyLMFamily.starts > 1 and fields["generation"]["same_tokens_with_and_without_cache"] is True
 

@@ -24,6 +24,7 @@ from waiting import PATIENCE
 from harness.cli import main
 from harness.core import Precision, Variant
 from harness.runners import PROVIDERS, openvino_runner
+from harness.runners.base import GraphRef
 from harness.runners.openvino_runner import OpenVinoBackend, OvGraphRunner
 from harness.zoo import registered
 from tests.conftest import variant
@@ -149,7 +150,7 @@ def test_latency_and_a_fresh_child_that_never_imports_torch(workspace, tmp_path)
     settings = PerfSettings(samples=3, warmup=1, batch_sizes=(1,), seq_lens=(16,), tail_seconds=0)
     points, _ = latency.plan(model, family, workspace.texts(model), settings)
     backend = workspace.backend(v, model)
-    runners = {p.graph.name: backend.load(model, family, p.graph, v) for p in points}
+    runners = {p.graph.name: backend.load(GraphRef(model, family, p.graph, v)) for p in points}
     fields = latency.measure(runners, points, settings)
     assert len(fields["latency_ms"]["samples"]) == 3
 

@@ -33,7 +33,7 @@ from harness.perf.measure import (
     timed_call,
 )
 from harness.runners import PROVIDERS
-from harness.runners.base import GraphRunner
+from harness.runners.base import GraphRef, GraphRunner
 
 
 def variant(model: str, precision: str = "fp32", provider: str = "ort_cpu") -> Variant:
@@ -256,8 +256,8 @@ def test_measure_times_the_first_point_with_the_given_engine(workspace):
     model = workspace.model("encoder-custom")
     family = workspace.family(model)
     points, _ = latency.plan(model, family, workspace.texts(model), PerfSettings(seq_lens=(8, 16)))
-    runner = workspace.backend(variant("encoder-custom"), model).load(model, family, points[0].graph,
-                                                                      variant("encoder-custom"))
+    v = variant("encoder-custom")
+    runner = workspace.backend(v, model).load(GraphRef(model, family, points[0].graph, v))
     out = latency.measure({"model": runner}, points, PerfSettings(samples=7, warmup=1, tail_seconds=0),
                           BenchmarkEngine(FakeBenchmark()))
     assert out["latency_ms"]["engine"] == "pytest-benchmark" and len(out["latency_ms"]["samples"]) == 7
@@ -361,7 +361,7 @@ def test_generation_perf_on_a_real_translator(workspace):
     family = workspace.family(model)
     v = variant("marian-tiny")
     backend = workspace.backend(v, model)
-    runners = {g.name: backend.load(model, family, g, v) for g in family.graphs(model)}
+    runners = {g.name: backend.load(GraphRef(model, family, g, v)) for g in family.graphs(model)}
     fields = measure_generation(model, family, runners, workspace.texts(model), PerfSettings(samples=12, new_tokens=5))
     gen = fields["generation"]
     assert gen["same_tokens_with_and_without_cache"] is True

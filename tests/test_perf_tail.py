@@ -20,6 +20,7 @@ from harness.perf.tail import (
     quantile_interval,
     sample_for_tail,
 )
+from harness.runners.base import GraphRef
 
 ENV = {"fingerprint": "abc123", "cpu": "Test CPU", "cores": 2, "versions": {"onnxruntime": "1.20.0"}}
 VARIANT = "encoder-custom-fp32-ort_cpu"
@@ -112,7 +113,7 @@ def test_measure_keeps_timing_until_the_tail_is_sharp_and_records_it(workspace):
     family = workspace.family(model)
     graph = family.graphs(model)[0]
     variant = Variant("encoder-custom", Precision.FP32, PROVIDERS["ort_cpu"])
-    runner = workspace.backend(variant, model).load(model, family, graph, variant)
+    runner = workspace.backend(variant, model).load(GraphRef(model, family, graph, variant))
     points, _ = latency.plan(model, family, workspace.texts(model), PerfSettings(seq_lens=(8,)))
     off = latency.measure({graph.name: runner}, points, PerfSettings(samples=20, warmup=1, tail_seconds=0))
     assert len(off["latency_ms"]["samples"]) == 20 and off["latency_ms"]["tail"]["stopped_by"] == "off"

@@ -183,7 +183,7 @@ def test_erroring_case_bundle_raises_the_same_error_again(tmp_path: Path, capsys
 
 
 def test_normalize_drops_what_differs_between_machines():
-    from harness.repro.error import normalize
+    from harness.repro.errortext import normalize
 
     a = normalize("Load model from /home/a/cache/x-1/model.onnx failed at /src/ort/core/x.h:91 (obj 0x7f12ab)")
     b = normalize("Load model from C:\\Users\\b\\model.onnx failed at /build/ort/core/x.h:88 (obj 0x55aa)")

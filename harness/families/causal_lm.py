@@ -26,6 +26,7 @@ from harness.families.base import (
     tokenize,
 )
 from harness.families.registry import register_family
+from harness.families.steppers import position_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families.steppers import Starter
@@ -53,11 +54,6 @@ def lm_layout(model: LoadedModel) -> tuple[int, int, int]:
 
 def kv_names(layers: int, prefix: str) -> tuple[str, ...]:
     return tuple(f"{prefix}.{i}.{kv}" for i in range(layers) for kv in ("key", "value"))
-
-
-def position_ids(mask: np.ndarray) -> np.ndarray:
-    pos = np.cumsum(mask, axis=1) - 1
-    return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
 class _StepModule(GraphModule):

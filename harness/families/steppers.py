@@ -18,11 +18,17 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 import numpy as np
 
-from harness.families.causal_lm import CausalLMFamily, position_ids
-
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.families.causal_lm import CausalLMFamily
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
+
+
+def position_ids(mask: np.ndarray) -> np.ndarray:
+    """A left-padded decoder-only batch's positions, from its mask (pad positions get 1, as
+    transformers' ``generate`` feeds them): the family's parity feeds and its stepper agree."""
+    pos = np.cumsum(mask, axis=1) - 1
+    return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
 class Stepper(Protocol):

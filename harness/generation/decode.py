@@ -18,6 +18,7 @@ import torch
 from harness.families import family_for
 from harness.generation.search import search
 from harness.generation.settings import GenerationSettings
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -72,8 +73,8 @@ def load_runners(backend: "Backend", model: "LoadedModel", family: "Family", var
     runners, artifacts = {}, {}
     for graph in family.graphs(model):
         if graph.name in wanted:
-            runners[graph.name] = stack.enter_context(backend.load(model, family, graph, variant))
-            artifacts.update(backend.artifacts(model, family, graph, variant))
+            runners[graph.name] = stack.enter_context(backend.load(GraphRef(model, family, graph, variant)))
+            artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
     return runners, artifacts
 
 

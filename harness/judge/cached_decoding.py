@@ -32,6 +32,7 @@ import numpy as np
 
 from harness.core import Check
 from harness.metrics.registry import metric
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -212,15 +213,15 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     for side, fam in sides:
         backend = ws.backend(side, model)
         wanted = fam.generation_graphs(True)
-        keys.append({g.name: backend.outputs_key(model, fam, g, side) for g in fam.graphs(model) if g.name in wanted})
+        keys.append({g.name: backend.outputs_key(GraphRef(model, fam, g, side)) for g in fam.graphs(model) if g.name in wanted})
     if any(k is None for side_keys in keys for k in side_keys.values()):
         return gated(measure(), checks_for)
     from harness.core.cachedir import source_digest
-    from harness.judge.generation import _decode_parts
+    from harness.judge.decoding import decode_parts
     from harness.judge.refcache import texts_digest
     from harness.metrics import numeric
 
-    parts = {**_decode_parts(ws, model, family, (), texts, settings, batch_size),  # the texts decide
+    parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),  # the texts decide
              "reference": keys[0], "variant": keys[1], "reference_tokens": texts_digest(
                  [" ".join(map(str, row)) for row in reference_tokens]),
              "code": [source_digest(cached_decoding), source_digest(numeric.compare_arrays)]}
@@ -250,7 +251,7 @@ def _measure(ws: Workspace, model: LoadedModel, family: Family, sides: Sequence[
     from contextlib import ExitStack
 
     from harness.generation.decode import load_runners, torch_threads
-    from harness.judge.generation import decode_threads
+    from harness.judge.decoding import decode_threads
 
     starters = []
     with ExitStack() as stack:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from harness.core import Check, Precision, Settings, Variant, precision_overrides
 from harness.core.phases import phase
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
-from harness.generation.decode import DECODE_TORCH_THREADS
+from harness.judge.decoding import decode_parts, decode_threads
 from harness.metrics.registry import METRICS, Scope
 from harness.metrics.text import (
     corpus_scores,
@@ -36,6 +36,7 @@ from harness.metrics.text import (
 from harness.results.checks import CheckResult, raise_failures
 from harness.results.sections import Generation
 from harness.runners import PROVIDERS
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
@@ -304,25 +305,10 @@ def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[in
             return _as_json(decode_texts(ws.backend(variant, model), model, family, variant, texts, settings,
                                          batch_size, decode_threads(ws)))
 
-        parts = _decode_parts(ws, model, family, indices, texts, settings, batch_size)
+        parts = decode_parts(ws, model, family, indices, texts, settings, batch_size)
         model.cache[key] = _decoded(ws.references.json(f"{model.name}-decode", parts, compute))
     decoded: Decoded = model.cache[key]
     return decoded
-
-
-def _decode_parts(ws: "Workspace", model: "LoadedModel", family: "Family", indices: Sequence[int],
-                  texts: Sequence[str], settings: GenerationSettings, batch_size: int) -> dict[str, Any]:
-    """What decides a decode besides the runner: model files, family and decoding code, the
-    texts with their corpus indices, settings, batch size and threads."""
-    from harness.core.cachedir import package_digest, source_digest
-    from harness.judge.refcache import texts_digest
-    from harness.judge.workspace import _model_files
-
-    return {"weights": model.weights_sha256, "model_files": _model_files(model),
-            "family": f"{type(family).__module__}.{type(family).__qualname__}",
-            "family_source": source_digest(type(family)), "indices": list(indices),
-            "texts": texts_digest(list(texts)), "settings": settings.describe(), "batch_size": batch_size,
-            "threads": decode_threads(ws), "decoding": package_digest("harness.generation")}
 
 
 def _decoded(value: Mapping[str, Any]) -> Decoded:
@@ -345,11 +331,11 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     backend = ws.backend(variant, model)
     wanted = family.generation_graphs(settings.use_cache)
     graphs = [g for g in family.graphs(model) if g.name in wanted]
-    keys = {g.name: backend.outputs_key(model, family, g, variant) for g in graphs}
+    keys = {g.name: backend.outputs_key(GraphRef(model, family, g, variant)) for g in graphs}
     if any(k is None for k in keys.values()):
         ws.before_session(backend, model, family, variant, graphs)
         return decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws))
-    parts = {**_decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
+    parts = {**decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
     fresh: list[Decoded] = []
 
     def compute() -> dict[str, Any]:
@@ -362,14 +348,9 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     if fresh:
         return fresh[0]
     decoded = _decoded(value)
-    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(model, family, g, variant).items()}
+    decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(GraphRef(model, family, g, variant)).items()}
     decoded.replayed = True
     return decoded
-
-
-def decode_threads(ws: "Workspace") -> int:
-    """The run's ``--harness-threads`` if given, else the decoding default (see decode.py)."""
-    return ws.options.settings.threads or DECODE_TORCH_THREADS
 
 
 def corpus_for(model: "LoadedModel") -> "Corpus":

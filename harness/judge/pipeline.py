@@ -41,6 +41,7 @@ from harness.judge.numeric import (
     unfused_twin,
 )
 from harness.results.sections import Evidence
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -170,7 +171,7 @@ def error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedModel", fa
     try:
         from harness.repro.error import write_error_bundle
 
-        files = backend.artifacts(model, family, graph, variant)
+        files = backend.artifacts(GraphRef(model, family, graph, variant))
         onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
                 and str(i.get("path", "")).endswith(".onnx")]
         if len(onnx) != 1:
@@ -226,7 +227,7 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
         runner = ws.variant_runner(backend, model, family, graph, variant,
                                    [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
-        result.artifacts.update(backend.artifacts(model, family, graph, variant))
+        result.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
         if runner.replayed:
             result.replayed.append(graph.name)
         if runner.path:  # a runner of a file graph: lint the file

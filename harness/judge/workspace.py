@@ -34,7 +34,7 @@ from harness.judge.refcache import (
     texts_digest,
 )
 from harness.runners import Backend, backends
-from harness.runners.base import BackendContext
+from harness.runners.base import BackendContext, GraphRef
 from harness.runners.prebuilt import PrebuiltGraphs
 from harness.runners.source import ArtifactSource, serving_backend
 from harness.zoo.base import ModelCatalog, ModelSpec, cache_root
@@ -127,7 +127,7 @@ class Workspace:
         from harness.core.rss import release_freed_memory
 
         for graph in graphs if graphs is not None else family.graphs(model):
-            backend.artifacts(model, family, graph, variant)
+            backend.artifacts(GraphRef(model, family, graph, variant))
         if model.release_module():
             release_freed_memory()
 
@@ -233,16 +233,16 @@ class Workspace:
 
     def _variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
                         variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
-        key = backend.outputs_key(model, family, graph, variant)
+        key = backend.outputs_key(GraphRef(model, family, graph, variant))
         if key is None:
             self.before_session(backend, model, family, variant, [graph])
-            return backend.load(model, family, graph, variant)
+            return backend.load(GraphRef(model, family, graph, variant))
         digests = [_digest(f) for f in feeds]
         parts = {**self._reference_parts(model, family, graph), "variant": key, "feeds": digests}
 
         def compute() -> list[dict[str, np.ndarray]]:
             self.before_session(backend, model, family, variant, [graph])
-            runner = backend.load(model, family, graph, variant)
+            runner = backend.load(GraphRef(model, family, graph, variant))
             outs: list[dict[str, np.ndarray]] = []
             try:
                 for f in feeds:
@@ -257,8 +257,8 @@ class Workspace:
         label = f"{model.name}-{graph.name}-{variant.precision.value}-{variant.provider.short}"
         misses = self.references.misses
         outs = self.references.arrays(label, parts, compute)
-        artifact = backend.artifacts(model, family, graph, variant).get(f"{graph.name}/model.onnx")
-        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(model, family, graph, variant),
+        artifact = backend.artifacts(GraphRef(model, family, graph, variant)).get(f"{graph.name}/model.onnx")
+        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(GraphRef(model, family, graph, variant)),
                             path=artifact["path"] if artifact else None, replayed=self.references.misses == misses)
 
     def _reference_parts(self, model: LoadedModel, family: Family, graph: GraphSpec) -> dict[str, Any]:

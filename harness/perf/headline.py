@@ -19,6 +19,7 @@ from harness.core import Precision, Provider, Variant
 from harness.perf import bench
 from harness.perf.measure import time_calls, timed_call
 from harness.runners import PROVIDERS
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
@@ -147,7 +148,7 @@ def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized
             continue
         backend = ws.backend(variant, model)
         try:
-            loaded = {g.name: backend.load(model, family, g, variant) for g in (graphs if generates else graphs[:1])}
+            loaded = {g.name: backend.load(GraphRef(model, family, g, variant)) for g in (graphs if generates else graphs[:1])}
         except Exception as exc:  # noqa: BLE001 - an export or session failure costs one contender, not the table
             notes.append(f"{model_name} {name}: not measured ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})")
             continue

@@ -13,7 +13,7 @@ from harness.report.highlights import highlights
 from harness.report.markdown import table
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
-from harness.results.record import judged_nothing, run_green
+from harness.results.record import FAILING, judged_nothing, run_green
 from harness.results.sections import Generation, Judged
 
 SUMMARY_FILE = "summary.md"
@@ -24,6 +24,7 @@ assert set(ORDER) == set(VERDICTS)
 NOT_RUN_LISTED = 50
 #: the order of the "Needs attention" section
 ATTENTION: tuple[Verdict, ...] = ("fail", "error", "not-run")
+assert set(ATTENTION) == FAILING  # the verdicts that fail a run (results.record), in reading order
 
 
 def attention(records: Iterable[Record]) -> list[Record]:

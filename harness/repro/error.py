@@ -21,7 +21,6 @@ A generation case's error (a decoding graph that fails to load or to run) is the
 
 from __future__ import annotations
 
-import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,24 +45,12 @@ from harness.repro.bundle import (
     sha256_file,
     write_manifest,
 )
+from harness.repro.errortext import clip, normalize
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Provider
     from harness.core.runtime import RuntimeSettings
 
-#: where an exception text names a memory address, a file path or a C++ source location
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
-_SOURCE = re.compile(r"[\w./\\-]+\.(?:h|hpp|cc|cpp|c|cu|py):\d+")
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+@-]+)+\.[A-Za-z]\w*")  # a file: ONNX node names are paths too
-
-
-def normalize(message: str) -> str:
-    """An error message without what differs between machines for the same error: memory
-    addresses, absolute paths (kept as their last component), source file:line locations."""
-    text = _SOURCE.sub("<source>", message)
-    text = _ADDRESS.sub("0x?", text)
-    text = _PATH.sub(lambda m: re.split(r"[\\/]", m.group())[-1], text)
-    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
@@ -177,14 +164,14 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
                   only=err.get("batch") if err["stage"] == "run" else None)
     recorded = Raised(err["stage"], err.get("batch"), err["type"], err["message"])
     where = "loading the file" if recorded.stage == "load" else f"running batch {recorded.batch}"
-    lines = [f"artifact: {source}", f"recorded: {recorded.type} {where}: {_clip(recorded.message)}"]
+    lines = [f"artifact: {source}", f"recorded: {recorded.type} {where}: {clip(recorded.message)}"]
     same_type = now is not None and now.type == recorded.type and now.stage == recorded.stage
     same_message = now is not None and now.normalized == recorded.normalized
     if now is None:
         lines.append(f"now: no error ({where} succeeded)")
     else:
         lines.append(f"now: {now.type} {'loading the file' if now.stage == 'load' else f'running batch {now.batch}'}: "
-                     f"{_clip(now.message)}")
+                     f"{clip(now.message)}")
         lines.append(f"  type {'same' if same_type else 'DIFFERENT'}; normalised message "
                      f"{'same' if same_message else 'DIFFERENT'}")
     reproduces = same_type and same_message
@@ -201,8 +188,3 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
                                                    "message": now.message, "normalized": now.normalized},
             "same_type": same_type, "same_message": same_message, "artifact": source}
     return Outcome(lines, reproduces, verdict, data, versions, env)
-
-
-def _clip(text: str, n: int = 300) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= n else one[: n - 1] + "…"

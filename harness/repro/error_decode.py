@@ -42,8 +42,9 @@ from harness.repro.bundle import (
     runtime_json,
     write_manifest,
 )
-from harness.repro.error import normalize
+from harness.repro.errortext import clip, normalize
 from harness.repro.generation import SETTINGS, TOKENIZER, FilesBackend, bundle_tokenizer, save_prompt_batches
+from harness.runners.base import FileView, GraphRef, GraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Provider
@@ -51,7 +52,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
     from harness.generation import GenerationSettings
     from harness.judge.workspace import Workspace
-    from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
 @dataclass(frozen=True)
@@ -85,11 +85,14 @@ class _Watched(Exception):
         self.raised = raised
 
 
-class _Watch:
-    """A runner that tags an exception raised by its graph's call; everything else is the runner's."""
+class _Watch(GraphRunner):
+    """A runner that tags an exception raised by its graph's call; everything else is the runner's
+    (its declared capabilities are read through, never probed)."""
 
-    def __init__(self, runner: "GraphRunner", graph: str, batch: list[int]) -> None:
+    def __init__(self, runner: GraphRunner, graph: str, batch: list[int]) -> None:
         self._runner, self._graph, self._batch, self.calls = runner, graph, batch, 0
+        self.input_names, self.output_names = runner.input_names, runner.output_names
+        self.path, self.replayed = runner.path, runner.replayed
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.calls += 1
@@ -99,8 +102,23 @@ class _Watch:
             raise _Watched(DecodeRaised(self._graph, "run", self._batch[0], self.calls, type(exc).__name__,
                                         str(exc).strip())) from exc
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runner, name)
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.run(feeds)
+
+    def prepare(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._runner.prepare(feeds)
+
+    def synchronize(self) -> None:
+        self._runner.synchronize()
+
+    def end_profiling(self) -> str | None:
+        return self._runner.end_profiling()
+
+    def file_view(self) -> FileView | None:
+        return self._runner.file_view()
+
+    def close(self) -> None:
+        self._runner.close()
 
 
 class _FilesBackend(FilesBackend):
@@ -122,7 +140,7 @@ class _FilesBackend(FilesBackend):
         except Exception as exc:
             raise _Watched(DecodeRaised(graph, "load", self.batch[0], None, type(exc).__name__,
                                         str(exc).strip())) from exc
-        return _Watch(runner, graph, self.batch)  # type: ignore[return-value]  # a GraphRunner by delegation
+        return _Watch(runner, graph, self.batch)
 
 
 def provoke(files: Mapping[str, Path], model: "LoadedModel", family: "Family", variant: Variant,
@@ -155,7 +173,7 @@ def decode_files(backend: Any, model: "LoadedModel", family: "Family", variant: 
     out: dict[str, Path] = {}
     for graph in family.graphs(model):
         if graph.name in wanted:
-            path = onnx_file(backend.artifacts(model, family, graph, variant), graph.name)
+            path = onnx_file(backend.artifacts(GraphRef(model, family, graph, variant)), graph.name)
             if path is None:
                 return None
             out[graph.name] = path
@@ -241,7 +259,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of a decode error bundle: the failing decode batch again, same error?"""
     from harness.families import family_for
-    from harness.repro.error import _clip
     from harness.repro.generation import _settings, bundled_model
     from harness.runners import parse_provider
 
@@ -265,13 +282,13 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
              f"decoded: batch {recorded.batch} of {len(texts)} prompt(s) in batches of {decode['batch_size']}, "
              f"max_new_tokens {decode['settings'].get('max_new_tokens')}, beams {decode['settings'].get('num_beams')}, "
              f"cache {'on' if decode['settings'].get('use_cache') else 'off'}",
-             f"recorded: {recorded.type} {recorded.where()}: {_clip(recorded.message)}"]
+             f"recorded: {recorded.type} {recorded.where()}: {clip(recorded.message)}"]
     same_type = now is not None and (now.type, now.stage, now.graph) == (recorded.type, recorded.stage, recorded.graph)
     same_message = now is not None and now.normalized == recorded.normalized
     if now is None:
         lines.append(f"now: no error (decode batch {recorded.batch} finished)")
     else:
-        lines.append(f"now: {now.type} {now.where()}: {_clip(now.message)}")
+        lines.append(f"now: {now.type} {now.where()}: {clip(now.message)}")
         lines.append(f"  type {'same' if same_type else 'DIFFERENT'}; normalised message "
                      f"{'same' if same_message else 'DIFFERENT'}")
     reproduces = same_type and same_message

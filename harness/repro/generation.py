@@ -45,6 +45,7 @@ from harness.repro.bundle import (
     sha256_file,
     write_manifest,
 )
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -187,14 +188,15 @@ class FilesBackend:
         return open_onnx(self.files[graph], self.provider, self.threads, self.precision, self.runtime)
 
     @contextmanager
-    def load(self, model: Any, family: Any, graph: Any, variant: Any) -> Iterator["GraphRunner"]:
+    def load(self, ref: GraphRef) -> Iterator["GraphRunner"]:
+        graph = ref.graph
         runner = self.open(graph.name)
         try:
             yield runner
         finally:
             runner.close()
 
-    def artifacts(self, model: Any, family: Any, graph: Any, variant: Any) -> dict[str, dict[str, Any]]:
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         return {}
 
 

@@ -41,6 +41,7 @@ from harness.repro.bundle import (
     sha256_file,
     write_manifest,
 )
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
@@ -224,7 +225,7 @@ def bundle_on_breach(case: Any, point: "Point", settings: "PerfSettings") -> Con
     def write(directory: Path) -> Path | None:
         ws, variant = case.workspace, case.variant
         model = ws.model(variant.model)
-        files = ws.backend(variant, model).artifacts(model, ws.family(model), point.graph, variant)
+        files = ws.backend(variant, model).artifacts(GraphRef(model, ws.family(model), point.graph, variant))
         onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{point.graph.name}/")
                 and str(i.get("path", "")).endswith(".onnx")]
         return write_perf_bundle(directory, ws, variant, point, onnx[0], settings, model.spec.budgets, case.perf,

@@ -44,6 +44,7 @@ from harness.repro.bundle import (
     sha256_file,
     write_manifest,
 )
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -178,7 +179,7 @@ def write_decode_bundle(directory: Path, ws: "Workspace", variant: Variant, mode
     backend = ws.backend(variant, model)
     files: dict[str, Path] = {}
     for graph in family.graphs(model):
-        path = onnx_file(backend.artifacts(model, family, graph, variant), graph.name)
+        path = onnx_file(backend.artifacts(GraphRef(model, family, graph, variant)), graph.name)
         if path is None:
             return None
         files[graph.name] = path

@@ -71,6 +71,29 @@ def _default_runtime() -> "RuntimeSettings":
     return RuntimeSettings()
 
 
+@dataclass(frozen=True, eq=False)
+class GraphRef:
+    """This graph of this model in this variant: what a backend builds, loads, keys and ships, as
+    one value instead of the ``(model, family, graph, variant)`` arguments every call threaded.
+    Frozen; compared by identity (the model it holds is a live object, not a value)."""
+
+    model: "LoadedModel"
+    family: "Family"
+    graph: "GraphSpec"
+    variant: "Variant"
+
+    @classmethod
+    def each(cls, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
+             variant: "Variant") -> tuple["GraphRef", ...]:
+        """One reference per graph of the same model and variant."""
+        return tuple(cls(model, family, g, variant) for g in graphs)
+
+    @property
+    def label(self) -> str:
+        """``<model>-<graph>-<precision>-<provider>``: how caches and logs name it."""
+        return f"{self.model.name}-{self.graph.name}-{self.variant.precision.value}-{self.variant.provider.short}"
+
+
 @dataclass(frozen=True)
 class FileView:
     """A runner seen as the file it runs, for evidence that must re-run without the harness (a
@@ -204,6 +227,28 @@ class ChildLoad:
     gpu_peak_bytes: Callable[[], int | None] = lambda: None
 
 
+#: the Backend methods of one graph, which take a GraphRef
+_PER_GRAPH = ("load", "artifacts", "outputs_key")
+
+
+def _either_spelling(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` called with one GraphRef or with ``(model, family, graph, variant)``, whichever it
+    was written for (its own parameters say which)."""
+    import functools
+    import inspect
+
+    legacy = len(inspect.signature(method).parameters) == 5  # self, model, family, graph, variant
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any) -> Any:
+        ref = args[0] if len(args) == 1 else GraphRef(*args)
+        if legacy:
+            return method(self, ref.model, ref.family, ref.graph, ref.variant)
+        return method(self, ref)
+
+    return call
+
+
 class Backend(abc.ABC):
     """Makes GraphRunners for one backend (pytorch, onnxruntime, ...)."""
 
@@ -232,6 +277,16 @@ class Backend(abc.ABC):
 
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The per-graph methods take one :class:`GraphRef`. A team's test written against the older
+        spelling (``backend.load(model, family, graph, variant)``, docs/own-repository.md before
+        issue 22) and a backend implementing it (``def load(self, model, family, graph, variant)``)
+        keep working: each such method of a subclass accepts both spellings."""
+        super().__init_subclass__(**kwargs)
+        for name in _PER_GRAPH:
+            if name in cls.__dict__:
+                setattr(cls, name, _either_spelling(cls.__dict__[name]))
 
     @classmethod
     def validate_provider_options(cls, provider: "Provider", options: Mapping[str, str], where: str) -> None:
@@ -276,17 +331,16 @@ class Backend(abc.ABC):
         raise NotImplementedError(f"backend {cls.name!r} does not run ONNX files")
 
     @abc.abstractmethod
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: "Variant") -> GraphRunner:
-        """Build (export/convert if needed, cached) and load ``graph`` of ``model`` for ``variant``."""
+    def load(self, ref: GraphRef) -> GraphRunner:
+        """Build (export/convert if needed, cached) and load ``ref.graph`` of ``ref.model`` for
+        ``ref.variant``."""
 
-    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                  variant: "Variant") -> dict[str, dict[str, Any]]:
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         """Files this backend used for the graph: ``{name: {"path":..., "sha256":..., "bytes":...}}``."""
         return {}
 
-    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                    variant: "Variant") -> dict[str, Any] | None:
-        """What decides this variant's outputs for ``graph`` besides the feeds and the model --
+    def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
+        """What decides this variant's outputs for ``ref.graph`` besides the feeds and the model --
         artifacts' sha256, runtime version, threads -- when the runtime is deterministic for
         them on this machine, so a warm rerun may replay them from the output cache
         (``harness.judge.refcache``). None (the default): always run. Timing never replays."""
@@ -297,7 +351,7 @@ class Backend(abc.ABC):
         """Bytes on disk of what a deployment of the variant ships, per file. Default: the
         artifacts of every graph (built here first if missing)."""
         return {name: int(info["bytes"]) for graph in graphs
-                for name, info in self.artifacts(model, family, graph, variant).items()}
+                for name, info in self.artifacts(GraphRef(model, family, graph, variant)).items()}
 
     # -- fresh-process measurement (cold start, peak memory) --------------------------------------------
     @classmethod

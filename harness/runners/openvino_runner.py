@@ -38,7 +38,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
@@ -244,7 +244,8 @@ class OpenVinoBackend(Backend):
         #: graph name -> what the compiled model ran with (hint read back, runtime precisions)
         self._compiled: dict[str, dict[str, Any]] = {}
 
-    def _entry(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> "CacheEntry":
+    def _entry(self, ref: GraphRef) -> "CacheEntry":
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
         from harness.export.artifacts import onnx_artifact  # exporting needs torch; running must not
 
         source = RECIPES[variant.precision][0]
@@ -253,16 +254,17 @@ class OpenVinoBackend(Backend):
             self._built.add(entry.directory)
         return entry
 
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
-        entry = self._entry(model, family, graph, variant)
+    def load(self, ref: GraphRef) -> GraphRunner:
+        graph, variant = ref.graph, ref.variant
+        entry = self._entry(ref)
         runner = OvGraphRunner(str(entry.path()), RECIPES[variant.precision][1], self.ctx.intra_op_threads,
                                variant.provider.device)
         self._compiled[graph.name] = runner.settings()
         return runner
 
-    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                  variant: Variant) -> dict[str, dict[str, Any]]:
-        entry = self._entry(model, family, graph, variant)
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
+        graph = ref.graph
+        entry = self._entry(ref)
         out = entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
         if graph.name in self._compiled and f"{graph.name}/model.onnx" in out:
             out[f"{graph.name}/model.onnx"]["openvino"] = self._compiled[graph.name]
@@ -272,7 +274,7 @@ class OpenVinoBackend(Backend):
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
                    variant: Variant) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {g.name: self.artifacts(model, family, g, variant)[f"{g.name}/model.onnx"]["path"] for g in graphs}
+        paths = {g.name: self.artifacts(GraphRef(model, family, g, variant))[f"{g.name}/model.onnx"]["path"] for g in graphs}
         return ChildSpec(paths, variant.provider.device,
                          options={"hint": RECIPES[variant.precision][1], "threads": self.ctx.intra_op_threads or 0})
 

@@ -18,7 +18,7 @@ from harness.core import Precision, Provider, UsageError, Variant, did_you_mean
 from harness.core.phases import phase
 from harness.core.runtime import SHARED_OPTIONS, Axis, BackendSettings, RuntimeSettings, setting
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
 from harness.runners.trt_profile import TensorRTSettings
 
@@ -304,7 +304,8 @@ class OrtBackend(Backend):
         #: the cache; their files are recorded with ``cache_hit: false``
         self._built: set[Path] = set()
 
-    def _entry(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> "CacheEntry":
+    def _entry(self, ref: GraphRef) -> "CacheEntry":
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
         # imported here: exporting needs torch, running a built artifact must not (cold-start
         # and memory children load only onnxruntime)
         from harness.export.artifacts import onnx_artifact
@@ -315,8 +316,9 @@ class OrtBackend(Backend):
             self._built.add(entry.directory)
         return entry
 
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
-        entry = self._entry(model, family, graph, variant)
+    def load(self, ref: GraphRef) -> GraphRunner:
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
+        entry = self._entry(ref)
         options, profile = self.provider_options(model, family, graph, variant, entry.directory)
         runner = OrtGraphRunner(str(entry.path()), variant.provider.device, self.ctx.intra_op_threads,
                                 self.ctx.inter_op_threads, provider_options=options, profile=profile,
@@ -358,18 +360,18 @@ class OrtBackend(Backend):
                               max_seq=trt.trt_max_seq)
         return profile.with_explicit(trt.trt_profile, graph.name)
 
-    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                  variant: Variant) -> dict[str, dict[str, Any]]:
-        entry = self._entry(model, family, graph, variant)
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
+        graph = ref.graph
+        entry = self._entry(ref)
         # cache_hit: found in the cache, not exported for this case
         return entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
 
-    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                    variant: Variant) -> dict[str, Any] | None:
+    def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """CPU EP only (GPU providers may pick kernels per run): the artifact bytes, the ORT
         version, the session options (optimisation level, threads, execution mode, memory
         settings, EP options) and this module's code decide the outputs. A profiled run
         (``--profile``) always runs: replayed outputs have no trace."""
+        variant = ref.variant
         if variant.provider.device != "CPUExecutionProvider" or self.ctx.runtime.profile:
             return None
         import os
@@ -378,7 +380,7 @@ class OrtBackend(Backend):
 
         from harness.core.cachedir import source_digest
 
-        files = {name: info["sha256"] for name, info in self.artifacts(model, family, graph, variant).items()}
+        files = {name: info["sha256"] for name, info in self.artifacts(ref).items()}
         return {"backend": self.name, "provider": variant.provider.device, "artifacts": files,
                 "onnxruntime": ort.__version__, "intra_op_threads": self.ctx.intra_op_threads,
                 "inter_op_threads": self.ctx.inter_op_threads, "cpus": os.cpu_count(),
@@ -389,7 +391,7 @@ class OrtBackend(Backend):
     def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
                    variant: Variant) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {g.name: self.artifacts(model, family, g, variant)[f"{g.name}/model.onnx"]["path"] for g in graphs}
+        paths = {g.name: self.artifacts(GraphRef(model, family, g, variant))[f"{g.name}/model.onnx"]["path"] for g in graphs}
         return ChildSpec(paths, variant.provider.device, self.ctx.intra_op_threads or 0, self.ctx.inter_op_threads or 0,
                          {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
 

@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.core import Precision, Provider, UsageError
-from harness.runners.base import Backend, BackendContext, FileView, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, FileView, GraphRef, GraphRunner, TimedCall
 from harness.runners.source import ArtifactSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.core.runtime import RuntimeSettings
-    from harness.families.base import Family, GraphSpec, PromptThenStep
-    from harness.zoo.loading import LoadedModel
+    from harness.families.base import PromptThenStep
 
 #: feeds -> the value of one input the reference computes implicitly
 Synth = Callable[[Mapping[str, np.ndarray]], np.ndarray]
@@ -204,9 +203,9 @@ class PrebuiltBackend(Backend):
     def unavailable_reason(cls, variant: Variant) -> str | None:
         return None
 
-    def load(self, model: LoadedModel, family: Family, graph: GraphSpec, variant: Variant) -> GraphRunner:
+    def load(self, ref: GraphRef) -> GraphRunner:
+        graph = ref.graph
         return self.source.runner(graph.name)
 
-    def artifacts(self, model: LoadedModel, family: Family, graph: GraphSpec,
-                  variant: Variant) -> dict[str, dict[str, Any]]:
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         return dict(self.source.records)

@@ -37,7 +37,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
 from harness.runners.trt_engine import (
     INSTALL_HINT,
@@ -339,7 +339,8 @@ class TensorRTBackend(Backend):
         super().__init__(ctx)
         self._engines: dict[str, dict[str, Any]] = {}
 
-    def _plan(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> BuildPlan:
+    def _plan(self, ref: GraphRef) -> BuildPlan:
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
         version = tensorrt_version() or "0"
         plan = build_plan(variant.precision, version, int8_kind=artifact_kind(variant.precision))
         limits = self.ctx.runtime.of(TensorRTSettings)
@@ -352,11 +353,12 @@ class TensorRTBackend(Backend):
 
         return onnx_artifact(model, family, graph, plan.source, self.ctx.settings, self.ctx.cache)
 
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
-        return self._load(model, family, graph, variant)
+    def load(self, ref: GraphRef) -> GraphRunner:
+        return self._load(ref)
 
-    def _load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> TrtGraphRunner:
-        plan = self._plan(model, family, graph, variant)
+    def _load(self, ref: GraphRef) -> TrtGraphRunner:
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
+        plan = self._plan(ref)
         source = self._source(model, family, graph, plan)
         if plan.source in INT8_ARTIFACT_KINDS:  # the artifact itself must be Q/DQ (never build a dynamic-quant graph)
             build_plan(variant.precision, tensorrt_version() or "0",
@@ -368,9 +370,9 @@ class TensorRTBackend(Backend):
                                      "profile": profile_text(plan.profile) if plan.profile else ""}
         return runner
 
-    def artifacts(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                  variant: Variant) -> dict[str, dict[str, Any]]:
-        plan = self._plan(model, family, graph, variant)
+    def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
+        model, family, graph = ref.model, ref.family, ref.graph
+        plan = self._plan(ref)
         source = self._source(model, family, graph, plan)
         out: dict[str, dict[str, Any]] = {}
         for name, digest in source.files.items():
@@ -388,7 +390,7 @@ class TensorRTBackend(Backend):
         """A TensorRT deployment ships the engines, not the ONNX files."""
         out: dict[str, int] = {}
         for graph in graphs:
-            runner = self._load(model, family, graph, variant)
+            runner = self._load(GraphRef(model, family, graph, variant))
             out[f"{graph.name}/{ENGINE_FILE}"] = runner.engine_path.stat().st_size
             runner.close()
         return out
@@ -399,7 +401,7 @@ class TensorRTBackend(Backend):
         """Engine paths (built here first) and their profiles: the child deserializes, never builds."""
         graphs_spec: dict[str, Any] = {}
         for graph in graphs:
-            runner = self._load(model, family, graph, variant)
+            runner = self._load(GraphRef(model, family, graph, variant))
             profile = runner.profile
             graphs_spec[graph.name] = {"engine": str(runner.engine_path),
                                        "min": {k: list(v) for k, v in profile.min.items()},

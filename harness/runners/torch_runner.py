@@ -20,7 +20,7 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.core.phases import phase
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRunner, TimedCall
+from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -179,10 +179,10 @@ class TorchBackend(Backend):
         gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) if cuda else "none"
         return f"torch {torch.__version__}: CUDA available {cuda} (devices: {gpus})"
 
-    def outputs_key(self, model: "LoadedModel", family: "Family", graph: "GraphSpec",
-                    variant: Variant) -> dict[str, Any] | None:
+    def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """CPU only: precision recipe, torch version, thread count and this module's code decide
         the outputs (weights, family code and feeds are in the workspace's part of the key)."""
+        variant = ref.variant
         if variant.provider.device != "cpu":
             return None
         import torch
@@ -194,7 +194,8 @@ class TorchBackend(Backend):
                 "torch": torch.__version__, "threads": self.ctx.intra_op_threads or torch.get_num_threads(),
                 "runner": source_digest(TorchBackend)}
 
-    def load(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant) -> GraphRunner:
+    def load(self, ref: GraphRef) -> GraphRunner:
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
         import torch
 
         device = variant.provider.device
@@ -258,7 +259,7 @@ class TorchBackend(Backend):
         for graph in family.graphs(model):
             if graph.name in spec.graphs:
                 start = time.perf_counter()
-                runners[graph.name] = backend.load(model, family, graph, variant)
+                runners[graph.name] = backend.load(GraphRef(model, family, graph, variant))
                 load[graph.name] = (time.perf_counter() - start) * 1000.0
         settings = {"torch": {"num_threads": torch.get_num_threads(),
                               "num_interop_threads": torch.get_num_interop_threads(),

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core import Variant
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
@@ -33,7 +34,7 @@ def variant_files(ws: "Workspace", variant: Variant) -> tuple["LoadedModel", "Fa
     backend = ws.backend(variant, model)
     out = []
     for graph in family.graphs(model):
-        found = backend.artifacts(model, family, graph, variant)
+        found = backend.artifacts(GraphRef(model, family, graph, variant))
         paths = [Path(str(v["path"])) for v in found.values()]
         main = next(p for p in paths if p.suffix == ".onnx")
         out.append(GraphFile(graph, main, tuple(paths)))

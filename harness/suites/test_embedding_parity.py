@@ -20,6 +20,7 @@ from harness.judge.numeric import ParityResult
 from harness.judge.pipeline import GraphJudgement, close_stage, write_side_outputs
 from harness.repro import EmbeddingDerived
 from harness.results.collector import Case
+from harness.runners.base import GraphRef
 from harness.zoo.base import ModelSpec, materialize
 
 
@@ -42,7 +43,7 @@ def test_embedding_parity(variant: Variant, harness: Case) -> None:
     backend = ws.backend(variant, model)
     batches = ws.parity_batches(model, family, graph)
     runner = ws.variant_runner(backend, model, family, graph, variant, [feeds for feeds, _, _ in batches])
-    harness.artifacts.update(backend.artifacts(model, family, graph, variant))
+    harness.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
     outputs: list[dict[str, np.ndarray]] = []
     seconds = 0.0
     pooling = family.sentence_pooling(model, graph)

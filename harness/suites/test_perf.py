@@ -26,6 +26,7 @@ from harness.perf.measure import PerfSettings, engine_for, latency_key
 from harness.repro.perf import bundle_on_breach, cold_start_on_breach, generation_on_breach
 from harness.results.collector import Case
 from harness.results.sections import PerfSetup
+from harness.runners.base import GraphRef
 from harness.suites import has_config_artifacts, runs_config_artifact
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,9 +59,9 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
     runners = {}
     try:
         for graph in graphs:
-            runners[graph.name] = backend.load(model, family, graph, variant)
+            runners[graph.name] = backend.load(GraphRef(model, family, graph, variant))
             # the files timed, with their cache keys: what `baseline save` blesses and re-times paired
-            harness.artifacts.update(backend.artifacts(model, family, graph, variant))
+            harness.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
         # each runner's timed call runs to completion (a device synchronise is its own business)
         from harness.perf.canary import Canary
 
@@ -105,7 +106,7 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
     runners = {}
     try:
         for graph in family.graphs(model):
-            runners[graph.name] = backend.load(model, family, graph, variant)
+            runners[graph.name] = backend.load(GraphRef(model, family, graph, variant))
         with phase("perf"):
             harness.perf.update(generation.measure_generation(model, family, runners, ws.texts(model),
                                                               perf_settings))

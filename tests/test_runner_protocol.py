@@ -1,0 +1,64 @@
+"""The runner protocol is explicit (issue 22): every optional capability of a runner or a backend is
+declared on ``GraphRunner`` / ``Backend`` with its default, so no module asks an object whether it
+has one (``getattr(runner, "replayed", ...)``, ``hasattr(runner, "end_profiling")``). Pure AST."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "harness"
+#: a probed object whose name says it is a runner or a backend
+WORDS = ("runner", "backend")
+
+
+def probes(path: Path) -> list[str]:
+    """``getattr``/``hasattr`` calls whose object is named like a runner or a backend."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and node.args:
+            target = ast.unparse(node.args[0]).lower()
+            if any(w in target for w in WORDS) and not target.startswith("harness"):  # a module's attribute: no probe
+                out.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_no_module_probes_a_runner_or_a_backend_for_a_capability():
+    found = [p for path in sorted(PACKAGE.rglob("*.py")) for p in probes(path)]
+    assert not found, "declare the capability on GraphRunner/Backend instead:\n" + "\n".join(found)
+
+
+def test_the_probe_finder_sees_a_probe(tmp_path):
+    """A negative control: the older spelling is found."""
+    src = tmp_path / "probe_control.py"
+    src.write_text("def f(runner):\n    return getattr(runner, 'replayed', False) or hasattr(self._backend, 'path')\n")
+    assert len(probes(src)) == 2
+
+
+def test_one_graph_of_one_variant_is_one_value_and_the_older_spelling_still_works():
+    """``Backend.load`` / ``artifacts`` / ``outputs_key`` take a ``GraphRef``; a team's test calling
+    ``load(model, family, graph, variant)`` and a backend written that way keep working."""
+    from harness.runners.base import Backend, GraphRef
+
+    class Written(Backend):
+        name = "written-now"
+
+        @classmethod
+        def unavailable_reason(cls, variant):
+            return None
+
+        def load(self, ref):
+            return ("now", ref.model, ref.graph)
+
+    class Older(Written):
+        name = "written-before"
+
+        def load(self, model, family, graph, variant):
+            return ("before", model, graph)
+
+    ref = GraphRef("m", "f", "g", "v")
+    for cls, word in ((Written, "now"), (Older, "before")):
+        backend = cls(None)
+        assert backend.load(ref) == backend.load("m", "f", "g", "v") == (word, "m", "g")
+    assert [r.graph for r in GraphRef.each("m", "f", ["a", "b"], "v")] == ["a", "b"]
