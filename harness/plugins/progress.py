@@ -1,19 +1,28 @@
-"""``--harness-progress``: progress people can see in a CI log.
+"""``--harness-progress``: progress people can see, on a terminal and in a CI log.
 
-pytest's dots say nothing for minutes when one FP16 latency case takes a minute. When the output is
-not a terminal (``auto``, the default) or with ``lines``, the controller prints one line per finished
-case::
+pytest's dots say nothing for minutes when one FP16 latency case takes a minute.
 
-    [12/60] PASS  marian-tiny-int8-ort_cpu logits 1.2 s  (ETA 1 min 40 s)
+* **On a terminal** (``auto``, the default, when stdout is a TTY; ``harness/plugins/_live.py``):
+  a live display (rich) with cases done/total and a bar, each running case with its phase
+  (build, export, reference, variant, metrics, perf) and how long it has been in it, the
+  elapsed time and an ETA; pytest's own output scrolls above it.
+* **Piped** (``auto`` when stdout is not a terminal, or ``lines`` always): one line per
+  finished case::
 
-and, every 30 s while a case runs, a heartbeat naming the case, how long it has run and the phase
-it is in (export, reference, variant, metrics, perf). Under pytest-xdist the controller sees every
-worker's reports (so the counter is exact), and each process writes the phase of its running case
-to a small file in a temporary directory the controller reads (workers get its path in
-``workerinput``). On a terminal pytest's own progress is left alone.
+      [12/60] PASS  marian-tiny-int8-ort_cpu logits 1.2 s  (ETA 1 min 40 s)
 
-The ETA is the mean duration of the cases finished so far times the cases left, divided by the
-number of workers: the durations of this run are the best predictor of its own remaining cases.
+  and, every 30 s while a case runs, a heartbeat naming the case, how long it has run and the
+  phase it is in.
+
+Under pytest-xdist the controller sees every worker's reports (so the counter is exact), and
+each process writes the phase of its running case to a small file in a temporary directory the
+controller reads (workers get its path in ``workerinput``).
+
+The ETA (:class:`Estimator`) reads the durations history: each case's duration in the newest
+earlier run directory beside this one (or ``--shard-durations``' source), scaled by how fast
+this run's finished cases went against their history (a loaded machine); a case never timed
+counts the mean of this run's finished cases. Without history it is that mean times the cases
+left. Both are divided by the number of workers.
 """
 
 from __future__ import annotations
@@ -21,12 +30,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import pytest
 
@@ -54,36 +65,54 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:  # an xdist worker: only announce phases (the controller prints)
         folder = workerinput.get(_DIR_KEY)
         if folder:
-            config.pluginmanager.register(PhaseFile(Path(folder)), f"harness-phase-file-{id(config)}")
+            config.pluginmanager.register(PhaseFile(Path(folder), _worker_id(config)),
+                                          f"harness-phase-file-{id(config)}")
         return
     from harness.plugin import _asked_for
 
     mode = _mode(config)
-    if mode == "off" or (mode == "auto" and (_is_tty(config) or not _asked_for(config))):
+    if mode == "off" or (mode == "auto" and not _asked_for(config)):
         return
     folder = Path(tempfile.mkdtemp(prefix="harness-progress-"))
-    config.pluginmanager.register(Progress(config, folder), f"harness-progress-{id(config)}")
-    config.pluginmanager.register(PhaseFile(folder), f"harness-phase-file-{id(config)}")
+    display: Tally
+    if mode == "auto" and _is_tty(config):
+        from harness.plugins._live import LiveDisplay
+
+        display = LiveDisplay(config, folder)
+    else:
+        display = Progress(config, folder)
+    config.pluginmanager.register(display, f"harness-progress-{id(config)}")
+    config.pluginmanager.register(PhaseFile(folder, manager=config.pluginmanager), f"harness-phase-file-{id(config)}")
+
+
+def _worker_id(config: pytest.Config) -> str:
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput.get("workerid", "")) if workerinput else ""
 
 
 class PhaseFile:
     """In each process running cases: the running case and its phase in ``<folder>/<pid>.json``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, worker: str = "", manager: pytest.PytestPluginManager | None = None) -> None:
         self.path = folder / f"{os.getpid()}.json"
+        self.worker = worker  # xdist's "gw0"; "" in a serial run
+        self.manager = manager  # the controller's: under xdist it sees every worker's logstart
         self.nodeid = ""
         from harness.core import phases
 
         phases.LISTENERS.append(self.phase)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if self.manager is not None and self.manager.has_plugin("dsession"):
+            return  # the xdist controller runs no case: its file would contradict the worker's
         self.nodeid = nodeid
         self.phase("")
 
     def phase(self, name: str) -> None:
         try:
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"nodeid": self.nodeid, "phase": name, "since": time.time()}), encoding="utf-8")
+            tmp.write_text(json.dumps({"nodeid": self.nodeid, "phase": name, "since": time.time(),
+                                       "worker": self.worker}), encoding="utf-8")
             os.replace(tmp, self.path)
         except OSError:  # progress is a convenience: never fail a case over it
             pass
@@ -110,24 +139,105 @@ def _seconds(value: float) -> str:
     return f"{minutes} min {seconds:02d} s"
 
 
-class Progress:
-    """Controller side: counts finished cases and prints their lines and the heartbeats."""
+@dataclass(frozen=True)
+class Running:
+    """A case in flight as the controller sees it: since when, and the phase its process reported."""
+
+    nodeid: str
+    elapsed: float  # seconds since the case started
+    phase: str  # '' between phases (fixtures, pytest)
+    in_phase: float  # seconds in that phase
+    worker: str
+
+
+class Estimator:
+    """Seconds left, from the durations history and this run's finished cases."""
+
+    def __init__(self, history: Mapping[str, float] | None = None) -> None:
+        self.history = {k: float(v) for k, v in (history or {}).items() if v and v > 0}
+
+    def scale(self, finished: Mapping[str, float]) -> float:
+        """This run's speed against its history, over the cases both timed (1.0 when none)."""
+        pairs = [(s, self.history[case_key(n)]) for n, s in finished.items() if case_key(n) in self.history]
+        before = sum(b for _, b in pairs)
+        return sum(a for a, _ in pairs) / before if pairs and before > 0 else 1.0
+
+    def expected(self, nodeid: str, finished: Mapping[str, float], scale: float) -> float | None:
+        key = case_key(nodeid)
+        if key in self.history:
+            return self.history[key] * scale
+        if finished:
+            return sum(finished.values()) / len(finished)
+        if self.history:
+            return statistics.median(self.history.values()) * scale
+        return None
+
+    def eta(self, pending: Sequence[str], running: Mapping[str, float], finished: Mapping[str, float],
+            workers: int) -> float | None:
+        """Seconds until the last case ends: cases not started at their expected duration, running
+        ones for what they have left; None before anything can be estimated."""
+        if not pending and not running:
+            return None
+        scale = self.scale(finished)
+        total = 0.0
+        for nodeid in pending:
+            guess = self.expected(nodeid, finished, scale)
+            if guess is None:
+                return None
+            total += guess
+        for nodeid, elapsed in running.items():
+            guess = self.expected(nodeid, finished, scale)
+            if guess is None:
+                return None
+            total += max(guess - elapsed, 0.0)
+        return total / max(workers, 1)
+
+
+def case_key(nodeid: str) -> str:
+    """The record id of a node id (what run directories and the history store key durations by)."""
+    return nodeid.split("::")[-1]
+
+
+def history_durations(config: pytest.Config) -> dict[str, float]:
+    """Case durations of the newest earlier run beside this run's directory (``reports/run-*``),
+    or of ``--shard-durations``' source; {} when there is none (the ETA is a convenience: an
+    unreadable history never stops a run)."""
+    from harness.shard.plan import load_durations
+
+    given = config.getoption("harness_shard_durations", None)
+    try:
+        if given:
+            return load_durations(given)
+        from harness.plugin import RUN_DIR
+
+        run_dir = config.stash.get(RUN_DIR, None)
+        if run_dir is None or not run_dir.parent.is_dir():
+            return {}
+        earlier = sorted((d for d in run_dir.parent.iterdir()
+                          if d != run_dir and (d / "results.jsonl").is_file()),
+                         key=lambda d: (d / "results.jsonl").stat().st_mtime, reverse=True)
+        return load_durations(earlier[0]) if earlier else {}
+    except Exception:  # noqa: BLE001 - a foreign or broken directory: no history, not a failed run
+        return {}
+
+
+class Tally:
+    """Controller side: which cases exist, run and finished (under xdist too); subclasses show it."""
 
     def __init__(self, config: pytest.Config, folder: Path) -> None:
         self.config = config
         self.folder = folder
         self.total = 0
+        self.ids: list[str] = []
         self.done = 0
-        self.durations: list[float] = []
+        self.finished: dict[str, float] = {}
+        self.labels: dict[str, int] = {}
         self.outcomes: dict[str, tuple[str, float]] = {}
         self.running: dict[str, float] = {}
-        self.beaten: dict[str, float] = {}
+        self.started = time.monotonic()
         self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.heartbeat_s = float(os.environ.get("HARNESS_PROGRESS_HEARTBEAT_S") or HEARTBEAT_S)
         self.workers = max(int(getattr(config.option, "numprocesses", 0) or 0), 1)
-        self.thread = threading.Thread(target=self._heartbeat, name="harness-progress", daemon=True)
-        self.thread.start()
+        self.estimator = Estimator(history_durations(config))
 
     # -- pytest hooks --------------------------------------------------------------------------------
     def pytest_configure_node(self, node: Any) -> None:
@@ -136,9 +246,11 @@ class Progress:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not self.total:
             self.total = len(session.items)
+            self.ids = [item.nodeid for item in session.items]
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self.total = max(self.total, len(ids))
+        if len(ids) >= self.total:
+            self.total, self.ids = len(ids), list(ids)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:
@@ -156,19 +268,24 @@ class Progress:
         if report.when != "teardown":
             return
         self.outcomes.pop(report.nodeid, None)
+        label = self._verdict(report.nodeid) or _LABEL.get(outcome, outcome.upper())
         with self.lock:
             self.running.pop(report.nodeid, None)
-            self.beaten.pop(report.nodeid, None)
             self.done += 1
-            self.durations.append(seconds)
-            label = self._verdict(report.nodeid) or _LABEL.get(outcome, outcome.upper())
-            variant, suite = case_label(report.nodeid)
-            self._write(f"{self._counter()} {label:<5} {variant} {suite} {_seconds(seconds)}{self._eta()}")
+            self.finished[report.nodeid] = seconds
+            self.labels[label] = self.labels.get(label, 0) + 1
+        self.case_finished(report.nodeid, label, seconds)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
+        self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    # -- what subclasses implement -------------------------------------------------------------------
+    def case_finished(self, nodeid: str, label: str, seconds: float) -> None:
+        """A case's last report arrived (``label``: the harness's verdict, PASS / FAIL / ...)."""
+
+    def close(self) -> None:
+        """The session is over: stop threads and displays."""
 
     # -- helpers -------------------------------------------------------------------------------------
     def _verdict(self, nodeid: str) -> str | None:
@@ -177,7 +294,7 @@ class Progress:
 
         collector = self.config.stash.get(COLLECTOR, None)
         records = getattr(collector, "records", None)
-        if records and records[-1].id == nodeid.split("::")[-1]:
+        if records and records[-1].id == case_key(nodeid):
             return _VERDICT_LABEL.get(records[-1].verdict)
         return None
 
@@ -185,46 +302,87 @@ class Progress:
         width = len(str(self.total or self.done))
         return f"[{self.done:>{width}}/{self.total or '?'}]"
 
+    def eta_seconds(self) -> float | None:
+        now = time.monotonic()
+        with self.lock:
+            running = {n: now - t for n, t in self.running.items()}
+            finished = dict(self.finished)
+        if self.ids:
+            pending = [n for n in self.ids if n not in finished and n not in running]
+        else:
+            pending = [""] * max(self.total - len(finished) - len(running), 0)
+        return self.estimator.eta(pending, running, finished, self.workers)
+
     def _eta(self) -> str:
-        left = self.total - self.done
-        if left <= 0 or not self.durations:
-            return ""
-        mean = sum(self.durations) / len(self.durations)
-        return f"  (ETA {_seconds(mean * left / self.workers)})"
+        eta = self.eta_seconds()
+        return f"  (ETA {_seconds(eta)})" if eta is not None and self.done < self.total else ""
 
-    def _write(self, line: str) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            print(line, flush=True)
-            return
-        writer = getattr(reporter, "_tw", None)
-        if getattr(writer, "width_of_current_line", 0):  # after pytest's dots ("..F")
-            reporter.write("\n")
-        reporter.write_line(line)
-        getattr(reporter, "_tw", sys.stdout).flush()
-
-    def _phases(self) -> dict[str, tuple[str, float]]:
+    def _phases(self) -> dict[str, tuple[str, float, str]]:
         out = {}
         for path in self.folder.glob("*.json"):
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            out[str(data.get("nodeid"))] = (str(data.get("phase") or ""), float(data.get("since") or 0.0))
+            out[str(data.get("nodeid"))] = (str(data.get("phase") or ""), float(data.get("since") or 0.0),
+                                            str(data.get("worker") or ""))
         return out
+
+    def in_flight(self) -> list[Running]:
+        """The running cases, oldest first, each with the phase its process last reported."""
+        now, wall = time.monotonic(), time.time()
+        phases = self._phases()
+        with self.lock:
+            running = sorted(self.running.items(), key=lambda item: item[1])
+        out = []
+        for nodeid, began in running:
+            phase, since, worker = phases.get(nodeid, ("", 0.0, ""))
+            out.append(Running(nodeid, now - began, phase, max(wall - since, 0.0) if since else 0.0, worker))
+        return out
+
+
+class Progress(Tally):
+    """Piped output: one line per finished case, and the heartbeats."""
+
+    def __init__(self, config: pytest.Config, folder: Path) -> None:
+        super().__init__(config, folder)
+        self.beaten: dict[str, float] = {}
+        self.writing = threading.Lock()  # the heartbeat thread and the hooks write lines
+        self.stop = threading.Event()
+        self.heartbeat_s = float(os.environ.get("HARNESS_PROGRESS_HEARTBEAT_S") or HEARTBEAT_S)
+        self.thread = threading.Thread(target=self._heartbeat, name="harness-progress", daemon=True)
+        self.thread.start()
+
+    def case_finished(self, nodeid: str, label: str, seconds: float) -> None:
+        with self.lock:
+            self.beaten.pop(nodeid, None)
+        variant, suite = case_label(nodeid)
+        self._write(f"{self._counter()} {label:<5} {variant} {suite} {_seconds(seconds)}{self._eta()}")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+    def _write(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        with self.writing:
+            if reporter is None:
+                print(line, flush=True)
+                return
+            writer = getattr(reporter, "_tw", None)
+            if getattr(writer, "width_of_current_line", 0):  # after pytest's dots ("..F")
+                reporter.write("\n")
+            reporter.write_line(line)
+            getattr(reporter, "_tw", sys.stdout).flush()
 
     def _heartbeat(self) -> None:
         while not self.stop.wait(1.0):
-            now = time.monotonic()
-            with self.lock:
-                due = [(n, now - t) for n, t in self.running.items()
-                       if now - t >= self.heartbeat_s and now - self.beaten.get(n, t) >= self.heartbeat_s]
-                if not due:
+            for case in self.in_flight():
+                last = self.beaten.get(case.nodeid)
+                if case.elapsed < self.heartbeat_s or (last is not None and time.monotonic() - last < self.heartbeat_s):
                     continue
-                phases = self._phases()
-                for nodeid, elapsed in due:
-                    self.beaten[nodeid] = now
-                    variant, suite = case_label(nodeid)
-                    phase, since = phases.get(nodeid, ("", 0.0))
-                    where = f", in {phase} for {_seconds(time.time() - since)}" if phase and since else ""
-                    self._write(f"{self._counter()} ..... {variant} {suite} still running: {_seconds(elapsed)}{where}")
+                self.beaten[case.nodeid] = time.monotonic()
+                variant, suite = case_label(case.nodeid)
+                where = f", in {case.phase} for {_seconds(case.in_phase)}" if case.phase and case.in_phase else ""
+                self._write(f"{self._counter()} ..... {variant} {suite} still running: "
+                            f"{_seconds(case.elapsed)}{where}")

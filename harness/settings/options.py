@@ -297,8 +297,10 @@ OPTIONS: tuple[Option, ...] = (
            rerun=Rerun.NEVER),
     Option("durations", Kind.INT, "list the N slowest phases and cases at the end of the run (0: all)",
            minimum=0, rerun=Rerun.NEVER, metavar="N"),
-    Option("progress", Kind.CHOICE, "one line per finished case ([12/60] PASS <variant> <suite> 1.2 s) and a heartbeat "
-           "for a case running over 30 s: auto (when the output is not a terminal: CI logs), lines (always), off",
+    Option("progress", Kind.CHOICE, "progress while cases run: auto (on a terminal a live display of cases done/total, "
+           "the running cases and their phases, elapsed and ETA; piped, as in CI logs, one line per finished case "
+           "([12/60] PASS <variant> <suite> 1.2 s) and a heartbeat for a case running over 30 s), lines (the lines "
+           "always), off",
            choices=("auto", "lines", "off"), default="auto", rerun=Rerun.NEVER),
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
