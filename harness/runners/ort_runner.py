@@ -388,10 +388,10 @@ class OrtBackend(Backend):
                 "runner": [source_digest(OrtGraphRunner), source_digest(session_options)]}
 
     # -- fresh-process measurement -----------------------------------------------------------------------
-    def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> ChildSpec:
+    def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {g.name: self.artifacts(GraphRef(model, family, g, variant))[f"{g.name}/model.onnx"]["path"] for g in graphs}
+        paths = {r.graph.name: self.artifacts(r)[f"{r.graph.name}/model.onnx"]["path"] for r in refs}
+        variant = refs[0].variant
         return ChildSpec(paths, variant.provider.device, self.ctx.intra_op_threads or 0, self.ctx.inter_op_threads or 0,
                          {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
 
