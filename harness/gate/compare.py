@@ -15,7 +15,7 @@ import json
 import math
 import zlib
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from harness.perf.stats import (
     min_samples_for,
 )
 from harness.perf.tail import precise_enough
-from harness.results.record import Record, RecordError
+from harness.results.record import RecordLike, readable_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -493,17 +493,8 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-def _typed(records: Iterable[Record | Mapping[str, Any]]) -> Iterator[Record]:
-    """Records as ``Record``; what is not a record of any schema version (no id, unknown verdict)
-    says nothing about speed and is skipped, like a record without ``perf``."""
-    for rec in records:
-        try:
-            yield Record.coerce(rec)
-        except RecordError:
-            continue
 
-
-def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterable[str]) -> RunPerf:
+def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPerf:
     """Pull latency samples and known scalars out of result records, tolerantly.
 
     Records without a ``perf`` dict are skipped and unknown fields ignored, so older
@@ -516,7 +507,7 @@ def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterabl
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[np.ndarray]] = {}
-    for rec in _typed(records):
+    for rec in readable_records(records):
         perf = rec.perf
         if not perf:
             continue
@@ -596,8 +587,8 @@ def _seed(variant: str, metric: str) -> int:
 
 
 def compare_runs(
-    baseline_records: Iterable[Record | Mapping[str, Any]],
-    candidate_records: Iterable[Record | Mapping[str, Any]],
+    baseline_records: Iterable[RecordLike],
+    candidate_records: Iterable[RecordLike],
     policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None = None,
     force_env: bool = False,
 ) -> Comparison:

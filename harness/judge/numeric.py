@@ -21,6 +21,7 @@ from harness.metrics.numeric import Location, compare_arrays
 from harness.metrics.registry import METRICS
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
@@ -378,7 +379,7 @@ def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", gra
     """``runner``'s outputs judged against ``twin``'s (the unfused session of the same file) on
     the corpus batches, with the precision's thresholds: outputs ``<name>_vs_unfused``."""
     twin_backend = ws.backend(twin, model)
-    twin_runner = ws.variant_runner(twin_backend, model, family, graph, twin, [dict(b[0]) for b in batches])
+    twin_runner = ws.variant_runner(twin_backend, GraphRef(model, family, graph, twin), [dict(b[0]) for b in batches])
     try:
         with phase("variant"):
             twin_batches = [(feeds, dict(twin_runner.run(feeds)), masks) for feeds, _, masks in batches]

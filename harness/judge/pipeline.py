@@ -224,7 +224,7 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
         probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         start = time.perf_counter()
         # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
-        runner = ws.variant_runner(backend, model, family, graph, variant,
+        runner = ws.variant_runner(backend, GraphRef(model, family, graph, variant),
                                    [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))

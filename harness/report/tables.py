@@ -16,6 +16,7 @@ import pandas as pd
 from harness.report.highlights import perf_columns
 from harness.results import Record
 from harness.results.numbers import METRIC_PREFIX, PERF_PREFIX, perf_numbers, record_numbers
+from harness.results.record import RecordLike
 
 __all__ = ["METRIC_PREFIX", "PERF_PREFIX", "perf_numbers", "record_numbers"]  # re-exported: declared in results
 
@@ -33,7 +34,7 @@ def first_line(text: Any) -> str:
     return lines[0] if lines else ""
 
 
-def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Iterable[RecordLike]) -> pd.DataFrame:
     """One row per record: identity columns first, then sorted metric and perf columns
     (NaN where a case did not measure that number)."""
     rows = []

@@ -412,6 +412,27 @@ def _scalar_parsing(o: Option) -> dict[str, Any]:
     return {}
 
 
+def spaced_list_value(args: Sequence[str], is_path: Callable[[str], bool]) -> str | None:
+    """The one-line error for ``--harness-precisions fp32 int8``: pytest reads one value per
+    option, so ``int8`` becomes a test path and the session ends ``file or directory not found:
+    int8``. Accepting space-separated values (``nargs``) is not safe in pytest: the option would
+    swallow the test paths that follow it (``--harness-models a b tests/``, where a model may be
+    a path too). So lists take commas, and a word after a list option's value that is no path
+    (``is_path``) is named with the spelling that works."""
+    flags = {o.pytest_flag for o in OPTIONS if o.kind in (Kind.LIST, Kind.INT_LIST) and o.on_cli}
+    for i, word in enumerate(args[:-2]):
+        if word in flags and not args[i + 1].startswith("-") and not args[i + 2].startswith("-") \
+                and not is_path(args[i + 2]):
+            values = [args[i + 1]]
+            for extra in args[i + 2:]:
+                if extra.startswith("-") or is_path(extra):
+                    break
+                values.append(extra)
+            return (f"{word} {' '.join(values)}: pytest takes one value per option and reads "
+                    f"{values[1]!r} as a test path; write {word}={','.join(values)}")
+    return None
+
+
 def pytest_values(config: Any, group: Group | None = None) -> dict[str, Any]:
     """The options this pytest session set explicitly, parsed: ``{name: value}``."""
     out: dict[str, Any] = {}
