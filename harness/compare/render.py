@@ -7,6 +7,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from harness.compare.diff import MetricDelta, RunComparison, VerdictChange
+from harness.core.markdown import table
 from harness.gate.compare import _ordered, fmt_change, fmt_ci, fmt_p, fmt_value
 from harness.report.summary import _code, _md
 from harness.report.text import printable
@@ -69,17 +70,16 @@ def to_markdown(cmp: RunComparison) -> str:
         lines += ["Environment changes:", ""] + [f"- {_md(d)}" for d in cmp.env] + [""]
     lines += ["## Verdict changes", ""]
     if cmp.verdicts:
-        lines += ["| case | A | B | runtime settings | reason (B) |", "|---|---|---|---|---|"]
-        lines += [f"| {_code(v.case)} | {_v(v.before)} | {'**' + _v(v.after) + '**' if v.worse else _v(v.after)} | "
-                  f"{_md(_setting(v))} | {_md(v.reason[:160])} |" for v in cmp.verdicts]
+        lines += table(["case", "A", "B", "runtime settings", "reason (B)"],
+                       [[_code(v.case), _v(v.before), f"**{_v(v.after)}**" if v.worse else _v(v.after),
+                         _md(_setting(v)), _md(v.reason[:160])] for v in cmp.verdicts])
     else:
         lines.append(f"none ({cmp.unchanged_cases} case(s) with the same verdict)")
     lines += ["", "## Accuracy metrics that moved", ""]
     if cmp.accuracy:
-        lines += ["| " + " | ".join(ACCURACY_HEADER) + " |", "|---|---|---:|---:|---:|---:|---|"]
-        for d in cmp.accuracy[:MAX_ROWS]:
-            cells = _accuracy_cells(d)
-            lines.append("| " + " | ".join([_code(cells[0]), _code(cells[1]), *(_md(c) for c in cells[2:])]) + " |")
+        cells = [_accuracy_cells(d) for d in cmp.accuracy[:MAX_ROWS]]
+        lines += table(ACCURACY_HEADER, [[_code(c[0]), _code(c[1]), *(_md(x) for x in c[2:])] for c in cells],
+                       align="llrrrrl")
         if len(cmp.accuracy) > MAX_ROWS:
             lines.append(f"\n… and {len(cmp.accuracy) - MAX_ROWS} more (all in the HTML/JSON output)")
     else:
@@ -89,8 +89,7 @@ def to_markdown(cmp: RunComparison) -> str:
     lines += ["", "## Performance (statistical gate)", ""]
     rows = _perf_cells(cmp)
     if rows:
-        lines += ["| " + " | ".join(PERF_HEADER) + " |", "|---|---|---:|---:|---:|---|---:|---|---|"]
-        lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+        lines += table(PERF_HEADER, [[_md(c) for c in row] for row in rows], align="llrrrlrll")
     else:
         lines.append("no performance measurements on both sides (run both with `--perf`)")
     return "\n".join(lines) + "\n"

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.compared import Compared
+from harness.core.markdown import table
 from harness.gate.baseline import is_accuracy_key
 from harness.gate.compare import Verdict
 from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value
@@ -368,13 +369,12 @@ class AccuracyComparison:
             lines.append("")
         rows = self.shown(everything)
         if rows:
-            lines.append("| variant | metric | baseline | candidate | delta | margin | verdict | reason |")
-            lines.append("|---|---|---:|---:|---:|---:|---|---|")
-            for r in rows:
-                cells = self._cells(r)
+            cells = [self._cells(r) for r in rows]
+            for r, row in zip(rows, cells):
                 if r.gating_regression:
-                    cells[6] = f"**{cells[6]}**"
-                lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                    row[6] = f"**{row[6]}**"
+            lines += table(["variant", "metric", "baseline", "candidate", "delta", "margin", "verdict", "reason"],
+                           cells, align="llrrrrll")
         elif self.rows:
             lines.append(f"All {len(self.rows)} compared accuracy metrics within their margins.")
         return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ import numpy as np
 
 from harness.core import UsageError, did_you_mean
 from harness.core.compared import Compared
+from harness.core.markdown import table
 from harness.gate.canary import widen
 from harness.metrics.registry import METRICS, Scope, perf_policies
 from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: the gate's API names it
@@ -248,15 +249,15 @@ class Comparison:
         lines += [f"- {note}" for note in self.notes()]
         if self.notes():
             lines.append("")
-        lines.append("| variant | metric | baseline | candidate | change | 95% CI | p | verdict | reason |")
-        lines.append("|---|---|---:|---:|---:|---|---:|---|---|")
+        rows = []
         for r in _ordered(self.rows):
             verdict = f"{r.verdict.value} (advisory)" if r.advisory else r.verdict.value
             if r.gating_regression:
                 verdict = f"**{verdict}**"
-            cells = [r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind),
-                     fmt_change(r.ratio), fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), verdict, r.reason]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            rows.append([r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind),
+                         fmt_change(r.ratio), fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), verdict, r.reason])
+        lines += table(["variant", "metric", "baseline", "candidate", "change", "95% CI", "p", "verdict", "reason"],
+                       rows, align="llrrrlrll")
         return "\n".join(lines) + "\n"
 
     def render_table(self, console: "Console") -> None:

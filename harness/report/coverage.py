@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable
 
+from harness.core.markdown import table
 from harness.results.coverage import Coverage
 from harness.results.record import Record
 
@@ -33,12 +34,10 @@ def markdown(records: Iterable[Record]) -> list[str]:
     rows = _rows(records)
     if not rows:
         return []
-    lines = ["", "## Coverage", "", "What each case gated of its head's outputs; a case missing any is not a pass.",
-             "", "| case | head | gated | measured, not gated (why) |", "|---|---|---|---|"]
-    for r, cov in rows:
-        gated = f"{cov.summary()}: {', '.join(cov.gated) or 'nothing'}"
-        lines.append(f"| `{r.id}` | {cov.head or '?'} | {gated} | {_measured(cov)} |".replace("\n", " "))
-    return lines
+    lines = ["", "## Coverage", "", "What each case gated of its head's outputs; a case missing any is not a pass.", ""]
+    return lines + table(["case", "head", "gated", "measured, not gated (why)"],
+                         [[f"`{r.id}`", cov.head or "?", f"{cov.summary()}: {', '.join(cov.gated) or 'nothing'}",
+                           _measured(cov)] for r, cov in rows])
 
 
 def html(records: Iterable[Record]) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.core.interrupts import Interruption
+from harness.core.markdown import table
 from harness.report.checks import format_checks, reason_line
 from harness.report.highlights import highlights
-from harness.report.markdown import table
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 from harness.results.record import FAILING, RecordLike, judged_nothing, run_green

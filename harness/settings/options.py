@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.core import DEFAULT_PRECISIONS, UsageError, split_csv
+from harness.core.markdown import table
 from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
 from harness.runners import DEFAULT_PROVIDERS
 
@@ -575,15 +576,15 @@ def _plain(text: str) -> bool:
 
 def docs_table(group: Group) -> str:
     """docs/options.md: ``group``'s options as a Markdown table (generated, never hand-written)."""
-    lines = ["| `harness run` | pytest | config `[run]` | default | changes results | what |", "|---|---|---|---|---|---|"]
+    rows = []
     for o in in_group(group):
         cli = f"`{o.flag}`" if o.on_cli else "–"
         pytest_flag = f"`{o.pytest_flag}`" if o.on_cli else "–"
         config = f"`{o.name}`" if o.in_config else "–"
         default = f"`{o.describe_default()}`" if o.describe_default() else "–"
         changes = {Rerun.NEVER: "no", Rerun.CASE: "yes (the case)", Rerun.GIVEN: "yes", Rerun.ALWAYS: "yes"}[o.rerun]
-        lines.append(f"| {cli} | {pytest_flag} | {config} | {default} | {changes} | {o.help.replace('%%', '%')} |")
-    return "\n".join(lines)
+        rows.append([cli, pytest_flag, config, default, changes, o.help.replace("%%", "%")])
+    return "\n".join(table(["`harness run`", "pytest", "config `[run]`", "default", "changes results", "what"], rows))
 
 
 _CONFIG_TYPES = {Kind.LIST: "list of names", Kind.INT: "int", Kind.FLOAT: "number", Kind.TEXT: "string", Kind.CHOICE: "one of",
@@ -592,7 +593,7 @@ _CONFIG_TYPES = {Kind.LIST: "list of names", Kind.INT: "int", Kind.FLOAT: "numbe
 
 def config_docs_table() -> str:
     """docs/config.md: the ``[run]`` keys (the config options of the table)."""
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    rows = []
     for o in OPTIONS:
         if not o.in_config:
             continue
@@ -604,8 +605,8 @@ def config_docs_table() -> str:
         elif o.above is not None:
             kind += f" > {o.above:g}"
         default = f"`{o.describe_default()}`" if o.describe_default() else "–"
-        lines.append(f"| `{o.name}` | {kind} | {default} | {o.help} |")
-    return "\n".join(lines)
+        rows.append([f"`{o.name}`", kind, default, o.help])
+    return "\n".join(table(["key", "type", "default", "meaning"], rows))
 
 
 # -- the typed values: harness/core/values.py is generated from the table -----------------------
