@@ -4,8 +4,13 @@ no renderer escapes by hand, every template a renderer names exists, and the whe
 from __future__ import annotations
 
 import re
-import tomllib
+import sys
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "harness" / "report" / "html" / "templates"
