@@ -39,3 +39,15 @@ def test_autoescape_is_on_for_every_template() -> None:
     assert environment().autoescape("grid.html.j2") is True
     html = render("figure.html.j2", label='<script>"x"</script>', svg="<svg/>")
     assert "&lt;script&gt;&#34;x&#34;&lt;/script&gt;" in html and "&lt;svg/&gt;" in html  # a str is never markup
+
+
+def test_a_headline_number_is_written_by_its_units_formatter() -> None:
+    """The grid's cold start read `load_ms 1.007e+04 ms`; a time, size or rate now goes through
+    the formatter of its unit (harness/report/units.py), a unitless metric keeps its digits."""
+    from harness.report.html.headline import Headline
+
+    assert Headline("load_ms", "perf.load_ms", 10070.000000000002, 15000, "<=", True, "ms").text() == \
+        "load_ms 10.1 s <= 15 s"
+    assert Headline("p50_ms", "perf.p50_ms", 1.0834, unit="ms").text() == "p50_ms 1.08 ms"
+    assert Headline("norm_max_abs", "m.norm_max_abs", 0.01552, 0.15, "<=", True, "output units").text() == \
+        "norm_max_abs 0.01552 <= 0.15"
