@@ -334,7 +334,8 @@ def _real_perf_payload(tmp_path: Path) -> dict:
     from harness.runners.torch_runner import TorchBackend
 
     workspace = SimpleNamespace(backend=lambda variant, model: TorchBackend(None))  # the real backend counts bytes
-    perf.update(memory.artifact_fields(workspace, variant, SimpleNamespace(path=tmp_path), None, []))
+    graphs = [SimpleNamespace(name="model")]  # the perf suite always passes the variant's graphs
+    perf.update(memory.artifact_fields(workspace, variant, SimpleNamespace(path=tmp_path), None, graphs))
     return perf
 
 

@@ -39,13 +39,17 @@ def test_a_bad_choice_is_refused():
         resolve("7bit")
 
 
-def test_rerun_command_states_the_effective_value_not_auto():
+def test_rerun_command_states_the_effective_value_not_auto_for_int8_cases():
     case = {"model": "encoder-custom", "precision": "int8", "provider": "ort_cpu",
             "variant": "encoder-custom-int8-ort_cpu"}
     for recorded, flag in ((True, "--int8-reduce-range on"), (False, "--int8-reduce-range off")):
         command = rerun_command("harness/suites/test_numeric_parity.py::test_logits_parity[x]", case,
                                 {"options": {}, "int8_reduce_range": recorded})
         assert flag in command, command
+    fp32 = {**case, "precision": "fp32", "variant": "encoder-custom-fp32-ort_cpu"}
+    command = rerun_command("harness/suites/test_numeric_parity.py::test_logits_parity[x]", fp32,
+                            {"options": {}, "int8_reduce_range": True})
+    assert "--int8-reduce-range" not in command, command  # it changes INT8 artifacts only
 
 
 def _without_vnni() -> bool:

@@ -535,7 +535,8 @@ def rerun_command(nodeid: str, case: Mapping[str, Any], settings: Mapping[str, A
     for name, key in _LEGACY_SETTINGS.items():  # effective sizes, set or not
         if settings.get(key) is not None:
             given[name] = settings[key]
-    if isinstance(settings.get("int8_reduce_range"), bool):  # the effective value: `auto` depends on the CPU
+    if isinstance(settings.get("int8_reduce_range"), bool) and str(case.get("precision") or "").startswith("int8"):
+        # the effective value (`auto` depends on the CPU), for the cases it changes: INT8 artifacts
         given["int8_reduce_range"] = "on" if settings["int8_reduce_range"] else "off"
     if "options" not in settings:  # an older record: what it knew how to say
         if settings.get("exporter_explicit") and settings.get("exporter"):
