@@ -50,8 +50,11 @@ def run_once(cache: Path, out: Path, extra: list[str], tree: Path | None = None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with open(str(out) + ".log", "w") as log:
+        # run from the run directory's parent: ``python -c`` puts the working directory first on
+        # sys.path, and a checkout there would shadow the tree on PYTHONPATH
         code = subprocess.call([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", "run",
-                                "--out", str(out), *extra], env=env, stdout=log, stderr=subprocess.STDOUT)
+                                "--out", str(out), *extra], env=env, stdout=log, stderr=subprocess.STDOUT,
+                               cwd=out.parent)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -96,6 +99,10 @@ def extract(rev: str, into: Path) -> Path:
 def compare(args: argparse.Namespace, extra: list[str], work: Path) -> int:
     """This tree against ``args.compare``, alternating, cold+warm each, fresh caches."""
     old = extract(args.compare, work / "old-tree")
+    for side, tree in (("old", old), ("new", ROOT)):  # each side must import its own harness
+        where = subprocess.run([sys.executable, "-c", "import harness; print(harness.__file__)"], cwd=work,
+                               env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True).stdout
+        assert Path(where.strip()).is_relative_to(tree), f"{side}: imports {where.strip()}, not {tree}"
     sides = {"old": old, "new": ROOT}
     label = {"old": args.compare, "new": "this tree"}
     walls: dict[tuple[str, str], list[float]] = {}
