@@ -86,6 +86,13 @@ def pytest_configure(config: pytest.Config) -> None:
         guard.received = _early.pending()
         _early.clear()
         raise Interrupted(guard.received or 2)
+    if not hasattr(config, "workerinput"):
+        from harness.settings.options import spaced_list_value
+
+        spaced = spaced_list_value(config.invocation_params.args,
+                                   lambda word: (config.invocation_params.dir / word.split("::")[0]).exists())
+        if spaced:
+            raise pytest.UsageError(spaced)
     cache = config.getoption("harness_cache")
     if cache:
         os.environ["HARNESS_CACHE"] = str(cache)

@@ -63,14 +63,21 @@ def prepare(archs: list[Architecture], root: Path) -> tuple[dict[str, Path], dic
 
 def run_matrix(dirs: dict[str, Path], out: Path, precisions: tuple[str, ...], providers: tuple[str, ...],
                samples: int, gen_samples: int, new_tokens: int) -> int:
-    """One ``harness run`` over every judged directory (records are written as cases finish)."""
+    """One ``harness run`` over every judged directory (records are written as cases finish), in
+    one pytest-xdist worker: a runtime that crashes natively on some architecture (ONNX Runtime's
+    session creation segfaults on a tiny LED at FP16) then costs that case an ``error`` record,
+    not the rest of the matrix. An exit other than 0/1 (usage, signal) stops the script."""
     cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))", "run",
            "--models", *[str(d) for d in dirs.values()], "--precisions", *precisions, "--providers", *providers,
            "--samples", str(samples), "--batch-size", "8", "--out", str(out), "-k", "parity",
            "--pytest-args", f"--harness-gen-samples={gen_samples}", f"--harness-gen-max-new-tokens={new_tokens}",
-           "-p", "no:cacheprovider"]
+           "-p", "no:cacheprovider", "-n", "1"]
     out.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(cmd, cwd=str(out.parent)).returncode
+    code = subprocess.run(cmd, cwd=str(out.parent)).returncode
+    if code not in (0, 1):
+        raise SystemExit(f"architecture_table: harness run for {out.name} ended with exit {code}: "
+                         "the table would be missing its cases")
+    return code
 
 
 def _reason(record: dict[str, Any]) -> str:

@@ -1,35 +1,42 @@
 """Every command a reader copies from README.md, docs/ and examples/ (issue 28 item 5).
 
-Commands are extracted from fenced blocks (``bash``, ``sh``, ``shell``, ``console`` or no language)
-and from the docstrings of ``examples/*.py``, so a command another change adds to the docs is
-checked without touching this file. Each command is checked the way it can fail a newcomer:
+Commands are extracted from fenced blocks (``bash``, ``sh``, ``shell``, ``console`` or no language;
+in a block with ``$ `` prompts only the prompted lines) and from the docstrings of
+``examples/*.py``, so a command another change adds to the docs is checked without touching
+this file. Each command is checked the way it can fail a newcomer:
 
+- it **runs** (``test_document_commands_run``, one test per document so ``-n 2`` spreads them):
+  in document order, in one sandbox directory per document, with the session's warm cache,
+  on the premise the document takes as given (tests/docs_run.py: the reader's model is
+  bert-tiny's directory, their earlier runs one tiny run); it must exit as the document shows
+  (``[exit N]``, ``(exit N)``, ``# exit N:``, a ``harness: error:`` line below it: 2; else 0).
+  What cannot run here is listed in ``docs_run.NOT_RUN`` (or named by a GPU word / an endpoint)
+  with its precise reason; a new command runs by default, and a stale entry fails;
 - ``harness ...``: parsed by the real command-line parser (an option that does not exist, a value
-  its type refuses, a missing argument: exit 2 there, a failure here); the ones that need no run
-  directory, model or GPU (``RUN``: ``--help``, ``doctor``, ``cache info``, ``history`` on the
-  sandbox store) are executed, in a sandbox directory with the shared test cache;
+  its type refuses, a missing argument: exit 2 there, a failure here);
 - ``pytest ...``: every ``--harness-*`` option exists in the option table, and list options are
-  written the way pytest reads them (``--harness-precisions=fp32,int8``; ``fp32 int8`` after the
-  option ends with ``file or directory not found: int8``);
+  written the way pytest reads them (``--harness-precisions=fp32,int8``; ``fp32 int8`` gets a
+  one-line error naming that spelling, see the last test);
 - ``pip install ...``: the spec resolves without an index that has the package (the repository,
   a path or a wheel, or a URL/index the user sets), since ``model-harness`` is not on PyPI.
-
-A command that needs a GPU (a CUDA/TensorRT provider or ``gpu_check``) is parsed but never run.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import docs_run
 import pytest
+from docs_run import expected_exit
 from waiting import PATIENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
-PROGRAMS = ("harness", "pytest", "pip", "python")
+PROGRAMS = ("harness", "pytest", "pip", "python", "cp", "mkdir")
 GPU_WORDS = ("ort_cuda", "ort_trt", "trt_native", "tensorrt", "cuda", "gpu_check", "[gpu]")
 _FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
 
@@ -38,6 +45,7 @@ _FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?
 class Command:
     source: str  # file:line
     text: str
+    expect: int = 0  # the exit status the document shows for it (docs_run.expected_exit)
 
     @property
     def argv(self) -> list[str]:
@@ -70,10 +78,13 @@ def _commands_in(lines: list[str], source: str, first_line: int) -> list[Command
     out: list[Command] = []
     pending = ""
     start = 0
+    prompted = any(raw.strip().startswith("$ ") for raw in lines)  # then the other lines are output
     for offset, raw in enumerate(lines):
         line = raw.strip()
         if line.startswith("$ "):
             line = line[2:]
+        elif prompted and not pending:
+            continue
         if not pending:
             start = offset
         pending = f"{pending} {line}".strip() if pending else line
@@ -91,7 +102,7 @@ def _commands_in(lines: list[str], source: str, first_line: int) -> list[Command
             continue
         if len(words) > 1 and words[1].endswith(":") or "[--" in command:
             continue  # output (`harness init: wrote ...`) or a usage synopsis (`[--provider P]`)
-        out.append(Command(f"{source}:{first_line + start}", command))
+        out.append(Command(f"{source}:{first_line + start}", command, expected_exit(lines, offset)))
     return out
 
 
@@ -223,45 +234,111 @@ def test_pip_install_lines_resolve(command: Command) -> None:
                         "index; install from the repository (pip install .), a wheel path, or an index URL you set")
 
 
-#: subcommands run for real: they need no run directory, model, GPU or network
-RUN = ("--help", "doctor", "cache info", "history list", "history show", "history changes", "init --help")
+# --- every command that needs no GPU runs, document by document -----------------------------------
+def _steps_by_document() -> dict[str, list[docs_run.Step]]:
+    found: dict[str, list[docs_run.Step]] = {}
+    for command in COMMANDS:
+        document = command.source.rsplit(":", 1)[0]
+        found.setdefault(document, []).extend(docs_run.steps_of(command.source, command.text, command.expect))
+    return found
 
 
-def _runnable(command: Command) -> bool:
-    if command.program != "harness" or command.needs_gpu:
-        return False
-    words = " ".join(command.argv[1:])
-    return words.endswith("--help") or any(words.startswith(prefix) for prefix in RUN[1:])
+STEPS = _steps_by_document()
 
 
-RUNNABLE = [c for c in HARNESS if _runnable(c)]
+def test_every_command_is_run_or_has_a_reason() -> None:
+    """A NOT_RUN entry names a command that exists (the list cannot go stale); what is left runs."""
+    texts = {text for steps in STEPS.values() for step in steps
+             for text in (step.text, f"{step.source.rsplit(':', 1)[0]}: {step.text}")}
+    stale = {key for key in docs_run.NOT_RUN
+             if key not in texts and not (key.endswith(" ...") and any(t.startswith(key[:-4]) for t in texts))}
+    assert not stale, f"NOT_RUN names commands no document has: {stale}"
+    assert not set(docs_run.MACHINE_DEPENDENT) - texts
+    assert all(s.program in PROGRAMS for steps in STEPS.values() for s in steps)
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A working directory whose ``reports/history.sqlite`` holds the four nights of test_trends."""
+def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
+    """What the documents take as given: a model of the reader's (bert-tiny's HF directory), an
+    ONNX file exported from it, a run directory (bert-tiny FP32 + INT8 on ORT; no timings: the perf
+    suite is over this test's budget) and a history database (the four nights of test_trends, timed)."""
+    from test_check import _bert_onnx
     from test_trends import P50, night
 
+    from harness.cli import main
     from harness.results import history
+    from harness.zoo.base import cache_root, materialize, resolve
 
-    root = tmp_path_factory.mktemp("docs-sandbox")
+    root = tmp_path_factory.mktemp("docs-premise")
+    run = root / "run"
+    code = main(["run", "--models", "bert-tiny", "--precisions", "fp32", "int8", "--providers", "ort_cpu",
+                 "--samples", "8", "--out", str(run), "--pytest-args", "-p", "no:cacheprovider", "-q"])
+    assert code == 0, f"the premise run failed ({code})"
     for n in P50:
-        history.ingest(night(root / "nights", n), root / "reports" / "history.sqlite")
-    return root
+        history.ingest(night(root / "nights", n), root / "history.sqlite")
+    built = {p: sorted(cache_root().glob(f"artifacts/bert-tiny-model-{p}-*/model.onnx"))
+             for p in ("fp32", "int8")}  # the harness's own exports: the same I/O names at both precisions
+    assert all(built.values()), f"the premise run left no bert-tiny artifacts in the cache: {built}"
+    return docs_run.Premise(model=materialize(resolve("bert-tiny")), onnx=_bert_onnx(root / "model.onnx"),
+                            fp32=built["fp32"][-1], int8=built["int8"][-1], run=run, history=root / "history.sqlite",
+                            nights=[root / "nights" / f"nightly-{n}" for n in sorted(P50)])
 
 
-@pytest.mark.parametrize("command", RUNNABLE, ids=_ids(RUNNABLE))
-def test_runnable_command_succeeds(command: Command, sandbox: Path, monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def _execute(step: docs_run.Step, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run one step in ``cwd`` the way a shell there would (``harness`` in-process: the stack is
+    imported once per test process)."""
+    import subprocess
+    import sys
+
     from harness.cli import main
 
-    monkeypatch.chdir(sandbox)
+    argv = [w.replace("/tmp/", f"{cwd}/tmp/") for w in docs_run.expand(step.argv, cwd)]
+    with monkeypatch.context() as env:
+        for name, value in docs_run.environment(step).items():
+            env.setenv(name, value.replace("/tmp/", f"{cwd}/tmp/"))
+        if argv[0] == "harness":
+            try:
+                return main(argv[1:])
+            except SystemExit as exc:
+                return int(exc.code or 0)
+        # pytest and python in a process of their own: test modules of two sandboxes share a name
+        # (test_own_model), and one interpreter imports a name once
+        program = [sys.executable, "-m", "pytest"] if argv[0] == "pytest" else \
+            [sys.executable] if argv[0] == "python" else [argv[0]]  # cp, mkdir
+        done = subprocess.run([*program, *argv[1:]], cwd=cwd, timeout=PATIENCE)
+        return done.returncode
+
+
+@pytest.mark.parametrize("document", sorted(STEPS))
+def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The document's commands in its order, in one sandbox: each exits as the document says (0
+    unless it shows ``[exit N]``), or is listed with the reason it cannot run here."""
+    import time
+
+    steps = STEPS[document]
+    docs_run.lay_premise(steps, tmp_path, premise)
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")
-    try:
-        code = main(command.argv[1:])
-    except SystemExit as exc:  # --help
-        code = int(exc.code or 0)
-    assert code == 0, f"{command.source}: `{command.text}` exited {code}: {capsys.readouterr().err.strip()[-300:]}"
+    failed, ran = [], 0
+    for step in steps:
+        if step.reason_not_run():
+            continue
+        started = time.monotonic()
+        code = _execute(step, tmp_path, monkeypatch)
+        output = capfd.readouterr()
+        ran += 1
+        if step.argv[1:2] == ("init",) and code == 0:
+            docs_run.narrow_config(tmp_path / "harness.toml")
+        log = os.environ.get("HARNESS_DOCS_TIMES")  # a file to append each command's seconds to
+        if log:
+            with open(log, "a", encoding="utf-8") as times:
+                times.write(f"{time.monotonic() - started:6.1f} s  exit {code}  {step.source}  {step.text[:100]}\n")
+        if not step.accepts(code):
+            tail = (output.err.strip() or output.out.strip())[-400:]
+            failed.append(f"{step.source}: `{step.text}` exited {code}, the document says {step.expect}: {tail}")
+    assert not failed, "\n".join(failed)
 
 
 def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -284,3 +361,28 @@ def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.Mon
     again = run("--pytest-args", "--lf")
     assert "1 failed in" in again and " passed" not in again, again  # test_ok was not run again
     assert (tmp_path / ".pytest_cache").is_dir()
+
+
+def test_space_separated_list_values_get_the_comma_spelling(tmp_path: Path) -> None:
+    """`pytest --harness-precisions fp32 int8` used to end `file or directory not found: int8`;
+    now one line names the spelling pytest reads (a real pytest, in an empty directory)."""
+    import subprocess
+    import sys
+
+    from harness.settings.options import spaced_list_value
+
+    def is_path(word: str) -> bool:
+        return word in ("tests", "tests/test_x.py")
+
+    assert spaced_list_value(["--harness-precisions", "fp32", "int8", "tests"], is_path) == (
+        "--harness-precisions fp32 int8: pytest takes one value per option and reads 'int8' as a test path; "
+        "write --harness-precisions=fp32,int8")
+    assert spaced_list_value(["--harness-precisions", "fp32", "tests/test_x.py", "-q"], is_path) is None
+    assert spaced_list_value(["--harness-precisions=fp32,int8", "tests"], is_path) is None
+    assert spaced_list_value(["-k", "fp16", "int8"], is_path) is None  # not a list option of the harness
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--harness-precisions", "fp32",
+                           "int8", "--harness-models", "bert-tiny"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=PATIENCE)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "write --harness-precisions=fp32,int8" in done.stderr and "not found: int8" not in done.stderr, done.stderr

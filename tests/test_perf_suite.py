@@ -80,6 +80,21 @@ def test_perf_records_latency_cold_start_memory_and_saves_a_baseline(pytester: p
     assert cold["int8"]["perf"]["artifact_bytes"] < cold["fp32"]["perf"]["artifact_bytes"]
     saved = [json.loads(line) for line in (store / "first" / "results.jsonl").read_text().splitlines()]
     assert len(saved) == 4 and all("perf" in r for r in saved)
+    # the latency record lists the file it timed with its cache key: the session-end gate re-times it paired
+    timed = records["test_latency[encoder-custom-int8-ort_cpu]"]["artifacts"]["model/model.onnx"]
+    assert timed["cache_key"] and timed["cache_entry"] == Path(timed["path"]).parent.name
+    again = pytester.runpytest_inprocess(
+        "--harness-models=encoder-custom", "--harness-precisions=fp32,int8", "--harness-providers=ort_cpu",
+        "--harness-perf-batch-sizes=1,2", "--harness-perf-seq-lens=8", "-k", "latency", *FAST,
+        f"--harness-out={tmp_path / 'again'}", f"--harness-baseline-store={store}", "--harness-baseline-compare=first",
+        "--harness-allow-missing")  # only the latency cases: the cold-start rows are missing by intent
+    report = json.loads((tmp_path / "again" / "perf-compare.json").read_text())
+    assert report["mode"] == "paired" and report["mode_reason"].startswith("paired: 2 variant(s) re-timed"), \
+        (report["mode_reason"], report["pairing"])
+    assert {r["metric"] for r in report["rows"] if r["reason"].startswith("paired")} >= {
+        "latency_ms.p50", "latency_ms[bs=2,seq=8].p50"}
+    again.stdout.fnmatch_lines(["*note: paired: 2 variant(s) re-timed interleaved*"])
+    assert again.ret == 0  # the same artifacts, re-timed side by side: no regression
 
 
 def test_compare_option_fails_the_session_only_on_a_confirmed_regression(pytester: pytest.Pytester, tmp_path):

@@ -98,7 +98,7 @@ def test_csv_floats_are_shortest_round_trip():
 
 
 def test_markdown_table_writer_escapes_pipes_once():
-    from harness.report.markdown import table
+    from harness.core.markdown import table
 
     assert table(["a", "b"], [("x|y", "already \\| escaped")], align="lr") == [
         "| a | b |", "|---|---:|", "| x\\|y | already \\| escaped |"]

@@ -7,6 +7,7 @@ the too-small check, skip reasons); the engine build itself needs a GPU.
 import numpy as np
 import pytest
 
+from harness.runners.base import GraphRef
 from harness.runners.ort_runner import OrtBackend
 from harness.runners.trt_profile import ShapeProfileError, profile_for
 from tests.conftest import variant
@@ -60,11 +61,11 @@ def test_int8_on_tensorrt_is_skipped_with_a_reason(monkeypatch):
 
 def test_tensorrt_provider_options_carry_profile_fp16_and_engine_cache(workspace, tmp_path):
     model, family, graph = _graph(workspace, "bert-tiny", "model")
-    backend = workspace.backend(variant("bert-tiny", "fp16", "ort_trt"), model)
-    options, profile = backend.provider_options(model, family, graph, variant("bert-tiny", "fp16", "ort_trt"), tmp_path)
+    trt, cpu = variant("bert-tiny", "fp16", "ort_trt"), variant("bert-tiny", "fp16", "ort_cpu")
+    backend = workspace.backend(trt, model)
+    options, profile = backend.provider_options(GraphRef(model, family, graph, trt), tmp_path)
     assert options["trt_fp16_enable"] == "True" and options["trt_engine_cache_enable"] == "True"
     assert options["trt_profile_max_shapes"].startswith("input_ids:8x128")
     assert profile is not None
-    cpu_options, cpu_profile = backend.provider_options(model, family, graph, variant("bert-tiny", "fp16", "ort_cpu"),
-                                                        tmp_path)
+    cpu_options, cpu_profile = backend.provider_options(GraphRef(model, family, graph, cpu), tmp_path)
     assert cpu_options == {} and cpu_profile is None

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.compare.diff import MetricDelta, RunComparison, VerdictChange
+from harness.core.markdown import table
 from harness.gate.compare import _ordered, fmt_change, fmt_ci, fmt_p, fmt_value
 from harness.report.summary import _code, _md
 from harness.report.text import printable
@@ -69,17 +69,16 @@ def to_markdown(cmp: RunComparison) -> str:
         lines += ["Environment changes:", ""] + [f"- {_md(d)}" for d in cmp.env] + [""]
     lines += ["## Verdict changes", ""]
     if cmp.verdicts:
-        lines += ["| case | A | B | runtime settings | reason (B) |", "|---|---|---|---|---|"]
-        lines += [f"| {_code(v.case)} | {_v(v.before)} | {'**' + _v(v.after) + '**' if v.worse else _v(v.after)} | "
-                  f"{_md(_setting(v))} | {_md(v.reason[:160])} |" for v in cmp.verdicts]
+        lines += table(["case", "A", "B", "runtime settings", "reason (B)"],
+                       [[_code(v.case), _v(v.before), f"**{_v(v.after)}**" if v.worse else _v(v.after),
+                         _md(_setting(v)), _md(v.reason[:160])] for v in cmp.verdicts])
     else:
         lines.append(f"none ({cmp.unchanged_cases} case(s) with the same verdict)")
     lines += ["", "## Accuracy metrics that moved", ""]
     if cmp.accuracy:
-        lines += ["| " + " | ".join(ACCURACY_HEADER) + " |", "|---|---|---:|---:|---:|---:|---|"]
-        for d in cmp.accuracy[:MAX_ROWS]:
-            cells = _accuracy_cells(d)
-            lines.append("| " + " | ".join([_code(cells[0]), _code(cells[1]), *(_md(c) for c in cells[2:])]) + " |")
+        cells = [_accuracy_cells(d) for d in cmp.accuracy[:MAX_ROWS]]
+        lines += table(ACCURACY_HEADER, [[_code(c[0]), _code(c[1]), *(_md(x) for x in c[2:])] for c in cells],
+                       align="llrrrrl")
         if len(cmp.accuracy) > MAX_ROWS:
             lines.append(f"\n… and {len(cmp.accuracy) - MAX_ROWS} more (all in the HTML/JSON output)")
     else:
@@ -89,8 +88,7 @@ def to_markdown(cmp: RunComparison) -> str:
     lines += ["", "## Performance (statistical gate)", ""]
     rows = _perf_cells(cmp)
     if rows:
-        lines += ["| " + " | ".join(PERF_HEADER) + " |", "|---|---|---:|---:|---:|---|---:|---|---|"]
-        lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+        lines += table(PERF_HEADER, [[_md(c) for c in row] for row in rows], align="llrrrlrll")
     else:
         lines.append("no performance measurements on both sides (run both with `--perf`)")
     return "\n".join(lines) + "\n"
@@ -136,43 +134,34 @@ def render_terminal(cmp: RunComparison, console: Console) -> None:
     console.print(Text(cmp.headline(), style="bold red" if failed else "bold green"))
 
 
-def _table(header: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join(f'<tr class="{escape(classes[i]) if classes else ""}">'
-                   + "".join(f"<td>{escape(printable(c))}</td>" for c in row) + "</tr>" for i, row in enumerate(rows))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _table(header: list[str], rows: list[list[str]], classes: list[str]) -> dict[str, Any] | None:
+    """A table for ``compare.html.j2``: its header and (printable cells, row class) per row."""
+    if not rows:
+        return None
+    return {"header": header, "rows": [([printable(c) for c in row], cls) for row, cls in zip(rows, classes)]}
 
 
 def to_html(cmp: RunComparison) -> str:
+    """The page of ``harness compare --html`` (``templates/compare.html.j2``, autoescape on)."""
     from harness.report.html.page import CSS
+    from harness.report.html.templating import markup, render
 
-    state = "failed" if cmp.regressed or cmp.compared.failed else "passed"
-    verdicts = _table(["case", "A", "B", "runtime settings", "reason (B)"],
-                      [[v.case, _v(v.before), _v(v.after), _setting(v), v.reason[:200]] for v in cmp.verdicts],
-                      ["bad" if v.worse else "" for v in cmp.verdicts]) if cmp.verdicts else \
-        f'<p class="muted">none ({cmp.unchanged_cases} case(s) with the same verdict)</p>'
-    accuracy = _table(ACCURACY_HEADER, [_accuracy_cells(d) for d in cmp.accuracy],
-                      ["bad" if d.change == "worse" else "" for d in cmp.accuracy]) if cmp.accuracy else \
-        f'<p class="muted">{escape(_no_moves(cmp))}</p>'
-    gate = ""
+    gate = None
     if cmp.accuracy_gate is not None:
         judged = cmp.accuracy_gate.shown()
         gate_rows = [[r.variant, r.key, _num(r.base), _num(r.cand), _num(r.delta), _num(r.allowed),
                       r.verdict.value + (" (advisory)" if r.advisory else ""), r.reason] for r in judged]
-        gate = (f"<p>{escape(cmp.accuracy_gate.headline())}</p>"
-                + (_table(["variant", "metric", "A", "B", "delta", "margin", "verdict", "reason"], gate_rows,
-                          ["bad" if r.gating_regression else "" for r in judged]) if gate_rows else ""))
+        gate = {"headline": cmp.accuracy_gate.headline(),
+                "table": _table(["variant", "metric", "A", "B", "delta", "margin", "verdict", "reason"], gate_rows,
+                                ["bad" if r.gating_regression else "" for r in judged])}
     rows = _perf_cells(cmp)
-    perf = _table(PERF_HEADER, rows, ["bad" if "REGRESSION" in r[7] else "" for r in rows]) if rows else \
-        '<p class="muted">no performance measurements on both sides</p>'
-    env = "".join(f"<li>{escape(printable(d))}</li>" for d in cmp.env)
-    title = f"compare {cmp.name_a} → {cmp.name_b}"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
-            f'<div class="banner {state}" id="verdict">{escape(cmp.headline())}</div>'
-            + (f"<p>environment changes:</p><ul class=\"env\">{env}</ul>" if env else "")
-            + f'<section id="verdicts"><h2>Verdict changes</h2>{verdicts}</section>'
-            f'<section id="accuracy"><h2>Accuracy metrics that moved</h2>{accuracy}</section>'
-            + (f'<section id="accuracy-gate"><h2>Accuracy gate (B against A\'s margins)</h2>{gate}</section>'
-               if gate else "") +
-            f'<section id="perf"><h2>Performance (statistical gate)</h2>{perf}</section></body></html>\n')
+    return render("compare.html.j2", title=f"compare {cmp.name_a} → {cmp.name_b}", css=markup(CSS),
+                  state="failed" if cmp.regressed or cmp.compared.failed else "passed", headline=cmp.headline(),
+                  env=[printable(d) for d in cmp.env],
+                  verdicts=_table(["case", "A", "B", "runtime settings", "reason (B)"],
+                                  [[v.case, _v(v.before), _v(v.after), _setting(v), v.reason[:200]] for v in cmp.verdicts],
+                                  ["bad" if v.worse else "" for v in cmp.verdicts]),
+                  unchanged=cmp.unchanged_cases, no_moves=_no_moves(cmp),
+                  accuracy=_table(ACCURACY_HEADER, [_accuracy_cells(d) for d in cmp.accuracy],
+                                  ["bad" if d.change == "worse" else "" for d in cmp.accuracy]),
+                  gate=gate, perf=_table(PERF_HEADER, rows, ["bad" if "REGRESSION" in r[7] else "" for r in rows]))

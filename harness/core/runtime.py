@@ -254,7 +254,8 @@ class RuntimeSettings:
     #: section name -> that backend's own settings (only sections set away from their defaults)
     sections: Mapping[str, BackendSettings] = field(default_factory=dict)
 
-    _SHARED: ClassVar[tuple[str, ...]] = ("intra_op_threads", "inter_op_threads", "provider_options", "profile")
+    #: the shared fields (named once, with their options, in SHARED_OPTIONS)
+    _SHARED: ClassVar[tuple[str, ...]] = tuple(SHARED_OPTIONS.values())
 
     def of(self, cls: type[S]) -> S:
         """This run's settings of one section (its defaults when nothing set it)."""
@@ -324,8 +325,8 @@ class RuntimeSettings:
         fields); with ``provider``, only that provider's EP options (what a case used)."""
         options = ({provider: self.options_for(provider)} if provider and self.options_for(provider) else {}) \
             if provider else {p: dict(o) for p, o in self.provider_options.items()}
-        out: dict[str, Any] = {"intra_op_threads": self.intra_op_threads, "inter_op_threads": self.inter_op_threads,
-                               "provider_options": options, "profile": self.profile}
+        out: dict[str, Any] = {name: getattr(self, name) for name in self._SHARED}
+        out["provider_options"] = options
         for cls in SECTIONS.values():
             out.update(self.of(cls).record())
         return out

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.core.markdown import table
 from harness.debug.bisect import BisectResult, ModuleRow, TensorResult
 
 
@@ -59,9 +60,8 @@ def write_json(result: BisectResult, path: Path, meta: dict[str, Any], top: int)
 
 
 def write_markdown(result: BisectResult, path: Path, meta: dict[str, Any], top: int) -> None:
-    def table(rows: list[TensorResult]) -> list[str]:
-        lines = ["| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
-        return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in _row(t)) + " |" for t in rows]
+    def tensors(rows: list[TensorResult]) -> list[str]:
+        return table(_HEADER, [_row(t) for t in rows])
 
     rule = ", ".join(f"{c.metric} {c.symbol} {c.threshold:g}" for c in result.tolerance.checks)
     lines = [f"# bisect: {meta.get('model', '?')} / {meta.get('graph', '?')} / {meta.get('precision', '?')}", "",
@@ -72,8 +72,8 @@ def write_markdown(result: BisectResult, path: Path, meta: dict[str, Any], top: 
     path_rows = result.path()
     if path_rows:
         steps = [f"{t.op_type} {_fmt(t.error)}{' (' + g + ')' if g else ''}" for t, g in zip(path_rows, growth(path_rows))]
-        lines += ["## Error growth into the first divergent tensor", "", " -> ".join(steps), ""] + table(path_rows) + [""]
-    lines += [f"## Top {top} tensors by norm_max_abs", ""] + table(result.top(top)) + [""]
+        lines += ["## Error growth into the first divergent tensor", "", " -> ".join(steps), ""] + tensors(path_rows) + [""]
+    lines += [f"## Top {top} tensors by norm_max_abs", ""] + tensors(result.top(top)) + [""]
     if result.modules is not None:
         m = result.modules
         lines += ["## Error growth by PyTorch module", "",
@@ -83,8 +83,7 @@ def write_markdown(result: BisectResult, path: Path, meta: dict[str, Any], top: 
                   "module's last tensor, *growth* its ratio to the previous row's.", ""]
         for level, title in (("layer", "Per layer"), ("module", "Per module")):
             rows = result.module_table(level)
-            lines += [f"### {title}", "", "| " + " | ".join(_MODULE_HEADER) + " |", "|" + "---|" * len(_MODULE_HEADER)]
-            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _module_row(r)) + " |" for r in rows] + [""]
+            lines += [f"### {title}", "", *table(_MODULE_HEADER, [_module_row(r) for r in rows]), ""]
     path.write_text("\n".join(lines))
 
 

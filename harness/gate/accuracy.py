@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.compared import Compared
+from harness.core.markdown import table
 from harness.gate.baseline import is_accuracy_key
 from harness.gate.compare import Verdict
 from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value
 from harness.metrics.registry import METRICS, MetricSpec, Scope
-from harness.results.record import MetricKey, Record, RecordError
+from harness.results.record import MetricKey, Record, RecordLike, readable_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -90,19 +91,12 @@ class RunAccuracy:
         return {case for case, _ in self.values}
 
 
-def _typed(records: Iterable[Record | Mapping[str, Any]]) -> Iterable[Record]:
-    for rec in records:
-        try:
-            yield Record.coerce(rec)
-        except RecordError:
-            continue
 
-
-def collect_accuracy(records: Iterable[Record | Mapping[str, Any]]) -> RunAccuracy:
+def collect_accuracy(records: Iterable[RecordLike]) -> RunAccuracy:
     """Every accuracy number of ``records`` (the last record per case id wins, as in a rerun)."""
     values: dict[tuple[str, str], AccuracyValue] = {}
     by_case: dict[str, Record] = {}
-    for rec in _typed(records):
+    for rec in readable_records(records):
         keys = [k for k in rec.metrics if is_accuracy_key(k)]
         if not keys:
             continue
@@ -375,13 +369,12 @@ class AccuracyComparison:
             lines.append("")
         rows = self.shown(everything)
         if rows:
-            lines.append("| variant | metric | baseline | candidate | delta | margin | verdict | reason |")
-            lines.append("|---|---|---:|---:|---:|---:|---|---|")
-            for r in rows:
-                cells = self._cells(r)
+            cells = [self._cells(r) for r in rows]
+            for r, row in zip(rows, cells):
                 if r.gating_regression:
-                    cells[6] = f"**{cells[6]}**"
-                lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                    row[6] = f"**{row[6]}**"
+            lines += table(["variant", "metric", "baseline", "candidate", "delta", "margin", "verdict", "reason"],
+                           cells, align="llrrrrll")
         elif self.rows:
             lines.append(f"All {len(self.rows)} compared accuracy metrics within their margins.")
         return "\n".join(lines) + "\n"
@@ -425,8 +418,8 @@ def margin_table(config: str | Path | None = None, cli: Iterable[str] = (), *,
 
 
 def compare_accuracy(
-    baseline_records: Iterable[Record | Mapping[str, Any]],
-    candidate_records: Iterable[Record | Mapping[str, Any]],
+    baseline_records: Iterable[RecordLike],
+    candidate_records: Iterable[RecordLike],
     margins: MarginTable | None = None,
 ) -> AccuracyComparison:
     """Judge every accuracy metric present in both runs (matched by case id and metric key).

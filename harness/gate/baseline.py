@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from harness.core import did_you_mean
 from harness.core.rundirs import BASELINE_STORE
 from harness.results import RESULTS_FILE, Record, write_records
+from harness.results.record import RecordLike
 from harness.results.rundir import RunDirError, read_results
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,7 +73,7 @@ def validate_name(name: str) -> str:
     return name
 
 
-def perf_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
+def perf_records(records: Iterable[RecordLike]) -> list[Record]:
     """Only records that carry a ``perf`` section; the rest say nothing about speed or memory."""
     return [r for r in map(Record.coerce, records) if r.perf]
 
@@ -87,12 +88,12 @@ def is_accuracy_key(key: str) -> bool:
     return not parsed.is_perf and spec is not None and spec.scope is not Scope.PERF_BUDGET
 
 
-def accuracy_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
+def accuracy_records(records: Iterable[RecordLike]) -> list[Record]:
     """Records with at least one accuracy metric (what a baseline blesses next to the perf ones)."""
     return [r for r in map(Record.coerce, records) if any(is_accuracy_key(k) for k in r.metrics)]
 
 
-def blessed_records(records: Iterable[Record | Mapping[str, Any]]) -> list[Record]:
+def blessed_records(records: Iterable[RecordLike]) -> list[Record]:
     """What a baseline keeps: every record with perf numbers or accuracy metrics, in run order."""
     typed = [Record.coerce(r) for r in records]
     keep = {id(r) for r in perf_records(typed)} | {id(r) for r in accuracy_records(typed)}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.core.cachedir import file_sha256
-from harness.results.record import Record
+from harness.results.record import Record, RecordLike
 
 #: the folder of a baseline that holds its kept artifacts
 ARTIFACTS_DIR = "artifacts"
@@ -64,7 +64,7 @@ def timed_graphs(record: Record) -> dict[str, Mapping[str, Any]]:
             if str(k).startswith("latency_ms") and isinstance(v, Mapping) and v.get("graph")}
 
 
-def timed_files(records: Iterable[Record | Mapping[str, Any]]) -> dict[str, dict[str, TimedFile]]:
+def timed_files(records: Iterable[RecordLike]) -> dict[str, dict[str, TimedFile]]:
     """variant -> {name: file} for every file of a graph its latency metrics timed."""
     out: dict[str, dict[str, TimedFile]] = {}
     for rec in map(Record.coerce, records):

@@ -42,7 +42,7 @@ from typing import Any
 from harness.core import UsageError
 from harness.metrics.margins import MarginTable, fmt_value
 from harness.metrics.registry import METRICS, MetricSpec
-from harness.results.record import MetricKey, Record, RecordError
+from harness.results.record import MetricKey, RecordLike, readable_records
 
 DEFAULT_HEADROOM = 2.0
 #: runs of one build a calibration needs before it proposes anything (the spread across them is
@@ -196,22 +196,15 @@ def bound(spec: MetricSpec, observed: float, floor: float, headroom: float) -> f
     return _round_out(min(observed / headroom, observed - floor), up=False)
 
 
-def _typed(records: Iterable[Record | Mapping[str, Any]]) -> Iterable[Record]:
-    for rec in records:
-        try:
-            yield Record.coerce(rec)
-        except RecordError:
-            continue
 
-
-def calibrate(records: Iterable[Record | Mapping[str, Any]], *, source: str = "", headroom: float = DEFAULT_HEADROOM,
+def calibrate(records: Iterable[RecordLike], *, source: str = "", headroom: float = DEFAULT_HEADROOM,
               margins: MarginTable | None = None) -> Calibration:
     """Proposals from one run's records, the caller vouching for its noise (``min_runs=1``;
     the registry floors stand in for the unmeasured spread). See :func:`calibrate_runs`."""
     return calibrate_runs([records], source=source, headroom=headroom, margins=margins, min_runs=1)
 
 
-def calibrate_runs(runs: Iterable[Iterable[Record | Mapping[str, Any]]], *, source: str = "",
+def calibrate_runs(runs: Iterable[Iterable[RecordLike]], *, source: str = "",
                    headroom: float = DEFAULT_HEADROOM, margins: MarginTable | None = None,
                    min_runs: int = DEFAULT_MIN_RUNS) -> Calibration:
     """Proposals from several runs of one build (see the module doc for the rule)."""
@@ -250,11 +243,11 @@ def calibrate_runs(runs: Iterable[Iterable[Record | Mapping[str, Any]]], *, sour
                        intervals)
 
 
-def _scan(records: Iterable[Record | Mapping[str, Any]], worst: dict[tuple[str, str, str], tuple[float, str]],
+def _scan(records: Iterable[RecordLike], worst: dict[tuple[str, str, str], tuple[float, str]],
           run_worst: dict[tuple[str, str, str], float], current: dict[tuple[str, str, str], float],
           skipped: list[str], settings: dict[str, Any]) -> None:
     """One run's gated values into the running worst (overall and this run's) and thresholds."""
-    for rec in _typed(records):
+    for rec in readable_records(records):
         if not rec.thresholds or not rec.model or not rec.precision:
             continue
         if rec.verdict != "pass":

@@ -15,12 +15,13 @@ import json
 import math
 import zlib
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
 from harness.core import UsageError, did_you_mean
 from harness.core.compared import Compared
+from harness.core.markdown import table
 from harness.gate.canary import widen
 from harness.metrics.registry import METRICS, Scope, perf_policies
 from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: the gate's API names it
@@ -34,7 +35,7 @@ from harness.perf.stats import (
     min_samples_for,
 )
 from harness.perf.tail import precise_enough
-from harness.results.record import Record, RecordError
+from harness.results.record import RecordLike, readable_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -248,15 +249,15 @@ class Comparison:
         lines += [f"- {note}" for note in self.notes()]
         if self.notes():
             lines.append("")
-        lines.append("| variant | metric | baseline | candidate | change | 95% CI | p | verdict | reason |")
-        lines.append("|---|---|---:|---:|---:|---|---:|---|---|")
+        rows = []
         for r in _ordered(self.rows):
             verdict = f"{r.verdict.value} (advisory)" if r.advisory else r.verdict.value
             if r.gating_regression:
                 verdict = f"**{verdict}**"
-            cells = [r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind),
-                     fmt_change(r.ratio), fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), verdict, r.reason]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            rows.append([r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind),
+                         fmt_change(r.ratio), fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), verdict, r.reason])
+        lines += table(["variant", "metric", "baseline", "candidate", "change", "95% CI", "p", "verdict", "reason"],
+                       rows, align="llrrrlrll")
         return "\n".join(lines) + "\n"
 
     def render_table(self, console: "Console") -> None:
@@ -493,17 +494,8 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-def _typed(records: Iterable[Record | Mapping[str, Any]]) -> Iterator[Record]:
-    """Records as ``Record``; what is not a record of any schema version (no id, unknown verdict)
-    says nothing about speed and is skipped, like a record without ``perf``."""
-    for rec in records:
-        try:
-            yield Record.coerce(rec)
-        except RecordError:
-            continue
 
-
-def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterable[str]) -> RunPerf:
+def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPerf:
     """Pull latency samples and known scalars out of result records, tolerantly.
 
     Records without a ``perf`` dict are skipped and unknown fields ignored, so older
@@ -516,7 +508,7 @@ def collect(records: Iterable[Record | Mapping[str, Any]], scalar_names: Iterabl
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[np.ndarray]] = {}
-    for rec in _typed(records):
+    for rec in readable_records(records):
         perf = rec.perf
         if not perf:
             continue
@@ -596,8 +588,8 @@ def _seed(variant: str, metric: str) -> int:
 
 
 def compare_runs(
-    baseline_records: Iterable[Record | Mapping[str, Any]],
-    candidate_records: Iterable[Record | Mapping[str, Any]],
+    baseline_records: Iterable[RecordLike],
+    candidate_records: Iterable[RecordLike],
     policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None = None,
     force_env: bool = False,
 ) -> Comparison:

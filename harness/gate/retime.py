@@ -27,7 +27,7 @@ from harness.gate.baseline import Baseline
 from harness.gate.blessed import TimedFile, default_cache_root, located, timed_files, timed_graphs
 from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, merge_policies
 from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS
-from harness.results.record import Record
+from harness.results.record import Record, RecordLike
 from harness.results.sections import PerfSetup
 
 #: why a variant was not paired, by kind: how the summary line names it
@@ -71,7 +71,7 @@ class _Plan:
     source: str
 
 
-def _latency_records(records: Iterable[Record | Mapping[str, Any]]) -> dict[str, Record]:
+def _latency_records(records: Iterable[RecordLike]) -> dict[str, Record]:
     out: dict[str, Record] = {}
     for rec in map(Record.coerce, records):
         if rec.variant and timed_graphs(rec):
@@ -167,7 +167,7 @@ def _summary(paired: Mapping[str, str], unpaired: Mapping[str, tuple[str, str]],
     return "; ".join(parts)
 
 
-def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable[Record | Mapping[str, Any]],
+def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable[RecordLike],
          policies: Mapping[str, MetricPolicy] | Iterable[MetricPolicy] | None = None,
          pairing: Pairing = Pairing(), *, force_env: bool = False, cache_root: Path | None = None,
          progress: Callable[[str], None] | None = None) -> Comparison:

@@ -21,12 +21,12 @@ from harness.metrics.numeric import Location, compare_arrays
 from harness.metrics.registry import METRICS
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.judge.workspace import Workspace
     from harness.runners.base import GraphRunner
-    from harness.zoo.loading import LoadedModel
 
 #: one parity batch: feeds, reference outputs, valid-position masks (None: every position)
 Batch = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray], Mapping[str, "np.ndarray | None"]]
@@ -373,12 +373,13 @@ def unfused_twin(ws: "Workspace", variant: Variant) -> Variant | None:
     return Variant(variant.model, variant.precision, variant.provider, axes)
 
 
-def against_unfused(ws: "Workspace", model: "LoadedModel", family: "Family", graph: "GraphSpec", runner: "GraphRunner",
-                    twin: Variant, batches: Sequence[Batch], variant: Variant) -> list[OutputResult]:
-    """``runner``'s outputs judged against ``twin``'s (the unfused session of the same file) on
-    the corpus batches, with the precision's thresholds: outputs ``<name>_vs_unfused``."""
+def against_unfused(ws: "Workspace", ref: GraphRef, runner: "GraphRunner", twin: Variant,
+                    batches: Sequence[Batch]) -> list[OutputResult]:
+    """``runner``'s outputs (``ref``'s graph) judged against ``twin``'s (the unfused session of the
+    same file) on the corpus batches, with the precision's thresholds: outputs ``<name>_vs_unfused``."""
+    model, graph, variant = ref.model, ref.graph, ref.variant
     twin_backend = ws.backend(twin, model)
-    twin_runner = ws.variant_runner(twin_backend, model, family, graph, twin, [dict(b[0]) for b in batches])
+    twin_runner = ws.variant_runner(twin_backend, GraphRef(model, ref.family, graph, twin), [dict(b[0]) for b in batches])
     try:
         with phase("variant"):
             twin_batches = [(feeds, dict(twin_runner.run(feeds)), masks) for feeds, _, masks in batches]

@@ -159,19 +159,20 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
         into.profiles[graph] = summarise_trace(trace)
 
 
-def error_bundle_for(ws: "Workspace", variant: Variant, model: "LoadedModel", family: "Family",
-                           backend: Any, graph: "GraphSpec", exc: BaseException, case_dir: Path) -> Path | None:
-    """The error bundle (``harness.repro.error``) of a graph whose artifact raised ``exc``, named
+def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseException,
+                     case_dir: Path) -> Path | None:
+    """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``, named
     on the exception (``harness_repro_bundles``) for the case's record; None when not written
     (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
     case's own error is what the record must say."""
     mode = ws.options.settings.repro_bundles
     if mode == "off":
         return None
+    model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
     try:
         from harness.repro.error import write_error_bundle
 
-        files = backend.artifacts(GraphRef(model, family, graph, variant))
+        files = backend.artifacts(ref)
         onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
                 and str(i.get("path", "")).endswith(".onnx")]
         if len(onnx) != 1:
@@ -205,8 +206,8 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
     except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
         if dump_dir is not None and judging and not isinstance(exc, GateFailure):
             model = ws.model(variant.model)
-            error_bundle_for(ws, variant, model, family or ws.family(model), ws.backend(variant, model),
-                                   judging[-1], exc, dump_dir)
+            ref = GraphRef(model, family or ws.family(model), judging[-1], variant)
+            error_bundle_for(ws, ref, ws.backend(variant, model), exc, dump_dir)
         raise
 
 
@@ -224,10 +225,10 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
         probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         start = time.perf_counter()
         # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
-        runner = ws.variant_runner(backend, model, family, graph, variant,
-                                   [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
+        ref = GraphRef(model, family, graph, variant)
+        runner = ws.variant_runner(backend, ref, [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
-        result.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
+        result.artifacts.update(backend.artifacts(ref))
         if runner.replayed:
             result.replayed.append(graph.name)
         if runner.path:  # a runner of a file graph: lint the file
@@ -239,7 +240,7 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
             result.outputs += judged
             twin = unfused_twin(ws, variant)
             if twin is not None:
-                result.outputs += against_unfused(ws, model, family, graph, runner, twin, batches, variant)
+                result.outputs += against_unfused(ws, ref, runner, twin, batches)
             if dump_dir is not None:
                 # rows are numbered over the corpus batches, then the shape probes (as they were judged)
                 write_side_outputs(ws, variant, model, GraphJudgement(graph, runner, [*batches, *(b for _, b in probes)],

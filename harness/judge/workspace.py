@@ -221,28 +221,27 @@ class Workspace:
             model.cache.setdefault(key, out)
         return outs
 
-    def variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
-                       variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
-        """The variant's runner for ``graph``, to be run on ``feeds``. When the backend declares
+    def variant_runner(self, backend: Backend, ref: GraphRef, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
+        """The variant's runner for ``ref.graph``, to be run on ``feeds``. When the backend declares
         its outputs deterministic for their inputs (``Backend.outputs_key``: CPU runtimes), the
         outputs come from the output cache -- computed once by the real runner on a miss -- so a
         warm rerun of an unchanged variant creates no session and loads no PyTorch module.
         A ``ReplayRunner`` answers other feeds by loading the real runner then."""
         with phase("variant"):
-            return self._variant_runner(backend, model, family, graph, variant, feeds)
+            return self._variant_runner(backend, ref, feeds)
 
-    def _variant_runner(self, backend: Backend, model: LoadedModel, family: Family, graph: GraphSpec,
-                        variant: Variant, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
-        key = backend.outputs_key(GraphRef(model, family, graph, variant))
+    def _variant_runner(self, backend: Backend, ref: GraphRef, feeds: Sequence[dict[str, np.ndarray]]) -> Any:
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
+        key = backend.outputs_key(ref)
         if key is None:
             self.before_session(backend, model, family, variant, [graph])
-            return backend.load(GraphRef(model, family, graph, variant))
+            return backend.load(ref)
         digests = [_digest(f) for f in feeds]
         parts = {**self._reference_parts(model, family, graph), "variant": key, "feeds": digests}
 
         def compute() -> list[dict[str, np.ndarray]]:
             self.before_session(backend, model, family, variant, [graph])
-            runner = backend.load(GraphRef(model, family, graph, variant))
+            runner = backend.load(ref)
             outs: list[dict[str, np.ndarray]] = []
             try:
                 for f in feeds:
@@ -254,11 +253,10 @@ class Workspace:
             finally:
                 runner.close()
 
-        label = f"{model.name}-{graph.name}-{variant.precision.value}-{variant.provider.short}"
         misses = self.references.misses
-        outs = self.references.arrays(label, parts, compute)
-        artifact = backend.artifacts(GraphRef(model, family, graph, variant)).get(f"{graph.name}/model.onnx")
-        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(GraphRef(model, family, graph, variant)),
+        outs = self.references.arrays(ref.label, parts, compute)
+        artifact = backend.artifacts(ref).get(f"{graph.name}/model.onnx")
+        return ReplayRunner(dict(zip(digests, outs)), lambda: backend.load(ref),
                             path=artifact["path"] if artifact else None, replayed=self.references.misses == misses)
 
     def _reference_parts(self, model: LoadedModel, family: Family, graph: GraphSpec) -> dict[str, Any]:

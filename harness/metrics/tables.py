@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from harness.core import Precision
+from harness.core.markdown import table
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, MetricSpec, Scope, tensor_metric_names
 
 _MARK = re.compile(r"<!-- metrics:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /metrics:(?P=name) -->", re.DOTALL)
@@ -28,14 +29,8 @@ def number(value: float) -> str:
     return text
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return "\n".join(table(header, rows))
 
 
 def _names(specs: Iterable[MetricSpec]) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from harness.core.markdown import table
 from harness.perf.stats import bootstrap_ratio_ci
 
 #: ``n`` -> ``n`` latency samples in ms (a block of calls of one contender)
@@ -101,11 +102,9 @@ def fmt_ci(r: Ratio) -> str:
 
 
 def to_markdown(rows: list[Ratio]) -> str:
-    lines = ["| model | comparison | base | candidate | ratio | 95% CI | reading |", "|---|---|---:|---:|---:|---|---|"]
-    for r in rows:
-        lines.append(f"| {r.model} | {r.label} | {fmt_value(r.base, r.kind)} | {fmt_value(r.cand, r.kind)} | "
-                     f"{r.ratio:.3f} | {fmt_ci(r)} | {r.reading()} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(table(["model", "comparison", "base", "candidate", "ratio", "95% CI", "reading"],
+                           [[r.model, r.label, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), f"{r.ratio:.3f}",
+                             fmt_ci(r), r.reading()] for r in rows], align="llrrrll")) + "\n"
 
 
 def render(rows: list[Ratio], console: Any, title: str) -> None:

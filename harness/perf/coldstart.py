@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.perf import child as child_module
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -91,7 +92,7 @@ def child_args(ws: "Workspace", variant: "Variant", model: "LoadedModel", family
     if reason:
         raise ValueError(reason)
     backend = ws.backend(variant, model)
-    spec = backend.child_spec(model, family, graphs, variant)
+    spec = backend.child_spec(GraphRef.each(model, family, graphs, variant))
     return ["--loader", type(backend).loader_ref(), "--spec", json.dumps(spec.to_dict(), sort_keys=True),
             "--feeds", str(feeds_path), "--calls", str(calls)]
 

@@ -13,6 +13,7 @@ import statistics
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness.perf.coldstart import spawn
+from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -61,5 +62,5 @@ def artifact_fields(ws: "Workspace", variant: "Variant", model: "LoadedModel", f
                     graphs: Sequence["GraphSpec"]) -> dict[str, Any]:
     """Bytes on disk of what the variant ships, as its backend counts them
     (``Backend.shipped_files``: ONNX files with external data, or PyTorch's weight files)."""
-    files = ws.backend(variant, model).shipped_files(model, family, graphs, variant)
+    files = ws.backend(variant, model).shipped_files(GraphRef.each(model, family, graphs, variant))
     return {"artifact_bytes": sum(files.values()), "artifact_files": files}

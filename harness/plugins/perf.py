@@ -7,8 +7,9 @@ neither slower nor cluttered. The baseline options imply
 ``--harness-perf`` (a baseline of a run without perf records would be empty).
 
 At session end, on the controller, after every record is written: ``--harness-baseline-compare``
-judges the run against a saved baseline (``harness.gate``), prints the table and fails the
-session (exit 1) only on a confirmed, non-advisory regression; ``--harness-baseline-save``
+judges the run against a saved baseline (``harness.gate``; latency paired where the blessed
+artifacts are at hand, ``harness.gate.retime``, as ``baseline compare --perf``), prints the
+table and fails the session (exit 1) only on a confirmed, non-advisory regression; ``--harness-baseline-save``
 then stores the run as a baseline, but only when the session passed, so a regressed run
 never becomes the reference by accident.
 """
@@ -252,8 +253,13 @@ def _compare(req: GateRequest, run_dir: Path) -> Any:
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
     if not perf_records(baseline.records) and accuracy_records(baseline.records):
         return None  # an accuracy-only baseline (a run without --perf was blessed): nothing to time
-    comparison = compare_runs(baseline.records, load_run(run_dir), [parse_threshold(t) for t in req.thresholds],
-                              force_env=req.force_env)
+    from harness.gate.retime import pair
+    from harness.results.rundir import read_results
+
+    policies = [parse_threshold(t) for t in req.thresholds]
+    recorded = compare_runs(baseline.records, load_run(run_dir), policies, force_env=True)  # judged in pair()
+    # paired where the blessed artifacts are at hand (kept, or in the cache by key): re-timed here
+    comparison = pair(recorded, baseline, read_results(run_dir), policies, force_env=req.force_env)
     comparison.allow_missing = req.allow_missing
     (run_dir / "perf-compare.json").write_text(comparison.to_json() + "\n", encoding="utf-8")
     (run_dir / "perf-compare.md").write_text(comparison.to_markdown(), encoding="utf-8")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from harness.core.direction import Direction
 from harness.results import CheckResult, Record
+from harness.results.record import RecordLike
 
 
-def worst_outcomes(record: Record | Mapping[str, Any]) -> list[CheckResult]:
+def worst_outcomes(record: RecordLike) -> list[CheckResult]:
     """The worst outcome per metric name over every output of the record (a NaN is the worst
     value there is, and fails)."""
     worst: dict[str, CheckResult] = {}
@@ -22,7 +21,7 @@ def worst_outcomes(record: Record | Mapping[str, Any]) -> list[CheckResult]:
     return list(worst.values())
 
 
-def worst_checks(record: Record | Mapping[str, Any]) -> list[tuple[str, float, str, float, bool]]:
+def worst_checks(record: RecordLike) -> list[tuple[str, float, str, float, bool]]:
     """[(metric, worst value, op, threshold, passed)] over every output of the record."""
     return [(o.metric, o.value, o.op, o.threshold, o.passed) for o in worst_outcomes(record)]
 
@@ -32,7 +31,7 @@ def _worse(a: float, b: float, op: str) -> bool:
     return math.isnan(a) or Direction.from_op(op).worse(a, b)
 
 
-def format_checks(record: Record | Mapping[str, Any], limit: int = 4) -> str:
+def format_checks(record: RecordLike, limit: int = 4) -> str:
     parts = []
     for o in worst_outcomes(record)[:limit]:
         mark = "" if o.passed else " ✗"
@@ -46,7 +45,7 @@ _COUNT_HEADER = re.compile(r"(?:^|: )(?P<count>\d+) [\w() -]*(?:failed|exceeded)
 REASON_METRICS = 3
 
 
-def reason_line(record: Record | Mapping[str, Any]) -> str:
+def reason_line(record: RecordLike) -> str:
     """The one line that says why a case needs attention: for a failure, each failing metric with
     its value and threshold (``model/logits: norm_max_abs = 0.31 (must be <= 0.15)``), never the
     count header ``1 check(s) failed``; for an error or a not-run case, the first line of its

@@ -8,9 +8,9 @@ errors before judging, older runs) are left out.
 
 from __future__ import annotations
 
-from html import escape
 from typing import Iterable
 
+from harness.core.markdown import table
 from harness.results.coverage import Coverage
 from harness.results.record import Record
 
@@ -33,12 +33,10 @@ def markdown(records: Iterable[Record]) -> list[str]:
     rows = _rows(records)
     if not rows:
         return []
-    lines = ["", "## Coverage", "", "What each case gated of its head's outputs; a case missing any is not a pass.",
-             "", "| case | head | gated | measured, not gated (why) |", "|---|---|---|---|"]
-    for r, cov in rows:
-        gated = f"{cov.summary()}: {', '.join(cov.gated) or 'nothing'}"
-        lines.append(f"| `{r.id}` | {cov.head or '?'} | {gated} | {_measured(cov)} |".replace("\n", " "))
-    return lines
+    lines = ["", "## Coverage", "", "What each case gated of its head's outputs; a case missing any is not a pass.", ""]
+    return lines + table(["case", "head", "gated", "measured, not gated (why)"],
+                         [[f"`{r.id}`", cov.head or "?", f"{cov.summary()}: {', '.join(cov.gated) or 'nothing'}",
+                           _measured(cov)] for r, cov in rows])
 
 
 def html(records: Iterable[Record]) -> str:
@@ -46,10 +44,6 @@ def html(records: Iterable[Record]) -> str:
     rows = _rows(records)
     if not rows:
         return ""
-    body = "".join(
-        f'<tr class="{"" if cov.passes else "v-fail"}"><td>{escape(r.id)}</td><td>{escape(cov.head or "?")}</td>'
-        f"<td>{escape(cov.summary())}</td><td>{escape(', '.join(cov.gated) or 'nothing')}</td>"
-        f"<td>{escape(_measured(cov))}</td></tr>" for r, cov in rows)
-    return ('<section id="coverage"><h2>Coverage</h2><p>What each case gated of its head\'s outputs; a case '
-            "missing any is not a pass.</p><table class=\"cases\"><thead><tr><th>case</th><th>head</th><th>gated</th>"
-            f"<th>gated outputs</th><th>measured, not gated (why)</th></tr></thead><tbody>{body}</tbody></table></section>")
+    from harness.report.html.templating import render
+
+    return render("coverage.html.j2", rows=[(r, cov, _measured(cov)) for r, cov in rows])

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from harness.core.markdown import table
 from harness.core.phases import PHASES
-from harness.report.markdown import table
 from harness.results.record import Record
 from harness.results.sections import Generation, Judged
 

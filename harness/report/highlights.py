@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from harness.core import runtime as _runtime
 from harness.results import Record
+from harness.results.record import RecordLike
 from harness.results.sections import SettingsSection
 
 
@@ -62,7 +63,7 @@ def profile_text(data: Mapping[str, Any]) -> str:
     return "; ".join(f"{graph}: {headline(p)}" for graph, p in profiles.items() if isinstance(p, Mapping))
 
 
-def highlights(record: Record | Mapping[str, Any]) -> dict[str, str]:
+def highlights(record: RecordLike) -> dict[str, str]:
     """The highlight cells of one record: latency, generation, runtime, profile ('' if none)."""
     r = Record.coerce(record)
     runtime = SettingsSection.of(r).runtime

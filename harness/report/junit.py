@@ -11,11 +11,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Iterable
 
 from harness.report.checks import reason_line
 from harness.report.text import printable
 from harness.results import Record
+from harness.results.record import RecordLike
 from harness.results.sections import Interrupted
 
 JUNIT_FILE = "junit.xml"
@@ -35,7 +36,7 @@ def _error(r: Record) -> bool:
     return r.verdict == "error" or bool(Interrupted.of(r))
 
 
-def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "model-harness") -> str:
+def render_junit(records: Iterable[RecordLike], name: str = "model-harness") -> str:
     recs = [Record.coerce(r) for r in records]
     by_suite: dict[str, list[Record]] = defaultdict(list)
     for r in recs:
@@ -72,7 +73,7 @@ def render_junit(records: Iterable[Record | Mapping[str, Any]], name: str = "mod
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: Path, records: Iterable[Record | Mapping[str, Any]]) -> Path:
+def write_junit(path: Path, records: Iterable[RecordLike]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_junit(records), encoding="utf-8")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from harness.report.markdown import table
+from harness.core.markdown import table
 from harness.results.record import Record
 from harness.results.sections import Memory
 

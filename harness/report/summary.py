@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Iterable
 
 from harness.core.interrupts import Interruption
+from harness.core.markdown import table
 from harness.report.checks import format_checks, reason_line
 from harness.report.highlights import highlights
-from harness.report.markdown import table
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
-from harness.results.record import FAILING, judged_nothing, run_green
+from harness.results.record import FAILING, RecordLike, judged_nothing, run_green
 from harness.results.sections import Generation, Judged
 
 SUMMARY_FILE = "summary.md"
@@ -69,7 +69,7 @@ def _headline(recs: list[Record], interruption: Interruption | None, problem: st
     return f"**{head}**{sep}{rest}"
 
 
-def render_summary(records: Iterable[Record | Mapping[str, Any]], title: str = "Model deployment gate", *,
+def render_summary(records: Iterable[RecordLike], title: str = "Model deployment gate", *,
                    interruption: Interruption | None = None, problem: str | None = None) -> str:
     """``problem``: what stopped the run short of its results (a full disk), said first, in
     place of the status a finished run has."""
@@ -175,7 +175,7 @@ def _block(text: str) -> list[str]:
     return [fence, cleaned, fence]
 
 
-def write_summary(out_dir: Path, records: Iterable[Record | Mapping[str, Any]], *,
+def write_summary(out_dir: Path, records: Iterable[RecordLike], *,
                   interruption: Interruption | None = None, problem: str | None = None) -> Path:
     path = Path(out_dir) / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ so a column called ``perf:latency_ms.p50`` in a spreadsheet is the metric of tha
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any, Iterable, Mapping
 
@@ -16,6 +15,7 @@ import pandas as pd
 from harness.report.highlights import perf_columns
 from harness.results import Record
 from harness.results.numbers import METRIC_PREFIX, PERF_PREFIX, perf_numbers, record_numbers
+from harness.results.record import RecordLike
 
 __all__ = ["METRIC_PREFIX", "PERF_PREFIX", "perf_numbers", "record_numbers"]  # re-exported: declared in results
 
@@ -33,7 +33,7 @@ def first_line(text: Any) -> str:
     return lines[0] if lines else ""
 
 
-def records_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Iterable[RecordLike]) -> pd.DataFrame:
     """One row per record: identity columns first, then sorted metric and perf columns
     (NaN where a case did not measure that number)."""
     rows = []
@@ -115,6 +115,7 @@ def to_html(frame: pd.DataFrame, title: str = "model deployment gate") -> str:
         table = styler.set_table_attributes('class="results"').to_html()
     counts = frame["verdict"].value_counts().to_dict() if "verdict" in frame.columns else {}
     summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "error", "not-run", "skip"))
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head>\n<body><h1>{html.escape(title)}</h1>\n"
-            f"<p>{len(frame)} cases: {html.escape(summary)}</p>\n{table}\n</body></html>\n")
+    from harness.report.html.templating import markup, render
+
+    return render("table_page.html.j2", title=title, css=markup(_CSS), cases=len(frame), summary=summary,
+                  table=markup(table))

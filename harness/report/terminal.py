@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import pytest
 from rich.markup import escape
@@ -13,11 +13,12 @@ from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks, reason_line
 from harness.report.text import printable
 from harness.results import Record
+from harness.results.record import RecordLike
 
 STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow", "not-run": "bold magenta"}
 
 
-def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
+def build_table(records: Iterable[RecordLike]) -> Table:
     from harness.report.highlights import highlights
 
     table = Table(title="model deployment gate", show_lines=False)
@@ -36,7 +37,7 @@ def build_table(records: Iterable[Record | Mapping[str, Any]]) -> Table:
     return table
 
 
-def plain_lines(records: Iterable[Record | Mapping[str, Any]]) -> list[str]:
+def plain_lines(records: Iterable[RecordLike]) -> list[str]:
     """The end-of-run table for a CI log: one line per case, the case id whole (a log viewer wraps
     long lines; a table squeezed to the pipe's width broke ids into pieces across hundreds of lines),
     cases that need attention first."""
@@ -67,7 +68,7 @@ def is_terminal(terminalreporter: Any) -> bool:
         return False
 
 
-def render_terminal(records: Iterable[Record | Mapping[str, Any]], terminalreporter: pytest.TerminalReporter,
+def render_terminal(records: Iterable[RecordLike], terminalreporter: pytest.TerminalReporter,
                     out_dir: Path, *, interruption: Interruption | None = None, durations: int | None = None) -> None:
     """The summary table; with ``durations`` (``--durations N``) the phase totals and the N
     slowest cases too."""

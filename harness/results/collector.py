@@ -221,6 +221,9 @@ class RecordCollector:
             self.harness_seen = True
         state["phases"][report.when] = (report.outcome, _short(report))
         state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
+        if report.when == CRASH_PHASE:
+            self._crashed(report.nodeid, self._state.pop(report.nodeid), _short(report))
+            return
         if report.when == "teardown":
             self._state.pop(report.nodeid, None)
             self.finished.add(report.nodeid)
@@ -239,6 +242,27 @@ class RecordCollector:
                 self.disk_full = self.disk_full or self.writer.full
                 if self.disk_full is not None and self.session is not None:
                     self.session.shouldstop = f"no space left on device ({self.disk_full.path})"
+
+    def _crashed(self, nodeid: str, state: dict[str, Any], message: str) -> None:
+        """pytest-xdist lost the worker running this case (a native crash: a runtime's segfault or
+        abort) and replaced it: the case gets an ``error`` record saying so, the run goes on. A
+        serial run has no one left to write it; `-n 1` is the isolation (docs/reliability.md)."""
+        self.finished.add(nodeid)
+        case = state["props"].get("harness_case") or self.identities.get(nodeid)
+        if case is None:
+            return
+        reason = (f"crashed: the test process died running this case ({message or 'worker crashed'}); a native "
+                  "fault in the runtime, its traceback is in the run's stderr")
+        record = compose(case_id=nodeid.split("::")[-1], nodeid=nodeid, run_id=self.run_id,
+                         identity=CaseIdentity.from_dict(case), payload={}, verdict="error", reason=reason,
+                         duration_s=state["duration"], settings={}, rerun=rerun_command(nodeid, case, {}))
+        try:
+            self.writer.append(record)
+        except Exception as exc:  # noqa: BLE001 - DiskFull and the like: counted as lost, never raised from a hook
+            self.lost.append(record.id)
+            self.disk_full = self.disk_full or (exc if type(exc).__name__ == "DiskFull" else None)
+        else:
+            self.records.append(record)
 
     def _note_full_disk(self, exception: dict[str, Any] | None) -> None:
         """A case that failed on ENOSPC writing its side files (a dump, a bundle): the disk is full."""
@@ -263,6 +287,10 @@ class RecordCollector:
                        identity=CaseIdentity.from_dict(case), payload=payload, verdict=verdict, reason=reason,
                        duration_s=state["duration"], settings=settings,
                        rerun=rerun_command(nodeid, case, settings))
+
+
+#: the ``when`` of the report pytest-xdist makes for a case whose worker died (``handle_crashitem``)
+CRASH_PHASE = "???"
 
 
 def _sha256_lines(texts: list[str]) -> str:

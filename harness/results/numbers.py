@@ -10,7 +10,7 @@ from __future__ import annotations
 from numbers import Real
 from typing import Any, Mapping
 
-from harness.results.record import Record
+from harness.results.record import Record, RecordLike
 
 METRIC_PREFIX = "metric:"
 PERF_PREFIX = "perf:"
@@ -46,7 +46,7 @@ def perf_numbers(perf: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def record_numbers(record: Record | Mapping[str, Any]) -> dict[str, float]:
+def record_numbers(record: RecordLike) -> dict[str, float]:
     """Every number of a record, keyed ``metric:<key>`` or ``perf:<key>`` (the column names)."""
     out: dict[str, float] = {}
     metrics = record.metrics if isinstance(record, Record) else record.get("metrics") or {}

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Union, get_args
 
 from harness.results.checks import CheckResult
 from harness.results.jsonsafe import decode_float, decode_numbers
@@ -229,7 +229,7 @@ class Record:
         )
 
     @classmethod
-    def coerce(cls, record: Record | Mapping[str, Any]) -> Record:
+    def coerce(cls, record: RecordLike) -> Record:
         """A ``Record`` from either a record or its dict (callers that still hold dicts)."""
         return record if isinstance(record, Record) else cls.from_dict(record)
 
@@ -306,3 +306,19 @@ def decode_record(raw: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(raw.get("perf"), Mapping):
         out["perf"] = decode_numbers(dict(raw["perf"]))
     return out
+
+
+#: what the readers of records accept: a ``Record``, or the dict a caller still holds (a line of
+#: ``results.jsonl`` read with ``read_records``, a test's literal); named once so the union is not
+#: re-spelled at every reader
+RecordLike = Union[Record, Mapping[str, Any]]
+
+
+def readable_records(records: Iterable[RecordLike]) -> Iterator[Record]:
+    """Each as a ``Record``; what is not a record of any schema version (no id, an unknown verdict)
+    is skipped: it says nothing about speed or accuracy (the gates' and calibration's readers)."""
+    for rec in records:
+        try:
+            yield Record.coerce(rec)
+        except RecordError:
+            continue

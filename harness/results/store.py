@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from filelock import FileLock
 
 from harness.results.jsonsafe import dumps
-from harness.results.record import Record, RecordError, decode_record
+from harness.results.record import Record, RecordError, RecordLike, decode_record
 
 RESULTS_FILE = "results.jsonl"
 #: disk space a run directory sets aside for its last records and summary (``ResultsWriter``)
@@ -33,7 +33,7 @@ class ResultsFileError(ValueError):
     """results.jsonl is missing or has a corrupt line; the message names file and line."""
 
 
-def record_line(record: Record | Mapping[str, Any], **kwargs: Any) -> str:
+def record_line(record: RecordLike, **kwargs: Any) -> str:
     """One record as one line of strict JSON (no newline)."""
     return dumps(record.to_dict() if isinstance(record, Record) else dict(record), **kwargs)
 
@@ -57,7 +57,7 @@ class ResultsWriter:
         #: the first ENOSPC met (``harness.core.writable.DiskFull``), None while there is room
         self.full: Any = None
 
-    def append(self, record: Record | Mapping[str, Any]) -> None:
+    def append(self, record: RecordLike) -> None:
         """Append one record; raises ``DiskFull`` when it could not be written even with the
         reserve given back (the file then holds exactly the records before it)."""
         from harness.core.writable import DiskFull
@@ -120,7 +120,7 @@ def _truncate(path: Path, size: int) -> None:
         pass
 
 
-def write_records(path: Path, records: Iterable[Record | Mapping[str, Any]], *, sort_keys: bool = False) -> None:
+def write_records(path: Path, records: Iterable[RecordLike], *, sort_keys: bool = False) -> None:
     """A whole file of records at once (a baseline's copy), strict JSON like the writer's."""
     with Path(path).open("w", encoding="utf-8") as fh:
         fh.writelines(record_line(record, sort_keys=sort_keys) + "\n" for record in records)
@@ -175,7 +175,7 @@ def read_typed(path: Path | str, *, strict: bool = False) -> list[Record]:
 R = TypeVar("R", Record, Mapping[str, Any], dict[str, Any])
 
 
-def _case_id(record: Record | Mapping[str, Any]) -> str | None:
+def _case_id(record: RecordLike) -> str | None:
     if isinstance(record, Record):
         return record.id
     return str(record["id"]) if "id" in record else None

@@ -229,6 +229,8 @@ class ChildLoad:
 
 #: the Backend methods of one graph, which take a GraphRef
 _PER_GRAPH = ("load", "artifacts", "outputs_key")
+#: the Backend methods of a variant's graphs, which take a sequence of GraphRefs (``GraphRef.each``)
+_PER_VARIANT = ("shipped_files", "child_spec")
 
 
 def _either_spelling(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -245,6 +247,24 @@ def _either_spelling(method: Callable[..., Any]) -> Callable[..., Any]:
         if legacy:
             return method(self, ref.model, ref.family, ref.graph, ref.variant)
         return method(self, ref)
+
+    return call
+
+
+def _either_spelling_of_graphs(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` called with a sequence of GraphRefs or with ``(model, family, graphs, variant)``."""
+    import functools
+    import inspect
+
+    legacy = len(inspect.signature(method).parameters) == 5
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any) -> Any:
+        refs = tuple(args[0]) if len(args) == 1 else GraphRef.each(*args)
+        if legacy:
+            first = refs[0]
+            return method(self, first.model, first.family, [r.graph for r in refs], first.variant)
+        return method(self, refs)
 
     return call
 
@@ -287,6 +307,9 @@ class Backend(abc.ABC):
         for name in _PER_GRAPH:
             if name in cls.__dict__:
                 setattr(cls, name, _either_spelling(cls.__dict__[name]))
+        for name in _PER_VARIANT:
+            if name in cls.__dict__:
+                setattr(cls, name, _either_spelling_of_graphs(cls.__dict__[name]))
 
     @classmethod
     def validate_provider_options(cls, provider: "Provider", options: Mapping[str, str], where: str) -> None:
@@ -346,12 +369,10 @@ class Backend(abc.ABC):
         (``harness.judge.refcache``). None (the default): always run. Timing never replays."""
         return None
 
-    def shipped_files(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                      variant: "Variant") -> dict[str, int]:
-        """Bytes on disk of what a deployment of the variant ships, per file. Default: the
-        artifacts of every graph (built here first if missing)."""
-        return {name: int(info["bytes"]) for graph in graphs
-                for name, info in self.artifacts(GraphRef(model, family, graph, variant)).items()}
+    def shipped_files(self, refs: Sequence[GraphRef]) -> dict[str, int]:
+        """Bytes on disk of what a deployment of the variant ships, per file (``refs``: its graphs,
+        ``GraphRef.each``). Default: the artifacts of every graph (built here first if missing)."""
+        return {name: int(info["bytes"]) for ref in refs for name, info in self.artifacts(ref).items()}
 
     # -- fresh-process measurement (cold start, peak memory) --------------------------------------------
     @classmethod
@@ -361,10 +382,9 @@ class Backend(abc.ABC):
             return f"backend {cls.name!r} has no fresh-process loader (Backend.child_load)"
         return None
 
-    def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: "Variant") -> ChildSpec:
+    def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Parent side: the description from which :meth:`child_load` loads exactly what this
-        backend would load here (built artifacts, never an export)."""
+        backend would load here for the graphs ``refs`` (built artifacts, never an export)."""
         raise NotImplementedError(f"backend {self.name!r} has no fresh-process loader")
 
     @classmethod

@@ -43,8 +43,6 @@ from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
     from harness.export.cache import CacheEntry
-    from harness.families.base import Family, GraphSpec
-    from harness.zoo.loading import LoadedModel
 
 #: precision -> (ONNX artifact the variant compiles, INFERENCE_PRECISION_HINT)
 RECIPES: dict[Precision, tuple[Precision, str]] = {
@@ -271,10 +269,10 @@ class OpenVinoBackend(Backend):
         return out
 
     # -- fresh-process measurement -----------------------------------------------------------------------
-    def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> ChildSpec:
+    def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {g.name: self.artifacts(GraphRef(model, family, g, variant))[f"{g.name}/model.onnx"]["path"] for g in graphs}
+        paths = {r.graph.name: self.artifacts(r)[f"{r.graph.name}/model.onnx"]["path"] for r in refs}
+        variant = refs[0].variant
         return ChildSpec(paths, variant.provider.device,
                          options={"hint": RECIPES[variant.precision][1], "threads": self.ctx.intra_op_threads or 0})
 

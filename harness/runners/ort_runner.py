@@ -317,9 +317,9 @@ class OrtBackend(Backend):
         return entry
 
     def load(self, ref: GraphRef) -> GraphRunner:
-        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
+        graph, variant = ref.graph, ref.variant
         entry = self._entry(ref)
-        options, profile = self.provider_options(model, family, graph, variant, entry.directory)
+        options, profile = self.provider_options(ref, entry.directory)
         runner = OrtGraphRunner(str(entry.path()), variant.provider.device, self.ctx.intra_op_threads,
                                 self.ctx.inter_op_threads, provider_options=options, profile=profile,
                                 runtime=self.ctx.runtime, profile_prefix=self.profile_prefix(graph))
@@ -334,11 +334,11 @@ class OrtBackend(Backend):
         self.ctx.profile_dir.mkdir(parents=True, exist_ok=True)
         return str(self.ctx.profile_dir / f"ort-profile-{graph.name}")
 
-    def provider_options(self, model: "LoadedModel", family: "Family", graph: "GraphSpec", variant: Variant,
-                         cache_dir: Path) -> tuple[dict[str, str], "ShapeProfile | None"]:
+    def provider_options(self, ref: GraphRef, cache_dir: Path) -> tuple[dict[str, str], "ShapeProfile | None"]:
         """Execution-provider settings: the run's declared EP options for this provider; for
         TensorRT also the shape profile (explicit per-input min/opt/max where declared, derived
         from the graph's dynamic axes elsewhere), FP16 and the engine / timing caches."""
+        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
         declared = self.ctx.runtime.options_for(variant.provider.short)
         if variant.provider.device != "TensorrtExecutionProvider":
             return declared, None
@@ -388,10 +388,10 @@ class OrtBackend(Backend):
                 "runner": [source_digest(OrtGraphRunner), source_digest(session_options)]}
 
     # -- fresh-process measurement -----------------------------------------------------------------------
-    def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> ChildSpec:
+    def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {g.name: self.artifacts(GraphRef(model, family, g, variant))[f"{g.name}/model.onnx"]["path"] for g in graphs}
+        paths = {r.graph.name: self.artifacts(r)[f"{r.graph.name}/model.onnx"]["path"] for r in refs}
+        variant = refs[0].variant
         return ChildSpec(paths, variant.provider.device, self.ctx.intra_op_threads or 0, self.ctx.inter_op_threads or 0,
                          {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
 

@@ -385,25 +385,23 @@ class TensorRTBackend(Backend):
                                                   "tensorrt": {"version": tensorrt_version(), **engine}}
         return out
 
-    def shipped_files(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                      variant: Variant) -> dict[str, int]:
+    def shipped_files(self, refs: Sequence[GraphRef]) -> dict[str, int]:
         """A TensorRT deployment ships the engines, not the ONNX files."""
         out: dict[str, int] = {}
-        for graph in graphs:
-            runner = self._load(GraphRef(model, family, graph, variant))
-            out[f"{graph.name}/{ENGINE_FILE}"] = runner.engine_path.stat().st_size
+        for ref in refs:
+            runner = self._load(ref)
+            out[f"{ref.graph.name}/{ENGINE_FILE}"] = runner.engine_path.stat().st_size
             runner.close()
         return out
 
     # -- fresh-process measurement -----------------------------------------------------------------------
-    def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> ChildSpec:
+    def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Engine paths (built here first) and their profiles: the child deserializes, never builds."""
         graphs_spec: dict[str, Any] = {}
-        for graph in graphs:
-            runner = self._load(GraphRef(model, family, graph, variant))
+        for ref in refs:
+            runner = self._load(ref)
             profile = runner.profile
-            graphs_spec[graph.name] = {"engine": str(runner.engine_path),
+            graphs_spec[ref.graph.name] = {"engine": str(runner.engine_path),
                                        "min": {k: list(v) for k, v in profile.min.items()},
                                        "opt": {k: list(v) for k, v in profile.opt.items()},
                                        "max": {k: list(v) for k, v in profile.max.items()}}

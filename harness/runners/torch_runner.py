@@ -25,7 +25,6 @@ from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from harness.families.base import Family, GraphSpec
     from harness.zoo.loading import LoadedModel
 
 #: weight files a PyTorch deployment ships (its FP16/INT8 copies exist only in memory)
@@ -209,16 +208,16 @@ class TorchBackend(Backend):
         return TorchGraphRunner(module, graph.input_names, graph.output_names, device, dtype,
                                 fastpath=variant.precision is not Precision.INT8)
 
-    def shipped_files(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                      variant: Variant) -> dict[str, int]:
+    def shipped_files(self, refs: Sequence[GraphRef]) -> dict[str, int]:
         """The model directory's weight files: FP16 and INT8 are made in memory at load."""
-        return {p.name: p.stat().st_size for p in sorted(Path(model.path).iterdir()) if p.suffix in WEIGHT_SUFFIXES}
+        return {p.name: p.stat().st_size for p in sorted(Path(refs[0].model.path).iterdir())
+                if p.suffix in WEIGHT_SUFFIXES}
 
     # -- fresh-process measurement -----------------------------------------------------------------------
-    def child_spec(self, model: "LoadedModel", family: "Family", graphs: Sequence["GraphSpec"],
-                   variant: Variant) -> ChildSpec:
+    def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Model name and cache dir: the child loads the weights itself, as a service would."""
-        return ChildSpec([g.name for g in graphs], None, self.ctx.intra_op_threads or 0,
+        variant = refs[0].variant
+        return ChildSpec([r.graph.name for r in refs], None, self.ctx.intra_op_threads or 0,
                          self.ctx.inter_op_threads or 0,
                          {"model": variant.model, "precision": variant.precision.value,
                           "provider": variant.provider.short,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.core import DEFAULT_PRECISIONS, UsageError, split_csv
+from harness.core.markdown import table
 from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
 from harness.runners import DEFAULT_PROVIDERS
 
@@ -412,6 +413,27 @@ def _scalar_parsing(o: Option) -> dict[str, Any]:
     return {}
 
 
+def spaced_list_value(args: Sequence[str], is_path: Callable[[str], bool]) -> str | None:
+    """The one-line error for ``--harness-precisions fp32 int8``: pytest reads one value per
+    option, so ``int8`` becomes a test path and the session ends ``file or directory not found:
+    int8``. Accepting space-separated values (``nargs``) is not safe in pytest: the option would
+    swallow the test paths that follow it (``--harness-models a b tests/``, where a model may be
+    a path too). So lists take commas, and a word after a list option's value that is no path
+    (``is_path``) is named with the spelling that works."""
+    flags = {o.pytest_flag for o in OPTIONS if o.kind in (Kind.LIST, Kind.INT_LIST) and o.on_cli}
+    for i, word in enumerate(args[:-2]):
+        if word in flags and not args[i + 1].startswith("-") and not args[i + 2].startswith("-") \
+                and not is_path(args[i + 2]):
+            values = [args[i + 1]]
+            for extra in args[i + 2:]:
+                if extra.startswith("-") or is_path(extra):
+                    break
+                values.append(extra)
+            return (f"{word} {' '.join(values)}: pytest takes one value per option and reads "
+                    f"{values[1]!r} as a test path; write {word}={','.join(values)}")
+    return None
+
+
 def pytest_values(config: Any, group: Group | None = None) -> dict[str, Any]:
     """The options this pytest session set explicitly, parsed: ``{name: value}``."""
     out: dict[str, Any] = {}
@@ -554,15 +576,15 @@ def _plain(text: str) -> bool:
 
 def docs_table(group: Group) -> str:
     """docs/options.md: ``group``'s options as a Markdown table (generated, never hand-written)."""
-    lines = ["| `harness run` | pytest | config `[run]` | default | changes results | what |", "|---|---|---|---|---|---|"]
+    rows = []
     for o in in_group(group):
         cli = f"`{o.flag}`" if o.on_cli else "–"
         pytest_flag = f"`{o.pytest_flag}`" if o.on_cli else "–"
         config = f"`{o.name}`" if o.in_config else "–"
         default = f"`{o.describe_default()}`" if o.describe_default() else "–"
         changes = {Rerun.NEVER: "no", Rerun.CASE: "yes (the case)", Rerun.GIVEN: "yes", Rerun.ALWAYS: "yes"}[o.rerun]
-        lines.append(f"| {cli} | {pytest_flag} | {config} | {default} | {changes} | {o.help.replace('%%', '%')} |")
-    return "\n".join(lines)
+        rows.append([cli, pytest_flag, config, default, changes, o.help.replace("%%", "%")])
+    return "\n".join(table(["`harness run`", "pytest", "config `[run]`", "default", "changes results", "what"], rows))
 
 
 _CONFIG_TYPES = {Kind.LIST: "list of names", Kind.INT: "int", Kind.FLOAT: "number", Kind.TEXT: "string", Kind.CHOICE: "one of",
@@ -571,7 +593,7 @@ _CONFIG_TYPES = {Kind.LIST: "list of names", Kind.INT: "int", Kind.FLOAT: "numbe
 
 def config_docs_table() -> str:
     """docs/config.md: the ``[run]`` keys (the config options of the table)."""
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    rows = []
     for o in OPTIONS:
         if not o.in_config:
             continue
@@ -583,8 +605,8 @@ def config_docs_table() -> str:
         elif o.above is not None:
             kind += f" > {o.above:g}"
         default = f"`{o.describe_default()}`" if o.describe_default() else "–"
-        lines.append(f"| `{o.name}` | {kind} | {default} | {o.help} |")
-    return "\n".join(lines)
+        rows.append([f"`{o.name}`", kind, default, o.help])
+    return "\n".join(table(["key", "type", "default", "meaning"], rows))
 
 
 # -- the typed values: harness/core/values.py is generated from the table -----------------------

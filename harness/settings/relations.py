@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from harness.core import UsageError
+from harness.core.markdown import table
 
 
 class Rule(str, enum.Enum):
@@ -89,9 +90,9 @@ def check_relations(values: Mapping[str, Any], spell: Callable[[str], str], comm
 
 def docs_table() -> str:
     """docs/options.md: the relations as a Markdown table (generated)."""
-    lines = ["| option | rule | with | when broken | why |", "|---|---|---|---|---|"]
+    rows = []
     for rel in RELATIONS:
         flag = ("--" if rel.commands != ("check",) else "harness check --") + rel.option.replace("_", "-")
         others = ", ".join(f"`--{o.replace('_', '-')}`" for o in rel.others)
-        lines.append(f"| `{flag}` | {rel.rule.value} | {others} | {rel.severity.value} | {rel.why} |")
-    return "\n".join(lines)
+        rows.append([f"`{flag}`", rel.rule.value, others, rel.severity.value, rel.why])
+    return "\n".join(table(["option", "rule", "with", "when broken", "why"], rows))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from harness.core import UsageError, did_you_mean
+from harness.core.markdown import table
 from harness.core.runtime import (
     AXES,
     SECTIONS,
@@ -117,15 +118,13 @@ def docs_table() -> str:
     from harness.settings.options import option
 
     keys = runtime_keys()
-    lines = ["| section (declared in) | key (`[run]`, `[models.<name>.runtime]`) | `harness run` | default | "
-             "in `settings.runtime` | what |", "|---|---|---|---|---|---|"]
+    lines: list[list[str]] = []
 
-    def row(owner: str, name: str, field: str, recorded: bool) -> str:
+    def row(owner: str, name: str, field: str, recorded: bool) -> list[str]:
         o = option(name)
         default = o.describe_default() or "–"
         record = f"yes (`{field}`)" if recorded else "no (the rerun repeats it)"
-        return (f"| {owner} | `{name}` | `{o.flag}` | `{default}` | {record} | "
-                f"{o.help.replace('%%', '%').replace('|', '/')} |")
+        return [owner, f"`{name}`", f"`{o.flag}`", f"`{default}`", record, o.help.replace("%%", "%").replace("|", "/")]
 
     for i, (name, field) in enumerate(SHARED_OPTIONS.items()):
         lines.append(row("shared (`core/runtime.py`)" if i == 0 else "", name, field, True))
@@ -133,4 +132,5 @@ def docs_table() -> str:
         owner = f"`{cls.section}`: {cls.doc} (`{cls.__module__.removeprefix('harness.')}.{cls.__qualname__}`)"
         for i, (name, field) in enumerate((n, f) for n, f in cls.options().items() if n in keys):
             lines.append(row(owner if i == 0 else "", name, field, cls.info(field).recorded))
-    return "\n".join(lines)
+    return "\n".join(table(["section (declared in)", "key (`[run]`, `[models.<name>.runtime]`)", "`harness run`", "default",
+                            "in `settings.runtime`", "what"], lines))

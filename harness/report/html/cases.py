@@ -1,24 +1,27 @@
 """Failures and errors first, each with what a reviewer needs to act: the failed checks (metric,
 value, threshold), the worst element, the worst sentences with their differing characters
-marked, the rerun command and links to the batch the run saved. Then every case in one table."""
+marked, the rerun command and links to the batch the run saved. Then every case in one table.
+The markup is in ``templates/failures.html.j2`` and ``cases.html.j2`` (autoescape on); this
+module picks and orders what they show."""
 
 from __future__ import annotations
 
 import os
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from harness.report.html.diff import highlight
 from harness.report.html.grid import SEVERITY, anchor
 from harness.report.html.headline import format_number, headline
+from harness.report.html.templating import markup, render
 from harness.report.text import printable
 from harness.results import Record
 from harness.results.sections import Evidence, Generation, Judged
 
 
 def _text(value: Any) -> str:
-    return escape(printable(str(value if value is not None else ""), keep_newlines=True))
+    """A record's value as printable text (the template escapes it)."""
+    return printable(str(value if value is not None else ""), keep_newlines=True)
 
 
 def locate(path: str, run_dir: Path | None) -> Path | None:
@@ -73,97 +76,68 @@ def _files(record: Record, run_dir: Path | None, report_dir: Path | None) -> lis
     return out
 
 
-def _checks_table(record: Record) -> str:
+def _checks(record: Record) -> dict[str, Any]:
+    """The failing checks first, then passing ones up to six rows; ``more``: the passing ones left out."""
     checks = sorted(record.checks(), key=lambda c: (c.passed, c.subject, c.metric))
-    if not checks:
-        return ""
     failing = [c for c in checks if not c.passed]
     shown = failing + [c for c in checks if c.passed][: max(0, 6 - len(failing))]
-    rows = "".join(
-        f'<tr class="{"bad" if not c.passed else "ok"}"><td>{_text(c.subject)}</td><td>{_text(c.metric)}</td>'
-        f"<td class=\"num\">{format_number(c.value)}</td><td>{_text(c.op)} {format_number(c.threshold, 6)}</td>"
-        f"<td>{'FAIL' if not c.passed else 'ok'}</td></tr>" for c in shown)
-    more = len(checks) - len(shown)
-    tail = f"<p class=\"muted\">{more} more passing check(s) not shown</p>" if more > 0 else ""
-    return ("<table class=\"checks\"><thead><tr><th>output</th><th>metric</th><th>value</th><th>threshold</th>"
-            f"<th></th></tr></thead><tbody>{rows}</tbody></table>{tail}")
+    return {"rows": [{"passed": c.passed, "subject": _text(c.subject), "metric": _text(c.metric),
+                      "value": format_number(c.value), "op": _text(c.op), "threshold": format_number(c.threshold, 6)}
+                     for c in shown],
+            "more": len(checks) - len(shown)}
 
 
-def _worst(record: Record) -> str:
+def _worst(record: Record) -> list[tuple[str, str]]:
     worst = Judged.of(record).worst
     if not worst:
-        return ""
+        return []
     failing_subjects = {c.subject.replace("/", ".") for c in record.checks() if not c.passed}
     items = [(k, v) for k, v in worst.items() if k in failing_subjects] or list(worst.items())[:3]
-    return "<ul class=\"worst\">" + "".join(
-        f"<li>worst element of <code>{_text(k)}</code>: {_text(v)}</li>" for k, v in items) + "</ul>"
+    return [(_text(k), _text(v)) for k, v in items]
 
 
-def _pairs(record: Record) -> str:
-    pairs = Generation.of(record).worst_pairs
-    if not pairs:
-        return ""
-    rows = []
-    for p in pairs:
+def _pairs(record: Record) -> list[dict[str, Any]]:
+    """The worst sentences, their differing tokens marked (``diff.highlight``: escaped markup)."""
+    out = []
+    for p in Generation.of(record).worst_pairs:
         ref, got = highlight(printable(str(p.get("pytorch") or "")), printable(str(p.get("variant") or "")))
-        rows.append(f"<tr><td>{_text(p.get('index', ''))}</td><td>{_text(p.get('source'))}</td>"
-                    f"<td class=\"text\">{ref}</td><td class=\"text\">{got}</td>"
-                    f"<td class=\"num\">{_text(p.get('edit_distance', ''))}</td></tr>")
-    return ("<table class=\"pairs\"><thead><tr><th>#</th><th>source</th><th>PyTorch</th><th>variant</th>"
-            f"<th>edits</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+        out.append({"index": _text(p.get("index", "")), "source": _text(p.get("source")), "reference": markup(ref),
+                    "variant": markup(got), "edits": _text(p.get("edit_distance", ""))})
+    return out
 
 
-def _forensics(record: Record) -> str:
+def _forensics(record: Record) -> list[dict[str, Any]]:
     """The divergent step of the worst sentences (``data.generation_forensics``): both sides' top-k
     side by side, the variant's chosen token and the reference's top-1 marked, and the near-tie call."""
-    entries = Generation.of(record).forensics
-    if not entries:
-        return ""
-    parts = []
-    for e in entries:
+    out = []
+    for e in Generation.of(record).forensics:
         ref, var = e.get("reference") or {}, e.get("variant") or {}
         marked = {ref.get("chosen"), var.get("chosen")}
 
-        def cell(c: Any, marked: set[Any] = marked) -> str:
-            text = f"{_text(c.get('id'))} <code>{_text(c.get('token'))}</code>"
-            text = f"<b>{text}</b>" if c.get("id") in marked else text
-            return (f"<td>{text}</td><td class=\"num\">{format_number(c.get('logit'))}</td>"
-                    f"<td class=\"num\">{format_number(c.get('logprob'))}</td>")
+        def cell(tops: list[Any], i: int, marked: set[Any] = marked) -> dict[str, Any] | None:
+            if i >= len(tops):
+                return None
+            c = tops[i]
+            return {"id": _text(c.get("id")), "token": _text(c.get("token")), "marked": c.get("id") in marked,
+                    "logit": format_number(c.get("logit")), "logprob": format_number(c.get("logprob"))}
 
         ref_top, var_top = list(ref.get("top") or []), list(var.get("top") or [])
-        rows = "".join(
-            f"<tr><td>{i + 1}</td>{cell(ref_top[i]) if i < len(ref_top) else '<td></td>' * 3}"
-            f"{cell(var_top[i]) if i < len(var_top) else '<td></td>' * 3}</tr>"
-            for i in range(max(len(ref_top), len(var_top))))
-        tie = "near-tie" if e.get("near_tie") else "clear decision"
-        parts.append(
-            f"<p>sentence {_text(e.get('index'))}, step {_text(e.get('step'))}: the reference scored its token "
-            f"{_text(ref.get('chosen'))} above the variant's {_text(var.get('chosen'))} by "
-            f"{format_number(e.get('reference_margin'))} logits (<b>{tie}</b>, threshold "
-            f"{_text(e.get('near_tie_margin'))}); largest logit error there {format_number(e.get('logit_error'))}</p>"
-            "<table class=\"forensics\"><thead><tr><th>rank</th><th>PyTorch token</th><th>logit</th>"
-            "<th>log-prob</th><th>variant token</th><th>logit</th><th>log-prob</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
-    return "<div class=\"forensics\"><p>first divergent step (teacher-forced on the common prefix):</p>" + "".join(
-        parts) + "</div>"
+        out.append({"index": _text(e.get("index")), "step": _text(e.get("step")), "ref_chosen": _text(ref.get("chosen")),
+                    "var_chosen": _text(var.get("chosen")), "margin": format_number(e.get("reference_margin")),
+                    "tie": "near-tie" if e.get("near_tie") else "clear decision",
+                    "near_tie_margin": _text(e.get("near_tie_margin")), "logit_error": format_number(e.get("logit_error")),
+                    "rows": [(cell(ref_top, i), cell(var_top, i)) for i in range(max(len(ref_top), len(var_top)))]})
+    return out
 
 
 def render_failures(records: list[Record], run_dir: Path | None, report_dir: Path | None) -> str:
+    """One card per failing/erroring case, worst first (``templates/failures.html.j2``)."""
     failed = sorted((r for r in records if r.failed), key=lambda r: (SEVERITY.get(r.verdict, 9), r.id))
-    if not failed:
-        return '<section id="failures"><h2>Failures</h2><p class="muted">none</p></section>'
-    cards = []
-    for r in failed:
-        files = _files(r, run_dir, report_dir)
-        links = ("<p>saved: " + ", ".join(f'<a href="{escape(h)}">{_text(label)}</a>' for label, h in files) + "</p>"
-                 if files else "")
-        rerun = f"<p>rerun:</p><pre class=\"rerun\">{_text(r.rerun)}</pre>" if r.rerun else ""
-        cards.append(
-            f'<article class="failure v-{escape(r.verdict)}" id="{anchor(r.id)}" data-case="{escape(r.id)}">'
-            f"<h3><span class=\"badge v-{escape(r.verdict)}\">{escape(r.verdict.upper())}</span> {_text(r.id)}</h3>"
-            f"<pre class=\"reason\">{_text(r.reason.strip())}</pre>{_checks_table(r)}{_worst(r)}{_pairs(r)}{_forensics(r)}"
-            f"{rerun}{links}</article>")
-    return f'<section id="failures"><h2>Failures and errors ({len(failed)})</h2>{"".join(cards)}</section>'
+    cards = [{"verdict": r.verdict, "anchor": anchor(r.id), "id": _text(r.id), "reason": _text(r.reason.strip()),
+              "checks": _checks(r), "worst": _worst(r), "pairs": _pairs(r), "forensics": _forensics(r),
+              "rerun": _text(r.rerun) if r.rerun else "",
+              "files": [(_text(label), href) for label, href in _files(r, run_dir, report_dir)]} for r in failed]
+    return render("failures.html.j2", cards=cards)
 
 
 def _peak(record: Record) -> str:
@@ -171,23 +145,17 @@ def _peak(record: Record) -> str:
     from harness.report.memory import gb, peak_bytes
 
     peak = peak_bytes(record)
-    return escape(gb(peak)) if peak is not None else ""
+    return gb(peak) if peak is not None else ""
 
 
 def render_case_table(records: list[Record]) -> str:
-    ordered = sorted(records, key=lambda r: (SEVERITY.get(r.verdict, 9), r.suite or "", r.id))
+    """Every case, worst first (``templates/cases.html.j2``); a failing case's anchor is its card."""
     rows = []
-    for r in ordered:
+    for r in sorted(records, key=lambda r: (SEVERITY.get(r.verdict, 9), r.suite or "", r.id)):
         h = headline(r)
-        ident = "" if r.failed else f' id="{anchor(r.id)}"'
-        rows.append(
-            f'<tr{ident} class="v-{escape(r.verdict)}" data-case="{escape(r.id)}"><td>{_text(r.id)}</td>'
-            f"<td>{escape(r.verdict)}</td><td>{_text(h.metric) if h else ''}</td>"
-            f"<td class=\"num\">{format_number(h.value) if h else ''}</td>"
-            f"<td>{_text(f'{h.op} {format_number(h.threshold, 6)}') if h and h.threshold is not None else ''}</td>"
-            f"<td class=\"num\">{r.duration_s:.2f}</td><td class=\"num\">{_peak(r)}</td>"
-            f"<td>{_text(r.first_reason_line[:200])}</td></tr>")
-    return ('<section id="cases"><h2>All cases</h2><table class="cases"><thead><tr><th>case</th><th>verdict</th>'
-            "<th>headline metric</th><th>value</th><th>threshold</th><th>s</th><th>peak RSS</th><th>reason</th>"
-            "</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></section>")
+        rows.append({"anchor": "" if r.failed else anchor(r.id), "verdict": r.verdict, "id": _text(r.id),
+                     "metric": _text(h.metric) if h else "", "value": format_number(h.value) if h else "",
+                     "threshold": _text(f"{h.op} {format_number(h.threshold, 6)}") if h and h.threshold is not None
+                     else "", "seconds": f"{r.duration_s:.2f}", "peak": _peak(r),
+                     "reason": _text(r.first_reason_line[:200])})
+    return render("cases.html.j2", rows=rows)

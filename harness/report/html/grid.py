@@ -4,9 +4,10 @@ by its worst verdict, listing each suite's case with its headline number (a link
 from __future__ import annotations
 
 from collections import defaultdict
-from html import escape
+from typing import Any
 
 from harness.report.html.headline import headline
+from harness.report.html.templating import render
 from harness.report.variants import precision_rank, split_variant
 from harness.results import Record
 
@@ -41,24 +42,19 @@ def render_grid(records: list[Record]) -> str:
     models = sorted({k[0] for k in cells})
     # precision order FP32 -> FP16 -> INT8, then provider (a runtime-setting variant beside its provider)
     columns = sorted({(k[1], k[2]) for k in cells}, key=lambda c: (precision_rank(c[0]), c[1]))
-    head = "".join(f"<th scope=\"col\">{escape(p)}<br><small>{escape(q)}</small></th>" for p, q in columns)
-    rows = []
-    for model in models:
-        tds = []
-        for precision, provider in columns:
-            found = cells.get((model, precision, provider), [])
-            if not found:
-                tds.append('<td class="empty">–</td>')
-                continue
-            worst = min(found, key=lambda r: SEVERITY.get(r.verdict, 9)).verdict
-            lines = []
-            for r in sorted(found, key=lambda r: (SEVERITY.get(r.verdict, 9), r.suite or "")):
-                h = headline(r)
-                number = escape(h.text()) if h else escape(r.first_reason_line[:60])
-                lines.append(f'<a class="case v-{escape(r.verdict)}" href="#{anchor(r.id)}" '
-                             f'title="{escape(r.id)}"><b>{escape(case_label(r))}</b> {number}</a>')
-            tds.append(f'<td class="cell v-{escape(worst)}" data-verdict="{escape(worst)}" '
-                       f'data-variant="{escape(found[0].variant or "")}">{"".join(lines)}</td>')
-        rows.append(f"<tr><th scope=\"row\">{escape(model)}</th>{''.join(tds)}</tr>")
-    return (f'<section id="overview"><h2>Overview</h2><table class="grid"><thead><tr><th>model</th>{head}</tr>'
-            f"</thead><tbody>{''.join(rows)}</tbody></table></section>")
+    rows = [(model, [_cell(cells.get((model, precision, provider), [])) for precision, provider in columns])
+            for model in models]
+    return render("grid.html.j2", columns=columns, rows=rows)
+
+
+def _cell(found: list[Record]) -> dict[str, Any] | None:
+    """One grid cell: its worst verdict and its cases, worst first (None: no such variant)."""
+    if not found:
+        return None
+    cases = []
+    for r in sorted(found, key=lambda r: (SEVERITY.get(r.verdict, 9), r.suite or "")):
+        h = headline(r)
+        cases.append({"verdict": r.verdict, "anchor": anchor(r.id), "id": r.id, "label": case_label(r),
+                      "number": h.text() if h else r.first_reason_line[:60]})
+    return {"worst": min(found, key=lambda r: SEVERITY.get(r.verdict, 9)).verdict, "variant": found[0].variant or "",
+            "cases": cases}

@@ -30,9 +30,15 @@ class Headline:
     unit: str = ""
 
     def text(self) -> str:
+        """``norm_max_abs 0.0155 <= 0.15``; a time, size or rate through its unit's formatter
+        (``harness.report.units``: ``load_ms 10.1 s <= 15 s``, not ``1.007e+04 ms``)."""
+        from harness.report.units import FORMATTERS, fmt
+
+        if self.unit in FORMATTERS:
+            gate = f" {self.op} {fmt(self.threshold, self.unit)}" if self.threshold is not None else ""
+            return f"{self.metric} {fmt(self.value, self.unit)}{gate}"
         gate = f" {self.op} {format_number(self.threshold, 6)}" if self.threshold is not None else ""
-        unit = f" {self.unit}" if self.unit in ("ms", "MiB") else ""
-        return f"{self.metric} {format_number(self.value)}{unit}{gate}"
+        return f"{self.metric} {format_number(self.value)}{gate}"
 
 
 def format_number(value: float | None, digits: int = 4) -> str:

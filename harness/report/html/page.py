@@ -1,11 +1,11 @@
 """The report page: verdict banner, overview grid, failures first, performance plots, trends,
-every case. One self-contained file: inline CSS, inline SVG, no script, no external asset; every
-string from a record is HTML-escaped where it is placed."""
+every case. One self-contained file: inline CSS, inline SVG, no script, no external asset; the
+shell is ``templates/report.html.j2`` (Jinja2, autoescape on: every string from a record is
+escaped where it is placed; the sections are the other renderers' markup)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -14,10 +14,10 @@ from harness.report.html.cases import render_case_table, render_failures
 from harness.report.html.grid import render_grid
 from harness.report.html.headline import headline
 from harness.report.html.perf import render_perf
+from harness.report.html.templating import markup, render
 from harness.report.summary import ORDER, status_line
 from harness.report.text import printable
 from harness.results import Record
-from harness.results.record import run_green
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.interrupts import Interruption
@@ -54,27 +54,17 @@ figcaption { font-size: 12px; color: #555; }
 """
 
 
-def _banner(records: list[Record], interruption: Interruption | None = None, unfinished: int = 0) -> str:
-    state = "empty" if not records else "failed" if interruption or not run_green(r.verdict for r in records) \
-        else "passed"  # the rule summary.md's status line and the exit code follow (all skipped: failed)
-    counts = Counter(r.verdict for r in records)
-    counts["not-run"] += unfinished
-    tally = "".join(f'<span class="v-{v}">{counts.get(v, 0)} {v}</span>' for v in ORDER)
-    return (f'<div class="banner {state}" id="verdict" data-state="{state}">'
-            f'{escape(status_line(records, interruption=interruption))}</div>'
-            f'<p class="counts">{tally}</p>')
-
-
-def _env(records: list[Record]) -> str:
+def _env(records: list[Record]) -> dict[str, str] | None:
+    """The environment line's fields (None: the records carry no environment)."""
     envs = {r.fingerprint for r in records if r.fingerprint}
     env = next((r.env for r in records if r.env), {})
     if not env:
-        return ""
+        return None
     versions = env.get("versions")
     shown = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, Mapping) else ""
-    mixed = f" — {len(envs)} different environments" if len(envs) > 1 else ""
-    return (f'<p class="env">{escape(printable(env.get("cpu", "?")))}, {escape(str(env.get("cores", "?")))} cores; '
-            f'{escape(printable(shown))} (fingerprint <code>{escape(str(env.get("fingerprint")))}</code>){escape(mixed)}</p>')
+    return {"cpu": printable(env.get("cpu", "?")), "cores": str(env.get("cores", "?")), "versions": printable(shown),
+            "fingerprint": str(env.get("fingerprint")),
+            "mixed": f" — {len(envs)} different environments" if len(envs) > 1 else ""}
 
 
 def trend_metrics(records: Iterable[Record]) -> list[tuple[str, str]]:
@@ -111,10 +101,11 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
 
     sections.append(coverage_html(recs))
     sections.append(render_case_table(recs))
-    nav = "".join(f'<a href="#{s}">{s}</a>' for s in ("overview", "failures", "perf", "trends", "coverage", "cases")
-                  if f'id="{s}"' in "".join(sections))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body><h1>{escape(title)}</h1>"
-            f"{_banner(recs, interruption, len(unfinished))}{_env(recs)}<nav>{nav}</nav>\n" + "\n".join(s for s in sections if s)
-            + "\n</body></html>\n")
+    shown = [s for s in sections if s]
+    nav = [s for s in ("overview", "failures", "perf", "trends", "coverage", "cases") if f'id="{s}"' in "".join(shown)]
+    state = "empty" if not recs else "failed" if any(r.failed for r in recs) or interruption else "passed"
+    counts = Counter(r.verdict for r in recs)
+    counts["not-run"] += len(unfinished)
+    return render("report.html.j2", title=title, css=markup(CSS), state=state,
+                  status=status_line(recs, interruption=interruption), tally=[(v, counts.get(v, 0)) for v in ORDER],
+                  env=_env(recs), nav=nav, sections=[markup(s) for s in shown])

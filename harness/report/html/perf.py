@@ -1,14 +1,15 @@
 """The performance section: latency distributions (CDF per variant, p50/p99 marked) from the raw
 samples every latency record keeps, cold start and memory bars, and throughput (tokens/s of the
-generation cases, calls/s of the latency cases). Absent when the run measured none of these."""
+generation cases, calls/s of the latency cases). Absent when the run measured none of these.
+Markup: ``templates/perf.html.j2``; the figures are matplotlib's SVG (``plots``)."""
 
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import Any, Mapping
 
 from harness.report.html import plots
+from harness.report.html.templating import markup, render
 from harness.report.tables import perf_numbers
 from harness.results import Record
 from harness.results.sections import Generation, PerfHeadlines
@@ -59,19 +60,16 @@ def _throughput(records: list[Record]) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def _latency_table(series: dict[str, dict[str, list[float]]], records: list[Record]) -> str:
+def _latency_rows(records: list[Record]) -> list[tuple[str, str, list[str]]]:
+    """(variant, measurement, [n, p50, p90, p99, mean, cv]) of every latency summary."""
     rows = []
     for r in records:
         for key, value in r.perf.items():
             summary = value.get("summary") if isinstance(value, Mapping) else None
-            if not isinstance(summary, Mapping):
-                continue
-            cells = "".join(f"<td class=\"num\">{_fmt(summary.get(s))}</td>" for s in ("n", "p50", "p90", "p99", "mean", "cv"))
-            rows.append(f"<tr><td>{escape(r.variant or r.id)}</td><td>{escape(key)}</td>{cells}</tr>")
-    if not rows:
-        return ""
-    return ("<table class=\"perf\"><thead><tr><th>variant</th><th>measurement</th><th>n</th><th>p50 ms</th>"
-            f"<th>p90 ms</th><th>p99 ms</th><th>mean ms</th><th>cv</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            if isinstance(summary, Mapping):
+                cells = [_fmt(summary.get(s)) for s in ("n", "p50", "p90", "p99", "mean", "cv")]
+                rows.append((r.variant or r.id, str(key), cells))
+    return rows
 
 
 def _fmt(value: Any) -> str:
@@ -84,11 +82,9 @@ def render_perf(records: list[Record]) -> str:
     throughput = _throughput(records)
     if not perf and not throughput:
         return ""
-    parts = []
     series = _latency_series(perf)
-    for key in sorted(series, key=lambda k: (k != "latency_ms", k))[:MAX_CDFS]:
-        parts.append(plots.latency_cdf(series[key], f"latency distribution: {key}"))
-    parts.append(_latency_table(series, perf))
+    cdfs = [plots.latency_cdf(series[key], f"latency distribution: {key}")
+            for key in sorted(series, key=lambda k: (k != "latency_ms", k))[:MAX_CDFS]]
     cold = {}
     memory = {}
     for r in perf:
@@ -100,10 +96,12 @@ def render_perf(records: list[Record]) -> str:
         peak = headlines.peak_rss_bytes
         if peak is not None:
             memory[name] = [peak / MiB]
+    bars = []
     if cold:
-        parts.append(plots.bars(cold, ["load", "first inference"], "cold start (fresh process)", "ms"))
+        bars.append(plots.bars(cold, ["load", "first inference"], "cold start (fresh process)", "ms"))
     if memory:
-        parts.append(plots.bars(memory, ["peak RSS"], "peak memory (fresh process)", "MiB"))
-    for unit, bars in sorted(throughput.items()):
-        parts.append(plots.bars(bars, ["throughput"], f"throughput ({unit})", unit))
-    return f'<section id="perf"><h2>Performance</h2>{"".join(parts)}</section>'
+        bars.append(plots.bars(memory, ["peak RSS"], "peak memory (fresh process)", "MiB"))
+    for unit, values in sorted(throughput.items()):
+        bars.append(plots.bars(values, ["throughput"], f"throughput ({unit})", unit))
+    return render("perf.html.j2", cdfs=[markup(f) for f in cdfs], latency=_latency_rows(perf),
+                  bars=[markup(f) for f in bars])

@@ -34,18 +34,18 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def to_svg(fig: Figure, label: str) -> str:
-    """The figure as an ``<svg>`` element (no XML prolog) with an accessible label."""
-    import html
-
+    """The figure as an ``<svg>`` element (no XML prolog) with an accessible label
+    (``templates/figure.html.j2``; matplotlib escapes the text inside the SVG itself)."""
     import matplotlib
+
+    from harness.report.html.templating import markup, render
 
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "harness", "font.size": 9}):
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     svg = buffer.getvalue()
     start = svg.find("<svg")
-    return (f'<figure class="plot" aria-label="{html.escape(label)}">'
-            f"{svg[start:]}</figure>")
+    return render("figure.html.j2", label=label, svg=markup(svg[start:])).rstrip("\n")
 
 
 def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:

@@ -1,4 +1,5 @@
-"""The one Markdown table writer of the report renderers (summary.md and its sections).
+"""The one Markdown table writer: summary.md and its sections, the gates' reports (perf, accuracy),
+`harness compare`, `harness bench`, the check report and the generated docs tables.
 
 Cells arrive as text the caller made safe for its column (``summary._md`` for corpus text,
 ``summary._code`` for ids); the writer only escapes a pipe that would end a cell early and

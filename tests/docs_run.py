@@ -1,0 +1,399 @@
+"""What the docs test needs to *run* the commands of README.md, docs/ and examples/.
+
+A document's commands run in document order, in one sandbox directory per document, against
+the test session's warm ``HARNESS_CACHE``: a command that reads what an earlier one wrote
+(``harness run --out reports/nightly && harness baseline compare reports/nightly``) finds it.
+What the reader is assumed to have *before* the first command (their own model directory, an
+exported file, earlier runs, a history database) is the document's premise: built here from the
+tiny models the docs name (bert-tiny stands for "your model"), only for the paths a document's
+commands mention.
+
+Every command runs unless :data:`NOT_RUN` (or a GPU word, :data:`GPU_REASONS`) says precisely
+why it cannot run here; a :data:`NOT_RUN` entry no command matches any more fails the test, so the
+list cannot go stale, and a new command is run by default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+#: a GPU word in a command and why that command cannot run on a CPU machine
+GPU_REASONS = {
+    "ort_cuda": "needs the CUDA execution provider (onnxruntime-gpu and an NVIDIA GPU)",
+    "ort_trt": "needs the TensorRT execution provider (onnxruntime-gpu, TensorRT and an NVIDIA GPU)",
+    "trt_native": "needs TensorRT and an NVIDIA GPU",
+    "'.[gpu]'": "installs the gpu extra (tensorrt, onnxruntime-gpu): needs a package index and a GPU",
+    "gpu_check": "needs an NVIDIA GPU",
+}
+
+#: shell variables the docs' scripts set, as the sandbox spells them
+VARIABLES = {"out": "reports/nightly-2026-12-01"}
+
+#: commands (their exact text, after splitting ``&&``/``;``) that cannot run here, and why
+NOT_RUN: dict[str, str] = {
+    'pip install torch==2.13.0 -e ".[test]"': "installs packages into the test's own environment from an index "
+                                              "(.ci/run runs this install first)",
+    "pip install ./model-harness": "installs packages into the test's own environment (.ci/run installs the "
+                                   "checkout the same way: pip install -e .)",
+    "pip install '.[openvino]'": "installs packages into the test's own environment (.ci/run installs the "
+                                 "openvino extra)",
+    "pytest tests -n 2": "the harness's own test suite: the command this test is part of",
+    "harness bench": "the benchmark suite: interleaved timings of the whole default zoo (minutes); "
+                     "tests/test_bench_check.py runs it on one tiny model",
+    "harness bench --providers torch_cpu ort_cpu ov_cpu --threads 1": "the benchmark suite on three runtimes "
+                                                                      "(minutes); tests/test_bench_check.py runs it "
+                                                                      "on one tiny model",
+    "python scripts/measure_accuracy_noise.py --out /tmp/noise --analyse": "analyses the runs of a 25-minute "
+                                                                           "measurement (the command before it)",
+    "python scripts/bench_large_model.py": "a 13-minute benchmark of 2-16-layer models",
+    "python scripts/bench_gate_power.py": "a benchmark: 10 + 10 trials of 1000 timed calls per side (minutes)",
+    "python scripts/bench_gate_power.py --trials 30 --samples 400 --seed 1 --slowdown 0.10 --burners 1 -v "
+    "--json out.json": "a benchmark: 30 + 30 trials with a CPU burner (minutes)",
+    "python scripts/bench_rerun.py --repeats 2": "a benchmark: two full default runs (minutes)",
+    "python scripts/bench_scaling.py": "a benchmark of xdist scaling on the default zoo (minutes)",
+    "harness perf-compare model.onnx --env-a /work/venv-ort132/bin/python --env-b /work/venv-ort133/bin/python "
+    "--pairs 20": "needs two Python environments with different onnxruntime versions installed",
+    "harness history add reports/run-* --db postgresql://ci@db/harness": "needs the PostgreSQL server `db` of the "
+                                                                         "example (tests/test_history_pg.py runs "
+                                                                         "the history on a real one)",
+    "harness repro reports/run-x/cases/<case>/repro-model": "a placeholder (`<case>`) for the reader's failing case",
+    "harness run --models marian-tiny llama-tiny --precisions int8 --providers ort_cpu":
+        "over this test's CI budget: logits, generation and embedding parity of two generative models at the "
+        "default 32 samples (tests/test_generate.py and tests/test_plugin.py run these suites)",
+    "harness check --reference ./opus-mt-en-de --onnx ./optimum-out/ --precision int8 --provider ort_cpu":
+        "needs the reader's Marian export in optimum's layout (tests/test_check.py builds one and checks it)",
+    "harness check --reference minilm-l6 --onnx ./minilm.onnx --corpus ./data/queries.txt --samples 64":
+        "needs the reader's MiniLM export and query file (tests/test_minilm.py checks MiniLM exports)",
+    "harness check --reference marian-tiny --onnx ./tied/ --no-generation":
+        "needs the reader's Marian export with tied axes (tests/test_check.py builds one and checks it)",
+    "harness check --reference ./my-model --onnx ./exported/model.onnx --out reports/check":
+        "the paragraph's export fails (exit 1) and a faithful one passes here; tests/test_check_evidence.py runs "
+        "this check on a perturbed export and repro on its bundle",
+    'harness repro "reports/check/cases/check[my-model-fp32-ort_cpu]/repro-model"':
+        "the bundle of the failing check before it (tests/test_check_evidence.py runs repro on such a bundle)",
+    "harness run --models /tmp/bench2/work/llama-16l ...":
+        "the 16-layer Llama that scripts/bench_large_model.py (the command before it, 13 minutes) builds",
+    'harness run --models "./models/zh numbers" --precisions fp32 int8 --providers ort_cpu -k generation':
+        "over this test's CI budget: generation parity of the translator over its corpus (71 s in the document; "
+        "tests/test_numbers_translator.py judges the same model)",
+    "harness cache verify --cache /tmp/cachedemo": "a cache whose entry the paragraph corrupted by hand "
+                                                   "(tests/test_cache_admin.py corrupts one and runs verify)",
+    "harness cache verify --cache /tmp/cachedemo --remove": "the corrupted cache of the command before it "
+                                                            "(tests/test_cache_admin.py runs verify --remove)",
+    "harness repro /tmp/t": "a bundle whose data.npz the paragraph edited by hand (tests/test_repro.py corrupts "
+                            "one and expects this refusal)",
+    "harness bisect --models llama-tiny --precision int8 --suggest --target top1_agreement=0.99 --max-rebuilds 20":
+        "over this test's CI budget: up to 20 INT8 rebuilds of llama-tiny (tests/test_bisect_suggest.py runs "
+        "--suggest on bert-fp16-overflow)",
+    "harness bisect --models llama-tiny --precision int8 --suggest --target top1_agreement=0.99":
+        "over this test's CI budget: INT8 rebuilds of llama-tiny (tests/test_bisect_suggest.py runs --suggest on "
+        "bert-fp16-overflow)",
+}
+
+NOT_RUN.update({
+    "harness baseline save runs/main --name main --keep-artifacts": (
+        "needs a timed run (--perf: over this test's budget) whose artifacts are in the cache; "
+        "tests/test_baseline_paired.py saves and compares such a baseline"),
+    "harness baseline compare runs/pr-17 --name main --perf": (
+        "re-times the baseline the command before it saves (tests/test_baseline_paired.py runs this pair)"),
+})
+
+#: over this test's CI budget (seconds measured here on 2 shared cores, load ~2): the perf suite, xdist
+#: workers, generation over a corpus, bisects of both graphs; the cheaper commands next to them run
+_PERF = ("over this test's CI budget: the perf suite times 300 calls per metric and starts 3 fresh processes "
+         "per variant for cold start ({} s here); tests/test_perf_suite.py runs it on a tiny model")
+NOT_RUN.update({
+    "harness run --perf --out reports/nightly": _PERF.format(79),
+    'harness run --perf --out "$out"': _PERF.format(66),
+    "harness run --providers ort_cpu ov_cpu --threads 1 --perf": _PERF.format(169),
+    "pytest --harness-builtin-suites --harness-perf --harness-baseline-save nightly": _PERF.format("~70"),
+    "pytest --harness-builtin-suites --harness-perf --harness-baseline-compare nightly": _PERF.format("~70"),
+    "harness run --perf --pytest-args --harness-baseline-compare nightly": _PERF.format("~70"),
+    "harness check --reference ./hf-model --onnx ./exported/ --perf": (
+        "over this test's CI budget: times the file with the default 300 calls (21 s here); docs/runtime.md's "
+        "`harness check ... --perf --perf-samples 40` runs"),
+    'harness run -k "fp16" -n 2': ("over this test's CI budget: starts two pytest-xdist workers that each import "
+                                   "the stack (104 s here); CI itself runs the suite with -n 2"),
+    "harness run -k generation --models numbers-en-zh": (
+        "over this test's CI budget: generation parity of the translator over its corpus at every precision "
+        "(88 s here); tests/test_numbers_translator.py judges it"),
+    "harness bisect --models marian-tiny --precision int8": (
+        "over this test's CI budget: bisects both graphs of marian-tiny (38 s here); the same bisect with "
+        "--tolerance (docs/bisect.md) and --graph encoder runs"),
+    "README.md: harness bisect --models marian-tiny --precision int8 --tolerance norm_max_abs=0.01":
+        "the same command runs in docs/bisect.md",
+    "README.md: harness bisect --models bert-fp16-overflow --precision fp16 --suggest":
+        "the same bisect runs in docs/walkthrough-precision-regression.md (with --out)",
+    "docs/bisect.md: harness bisect --models bert-fp16-overflow --precision fp16 --suggest":
+        "the same bisect runs in docs/walkthrough-precision-regression.md (with --out)",
+})
+
+#: commands whose documented outcome depends on the machine, and the exit statuses each may give
+MACHINE_DEPENDENT: dict[str, tuple[tuple[int, ...], str]] = {
+    "harness perf-compare bert-tiny-fp32/model.onnx bert-tiny-int8/model.onnx --pairs 20 --block 50": (
+        (0, 1), "a timing verdict: INT8 vs FP32 is a REGRESSION (exit 1) or INCONCLUSIVE (0) by the machine's load"),
+}
+
+#: ``harness repro`` of the bundles a paragraph made fail on purpose (a deliberately tight tolerance
+#: in its harness.toml, a slowed runtime): the transcript shows the outcome; the bundle is not here
+for _case in ("reports/run/cases/test_logits_parity[bert-tiny-int8-ort_cpu]/repro-model",
+              "reports/run/cases/test_embedding_parity[minilm-l6-int8-ort_cpu]/repro-model",
+              "run/cases/test_generation_parity[llama-tiny-int8-ort_cpu]/repro-generation",
+              "run/cases/test_latency[bert-tiny-int8-ort_cpu]/repro-perf",
+              "cs/run/cases/test_cold_start_memory[bert-tiny-int8-ort_cpu]/repro-perf",
+              "gp/run/cases/test_generation_perf[llama-tiny-int8-ort_cpu]/repro-perf",
+              "run/cases/test_logits_parity[encoder-custom-fp32-ort_cpu]/repro-model",
+              "generr/cases/test_fixed_positions[llama-tiny-fp32-ort_cpu]/repro-generation"):
+    NOT_RUN[f"HARNESS_CACHE=/tmp/empty harness repro '{_case}'"] = (
+        "re-judges the bundle of a case the paragraph made fail on purpose (its harness.toml or runtime is "
+        "described, not given); tests/test_repro.py, test_repro_kinds.py and test_repro_process.py build such "
+        "bundles and run repro on them")
+
+#: an Open Inference Protocol endpoint the example's server listens on
+SERVER_REASON = ("needs an inference server serving the example's model at {where} (tests/test_serving.py starts "
+                 "MLServer and runs `harness check --endpoint` against it)")
+
+#: paths a document's commands take as given, and what stands for them here
+PREMISE_MODELS = ("./hf-model", "./my-model", "./models/my-model", "./bert-tiny", "./bert-classifier",
+                  "./my-hf-model", "./pick", "models/intent model")
+PREMISE_ONNX_DIRS = ("./exported",)
+PREMISE_ONNX_FILES = ("model.onnx", "./exported/model.onnx", "bert-tiny-fp32/model.onnx", "bert-tiny-int8/model.onnx")
+#: timed nights (the perf sections a multi-run baseline aggregates), oldest first
+PREMISE_NIGHTS = ("reports/nightly-1", "reports/nightly-2", "reports/nightly-3")
+PREMISE_FILES = {"examples/test_own_model.py": "examples/test_own_model.py"}
+#: files a document's prose gives the reader before its commands
+DOCUMENT_FILES = {"docs/own-repository.md": {"tests/test_own_model.py": "examples/test_own_model.py"}}
+PREMISE_RUNS = ("reports/latest", "reports/run-x", "reports/ort-1.19", "reports/ort-1.20", "reports/v1",
+                "reports/v2", "reports/v3", "reports/last-nightly", "reports/run-2026-01-02", "runs/2025-06-01",
+                "runs/2025-06-02", "reports/nightly")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a document: ``text`` as printed (one part of a ``&&``/``;`` list)."""
+
+    source: str
+    text: str
+    argv: tuple[str, ...]
+    expect: int
+    after: str = ""  # the command before it on its line (``a && b``) when that one is not run here
+
+    @property
+    def program(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    def accepts(self, code: int) -> bool:
+        allowed = MACHINE_DEPENDENT.get(self.text)
+        return code in allowed[0] if allowed else code == self.expect
+
+    def reason_not_run(self) -> str | None:
+        if self.after:
+            return f"runs after `{self.after}` on the same line, which is not run here"
+        document = self.source.rsplit(":", 1)[0]
+        for key in (f"{document}: {self.text}", self.text):
+            if key in NOT_RUN:
+                return NOT_RUN[key]
+        prefix = next((key for key in NOT_RUN if key.endswith(" ...") and self.text.startswith(key[:-4])), None)
+        if prefix:
+            return NOT_RUN[prefix]
+        endpoint = re.search(r"--endpoint (\S+)", self.text)
+        if endpoint:
+            return SERVER_REASON.format(where=endpoint[1])
+        if self.expect != 0:
+            return None  # the document shows what happens without the GPU (a refusal, a not-run case)
+        lowered = self.text.lower()
+        return next((why for word, why in GPU_REASONS.items() if word in lowered), None)
+
+
+
+
+def _parts(text: str) -> list[str]:
+    """``a && b; c | d`` -> ``a``, ``b``, ``c`` (outside quotes; a pipe's reader is not a command
+    of the harness)."""
+    parts, current, quote, i = [], "", "", 0
+    while i < len(text):
+        char = text[i]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif text.startswith(("&&", "||"), i) or char in ";|":
+            parts.append(current)
+            current = ""
+            if char == "|" and not text.startswith("||", i):
+                return [p.strip() for p in parts if p.strip()]
+            i += 2 if text.startswith(("&&", "||"), i) else 1
+            continue
+        current += char
+        i += 1
+    return [p.strip() for p in [*parts, current] if p.strip()]
+_EXIT = re.compile(r"(?:\[exit (\d+)\]|\(exit (\d+)\)|#\s*exit (\d+):|\s{2,}exit (\d+)$)")
+
+
+def steps_of(source: str, text: str, expect: int) -> list[Step]:  # noqa: C901
+    """The commands of one documented line: ``a && b`` is two steps (the second runs only when
+    the first exits 0, so both must), ``a; status=$?`` one; shell variables and globs as a
+    shell in the sandbox would expand them (globs at run time: :func:`expand`)."""
+    text = re.split(r"\s+#\s", f" {text}", maxsplit=1)[0].strip()  # the trailing comment
+    out: list[Step] = []
+    for part in _parts(text):
+        if not part or re.match(r"^\w+=\S*$", part) or part.startswith(("exit ", "echo ")):
+            continue
+        words = shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: VARIABLES[m[1]], part))
+        while words and re.match(r"^\w+=", words[0]):
+            words = words[1:]  # an environment assignment: applied by the runner (:func:`environment`)
+        out.append(Step(source, part, tuple(words), expect))
+    for i, (first, later) in enumerate(zip(out, out[1:])):  # `a && b`: b after a; a not run leaves b unrun
+        if first.reason_not_run() and not later.reason_not_run():
+            out[i + 1] = dataclasses.replace(later, after=first.text)
+    return out
+
+
+def environment(step: Step) -> dict[str, str]:
+    """``HARNESS_CACHE=/tmp/empty harness repro ...``: the assignments in front of the command."""
+    found = {}
+    for word in shlex.split(step.text):
+        if not re.match(r"^\w+=", word):
+            break
+        name, _, value = word.partition("=")
+        found[name] = value
+    return found
+
+
+def expected_exit(lines: list[str], after: int) -> int:
+    """The exit status the document shows for the command ending at line ``after``: ``[exit N]``,
+    ``(exit N)``, ``# exit N: ...`` on its line or the lines of output before the next command,
+    or ``$ echo $?`` followed by N; 0 when the document shows none."""
+    for offset, raw in enumerate(lines[after:], start=after):
+        line = raw.strip()
+        if offset > after and line.startswith("$ ") and line != "$ echo $?":
+            break
+        found = _EXIT.search(line)
+        if found:
+            return int(next(g for g in found.groups() if g))
+        if offset > after and line.startswith("harness: error:"):  # the one-line refusal of a usage error
+            return 2
+        if line == "$ echo $?" and offset + 1 < len(lines) and lines[offset + 1].strip().isdigit():
+            return int(lines[offset + 1].strip())
+    return 0
+
+
+def expand(argv: tuple[str, ...], cwd: Path) -> list[str]:
+    """Shell globbing in ``cwd`` (``reports/shard-*``); a pattern that matches nothing stays as is."""
+    out: list[str] = []
+    for word in argv:
+        matches = sorted(glob.glob(word, root_dir=cwd)) if any(c in word for c in "*?[") else []
+        out += matches or [word]
+    return out
+
+
+def mentioned(path: str, steps: list[Step]) -> bool:
+    pattern = re.compile(rf"(^|[\s'\"=]){re.escape(path)}(/|['\"]|\s|$)")
+    return any(pattern.search(" ".join(s.argv)) or pattern.search(s.text) for s in steps)
+
+
+#: the reader's suite config where a document runs ``harness run`` without naming models (and
+#: does not write one with ``harness init``): one tiny model at FP32 and its exported file, few
+#: samples, so that "the default suites on my models" costs seconds, not the whole zoo
+PREMISE_CONFIG = """\
+# the docs test's stand-in for the reader's harness.toml
+[run]
+models = ["bert-tiny"]
+precisions = ["fp32"]
+providers = ["ort_cpu"]
+samples = 8
+
+[models.bert-tiny.artifacts]
+fp32 = "exported/model.onnx"
+"""
+
+
+def bare_run(step: Step) -> bool:
+    """``harness run`` / ``harness check --config`` whose models come from the config file."""
+    words = step.argv[1:]
+    return words[:1] in (("run",), ("check",)) and not {"--models", "--reference", "--suites"} & set(words)
+
+
+def narrow_config(path: Path) -> None:
+    """After ``harness init`` wrote the reader's harness.toml: its model stays, the matrix shrinks
+    to FP32 on ONNX Runtime (the other precisions and PyTorch CPU are judged by the other tests) and
+    8 samples (cost)."""
+    text = re.sub(r"(?m)^providers = .*$", 'providers = ["ort_cpu"]', path.read_text(), count=1)
+    text = re.sub(r"(?m)^precisions = .*$", 'precisions = ["fp32"]', text, count=1)
+    path.write_text(re.sub(r"(?m)^samples = \d+", "samples = 8", text, count=1))
+
+
+def writes(path: str, steps: list[Step]) -> bool:
+    return any(f"--out {path}" in " ".join(s.argv) for s in steps)
+
+
+@dataclass(frozen=True)
+class Premise:
+    """What stands for the reader's own files (built once per test process)."""
+
+    model: Path  # an HF directory (bert-tiny's)
+    onnx: Path  # an ONNX file exported from it by hand (other I/O names than the harness's)
+    fp32: Path  # the harness's own FP32 and INT8 exports of it (same I/O names at both precisions)
+    int8: Path
+    run: Path  # a run directory: bert-tiny FP32 + INT8 on ORT, untimed
+    history: Path  # a history database of four timed nights
+    nights: list[Path]  # those nights' run directories, oldest first
+
+
+def lay_premise(steps: list[Step], root: Path, premise: Premise) -> None:
+    """Create, under ``root``, the paths the document's commands take as given (only those)."""
+    _lay_inputs(steps, root, premise)
+    _lay_runs(steps, root, premise)
+
+
+def _lay_inputs(steps: list[Step], root: Path, premise: Premise) -> None:
+    """The reader's model directories, exported files and the files the prose hands them."""
+    for name in PREMISE_MODELS:
+        if mentioned(name, steps):
+            shutil.copytree(premise.model, root / name, dirs_exist_ok=True)
+    if mentioned("./pick", steps):  # a directory the loader refuses: pickle weights
+        (root / "pick" / "model.safetensors").rename(root / "pick" / "pytorch_model.bin")
+    files = {name: source for name, source in PREMISE_FILES.items() if mentioned(name, steps)}
+    for name, source in {**files, **DOCUMENT_FILES.get(steps[0].source.rsplit(":", 1)[0], {})}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(__file__).resolve().parents[1] / source, root / name)
+    for name in PREMISE_ONNX_DIRS:
+        if mentioned(name, steps):
+            (root / name).mkdir(parents=True, exist_ok=True)
+            shutil.copy(premise.onnx, root / name / "model.onnx")
+    for name in PREMISE_ONNX_FILES:
+        if mentioned(name, steps):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            built = premise.int8 if "int8" in name else premise.fp32
+            shutil.copy(built if name.startswith("bert-tiny") else premise.onnx, root / name)
+    if any(bare_run(s) for s in steps) and not any(s.argv[1:2] == ("init",) for s in steps):
+        config = PREMISE_CONFIG
+        if steps[0].source.startswith("docs/sharding.md"):  # three shards need more than two cases
+            config = config.replace('precisions = ["fp32"]', 'precisions = ["fp32", "int8"]')
+        (root / "harness.toml").write_text(config)
+        (root / "exported").mkdir(exist_ok=True)
+        shutil.copy(premise.onnx, root / "exported" / "model.onnx")
+
+
+def _lay_runs(steps: list[Step], root: Path, premise: Premise) -> None:
+    """Earlier runs, timed nights and the history database the commands read."""
+    for name in PREMISE_RUNS:
+        if mentioned(name, steps) and not writes(name, steps):
+            shutil.copytree(premise.run, root / name, dirs_exist_ok=True)
+    for name, night in zip(PREMISE_NIGHTS, premise.nights):
+        if mentioned(name, steps):
+            shutil.copytree(night, root / name)
+    for step in steps:  # what a run not run here would have written, later commands read: the premise run
+        out = step.argv[step.argv.index("--out") + 1] if "--out" in step.argv[:-1] else None
+        if out and step.argv[1:2] == ("run",) and step.reason_not_run() and not (root / out).exists():
+            shutil.copytree(premise.run, root / out)
+    if mentioned("reports/history.sqlite", steps) or any(s.argv[1:2] == ("history",) or "--history-last" in s.argv
+                                                          for s in steps):
+        (root / "reports").mkdir(exist_ok=True)
+        shutil.copy(premise.history, root / "reports" / "history.sqlite")
