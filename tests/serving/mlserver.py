@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.waiting import PATIENCE
+
 ENV = "HARNESS_MLSERVER"
 REQUIRE_ENV = "HARNESS_REQUIRE_MLSERVER"
 RUNTIME = Path(__file__).with_name("onnx_runtime.py")
@@ -107,8 +109,10 @@ def write_repository(root: Path, models: list[ServedFile]) -> None:
     shutil.copy(RUNTIME, root / "onnx_runtime.py")
 
 
-def start(root: Path, models: list[ServedFile], budget_s: float = 180.0) -> Server:
-    """Start MLServer serving ``models``; returns once every model is ready (polled)."""
+def start(root: Path, models: list[ServedFile], budget_s: float = PATIENCE) -> Server:
+    """Start MLServer serving ``models``; returns once every model is ready (polled; the process
+    exiting ends the wait at once, so the bound is only for a server that hangs: ``PATIENCE``,
+    as every wait in the tests -- a fixed 180 s was a bet on the machine's load)."""
     exe = executable()
     write_repository(root, models)
     http_port, grpc_port = free_port(), free_port()
