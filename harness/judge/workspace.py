@@ -274,7 +274,8 @@ class Workspace:
         settings = ExportSettings(opset=self.options.settings.opset, exporter=self.options.exporter,
                                   fp16_op_block_list=blocked,
                                   int8_per_channel=self.options.settings.int8_per_channel or spec.int8_per_channel,
-                                  int8_reduce_range=self.reduce_range.enabled,
+                                  int8_reduce_range=self.reduce_range(
+                                      self.options.settings.int8_per_channel or spec.int8_per_channel).enabled,
                                   int8_calibration=self.options.settings.int8_calibration,
                                   calibration_texts=tuple(self.calibration_texts(model)),
                                   calibration_batch_size=self.options.settings.batch_size,
@@ -287,10 +288,10 @@ class Workspace:
             settings = replace(settings, exporter=model.spec.exporter)
         return settings
 
-    @property
-    def reduce_range(self) -> ReduceRange:
-        """The run's effective INT8 ``reduce_range`` and why (``harness.export.reduce_range``)."""
-        return resolve_reduce_range(self.options.settings.int8_reduce_range)
+    def reduce_range(self, per_channel: bool) -> ReduceRange:
+        """The effective INT8 ``reduce_range`` for a model with these weight scales, and why
+        (``harness.export.reduce_range``)."""
+        return resolve_reduce_range(self.options.settings.int8_reduce_range, per_channel=per_channel)
 
     def calibration_texts(self, model: LoadedModel) -> list[str]:
         """Static INT8 calibration sentences: the corpus sentences *after* the judged ones, so

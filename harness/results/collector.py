@@ -128,8 +128,9 @@ class Case:
                 "batch_size": options.settings.batch_size, "num_samples": inputs.pop("sentences", options.settings.samples),
                 "fp16_op_block_list": list(options.settings.fp16_block_list), "int8_per_channel": per_channel,
                 "int8_per_channel_forced": options.settings.int8_per_channel,
-                "int8_reduce_range": self.workspace.reduce_range.enabled,
-                "int8_reduce_range_why": self.workspace.reduce_range.why, "options": recordable(options.given),
+                "int8_reduce_range": self.workspace.reduce_range(per_channel).enabled,
+                "int8_reduce_range_why": self.workspace.reduce_range(per_channel).why,
+                "options": recordable(options.given),
                 "external_data": options.settings.external_data,
                 **fixes, **inputs}
 

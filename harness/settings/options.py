@@ -217,8 +217,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("int8_per_channel", Kind.FLAG, "INT8 with per-channel weight scales (default: per tensor, or the "
            "model's own choice)"),
     Option("int8_reduce_range", Kind.CHOICE, "INT8 weights in 7 bits (ONNX Runtime's remedy for x86 CPUs without "
-           "VNNI, whose u8s8 kernels saturate): auto = on exactly there", choices=REDUCE_RANGE_CHOICES, default="auto",
-           in_config=True, rerun=Rerun.ALWAYS),
+           "VNNI, whose u8s8 kernels saturate): auto = on for per-channel INT8 on such a CPU",
+           choices=REDUCE_RANGE_CHOICES, default="auto", in_config=True, rerun=Rerun.ALWAYS),
     Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1),
     Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=128, minimum=1),
     # --- issue 9: the harness in a team's own repository and CI ---------------------------------
