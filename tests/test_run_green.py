@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.report.html.page import _banner
+from harness.report.html.page import banner_state, render_report
 from harness.report.summary import status_line
 from harness.results import Record
 from harness.results.record import run_green
@@ -35,7 +35,8 @@ def test_every_surface_follows_the_one_rule(tmp_path: Path, verdicts: list[str],
     typed = [Record.coerce(r) for r in records]
     assert run_green(verdicts) is green
     assert status_line(typed).startswith("PASSED" if green else "FAILED")
-    assert f'data-state="{"passed" if green else "failed"}"' in _banner(typed)
+    assert banner_state(typed) == ("passed" if green else "failed")
+    assert f'data-state="{"passed" if green else "failed"}"' in render_report(typed)
 
     shard = tmp_path / "shard"
     write_shard_file(shard, ShardSpec(1, 1), [r["id"] for r in records], None, None)

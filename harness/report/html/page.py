@@ -18,6 +18,7 @@ from harness.report.html.templating import markup, render
 from harness.report.summary import ORDER, status_line
 from harness.report.text import printable
 from harness.results import Record
+from harness.results.record import run_green
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.interrupts import Interruption
@@ -83,6 +84,14 @@ def trend_metrics(records: Iterable[Record]) -> list[tuple[str, str]]:
     return out
 
 
+def banner_state(records: list[Record], interruption: Interruption | None = None) -> str:
+    """``passed``/``failed``/``empty``: the rule summary.md's status line and the exit code follow
+    (``run_green``: an all-skipped run is failed), never a rule of the page's own."""
+    if not records:
+        return "empty"
+    return "failed" if interruption or not run_green(r.verdict for r in records) else "passed"
+
+
 def render_report(records: Iterable[Record], *, title: str = "model deployment gate", run_dir: Path | None = None,
                   report_path: Path | None = None, history_db: str | Path | None = None,
                   extra_sections: Iterable[str] = (), interruption: Interruption | None = None) -> str:
@@ -103,7 +112,7 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
     sections.append(render_case_table(recs))
     shown = [s for s in sections if s]
     nav = [s for s in ("overview", "failures", "perf", "trends", "coverage", "cases") if f'id="{s}"' in "".join(shown)]
-    state = "empty" if not recs else "failed" if any(r.failed for r in recs) or interruption else "passed"
+    state = banner_state(recs, interruption)
     counts = Counter(r.verdict for r in recs)
     counts["not-run"] += len(unfinished)
     return render("report.html.j2", title=title, css=markup(CSS), state=state,
