@@ -231,18 +231,23 @@ class RecordCollector:
             record = self.compose(report.nodeid, state)
             if record is not None:
                 self._note_full_disk((state["props"].get("harness_record") or {}).get("exception"))
-                from harness.core.writable import DiskFull
+                self._store(record)
 
-                try:
-                    self.writer.append(record)
-                except DiskFull as exc:
-                    self.disk_full = self.disk_full or exc
-                    self.lost.append(record.id)
-                else:
-                    self.records.append(record)
-                self.disk_full = self.disk_full or self.writer.full
-                if self.disk_full is not None and self.session is not None:
-                    self.session.shouldstop = f"no space left on device ({self.disk_full.path})"
+    def _store(self, record: Record) -> None:
+        """The one write of a finished case's record: appended, or counted as lost on a full disk
+        (which stops the session: later cases could not be recorded either)."""
+        from harness.core.writable import DiskFull
+
+        try:
+            self.writer.append(record)
+        except DiskFull as exc:
+            self.disk_full = self.disk_full or exc
+            self.lost.append(record.id)
+        else:
+            self.records.append(record)
+        self.disk_full = self.disk_full or self.writer.full
+        if self.disk_full is not None and self.session is not None:
+            self.session.shouldstop = f"no space left on device ({self.disk_full.path})"
 
     def _crashed(self, nodeid: str, state: dict[str, Any], message: str) -> None:
         """pytest-xdist lost the worker running this case (a native crash: a runtime's segfault or
@@ -257,13 +262,7 @@ class RecordCollector:
         record = compose(case_id=nodeid.split("::")[-1], nodeid=nodeid, run_id=self.run_id,
                          identity=CaseIdentity.from_dict(case), payload={}, verdict="error", reason=reason,
                          duration_s=state["duration"], settings={}, rerun=rerun_command(nodeid, case, {}))
-        try:
-            self.writer.append(record)
-        except Exception as exc:  # noqa: BLE001 - DiskFull and the like: counted as lost, never raised from a hook
-            self.lost.append(record.id)
-            self.disk_full = self.disk_full or (exc if type(exc).__name__ == "DiskFull" else None)
-        else:
-            self.records.append(record)
+        self._store(record)
 
     def _note_full_disk(self, exception: dict[str, Any] | None) -> None:
         """A case that failed on ENOSPC writing its side files (a dump, a bundle): the disk is full."""
