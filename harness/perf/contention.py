@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +140,50 @@ class Probe:
         return self.result
 
 
+#: a candidate's loop counts as busier than its baseline's from this many times the preemption
+#: rate (and at least MIN_EXTRA_PREEMPTIONS_PER_S more), or this many points more steal
+BUSIER_RATE_FACTOR = 2.0
+MIN_EXTRA_PREEMPTIONS_PER_S = 5.0
+MORE_STEAL_POINTS = 1.0
+
+
+def _of(entry: Mapping[str, Any] | None) -> Contention | None:
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        seconds = float(entry.get("seconds") or 0.0)
+        pre = entry.get("preemptions")
+        steal = entry.get("steal_pct")
+        load = entry.get("load_avg")
+        return Contention(int(pre) if isinstance(pre, (int, float)) else None,
+                          float(steal) if isinstance(steal, (int, float)) else None,
+                          float(load) if isinstance(load, (int, float)) else None, seconds)
+    except (TypeError, ValueError):
+        return None
+
+
+def busier_note(base: Mapping[str, Any] | None, cand: Mapping[str, Any] | None) -> str | None:
+    """A clause for a latency verdict when the candidate's loop ran on a visibly busier machine
+    than the baseline's (recorded ``contention`` entries), else None.
+
+    It informs, it does not judge: the canary (``harness.gate.canary``) is what discounts machine
+    drift. But a p99 REGRESSION read beside "preempted 41/s (baseline 2/s)" is one a release
+    engineer reruns before blaming the model.
+    """
+    b, c = _of(base), _of(cand)
+    if b is None or c is None:
+        return None
+    said = []
+    br, cr = b.preemptions_per_s, c.preemptions_per_s
+    if br is not None and cr is not None and cr >= BUSIER_RATE_FACTOR * br and cr - br >= MIN_EXTRA_PREEMPTIONS_PER_S:
+        said.append(f"preempted {cr:.1f}/s (baseline {br:.1f}/s)")
+    if b.steal_pct is not None and c.steal_pct is not None and c.steal_pct - b.steal_pct >= MORE_STEAL_POINTS:
+        said.append(f"host steal {c.steal_pct:.1f} % (baseline {b.steal_pct:.1f} %)")
+    if not said:
+        return None
+    return "the candidate's machine was busier while timing: " + ", ".join(said)
+
+
 @contextmanager
 def probe(**paths: Path) -> Iterator[Probe]:
     """``with probe() as p: <timed loop>`` then ``p.result``: the counters around the loop, none inside."""
@@ -151,4 +195,4 @@ def probe(**paths: Path) -> Iterator[Probe]:
         p.stop()
 
 
-__all__ = ["Contention", "Probe", "probe"]
+__all__ = ["Contention", "Probe", "busier_note", "probe"]
