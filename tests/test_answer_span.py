@@ -96,3 +96,24 @@ def test_the_span_metrics_are_declared_once_and_gate_exactly_at_fp32():
         assert 0.5 < METRICS["span_agreement"].threshold(p) < 1.0  # type: ignore[operator]
     lowered = scope_tolerance(Scope.SPAN, Precision.INT8, {"int8": {"span_agreement": 0.5, "cosine": 0.1}})
     assert {c.metric: c.threshold for c in lowered.checks} == {"span_agreement": 0.5}
+
+
+def test_a_qa_graph_whose_span_was_not_judged_is_not_a_pass():
+    """Coverage requires the derived span beside the logits: judged logits alone leave it missing."""
+    from harness.core import Tolerance
+    from harness.families import family_for
+    from harness.families.base import GraphSpec
+    from harness.judge.coverage import numeric_coverage
+    from harness.judge.numeric import OutputResult
+
+    family = family_for("question_answering")
+    graph = GraphSpec("model", ("input_ids", "attention_mask"), ("start_logits", "end_logits"), {},
+                      gated_outputs=frozenset({"start_logits", "end_logits"}),
+                      derived=(AnswerSpan(frozenset({3}), frozenset({1, 3})),))
+    gate = Tolerance((METRICS["cosine"].check(0.99),))
+    logits = [OutputResult("model", name, {"cosine": 1.0}, None, (), gate, 10) for name in graph.output_names]
+    coverage = numeric_coverage(family, [graph], logits)
+    assert coverage.missing == ("model/answer_span",) and coverage.problem()
+    span = OutputResult("model", "answer_span", {"span_agreement": 1.0}, None, (),
+                        Tolerance((METRICS["span_agreement"].check(1.0),)), 4)
+    assert numeric_coverage(family, [graph], [*logits, span]).problem() is None
