@@ -13,7 +13,7 @@ from typing import Any
 from harness.report.html.diff import highlight
 from harness.report.html.grid import SEVERITY, anchor
 from harness.report.html.headline import format_number, headline
-from harness.report.html.templating import markup, render
+from harness.report.html.templating import render
 from harness.report.text import printable
 from harness.results import Record
 from harness.results.sections import Evidence, Generation, Judged
@@ -101,8 +101,8 @@ def _pairs(record: Record) -> list[dict[str, Any]]:
     out = []
     for p in Generation.of(record).worst_pairs:
         ref, got = highlight(printable(str(p.get("pytorch") or "")), printable(str(p.get("variant") or "")))
-        out.append({"index": _text(p.get("index", "")), "source": _text(p.get("source")), "reference": markup(ref),
-                    "variant": markup(got), "edits": _text(p.get("edit_distance", ""))})
+        out.append({"index": _text(p.get("index", "")), "source": _text(p.get("source")), "reference": ref,
+                    "variant": got, "edits": _text(p.get("edit_distance", ""))})
     return out
 
 
