@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core import UsageError
+from harness.core.rundirs import HISTORY_DB_HELP, history_db
 from harness.results import history
 
 if TYPE_CHECKING:
@@ -212,9 +213,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=history.default_db(), metavar="PATH|URL",
-                        help=f"history store: a SQLite file or a postgresql://user@host/db URL "
-                             f"(default: ${history.DB_ENV} or {history.DEFAULT_DB})")
+    parser.add_argument("--db", default=history_db(), metavar="PATH|URL",
+                        help=f"history store: a SQLite file or a postgresql://user@host/db URL ({HISTORY_DB_HELP})")
 
 
 def _allow_missing(parser: argparse.ArgumentParser) -> None:
