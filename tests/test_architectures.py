@@ -126,3 +126,83 @@ def test_planted_lm_head_fault_fails_check_and_the_clean_export_passes(
     bad = next(json.loads(line) for line in (tmp_path / "bad" / "results.jsonl").read_text().splitlines()
                if json.loads(line)["suite"] == "check")
     assert bad["verdict"] == "fail" and "logits" in bad["reason"], bad["reason"]
+
+
+# -- extractive QA: the answer span is judged, not only the logits ------------------------------------------
+class _MovedEnd:
+    """A candidate QA file whose end logit at the best span's end is lowered just below the
+    runner-up pair's score in the ``rows`` rows where the two are closest: there the span a
+    pipeline returns moves, while the logits stay as close to the reference's as those gaps (a
+    fault injected at the outputs of the real exported file, where quantization error lands)."""
+
+    def __init__(self, runner: Any, span: Any, rows: int) -> None:
+        self.runner, self.span, self.moved = runner, span, rows
+        self.input_names, self.output_names = runner.input_names, runner.output_names
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from harness.metrics.spans import best_spans
+
+        out = dict(self.runner.run(feeds))
+        start, end = out["start_logits"], out["end_logits"].copy()
+        context = self.span.context(feeds)
+        gaps: dict[int, tuple[float, int]] = {}
+        for row, (s, e) in enumerate(self.span.rows(feeds, out)):
+            others = context[row:row + 1].copy()
+            others[0, e] = False  # the best pair that does not use position e at all
+            s2, e2 = best_spans(start[row:row + 1], end[row:row + 1], others)[0]
+            if s >= 0 and s2 >= 0:
+                gaps[row] = (float(start[row, s] + end[row, e] - start[row, s2] - end[row, e2]), int(e))
+        for row in sorted(gaps, key=lambda r: gaps[r][0])[: self.moved]:
+            gap, e = gaps[row]
+            end[row, e] -= np.float32(gap + 1e-4 + 1e-3 * abs(end[row, e]))
+        out["end_logits"] = end
+        return out
+
+
+def test_qa_answer_span_is_gated_and_a_moved_span_fails_while_the_logits_cosine_stays_high(
+        fp32_run: list[dict[str, Any]], tiny_dirs: dict[str, Path]) -> None:
+    from harness.core import Precision, RunOptions, Settings
+    from harness.judge.numeric import run_graph_parity
+    from harness.judge.workspace import Workspace
+    from harness.runners.ort_runner import OrtGraphRunner
+    from harness.zoo.base import register
+
+    qa = _records(fp32_run, tiny_dirs["distilbert"])["test_logits_parity"]
+    assert "model/answer_span" in qa["data"]["coverage"]["required"]
+    assert "model/answer_span" in qa["data"]["coverage"]["gated"]
+    assert qa["metrics"]["model.answer_span.span_agreement"] == 1.0  # FP32: every row's span is PyTorch's
+    assert qa["thresholds"]["model.answer_span.span_agreement"] == {"threshold": 1.0, "op": ">="}
+    exported = next(a["path"] for k, a in qa["artifacts"].items() if k.endswith("model.onnx"))
+    ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=8)))
+    model = ws.model(register(spec_for_directory(tiny_dirs["distilbert"])).name)
+    family = ws.family(model)
+    (graph,) = family.graphs(model)
+    batches = ws.parity_batches(model, family, graph)
+    clean = OrtGraphRunner(exported, "CPUExecutionProvider")
+    try:
+        judged = {o.output: o for o in run_graph_parity(_MovedEnd(clean, graph.derived[0], 2), graph, batches,
+                                                        Precision.INT8)}
+    finally:
+        clean.close()
+    end, span = judged["end_logits"], judged["answer_span"]
+    assert end.metrics["cosine"] > 0.999 and not end.failures()  # every INT8 logits gate passes ...
+    assert not judged["start_logits"].failures()
+    assert span.metrics["span_agreement"] == 0.75 and span.n_compared == 8  # ... and two of 8 spans moved
+    assert span.metrics["span_token_f1"] < 1.0
+    (failure,) = span.failures()
+    assert failure.metric == "span_agreement" and "reference span tokens" in failure.where
+
+
+def test_check_reports_the_answer_span_of_a_qa_file(fp32_run: list[dict[str, Any]], tiny_dirs: dict[str, Path],
+                                                    tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    qa = _records(fp32_run, tiny_dirs["distilbert"])["test_logits_parity"]
+    exported = Path(next(a["path"] for k, a in qa["artifacts"].items() if k.endswith("model.onnx")))
+    files = tmp_path / "qa"
+    files.mkdir()
+    shutil.copy(exported, files / "model.onnx")
+    assert main(["check", "--reference", str(tiny_dirs["distilbert"]), "--onnx", str(files), "--samples", "4",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert "span_agreement" in capsys.readouterr().out
+    (record,) = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert record["metrics"]["model.answer_span.span_agreement"] == 1.0
+    assert "model/answer_span" in record["data"]["coverage"]["gated"]

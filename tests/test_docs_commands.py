@@ -257,6 +257,29 @@ def test_every_command_is_run_or_has_a_reason() -> None:
     assert all(s.program in PROGRAMS for steps in STEPS.values() for s in steps)
 
 
+#: what the documents hold today (README.md, docs/, examples/): a change to the docs changes these
+#: counts on purpose; a command that stops running (or a new one that does not run) fails here
+FOUND, RUN_HERE = 151, 104
+NOT_RUN_BY_NEED = {"GPU": 5, "INDEX": 4, "SUITE": 1, "SERVICE": 9, "MEASUREMENT": 9, "GIVEN": 19}
+
+
+def test_every_command_that_needs_no_gpu_runs() -> None:
+    """Every command is run unless it needs what this machine does not have (docs_run.Needs: a
+    GPU, a package index, a service the example names, ...); none is skipped for its cost."""
+    steps = [s for found in STEPS.values() for s in found]
+    skipped = {s: s.not_run() for s in steps}
+    by_need: dict[str, int] = {}
+    for why in skipped.values():
+        if why is not None:
+            by_need[why[0].name] = by_need.get(why[0].name, 0) + 1
+    run = [s for s, why in skipped.items() if why is None]
+    assert not [w for w in skipped.values() if w and "budget" in w[1].lower()], "a command skipped for its cost"
+    needs_no_gpu = [s for s, why in skipped.items() if why is None or why[0] is not docs_run.Needs.GPU]
+    assert (len(steps), len(run), by_need) == (FOUND, RUN_HERE, NOT_RUN_BY_NEED), (
+        f"{len(steps)} commands found, {len(run)} run here, not run: {by_need}")
+    print(f"{len(steps)} commands, {len(needs_no_gpu)} need no GPU, {len(run)} run; not run: {by_need}")
+
+
 @pytest.fixture(scope="module")
 def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
     """What the documents take as given: a model of the reader's (bert-tiny's HF directory), an
@@ -279,7 +302,8 @@ def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
     built = {p: sorted(cache_root().glob(f"artifacts/bert-tiny-model-{p}-*/model.onnx"))
              for p in ("fp32", "int8")}  # the harness's own exports: the same I/O names at both precisions
     assert all(built.values()), f"the premise run left no bert-tiny artifacts in the cache: {built}"
-    return docs_run.Premise(model=materialize(resolve("bert-tiny")), onnx=_bert_onnx(root / "model.onnx"),
+    return docs_run.Premise(model=materialize(resolve("bert-tiny")), translator=materialize(resolve("numbers-en-zh")),
+                            onnx=_bert_onnx(root / "model.onnx"),
                             fp32=built["fp32"][-1], int8=built["int8"][-1], run=run, history=root / "history.sqlite",
                             nights=[root / "nights" / f"nightly-{n}" for n in sorted(P50)])
 
@@ -301,12 +325,30 @@ def _execute(step: docs_run.Step, cwd: Path, monkeypatch: pytest.MonkeyPatch) ->
                 return main(argv[1:])
             except SystemExit as exc:
                 return int(exc.code or 0)
-        # pytest and python in a process of their own: test modules of two sandboxes share a name
-        # (test_own_model), and one interpreter imports a name once
-        program = [sys.executable, "-m", "pytest"] if argv[0] == "pytest" else \
-            [sys.executable] if argv[0] == "python" else [argv[0]]  # cp, mkdir
+        if argv[0] == "pytest" or argv[:3] == ["python", "-m", "pytest"]:
+            return _pytest_here(argv[1:] if argv[0] == "pytest" else argv[3:], cwd)
+        program = [sys.executable] if argv[0] == "python" else [argv[0]]  # python -c, cp, mkdir
         done = subprocess.run([*program, *argv[1:]], cwd=cwd, timeout=PATIENCE)
         return done.returncode
+
+
+def _pytest_here(args: list[str], cwd: Path) -> int:
+    """``pytest ARGS`` in this process, as ``harness run`` runs it (the stack imported once, not
+    once per command: ~10 s each on two loaded cores). The modules it imported from the sandbox
+    are forgotten afterwards: the test modules of two sandboxes share a name (test_own_model),
+    and an interpreter imports a name once."""
+    import sys
+
+    import pytest
+
+    before, path = set(sys.modules), list(sys.path)
+    try:
+        return int(pytest.main(args))
+    finally:
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(cwd)):
+                del sys.modules[name]
+        sys.path[:] = path
 
 
 @pytest.mark.parametrize("document", sorted(STEPS))
@@ -330,7 +372,7 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_pat
         output = capfd.readouterr()
         ran += 1
         if step.argv[1:2] == ("init",) and code == 0:
-            docs_run.narrow_config(tmp_path / "harness.toml")
+            docs_run.narrow_config(tmp_path / "harness.toml", steps)
         log = os.environ.get("HARNESS_DOCS_TIMES")  # a file to append each command's seconds to
         if log:
             with open(log, "a", encoding="utf-8") as times:
@@ -341,21 +383,24 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_pat
     assert not failed, "\n".join(failed)
 
 
-def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`harness run --pytest-args --lf` reruns only what failed (was refused: the cache plugin was off)."""
-    import subprocess
+def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capfd: pytest.CaptureFixture[str]) -> None:
+    """`harness run --pytest-args --lf` reruns only what failed (was refused: the cache plugin was off).
+    In this process, as the documents' commands run (pytest's cache lives in the working directory)."""
     import sys
+
+    from harness.cli import main
 
     suites = tmp_path / "suites"
     suites.mkdir()
     (suites / "test_team.py").write_text("def test_ok():\n    pass\n\n\ndef test_broken():\n    assert False\n")
+    monkeypatch.chdir(tmp_path)
 
     def run(*extra: str) -> str:
-        done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()",
-                               "run", "--suites", str(suites), "--out",
-                               str(tmp_path / "out"), *extra], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=PATIENCE)
-        return done.stdout + done.stderr
+        assert main(["run", "--suites", str(suites), "--out", str(tmp_path / "out"), *extra]) == 1
+        sys.modules.pop("test_team", None)  # imported afresh by the next session, as a new process would
+        output = capfd.readouterr()
+        return output.out + output.err
     first = run()
     assert "1 failed, 1 passed" in first, first
     again = run("--pytest-args", "--lf")

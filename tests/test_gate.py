@@ -69,6 +69,28 @@ def test_a_a_never_regresses(seed: int) -> None:
     assert result.exit_code == 0
 
 
+def _with_contention(record: dict[str, Any], preemptions: int, steal: float) -> dict[str, Any]:
+    record["perf"]["latency_ms"]["contention"] = {"preemptions": preemptions, "steal_pct": steal,
+                                                  "load_avg": 1.0, "seconds": 2.0}
+    return record
+
+
+def test_a_regression_timed_on_a_busier_machine_says_so_and_still_fails() -> None:
+    """The recorded contention (harness.perf.contention) is named in the reason of a regression
+    whose candidate loop was preempted far more often, or lost more CPU to the host; it informs
+    the reader, the verdict stays the statistics' (the canary is what discounts drift)."""
+    busy = compare_runs([_with_contention(rec(calls(1)), 4, 0.5)],
+                        [_with_contention(rec(calls(2, scale=1.25)), 90, 3.0)])
+    p50 = row(busy, "latency_ms.p50")
+    assert p50.verdict is Verdict.REGRESSION and busy.exit_code == 1
+    assert "the candidate's machine was busier while timing: preempted 45.0/s (baseline 2.0/s), " \
+           "host steal 3.0 % (baseline 0.5 %)" in p50.reason
+    calm = compare_runs([_with_contention(rec(calls(1)), 4, 0.5)], [_with_contention(rec(calls(2, scale=1.25)), 6, 0.7)])
+    assert "busier" not in row(calm, "latency_ms.p50").reason  # the same machine: nothing to say
+    unrecorded = compare_runs([rec(calls(1))], [_with_contention(rec(calls(2, scale=1.25)), 90, 3.0)])
+    assert "busier" not in row(unrecorded, "latency_ms.p50").reason  # an older baseline without counters
+
+
 def test_25_percent_slowdown_is_a_regression() -> None:
     result = compare_runs([rec(calls(1))], [rec(calls(2, scale=1.25))])
     p50 = row(result, "latency_ms.p50")

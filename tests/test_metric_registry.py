@@ -298,7 +298,7 @@ def test_bisect_tolerance_covers_every_tensor_metric_with_its_direction():
 def test_every_tolerance_scope_has_a_gate_that_uses_its_overrides():
     """A tolerance the config accepts reaches the gate of its scope (numeric, generation, embedding)."""
     from harness.judge.generation import gen_checks
-    from harness.judge.tolerances import tolerance_for
+    from harness.judge.tolerances import scope_tolerance, tolerance_for
     from harness.zoo.minilm import embedding_tolerance
 
     for p in Precision:
@@ -307,6 +307,7 @@ def test_every_tolerance_scope_has_a_gate_that_uses_its_overrides():
         assert numeric == set(METRICS.names(Scope.NUMERIC))
         assert {c.metric for c in gen_checks(p, overrides)} == set(METRICS.names(Scope.GENERATION))
         assert {c.metric for c in embedding_tolerance(p.value, overrides).checks} == set(METRICS.names(Scope.EMBEDDING))
+        assert {c.metric for c in scope_tolerance(Scope.SPAN, p, overrides).checks} == set(METRICS.names(Scope.SPAN))
     with pytest.raises(UsageError, match="did you mean 'gen_bleu_vs_torch'"):  # a typo in a ModelSpec is loud
         gen_checks(Precision.INT8, {"int8": {"gen_bleu_vs_torh": 1.0}})
 

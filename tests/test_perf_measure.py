@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+import sys
 from collections import Counter
 from types import SimpleNamespace
 
@@ -263,6 +264,12 @@ def test_measure_times_the_first_point_with_the_given_engine(workspace):
     assert out["latency_ms"]["engine"] == "pytest-benchmark" and len(out["latency_ms"]["samples"]) == 7
     assert out["latency_ms[bs=1,seq=16]"]["engine"] == "harness"
     assert (out["latency_ms"]["seq_len"], out["latency_ms[bs=1,seq=16]"]["seq_len"]) == (8, 16)
+    # every metric says what the machine did while it was timed (harness.perf.contention)
+    for key in ("latency_ms", "latency_ms[bs=1,seq=16]"):
+        machine = out[key]["contention"]
+        assert set(machine) == {"preemptions", "steal_pct", "load_avg", "seconds"} and machine["seconds"] > 0
+        if sys.platform.startswith("linux"):
+            assert isinstance(machine["preemptions"], int) and machine["preemptions"] >= 0
 
 
 # --------------------------------------------------------------------------- budgets

@@ -130,3 +130,28 @@ def test_shard_durations_needs_shard(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["run", "--models", "bert-tiny", "--shard-durations", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "--shard-durations: has no effect without --shard" in capsys.readouterr().err
     assert main(["run", "--models", "bert-tiny", "--shard", "4/3", "--out", str(tmp_path / "o")]) == 2
+
+
+def test_an_empty_shard_writes_empty_results_and_merges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """More shards than cases: the empty shard exits 0 with an empty results.jsonl, summary.md and
+    junit.xml (CI's artifact steps and ``harness merge`` find them); a run that selected nothing
+    at all stays a usage error, split or not."""
+    monkeypatch.chdir(tmp_path)
+    matrix = ["--models", "bert-tiny", "--precisions", "fp32", "--providers", "ort_cpu", "--samples", "4",
+              "--batch-size", "4"]
+    empty = tmp_path / "shard2"
+    assert main(["run", *matrix, "-k", "logits_parity", "--shard", "2/2", "--out", str(empty)]) == 0
+    assert "shard 2/2 was assigned none of the run's 1 case(s)" in capsys.readouterr().err
+    assert (empty / "results.jsonl").read_text() == "" and read_results(empty) == []
+    assert "**EMPTY SHARD**" in (empty / "summary.md").read_text()
+    assert 'tests="0"' in (empty / "junit.xml").read_text()
+    full = tmp_path / "shard1"
+    assert main(["run", *matrix, "-k", "logits_parity", "--shard", "1/2", "--out", str(full)]) == 0
+    assert main(["merge", str(full), str(empty), "--out", str(tmp_path / "merged")]) == 0
+    merged = read_results(tmp_path / "merged")
+    assert [r.id for r in merged] == [r.id for r in read_results(full)] and len(merged) == 1
+    capsys.readouterr()
+    assert main(["run", *matrix, "-k", "no_such_case", "--shard", "1/2", "--out", str(tmp_path / "none")]) == 2
+    assert "no cases selected" in capsys.readouterr().err
+    assert not (tmp_path / "none" / "results.jsonl").exists()

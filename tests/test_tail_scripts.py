@@ -32,6 +32,13 @@ def test_bench_fidelity_prints_every_backend_engine_and_statistic(tmp_path):
     assert f"{inside} of {len(rows)} intervals inside 0.97-1.03" in proc.stdout
     assert proc.returncode == (0 if inside == len(rows) else 1)  # green only when every interval is inside
     assert all(r["n"] == 20 for r in rows)
+    # what the machine did is printed and stored per engine (preemptions, steal, slow calls)
+    machine = json.loads(out.read_text())["machine"]
+    assert [(m["model"], m["provider"]) for m in machine] == [("encoder-custom", "ort_cpu"), ("encoder-custom", "torch_cpu")]
+    for m in machine:
+        assert set(m["engines"]) == {"bare", "harness", "pytest-benchmark"}
+        assert all(0.0 <= e["slow_share"] <= 1.0 and e["preemptions_per_s"] >= 0 for e in m["engines"].values())
+    assert re.search(r"encoder-custom\s+ort_cpu\s+bare [0-9.]+/s, steal", proc.stdout)
 
 
 def test_bench_fidelity_refuses_a_backend_without_a_bare_loop():

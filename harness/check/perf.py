@@ -6,7 +6,8 @@ their distribution, cold start and peak memory in fresh processes, and for gener
 TTFT / TPOT / tokens/s with and without the KV cache. Only the source of the graphs differs:
 each judged file, seen through the reference graph's names (``MappedRunner``), is timed on its
 deployed call (``session.run`` on feeds already in the file's names and dtypes); the fresh
-children open the files themselves through the ONNX Runtime backend's ``child_load``.
+children open the files themselves through the provider's backend's ``child_load`` (ONNX Runtime or
+OpenVINO).
 """
 
 from __future__ import annotations
@@ -73,18 +74,16 @@ def measure_prebuilt(ws: "Workspace", variant: "Variant", model: "LoadedModel", 
 
 def _fresh(ws: "Workspace", variant: "Variant", runners: "Mapping[str, MappedRunner]",
            points: list[latency.Point], settings: PerfSettings, side_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Cold start and memory: fresh children open each file with the ONNX Runtime backend's
-    loader and run it on feeds already in the file's own names."""
-    from harness.runners.base import ChildSpec
-    from harness.runners.ort_runner import OrtBackend
+    """Cold start and memory: fresh children open each file with the loader of the variant's
+    backend and run it on feeds already in the file's own names."""
+    from harness.runners import backends
 
     feeds = {graph: runners[graph].artifact_feeds(f) for graph, f in latency.feeds_by_graph(points).items()}
     path = coldstart.write_feeds(side_dir / "perf-feeds.npz", feeds)
-    runtime = ws.runtime_for(variant)
-    spec = ChildSpec({graph: str(runner.path or "") for graph, runner in runners.items()}, variant.provider.device,
-                     runtime.intra_op_threads or 0, runtime.inter_op_threads or 0,
-                     {"runtime": runtime.as_dict(variant.provider.short)})
-    args = ["--loader", OrtBackend.loader_ref(), "--spec", json.dumps(spec.to_dict(), sort_keys=True), "--feeds", str(path),
+    backend = backends()[variant.provider.backend]  # ov_cpu's children compile with OpenVINO, not ORT's CPU EP
+    spec = backend.file_child_spec({graph: str(runner.path or "") for graph, runner in runners.items()}, variant,
+                                   ws.runtime_for(variant))
+    args = ["--loader", backend.loader_ref(), "--spec", json.dumps(spec.to_dict(), sort_keys=True), "--feeds", str(path),
             "--calls", "5"]
     return coldstart.fresh_runs(args, settings.repeats), args
 

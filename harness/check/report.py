@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: metrics shown per output, in this order (gated ones always, the others when computed)
 COLUMNS = ("training_mode_ops", "norm_max_abs", "cosine", "top1_agreement", "kl", "embedding_cosine",
-           "embedding_cosine_min", "max_abs", "mean_abs", "rel_l2")
-INFO = frozenset({"max_abs", "mean_abs", "rel_l2"})
+           "embedding_cosine_min", *METRICS.names(Scope.SPAN), "max_abs", "mean_abs", "rel_l2")
+INFO = frozenset({"max_abs", "mean_abs", "rel_l2", "span_token_f1"})  # shown whenever computed
 _GEN = tuple(s.name for s in METRICS.of(Scope.GENERATION) if s.headline)  # declared headline metrics
 
 

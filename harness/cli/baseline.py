@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.rundirs import HISTORY_DB
+from harness.core.rundirs import HISTORY_DB_HELP, history_db
 from harness.gate.baseline import (
     DEFAULT_STORE,
     BaselineError,
@@ -169,8 +169,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="run directories, oldest first; several make a multi-run baseline (docs/perf-gate.md)")
     save.add_argument("--history-last", type=int, default=0, metavar="N",
                       help="aggregate the newest N runs of the history database (after any RUN_DIRs)")
-    save.add_argument("--history-db", default=str(HISTORY_DB), metavar="DB",
-                      help=f"history database for --history-last (default {HISTORY_DB})")
+    save.add_argument("--history-db", default=history_db(), metavar="PATH|URL",
+                      help=f"history database for --history-last ({HISTORY_DB_HELP})")
     save.add_argument("--name", required=True, help="baseline name: letters, digits, '.', '_' or '-'")
     _store_option(save)
     save.add_argument("--force", action="store_true", help="replace an existing baseline of the same name")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core import UsageError
+from harness.core.rundirs import HISTORY_DB_HELP, history_db
 from harness.results import history
 
 if TYPE_CHECKING:
@@ -139,9 +140,8 @@ def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame) -> int:
 
 def _write_html(args: argparse.Namespace, wide: pd.DataFrame) -> None:
     """One trend plot per metric (a line per variant, its baseline band shaded) as a page."""
-    from html import escape
-
     from harness.report.html.page import CSS
+    from harness.report.html.templating import markup, render
     from harness.report.html.trends import render_trends
 
     wanted = [(str(variant), str(metric)) for variant, metric in wide.columns]
@@ -149,9 +149,7 @@ def _write_html(args: argparse.Namespace, wide: pd.DataFrame) -> None:
     title = f"history of {args.metric!r} in {history.describe(args.db)}"
     out = Path(args.html)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
-                   f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>\n",
-                   encoding="utf-8")
+    out.write_text(render("history_page.html.j2", title=title, css=markup(CSS), body=markup(body)), encoding="utf-8")
 
 
 def _change_text(change: float) -> Text:
@@ -215,9 +213,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=history.default_db(), metavar="PATH|URL",
-                        help=f"history store: a SQLite file or a postgresql://user@host/db URL "
-                             f"(default: ${history.DB_ENV} or {history.DEFAULT_DB})")
+    parser.add_argument("--db", default=history_db(), metavar="PATH|URL",
+                        help=f"history store: a SQLite file or a postgresql://user@host/db URL ({HISTORY_DB_HELP})")
 
 
 def _allow_missing(parser: argparse.ArgumentParser) -> None:

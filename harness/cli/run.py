@@ -167,6 +167,12 @@ def exit_code(pytest_code: int, out: Path) -> int:
         return pytest_code
     if pytest_code == 4:  # usage error (pytest already printed it)
         return 2
+    from harness.shard.plan import empty_shard
+
+    empty = empty_shard(out) if pytest_code in (0, 5) else None
+    if empty is not None:  # a split with more shards than it could fill: this part is done, and empty
+        print(f"harness: {empty.describe()}; wrote an empty {out / 'results.jsonl'}", file=sys.stderr)
+        return 0
     if pytest_code == 5:
         print(f"harness: error: no cases selected (check --models/--precisions/--providers/-k); nothing in {out}",
               file=sys.stderr)

@@ -90,9 +90,8 @@ def write_markdown(result: BisectResult, path: Path, meta: dict[str, Any], top: 
 def write_html(result: BisectResult, path: Path, meta: dict[str, Any]) -> None:
     """``bisect.html``: the error along the graph and per layer as inline SVG (matplotlib, the
     HTML report's plotting), the first divergent tensor marked, and the module table."""
-    from html import escape
-
     from harness.report.html.plots import error_along_graph, module_growth
+    from harness.report.html.templating import markup, render
 
     threshold = next((c.threshold for c in result.tolerance.checks if c.metric == "norm_max_abs"), None)
     first = result.first_divergent
@@ -107,15 +106,9 @@ def write_html(result: BisectResult, path: Path, meta: dict[str, Any]) -> None:
                              (over.order, _module(over) if over.module else over.node) if over else None)
     bars = module_growth([(r.module, r.output_error, r.first_divergent) for r in layers], threshold,
                          f"{title}: output error per layer")
-    rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _module_row(r)) + "</tr>"
-                   for r in result.module_table("module"))
-    head = "".join(f"<th>{escape(h)}</th>" for h in _MODULE_HEADER)
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>bisect {escape(title)}</title>"
-            "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;font-size:12px}"
-            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head><body>"
-            f"<h1>bisect: {escape(title)}</h1><p><b>{escape(headline(result)).replace(chr(10), '<br>')}</b></p>{plot}{bars}"
-            f"<h2>Error by PyTorch module (topological order)</h2><table><tr>{head}</tr>{rows}</table>"
-            "</body></html>\n")
+    page = render("bisect.html.j2", title=title, headline=headline(result).split("\n"), plot=markup(plot),
+                  bars=markup(bars), header=_MODULE_HEADER,
+                  rows=[_module_row(r) for r in result.module_table("module")])
     path.write_text(page, encoding="utf-8")
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families.steppers import Starter
+    from harness.metrics.spec import Scope
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -34,6 +35,29 @@ def cache_kv(layer: object) -> list[torch.Tensor]:
     return [layer.keys, layer.values]
 
 
+class DerivedOutput(Protocol):
+    """What a deployment computes from a graph's outputs and returns instead of them (the answer
+    span a QA pipeline extracts from start/end logits), judged as one more output of the graph:
+    ``rows`` derives it per corpus row from the feeds and the outputs it ``needs`` (the
+    reference's and the variant's alike), ``score`` compares the two derivations with the
+    metrics of its ``scope`` (declared in ``harness.metrics.registry``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def needs(self) -> tuple[str, ...]: ...
+
+    @property
+    def scope(self) -> "Scope": ...
+
+    def rows(self, feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """One derived value per batch row (rows along axis 0)."""
+
+    def score(self, ref: np.ndarray, got: np.ndarray) -> tuple[dict[str, float], int, str]:
+        """(metrics, rows compared, where the worst row is) over the corpus's rows."""
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     """The I/O contract of one exported graph. ``variant_tag`` marks deliberate deviations
@@ -47,6 +71,9 @@ class GraphSpec:
     #: outputs judged by the gate; the others are reported but not gated
     gated_outputs: frozenset[str] | None = None
     variant_tag: str = ""
+    #: outputs derived from this graph's outputs and judged beside them (not part of the file,
+    #: so not part of ``key``): the head's answer where a deployment returns that, not the logits
+    derived: tuple[DerivedOutput, ...] = ()
 
     def is_gated(self, output: str) -> bool:
         return self.gated_outputs is None or output in self.gated_outputs

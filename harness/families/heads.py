@@ -5,8 +5,10 @@ Each head is judged on its own outputs, not on the hidden states underneath it:
 * ``token_classification``: ``logits`` (batch, position, label) at every real token -- padding
   masked -- so ``top1_agreement`` is the per-token label agreement;
 * ``question_answering``: ``start_logits`` and ``end_logits`` (batch, position) of question +
-  context pairs, at every real token (cosine and scale-free max error; the span a pipeline
-  extracts from them is not compared as such);
+  context pairs, at every real token (cosine and scale-free max error), and the answer span a
+  QA pipeline extracts from them (:class:`AnswerSpan`: the best ``start <= end`` pair of context
+  tokens, at most 15 tokens long), the reference's against the variant's per row
+  (``span_agreement``, ``span_token_f1``);
 * ``masked_lm``: ``logits`` at the positions the feeds replaced by the mask token (every
   seventh real token between the first and last, deterministic from the attention mask), the
   only positions a fill-mask model is asked about.
@@ -16,6 +18,7 @@ One graph (``model``) each, fed ``input_ids`` and ``attention_mask`` from the co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -23,6 +26,8 @@ import torch
 
 from harness.families.base import Family, GraphModule, GraphSpec, token_feeds, tokenize
 from harness.families.registry import register_family
+from harness.metrics.spans import MAX_ANSWER_TOKENS, best_spans, span_metrics, worst_row
+from harness.metrics.spec import Scope
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.zoo.loading import LoadedModel
@@ -97,11 +102,68 @@ class QuestionAnsweringFamily(_EncoderHead):
 
     # Start/end logits are judged per real token (padding masked, as every head): their last axis
     # is the sentence's positions, which differ between batches, so they are compared
-    # elementwise (cosine, scale-free max error) rather than as a distribution per row.
+    # elementwise (cosine, scale-free max error) rather than as a distribution per row. What a
+    # pipeline returns -- the span -- is judged beside them (``AnswerSpan``).
 
     def graphs(self, model: LoadedModel) -> list[GraphSpec]:
         outs = frozenset(self.outputs)
-        return [GraphSpec("model", _INPUTS, self.outputs, {**_AXES, **self.output_axes}, gated_outputs=outs)]
+        return [GraphSpec("model", _INPUTS, self.outputs, {**_AXES, **self.output_axes}, gated_outputs=outs,
+                          derived=(answer_span(model.tokenizer),))]
+
+
+def answer_span(tokenizer: Any) -> "AnswerSpan":
+    """The span judge of a QA model with ``tokenizer``: its separator (``sep_token``, else
+    ``eos_token`` as RoBERTa-style tokenizers end the question with) and its special tokens."""
+    separator = getattr(tokenizer, "sep_token_id", None)
+    if separator is None:
+        separator = getattr(tokenizer, "eos_token_id", None)
+    special = frozenset(int(i) for i in (getattr(tokenizer, "all_special_ids", None) or ()))
+    return AnswerSpan(frozenset() if separator is None else frozenset({int(separator)}), special)
+
+
+@dataclass(frozen=True)
+class AnswerSpan:
+    """The answer span of each question + context row, as transformers' QuestionAnsweringPipeline
+    extracts it (``harness.metrics.spans.best_spans``), judged as the pseudo-output ``answer_span``.
+
+    The context is what the pair encoding puts after the question: the real (unmasked) tokens
+    after the row's first ``separators`` token that are not ``special`` tokens -- the layout
+    every pair template writes (``[CLS] q [SEP] c [SEP]``, ``<s> q </s></s> c </s>``), read from
+    ``input_ids`` alone, so the span is computed from the same feeds the graph ran on (a static
+    file's cut or padded ones included). A row without such a token asks nothing (and a corpus
+    without any is NaN: never a pass)."""
+
+    separators: frozenset[int]
+    special: frozenset[int]
+    max_answer_len: int = MAX_ANSWER_TOKENS
+    name: str = "answer_span"
+    needs: tuple[str, ...] = ("start_logits", "end_logits")
+    scope: Scope = Scope.SPAN
+
+    def context(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        """(rows, positions) bool: the context tokens of each row."""
+        ids = np.asarray(feeds["input_ids"])
+        real = np.asarray(feeds["attention_mask"]).astype(bool)
+        sep = np.isin(ids, sorted(self.separators)) & real
+        after = (np.cumsum(sep, axis=1) - sep) > 0  # strictly after the first separator
+        context: np.ndarray = after & real & ~np.isin(ids, sorted(self.special))
+        return context
+
+    def rows(self, feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        start, end = self.needs
+        return best_spans(outputs[start], outputs[end], self.context(feeds), self.max_answer_len)
+
+    def score(self, ref: np.ndarray, got: np.ndarray) -> tuple[dict[str, float], int, str]:
+        metrics, asked = span_metrics(ref, got)
+        if not asked:
+            return metrics, 0, "no row has a context token after a separator: no span to extract"
+        row = worst_row(ref, got)
+        if row is None:
+            return metrics, asked, "n/a"
+        rs, re_, gs, ge = (int(v) for v in (*ref[row], *got[row]))
+        differ = int(np.sum(np.any(ref != got, axis=1) & (ref[:, 0] >= 0)))
+        return metrics, asked, (f"batch={row}: reference span tokens {rs}-{re_}, variant {gs}-{ge} "
+                                f"({differ} of {asked} rows differ)")
 
 
 #: every how-many-th real token the masked-LM feeds replace by the mask token

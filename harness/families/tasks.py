@@ -43,7 +43,8 @@ TASKS: tuple[Task, ...] = (
     Task("token_classification", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES", "AutoModelForTokenClassification",
          "token classifier: logits and the label of every real token (padding masked)"),
     Task("question_answering", "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES", "AutoModelForQuestionAnswering",
-         "extractive QA: start/end logits and the extracted span"),
+         "extractive QA: start/end logits at every real token and the answer span extracted from them "
+         "(span_agreement)"),
     Task("feature_extraction", "MODEL_MAPPING_NAMES", "AutoModel",
          "base model: hidden states (and their cosine)"),
 )

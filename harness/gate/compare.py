@@ -26,6 +26,7 @@ from harness.gate.canary import widen
 from harness.metrics.registry import METRICS, Scope, perf_policies
 from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: the gate's API names it
 from harness.metrics.spec import percentile
+from harness.perf.contention import busier_note
 from harness.perf.stats import (
     MIN_BLOCK_SIZE,
     Stat,
@@ -291,13 +292,13 @@ def _ordered(rows: list[Row]) -> list[Row]:
 
 
 def fmt_value(value: float, kind: str) -> str:
+    """A gated number in its unit (bytes for memory and size, else milliseconds) through the
+    reports' one formatter per unit (``harness.core.units``)."""
     if value is None or not math.isfinite(value):
         return "-"
-    if kind in ("memory", "size"):
-        from harness.core.units import binary_bytes
+    from harness.core.units import value_text
 
-        return binary_bytes(value)
-    return f"{value:.4g} ms"
+    return value_text(value, "bytes" if kind in ("memory", "size") else "ms")
 
 
 def fmt_change(ratio: float) -> str:
@@ -480,6 +481,8 @@ class RunPerf:
     envs: dict[str, dict[str, Any]]
     #: variant -> its canary samples (``harness.perf.canary``), every record's concatenated
     canaries: dict[str, np.ndarray] = field(default_factory=dict)
+    #: (variant, key) -> the latency entry's ``contention`` (harness.perf.contention), where recorded
+    contention: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def variants(self) -> set[str]:
@@ -495,6 +498,17 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 
 
+def _latency_entry(value: Any) -> tuple[np.ndarray | None, Mapping[str, Any] | None]:
+    """A latency entry's finite samples (None when it has none) and its ``contention``, if any."""
+    samples = value.get("samples") if isinstance(value, Mapping) else None
+    if not (isinstance(samples, list) and samples):
+        return None, None
+    arr = np.asarray([s for s in samples if isinstance(s, (int, float))], dtype=float)
+    arr = arr[np.isfinite(arr)]
+    machine = value.get("contention")
+    return (arr if arr.size else None), (machine if isinstance(machine, Mapping) else None)
+
+
 def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPerf:
     """Pull latency samples and known scalars out of result records, tolerantly.
 
@@ -508,6 +522,7 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[np.ndarray]] = {}
+    machines: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for rec in readable_records(records):
         perf = rec.perf
         if not perf:
@@ -523,12 +538,11 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
             if key == "canary_ms":
                 continue
             if str(key).startswith("latency_ms"):
-                samples = value.get("samples") if isinstance(value, Mapping) else None
-                if isinstance(samples, list) and samples:
-                    arr = np.asarray([s for s in samples if isinstance(s, (int, float))], dtype=float)
-                    arr = arr[np.isfinite(arr)]
-                    if arr.size:
-                        found.append((variant, test, str(key), arr))
+                arr, machine = _latency_entry(value)
+                if arr is not None:
+                    found.append((variant, test, str(key), arr))
+                    if machine is not None:
+                        machines[(variant, test, str(key))] = machine
                 continue
             flat: dict[str, Any] = {}
             _flatten(str(key), value, flat)
@@ -542,10 +556,13 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
         tests_per_key.setdefault((variant, key), set()).add(test)
     latency: dict[tuple[str, str], np.ndarray] = {}
     scalars: dict[tuple[str, str], float] = {}
+    contention: dict[tuple[str, str], Mapping[str, Any]] = {}
     for variant, test, key, value in found:
         name = key if len(tests_per_key[(variant, key)]) == 1 else f"{test}:{key}"
         (latency if isinstance(value, np.ndarray) else scalars)[(variant, name)] = value
-    return RunPerf(latency, scalars, envs, {v: np.concatenate(c) for v, c in canaries.items()})
+        if (variant, test, key) in machines:
+            contention[(variant, name)] = machines[(variant, test, key)]
+    return RunPerf(latency, scalars, envs, {v: np.concatenate(c) for v, c in canaries.items()}, contention)
 
 
 def env_differences(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[str]:
@@ -621,6 +638,9 @@ def compare_runs(
         judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key), drift=drifts[variant])
         for name, j in judged.items():
             advisory, reason = tail_advisory(pols[name], b_samples, c_samples, j.reason)
+            if j.verdict is Verdict.REGRESSION:
+                note = busier_note(base.contention.get((variant, key)), cand.contention.get((variant, key)))
+                reason = f"{reason}; {note}" if note else reason
             rows.append(Row(variant, f"{key}.{name}", "latency", j.base, j.cand, j.ratio, j.ci_lo, j.ci_hi,
                             j.p_value, j.verdict, reason, advisory))
     for (variant, key), b_val in sorted(base.scalars.items()):

@@ -33,10 +33,12 @@ __all__ = ["GENERATION", "Coverage", "generation_coverage", "head_outputs", "num
 
 def head_outputs(graph: "GraphSpec") -> tuple[str, ...]:
     """The outputs of ``graph`` that carry the model's head: its logits when it has any, else
-    what it gates (a base model's hidden states). KV-cache tensors are never head outputs."""
+    what it gates (a base model's hidden states), and what a deployment derives from them (a QA
+    head's answer span: ``GraphSpec.derived``). KV-cache tensors are never head outputs."""
+    derived = tuple(d.name for d in graph.derived)
     if graph.logits_outputs:
-        return tuple(n for n in graph.output_names if n in graph.logits_outputs)
-    return tuple(n for n in graph.output_names if graph.is_gated(n))
+        return tuple(n for n in graph.output_names if n in graph.logits_outputs) + derived
+    return tuple(n for n in graph.output_names if graph.is_gated(n)) + derived
 
 
 def why_not_gated(result: "OutputResult") -> str | None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from harness.core import Check, Precision, Tolerance, Variant
 from harness.core.phases import phase
-from harness.judge.tolerances import tolerance_for
+from harness.judge.tolerances import scope_tolerance, tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
 from harness.metrics.registry import METRICS
 from harness.results.checks import CheckResult, GateFailure, raise_failures
@@ -25,6 +25,7 @@ from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
+    from harness.families.base import DerivedOutput
     from harness.judge.workspace import Workspace
     from harness.runners.base import GraphRunner
 
@@ -181,6 +182,10 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
     (``shape_failures``) naming the probe, its shapes and the runtime's first error line."""
     output_map = dict(output_map or {n: n for n in graph.output_names})
     collectors = {name: _Collector() for name in output_map}
+    # outputs a deployment derives from these (a QA head's answer span), over the corpus rows; one
+    # whose inputs the runner does not return is left out, and coverage counts it missing
+    derived: dict[str, tuple[DerivedOutput, list[np.ndarray], list[np.ndarray]]] = {
+        d.name: (d, [], []) for d in graph.derived if all(n in output_map for n in d.needs)}
     offset = 0
     labelled = [("corpus", b) for b in batches] + list(probes)
     broken: list[str] = []
@@ -201,9 +206,14 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
         with phase("metrics"):
             for name, theirs in output_map.items():
                 collectors[name].add(ref[name], got[theirs], masks.get(name), offset)
+            if label == "corpus":
+                for d, refs, gots in derived.values():
+                    refs.append(d.rows(feeds, ref))
+                    gots.append(d.rows(feeds, {n: got[output_map[n]] for n in d.needs}))
         offset += next(iter(feeds.values())).shape[0]
     with phase("metrics"):
         results = _results(graph, collectors, precision, overrides)
+        results += [_derived_result(graph, d, refs, gots, precision, overrides) for d, refs, gots in derived.values()]
     if probes:  # shape coverage: every probe must run (its numbers are judged with the corpus's above)
         coverage = OutputResult(graph.name, "shapes", {"shape_failures": float(len(broken))}, None, (),
                                 Tolerance((_lint_gate("shape_failures"),)), len(probes))
@@ -221,6 +231,19 @@ def _results(graph: "GraphSpec", collectors: Mapping[str, "_Collector"], precisi
         tol = tolerance_for(precision, is_logits=is_logits, overrides=overrides) if graph.is_gated(name) else None
         results.append(OutputResult(graph.name, name, metrics, worst, axis_names(col.ndim, is_logits), tol, n))
     return results
+
+
+def _derived_result(graph: "GraphSpec", derived: "DerivedOutput", refs: Sequence[np.ndarray],
+                    gots: Sequence[np.ndarray], precision: Precision,
+                    overrides: Mapping[str, Mapping[str, float]] | None) -> OutputResult:
+    """A derived output's rows (the reference's and the variant's, corpus order) judged as one
+    more gated output of ``graph``, with the metrics of its scope."""
+    ref, got = np.concatenate(refs), np.concatenate(gots)
+    metrics, n, where = derived.score(ref, got)
+    result = OutputResult(graph.name, derived.name, metrics, None, ("batch",),
+                          scope_tolerance(derived.scope, precision, overrides), n)
+    result.where = where
+    return result
 
 
 def _lint_gate(name: str) -> Check:

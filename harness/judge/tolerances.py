@@ -11,6 +11,7 @@ from typing import Mapping
 
 from harness.core import Precision, Tolerance, precision_overrides
 from harness.metrics.registry import METRICS, Scope
+from harness.metrics.spec import TOLERANCE_SCOPES
 
 #: metric -> default threshold, per precision (derived from the registry; kept for callers).
 DEFAULT_TOLERANCES: dict[Precision, dict[str, float]] = {p: METRICS.defaults(p, Scope.NUMERIC) for p in Precision}
@@ -35,3 +36,14 @@ def tolerance_for(precision: Precision, *, is_logits: bool,
         if metric in numeric and (is_logits or not numeric[metric].logits_only)
     )
     return Tolerance(checks)
+
+
+def scope_tolerance(scope: Scope, precision: Precision,
+                    overrides: Mapping[str, Mapping[str, float]] | None = None) -> Tolerance:
+    """The checks of a derived output judged with the metrics of ``scope`` (an answer span's):
+    the scope's defaults at ``precision``, then the model's overrides of those metrics."""
+    if scope not in TOLERANCE_SCOPES:
+        raise ValueError(f"metrics of scope {scope.value!r} take no tolerance")
+    values = METRICS.defaults(precision, scope)
+    values.update({k: v for k, v in precision_overrides(overrides, precision).items() if k in METRICS.names(scope)})
+    return Tolerance(tuple(METRICS[name].check(value) for name, value in values.items()))

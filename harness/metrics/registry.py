@@ -45,6 +45,10 @@ HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
 MiB = float(2 ** 20)
 
 
+#: span_agreement floors below FP32's exact 1.0 (the measurements are in docs/tolerances.md, "Answer spans")
+SPAN_FP16, SPAN_INT8 = 0.95, 0.90
+
+
 def _numeric(name: str, direction: Direction, outputs: Outputs, description: str, unit: str = "",
              thresholds: Thresholds | None = None, bounds: tuple[float, float] | None = None) -> MetricSpec:
     return MetricSpec(name, direction, Scope.NUMERIC, description, unit, thresholds, outputs=outputs, bounds=bounds)
@@ -130,6 +134,16 @@ METRICS = MetricRegistry([
                Thresholds(fp32=0.99999, fp16=0.9999, int8=0.93), bounds=SIMILARITY),
     MetricSpec("embedding_cosine_min", HIGHER, Scope.EMBEDDING, "The worst sentence's embedding cosine.", "",
                Thresholds(fp32=0.9999, fp16=0.999, int8=0.90), bounds=SIMILARITY),
+    # -- extractive-QA answer spans (harness/metrics/spans.py; a graph's derived ``answer_span``, judged by
+    #    harness.judge.numeric.run_graph_parity) ---------------------------------------------------------------
+    MetricSpec("span_agreement", HIGHER, Scope.SPAN, "Fraction of question + context rows whose answer span is "
+               "the reference's exactly: the (start, end) token pair a QA pipeline returns (transformers' "
+               "QuestionAnsweringPipeline: the best start <= end pair of context tokens by start + end logit, "
+               "at most 15 tokens; never the question, a special token or padding).", "fraction",
+               Thresholds(fp32=1.0, fp16=SPAN_FP16, int8=SPAN_INT8)),
+    MetricSpec("span_token_f1", HIGHER, Scope.SPAN, "Mean over rows of the token-overlap F1 of the variant's "
+               "span with the reference's (SQuAD's F1, over token positions): a span that moved by one token "
+               "keeps partial credit, a disjoint one scores 0.", "fraction"),
     # -- text scores (harness/metrics/text.py: corpus_scores, token_agreement, repetition_rate) ----------------
     _text("bleu", HIGHER, "sacrebleu corpus BLEU; 0 when the corpus has no 4-gram.", "BLEU (0-100)"),
     _text("chrf", HIGHER, "sacrebleu corpus chrF2: character n-grams, robust for CJK.", "chrF (0-100)"),
@@ -253,6 +267,9 @@ _MARGINS: dict[str, Margin] = {
     # sentence embeddings (measured floors)
     "embedding_cosine": Margin(0.25, Thresholds(1e-13, 5e-11, 2e-8), ideal=_UNIT),
     "embedding_cosine_min": Margin(0.25, Thresholds(5e-13, 1e-9, 5e-8), ideal=_UNIT),
+    # answer spans: discrete, like top-1 agreement (none may move at FP32)
+    "span_agreement": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
+    "span_token_f1": Margin(0.25, Thresholds(0.0, 0.05, 0.05), ideal=_UNIT, exact=FP32),
     # text building blocks (harness check / config thresholds): about two sentences of 32
     "bleu": Margin(0.25, Thresholds(0.0, 3.0, 3.0), ideal=_PCT, exact=FP32),
     "chrf": Margin(0.25, Thresholds(0.0, 2.0, 2.0), ideal=_PCT, exact=FP32),

@@ -30,6 +30,7 @@ class Scope(str, enum.Enum):
     NUMERIC = "numeric"  # compare_arrays: one output of a graph against the PyTorch FP32 reference
     ARTIFACT_LINT = "artifact lint"  # static checks of an exported file
     EMBEDDING = "embedding"  # pooled sentence embeddings against the reference's
+    SPAN = "answer span"  # the answer span an extractive-QA head selects, against the reference's
     TEXT = "text"  # harness.metrics.text scores: the building blocks of the generation metrics
     GENERATION = "generation"  # generation parity (gen_*): decoded text against PyTorch's and references
     PERF_BUDGET = "perf budget"  # an absolute limit on a number the perf suites measure
@@ -37,7 +38,7 @@ class Scope(str, enum.Enum):
 
 #: scopes whose metrics take a tolerance (``[tolerances.<precision>]``, ``ModelSpec.tolerances``,
 #: ``harness check --tolerance``); budgets have their own table.
-TOLERANCE_SCOPES = (Scope.NUMERIC, Scope.ARTIFACT_LINT, Scope.EMBEDDING, Scope.TEXT, Scope.GENERATION)
+TOLERANCE_SCOPES = (Scope.NUMERIC, Scope.ARTIFACT_LINT, Scope.EMBEDDING, Scope.SPAN, Scope.TEXT, Scope.GENERATION)
 
 
 class Outputs(str, enum.Enum):

@@ -78,6 +78,12 @@ def embedding_table() -> str:
     return _table(("metric", "direction", "default gates", "definition"), rows)
 
 
+def span_table() -> str:
+    """docs/tolerances.md: what an extractive-QA head's answer span is judged on."""
+    rows = [(f"`{s.name}`", s.direction.value, _defaults(s), s.description) for s in METRICS.of(Scope.SPAN)]
+    return _table(("metric", "direction", "default gates", "definition"), rows)
+
+
 def text_table() -> str:
     rows = [(f"`{s.name}`", s.direction.value, s.unit, s.description) for s in METRICS.of(Scope.TEXT)]
     return _table(("metric", "direction", "unit", "definition"), rows)
@@ -133,6 +139,7 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "numeric": (numeric_table, False),
     "numeric-defaults": (lambda: defaults_table(Scope.NUMERIC), False),
     "embedding": (embedding_table, False),
+    "span": (span_table, False),
     "text": (text_table, False),
     "generation": (generation_table, False),
     "generation-defaults": (generation_defaults_table, False),

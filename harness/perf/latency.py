@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from harness.perf import contention
 from harness.perf.feeds import family_feeds, max_positions, shapeable, shaped_feeds
 from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, timed_call
 from harness.perf.tail import DEFAULT_TAIL_TARGET, sample_for_tail
@@ -102,10 +103,11 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
         left = settings.time_budget - (time.perf_counter() - started)
         budget = max(left, 0.0) / (len(points) - index) if settings.time_budget else None
         call = timed_call(runners[p.graph.name], p.feeds)
-        first, stop = _sample(engine, call, settings, budget, loop.sync)
-        # a metric the budget already cut gets no extra tail timing (its p99 stays advisory)
-        samples, tail = sample_for_tail(first, functools.partial(loop, call, warmup=0), target=tail_target,
-                                        budget_s=0 if stop["stopped"] == "budget" else settings.tail_seconds)
+        with contention.probe() as machine:  # counters read around the loops, none inside
+            first, stop = _sample(engine, call, settings, budget, loop.sync)
+            # a metric the budget already cut gets no extra tail timing (its p99 stays advisory)
+            samples, tail = sample_for_tail(first, functools.partial(loop, call, warmup=0), target=tail_target,
+                                            budget_s=0 if stop["stopped"] == "budget" else settings.tail_seconds)
         if canary is not None:
             canary.block()
         name = getattr(engine, "name", "custom")
@@ -114,7 +116,8 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
         out[p.key] = latency_entry(samples, warmup=settings.warmup, engine=name,
                                    items_per_call=p.batch_size, graph=p.graph.name, batch_size=p.batch_size,
                                    seq_len=p.seq_len if p.seq_len is not None else _seq_of(p.feeds),
-                                   tail=tail.as_dict(), stopping=stop)
+                                   tail=tail.as_dict(), stopping=stop,
+                                   contention=machine.result.as_dict() if machine.result else None)
     if canary is not None:
         out["canary_ms"] = canary.entry()
     return out

@@ -201,3 +201,12 @@ def write_interrupted_run(out_dir: Path, signum: int, started: float) -> bool:
     write_marker(Path(out_dir), stopped)
     write_summary(Path(out_dir), [], interruption=stopped)
     return True
+
+
+def write_note_summary(out_dir: Path, status: str, note: str, title: str = "Model deployment gate") -> Path:
+    """``summary.md`` of a run directory that judges nothing by design (an empty shard of a split
+    run): its bold status and why, where a run's summary has its cases."""
+    path = Path(out_dir) / SUMMARY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# {title}\n\n**{status}** — {note}\n", encoding="utf-8")
+    return path

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,13 +27,13 @@ if TYPE_CHECKING:  # pandas is imported where a trend is computed: `harness --he
     from sqlalchemy.engine import Connection, Engine
 
 from harness.core import UsageError, did_you_mean
-from harness.core.rundirs import HISTORY_DB
+from harness.core.rundirs import HISTORY_DB, HISTORY_DB_ENV, history_db
 from harness.results import Record
 from harness.results.rundir import read_results
 
 DEFAULT_DB = HISTORY_DB
 #: environment variable naming the default store (a path or URL), so a team sets it once in CI
-DB_ENV = "HARNESS_HISTORY_DB"
+DB_ENV = HISTORY_DB_ENV
 
 
 class HistoryError(UsageError):
@@ -51,7 +50,8 @@ class Ingested:
 
 
 def default_db() -> str:
-    return os.environ.get(DB_ENV) or str(DEFAULT_DB)
+    """The store used when none is given (``harness.core.rundirs.history_db``)."""
+    return history_db()
 
 
 def is_url(db: str | Path) -> bool:
@@ -129,13 +129,15 @@ def _engine(db: str | Path, *, create: bool) -> Engine:
 
 
 @contextmanager
-def _open(db: str | Path, *, create: bool) -> Iterator[Engine]:
+def _open(given: str | Path | None, *, create: bool) -> Iterator[Engine]:
     """An engine on a history that exists (and is migrated to the current schema); every
-    database error becomes one ``HistoryError`` line naming ``db``."""
+    database error becomes one ``HistoryError`` line naming ``db``. ``given`` None: the
+    default store (``history_db``: ``$HARNESS_HISTORY_DB``, else ``reports/history.sqlite``)."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from harness.results import history_schema as schema
 
+    db = history_db(given)
     engine = _engine(db, create=create)
     try:
         try:
@@ -196,7 +198,7 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
 
-def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
+def ingest(run_dir: str | Path, db: str | Path | None = None) -> list[Ingested]:
     """Store every record of ``run_dir`` (the last one per case id); one transaction per run,
     so an interrupted ingest leaves either the whole run or none of it, and two writers adding
     the same run at once store it once."""
@@ -231,7 +233,7 @@ def ingest(run_dir: str | Path, db: str | Path = DEFAULT_DB) -> list[Ingested]:
     return out
 
 
-def _frame(db: str | Path, sql: str) -> pd.DataFrame:
+def _frame(db: str | Path | None, sql: str) -> pd.DataFrame:
     import pandas as pd
     from sqlalchemy import text
 
@@ -240,7 +242,7 @@ def _frame(db: str | Path, sql: str) -> pd.DataFrame:
         return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
 
 
-def runs(db: str | Path = DEFAULT_DB) -> pd.DataFrame:
+def runs(db: str | Path | None = None) -> pd.DataFrame:
     """Stored runs, oldest first, with case counts per verdict."""
     return _frame(db, """SELECT r.run_id, r.finished, r.fingerprint, r.cases,
                       SUM(CASE WHEN c.verdict = 'pass' THEN 1 ELSE 0 END) AS pass,
@@ -252,14 +254,14 @@ def runs(db: str | Path = DEFAULT_DB) -> pd.DataFrame:
                ORDER BY r.finished, r.run_id""")
 
 
-def durations(db: str | Path = DEFAULT_DB) -> dict[str, float]:
+def durations(db: str | Path | None = None) -> dict[str, float]:
     """Each case id's duration in its newest stored run that measured one (for ``--shard`` balancing)."""
     frame = _frame(db, """SELECT c.id, c.duration_s FROM cases c JOIN runs r ON r.run_id = c.run_id
                           WHERE c.duration_s IS NOT NULL ORDER BY r.finished, r.run_id""")
     return {str(i): float(d) for i, d in zip(frame["id"], frame["duration_s"])} if len(frame) else {}
 
 
-def trend(db: str | Path = DEFAULT_DB, variant: str | None = None, metric_glob: str = "*",
+def trend(db: str | Path | None = None, variant: str | None = None, metric_glob: str = "*",
           last: int | None = None) -> pd.DataFrame:
     """Wide table: one row per run (index ``(finished, run_id)``, oldest first; only runs that
     have a matching value), one column per ``(variant, metric)``. A metric measured by two

@@ -388,6 +388,13 @@ class Backend(abc.ABC):
         raise NotImplementedError(f"backend {self.name!r} has no fresh-process loader")
 
     @classmethod
+    def file_child_spec(cls, paths: Mapping[str, str], variant: "Variant", runtime: "RuntimeSettings") -> ChildSpec:
+        """Parent side for files the harness did not build (``harness check --perf``): the
+        description from which :meth:`child_load` opens the ONNX files ``paths`` (graph -> file)
+        the way this backend runs them for ``variant``."""
+        raise NotImplementedError(f"backend {cls.name!r} cannot time a given ONNX file in a fresh process")
+
+    @classmethod
     def child_imports(cls) -> None:
         """Child side: import what a deployed process of this runtime imports (timed as the
         import cost, and the memory floor beside the model). Default: nothing more."""

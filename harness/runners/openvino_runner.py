@@ -277,6 +277,11 @@ class OpenVinoBackend(Backend):
                          options={"hint": RECIPES[variant.precision][1], "threads": self.ctx.intra_op_threads or 0})
 
     @classmethod
+    def file_child_spec(cls, paths: Mapping[str, str], variant: Variant, runtime: "RuntimeSettings") -> ChildSpec:
+        return ChildSpec(dict(paths), variant.provider.device,
+                         options={"hint": RECIPES[variant.precision][1], "threads": runtime.intra_op_threads or 0})
+
+    @classmethod
     def child_imports(cls) -> None:
         import openvino  # noqa: F401  (numpy and this module are imported already; never torch)
 

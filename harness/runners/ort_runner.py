@@ -396,6 +396,11 @@ class OrtBackend(Backend):
                          {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
 
     @classmethod
+    def file_child_spec(cls, paths: Mapping[str, str], variant: Variant, runtime: RuntimeSettings) -> ChildSpec:
+        return ChildSpec(dict(paths), variant.provider.device, runtime.intra_op_threads or 0,
+                         runtime.inter_op_threads or 0, {"runtime": runtime.as_dict(variant.provider.short)})
+
+    @classmethod
     def child_imports(cls) -> None:
         import onnxruntime  # noqa: F401  (numpy and this module are imported already; never torch)
 

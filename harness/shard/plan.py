@@ -117,3 +117,30 @@ def write_shard_file(run_dir: Path, spec: ShardSpec, case_ids: list[str], durati
     tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, target)
     return target
+
+
+@dataclass(frozen=True)
+class EmptyShard:
+    """A shard the plan gave none of the run's cases (more shards than cases, or cases too
+    unequal to fill every shard): a finished, empty part of a run that did select cases, not a
+    run that judged nothing. It still leaves an (empty) ``results.jsonl`` and its summary, so
+    ``harness merge`` and CI artifact steps see a shard like any other."""
+
+    spec: ShardSpec
+    total_cases: int
+
+    def describe(self) -> str:
+        return (f"shard {self.spec} was assigned none of the run's {self.total_cases} case(s) (the split has more "
+                "shards than it could fill); nothing to judge here: `harness merge` of every shard judges the run")
+
+
+def empty_shard(run_dir: Path) -> EmptyShard | None:
+    """``run_dir``'s shard when its ``shard.json`` assigns it no case of a run that selected some;
+    None otherwise (no shard file, cases assigned, or a run that selected nothing at all -- that
+    stays a usage error)."""
+    try:
+        meta = json.loads((Path(run_dir) / SHARD_FILE).read_text(encoding="utf-8"))
+        index, count, total, cases = int(meta["shard"]), int(meta["of"]), int(meta["total_cases"]), meta["cases"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return EmptyShard(ShardSpec(index, count), total) if total > 0 and not cases else None

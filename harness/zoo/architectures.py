@@ -24,6 +24,9 @@ SEED = 1234
 #: learned positions of every tiny model: small, like GPT-2's tiny test configs, so the
 #: prompt + new-token limit is exercised (the corpus's longest prompt is ~40 tokens)
 TINY_POSITIONS = 64
+#: bumped when ``harness.zoo.tokenizer`` changes what a built tokenizer encodes (2: RoBERTa-style
+#: pairs get their separator, so a QA model's question and context are told apart)
+TOKENIZER_RECIPE = 2
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,8 @@ def build_cached(arch: Architecture, root: Path) -> Path:
     from harness.core.cachedir import lock_for, replace_dir, temp_dir_for
 
     recipe = json.dumps({"arch": arch.name, "class": arch.model_class, "style": arch.style, "config": arch.config,
-                         "seed": SEED, "v": [torch.__version__, transformers.__version__, tokenizers.__version__]},
+                         "seed": SEED, "tokenizer": TOKENIZER_RECIPE,
+                         "v": [torch.__version__, transformers.__version__, tokenizers.__version__]},
                         sort_keys=True, default=str)
     target = root / f"{arch.name}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
     if (target / "config.json").is_file():

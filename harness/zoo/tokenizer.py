@@ -59,8 +59,10 @@ def train_tokenizer(texts: Sequence[str], style: Style, vocab_size: int = 1000) 
     elif style in ("marian", "t5"):
         tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", ids["</s>"])])
     elif style in ("roberta", "bart"):
+        # the pair as RoBERTa's own tokenizer writes it: a QA model's context starts after the separator
         tok.post_processor = processors.TemplateProcessing(
-            single="<s> $A </s>", special_tokens=[("<s>", ids["<s>"]), ("</s>", ids["</s>"])])
+            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+            special_tokens=[("<s>", ids["<s>"]), ("</s>", ids["</s>"])])
     elif style == "llama":
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", ids["<s>"])])
     # style "gpt2": no template (GPT-2's tokenizer adds nothing)
