@@ -77,3 +77,34 @@ def test_the_history_and_bisect_pages_escape_a_model_name() -> None:
     page = render("bisect.html.j2", title=f"{hostile} / model / int8", headline=[f"first divergent: {hostile}", "x"],
                   plot=markup("<svg/>"), bars=markup(""), header=["module"], rows=[[hostile]])
     assert "<script>" not in page and page.count("&lt;script&gt;") == 4 and "<br>" in page
+
+
+def test_a_number_reads_the_same_on_every_surface() -> None:
+    """One formatter per unit (harness/report/units.py, the unit from the metric registry) behind
+    the HTML grid and failure card, summary.md, the terminal table and the compare page: a time
+    of 10070 ms is `10.1 s` on each (never `1.007e+04`), a unitless KL the same digits on each."""
+    from report_fixture import record
+
+    from harness.compare.diff import MetricDelta
+    from harness.compare.render import _accuracy_cells
+    from harness.report.html.cases import render_failures
+    from harness.report.html.headline import headline
+    from harness.report.summary import render_summary
+    from harness.report.terminal import plain_lines
+    from harness.results import Record
+
+    raw = record("test_latency", "bert-fp32-ort_cpu", "fail",
+                 metrics={"perf.p50_ms": 10070.000000000002, "model.logits.kl": 0.0123456},
+                 thresholds={"perf.p50_ms": {"threshold": 5000, "op": "<="},
+                             "model.logits.kl": {"threshold": 0.02, "op": "<="}})
+    rec = Record.coerce(raw)
+    grid = headline(rec)
+    assert grid is not None and grid.text() == "p50_ms 10.1 s <= 5 s"
+    card = render_failures([rec], None, None)
+    summary = render_summary([raw])
+    terminal = "\n".join(plain_lines([raw]))
+    compared = _accuracy_cells(MetricDelta(rec.id, "perf.p50_ms", 5000.0, 10070.000000000002, "lower"))
+    assert compared[2:5] == ["5 s", "10.1 s", "5.07 s"]
+    for surface in (card, summary, terminal):
+        assert "10.1 s" in surface and "1.007e+04" not in surface and "10070" not in surface, surface
+    assert "0.01235" in card and "0.01235" in summary  # kl: 4 significant digits on both

@@ -130,7 +130,7 @@ def test_nonfinite_metric_still_fails_its_check(tmp_path: Path) -> None:
                         ("encoder/h", "cosine"): True}
     worst = {name: ok for name, _, _, _, ok in worst_checks(back)}
     assert worst == {"max_abs": False, "cosine": False}  # the NaN is the worst cosine, and fails
-    assert "cosine nan >= 0.99 ✗" in format_checks(back)
+    assert "cosine NaN >= 0.99 ✗" in format_checks(back)
 
 
 @pytest.mark.parametrize("tool", ["node", "jq"])

@@ -10,6 +10,7 @@ from harness.core.markdown import table
 from harness.gate.compare import _ordered, fmt_change, fmt_ci, fmt_p, fmt_value
 from harness.report.summary import _code, _md
 from harness.report.text import printable
+from harness.report.units import metric_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -18,10 +19,9 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_ROWS = 200
 
 
-def _num(value: float) -> str:
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    return f"{value:.6g}"
+def _num(value: float, key: str = "") -> str:
+    """A compared value of metric ``key`` (6 digits: a small move must show)."""
+    return metric_text(key, value, digits=6)
 
 
 def _pct(value: float) -> str:
@@ -41,7 +41,8 @@ def _setting(v: VerdictChange) -> str:
 
 
 def _accuracy_cells(d: MetricDelta) -> list[str]:
-    return [d.case, d.key, _num(d.before), _num(d.after), _num(d.delta), _pct(d.relative), d.change]
+    return [d.case, d.key, _num(d.before, d.key), _num(d.after, d.key), _num(d.delta, d.key), _pct(d.relative),
+            d.change]
 
 
 def _perf_cells(cmp: RunComparison) -> list[list[str]]:
@@ -149,7 +150,8 @@ def to_html(cmp: RunComparison) -> str:
     gate = None
     if cmp.accuracy_gate is not None:
         judged = cmp.accuracy_gate.shown()
-        gate_rows = [[r.variant, r.key, _num(r.base), _num(r.cand), _num(r.delta), _num(r.allowed),
+        gate_rows = [[r.variant, r.key, _num(r.base, r.key), _num(r.cand, r.key), _num(r.delta, r.key),
+                      _num(r.allowed, r.key),
                       r.verdict.value + (" (advisory)" if r.advisory else ""), r.reason] for r in judged]
         gate = {"headline": cmp.accuracy_gate.headline(),
                 "table": _table(["variant", "metric", "A", "B", "delta", "margin", "verdict", "reason"], gate_rows,

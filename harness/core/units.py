@@ -1,6 +1,11 @@
-"""How a byte count is written for people: binary units (GiB / MiB / KiB), one rule for every table."""
+"""How a number is written for people, by its unit: one formatter per unit (a byte count in binary
+units, a time in ms or s, a rate), one rule for every table. ``harness.report.units`` adds the unit
+the metric registry declares; the gate (which may not import the reports) calls :func:`value_text`."""
 
 from __future__ import annotations
+
+import math
+from typing import Callable
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
@@ -11,3 +16,40 @@ def binary_bytes(n: float, digits: int = 2) -> str:
         if abs(n) >= size:
             return f"{n / size:.{digits}f} {unit}"
     return f"{n:.0f} B"
+
+
+def _ms(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{value / 1000:.3g} s" if abs(value) < 100_000 else f"{value / 1000:,.0f} s"
+    return f"{value:.3g} ms"
+
+
+def _rate(unit: str) -> Callable[[float], str]:
+    return lambda value: f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
+FORMATTERS: dict[str, Callable[[float], str]] = {
+    "ms": _ms,
+    "s": lambda v: _ms(v * 1000),
+    "bytes": lambda v: binary_bytes(v),
+    "MiB": lambda v: binary_bytes(v * 2 ** 20),
+    "tokens/s": _rate("tokens/s"),
+    "calls/s": _rate("calls/s"),
+    "%": lambda v: f"{v:.3g} %",
+}
+
+
+def value_text(value: float | None, unit: str = "", *, digits: int = 4) -> str:
+    """A metric's value on every report surface (grid, cards, compare, summary.md, JUnit, the
+    terminal table): a time, size or rate through its unit's formatter (``10.1 s``, ``1.5 MiB``),
+    any other number with ``digits`` significant digits and no unit (its column or the metric's
+    name says it; thresholds and compared values pass 6 so 0.99999 does not read as 1); NaN and
+    infinities spelled out (a NaN is a value that fails, not a missing one); '' for None."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    formatter = FORMATTERS.get(unit)
+    return formatter(float(value)) if formatter is not None else f"{value:.{digits}g}"

@@ -292,13 +292,13 @@ def _ordered(rows: list[Row]) -> list[Row]:
 
 
 def fmt_value(value: float, kind: str) -> str:
+    """A gated number in its unit (bytes for memory and size, else milliseconds) through the
+    reports' one formatter per unit (``harness.core.units``)."""
     if value is None or not math.isfinite(value):
         return "-"
-    if kind in ("memory", "size"):
-        from harness.core.units import binary_bytes
+    from harness.core.units import value_text
 
-        return binary_bytes(value)
-    return f"{value:.4g} ms"
+    return value_text(value, "bytes" if kind in ("memory", "size") else "ms")
 
 
 def fmt_change(ratio: float) -> str:

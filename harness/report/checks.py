@@ -6,6 +6,7 @@ import math
 import re
 
 from harness.core.direction import Direction
+from harness.report.units import metric_text
 from harness.results import CheckResult, Record
 from harness.results.record import RecordLike
 
@@ -35,7 +36,8 @@ def format_checks(record: RecordLike, limit: int = 4) -> str:
     parts = []
     for o in worst_outcomes(record)[:limit]:
         mark = "" if o.passed else " ✗"
-        parts.append(f"{o.metric} {o.value:.3g} {o.op} {o.threshold:g}{mark}")
+        parts.append(f"{o.metric} {metric_text(o.metric, o.value)} {o.op} {metric_text(o.metric, o.threshold, digits=6)}"
+                     f"{mark}")
     return "; ".join(parts)
 
 
@@ -71,4 +73,4 @@ def reason_line(record: RecordLike) -> str:
 
 def _outcome(o: CheckResult) -> str:
     head = f"{o.subject}: " if o.subject else ""
-    return f"{head}{o.metric} = {o.value:.4g} (must be {o.op} {o.threshold:g})"
+    return f"{head}{o.metric} = {metric_text(o.metric, o.value)} (must be {o.op} {metric_text(o.metric, o.threshold, digits=6)})"

@@ -1,18 +1,20 @@
 """How a number is written for people, by its unit: one formatter per unit, the unit read from the
 metric registry (or, for a perf field no budget declares, from its name).
 
-Every renderer (trend tables, plot labels, ``history show``/``changes``) calls :func:`fmt` so a
-cold start reads ``10.1 s`` everywhere instead of ``1.007e+04 ms`` in one place and
-``10070.000000000002`` in another.
+Every renderer calls :func:`value_text` / :func:`metric_text` for a metric's value (the HTML grid,
+failure cards, the compare page, ``summary.md``, JUnit, the terminal table) and :func:`fmt` for a
+labelled quantity (trend tables, plot labels, ``history show``/``changes``), so a cold start reads
+``10.1 s`` everywhere instead of ``1.007e+04 ms`` in one place and ``10070.000000000002`` in another.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
 
-from harness.core.units import binary_bytes
+from harness.core.units import FORMATTERS, value_text
+
+__all__ = ["FORMATTERS", "Quantity", "fmt", "metric_text", "metric_unit", "quantity", "value_text"]
 
 
 @dataclass(frozen=True)
@@ -29,25 +31,18 @@ class Quantity:
         return f"{self.label} ({self.unit})" if self.unit else self.label
 
 
-def _ms(value: float) -> str:
-    if abs(value) >= 1000:
-        return f"{value / 1000:.3g} s" if abs(value) < 100_000 else f"{value / 1000:,.0f} s"
-    return f"{value:.3g} ms"
+def metric_unit(metric: str) -> str:
+    """The registry's unit of a metric, by its name (``p50_ms``) or a record key ending in it
+    (``model.logits.kl``); '' for a metric the registry does not declare."""
+    from harness.metrics.registry import METRICS
+
+    spec = METRICS.get(metric) or METRICS.get(metric.rsplit(".", 1)[-1])
+    return "" if spec is None or spec.unit == "output units" else spec.unit
 
 
-def _rate(unit: str) -> Callable[[float], str]:
-    return lambda value: f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
-
-
-FORMATTERS: dict[str, Callable[[float], str]] = {
-    "ms": _ms,
-    "s": lambda v: _ms(v * 1000),
-    "bytes": lambda v: binary_bytes(v),
-    "MiB": lambda v: binary_bytes(v * 2 ** 20),
-    "tokens/s": _rate("tokens/s"),
-    "calls/s": _rate("calls/s"),
-    "%": lambda v: f"{v:.3g} %",
-}
+def metric_text(metric: str, value: float | None, *, digits: int = 4) -> str:
+    """:func:`value_text` in the unit the metric registry declares for ``metric``."""
+    return value_text(value, metric_unit(metric), digits=digits)
 
 
 def fmt(value: float | None, unit: str = "") -> str:

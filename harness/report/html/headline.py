@@ -32,24 +32,17 @@ class Headline:
     def text(self) -> str:
         """``norm_max_abs 0.0155 <= 0.15``; a time, size or rate through its unit's formatter
         (``harness.report.units``: ``load_ms 10.1 s <= 15 s``, not ``1.007e+04 ms``)."""
-        from harness.report.units import FORMATTERS, fmt
+        from harness.report.units import value_text
 
-        if self.unit in FORMATTERS:
-            gate = f" {self.op} {fmt(self.threshold, self.unit)}" if self.threshold is not None else ""
-            return f"{self.metric} {fmt(self.value, self.unit)}{gate}"
-        gate = f" {self.op} {format_number(self.threshold, 6)}" if self.threshold is not None else ""
-        return f"{self.metric} {format_number(self.value)}{gate}"
+        gate = f" {self.op} {value_text(self.threshold, self.unit, digits=6)}" if self.threshold is not None else ""
+        return f"{self.metric} {value_text(self.value, self.unit)}{gate}"
 
 
 def format_number(value: float | None, digits: int = 4) -> str:
-    """A value for a table cell; thresholds pass ``digits=6`` so 0.99999 does not read as 1."""
-    if value is None:
-        return ""
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.{digits}g}"
+    """A number without a unit (a logit, a margin) for a table cell: :func:`units.value_text`."""
+    from harness.report.units import value_text
+
+    return value_text(value, digits=digits)
 
 
 _ORDER = {spec.name: i for i, spec in enumerate(METRICS)}
