@@ -166,9 +166,9 @@ def test_qa_answer_span_is_gated_and_a_moved_span_fails_while_the_logits_cosine_
         fp32_run: list[dict[str, Any]], tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
     from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.numeric import run_graph_parity
+    from harness.judge.workspace import Workspace
     from harness.repro.bundle import load_bundle, rejudge, write_bundle
     from harness.runners import PROVIDERS
-    from harness.judge.workspace import Workspace
     from harness.runners.ort_runner import OrtGraphRunner
     from harness.zoo.base import register
 
