@@ -250,7 +250,7 @@ def main() -> int:
               f"       [{row['ci_independent'][0]:.4f}, {row['ci_independent'][1]:.4f}]"
               f"{'' if row['inside'] else f'  interval outside {LOW}-{HIGH}'}")
     print("\nwhat the machine did during each engine's blocks (harness.perf.contention): preemptions of the "
-          "process per 1000 calls, host steal, and the share of calls slower than 3x the bare median")
+          "process per second, host steal, and the share of calls slower than 3x the bare median")
     for m in machine_rows:
         parts = [f"{e} {c['preemptions_per_s']:.1f}/s, steal {c['steal_pct']:.2f} %, "
                  f"{100 * c['slow_share']:.2f} % slow" for e, c in m["engines"].items()]
