@@ -408,12 +408,11 @@ def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.Mon
     assert (tmp_path / ".pytest_cache").is_dir()
 
 
-def test_space_separated_list_values_get_the_comma_spelling(tmp_path: Path) -> None:
+def test_space_separated_list_values_get_the_comma_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capfd: pytest.CaptureFixture[str]) -> None:
     """`pytest --harness-precisions fp32 int8` used to end `file or directory not found: int8`;
-    now one line names the spelling pytest reads (a real pytest, in an empty directory)."""
-    import subprocess
-    import sys
-
+    now one line names the spelling pytest reads (a real pytest, in an empty directory, in this
+    process as the documents' pytest commands run)."""
     from harness.settings.options import spaced_list_value
 
     def is_path(word: str) -> bool:
@@ -426,8 +425,9 @@ def test_space_separated_list_values_get_the_comma_spelling(tmp_path: Path) -> N
     assert spaced_list_value(["--harness-precisions=fp32,int8", "tests"], is_path) is None
     assert spaced_list_value(["-k", "fp16", "int8"], is_path) is None  # not a list option of the harness
 
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--harness-precisions", "fp32",
-                           "int8", "--harness-models", "bert-tiny"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=PATIENCE)
-    assert done.returncode == 4, done.stdout + done.stderr
-    assert "write --harness-precisions=fp32,int8" in done.stderr and "not found: int8" not in done.stderr, done.stderr
+    monkeypatch.chdir(tmp_path)
+    code = _pytest_here(["-p", "no:cacheprovider", "--harness-precisions", "fp32", "int8", "--harness-models",
+                         "bert-tiny"], tmp_path)
+    err = capfd.readouterr().err
+    assert code == 4, err
+    assert "write --harness-precisions=fp32,int8" in err and "not found: int8" not in err, err
