@@ -139,6 +139,9 @@ class _MovedEnd:
         self.runner, self.span, self.moved = runner, span, rows
         self.input_names, self.output_names = runner.input_names, runner.output_names
 
+    def file_view(self) -> Any:
+        return self.runner.file_view()  # the clean file: what a repro bundle re-runs
+
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from harness.metrics.spans import best_spans
 
@@ -160,10 +163,12 @@ class _MovedEnd:
 
 
 def test_qa_answer_span_is_gated_and_a_moved_span_fails_while_the_logits_cosine_stays_high(
-        fp32_run: list[dict[str, Any]], tiny_dirs: dict[str, Path]) -> None:
-    from harness.core import Precision, RunOptions, Settings
+        fp32_run: list[dict[str, Any]], tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.numeric import run_graph_parity
     from harness.judge.workspace import Workspace
+    from harness.repro.bundle import load_bundle, rejudge, write_bundle
+    from harness.runners import PROVIDERS
     from harness.runners.ort_runner import OrtGraphRunner
     from harness.zoo.base import register
 
@@ -179,11 +184,14 @@ def test_qa_answer_span_is_gated_and_a_moved_span_fails_while_the_logits_cosine_
     (graph,) = family.graphs(model)
     batches = ws.parity_batches(model, family, graph)
     clean = OrtGraphRunner(exported, "CPUExecutionProvider")
+    moved = _MovedEnd(clean, graph.derived[0], 2)
     try:
-        judged = {o.output: o for o in run_graph_parity(_MovedEnd(clean, graph.derived[0], 2), graph, batches,
-                                                        Precision.INT8)}
+        outputs = run_graph_parity(moved, graph, batches, Precision.INT8)
+        bundle = write_bundle(tmp_path / "repro", variant=Variant(model.name, Precision.INT8, PROVIDERS["ort_cpu"]),
+                              graph=graph, runner=moved, batches=batches, judged=outputs, runtime=None, threads=1)
     finally:
         clean.close()
+    judged = {o.output: o for o in outputs}
     end, span = judged["end_logits"], judged["answer_span"]
     assert end.metrics["cosine"] > 0.999 and not end.failures()  # every INT8 logits gate passes ...
     assert not judged["start_logits"].failures()
@@ -191,6 +199,12 @@ def test_qa_answer_span_is_gated_and_a_moved_span_fails_while_the_logits_cosine_
     assert span.metrics["span_token_f1"] < 1.0
     (failure,) = span.failures()
     assert failure.metric == "span_agreement" and "reference span tokens" in failure.where
+    # the span-only failure is bundled with its recipe and re-derived from the file's own outputs:
+    # the clean file does not reproduce the fault injected after it
+    assert bundle is not None
+    again = rejudge(load_bundle(bundle))
+    assert again.recorded == [("answer_span", "span_agreement")] and not again.reproduces
+    assert {o.output: o.metrics for o in again.outputs}["answer_span"]["span_agreement"] == 1.0
 
 
 def test_check_reports_the_answer_span_of_a_qa_file(fp32_run: list[dict[str, Any]], tiny_dirs: dict[str, Path],

@@ -140,6 +140,24 @@ class AnswerSpan:
     needs: tuple[str, ...] = ("start_logits", "end_logits")
     scope: Scope = Scope.SPAN
 
+    def recipe(self) -> dict[str, Any]:
+        """What a repro bundle records to derive the span again (``from_recipe`` reads it)."""
+        return {"separators": sorted(self.separators), "special": sorted(self.special),
+                "max_answer_len": self.max_answer_len, "from": list(self.needs)}
+
+    @classmethod
+    def from_recipe(cls, recipe: Mapping[str, Any]) -> "AnswerSpan":
+        """The span judge a bundle recorded; ValueError for a malformed recipe."""
+        try:
+            start, end = (str(n) for n in recipe["from"])
+            made = cls(frozenset(int(i) for i in recipe["separators"]), frozenset(int(i) for i in recipe["special"]),
+                       int(recipe["max_answer_len"]), needs=(start, end))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not an answer-span recipe ({exc!r})") from None
+        if made.max_answer_len < 1:
+            raise ValueError(f"max_answer_len must be >= 1, got {made.max_answer_len}")
+        return made
+
     def context(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         """(rows, positions) bool: the context tokens of each row."""
         ids = np.asarray(feeds["input_ids"])

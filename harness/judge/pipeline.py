@@ -73,7 +73,7 @@ class GraphJudgement:
     def numbers_fail(self) -> bool:
         """Whether an output the graph itself returns fails (numbers a bundle can re-judge; a shape
         probe the runtime refused is its rerun's job, a derived vector counts when bundled with it)."""
-        own = set(self.graph.output_names)
+        own = set(self.graph.output_names) | {d.name for d in self.graph.derived}  # a span: re-derived on repro
         return any(o.failures() for o in self.outputs if o.output in own or self.embedding is not None)
 
 

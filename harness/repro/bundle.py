@@ -87,6 +87,8 @@ class _RecordedGraph:
     output_names: tuple[str, ...]
     logits_outputs: tuple[str, ...]
     gated: tuple[str, ...]
+    #: outputs derived from these and judged beside them (``GraphSpec.derived``: a QA head's answer span)
+    derived: tuple[Any, ...] = ()
 
     def is_gated(self, output: str) -> bool:
         return output in self.gated
@@ -137,6 +139,18 @@ class EmbeddingDerived:
     hidden: str = "last_hidden_state"
 
 
+#: the derivation kind of a QA head's answer span in a bundle's outputs
+ANSWER_SPAN = "answer_span"
+
+
+def _answer_spans(graph: Any) -> dict[str, Any]:
+    """The graph's answer-span outputs by name (``AnswerSpan``); a graph renamed to a file's own
+    names (``_renamed``) carries none: its span is judged by the case's rerun, not the bundle."""
+    from harness.families.heads import AnswerSpan
+
+    return {d.name: d for d in getattr(graph, "derived", ()) if isinstance(d, AnswerSpan)}
+
+
 def _outputs_json(graph: "GraphSpec", judged: Sequence["OutputResult"],
                   embedding: EmbeddingDerived | None) -> list[dict[str, Any]]:
     """One row per graph output (its thresholds when judged, null when only reported) and one
@@ -148,8 +162,13 @@ def _outputs_json(graph: "GraphSpec", judged: Sequence["OutputResult"],
         rows.append({"name": name, "is_logits": name in graph.logits_outputs,
                      "tolerance": _tolerance_json(o.tolerance) if o else None, "metrics": o.metrics if o else {},
                      "worst": o.worst.describe(o.axis_names) if o and o.worst else (o.where if o else None)})
+    spans = _answer_spans(graph)
     for o in judged:
-        if o.output not in graph.output_names and embedding is not None:
+        if o.output in spans:  # re-derived from the bundled feeds and outputs by run_graph_parity
+            rows.append({"name": o.output, "is_logits": False, "tolerance": _tolerance_json(o.tolerance),
+                         "metrics": o.metrics, "worst": o.where or None,
+                         "derived": {"kind": ANSWER_SPAN, **spans[o.output].recipe()}})
+        elif o.output not in graph.output_names and embedding is not None:
             rows.append({"name": o.output, "is_logits": False, "tolerance": _tolerance_json(o.tolerance),
                          "metrics": o.metrics, "worst": o.where or None,
                          "derived": {"kind": "sentence_embedding", "pooling": embedding.mode,
@@ -182,6 +201,10 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
     view = runner.file_view()
     if mode == "off" or view is None or not batches:
         return None
+    graph = _bundled_derivations(graph, view, batches[0][0])
+    own = set(graph.output_names) | {d.name for d in getattr(graph, "derived", ())}
+    if not any(o.failures() for o in judged if o.output in own or embedding is not None):
+        return None  # what failed (an answer span the file's own names cannot re-derive) is the rerun's to show
     artifact = Path(view.path)
     directory.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {}
@@ -236,12 +259,25 @@ def write_bundle(directory: Path, *, variant: "Variant", graph: "GraphSpec", run
     return write_manifest(directory, manifest)
 
 
+def _bundled_derivations(graph: Any, view: Any, feeds: Mapping[str, np.ndarray]) -> Any:
+    """``graph`` with the answer spans a bundle can derive again: the file returns their logits
+    under the reference's names and takes ``input_ids`` / ``attention_mask`` as such (the span's
+    context is read from them); the others are left to the case's rerun."""
+    spans = _answer_spans(graph)
+    if not spans:
+        return graph
+    inputs = set(view.feeds(feeds))
+    keep = tuple(d for d in spans.values() if {"input_ids", "attention_mask"} <= inputs
+                 and all(view.output_name(n) == n for n in d.needs))
+    return graph if len(keep) == len(spans) else replace(graph, derived=keep)
+
+
 def _renamed(graph: "GraphSpec", names: Sequence[str], judged: Sequence["OutputResult"],
              rename: Any) -> tuple[Any, list["OutputResult"]]:
     """The graph facts and judged outputs under the file's own output names (``FileView``)."""
     recorded = _RecordedGraph(graph.name, tuple(rename(n) for n in names),
                               tuple(rename(n) for n in names if n in graph.logits_outputs),
-                              tuple(rename(n) for n in names if graph.is_gated(n)))
+                              tuple(rename(n) for n in names if graph.is_gated(n)), graph.derived)
     return recorded, [replace(o, output=rename(o.output)) for o in judged]
 
 
@@ -354,13 +390,17 @@ class Bundle:
 
     def derived(self) -> list[dict[str, Any]]:
         """Outputs computed from the file's outputs (a pooled sentence vector), not produced by it."""
-        return [o for o in self.manifest["outputs"] if o.get("derived")]
+        return [o for o in self.manifest["outputs"] if (o.get("derived") or {}).get("kind") == "sentence_embedding"]
 
     def graph(self) -> _RecordedGraph:
+        from harness.families.heads import AnswerSpan
+
         outs = [o for o in self.manifest["outputs"] if not o.get("derived")]
+        spans = tuple(AnswerSpan.from_recipe(o["derived"]) for o in self.manifest["outputs"]
+                      if (o.get("derived") or {}).get("kind") == ANSWER_SPAN)
         return _RecordedGraph(self.manifest["graph"], tuple(o["name"] for o in outs),
                               tuple(o["name"] for o in outs if o["is_logits"]),
-                              tuple(o["name"] for o in outs if o["tolerance"] is not None))
+                              tuple(o["name"] for o in outs if o["tolerance"] is not None), spans)
 
     def tolerances(self) -> dict[str, Tolerance | None]:
         return {o["name"]: _tolerance_from(o["tolerance"]) for o in self.manifest["outputs"]}
@@ -461,9 +501,16 @@ def _check_numeric(manifest_path: Path, manifest: Mapping[str, Any]) -> None:
     if not isinstance(outs, list) or not outs or not all(
             isinstance(o, dict) and {"name", "is_logits", "tolerance"} <= set(o) for o in outs):
         raise BundleError(f"{manifest_path}: outputs must be a non-empty list of {{name, is_logits, tolerance}}")
+    from harness.families.heads import AnswerSpan
+
     for o in outs:
         d = o.get("derived")
-        if d and (d.get("kind") != "sentence_embedding" or d.get("pooling") not in ("mean", "cls", "max")):
+        if d and d.get("kind") == ANSWER_SPAN:
+            try:
+                AnswerSpan.from_recipe(d)
+            except ValueError as exc:
+                raise BundleError(f"{manifest_path}: output {o['name']}: {exc}") from None
+        elif d and (d.get("kind") != "sentence_embedding" or d.get("pooling") not in ("mean", "cls", "max")):
             raise BundleError(f"{manifest_path}: output {o['name']}: unknown derivation {d!r}")
     try:
         for o in outs:
