@@ -287,3 +287,43 @@ def test_compare_results_script_finds_a_changed_metric() -> None:
     changed = [Record.from_dict(full_record(metrics={"decoder.logits.cosine": 0.5}))]
     assert module.differences(before, changed) == [
         "test_logits_parity[m-int8-ort_cpu]: metric decoder.logits.cosine 0.9999 -> 0.5"]
+
+
+def test_a_signal_while_a_record_is_written_leaves_disk_and_summary_agreeing(tmp_path: Path) -> None:
+    """The interrupt test met it at load 8: SIGINT landed between the line reaching
+    results.jsonl and the collector counting it (4 records on disk, "3 finished" in summary.md).
+    Here the signal is sent from inside the write itself: the record must be finished, on disk
+    and counted when the KeyboardInterrupt arrives, right after the write."""
+    import os
+    import signal
+
+    from harness.core import Precision, Variant
+    from harness.core.interrupts import signals_held
+    from harness.results.collector import RecordCollector
+    from harness.runners import PROVIDERS
+
+    class SignalledWriter(ResultsWriter):
+        def append(self, record):  # type: ignore[no-untyped-def]
+            super().append(record)
+            os.kill(os.getpid(), signal.SIGINT)  # arrives mid-bookkeeping
+            for _ in range(10_000):  # plenty of bytecode boundaries for it to land on
+                pass
+
+    variant = Variant("m", Precision.FP32, PROVIDERS["ort_cpu"])
+    collector = RecordCollector(SignalledWriter(tmp_path))
+    nodeid = "suites/test_logits_parity.py::test_logits_parity[m-fp32-ort_cpu]"
+    ok = SimpleNamespace(passed=True, longrepr=None, outcome="passed", duration=0.5, user_properties=[
+        ("harness_case", CaseIdentity.of_variant(variant, "test_logits_parity").as_dict()),
+        ("harness_record", {"metrics": {}})])
+    for when in ("setup", "call"):
+        collector.on_report(SimpleNamespace(**vars(ok), nodeid=nodeid, when=when))
+    with pytest.raises(KeyboardInterrupt):
+        collector.on_report(SimpleNamespace(**vars(ok), nodeid=nodeid, when="teardown"))
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 1
+    assert len(collector.records) == 1  # counted for summary.md, as it is on disk
+    assert nodeid in collector.finished and nodeid not in collector.not_run()
+    # the holder restores what was there and delivers nothing when nothing came
+    before = signal.getsignal(signal.SIGINT)
+    with signals_held():
+        pass
+    assert signal.getsignal(signal.SIGINT) is before

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from harness.core import Variant
+from harness.core.interrupts import signals_held
 from harness.core.phases import PhaseClock
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
@@ -223,15 +224,17 @@ class RecordCollector:
         state["phases"][report.when] = (report.outcome, _short(report))
         state["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
         if report.when == CRASH_PHASE:
-            self._crashed(report.nodeid, self._state.pop(report.nodeid), _short(report))
+            with signals_held():  # finished, on disk and counted: all three or none (signals_held)
+                self._crashed(report.nodeid, self._state.pop(report.nodeid), _short(report))
             return
         if report.when == "teardown":
-            self._state.pop(report.nodeid, None)
-            self.finished.add(report.nodeid)
             record = self.compose(report.nodeid, state)
-            if record is not None:
-                self._note_full_disk((state["props"].get("harness_record") or {}).get("exception"))
-                self._store(record)
+            with signals_held():
+                self._state.pop(report.nodeid, None)
+                self.finished.add(report.nodeid)
+                if record is not None:
+                    self._note_full_disk((state["props"].get("harness_record") or {}).get("exception"))
+                    self._store(record)
 
     def _store(self, record: Record) -> None:
         """The one write of a finished case's record: appended, or counted as lost on a full disk
