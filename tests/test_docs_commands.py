@@ -11,7 +11,11 @@ this file. Each command is checked the way it can fail a newcomer:
   bert-tiny's directory, their earlier runs one tiny run); it must exit as the document shows
   (``[exit N]``, ``(exit N)``, ``# exit N:``, a ``harness: error:`` line below it: 2; else 0).
   What cannot run here is listed in ``docs_run.NOT_RUN`` (or named by a GPU word / an endpoint)
-  with its precise reason; a new command runs by default, and a stale entry fails;
+  with its precise reason and what it needs (``docs_run.Needs``: a GPU, a package index, a
+  service, ...; never its cost); a new command runs by default, a stale entry fails, and the
+  counts found / run / not run by need are asserted. ``pytest`` commands run in this process
+  like ``harness`` ones (the stack imported once), the perf and generation suites narrowed to
+  fewer samples through ``PYTEST_ADDOPTS`` (``docs_run.NARROWING``: the printed command line);
 - ``harness ...``: parsed by the real command-line parser (an option that does not exist, a value
   its type refuses, a missing argument: exit 2 there, a failure here);
 - ``pytest ...``: every ``--harness-*`` option exists in the option table, and list options are
