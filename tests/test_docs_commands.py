@@ -11,7 +11,11 @@ this file. Each command is checked the way it can fail a newcomer:
   bert-tiny's directory, their earlier runs one tiny run); it must exit as the document shows
   (``[exit N]``, ``(exit N)``, ``# exit N:``, a ``harness: error:`` line below it: 2; else 0).
   What cannot run here is listed in ``docs_run.NOT_RUN`` (or named by a GPU word / an endpoint)
-  with its precise reason; a new command runs by default, and a stale entry fails;
+  with its precise reason and what it needs (``docs_run.Needs``: a GPU, a package index, a
+  service, ...; never its cost); a new command runs by default, a stale entry fails, and the
+  counts found / run / not run by need are asserted. ``pytest`` commands run in this process
+  like ``harness`` ones (the stack imported once), the perf and generation suites narrowed to
+  fewer samples through ``PYTEST_ADDOPTS`` (``docs_run.NARROWING``: the printed command line);
 - ``harness ...``: parsed by the real command-line parser (an option that does not exist, a value
   its type refuses, a missing argument: exit 2 there, a failure here);
 - ``pytest ...``: every ``--harness-*`` option exists in the option table, and list options are
@@ -408,12 +412,11 @@ def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.Mon
     assert (tmp_path / ".pytest_cache").is_dir()
 
 
-def test_space_separated_list_values_get_the_comma_spelling(tmp_path: Path) -> None:
+def test_space_separated_list_values_get_the_comma_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capfd: pytest.CaptureFixture[str]) -> None:
     """`pytest --harness-precisions fp32 int8` used to end `file or directory not found: int8`;
-    now one line names the spelling pytest reads (a real pytest, in an empty directory)."""
-    import subprocess
-    import sys
-
+    now one line names the spelling pytest reads (a real pytest, in an empty directory, in this
+    process as the documents' pytest commands run)."""
     from harness.settings.options import spaced_list_value
 
     def is_path(word: str) -> bool:
@@ -426,8 +429,9 @@ def test_space_separated_list_values_get_the_comma_spelling(tmp_path: Path) -> N
     assert spaced_list_value(["--harness-precisions=fp32,int8", "tests"], is_path) is None
     assert spaced_list_value(["-k", "fp16", "int8"], is_path) is None  # not a list option of the harness
 
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--harness-precisions", "fp32",
-                           "int8", "--harness-models", "bert-tiny"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=PATIENCE)
-    assert done.returncode == 4, done.stdout + done.stderr
-    assert "write --harness-precisions=fp32,int8" in done.stderr and "not found: int8" not in done.stderr, done.stderr
+    monkeypatch.chdir(tmp_path)
+    code = _pytest_here(["-p", "no:cacheprovider", "--harness-precisions", "fp32", "int8", "--harness-models",
+                         "bert-tiny"], tmp_path)
+    err = capfd.readouterr().err
+    assert code == 4, err
+    assert "write --harness-precisions=fp32,int8" in err and "not found: int8" not in err, err

@@ -9,10 +9,13 @@ fill (``Endpoint``, ``SweepSettings``).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from harness.core import UsageError
-from harness.serving.sweep import SweepSettings
 from harness.settings.endpoint import PROTOCOLS, Endpoint, parse_endpoint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.serving.sweep import SweepSettings
 
 
 def add_endpoint_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,4 +73,8 @@ def sweep_of(args: argparse.Namespace) -> SweepSettings:
         given["batch_size"] = int(args.perf_batch_sizes[0])
     if getattr(args, "perf_seq_lens", None):
         given["seq_len"] = int(args.perf_seq_lens[0])
+    # imported here, not above: the sweep pulls in the client, ONNX and torch, and every `harness`
+    # command's parser (an argparse error included) registers these flags
+    from harness.serving.sweep import SweepSettings
+
     return SweepSettings(**given)  # type: ignore[arg-type]
