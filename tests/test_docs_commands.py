@@ -27,6 +27,7 @@ this file. Each command is checked the way it can fail a newcomer:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -294,7 +295,7 @@ def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
 
     from harness.cli import main
     from harness.results import history
-    from harness.zoo.base import cache_root, materialize, resolve
+    from harness.zoo.base import materialize, resolve
 
     root = tmp_path_factory.mktemp("docs-premise")
     run = root / "run"
@@ -303,9 +304,18 @@ def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
     assert code == 0, f"the premise run failed ({code})"
     for n in P50:
         history.ingest(night(root / "nights", n), root / "history.sqlite")
-    built = {p: sorted(cache_root().glob(f"artifacts/bert-tiny-model-{p}-*/model.onnx"))
-             for p in ("fp32", "int8")}  # the harness's own exports: the same I/O names at both precisions
-    assert all(built.values()), f"the premise run left no bert-tiny artifacts in the cache: {built}"
+    # the harness's own exports this run used (same I/O names at both precisions), read from its
+    # records: the shared cache holds other bert-tiny INT8 artifacts too (static, forced external
+    # data by test_external_data) and a glob picked one whose weights live in a second file
+    built: dict[str, list[Path]] = {"fp32": [], "int8": []}
+    for line in (run / "results.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        precision = record["id"].split("bert-tiny-", 1)[-1].split("-", 1)[0]
+        artifact = (record.get("artifacts") or {}).get("model/model.onnx") or {}
+        if precision in built and artifact.get("path"):
+            built[precision].append(Path(artifact["path"]))
+    assert all(built.values()), f"the premise run recorded no bert-tiny artifacts: {built}"
+    assert all(not p.with_name(p.name + ".data").exists() for paths in built.values() for p in paths)
     return docs_run.Premise(model=materialize(resolve("bert-tiny")), translator=materialize(resolve("numbers-en-zh")),
                             onnx=_bert_onnx(root / "model.onnx"),
                             fp32=built["fp32"][-1], int8=built["int8"][-1], run=run, history=root / "history.sqlite",
