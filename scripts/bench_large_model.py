@@ -22,6 +22,9 @@ time and of peak RSS between consecutive sizes: 1.0 is linear.
     python scripts/bench_large_model.py --keep --workdir /data/bench   # keep models and caches
 
 Each size's run is sequential (one process at a time): the 2 GB run alone needs ~3x its weights.
+
+``HARNESS_BENCH_SMOKE=1``: one size, 1 layer of a 32-wide model (so no slope line), judged at FP32 on
+ONNX Runtime on one sentence, two tokens (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ CLI = "from harness.cli import entrypoint; raise SystemExit(entrypoint())"
 SEED = 1234
 #: the shape of every size; only the layer count changes (so sizes halve exactly)
 SHAPE = {"hidden_size": 1536, "intermediate_size": 6144, "num_attention_heads": 12, "num_key_value_heads": 4}
+#: a smoke run's shape (``HARNESS_BENCH_SMOKE``): the same architecture, kilobytes of weights
+SMOKE_SHAPE = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1}
+#: what each size is judged at, and a smoke run's smallest of it
+PRECISIONS, PROVIDERS = ("fp32", "fp16", "int8"), ("torch_cpu", "ort_cpu")
+SMOKE_PRECISIONS, SMOKE_PROVIDERS = ("fp32",), ("ort_cpu",)
 PHASES = ("build", "export", "reference", "variant", "metrics", "perf", "other")
 
 
@@ -50,6 +58,7 @@ def build(directory: Path, layers: int, new_tokens: int) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from harness.perf import smoke
     from harness.zoo.hf_tiny import corpus_texts
     from harness.zoo.tokenizer import save_tokenizer, train_tokenizer
 
@@ -57,7 +66,7 @@ def build(directory: Path, layers: int, new_tokens: int) -> None:
     cfg = LlamaConfig(  # type: ignore[call-arg]
         vocab_size=len(tok), num_hidden_layers=layers, max_position_embeddings=256,
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        attn_implementation="eager", tie_word_embeddings=False, **SHAPE)
+        attn_implementation="eager", tie_word_embeddings=False, **(SMOKE_SHAPE if smoke.active() else SHAPE))
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(cfg)  # weights ~ N(0, 0.02) (initializer_range), as HF initialises them
     model.generation_config.max_new_tokens = new_tokens
@@ -77,10 +86,11 @@ def disk_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.exists() else 0
 
 
-def run_harness(model: Path, cache: Path, out: Path, extra: list[str]) -> dict[str, Any]:
+def run_harness(model: Path, cache: Path, out: Path, extra: list[str], precisions: tuple[str, ...] = PRECISIONS,
+                providers: tuple[str, ...] = PROVIDERS) -> dict[str, Any]:
     """One ``harness run`` in a fresh process: wall time, its ru_maxrss, the records."""
-    args = [sys.executable, "-c", CLI, "run", "--models", str(model), "--precisions", "fp32", "fp16", "int8",
-            "--providers", "torch_cpu", "ort_cpu", "--cache", str(cache), "--out", str(out), *extra]
+    args = [sys.executable, "-c", CLI, "run", "--models", str(model), "--precisions", *precisions,
+            "--providers", *providers, "--cache", str(cache), "--out", str(out), *extra]
     env = {**os.environ, "HARNESS_CACHE": str(cache), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     log = out.parent / f"{out.name}.log"
     start = time.perf_counter()
@@ -146,6 +156,14 @@ def main() -> int:
     if args.build:
         build(args.build, args.layers[0], args.new_tokens)
         return 0
+    from harness.perf import smoke
+
+    changes = smoke.shrink(args, layers=[1], samples=1, new_tokens=2)
+    judged = (SMOKE_PRECISIONS, SMOKE_PROVIDERS) if smoke.active() else (PRECISIONS, PROVIDERS)
+    if smoke.active():
+        changes += [f"hidden {SMOKE_SHAPE['hidden_size']}", f"precisions {' '.join(judged[0])}",
+                    f"providers {' '.join(judged[1])}"]
+    smoke.announce(changes)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="harness-bench-large-"))
     work.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -162,7 +180,7 @@ def main() -> int:
                      "--threads", str(args.threads), "--release-models", args.release_models, *args.harness_args,
                      "--pytest-args", "--harness-gen-samples", str(args.samples), "--harness-gen-batch-size",
                      str(args.samples), "--harness-gen-max-new-tokens", str(args.new_tokens)]
-            run = run_harness(model, cache, out, extra)
+            run = run_harness(model, cache, out, extra, *judged)
             row = {"layers": layers, "weights": weights, "built_s": built, "wall": run["wall"], "code": run["code"],
                    "disk_model": disk_bytes(model), "disk_artifacts": disk_bytes(cache / "artifacts"),
                    "disk_references": disk_bytes(cache / "references"), **summarise(run, weights)}
@@ -179,7 +197,7 @@ def main() -> int:
     print_table(rows)
     # exit 1 of a run is a gate verdict (random weights drift at INT8): the benchmark still measured
     # it; anything else (usage error, crash, interrupt) means a size was not measured
-    return 0 if all(r["code"] in (0, 1) for r in rows) else 1
+    return smoke.finish(0 if all(r["code"] in (0, 1) for r in rows) else 1, verdicts=())
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:

@@ -22,6 +22,9 @@ seconds went -- the phase clock summed over the records (build, export, referenc
 metrics, perf, other) and ``outside cases``: process start, imports, collection, session end::
 
     python scripts/bench_rerun.py --repeats 1 --compare 2039f0d
+
+``HARNESS_BENCH_SMOKE=1``: one repeat of the smallest run (``harness.perf.smoke.RUN_ARGS``, before
+the arguments given after ``--``); a warm run that differs from the cold one still exits 1.
 """
 
 from __future__ import annotations
@@ -151,13 +154,20 @@ def main() -> int:
     parser.add_argument("harness_args", nargs=argparse.REMAINDER, help="after --: passed to harness run")
     args = parser.parse_args()
     extra = [a for a in args.harness_args if a != "--"]
+    from harness.perf import smoke
+
+    changes = smoke.shrink(args, repeats=1)
+    if smoke.active():
+        extra = [*smoke.RUN_ARGS, *extra]
+        changes.append(f"harness run {' '.join(smoke.RUN_ARGS)}")
+    smoke.announce(changes)
     work = Path(tempfile.mkdtemp(prefix="bench-rerun-"))
     ratios_wall, ratios_cpu, mismatches = [], [], 0
     print(f"harness run {' '.join(extra) or '(defaults)'}; {os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.2f} at start")
     if args.compare:
         try:
-            return compare(args, extra, work)
+            return smoke.finish(compare(args, extra, work), verdicts=())
         finally:
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)
@@ -170,7 +180,7 @@ def main() -> int:
             if cold[2] not in (0, 1) or warm[2] != cold[2]:
                 print(f"repeat {i}: exit codes cold {cold[2]} warm {warm[2]} (see {work})", file=sys.stderr)
                 args.keep = True
-                return 2
+                return smoke.finish(2, verdicts=())
             a, b = records(work / f"cold-{i}"), records(work / f"warm-{i}")
             differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
             mismatches += len(differ)
@@ -189,7 +199,7 @@ def main() -> int:
           f"CPU ratio median {statistics.median(ratios_cpu):.2f}; "
           f"{len(ratios_wall)} pair(s); load average {os.getloadavg()[0]:.2f} at end")
     print(f"records identical cold vs warm: {'yes' if mismatches == 0 else f'NO ({mismatches} differ)'}")
-    return 1 if mismatches else 0
+    return smoke.finish(1 if mismatches else 0, verdicts=())  # a warm rerun that differs is a failure, not a timing
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ something grows faster than the work and deserves a look.
     python scripts/bench_scaling.py
     python scripts/bench_scaling.py --samples 32 128 512 --models bert-tiny encoder-custom minilm-l6 marian-tiny
     python scripts/bench_scaling.py --time-model encoder-custom-12x768 --time-samples 400   # cold vs warm only
+
+Exit 0, or 1 when a run did not finish (an exit other than 0 or 1: its row says ``exit N``).
+``HARNESS_BENCH_SMOKE=1``: 1 and 2 samples on bert-tiny at FP32 on ONNX Runtime, without the priming run
+(it only keeps export time out of the timed steps; ``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -88,33 +92,46 @@ def main() -> int:
     parser.add_argument("--time-model", default=None, help="only: cold (fresh references) vs warm run of this model")
     parser.add_argument("--time-samples", type=int, default=400)
     args = parser.parse_args()
+    from harness.perf import smoke
+
+    changes = smoke.shrink(args, samples=[1, 2], models=["bert-tiny"], time_samples=2)
+    narrow = list(smoke.RUN_ARGS) if smoke.active() else []  # the run's matrix; the arguments below win
+    if smoke.active():
+        changes += ["precisions fp32", "providers ort_cpu", "no priming run"]
+    smoke.announce(changes)
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; "
           f"HARNESS_CACHE={os.environ.get('HARNESS_CACHE', '(default)')}")
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         work = Path(tmp)
         if args.time_model:
-            base = ["--models", args.time_model, "--samples", str(args.time_samples), "-k", args.keyword]
+            base = [*narrow, "--models", args.time_model, "--samples", str(args.time_samples), "-k", args.keyword]
             run(base, work / "prime")  # artifacts built (not timed)
             fresh = run([*base, "--fresh-references"], work / "fresh")
             warm = run(base, work / "warm")
             print(f"{args.time_model}, {args.time_samples} samples, {args.keyword}: references and outputs recomputed "
                   f"{fresh[0]:.1f} s (reference {fresh[1].get('reference', 0):.1f} s, variant "
                   f"{fresh[1].get('variant', 0):.1f} s); warm rerun {warm[0]:.1f} s; ratio {warm[0] / fresh[0]:.2f}")
-            return 0
+            return smoke.finish(finished(fresh, warm), verdicts=())
         first = args.models[0]
-        run(["--models", *args.models, "--samples", str(min(args.samples)), "-k", args.keyword], work / "prime")
-        by_samples = [run(["--models", first, "--samples", str(n), "-k", args.keyword, "--fresh-references"],
+        if not smoke.active():  # artifacts built before the timed steps (a smoke run times nothing)
+            run(["--models", *args.models, "--samples", str(min(args.samples)), "-k", args.keyword], work / "prime")
+        by_samples = [run([*narrow, "--models", first, "--samples", str(n), "-k", args.keyword, "--fresh-references"],
                           work / f"s{n}") for n in args.samples]
         size = corpus_size(first)
         effective = [min(n, size) for n in args.samples]  # --samples beyond the corpus judge the whole corpus
         capped = f"; capped at the corpus's {size} sentences" if max(args.samples) > size else ""
         table(f"samples ({first}, {args.keyword}{capped})", effective, "samples", by_samples)
         counts = list(range(1, len(args.models) + 1))
-        by_models = [run(["--models", *args.models[:k], "--samples", str(min(args.samples)), "-k", args.keyword,
+        by_models = [run([*narrow, "--models", *args.models[:k], "--samples", str(min(args.samples)), "-k", args.keyword,
                           "--fresh-references"], work / f"m{k}") for k in counts]
         table(f"models ({', '.join(args.models)}; {min(args.samples)} samples)", counts, "models", by_models)
         print(f"\nload average {os.getloadavg()[0]:.2f} at end (a shared machine: read the slopes, not the seconds)")
-    return 0
+    return smoke.finish(finished(*by_samples, *by_models), verdicts=())
+
+
+def finished(*runs: tuple[float, dict[str, float], int]) -> int:
+    """0 when every timed run finished (exit 0 or 1: a failed case is still a timed run), else 1."""
+    return 0 if all(code in (0, 1) for _, _, code in runs) else 1
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ this file. Each command is checked the way it can fail a newcomer:
   counts found / run / not run by need are asserted. ``pytest`` commands run in this process
   like ``harness`` ones (the stack imported once), the perf and generation suites narrowed to
   fewer samples through ``PYTEST_ADDOPTS`` (``docs_run.NARROWING``: the printed command line);
+  ``pip install`` into a throwaway environment that sees this one's packages, from a copy of the
+  checkout (tests/docs_installs.py); a benchmark as its smoke run, ``HARNESS_BENCH_SMOKE=1``
+  (tests/docs_measure.py, ``harness.perf.smoke``); ``pytest tests -n 2`` is the suite CI runs;
 - ``harness ...``: parsed by the real command-line parser (an option that does not exist, a value
   its type refuses, a missing argument: exit 2 there, a failure here);
 - ``pytest ...``: every ``--harness-*`` option exists in the option table, and list options are
@@ -34,6 +37,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import docs_installs
+import docs_measure
 import docs_run
 import pytest
 from docs_run import expected_exit
@@ -264,8 +269,8 @@ def test_every_command_is_run_or_has_a_reason() -> None:
 
 #: what the documents hold today (README.md, docs/, examples/): a change to the docs changes these
 #: counts on purpose; a command that stops running (or a new one that does not run) fails here
-FOUND, RUN_HERE = 151, 104
-NOT_RUN_BY_NEED = {"GPU": 5, "INDEX": 4, "SUITE": 1, "SERVICE": 9, "MEASUREMENT": 9, "GIVEN": 19}
+FOUND, RUN_HERE = 151, 117
+NOT_RUN_BY_NEED = {"GPU": 5, "SUITE": 1, "SERVICE": 9, "GIVEN": 19}
 
 
 def test_every_command_that_needs_no_gpu_runs() -> None:
@@ -282,7 +287,18 @@ def test_every_command_that_needs_no_gpu_runs() -> None:
     needs_no_gpu = [s for s, why in skipped.items() if why is None or why[0] is not docs_run.Needs.GPU]
     assert (len(steps), len(run), by_need) == (FOUND, RUN_HERE, NOT_RUN_BY_NEED), (
         f"{len(steps)} commands found, {len(run)} run here, not run: {by_need}")
-    print(f"{len(steps)} commands, {len(needs_no_gpu)} need no GPU, {len(run)} run; not run: {by_need}")
+    print(f"{len(steps)} commands, {len(needs_no_gpu)} need no GPU, {len(run)} run here, "
+          f"{by_need.get('SUITE', 0)} run by CI (the suite); not run: {by_need}")
+
+
+def test_the_suite_command_is_what_ci_runs() -> None:
+    """``pytest tests -n 2`` (README.md) is the suite this test is part of: it cannot run inside
+    itself, and it is run -- by CI, whose .ci/run runs exactly that command line."""
+    suite = [s for steps in STEPS.values() for s in steps if s.not_run() and s.not_run()[0] is docs_run.Needs.SUITE]
+    assert [s.text for s in suite] == ["pytest tests -n 2"], suite
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert suite[0].text in [line for line in lines if line and not line.startswith("#")], (
+        f".ci/run does not run `{suite[0].text}`, the README's test command")
 
 
 @pytest.fixture(scope="module")
@@ -322,9 +338,10 @@ def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
                             nights=[root / "nights" / f"nightly-{n}" for n in sorted(P50)])
 
 
-def _execute(step: docs_run.Step, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Run one step in ``cwd`` the way a shell there would (``harness`` in-process: the stack is
-    imported once per test process)."""
+def _execute(step: docs_run.Step, steps: list[docs_run.Step], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run one step in ``cwd`` the way a shell there would (``harness`` and the scripts in-process:
+    the stack is imported once per test process; an install and the command after it in the
+    document's throwaway environment)."""
     import subprocess
     import sys
 
@@ -332,8 +349,12 @@ def _execute(step: docs_run.Step, cwd: Path, monkeypatch: pytest.MonkeyPatch) ->
 
     argv = [w.replace("/tmp/", f"{cwd}/tmp/") for w in docs_run.expand(step.argv, cwd)]
     with monkeypatch.context() as env:
-        for name, value in docs_run.environment(step).items():
+        for name, value in {**docs_run.environment(step), **docs_measure.environment(step)}.items():
             env.setenv(name, value.replace("/tmp/", f"{cwd}/tmp/"))
+        if docs_installs.uses_environment(step, steps):
+            return docs_installs.execute(step, steps, cwd)
+        if docs_measure.runs_in_process(step):
+            return docs_measure.run_script(argv, cwd)
         if argv[0] == "harness":
             try:
                 return main(argv[1:])
@@ -374,6 +395,8 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_pat
 
     steps = STEPS[document]
     docs_run.lay_premise(steps, tmp_path, premise)
+    docs_installs.lay(steps, tmp_path, premise)
+    docs_measure.lay(steps, tmp_path, premise)
     (tmp_path / "tmp").mkdir(exist_ok=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")
@@ -382,7 +405,7 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_pat
         if step.reason_not_run():
             continue
         started = time.monotonic()
-        code = _execute(step, tmp_path, monkeypatch)
+        code = _execute(step, steps, tmp_path, monkeypatch)
         output = capfd.readouterr()
         ran += 1
         if step.argv[1:2] == ("init",) and code == 0:
@@ -394,6 +417,8 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_pat
         if not step.accepts(code):
             tail = (output.err.strip() or output.out.strip())[-400:]
             failed.append(f"{step.source}: `{step.text}` exited {code}, the document says {step.expect}: {tail}")
+        elif docs_measure.unmarked(step, output.out):
+            failed.append(f"{step.source}: `{step.text}`: {docs_measure.unmarked(step, output.out)}")
     assert not failed, "\n".join(failed)
 
 

@@ -5,6 +5,8 @@ vs FP32 on the CPU, for the BERT-base-sized encoder and the translator; every ot
 runtime of the backend registry that runs here (OpenVINO) against the same and against ORT. The contenders
 run in interleaved blocks, so every ratio compares numbers taken under the same machine
 conditions; each comes with a 95% block-bootstrap interval. Exit 0, or 2 on bad usage.
+``HARNESS_BENCH_SMOKE=1``: the smallest configuration (:data:`SMOKE_MODELS`, 2 rounds of 2 calls),
+marked as a smoke run (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from harness.core import UsageError
 
 DEFAULT_ENCODER = "encoder-custom-12x768"
 TRANSLATOR, TRANSLATOR_FALLBACK = "numbers-en-zh", "marian-tiny"
+#: a smoke run's models when none are given: the smallest encoder and the smallest generative
+#: model (one decode-step graph), so both timing paths (forward call, greedy generation) run
+SMOKE_MODELS = ["bert-tiny", "llama-tiny"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,6 +84,12 @@ def bench(args: argparse.Namespace) -> int:
             ensure_writable_file(getattr(args, option), f"--{option}")
     if args.cache:
         os.environ["HARNESS_CACHE"] = str(args.cache)
+    from harness.perf import smoke
+
+    changes = smoke.shrink(args, rounds=2, calls=2, new_tokens=2, seq_len=8)
+    if smoke.active() and not args.models:
+        args.models = SMOKE_MODELS
+        changes.insert(0, f"models {' '.join(SMOKE_MODELS)}")
     from harness.core import RunOptions, Settings
     from harness.judge.workspace import Workspace
     from harness.perf.bench import render, to_markdown
@@ -96,6 +107,8 @@ def bench(args: argparse.Namespace) -> int:
     options = RunOptions(models=list(models), settings=Settings(threads=args.threads))
     ws = Workspace(options, args.cache)  # threads reach torch and ORT through the backends
     console = cli_console()
+    if smoke.active():
+        console.print(smoke.banner(changes), highlight=False, markup=False)
     results = []
     for name in models:
         console.print(f"measuring {name} ...", highlight=False)
@@ -117,11 +130,12 @@ def bench(args: argparse.Namespace) -> int:
                   highlight=False)
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(to_markdown(rows), encoding="utf-8")
+        mark = f"{smoke.banner(changes)}\n\n" if smoke.active() else ""
+        args.markdown.write_text(mark + to_markdown(rows), encoding="utf-8")
     if args.json:
         from harness.perf.stats import summarize
 
-        payload = {"schema": "harness.bench/1", "env": env, "notes": notes,
+        payload = {"schema": "harness.bench/1", "env": env, "notes": notes, "smoke": smoke.active(),
                    "settings": {k: getattr(args, k) for k in ("batch_size", "seq_len", "new_tokens", "rounds", "calls",
                                                               "threads", "providers")},
                    "rows": [r.as_dict() for r in rows],
@@ -130,4 +144,4 @@ def bench(args: argparse.Namespace) -> int:
                               for res in results}}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return smoke.finish(0, stream=console.file)
