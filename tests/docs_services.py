@@ -86,16 +86,13 @@ INDEX_REQUIRE_ENV = "HARNESS_REQUIRE_INDEX"
 
 
 class Missing(Exception):
-    """A service a command needs cannot be had here: ``reason`` says which and why;
-    ``required``: the environment says it must be (CI), so the test fails instead of skipping."""
+    """A service a command needs cannot be had here: ``reason`` says which and why. Where
+    ``require_env`` is set to 1 (CI) it must be had: the test fails instead of skipping."""
 
-    def __init__(self, reason: str, required: bool) -> None:
-        super().__init__(reason)
-        self.reason, self.required = reason, required
-
-
-def _required(name: str) -> bool:
-    return os.environ.get(name) == "1"
+    def __init__(self, reason: str, require_env: str) -> None:
+        self.required = os.environ.get(require_env) == "1"
+        self.reason = f"{reason} ({require_env}=1: required here)" if self.required else reason
+        super().__init__(self.reason)
 
 
 class Services:
@@ -117,7 +114,7 @@ class Services:
             try:
                 self._server = self._start_mlserver()
             except ms.Unavailable as exc:
-                self._server = Missing(f"no MLServer here: {exc}", _required(ms.REQUIRE_ENV))
+                self._server = Missing(f"no MLServer here: {exc}", ms.REQUIRE_ENV)
         if isinstance(self._server, Missing):
             raise self._server
         return self._server
@@ -146,7 +143,7 @@ class Services:
                 self._postgres = self._stack.enter_context(contextlib.contextmanager(pg_server.fresh_database)(url))
             except pg_server.Unavailable as exc:
                 self._postgres = Missing(f"no PostgreSQL server could be started: {exc}",
-                                         _required(pg_server.REQUIRE_ENV))
+                                         pg_server.REQUIRE_ENV)
         if isinstance(self._postgres, Missing):
             raise self._postgres
         return self._postgres
@@ -174,7 +171,7 @@ class Services:
             last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:]
             self._onnxruntime[version] = target if done.returncode == 0 else Missing(
                 f"onnxruntime=={version} for an environment the document names needs a package index: "
-                f"pip exited {done.returncode}: {' '.join(last)}", _required(INDEX_REQUIRE_ENV))
+                f"pip exited {done.returncode}: {' '.join(last)}", INDEX_REQUIRE_ENV)
         found = self._onnxruntime[version]
         if isinstance(found, Missing):
             raise found
