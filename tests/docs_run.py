@@ -64,12 +64,6 @@ NOT_RUN: dict[str, str] = {
                                                                          "example (tests/test_history_pg.py runs "
                                                                          "the history on a real one)",
     "harness repro reports/run-x/cases/<case>/repro-model": "a placeholder (`<case>`) for the reader's failing case",
-    "harness check --reference ./opus-mt-en-de --onnx ./optimum-out/ --precision int8 --provider ort_cpu":
-        "needs the reader's Marian export in optimum's layout (tests/test_check.py builds one and checks it)",
-    "harness check --reference minilm-l6 --onnx ./minilm.onnx --corpus ./data/queries.txt --samples 64":
-        "needs the reader's MiniLM export and query file (tests/test_minilm.py checks MiniLM exports)",
-    "harness check --reference marian-tiny --onnx ./tied/ --no-generation":
-        "needs the reader's Marian export with tied axes (tests/test_check.py builds one and checks it)",
     "harness check --reference ./my-model --onnx ./exported/model.onnx --out reports/check":
         "the paragraph's export fails (exit 1) and a faithful one passes here; tests/test_check_evidence.py runs "
         "this check on a perturbed export and repro on its bundle",
@@ -77,22 +71,9 @@ NOT_RUN: dict[str, str] = {
         "the bundle of the failing check before it (tests/test_check_evidence.py runs repro on such a bundle)",
     "harness run --models /tmp/bench2/work/llama-16l ...":
         "the 16-layer Llama that scripts/bench_large_model.py (the command before it, 13 minutes) builds",
-    "harness cache verify --cache /tmp/cachedemo": "a cache whose entry the paragraph corrupted by hand "
-                                                   "(tests/test_cache_admin.py corrupts one and runs verify)",
-    "harness cache verify --cache /tmp/cachedemo --remove": "the corrupted cache of the command before it "
-                                                            "(tests/test_cache_admin.py runs verify --remove)",
     "harness repro /tmp/t": "a bundle whose data.npz the paragraph edited by hand (tests/test_repro.py corrupts "
                             "one and expects this refusal)",
 }
-
-NOT_RUN.update({
-    "harness baseline save runs/main --name main --keep-artifacts": (
-        "the reader's timed run of main (runs/main, the paragraph does not show how it was made) whose artifacts "
-        "are in the cache; "
-        "tests/test_baseline_paired.py saves and compares such a baseline"),
-    "harness baseline compare runs/pr-17 --name main --perf": (
-        "re-times the baseline the command before it saves (tests/test_baseline_paired.py runs this pair)"),
-})
 
 
 class Needs(enum.Enum):

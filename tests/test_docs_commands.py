@@ -34,6 +34,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import docs_given
 import docs_run
 import pytest
 from docs_run import expected_exit
@@ -264,8 +265,8 @@ def test_every_command_is_run_or_has_a_reason() -> None:
 
 #: what the documents hold today (README.md, docs/, examples/): a change to the docs changes these
 #: counts on purpose; a command that stops running (or a new one that does not run) fails here
-FOUND, RUN_HERE = 151, 104
-NOT_RUN_BY_NEED = {"GPU": 5, "INDEX": 4, "SUITE": 1, "SERVICE": 9, "MEASUREMENT": 9, "GIVEN": 19}
+FOUND, RUN_HERE = 155, 115
+NOT_RUN_BY_NEED = {"GPU": 5, "INDEX": 4, "SUITE": 1, "SERVICE": 9, "MEASUREMENT": 9, "GIVEN": 12}
 
 
 def test_every_command_that_needs_no_gpu_runs() -> None:
@@ -322,6 +323,13 @@ def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
                             nights=[root / "nights" / f"nightly-{n}" for n in sorted(P50)])
 
 
+@pytest.fixture(scope="module")
+def given(tmp_path_factory: pytest.TempPathFactory) -> docs_given.Builds:
+    """The reader's own exports docs/check.md and docs/runtime.md judge (tests/docs_given.py),
+    built on a document's first need."""
+    return docs_given.Builds(tmp_path_factory.mktemp("docs-given"))
+
+
 def _execute(step: docs_run.Step, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """Run one step in ``cwd`` the way a shell there would (``harness`` in-process: the stack is
     imported once per test process)."""
@@ -366,7 +374,7 @@ def _pytest_here(args: list[str], cwd: Path) -> int:
 
 
 @pytest.mark.parametrize("document", sorted(STEPS))
-def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_path: Path,
+def test_document_commands_run(document: str, premise: docs_run.Premise, given: docs_given.Builds, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """The document's commands in its order, in one sandbox: each exits as the document says (0
     unless it shows ``[exit N]``), or is listed with the reason it cannot run here."""
@@ -374,6 +382,7 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_pat
 
     steps = STEPS[document]
     docs_run.lay_premise(steps, tmp_path, premise)
+    given.lay(steps, tmp_path)
     (tmp_path / "tmp").mkdir(exist_ok=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")
