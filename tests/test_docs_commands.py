@@ -10,12 +10,15 @@ this file. Each command is checked the way it can fail a newcomer:
   on the premise the document takes as given (tests/docs_run.py: the reader's model is
   bert-tiny's directory, their earlier runs one tiny run); it must exit as the document shows
   (``[exit N]``, ``(exit N)``, ``# exit N:``, a ``harness: error:`` line below it: 2; else 0).
-  What cannot run here is listed in ``docs_run.NOT_RUN`` (or named by a GPU word / an endpoint)
-  with its precise reason and what it needs (``docs_run.Needs``: a GPU, a package index, a
-  service, ...; never its cost); a new command runs by default, a stale entry fails, and the
+  What cannot run here is listed in ``docs_run.NOT_RUN`` (or named by a GPU word) with its
+  precise reason and what it needs (``docs_run.Needs``: a GPU, a package index, ...; never its
+  cost); a new command runs by default, a stale entry fails, and the
   counts found / run / not run by need are asserted. ``pytest`` commands run in this process
   like ``harness`` ones (the stack imported once), the perf and generation suites narrowed to
-  fewer samples through ``PYTEST_ADDOPTS`` (``docs_run.NARROWING``: the printed command line);
+  fewer samples through ``PYTEST_ADDOPTS`` (``docs_run.NARROWING``: the printed command line).
+  A command that names a server or an environment (an inference server on 127.0.0.1:8000/8001,
+  a team's PostgreSQL, two onnxruntime virtualenvs) runs against real ones (tests/docs_services.py:
+  MLServer, PostgreSQL, virtualenvs), the documented address mapped to the real one;
 - ``harness ...``: parsed by the real command-line parser (an option that does not exist, a value
   its type refuses, a missing argument: exit 2 there, a failure here);
 - ``pytest ...``: every ``--harness-*`` option exists in the option table, and list options are
@@ -33,9 +36,11 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-import docs_given
+import docs_exports
 import docs_run
+import docs_services
 import pytest
 from docs_run import expected_exit
 from waiting import PATIENCE
@@ -265,8 +270,8 @@ def test_every_command_is_run_or_has_a_reason() -> None:
 
 #: what the documents hold today (README.md, docs/, examples/): a change to the docs changes these
 #: counts on purpose; a command that stops running (or a new one that does not run) fails here
-FOUND, RUN_HERE = 155, 115
-NOT_RUN_BY_NEED = {"GPU": 5, "INDEX": 4, "SUITE": 1, "SERVICE": 9, "MEASUREMENT": 9, "GIVEN": 12}
+FOUND, RUN_HERE = 161, 142
+NOT_RUN_BY_NEED = {"GPU": 5, "INDEX": 4, "SUITE": 1, "MEASUREMENT": 9}
 
 
 def test_every_command_that_needs_no_gpu_runs() -> None:
@@ -323,22 +328,33 @@ def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
                             nights=[root / "nights" / f"nightly-{n}" for n in sorted(P50)])
 
 
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docs_services.Services]:
+    """The servers and environments the documents' commands name, each started when a command
+    first needs it (MLServer once per test process), stopped at the session's end."""
+    found = docs_services.Services(tmp_path_factory.mktemp("docs-services"))
+    yield found
+    found.close()
+
+
 @pytest.fixture(scope="module")
-def given(tmp_path_factory: pytest.TempPathFactory) -> docs_given.Builds:
-    """The reader's own exports docs/check.md and docs/runtime.md judge (tests/docs_given.py),
+def exports(tmp_path_factory: pytest.TempPathFactory) -> docs_exports.Builds:
+    """The reader's own exports docs/check.md and docs/runtime.md judge (tests/docs_exports.py),
     built on a document's first need."""
-    return docs_given.Builds(tmp_path_factory.mktemp("docs-given"))
+    return docs_exports.Builds(tmp_path_factory.mktemp("docs-exports"))
 
 
-def _execute(step: docs_run.Step, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+def _execute(step: docs_run.Step, cwd: Path, monkeypatch: pytest.MonkeyPatch, services: docs_services.Services) -> int:
     """Run one step in ``cwd`` the way a shell there would (``harness`` in-process: the stack is
-    imported once per test process)."""
+    imported once per test process), against the real services it names (raises
+    ``docs_services.Missing`` where one cannot be had)."""
     import subprocess
     import sys
 
     from harness.cli import main
 
     argv = [w.replace("/tmp/", f"{cwd}/tmp/") for w in docs_run.expand(step.argv, cwd)]
+    argv = docs_services.resolve(argv, services, cwd)
     with monkeypatch.context() as env:
         for name, value in docs_run.environment(step).items():
             env.setenv(name, value.replace("/tmp/", f"{cwd}/tmp/"))
@@ -374,24 +390,31 @@ def _pytest_here(args: list[str], cwd: Path) -> int:
 
 
 @pytest.mark.parametrize("document", sorted(STEPS))
-def test_document_commands_run(document: str, premise: docs_run.Premise, given: docs_given.Builds, tmp_path: Path,
-                               monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_document_commands_run(document: str, premise: docs_run.Premise, services: docs_services.Services,
+                               exports: docs_exports.Builds, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capfd: pytest.CaptureFixture[str]) -> None:
     """The document's commands in its order, in one sandbox: each exits as the document says (0
-    unless it shows ``[exit N]``), or is listed with the reason it cannot run here."""
+    unless it shows ``[exit N]``), or is listed with the reason it cannot run here. A command
+    whose service cannot be had here (no MLServer, no PostgreSQL, no package index) is not run:
+    the test ends as a skip naming it, or fails where the environment requires it (CI)."""
     import time
 
     steps = STEPS[document]
     docs_run.lay_premise(steps, tmp_path, premise)
-    given.lay(steps, tmp_path)
+    exports.lay(steps, tmp_path)
     (tmp_path / "tmp").mkdir(exist_ok=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")
-    failed, ran = [], 0
+    failed, ran, missing = [], 0, []
     for step in steps:
         if step.reason_not_run():
             continue
         started = time.monotonic()
-        code = _execute(step, tmp_path, monkeypatch)
+        try:
+            code = _execute(step, tmp_path, monkeypatch, services)
+        except docs_services.Missing as exc:
+            (failed if exc.required else missing).append(f"{step.source}: `{step.text}` not run: {exc.reason}")
+            continue
         output = capfd.readouterr()
         ran += 1
         if step.argv[1:2] == ("init",) and code == 0:
@@ -404,6 +427,8 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, given: 
             tail = (output.err.strip() or output.out.strip())[-400:]
             failed.append(f"{step.source}: `{step.text}` exited {code}, the document says {step.expect}: {tail}")
     assert not failed, "\n".join(failed)
+    if missing:
+        pytest.skip("\n".join(missing))
 
 
 def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
