@@ -60,28 +60,9 @@ NOT_RUN: dict[str, str] = {
     "--json out.json": "a benchmark: 30 + 30 trials with a CPU burner (minutes)",
     "python scripts/bench_rerun.py --repeats 2": "a benchmark: two full default runs (minutes)",
     "python scripts/bench_scaling.py": "a benchmark of xdist scaling on the default zoo (minutes)",
-    "harness check --reference ./opus-mt-en-de --onnx ./optimum-out/ --precision int8 --provider ort_cpu":
-        "needs the reader's Marian export in optimum's layout (tests/test_check.py builds one and checks it)",
-    "harness check --reference minilm-l6 --onnx ./minilm.onnx --corpus ./data/queries.txt --samples 64":
-        "needs the reader's MiniLM export and query file (tests/test_minilm.py checks MiniLM exports)",
-    "harness check --reference marian-tiny --onnx ./tied/ --no-generation":
-        "needs the reader's Marian export with tied axes (tests/test_check.py builds one and checks it)",
     "harness run --models /tmp/bench2/work/llama-16l ...":
         "the 16-layer Llama that scripts/bench_large_model.py (the command before it, 13 minutes) builds",
-    "harness cache verify --cache /tmp/cachedemo": "a cache whose entry the paragraph corrupted by hand "
-                                                   "(tests/test_cache_admin.py corrupts one and runs verify)",
-    "harness cache verify --cache /tmp/cachedemo --remove": "the corrupted cache of the command before it "
-                                                            "(tests/test_cache_admin.py runs verify --remove)",
 }
-
-NOT_RUN.update({
-    "harness baseline save runs/main --name main --keep-artifacts": (
-        "the reader's timed run of main (runs/main, the paragraph does not show how it was made) whose artifacts "
-        "are in the cache; "
-        "tests/test_baseline_paired.py saves and compares such a baseline"),
-    "harness baseline compare runs/pr-17 --name main --perf": (
-        "re-times the baseline the command before it saves (tests/test_baseline_paired.py runs this pair)"),
-})
 
 
 class Needs(enum.Enum):
