@@ -38,6 +38,15 @@ ENGINES = ("bare", "harness", "pytest-benchmark")
 #: backends with a bare loop in TEST_MODULE (BARE there)
 BARE_NAMES = ("ort_cpu", "ov_cpu", "torch_cpu")
 LOW, HIGH = 0.97, 1.03
+# Many short rounds rather than a few long ones. Why: this VM's speed moves between blocks of
+# 70 ms (per-round medians of one engine spanned 1.8x over 150 rounds of 200 calls), so a round
+# of three 200-call blocks is too long for its drift to hit all three engines alike, and the p99
+# ratio's interval stayed +-7-20 % wide with 30 000 calls per engine. With 30-call blocks a round
+# lasts about 30 ms, the paired-rounds interval keeps that drift on both sides of the ratio, and
+# 1000 rounds (30 000 calls) gave +-0.15 % at p50, +-1.3 % at p90, +-3 % at p99 (docs/performance.md).
+# Loop version 3 (no collection before each loop) is what makes short blocks affordable: version 2
+# paid 0.1-0.25 s of gc.collect() per harness block.
+ROUNDS, CALLS = 1000, 30
 # Untimed calls at the start of every bare block: as many as the harness loop makes
 # (``SETTLE_CALLS``). Why: each block follows pytest's own work between
 # test items, and without a warm-up the bare loop's first call of a block measured 1.45-1.55x
@@ -190,8 +199,8 @@ def main() -> int:
                         help=f"backends to measure, comma-separated (any of {', '.join(BARE_NAMES)}; default: all)")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--seq-len", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=30, help="interleaved rounds (default 30)")
-    parser.add_argument("--calls", type=int, default=100, help="calls per block (default 100)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"interleaved rounds (default {ROUNDS})")
+    parser.add_argument("--calls", type=int, default=CALLS, help=f"calls per block (default {CALLS})")
     parser.add_argument("--bare-settle", type=int, default=SETTLE_CALLS,
                         help=f"untimed calls before each bare block (default {SETTLE_CALLS}, what the harness loop "
                              "makes; 0 shows the cold first calls)")

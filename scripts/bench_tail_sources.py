@@ -6,7 +6,9 @@ on one ONNX Runtime session and one batch, interleaved blocks (rotating order) o
 * ``bare``: ``t = perf_counter(); session.run(None, feeds); ...`` with no collection;
 * ``collect-then-time``: the loop as it was before issue 29 -- ``gc.collect()`` right before
   the first timed call;
-* ``harness``: ``time_calls`` today (collect and freeze, then settle calls, then time);
+* ``collect-freeze``: the loop of version 2 -- collect and freeze, then settle calls, then time;
+* ``harness``: ``time_calls`` today (loop version 3: freeze without collecting, then settle
+  calls, then time);
 * ``gc-off``: ``time_calls`` with the collector disabled while timing;
 * ``io-binding``: ``time_calls`` on ``run_with_iobinding`` with bound inputs (outputs still
   allocated by the runtime, but no per-call feed dict or output list).
@@ -29,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 
-def main() -> int:
+def main() -> int:  # noqa: C901 -- one closure per loop measured, side by side
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="encoder-custom")
     parser.add_argument("--rounds", type=int, default=40, help="interleaved rounds (default 40)")
@@ -69,6 +71,10 @@ def main() -> int:
         gc.collect()
         return bare(n)
 
+    def collect_freeze(n: int) -> list[float]:
+        gc.collect()
+        return time_calls(timed_call(runner, feeds), n, 0)
+
     def harness(n: int) -> list[float]:
         return time_calls(timed_call(runner, feeds), n, 0)
 
@@ -83,8 +89,8 @@ def main() -> int:
         return time_calls(lambda: session.run_with_iobinding(binding), n, 0)
 
     engines: dict[str, Callable[[int], list[float]]] = {
-        "bare": bare, "collect-then-time": collect_then_time, "harness": harness, "gc-off": gc_off,
-        "io-binding": io_binding}
+        "bare": bare, "collect-then-time": collect_then_time, "collect-freeze": collect_freeze, "harness": harness,
+        "gc-off": gc_off, "io-binding": io_binding}
     timing = {"on": False}
     collections = dict.fromkeys(engines, 0)
     current = {"name": ""}

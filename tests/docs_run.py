@@ -24,6 +24,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import docs_given
+
 #: a GPU word in a command and why that command cannot run on a CPU machine
 GPU_REASONS = {
     "ort_cuda": "needs the CUDA execution provider (onnxruntime-gpu and an NVIDIA GPU)",
@@ -40,48 +42,17 @@ VARIABLES = {"out": "reports/nightly-2026-12-01"}
 NOT_RUN: dict[str, str] = {
     "pytest tests -n 2": "the harness's own test suite, which this test is part of: run by CI, whose .ci/run "
                          "ends with exactly this command (test_docs_commands asserts it)",
-    "harness perf-compare model.onnx --env-a /work/venv-ort132/bin/python --env-b /work/venv-ort133/bin/python "
-    "--pairs 20": "needs two Python environments with different onnxruntime versions installed",
-    "harness history add reports/run-* --db postgresql://ci@db/harness": "needs the PostgreSQL server `db` of the "
-                                                                         "example (tests/test_history_pg.py runs "
-                                                                         "the history on a real one)",
-    "harness repro reports/run-x/cases/<case>/repro-model": "a placeholder (`<case>`) for the reader's failing case",
-    "harness check --reference ./opus-mt-en-de --onnx ./optimum-out/ --precision int8 --provider ort_cpu":
-        "needs the reader's Marian export in optimum's layout (tests/test_check.py builds one and checks it)",
-    "harness check --reference minilm-l6 --onnx ./minilm.onnx --corpus ./data/queries.txt --samples 64":
-        "needs the reader's MiniLM export and query file (tests/test_minilm.py checks MiniLM exports)",
-    "harness check --reference marian-tiny --onnx ./tied/ --no-generation":
-        "needs the reader's Marian export with tied axes (tests/test_check.py builds one and checks it)",
-    "harness check --reference ./my-model --onnx ./exported/model.onnx --out reports/check":
-        "the paragraph's export fails (exit 1) and a faithful one passes here; tests/test_check_evidence.py runs "
-        "this check on a perturbed export and repro on its bundle",
-    'harness repro "reports/check/cases/check[my-model-fp32-ort_cpu]/repro-model"':
-        "the bundle of the failing check before it (tests/test_check_evidence.py runs repro on such a bundle)",
-    "harness cache verify --cache /tmp/cachedemo": "a cache whose entry the paragraph corrupted by hand "
-                                                   "(tests/test_cache_admin.py corrupts one and runs verify)",
-    "harness cache verify --cache /tmp/cachedemo --remove": "the corrupted cache of the command before it "
-                                                            "(tests/test_cache_admin.py runs verify --remove)",
-    "harness repro /tmp/t": "a bundle whose data.npz the paragraph edited by hand (tests/test_repro.py corrupts "
-                            "one and expects this refusal)",
 }
-
-NOT_RUN.update({
-    "harness baseline save runs/main --name main --keep-artifacts": (
-        "the reader's timed run of main (runs/main, the paragraph does not show how it was made) whose artifacts "
-        "are in the cache; "
-        "tests/test_baseline_paired.py saves and compares such a baseline"),
-    "harness baseline compare runs/pr-17 --name main --perf": (
-        "re-times the baseline the command before it saves (tests/test_baseline_paired.py runs this pair)"),
-})
 
 
 class Needs(enum.Enum):
     """What a command that is not run here needs and this machine (or CI) does not give it. A
     command is skipped only for one of these: "over this test's budget" is not one (every command
-    that needs none of them runs, test_docs_commands asserts the count)."""
+    that needs none of them runs, test_docs_commands asserts the count). An install runs into a
+    throwaway environment (tests/docs_installs.py), a benchmark as its smoke run
+    (tests/docs_measure.py)."""
 
     GPU = "an NVIDIA GPU (CUDA, TensorRT)"
-    SERVICE = "a service or environment the example names (an inference server, PostgreSQL, two onnxruntime installs)"
     SUITE = "the harness's own test suite, which this test is part of (CI runs it: .ci/run's command)"
     GIVEN = "files the paragraph describes rather than gives (edited by hand, made to fail, the reader's own)"
 
@@ -89,9 +60,6 @@ class Needs(enum.Enum):
 #: the :class:`Needs` of each :data:`NOT_RUN` entry (every entry has one)
 NEEDS: dict[str, Needs] = {
     "pytest tests -n 2": Needs.SUITE,
-    **dict.fromkeys(["harness perf-compare model.onnx --env-a /work/venv-ort132/bin/python --env-b "
-                     "/work/venv-ort133/bin/python --pairs 20",
-                     "harness history add reports/run-* --db postgresql://ci@db/harness"], Needs.SERVICE),
 }
 
 
@@ -105,6 +73,9 @@ def needs(key: str) -> Needs:
 MACHINE_DEPENDENT: dict[str, tuple[tuple[int, ...], str]] = {
     "harness perf-compare bert-tiny-fp32/model.onnx bert-tiny-int8/model.onnx --pairs 20 --block 50": (
         (0, 1), "a timing verdict: INT8 vs FP32 is a REGRESSION (exit 1) or INCONCLUSIVE (0) by the machine's load"),
+    "harness perf-compare model.onnx --env-a venv-ort131/bin/python --env-b venv-ort132/bin/python --pairs 20": (
+        (0, 1), "a timing verdict: onnxruntime 1.32.0 vs 1.31.1 on one file is a REGRESSION (exit 1) or not (0) by the "
+                "machine and its load"),
     # ONNX Runtime's u8s8 INT8 kernels on an x86 CPU without VNNI (AVX2 only) saturate (README.md, "On an x86
     # CPU without VNNI"): the documents' numbers are from a VNNI machine
     "harness bisect --models marian-tiny --precision int8": (
@@ -133,25 +104,6 @@ MACHINE_DEPENDENT["harness run --models /tmp/bench2/work/llama-16l --precisions 
 #: (not 48 or the whole corpus). The same suites, cases and verdict logic; fewer samples.
 NARROWING = ("--harness-perf-samples=40 --harness-perf-warmup=5 --harness-perf-repeats=1 "
              "--harness-perf-tail-seconds=0 --harness-gen-samples=8")
-
-#: ``harness repro`` of the bundles a paragraph made fail on purpose (a deliberately tight tolerance
-#: in its harness.toml, a slowed runtime): the transcript shows the outcome; the bundle is not here
-for _case in ("reports/run/cases/test_logits_parity[bert-tiny-int8-ort_cpu]/repro-model",
-              "reports/run/cases/test_embedding_parity[minilm-l6-int8-ort_cpu]/repro-model",
-              "run/cases/test_generation_parity[llama-tiny-int8-ort_cpu]/repro-generation",
-              "run/cases/test_latency[bert-tiny-int8-ort_cpu]/repro-perf",
-              "cs/run/cases/test_cold_start_memory[bert-tiny-int8-ort_cpu]/repro-perf",
-              "gp/run/cases/test_generation_perf[llama-tiny-int8-ort_cpu]/repro-perf",
-              "run/cases/test_logits_parity[encoder-custom-fp32-ort_cpu]/repro-model",
-              "generr/cases/test_fixed_positions[llama-tiny-fp32-ort_cpu]/repro-generation"):
-    NOT_RUN[f"HARNESS_CACHE=/tmp/empty harness repro '{_case}'"] = (
-        "re-judges the bundle of a case the paragraph made fail on purpose (its harness.toml or runtime is "
-        "described, not given); tests/test_repro.py, test_repro_kinds.py and test_repro_process.py build such "
-        "bundles and run repro on them")
-
-#: an Open Inference Protocol endpoint the example's server listens on
-SERVER_REASON = ("needs an inference server serving the example's model at {where} (tests/test_serving.py starts "
-                 "MLServer and runs `harness check --endpoint` against it)")
 
 #: paths a document's commands take as given, and what stands for them here
 #: a copy of the committed numbers-en-zh translator (docs/own-repository.md judges it from another path)
@@ -205,9 +157,6 @@ class Step:
         prefix = next((key for key in NOT_RUN if key.endswith(" ...") and self.text.startswith(key[:-4])), None)
         if prefix:
             return needs(prefix), NOT_RUN[prefix]
-        endpoint = re.search(r"--endpoint (\S+)", self.text)
-        if endpoint:
-            return Needs.SERVICE, SERVER_REASON.format(where=endpoint[1])
         if self.expect != 0:
             return None  # the document shows what happens without the GPU (a refusal, a not-run case)
         lowered = self.text.lower()
@@ -366,6 +315,7 @@ def lay_premise(steps: list[Step], root: Path, premise: Premise) -> None:
     """Create, under ``root``, the paths the document's commands take as given (only those)."""
     _lay_inputs(steps, root, premise)
     _lay_runs(steps, root, premise)
+    docs_given.lay_printed(steps[0].source.rsplit(":", 1)[0], root, Path(__file__).resolve().parents[1])
 
 
 def _lay_inputs(steps: list[Step], root: Path, premise: Premise) -> None:

@@ -10,15 +10,18 @@ this file. Each command is checked the way it can fail a newcomer:
   on the premise the document takes as given (tests/docs_run.py: the reader's model is
   bert-tiny's directory, their earlier runs one tiny run); it must exit as the document shows
   (``[exit N]``, ``(exit N)``, ``# exit N:``, a ``harness: error:`` line below it: 2; else 0).
-  What cannot run here is listed in ``docs_run.NOT_RUN`` (or named by a GPU word / an endpoint)
-  with its precise reason and what it needs (``docs_run.Needs``: a GPU, a package index, a
-  service, ...; never its cost); a new command runs by default, a stale entry fails, and the
+  What cannot run here is listed in ``docs_run.NOT_RUN`` (or named by a GPU word) with its
+  precise reason and what it needs (``docs_run.Needs``: a GPU, a package index, ...; never its
+  cost); a new command runs by default, a stale entry fails, and the
   counts found / run / not run by need are asserted. ``pytest`` commands run in this process
   like ``harness`` ones (the stack imported once), the perf and generation suites narrowed to
   fewer samples through ``PYTEST_ADDOPTS`` (``docs_run.NARROWING``: the printed command line);
   ``pip install`` into a throwaway environment that sees this one's packages, from a copy of the
   checkout (tests/docs_installs.py); a benchmark as its smoke run, ``HARNESS_BENCH_SMOKE=1``
-  (tests/docs_measure.py, ``harness.perf.smoke``); ``pytest tests -n 2`` is the suite CI runs;
+  (tests/docs_measure.py, ``harness.perf.smoke``); ``pytest tests -n 2`` is the suite CI runs.
+  A command that names a server or an environment (an inference server on 127.0.0.1:8000/8001,
+  a team's PostgreSQL, two onnxruntime virtualenvs) runs against real ones (tests/docs_services.py:
+  MLServer, PostgreSQL, virtualenvs), the documented address mapped to the real one;
 - ``harness ...``: parsed by the real command-line parser (an option that does not exist, a value
   its type refuses, a missing argument: exit 2 there, a failure here);
 - ``pytest ...``: every ``--harness-*`` option exists in the option table, and list options are
@@ -36,10 +39,13 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
+import docs_exports
 import docs_installs
 import docs_measure
 import docs_run
+import docs_services
 import pytest
 from docs_run import expected_exit
 from waiting import PATIENCE
@@ -269,8 +275,8 @@ def test_every_command_is_run_or_has_a_reason() -> None:
 
 #: what the documents hold today (README.md, docs/, examples/): a change to the docs changes these
 #: counts on purpose; a command that stops running (or a new one that does not run) fails here
-FOUND, RUN_HERE = 151, 117
-NOT_RUN_BY_NEED = {"GPU": 5, "SUITE": 1, "SERVICE": 9, "GIVEN": 19}
+FOUND, RUN_HERE = 161, 155
+NOT_RUN_BY_NEED = {"GPU": 5, "SUITE": 1}
 
 
 def test_every_command_that_needs_no_gpu_runs() -> None:
@@ -338,16 +344,35 @@ def premise(tmp_path_factory: pytest.TempPathFactory) -> docs_run.Premise:
                             nights=[root / "nights" / f"nightly-{n}" for n in sorted(P50)])
 
 
-def _execute(step: docs_run.Step, steps: list[docs_run.Step], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docs_services.Services]:
+    """The servers and environments the documents' commands name, each started when a command
+    first needs it (MLServer once per test process), stopped at the session's end."""
+    found = docs_services.Services(tmp_path_factory.mktemp("docs-services"))
+    yield found
+    found.close()
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory: pytest.TempPathFactory) -> docs_exports.Builds:
+    """The reader's own exports docs/check.md and docs/runtime.md judge (tests/docs_exports.py),
+    built on a document's first need."""
+    return docs_exports.Builds(tmp_path_factory.mktemp("docs-exports"))
+
+
+def _execute(step: docs_run.Step, steps: list[docs_run.Step], cwd: Path, monkeypatch: pytest.MonkeyPatch,
+             services: docs_services.Services) -> int:
     """Run one step in ``cwd`` the way a shell there would (``harness`` and the scripts in-process:
-    the stack is imported once per test process; an install and the command after it in the
-    document's throwaway environment)."""
+    the stack is imported once per test process; an install and the command after it on its line
+    in the document's throwaway environment), against the real services it names (raises
+    ``docs_services.Missing`` where one cannot be had)."""
     import subprocess
     import sys
 
     from harness.cli import main
 
     argv = [w.replace("/tmp/", f"{cwd}/tmp/") for w in docs_run.expand(step.argv, cwd)]
+    argv = docs_services.resolve(argv, services, cwd)
     with monkeypatch.context() as env:
         for name, value in {**docs_run.environment(step), **docs_measure.environment(step)}.items():
             env.setenv(name, value.replace("/tmp/", f"{cwd}/tmp/"))
@@ -387,25 +412,33 @@ def _pytest_here(args: list[str], cwd: Path) -> int:
 
 
 @pytest.mark.parametrize("document", sorted(STEPS))
-def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_path: Path,
-                               monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_document_commands_run(document: str, premise: docs_run.Premise, services: docs_services.Services,
+                               exports: docs_exports.Builds, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capfd: pytest.CaptureFixture[str]) -> None:
     """The document's commands in its order, in one sandbox: each exits as the document says (0
-    unless it shows ``[exit N]``), or is listed with the reason it cannot run here."""
+    unless it shows ``[exit N]``), or is listed with the reason it cannot run here. A command
+    whose service cannot be had here (no MLServer, no PostgreSQL, no package index) is not run:
+    the test ends as a skip naming it, or fails where the environment requires it (CI)."""
     import time
 
     steps = STEPS[document]
     docs_run.lay_premise(steps, tmp_path, premise)
+    exports.lay(steps, tmp_path)
     docs_installs.lay(steps, tmp_path, premise)
     docs_measure.lay(steps, tmp_path, premise)
     (tmp_path / "tmp").mkdir(exist_ok=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")
-    failed, ran = [], 0
+    failed, ran, missing = [], 0, []
     for step in steps:
         if step.reason_not_run():
             continue
         started = time.monotonic()
-        code = _execute(step, steps, tmp_path, monkeypatch)
+        try:
+            code = _execute(step, steps, tmp_path, monkeypatch, services)
+        except docs_services.Missing as exc:
+            (failed if exc.required else missing).append(f"{step.source}: `{step.text}` not run: {exc.reason}")
+            continue
         output = capfd.readouterr()
         ran += 1
         if step.argv[1:2] == ("init",) and code == 0:
@@ -420,6 +453,8 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, tmp_pat
         elif docs_measure.unmarked(step, output.out):
             failed.append(f"{step.source}: `{step.text}`: {docs_measure.unmarked(step, output.out)}")
     assert not failed, "\n".join(failed)
+    if missing:
+        pytest.skip("\n".join(missing))
 
 
 def test_last_failed_through_harness_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

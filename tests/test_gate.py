@@ -91,6 +91,26 @@ def test_a_regression_timed_on_a_busier_machine_says_so_and_still_fails() -> Non
     assert "busier" not in row(unrecorded, "latency_ms.p50").reason  # an older baseline without counters
 
 
+def _timed_by_loop(record: dict[str, Any], version: int) -> dict[str, Any]:
+    record["perf"]["latency_ms"]["loop"] = {"version": version}
+    return record
+
+
+def test_a_change_between_timing_loop_versions_names_both_loops() -> None:
+    """A baseline timed by an older timing loop (harness.perf.measure.LOOP: version 2 collected the
+    heap first) is named in the reason of a regression or improvement, so a p99 that moved with the
+    harness is not read as the model's; the verdict stays the statistics'."""
+    slower = compare_runs([_timed_by_loop(rec(calls(1)), 2)], [_timed_by_loop(rec(calls(2, scale=1.25)), 3)])
+    p50 = row(slower, "latency_ms.p50")
+    assert p50.verdict is Verdict.REGRESSION and slower.exit_code == 1
+    assert "timed by different timing loops (baseline: version 2, candidate: version 3" in p50.reason
+    faster = compare_runs([rec(calls(1))], [_timed_by_loop(rec(calls(2, scale=0.75)), 3)])
+    assert row(faster, "latency_ms.p50").verdict is Verdict.IMPROVEMENT
+    assert "baseline: a loop older than version 2, candidate: version 3" in row(faster, "latency_ms.p50").reason
+    same = compare_runs([_timed_by_loop(rec(calls(1)), 3)], [_timed_by_loop(rec(calls(2, scale=1.25)), 3)])
+    assert "timing loops" not in row(same, "latency_ms.p50").reason
+
+
 def test_25_percent_slowdown_is_a_regression() -> None:
     result = compare_runs([rec(calls(1))], [rec(calls(2, scale=1.25))])
     p50 = row(result, "latency_ms.p50")

@@ -57,30 +57,33 @@ def test_time_calls_times_each_call_alone_after_warmup():
     assert len(calls) == 10 and len(syncs) == 10  # warmup calls are synchronised too, but not timed
 
 
-def test_time_calls_settles_the_caches_after_the_collection_even_without_warmup():
-    """The full collection comes before the untimed calls, never between them and the timed
-    ones (its cache misses landed at p99), and the heap stays frozen while timing."""
+def test_time_calls_freezes_the_heap_without_walking_it_and_settles_before_timing():
+    """No full collection walks the harness's heap for a timed loop -- not before it (loop version 2
+    collected first: 0.1-0.25 s and cold caches per loop), not during it --, the heap is frozen for
+    every call (settle and timed), unfrozen afterwards, and SETTLE_CALLS untimed calls come first."""
     events: list[str] = []
     frozen: list[int] = []
 
     def on_gc(phase: str, info: dict) -> None:
-        if phase == "start" and info["generation"] == 2:
-            events.append("full-gc")
+        if phase == "start":
+            events.append(f"gc{info['generation']}")
 
     def call() -> None:
         events.append("call")
         frozen.append(gc.get_freeze_count())
 
+    ticks = iter(range(0, 10**9, 1000))
     before = gc.get_freeze_count()
     gc.callbacks.append(on_gc)
     try:
-        time_calls(call, 4, warmup=0)
+        samples = time_calls(call, 4, warmup=0, clock=lambda: next(ticks))
     finally:
         gc.callbacks.remove(on_gc)
-    last_gc = max(i for i, e in enumerate(events) if e == "full-gc")
-    assert events[last_gc + 1:] == ["call"] * (SETTLE_CALLS + 4)
+    assert "gc2" not in events
+    assert events.count("call") == SETTLE_CALLS + 4 and len(samples) == 4
     assert min(frozen) > before  # the harness's heap is out of reach of collections while timing
     assert gc.get_freeze_count() == before  # and unfrozen afterwards
+    assert LOOP["version"] == 3 and "not collected" in LOOP["gc"]
 
 
 def test_latency_entry_says_what_the_timing_loop_did():

@@ -133,6 +133,25 @@ def test_nonfinite_metric_still_fails_its_check(tmp_path: Path) -> None:
     assert "cosine NaN >= 0.99 ✗" in format_checks(back)
 
 
+def test_the_checks_cell_puts_failing_metrics_first_and_counts_what_it_leaves_out() -> None:
+    """summary.md's and the terminal's checks cell shows at most four metrics: a failing fifth one
+    used to vanish behind four passing ones."""
+    from harness.report.checks import format_checks
+
+    names = ["cosine", "max_abs", "mean_abs", "top1_agreement", "norm_max_abs", "kl"]
+    metrics = {f"model/logits.{n}": 0.5 for n in names}
+    thresholds = {f"model/logits.{n}": {"op": ">=" if n in ("cosine", "top1_agreement") else "<=",
+                                        "threshold": 1.0 if n != "norm_max_abs" else 0.15} for n in names}
+    record = {"schema": "harness.result/1", "id": "t[m-int8-ort_cpu]", "verdict": "fail", "metrics": metrics,
+              "thresholds": thresholds}
+    cell = format_checks(record)
+    failing = [n for n in names if (n in ("cosine", "top1_agreement")) or n == "norm_max_abs"]
+    assert cell.split("; ")[0].startswith(tuple(failing)) and "✗" in cell.split("; ")[0]
+    assert all(f"{n} " in cell for n in failing)  # every failing metric is shown...
+    assert cell.endswith("+2 more")  # ...and the passing ones left out are counted
+    assert format_checks(record, limit=2).endswith("+4 more (1 failing)")
+
+
 @pytest.mark.parametrize("tool", ["node", "jq"])
 def test_other_languages_parse_every_line(tmp_path: Path, tool: str) -> None:
     exe = shutil.which(tool)

@@ -49,6 +49,6 @@ def test_bench_fidelity_refuses_a_backend_without_a_bare_loop():
 def test_bench_tail_sources_prints_each_loop_and_the_first_calls_of_a_block():
     proc = _script("bench_tail_sources.py", "--rounds", "5", "--calls", "10")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for loop in ("bare", "collect-then-time", "harness", "gc-off", "io-binding"):
+    for loop in ("bare", "collect-then-time", "collect-freeze", "harness", "gc-off", "io-binding"):
         assert re.search(rf"^{loop}\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+(\d+\.\d\d ?){{5}}$", proc.stdout, re.M), proc.stdout
     assert re.search(r"automatic collections inside bare's timed blocks: \d+", proc.stdout)

@@ -483,6 +483,9 @@ class RunPerf:
     canaries: dict[str, np.ndarray] = field(default_factory=dict)
     #: (variant, key) -> the latency entry's ``contention`` (harness.perf.contention), where recorded
     contention: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    #: (variant, key) -> the version of the timing loop that took the samples (the entry's
+    #: ``loop.version``, ``harness.perf.measure.LOOP``); absent for records older than the field
+    loops: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def variants(self) -> set[str]:
@@ -498,15 +501,19 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 
 
-def _latency_entry(value: Any) -> tuple[np.ndarray | None, Mapping[str, Any] | None]:
-    """A latency entry's finite samples (None when it has none) and its ``contention``, if any."""
+def _latency_entry(value: Any) -> tuple[np.ndarray | None, Mapping[str, Any] | None, int | None]:
+    """A latency entry's finite samples (None when it has none), its ``contention`` and its
+    timing loop's version, where recorded."""
     samples = value.get("samples") if isinstance(value, Mapping) else None
     if not (isinstance(samples, list) and samples):
-        return None, None
+        return None, None, None
     arr = np.asarray([s for s in samples if isinstance(s, (int, float))], dtype=float)
     arr = arr[np.isfinite(arr)]
     machine = value.get("contention")
-    return (arr if arr.size else None), (machine if isinstance(machine, Mapping) else None)
+    loop = value.get("loop")
+    version = loop.get("version") if isinstance(loop, Mapping) else None
+    return ((arr if arr.size else None), (machine if isinstance(machine, Mapping) else None),
+            version if isinstance(version, int) and not isinstance(version, bool) else None)
 
 
 def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPerf:
@@ -523,6 +530,7 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
     envs: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[np.ndarray]] = {}
     machines: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    loop_versions: dict[tuple[str, str, str], int] = {}
     for rec in readable_records(records):
         perf = rec.perf
         if not perf:
@@ -538,11 +546,13 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
             if key == "canary_ms":
                 continue
             if str(key).startswith("latency_ms"):
-                arr, machine = _latency_entry(value)
+                arr, machine, version = _latency_entry(value)
                 if arr is not None:
                     found.append((variant, test, str(key), arr))
                     if machine is not None:
                         machines[(variant, test, str(key))] = machine
+                    if version is not None:
+                        loop_versions[(variant, test, str(key))] = version
                 continue
             flat: dict[str, Any] = {}
             _flatten(str(key), value, flat)
@@ -551,18 +561,46 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
                 if name in scalar_names and numeric and math.isfinite(scalar):
                     found.append((variant, test, name, float(scalar)))
 
+    contexts = {where: (machines.get(where), loop_versions.get(where)) for where in machines.keys() | loop_versions}
+    return _by_name(found, contexts, envs, {v: np.concatenate(c) for v, c in canaries.items()})
+
+
+def _by_name(found: list[tuple[str, str, str, Any]],
+             contexts: Mapping[tuple[str, str, str], tuple[Mapping[str, Any] | None, int | None]],
+             envs: dict[str, dict[str, Any]], canaries: dict[str, np.ndarray]) -> RunPerf:
+    """The collected values keyed by (variant, metric name): a key two tests of one variant both
+    report is qualified with the test's name; each latency key keeps its contention and loop version."""
     tests_per_key: dict[tuple[str, str], set[str]] = {}
     for variant, test, key, _ in found:
         tests_per_key.setdefault((variant, key), set()).add(test)
     latency: dict[tuple[str, str], np.ndarray] = {}
     scalars: dict[tuple[str, str], float] = {}
     contention: dict[tuple[str, str], Mapping[str, Any]] = {}
+    loops: dict[tuple[str, str], int] = {}
     for variant, test, key, value in found:
         name = key if len(tests_per_key[(variant, key)]) == 1 else f"{test}:{key}"
         (latency if isinstance(value, np.ndarray) else scalars)[(variant, name)] = value
-        if (variant, test, key) in machines:
-            contention[(variant, name)] = machines[(variant, test, key)]
-    return RunPerf(latency, scalars, envs, {v: np.concatenate(c) for v, c in canaries.items()}, contention)
+        machine, version = contexts.get((variant, test, key), (None, None))
+        if machine is not None:
+            contention[(variant, name)] = machine
+        if version is not None:
+            loops[(variant, name)] = version
+    return RunPerf(latency, scalars, envs, canaries, contention, loops)
+
+
+def loop_note(base: int | None, cand: int | None) -> str | None:
+    """A clause for a latency verdict whose two sides were timed by different versions of the
+    harness's timing loop (``harness.perf.measure.LOOP``), else None. Versions differ in what the
+    loop does around the calls (version 2 collected the heap before timing: a colder start, so a
+    higher p99), so a change between them can be the harness's, not the model's. It informs, it
+    does not judge; an entry with no recorded version counts as the loop before the field."""
+    if base == cand:
+        return None
+
+    def said(version: int | None) -> str:
+        return "a loop older than version 2" if version is None else f"version {version}"
+
+    return f"timed by different timing loops (baseline: {said(base)}, candidate: {said(cand)}; docs/performance.md)"
 
 
 def env_differences(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[str]:
@@ -640,6 +678,9 @@ def compare_runs(
             advisory, reason = tail_advisory(pols[name], b_samples, c_samples, j.reason)
             if j.verdict is Verdict.REGRESSION:
                 note = busier_note(base.contention.get((variant, key)), cand.contention.get((variant, key)))
+                reason = f"{reason}; {note}" if note else reason
+            if j.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+                note = loop_note(base.loops.get((variant, key)), cand.loops.get((variant, key)))
                 reason = f"{reason}; {note}" if note else reason
             rows.append(Row(variant, f"{key}.{name}", "latency", j.base, j.cand, j.ratio, j.ci_lo, j.ci_hi,
                             j.p_value, j.verdict, reason, advisory))

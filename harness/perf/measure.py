@@ -86,21 +86,23 @@ def parse_sizes(text: str | Sequence[str] | None, option: str) -> tuple[int, ...
 # --------------------------------------------------------------------------- timing
 
 
-#: Untimed calls after the heap is collected and frozen, before the first timed call, whatever
-#: the configured warm-up. Why: a full collection walks the harness's whole heap (200-500k
-#: objects: the torch model, tokenizer, references) and evicts the runtime's working set from
-#: the CPU caches. Measured on encoder-custom (ORT, 1 thread, 40 blocks of 100 calls): the
-#: median of the first call after ``gc.collect()`` was 1.52x the rest, the second 1.16x, the
-#: third 1.05x, the fourth and fifth within 1.01x -- 1-2 calls per 100 land exactly at p99,
-#: which is how the old loop (collect, then time) read +40 % at p99 with the same p50.
+#: Untimed calls after the heap is frozen, before the first timed call, whatever the configured
+#: warm-up. Why: whatever ran before the loop (the harness's bookkeeping, pytest, another
+#: metric's setup) left the runtime's working set partly out of the CPU caches. Measured on
+#: encoder-custom (ORT, 1 thread, 40 blocks of 100 calls) after a full ``gc.collect()`` -- the
+#: worst case, which walks 200-500k objects: the first call was 1.52x the median of the rest, the
+#: second 1.16x, the third 1.05x, the fourth and fifth within 1.01x -- 1-2 calls per 100 land
+#: exactly at p99, which is how the loop of issue 13 (collect, then time) read +40 % at p99.
 SETTLE_CALLS = 5
 
 #: What the timing loop does, stored with every latency entry (``loop``), so numbers stay
-#: comparable across harness versions: a record without it was timed by the older loop
-#: (warm-up, then a full collection, then timing -- its p99 carries the collection's cache misses).
+#: comparable across harness versions. Version 2 collected the heap (``gc.collect()``, 0.1-0.25 s
+#: and a cold cache per loop) before freezing it; version 3 freezes without collecting. A record
+#: without ``loop`` was timed by the loop of issue 13 (warm-up, then a full collection, then
+#: timing -- its p99 carries the collection's cache misses).
 LOOP = {
-    "version": 2,
-    "gc": "collected and frozen before warm-up; enabled while timing (young objects only)",
+    "version": 3,
+    "gc": "frozen (not collected) before warm-up; enabled while timing (young objects only)",
     "settle_calls": SETTLE_CALLS,
     "clock": "perf_counter_ns around each call",
     "outputs": "allocated by the runtime per call, as in a deployment (no I/O binding)",
@@ -109,15 +111,21 @@ LOOP = {
 
 @contextmanager
 def quiet_heap() -> Iterator[None]:
-    """Collect, then freeze the survivors for the duration of a timed loop.
+    """Freeze the heap for the duration of a timed loop: collections during timing walk only
+    the objects made since.
 
     After ``gc.freeze()`` an automatic collection during timing walks only objects created
     since (a few per call), not the harness's heap, so a generation-2 pass can no longer land
     in the tail; GC stays enabled, as in a deployed process, so a call that leaks cycles is
     still collected. Unfrozen afterwards so the harness's own garbage is collected again.
-    pyperf and pytest-benchmark's ``--benchmark-disable-gc`` make the same trade differently.
+
+    Why no ``gc.collect()`` first (loop version 2 had one): freezing is a constant-time splice
+    of the collector's lists, while a full collection walks the harness's whole heap (200-500k
+    objects: 0.1-0.25 s per timed loop, paid again by every tail-sampling chunk) and leaves the
+    runtime's working set out of the caches for the first calls. Garbage that exists when the
+    loop starts is simply kept until it ends. pyperf and pytest-benchmark's
+    ``--benchmark-disable-gc`` make the same trade differently (they turn the collector off).
     """
-    gc.collect()
     gc.freeze()
     try:
         yield
@@ -132,9 +140,9 @@ def time_calls(call: Call, rounds: int, warmup: int = 0, *, sync: Call | None = 
     ``sync`` runs inside the timed region after each call (a device synchronise), so
     asynchronous backends are timed to completion. The clock is read as integer
     nanoseconds (no float rounding); the loop does nothing else between the reads.
-    The heap is collected and frozen *before* the untimed calls (at least
-    :data:`SETTLE_CALLS`), so the caches the collection evicted are warm again when timing
-    starts (see :data:`LOOP`).
+    The heap is frozen *before* the untimed calls (at least :data:`SETTLE_CALLS`), so the
+    caches are warm when timing starts and no collection of the harness's heap lands in it
+    (see :data:`LOOP`).
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")

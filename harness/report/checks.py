@@ -33,11 +33,17 @@ def _worse(a: float, b: float, op: str) -> bool:
 
 
 def format_checks(record: RecordLike, limit: int = 4) -> str:
+    """The worst value per gated metric, failing metrics first, at most ``limit`` of them and
+    "+N more" for the rest: a table cell never hides a failing check behind passing ones."""
+    outcomes = sorted(worst_outcomes(record), key=lambda o: o.passed)  # stable: failures first, else record order
     parts = []
-    for o in worst_outcomes(record)[:limit]:
+    for o in outcomes[:limit]:
         mark = "" if o.passed else " ✗"
         parts.append(f"{o.metric} {metric_text(o.metric, o.value)} {o.op} {metric_text(o.metric, o.threshold, digits=6)}"
                      f"{mark}")
+    if len(outcomes) > limit:
+        failing_left = sum(not o.passed for o in outcomes[limit:])
+        parts.append(f"+{len(outcomes) - limit} more" + (f" ({failing_left} failing)" if failing_left else ""))
     return "; ".join(parts)
 
 

@@ -58,6 +58,7 @@ class ServedFile:
     name: str
     onnx: Path
     precision: str | None = None  # declared in the metadata parameters
+    version: str = "1"  # a second version of a name is a folder of its own (MLServer serves both)
     max_batch_size: int = 0  # MLServer's adaptive batching: 0 = off
     max_batch_time: float = 0.0
     #: the runtime's injected faults (fail_every, slow_every + slow_s, exit_after): tests/serving/onnx_runtime.py
@@ -96,11 +97,11 @@ class Server:
 def write_repository(root: Path, models: list[ServedFile]) -> None:
     """MLServer's layout: ``settings.json`` and one folder per model with ``model-settings.json``."""
     for m in models:
-        folder = root / m.name
+        folder = root / (m.name if m.version == "1" else f"{m.name}-v{m.version}")
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copy(m.onnx, folder / "model.onnx")
         settings: dict[str, Any] = {"name": m.name, "implementation": "onnx_runtime.OnnxModel",
-                                    "parameters": {"uri": str(folder / "model.onnx"), "version": "1",
+                                    "parameters": {"uri": str(folder / "model.onnx"), "version": m.version,
                                                    "extra": {**({"precision": m.precision} if m.precision else {}),
                                                              **(m.faults or {})}}}
         if m.max_batch_size:
