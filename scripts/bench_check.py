@@ -16,6 +16,8 @@ What is compared: ``harness check --reference R --onnx E --provider ort_cpu`` (n
 every graph on padded corpus batches, greedy generation parity over the corpus, I/O matching,
 training-mode lint) against ``scripts/optimum_validate.py`` (optimum's ``validate_models_outputs``
 on each sub-model with its dummy shapes: what ``optimum-cli export onnx`` validates after export).
+
+``HARNESS_BENCH_SMOKE=1``: 1 run of each tool (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs of each tool (default 5; the medians are compared)")
     parser.add_argument("--json", metavar="OUT", help="write every run as JSON")
     args = parser.parse_args(argv)
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, runs=1))
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # its own site-packages only
     why = optimum_ready(args.optimum_python, optimum_env)
@@ -136,4 +141,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.perf import smoke
+
+    sys.exit(smoke.finish(main(), verdicts=()))

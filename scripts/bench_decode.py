@@ -9,6 +9,9 @@ amount of work. Greedy, FP32, same loop (``harness.generation``) for both backen
 Usage:
     python scripts/bench_decode.py [--models marian-tiny llama-tiny numbers-en-zh]
         [--new-tokens 32] [--sentences 16] [--batch-size 8] [--repeats 3] [--threads 1]
+
+``HARNESS_BENCH_SMOKE=1``: marian-tiny and llama-tiny (both decoders), 2 sentences x 2 tokens, batch
+2, 1 repeat (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch and ORT intra-op threads")
     args = parser.parse_args(argv)
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, models=["marian-tiny", "llama-tiny"], new_tokens=2, sentences=2, batch_size=2, repeats=1))
     ws = Workspace(RunOptions(settings=Settings(threads=args.threads)))
     print(f"greedy FP32, {args.sentences} sentences x {args.new_tokens} new tokens, batch {args.batch_size}, "
           f"{args.threads} thread(s), median of {args.repeats}")
@@ -80,4 +86,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from harness.perf import smoke
+
+    raise SystemExit(smoke.finish(main(), verdicts=()))

@@ -22,6 +22,9 @@ harness's own work (bookkeeping, GC of its large heap, cache misses after a coll
 not show up in the tail. The load average before and after is printed: on a shared box the
 tail measures the neighbours as much as the model. Run:
 ``python scripts/bench_fidelity.py [--models ...] [--providers ort_cpu,ov_cpu,torch_cpu]``.
+
+``HARNESS_BENCH_SMOKE=1``: bert-tiny, 2 rounds of 10 calls, 10 settle calls; the in-interval verdict
+is printed, not the exit (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -210,6 +213,9 @@ def main() -> int:
     parser.add_argument("--samples-dir", type=Path, default=None,
                         help="also write every engine's raw samples (one list per round) to DIR/MODEL-BACKEND.json")
     args = parser.parse_args()
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, models=["bert-tiny"], rounds=2, calls=10, bare_settle=10))
     if args.samples_dir:
         args.samples_dir.mkdir(parents=True, exist_ok=True)
     providers = [p.strip() for p in args.providers.split(",") if p.strip()]
@@ -273,4 +279,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.perf import smoke
+
+    sys.exit(smoke.finish(main()))

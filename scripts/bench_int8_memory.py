@@ -12,6 +12,8 @@ byte-identical (they must be: only when the weights are copied changes).
     python scripts/bench_int8_memory.py --layers 16 --width 6144   # 2.4 GB
 
 Linux only (the peak is the kernel's ``VmHWM`` of each child).
+
+``HARNESS_BENCH_SMOKE=1``: 1 layer, 64 wide (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--width", type=int, default=4096)
     args = parser.parse_args()
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, layers=1, width=64))
     with tempfile.TemporaryDirectory(prefix="bench-int8-mem-") as tmp:
         root = Path(tmp)
         src = root / "fp32" / "model.onnx"
@@ -101,4 +106,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from harness.perf import smoke
+
+    raise SystemExit(smoke.finish(main(), verdicts=()))

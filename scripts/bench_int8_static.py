@@ -8,6 +8,9 @@ per round, order rotating) so machine noise falls on all alike. Prints per-varia
 and p50 latency, and the p50 ratio to FP32 measured in the same rounds.
 
 Run: ``python scripts/bench_int8_static.py [--models bert-tiny minilm-l6 ...] [--rounds 200]``.
+
+``HARNESS_BENCH_SMOKE=1``: bert-tiny, 2 sentences, 2 calibration sentences, 2 timed calls, batch 2 x
+8 tokens (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ def main() -> int:
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, models=["bert-tiny"], samples=2, calibration_samples=2, rounds=2, batch_size=2, seq_len=8))
 
     from harness.core import Precision, Variant
     from harness.judge.pipeline import numeric_parity
@@ -82,4 +88,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from harness.perf import smoke
+
+    raise SystemExit(smoke.finish(main(), verdicts=()))

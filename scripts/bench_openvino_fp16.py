@@ -12,6 +12,8 @@ the same corpus batches against the PyTorch FP32 reference, then timed in interl
 
 Printed per model: norm_max_abs and max_abs of the output vs PyTorch FP32, the heavy layers'
 runtime precisions, p50 latency and the ratios to ``fp32-onnx+f16`` with 95% CIs.
+
+``HARNESS_BENCH_SMOKE=1``: bert-tiny, 8 tokens, 2 rounds x 2 calls (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, models=["bert-tiny"], seq=8, rounds=2, calls=2))
 
     import numpy as np
 
@@ -80,4 +85,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.perf import smoke
+
+    sys.exit(smoke.finish(main(), verdicts=()))

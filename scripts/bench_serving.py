@@ -16,6 +16,8 @@ check. Prints one table; ``--json`` writes the numbers. Timings depend on the ma
 say how loaded it was when quoting them.
 
     python scripts/bench_serving.py [--models bert-tiny encoder-custom] [--concurrency 1 4 16]
+
+``HARNESS_BENCH_SMOKE=1``: bert-tiny, concurrency 1 and 2, 0.5 s a step (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -89,6 +91,9 @@ def main() -> int:
                         help="the transport of the served side (MLServer's HTTP carries JSON tensors; gRPC binary)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, models=["bert-tiny"], concurrency=[1, 2], step_budget=0.5))
 
     from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
@@ -156,4 +161,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.perf import smoke
+
+    sys.exit(smoke.finish(main(), verdicts=()))

@@ -17,6 +17,8 @@ For each it prints p50/p90/p99, the number of collections that ran inside timed 
 (``gc.callbacks``), and the median latency of the first five calls of a block against the
 rest: a slow first call after a collection is cache misses, and with blocks of 100 calls it
 sits exactly at p99. Run: ``python scripts/bench_tail_sources.py [--model bert-tiny]``.
+
+``HARNESS_BENCH_SMOKE=1``: bert-tiny, 2 rounds of 10 calls (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def main() -> int:  # noqa: C901 -- one closure per loop measured, side by side
     parser.add_argument("--rounds", type=int, default=40, help="interleaved rounds (default 40)")
     parser.add_argument("--calls", type=int, default=100, help="calls per block (default 100)")
     args = parser.parse_args()
+    from harness.perf import smoke
+
+    smoke.announce(smoke.shrink(args, model="bert-tiny", rounds=2, calls=10))
 
     from harness.core import Precision, RunOptions, Settings, Variant
     from harness.judge.workspace import Workspace
@@ -128,4 +133,6 @@ def main() -> int:  # noqa: C901 -- one closure per loop measured, side by side
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.perf import smoke
+
+    sys.exit(smoke.finish(main(), verdicts=()))
