@@ -23,7 +23,8 @@ time and of peak RSS between consecutive sizes: 1.0 is linear.
 
 Each size's run is sequential (one process at a time): the 2 GB run alone needs ~3x its weights.
 
-``HARNESS_BENCH_SMOKE=1``: one size, 1 layer of a 32-wide model (so no slope line), judged at FP32 on
+``HARNESS_BENCH_SMOKE=1``: one size, 1 layer of a 32-wide model (so no slope line), built in this
+process (the builder's own process only keeps its memory out of a measured run), judged at FP32 on
 ONNX Runtime on one sentence, two tokens (``harness.perf.smoke``).
 """
 
@@ -67,8 +68,9 @@ def build(directory: Path, layers: int, new_tokens: int) -> None:
         vocab_size=len(tok), num_hidden_layers=layers, max_position_embeddings=256,
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
         attn_implementation="eager", tie_word_embeddings=False, **(SMOKE_SHAPE if smoke.active() else SHAPE))
-    torch.manual_seed(SEED)
-    model = LlamaForCausalLM(cfg)  # weights ~ N(0, 0.02) (initializer_range), as HF initialises them
+    with torch.random.fork_rng(devices=[]):  # the caller's generator is left as it was (a smoke run builds in-process)
+        torch.manual_seed(SEED)
+        model = LlamaForCausalLM(cfg)  # weights ~ N(0, 0.02) (initializer_range), as HF initialises them
     model.generation_config.max_new_tokens = new_tokens
     model.generation_config.max_length = None
     model.generation_config.pad_token_id = tok.pad_token_id
@@ -161,7 +163,7 @@ def main() -> int:
     changes = smoke.shrink(args, layers=[1], samples=1, new_tokens=2)
     judged = (SMOKE_PRECISIONS, SMOKE_PROVIDERS) if smoke.active() else (PRECISIONS, PROVIDERS)
     if smoke.active():
-        changes += [f"hidden {SMOKE_SHAPE['hidden_size']}", f"precisions {' '.join(judged[0])}",
+        changes += [f"hidden {SMOKE_SHAPE['hidden_size']}", "built in this process", f"precisions {' '.join(judged[0])}",
                     f"providers {' '.join(judged[1])}"]
     smoke.announce(changes)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="harness-bench-large-"))
@@ -171,8 +173,11 @@ def main() -> int:
         for layers in sorted(args.layers):
             model = work / f"llama-{layers}l"
             start = time.perf_counter()
-            subprocess.run([sys.executable, __file__, "--build", str(model), "--layers", str(layers),
-                            "--new-tokens", str(args.new_tokens)], check=True)
+            if smoke.active():
+                build(model, layers, args.new_tokens)
+            else:
+                subprocess.run([sys.executable, __file__, "--build", str(model), "--layers", str(layers),
+                                "--new-tokens", str(args.new_tokens)], check=True)
             built = time.perf_counter() - start
             weights = weight_bytes(model)
             cache, out = work / f"cache-{layers}l", work / f"run-{layers}l"

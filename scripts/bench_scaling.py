@@ -15,7 +15,8 @@ something grows faster than the work and deserves a look.
 
 Exit 0, or 1 when a run did not finish (an exit other than 0 or 1: its row says ``exit N``).
 ``HARNESS_BENCH_SMOKE=1``: 1 and 2 samples on bert-tiny at FP32 on ONNX Runtime, without the priming run
-(it only keeps export time out of the timed steps; ``harness.perf.smoke``).
+(it only keeps export time out of the timed steps) and without timing one run twice (the 1-model
+step is the first samples step; ``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def main() -> int:
     changes = smoke.shrink(args, samples=[1, 2], models=["bert-tiny"], time_samples=2)
     narrow = list(smoke.RUN_ARGS) if smoke.active() else []  # the run's matrix; the arguments below win
     if smoke.active():
-        changes += ["precisions fp32", "providers ort_cpu", "no priming run"]
+        changes += ["precisions fp32", "providers ort_cpu", "no priming run", "no run timed twice"]
     smoke.announce(changes)
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; "
           f"HARNESS_CACHE={os.environ.get('HARNESS_CACHE', '(default)')}")
@@ -112,17 +113,25 @@ def main() -> int:
                   f"{fresh[0]:.1f} s (reference {fresh[1].get('reference', 0):.1f} s, variant "
                   f"{fresh[1].get('variant', 0):.1f} s); warm rerun {warm[0]:.1f} s; ratio {warm[0] / fresh[0]:.2f}")
             return smoke.finish(finished(fresh, warm), verdicts=())
+        timed: dict[tuple[str, ...], tuple[float, dict[str, float], int]] = {}
+
+        def step(arguments: list[str], out: Path) -> tuple[float, dict[str, float], int]:
+            """``run``; a smoke run reuses a run it already timed with the same arguments."""
+            if not smoke.active() or tuple(arguments) not in timed:
+                timed[tuple(arguments)] = run(arguments, out)
+            return timed[tuple(arguments)]
+
         first = args.models[0]
         if not smoke.active():  # artifacts built before the timed steps (a smoke run times nothing)
             run(["--models", *args.models, "--samples", str(min(args.samples)), "-k", args.keyword], work / "prime")
-        by_samples = [run([*narrow, "--models", first, "--samples", str(n), "-k", args.keyword, "--fresh-references"],
+        by_samples = [step([*narrow, "--models", first, "--samples", str(n), "-k", args.keyword, "--fresh-references"],
                           work / f"s{n}") for n in args.samples]
         size = corpus_size(first)
         effective = [min(n, size) for n in args.samples]  # --samples beyond the corpus judge the whole corpus
         capped = f"; capped at the corpus's {size} sentences" if max(args.samples) > size else ""
         table(f"samples ({first}, {args.keyword}{capped})", effective, "samples", by_samples)
         counts = list(range(1, len(args.models) + 1))
-        by_models = [run([*narrow, "--models", *args.models[:k], "--samples", str(min(args.samples)), "-k", args.keyword,
+        by_models = [step([*narrow, "--models", *args.models[:k], "--samples", str(min(args.samples)), "-k", args.keyword,
                           "--fresh-references"], work / f"m{k}") for k in counts]
         table(f"models ({', '.join(args.models)}; {min(args.samples)} samples)", counts, "models", by_models)
         print(f"\nload average {os.getloadavg()[0]:.2f} at end (a shared machine: read the slopes, not the seconds)")
