@@ -264,7 +264,7 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
     """The same file timed by two environments' children in alternating blocks (``gate.envpair``);
     B is slowed for A/B trials; the burner runs for the first half of the pairs."""
     from harness.gate.envpair import interleave_envs
-    from harness.gate.paired import PairedSamples, exit_code, judge_paired
+    from harness.gate.paired import exit_code, judge_paired
 
     env_a, slow, plain = environments(workdir, extra_ns)
     env_b = slow if kind == "A/B" else plain
@@ -277,7 +277,7 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
                                    block=block, warmup=50, seed=seed)
     second, info = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads,
                                    pairs=args.pairs - half, block=block, warmup=50, seed=seed + 1)
-    samples = PairedSamples(np.vstack([first.a, second.a]), np.vstack([first.b, second.b]), first.first + second.first)
+    samples = first + second  # the process pairs of both halves, numbered apart
     rows = judge_paired(samples, ("p50", "p90"), seed=seed)
     return exit_code(rows), {"verdicts": {r.stat: r.verdict.value for r in rows},
                              "ratios": {r.stat: r.ratio for r in rows},

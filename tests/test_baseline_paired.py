@@ -178,3 +178,31 @@ def test_kept_artifacts_pair_after_the_cache_is_gone_even_on_another_machine(tmp
     size = next(r for r in doc["rows"] if r["metric"] == "artifact_bytes")
     assert memory["advisory"] and "recorded in another environment" in memory["reason"] and not size["advisory"]
     assert code == 0, out
+
+
+def _also_timed_as_an_artifact(run_dir: Path) -> Path:
+    """The same variant timed a second time by the artifact suite (a configured file): the
+    comparison qualifies each latency row with its test's name."""
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    latency = json.loads(next(line for line in lines if '"test_latency[' in line))
+    latency["id"] = latency["id"].replace("test_latency[", "test_artifact_perf[")
+    (run_dir / "results.jsonl").write_text("\n".join([*lines, json.dumps(latency)]) + "\n")
+    return run_dir
+
+
+def test_a_variant_timed_by_two_suites_is_compared_as_recorded_and_says_why(tmp_path, cache, capsys):
+    """baseline.json keeps one timed file per variant, so a variant the perf suite and the artifact
+    suite both timed cannot be re-timed paired; the comparison says that, not "other shapes"."""
+    store = tmp_path / "b"
+    run(["baseline", "save", str(_also_timed_as_an_artifact(write_run(tmp_path / "main", cache))), "--name", "main",
+         "--store", str(store)], capsys)
+    code, doc, out = _compare(tmp_path, _also_timed_as_an_artifact(write_run(tmp_path / "same", cache)), store, capsys,
+                              "--perf", *FAST)
+    assert doc["mode"] == "unpaired", out
+    assert doc["mode_reason"] == ("unpaired: 1 variant(s) were timed by more than one suite (toy-fp32-ort_cpu): a paired "
+                                  "re-timing re-times one file per variant (baseline.json keeps one per variant), so "
+                                  "their recorded samples are compared")
+    assert "test_artifact_perf and test_latency" in doc["pairing"]["toy-fp32-ort_cpu"]
+    metrics = {r["metric"] for r in doc["rows"] if r["kind"] == "latency"}
+    assert {"test_latency:latency_ms.p50", "test_artifact_perf:latency_ms.p50"} <= metrics
+    assert "timed other graphs or shapes" not in out

@@ -57,8 +57,10 @@ def test_environment_pairs_detect_a_slower_runtime(tmp_path: Path, capsys: pytes
             "--threads", "1", "--stats", "p50"]
     assert main([*args, "--env-b", _env(slow), "--json", str(out)]) == 1
     text = capsys.readouterr().out
-    assert "environments, two processes alternating in blocks" in text and "environment B: env PYTHONPATH=" in text
+    assert "environments, two processes alternating in blocks, 10 fresh process pairs" in text
+    assert "environment B: env PYTHONPATH=" in text
     data = json.loads(out.read_text())
+    assert data["process_pairs"] == 10 and sorted(set(data["groups"])) == list(range(10))  # a new child pair each time
     assert data["mode"] == "environments" and data["rows"][0]["verdict"] == "REGRESSION"
     assert data["rows"][0]["ratio"] > 1.5 and data["environments"]["B"]["onnxruntime"]
     # the same environment on both sides: never a regression

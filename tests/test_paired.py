@@ -35,6 +35,34 @@ def test_a_real_slowdown_is_a_regression_despite_drift():
     assert p50.ci_lo > 1.05 and p50.ratio == pytest.approx(1.25, rel=0.03)
 
 
+def _process_biased(groups: int, per_group: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A/A pairs timed by ``groups`` process pairs: each process pair's B child is a few percent
+    faster or slower than its A child for the whole of its life (where its buffers landed), which
+    every pair of that process pair repeats; over process pairs the bias averages out."""
+    rng = np.random.default_rng(seed)
+    bias = np.repeat(np.exp(rng.normal(0.0, 0.06, groups)), per_group)[:, None]
+    a = 0.2 + 0.002 * rng.standard_normal((groups * per_group, 40))
+    return a, a * bias * (1 + 0.002 * rng.standard_normal(a.shape))
+
+
+def test_a_process_pairs_shared_bias_counts_once_per_process_pair_not_once_per_block_pair():
+    """One process pair whose B child is 8 % slower: nine block pairs of it read as a significant
+    REGRESSION when judged per pair, and as one process pair -- too few to judge -- when the
+    samples say which process pair timed them (harness.gate.envpair). Over ten process pairs the
+    same kind of per-process bias is noise between them: an A/A, not a change."""
+    a = 0.2 + 0.001 * np.random.default_rng(1).standard_normal((9, 40))
+    b = a * 1.08
+    per_pair = judge_paired(PairedSamples(a, b, ("A",) * 9), ("p50",))[0]
+    assert per_pair.verdict is Verdict.REGRESSION
+    one_process = judge_paired(PairedSamples(a, b, ("A",) * 9, (0,) * 9), ("p50",))[0]
+    assert one_process.verdict is Verdict.INCONCLUSIVE and "too few process pairs: 1 < 8" in one_process.reason
+    for seed in range(5):
+        a, b = _process_biased(10, 3, seed)
+        groups = tuple(np.repeat(np.arange(10), 3))
+        row = judge_paired(PairedSamples(a, b, ("A",) * 30, groups), ("p50",))[0]
+        assert row.verdict is not Verdict.REGRESSION and "paired, 30 pairs in 10 process pairs" in row.reason
+
+
 def test_too_few_pairs_is_inconclusive():
     rows = judge_paired(_drifting(4, 50, 2.0))
     assert all(r.verdict is Verdict.INCONCLUSIVE and "too few pairs" in r.reason for r in rows)

@@ -115,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
         rows = judge_paired(samples, stats, policies, seed=args.seed)
     except ValueError as exc:
         raise UsageError(f"--stats: {exc}") from None
-    mode = "environments, two processes alternating in blocks" if envs else "one process, sessions alternating"
+    process_pairs = len(set(samples.groups))
+    mode = (f"environments, two processes alternating in blocks, {process_pairs} fresh process pairs" if envs
+            else "one process, sessions alternating")
     print(f"paired A/B ({mode}): {args.pairs} pairs x {args.block} calls per side, provider {args.provider}, "
           f"inputs batch {args.batch} x seq {args.seq}")
     print(f"{'stat':<6} {'A ms':>9} {'B ms':>9} {'B/A':>7} {'interval':>17} {'p':>9}  verdict")
@@ -128,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps({
             "baseline": str(args.baseline), "candidate": str(candidate), "provider": args.provider,
             "mode": "environments" if envs else "files", "environments": env_info,
-            "pairs": args.pairs, "block": args.block, "rows": [r.as_dict() for r in rows],
+            "pairs": args.pairs, "block": args.block, "process_pairs": process_pairs or None,
+            "groups": list(samples.groups), "rows": [r.as_dict() for r in rows],
             "first": list(samples.first), "samples_ms": {"A": samples.a.tolist(), "B": samples.b.tolist()},
         }, indent=1) + "\n", encoding="utf-8")
     return exit_code(rows)

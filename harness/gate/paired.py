@@ -37,11 +37,22 @@ DEFAULT_STATS = ("p50", "p90")
 @dataclass(frozen=True)
 class PairedSamples:
     """Per-call latencies (ms), shape (pairs, block) for each side; ``first`` says which side ran
-    first in each pair (``"A"``/``"B"``)."""
+    first in each pair (``"A"``/``"B"``). ``groups``, when given, says which *process pair* timed
+    each pair (``harness.gate.envpair``): the pairs of one group share whatever their two
+    processes brought (memory layout, cache aliasing, thread placement), so the verdict is over
+    groups, not pairs (:func:`judge_paired`)."""
 
     a: np.ndarray
     b: np.ndarray
     first: tuple[str, ...]
+    groups: tuple[int, ...] = ()
+
+    def __add__(self, other: "PairedSamples") -> "PairedSamples":
+        """Both sets of pairs, in order; the other's groups numbered after this one's."""
+        offset = (max(self.groups) + 1) if self.groups else 0
+        groups = (self.groups + tuple(g + offset for g in other.groups)) if self.groups and other.groups else ()
+        return PairedSamples(np.vstack([self.a, other.a]), np.vstack([self.b, other.b]), self.first + other.first,
+                             groups)
 
 
 def _block(call: Callable[[], Any], n: int, clock: Callable[[], int]) -> np.ndarray:
@@ -128,21 +139,31 @@ def judge_paired(samples: PairedSamples, stats: Sequence[str] = DEFAULT_STATS,
         base, cand = _block_stat(samples.a, stat), _block_stat(samples.b, stat)
         n = len(base)
         ok = (base > 0) & (cand > 0)
-        logs = np.log(cand[ok] / base[ok])
+        logs, unit = _units(np.log(cand[ok] / base[ok]), np.asarray(samples.groups)[ok] if samples.groups else None)
         overall_b, overall_c = float(np.median(base)), float(np.median(cand))
         if logs.size < MIN_PAIRS:
             rows.append(PairedRow(name, overall_b, overall_c, float(math.exp(np.median(logs))) if logs.size else
                                   math.nan, math.nan, math.nan, math.nan, n, Verdict.INCONCLUSIVE,
-                                  f"too few pairs: {logs.size} < {MIN_PAIRS}", pol.advisory))
+                                  f"too few {unit}: {logs.size} < {MIN_PAIRS}", pol.advisory))
             continue
         ratio = float(math.exp(np.median(logs)))
         boot = np.median(logs[rng.integers(0, logs.size, size=(resamples, logs.size))], axis=1)
         lo, hi = (float(math.exp(q)) for q in np.quantile(boot, [pol.alpha / 2, 1 - pol.alpha / 2]))
         p_value = 1.0 if np.all(logs == 0) else float(wilcoxon(logs).pvalue)
         verdict, reason = decide(ratio, lo, hi, p_value, pol)
+        counted = f"{n} pairs" if unit == "pairs" else f"{n} pairs in {logs.size} {unit}"
         rows.append(PairedRow(name, overall_b, overall_c, ratio, lo, hi, p_value, n, verdict,
-                              f"paired, {n} pairs: {reason}", pol.advisory))
+                              f"paired, {counted}: {reason}", pol.advisory))
     return rows
+
+
+def _units(logs: np.ndarray, groups: np.ndarray | None) -> tuple[np.ndarray, str]:
+    """The log ratios the verdict is over, and what one is: a pair's, or -- when the pairs come in
+    groups (process pairs) -- the median of a group's pairs, so that a bias the two processes of
+    one group share counts once, as noise between groups, not once per pair as a difference."""
+    if groups is None:
+        return logs, "pairs"
+    return np.asarray([np.median(logs[groups == g]) for g in np.unique(groups)]), "process pairs"
 
 
 def exit_code(rows: Sequence[PairedRow]) -> int:

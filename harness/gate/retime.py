@@ -40,6 +40,8 @@ _KINDS = {
     "backend": "{n} variant(s) do not run ONNX files on ONNX Runtime ({names})",
     "shape": "{n} variant(s) timed other graphs or shapes than the baseline ({names})",
     "inputs": "{n} variant(s) cannot be fed generated inputs ({names})",
+    "suites": "{n} variant(s) were timed by more than one suite ({names}): a paired re-timing re-times one "
+              "file per variant (baseline.json keeps one per variant), so their recorded samples are compared",
 }
 
 
@@ -93,6 +95,15 @@ def _row_stats(rows: Iterable[Row], variant: str, key: str) -> tuple[str, ...]:
                  if r.variant == variant and r.kind == "latency" and r.metric.startswith(prefix))
 
 
+def _timing_suites(rows: Iterable[Row], variant: str) -> list[str]:
+    """The tests whose latency rows a variant has when more than one timed it: the comparison then
+    names each row ``<test>:latency_ms...`` (``harness.gate.compare.collect``), e.g. the perf
+    suite's ``test_latency`` on the harness's export and ``test_artifact_perf`` on a configured
+    artifact -- two different files under one variant."""
+    return sorted({r.metric.split(".", 1)[0].split(":", 1)[0] for r in rows
+                   if r.variant == variant and r.kind == "latency" and ":" in r.metric.split(".", 1)[0]})
+
+
 def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_rec: Record | None,
                   c_rec: Record | None, cand_files: Mapping[str, Mapping[str, TimedFile]],
                   cache_root: Path) -> tuple[list[_Plan], tuple[str, str] | None]:
@@ -101,6 +112,9 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
         return [], ("shape", "no latency record on one side")
     if c_rec.backend != "onnxruntime":
         return [], ("backend", f"backend {c_rec.backend or '?'}")
+    suites = _timing_suites(comparison.rows, variant)
+    if len(suites) > 1:
+        return [], ("suites", " and ".join(suites))
     blessed = baseline.artifacts.get(variant)
     if not blessed:
         return [], ("unrecorded", "no artifacts in baseline.json")
