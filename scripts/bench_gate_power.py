@@ -40,9 +40,10 @@ Trials of all modes and kinds run in one shuffled order so slow drift hits all a
     python scripts/bench_gate_power.py --trials 10 --samples 1000 --seed 0
 
 ``HARNESS_BENCH_SMOKE=1``: one A/A and one A/B trial per mode, 100 calls per side (as few as the
-unpaired gate judges at p90), the fewest pairs the paired judge accepts, no busy neighbour (each
-burner starts no process: a smoke run spins no core of a shared machine for nothing);
-``harness.perf.smoke``; the targets are printed, not the exit status.
+unpaired gate judges at p90), the fewest pairs the paired judge accepts, one process pair per half
+of an envpair trial (its verdict: too few process pairs; the 8 the judge needs would start 32
+timing children), no busy neighbour (each burner starts no process: a smoke run spins no core of
+a shared machine for nothing); ``harness.perf.smoke``; the targets are printed, not the exit status.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.gate.compare import DEFAULT_POLICIES, Comparison, compare_runs  # noqa: E402
+from harness.gate.envpair import PROCESS_PAIRS  # noqa: E402
 from harness.gate.paired import MIN_PAIRS  # noqa: E402
 from harness.perf import smoke  # noqa: E402
 
@@ -274,9 +276,10 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
     model = workdir / "mlp.onnx"
     with Burner(args.burners):
         first, _ = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads, pairs=half,
-                                   block=block, warmup=50, seed=seed)
+                                   block=block, warmup=50, seed=seed, processes=args.process_pairs)
     second, info = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads,
-                                   pairs=args.pairs - half, block=block, warmup=50, seed=seed + 1)
+                                   pairs=args.pairs - half, block=block, warmup=50, seed=seed + 1,
+                                   processes=args.process_pairs)
     samples = first + second  # the process pairs of both halves, numbered apart
     rows = judge_paired(samples, ("p50", "p90"), seed=seed)
     return exit_code(rows), {"verdicts": {r.stat: r.verdict.value for r in rows},
@@ -447,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help=f"comparison modes (default {','.join(MODES)})")
     parser.add_argument("--runs", type=int, default=3, help="runs in a multi-run baseline (the first under load)")
     parser.add_argument("--pairs", type=int, default=20, help="block pairs per paired trial (default 20)")
+    parser.add_argument("--process-pairs", type=int, default=PROCESS_PAIRS,
+                        help=f"fresh process pairs per half of an envpair trial (default {PROCESS_PAIRS}, "
+                             "as perf-compare --env-a/--env-b)")
     parser.add_argument("--json", metavar="OUT", help="write every trial's verdicts and ratios as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every trial's verdicts and reasons")
     args = parser.parse_args(argv)
@@ -456,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--modes: unknown {unknown}; one of {', '.join(MODES)}")
     if args.trials < 1 or args.samples < 10:
         parser.error("--trials must be >= 1 and --samples >= 10")
-    smoke.announce(smoke.shrink(args, trials=1, samples=100, warmup=10, runs=2, pairs=MIN_PAIRS, burners=0))
+    smoke.announce(smoke.shrink(args, trials=1, samples=100, warmup=10, runs=2, pairs=MIN_PAIRS, process_pairs=1,
+                                burners=0))
     out = run(args)
     report(args, out)
     if args.json:
