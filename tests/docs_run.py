@@ -35,6 +35,11 @@ GPU_REASONS = {
     "gpu_check": "needs an NVIDIA GPU",
 }
 
+#: commands that name a GPU provider but only write files for it, so they run here:
+#: ``export-triton --providers ort_cuda`` writes a Triton repository (config.pbtxt with the CUDA or
+#: TensorRT execution accelerator, the ONNX files) that a GPU server loads later
+WRITES_FOR_A_GPU = (("harness", "export-triton"),)
+
 #: shell variables the docs' scripts set, as the sandbox spells them
 VARIABLES = {"out": "reports/nightly-2026-12-01"}
 
@@ -159,6 +164,8 @@ class Step:
             return needs(prefix), NOT_RUN[prefix]
         if self.expect != 0:
             return None  # the document shows what happens without the GPU (a refusal, a not-run case)
+        if self.argv[:2] in WRITES_FOR_A_GPU:
+            return None
         lowered = self.text.lower()
         return next(((Needs.GPU, why) for word, why in GPU_REASONS.items() if word in lowered), None)
 
