@@ -140,3 +140,12 @@ def test_baseline_save_aggregates_several_run_dirs(tmp_path):
     assert sorted(set(rec.perf["latency_ms"]["samples"])) == [1.0, 2.0] and rec.data["aggregated_runs"] == 2
     empty = _cli("baseline", "save", "--name", "x", "--store", str(store))
     assert empty.returncode == 2 and "RUN_DIR" in empty.stderr
+
+
+def test_joining_grouped_and_ungrouped_samples_is_refused():
+    """A join that dropped the process pairs would judge per block pair without a word."""
+    a = np.ones((2, 3))
+    grouped, plain = PairedSamples(a, a, ("A", "B"), (0, 1)), PairedSamples(a, a, ("A", "B"))
+    assert (grouped + grouped).groups == (0, 1, 2, 3) and (plain + plain).groups == ()
+    with pytest.raises(ValueError, match="per process pair"):
+        grouped + plain

@@ -49,8 +49,10 @@ class PairedSamples:
 
     def __add__(self, other: "PairedSamples") -> "PairedSamples":
         """Both sets of pairs, in order; the other's groups numbered after this one's."""
+        if bool(self.groups) != bool(other.groups):
+            raise ValueError("cannot join samples judged per process pair with samples judged per block pair")
         offset = (max(self.groups) + 1) if self.groups else 0
-        groups = (self.groups + tuple(g + offset for g in other.groups)) if self.groups and other.groups else ()
+        groups = self.groups + tuple(g + offset for g in other.groups)
         return PairedSamples(np.vstack([self.a, other.a]), np.vstack([self.b, other.b]), self.first + other.first,
                              groups)
 
