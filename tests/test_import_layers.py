@@ -49,7 +49,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.gate",),
     ("harness.report",),
     ("harness.compare", "harness.shard", "harness.debug", "harness.check", "harness.cacheadmin", "harness.scaffold"),
-    ("harness.serving",),  # a served endpoint judged through check's stages
+    # the case engine: a case job's stages in order over any artifact source (check's matching and
+    # feeding, the judge's comparisons and side outputs), one composer for its records
+    ("harness.engine",),
+    ("harness.serving",),  # a served endpoint: a source of the engine
     ("harness.suites",),
     # the pytest entry point and the feature-plugin discovery (harness/plugins/__init__.py only) ...
     ("harness.plugin", "harness.plugins:init"),

@@ -22,6 +22,7 @@ from harness.core.rundirs import default_run_dir
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.request import CheckRequest
     from harness.core import Provider
+    from harness.engine import JobSource
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -214,10 +215,21 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     return usable or (["ort_cpu"] if not wanted else [])
 
 
+def source_of(request: CheckRequest) -> type[JobSource]:
+    """The artifact source a request names: a served endpoint, else files on disk."""
+    if request.endpoint is not None:
+        from harness.serving.check import EndpointJobs
+
+        return EndpointJobs
+    from harness.engine.files import FileJobs
+
+    return FileJobs
+
+
 def check(args: argparse.Namespace) -> int:
-    from harness.check.judge import run_check
     from harness.check.report import print_outcome
     from harness.core.writable import ensure_writable_dir
+    from harness.engine import run_job
     from harness.report.console import cli_console
     from harness.report.summary import write_summary
     from harness.results import ResultsWriter, new_run_id
@@ -230,12 +242,7 @@ def check(args: argparse.Namespace) -> int:
     code = 0
     run_id = new_run_id()  # one run: every request's records share it
     for request in todo:
-        if request.endpoint is not None:
-            from harness.serving.check import run_endpoint_check
-
-            outcome = run_endpoint_check(request, out, run_id)
-        else:
-            outcome = run_check(request, out, run_id)
+        outcome = run_job(request, source_of(request), out, run_id)
         print_outcome(outcome, console)
         for record in outcome.records:
             writer.append(record)

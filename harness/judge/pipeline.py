@@ -40,6 +40,7 @@ from harness.judge.numeric import (
     run_graph_parity,
     unfused_twin,
 )
+from harness.results.outcome import Decision, decide
 from harness.results.sections import Evidence
 from harness.runners.base import GraphRef
 
@@ -161,10 +162,9 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
 
 def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseException,
                      case_dir: Path) -> Path | None:
-    """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``, named
-    on the exception (``harness_repro_bundles``) for the case's record; None when not written
-    (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
-    case's own error is what the record must say."""
+    """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``;
+    None when not written (bundles off, no artifact file, or the file does not raise it itself).
+    Never raises: the case's own error is what the record must say."""
     mode = ws.options.settings.repro_bundles
     if mode == "off":
         return None
@@ -179,46 +179,41 @@ def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseExce
             return None
         batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
         with phase("metrics"):
-            bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
-                                        artifact=onnx[0], batches=batches, exc=exc,
-                                        runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
-                                        mode=mode)
+            return write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
+                                      artifact=onnx[0], batches=batches, exc=exc,
+                                      runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
+                                      mode=mode)
     except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
         return None
-    if bundle is not None:
-        named = dict(getattr(exc, "harness_repro_bundles", {}) or {})
-        named[graph.name] = str(bundle)
-        try:
-            exc.harness_repro_bundles = named  # type: ignore[attr-defined]
-        except AttributeError:  # an exception type without a __dict__
-            return bundle
-    return bundle
 
 
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
-                   dump_dir: Path | None = None) -> ParityResult:
+                   dump_dir: Path | None = None, result: ParityResult | None = None) -> ParityResult:
     """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
     saved there (inputs, reference and variant outputs) for reproduction, and a graph whose
-    artifact the runtime refuses gets an error bundle (``error_bundle_for``)."""
+    artifact the runtime refuses gets an error bundle (``error_bundle_for``), named in
+    ``result.side`` -- the caller's container, so what was written survives the exception."""
+    result = result if result is not None else ParityResult(variant.id)
     judging: list["GraphSpec"] = []  # the graph being judged when an exception escapes
     try:
-        return _numeric_parity(ws, variant, family, dump_dir, judging)
+        return _numeric_parity(ws, variant, family, dump_dir, judging, result)
     except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
         if dump_dir is not None and judging and not isinstance(exc, GateFailure):
             model = ws.model(variant.model)
             ref = GraphRef(model, family or ws.family(model), judging[-1], variant)
-            error_bundle_for(ws, ref, ws.backend(variant, model), exc, dump_dir)
+            bundle = error_bundle_for(ws, ref, ws.backend(variant, model), exc, dump_dir)
+            if bundle is not None:
+                result.side.bundles[judging[-1].name] = str(bundle)
         raise
 
 
 def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
-                    judging: list["GraphSpec"]) -> ParityResult:
+                    judging: list["GraphSpec"], result: ParityResult) -> ParityResult:
     """The pipeline's stages per graph: resolve (the workspace's source serves the backend), run and
     compare, the unfused twin's comparison, then the side outputs (``harness.judge.pipeline``)."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model, profile_dir=dump_dir)
-    result = ParityResult(variant.id)
     for graph in family.graphs(model):
         judging.append(graph)
         batches = ws.parity_batches(model, family, graph)
@@ -266,8 +261,10 @@ def generation_case(case: Any, request: GenerationRequest | None = None,
     except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
         if case.workspace.options.settings.repro_bundles != "off":
             _decode_error_bundle(case, request, family, exc)
+        case.conclude(Decision.of_exception(exc))
         raise
     record_generation(case, result)
+    case.conclude(decide(result.assert_ok))
     if not result.passed and case.workspace.options.settings.repro_bundles != "off":
         from harness.repro.generation import write_generation_bundle
 

@@ -18,6 +18,7 @@ from harness.core.interrupts import signals_held
 from harness.core.phases import PhaseClock
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
+from harness.results.outcome import Decision, decide
 from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
@@ -45,6 +46,8 @@ class Case:
     clock: PhaseClock = field(default_factory=PhaseClock)
     #: the case's resident memory (``harness.core.rss.PeakRss.stop``): peak, start, end bytes
     memory: dict[str, Any] = field(default_factory=dict)
+    #: what the engine decided for this case (None: nothing judged through it; the test's outcome decides)
+    decision: Decision | None = None
 
     @property
     def model(self) -> LoadedModel:
@@ -52,19 +55,27 @@ class Case:
         return self.workspace.model(self.variant.model)
 
     def numeric_parity(self, family: Family | None = None) -> ParityResult:
-        """Judge the variant's graphs against PyTorch FP32; records everything, returns the result."""
+        """Judge the variant's graphs against PyTorch FP32; records everything, decides the case
+        (``decision``), returns the result (whose ``assert_ok`` tells pytest)."""
+        from harness.judge.numeric import ParityResult
         from harness.judge.pipeline import numeric_parity
 
         assert self.variant is not None
+        result = ParityResult(self.variant.id)
         try:
-            result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
-        except Exception as exc:  # an error bundle written for it (harness.repro.error) goes in the record
-            bundles = getattr(exc, "harness_repro_bundles", None)  # noqa: B009 -- set on foreign exceptions
-            if bundles:
-                Evidence(repro_bundles=dict(bundles)).write(self.data)
+            numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir(), result=result)
+        except Exception as exc:  # what the stages wrote before it (an error bundle) goes in the record
+            if result.side.bundles:
+                Evidence(repro_bundles=dict(result.side.bundles)).write(self.data)
+            self.conclude(Decision.of_exception(exc))
             raise
         self.record_parity(result)
+        self.conclude(decide(result.assert_ok))
         return result
+
+    def conclude(self, decision: Decision) -> None:
+        """The engine's decision for this case; two decisions of one case keep the graver."""
+        self.decision = decision.worse(self.decision)
 
     def record_parity(self, result: ParityResult) -> None:
         """The record stage of a numeric case (``harness.judge.pipeline``), for the suites and
@@ -168,6 +179,7 @@ class Case:
             "started": self.started,
             "phases": self.clock.as_dict(),
             "memory": self.memory,
+            **({"decision": self.decision.as_dict()} if self.decision is not None else {}),
         }
 
 
@@ -282,7 +294,7 @@ class RecordCollector:
         if case is None:
             return None
         payload = state["props"].get("harness_record") or {}
-        verdict, reason = _verdict(state["phases"], payload.get("exception"))
+        verdict, reason = _verdict(state["phases"], payload.get("exception"), payload.get("decision"))
         if verdict == "skip" and state["props"].get("harness_not_run"):
             verdict = "not-run"  # asked for explicitly and could not run here: not green
         settings = payload.get("settings", {})
@@ -314,7 +326,11 @@ def _short(report: Any) -> str:
     return str(longrepr).strip().splitlines()[-1] if longrepr else ""
 
 
-def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | None) -> tuple[Verdict, str]:
+def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | None,
+             decided: Mapping[str, Any] | None = None) -> tuple[Verdict, str]:
+    """The case's verdict: the engine's decision when the case reached one (``Case.decision``) and the
+    test's outcome agrees with it; pytest's phases only for what the engine never saw (a skip, a
+    broken setup or teardown, a user's own assertion, a test that judged nothing through the engine)."""
     setup = phases.get("setup", ("passed", ""))
     if setup[0] == "skipped":
         return "skip", setup[1]
@@ -323,6 +339,9 @@ def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | Non
     outcome, message = phases.get("call", ("passed", ""))
     if outcome == "skipped":
         return "skip", message
+    decision = _decision(decided)
+    if decision is not None and decision.failed:
+        return decision.verdict, decision.reason
     if outcome == "failed":
         if exception and exception.get("gate"):
             return "fail", exception.get("message", message)
@@ -331,7 +350,16 @@ def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | Non
     teardown = phases.get("teardown", ("passed", ""))
     if teardown[0] == "failed":
         return "error", f"teardown: {teardown[1]}"
-    return "pass", ""
+    return (decision.verdict, decision.reason) if decision is not None else ("pass", "")
+
+
+def _decision(raw: Mapping[str, Any] | None) -> Decision | None:
+    """The engine's decision as the payload carries it (a dict: xdist ships payloads as JSON-like values)."""
+    if not raw:
+        return None
+    from harness.results.record import as_verdict
+
+    return Decision(as_verdict(raw.get("verdict")), str(raw.get("reason") or ""))
 
 
 def case_dir_name(case_id: str) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -33,12 +32,9 @@ from harness.results.sections import Served
 from harness.serving.client import OipClient, ServedModel, ServingError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.check.judge import CheckOutcome
-    from harness.check.request import CheckRequest
-    from harness.families import Family
-    from harness.judge.workspace import Workspace
+    from harness.engine import JobRun
+    from harness.results.outcome import CaseResult
     from harness.serving.source import EndpointGraphs
-    from harness.zoo.loading import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -276,37 +272,31 @@ def perf_fields(steps: list[StepResult], settings: SweepSettings, protocol: str)
     return perf
 
 
-def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source: EndpointGraphs,
-                model: LoadedModel, family: Family, settings: dict[str, Any], files: dict[str, dict[str, Any]],
-                served: dict[str, Any], run_dir: Path, run_id: str) -> None:
+def judge_sweep(run: JobRun, source: EndpointGraphs, served: dict[str, Any]) -> CaseResult:
     """``check_perf`` for an endpoint: the sweep on the entry graph's served model; the model's
     perf budgets gate it; a server that stopped answering makes it ``error`` (steps kept)."""
-    from harness.check.judge import _record, _verdict
     from harness.core import describe_error
+    from harness.engine import conclude
     from harness.perf import budgets
     from harness.perf.feeds import shaped_feeds
-    from harness.results.collector import Case
+    from harness.results.outcome import Decision, decide
+    from harness.serving.source import EndpointRunner
 
-    sweep_settings: SweepSettings = req.perf
-    variant = outcome.variant
-    case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
-    case.artifacts.update(files)
+    sweep_settings: SweepSettings = run.req.perf
+    outcome, model, family = run.outcome, run.model, run.family
+    case = run.case("check_perf")
+    case.artifacts.update(run.source.records)
     Served(dict(served)).write(case.data)
     started = time.perf_counter()
     entry = family.graphs(model)[0]
     job = next((j for j in outcome.jobs if j.job.graph.name == entry.name and j.runner is not None and not j.error),
                None)
     if job is None or job.runner is None:
-        outcome.records.append(_record(case, "check_perf", ("error", f"no served model judged the {entry.name!r} "
-                                                                     "graph without an error: nothing to load"),
-                                       started, settings, run_id))
-        return
+        return conclude(run, case, "check_perf", Decision("error", f"no served model judged the {entry.name!r} "
+                                                                   "graph without an error: nothing to load"), started)
     endpoint_runner = job.runner.session
-    from harness.serving.source import EndpointRunner
-
     assert isinstance(endpoint_runner, EndpointRunner)
-    texts = ws.texts(model)
-    feeds = job.runner.artifact_feeds(shaped_feeds(model, family, entry, texts, sweep_settings.batch_size,
+    feeds = job.runner.artifact_feeds(shaped_feeds(model, family, entry, run.ws.texts(model), sweep_settings.batch_size,
                                                    sweep_settings.seq_len))
     try:
         steps = sweep(endpoint_runner.client, endpoint_runner.model, feeds, sweep_settings)
@@ -315,16 +305,13 @@ def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source:
         outcome.perf = perf
         stopped = perf["serving"]["stopped"]
         if stopped:
-            verdict: tuple[str, str] = ("error", f"the server stopped answering during the sweep at concurrency "
-                                                 f"{steps[-1].concurrency}: {stopped}")
+            decision = Decision("error", f"the server stopped answering during the sweep at concurrency "
+                                         f"{steps[-1].concurrency}: {stopped}")
         elif "latency_ms" not in perf:
-            verdict = ("error", "no request of the sweep succeeded: "
-                                + "; ".join(e for s in steps for e in s.error_examples[:1]))
+            decision = Decision("error", "no request of the sweep succeeded: "
+                                         + "; ".join(e for s in steps for e in s.error_examples[:1]))
         else:
-            def gate() -> None:
-                budgets.enforce(case, case.perf)
-
-            verdict = _verdict(gate, [])
+            decision = decide(lambda: budgets.enforce(case, case.perf))
     except Exception as exc:  # noqa: BLE001 - a client-side failure of the sweep itself: the case's error, not a crash
-        verdict = ("error", describe_error(exc, 300))
-    outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
+        decision = Decision("error", describe_error(exc, 300))
+    return conclude(run, case, "check_perf", decision, started)
