@@ -42,6 +42,24 @@ STARTED = pytest.StashKey[float]()  # when this session's configuration began (t
 INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
 NEXT_ITEM = pytest.StashKey[Any]()  # the item this process runs after this one (None: last, or not known)
 RSS = pytest.StashKey[Any]()  # this process's per-case peak-RSS tracker (harness.core.rss.PeakRss)
+#: the run's options came whole from a front end (``harness run``) that already checked and warned about them
+HANDED = pytest.StashKey[bool]()
+
+
+class Handoff:
+    """A front end's resolved options, handed whole to this session (``pytest.main(argv, plugins=[Handoff(options)])``).
+
+    The controller then neither rebuilds the options from pytest's flags nor checks (and warns about)
+    again what the front end checked; pytest-xdist workers, other processes, still build theirs from
+    the same flags (the front end passes them for that)."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[OPTIONS] = self.options
+        config.stash[HANDED] = True
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -100,7 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
         options = run_options(config)
         if options.settings.builtin_suites:
             _add_builtin_suites(config)
-        if not hasattr(config, "workerinput"):
+        if not hasattr(config, "workerinput") and not config.stash.get(HANDED, False):
             _preflight(options)
     config.stash[RUN_DIR] = out_dir(config)
     if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
@@ -115,6 +133,24 @@ def pytest_configure(config: pytest.Config) -> None:
         # also when pytest runs nested in-process)
         config.pluginmanager.register(collector, f"harness-records-{id(config)}")
     config.pluginmanager.register(_InterruptListener(config), f"harness-interrupts-{id(config)}")
+
+
+def pytest_plugin_registered(plugin: object) -> None:
+    """A ``conftest.py`` or pytest plugin of this session that implements the harness's extension
+    hooks (``harness.core.hooks``: machine info, the record before it is written) serves them."""
+    from harness.core import hooks
+
+    if hooks.implements(plugin):
+        hooks.register(plugin)
+
+
+def _unregister_hooks(config: pytest.Config) -> None:
+    """This session's hook implementations end with it (a nested in-process session keeps its own)."""
+    from harness.core import hooks
+
+    for plugin in config.pluginmanager.get_plugins():
+        if hooks.implements(plugin):
+            hooks.unregister(plugin)
 
 
 def _add_builtin_suites(config: pytest.Config) -> None:
@@ -168,6 +204,7 @@ def _check_out(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _unregister_hooks(config)
     guard = config.stash.get(GUARD, None)
     if guard is not None:
         if guard.received is not None and not hasattr(config, "workerinput") and _harness_session(config):
@@ -535,4 +572,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         terminalreporter.write_line(f"harness: {status_line(collector.records)}", red=True, bold=True)
 
 
-__all__ = ["SCHEMA", "harness", "matrix"]
+__all__ = ["HANDED", "SCHEMA", "Handoff", "harness", "matrix"]

@@ -7,11 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from harness.core import UsageError
+from harness.core import RunOptions, UsageError
 from harness.core.rundirs import default_run_dir
-
-#: set while ``harness run`` runs pytest in-process: the command line already checked the options
-FRONT_END = "HARNESS_FRONT_END"
 
 
 def suites_dir() -> Path:
@@ -44,7 +41,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run, out_dir_of=run_dir)
 
 
-def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
+def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, list[str]]:
+    """The run's options, resolved and checked once here (one line and exit 2 for a mistake), and
+    pytest's command line; the plugin receives the options whole (``harness.plugin.Handoff``)."""
     from harness.settings.options import cli_values, option, pytest_argv
     from harness.settings.resolve import build_options, preflight
 
@@ -99,7 +98,7 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
         argv += ["-k", args.keyword]
     if args.workers:
         argv += ["-n", str(args.workers)]
-    return argv + extra
+    return options, argv + extra
 
 
 def _cache_args(pytest_args: list[str]) -> list[str]:
@@ -128,12 +127,10 @@ def run(args: argparse.Namespace) -> int:
     out = run_dir(args)
     ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
-    argv = pytest_args(args, out)
-    os.environ[FRONT_END] = "run"  # the plugin does not repeat what was checked (and warned about) here
-    try:
-        code = pytest.main(argv)
-    finally:
-        os.environ.pop(FRONT_END, None)
+    options, argv = session_options(args, out)
+    from harness.plugin import Handoff
+
+    code = pytest.main(argv, plugins=[Handoff(options)])  # not rebuilt, re-checked or re-warned by the plugin
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)
     if guard is not None and guard.received is not None:  # stopped by a signal, maybe before the session
