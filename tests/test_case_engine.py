@@ -59,6 +59,7 @@ def _record(out: Path, suite: str) -> dict:
 
 
 def through_run(tmp: Path, bound: float | None) -> dict:
+    tmp.mkdir(parents=True, exist_ok=True)
     config = tmp / "harness.toml"
     config.write_text(f"[tolerances.fp32]\nnorm_max_abs = {bound}\n" if bound is not None else "")
     out = tmp / "run"
