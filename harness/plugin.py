@@ -9,7 +9,7 @@ same set of records, and a case that is skipped or errors during setup still get
 from __future__ import annotations
 
 # first: a SIGTERM while pytest is still loading plugins and importing is kept, not fatal
-from harness.cli import _early
+from harness.core import early as _early
 
 _early.install()
 
@@ -22,15 +22,27 @@ import pytest  # noqa: E402
 
 from harness.core import RunOptions, UsageError, Variant  # noqa: E402
 from harness.core.rundirs import default_run_dir  # noqa: E402
-from harness.plugins import discover as _discover_feature_plugins  # noqa: E402
 from harness.results import SCHEMA, ResultsWriter  # noqa: E402
+from harness.settings.matrix import matrix  # noqa: E402
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
     from harness.results.collector import Case, RecordCollector
 
-#: feature plugins (perf, generation, config files...), one module each in harness/plugins/
-pytest_plugins = _discover_feature_plugins()
+
+
+def _feature_plugins() -> list[str]:
+    """The feature plugins (perf, generation, sharding, progress...), one module each in harness/plugins/,
+    found by file name: pytest imports them by these names, so this module imports none of them (they
+    sit above it: they read its run state)."""
+    import pkgutil
+
+    folder = Path(__file__).resolve().parent / "plugins"
+    return sorted(f"harness.plugins.{info.name}" for info in pkgutil.iter_modules([str(folder)])
+                  if not info.name.startswith("_"))
+
+
+pytest_plugins = _feature_plugins()
 
 OPTIONS = pytest.StashKey[RunOptions]()
 WORKSPACE: pytest.StashKey[Workspace] = pytest.StashKey()
@@ -272,49 +284,6 @@ def workspace(config: pytest.Config) -> Workspace:
 
         config.stash[WORKSPACE] = Workspace(run_options(config))
     return config.stash[WORKSPACE]
-
-
-def matrix(options: RunOptions, *, families: set[str] | None = None, generates: bool = False,
-           where: Any = None, accepts: Any = None) -> list[Variant]:
-    """The variants of a suite: models filtered by family, generation head and ``where(spec)``;
-    variants filtered by ``accepts(spec, variant)``."""
-    from harness.zoo.base import ModelCatalog, is_path
-
-    catalog = options.catalog or ModelCatalog()
-    variants = []
-    for model in options.models:
-        spec = catalog.resolve(model)
-        if families and spec.family not in families:
-            continue
-        if generates and not spec.generates:
-            continue
-        if where is not None and not where(spec):
-            continue
-        for precision in options.precisions:
-            for provider in options.providers:
-                for axes in _runtime_axes(options, spec, provider):
-                    variant = Variant(model if is_path(model) else spec.name, precision, provider, axes)
-                    if accepts is None or accepts(spec, variant):
-                        variants.append(variant)
-    return variants
-
-
-def _runtime_axes(options: RunOptions, spec: Any, provider: Any) -> list[tuple[tuple[str, str], ...]]:
-    """The runtime axis values of one model x provider: one tuple per case. Only axes the
-    provider's backend honours multiply its cases; no axis in the run: one case, ``()``."""
-    from itertools import product
-
-    from harness.runners import backends
-    from harness.settings.runtime import AXES, axis_values
-
-    backend = backends().get(provider.backend)
-    honoured = backend.runtime_settings if backend is not None else frozenset()
-    own = dict(spec.extra.get("runtime") or {})
-    named = [(name, axis_values(name, options.runtime_axes, own)) for name in AXES if name in honoured]
-    named = [(name, values) for name, values in named if values]
-    if not named:
-        return [()]
-    return [tuple(zip([n for n, _ in named], combo)) for combo in product(*[v for _, v in named])]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -194,9 +194,9 @@ def test_pytest_command_uses_options_pytest_reads(command: Command) -> None:
         flag, eq, value = word.partition("=")
         option = known.get(flag)
         if option is None and flag.startswith("--harness-"):
-            from harness.plugins import discover  # feature plugins add options of their own
+            from harness.plugin import pytest_plugins  # feature plugins add options of their own
 
-            plugin_flags = {f for f in _plugin_flags(discover())}
+            plugin_flags = {f for f in _plugin_flags(pytest_plugins)}
             assert flag in plugin_flags, f"{command.source}: {flag} is not a pytest option of the harness"
             continue
         kind = getattr(option, "kind", None)

@@ -21,8 +21,7 @@ PACKAGE = ROOT / "harness"
 
 #: lowest first; a unit is a module prefix (the longest one that matches wins)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("harness", "harness.core",
-     "harness.cli._early"),  # the first signal handler: imports nothing of the harness, by design
+    ("harness", "harness.core"),
     ("harness.metrics", "harness.data"),
     # the kinds of model (detection from config.json, graphs, feeds, limits, pooling) below the
     # catalogue of concrete models: a ModelSpec names its family, loading a model builds its
@@ -54,11 +53,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.engine",),
     ("harness.serving",),  # a served endpoint: a source of the engine
     ("harness.suites",),
-    # the pytest entry point and the feature-plugin discovery (harness/plugins/__init__.py only) ...
-    ("harness.plugin", "harness.plugins:init"),
+    # the pytest entry point (it names the feature plugins by file, importing none) ...
+    ("harness.plugin",),
     # ... then the feature plugins, which read the entry point's run state
     ("harness.plugins",),
-    ("harness.testing", "harness.cli", "harness.config",
+    ("harness.testing", "harness.cli",
      "harness.metrics.tables"),  # metrics.tables renders the docs of every declaration (metrics, options)
 )
 
