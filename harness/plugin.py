@@ -478,6 +478,11 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 
             print(f"harness: error: {disk_full_problem(collector)}", file=sys.stderr)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR  # `harness run`: 2, as for an unwritable --out
+        if collector is not None and collector.refused is not None:
+            import sys
+
+            print(f"harness: error: {collector.refused}", file=sys.stderr)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR  # `harness run`: 2
         if stopped is not None:
             session.exitstatus = stopped.exit_code
 

@@ -98,3 +98,14 @@ def test_a_hook_that_changes_the_harness_fields_is_refused_naming_the_field(tmp_
     finally:
         hooks.unregister(plugin)
     assert not (tmp_path / "results.jsonl").exists() or not _records(tmp_path)
+
+
+def test_a_session_whose_hook_changes_a_verdict_stops_with_one_line(pytester: pytest.Pytester, tmp_path):
+    pytester.makepyfile(test_cases=CASES)
+    pytester.makeconftest("def harness_record(record):\n    record['verdict'] = 'fail'\n")
+    result = pytester.runpytest_inprocess("--harness-models=bert-tiny", "--harness-precisions=fp32",
+                                          "--harness-providers=ort_cpu", f"--harness-out={tmp_path}", "-p",
+                                          "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("harness: error:")]
+    assert len(errors) == 1 and "'verdict'" in errors[0] and "INTERNALERROR" not in result.stdout.str()

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.numeric import Batch, OutputResult
     from harness.judge.workspace import Workspace
     from harness.repro import EmbeddingDerived
+    from harness.results.collector import Case
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -249,8 +250,28 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
     return result
 
 
+# -- a numeric case -------------------------------------------------------------------------------------
+def numeric_case(case: Case, family: "Family | None" = None) -> ParityResult:
+    """A suite case's numeric stages: every graph judged (``numeric_parity``, side outputs in the case
+    directory), recorded into the case, the case decided from the result (``Case.conclude``). When a
+    graph raises, what the stages wrote before it (an error bundle) is recorded and the case decided
+    by the exception, which propagates."""
+    assert case.variant is not None, "numeric parity needs a variant"
+    result = ParityResult(case.variant.id)
+    try:
+        numeric_parity(case.workspace, case.variant, family, dump_dir=case.case_dir(), result=result)
+    except Exception as exc:
+        if result.side.bundles:
+            Evidence(repro_bundles=dict(result.side.bundles)).write(case.data)
+        case.conclude(Decision.of_exception(exc))
+        raise
+    case.record_parity(result)
+    case.conclude(decide(result.assert_ok))
+    return result
+
+
 # -- a generation case ----------------------------------------------------------------------------------
-def generation_case(case: Any, request: GenerationRequest | None = None,
+def generation_case(case: Case, request: GenerationRequest | None = None,
                     family: "Family | None" = None) -> GenerationResult:
     """A generation case's stages: decode and compare (``judge.generation.generation_parity``), record
     into the case, then the side outputs (a failing case's generation bundle, an erroring one's decode
@@ -284,17 +305,18 @@ def generation_case(case: Any, request: GenerationRequest | None = None,
     return result
 
 
-def _decode_error_bundle(case: Any, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
+def _decode_error_bundle(case: Case, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
     """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
     record; best-effort: the case's own error is what the record must say."""
     from harness.repro.error_decode import write_decode_error_bundle
 
-    ws = case.workspace
+    ws, variant = case.workspace, case.variant
+    assert variant is not None, "a generation case has a variant"
     try:
-        model = ws.model(case.variant.model)
+        model = ws.model(variant.model)
         wanted, settings, indices, texts = decode_plan(ws, model, request)
         with phase("metrics"):  # writing the evidence of a verdict
-            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, variant, model,
                                                family or ws.family(model), settings, indices, texts,
                                                int(wanted["batch_size"]), exc, ws.options.settings.repro_bundles)
     except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
@@ -304,4 +326,5 @@ def _decode_error_bundle(case: Any, request: GenerationRequest | None, family: "
 
 
 __all__ = ["GraphError", "GraphJudgement", "SideOutputs", "bundle_stage", "close_stage", "dump_stage",
-           "error_bundle_for", "error_bundle_stage", "generation_case", "numeric_parity", "write_side_outputs"]
+           "error_bundle_for", "error_bundle_stage", "generation_case", "numeric_case", "numeric_parity",
+           "write_side_outputs"]

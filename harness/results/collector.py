@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from harness.core import Variant
+from harness.core import UsageError, Variant
 from harness.core.interrupts import signals_held
 from harness.core.phases import PhaseClock
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
-from harness.results.outcome import Decision, decide
+from harness.results.outcome import Decision
 from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
@@ -55,23 +55,12 @@ class Case:
         return self.workspace.model(self.variant.model)
 
     def numeric_parity(self, family: Family | None = None) -> ParityResult:
-        """Judge the variant's graphs against PyTorch FP32; records everything, decides the case
-        (``decision``), returns the result (whose ``assert_ok`` tells pytest)."""
-        from harness.judge.numeric import ParityResult
-        from harness.judge.pipeline import numeric_parity
+        """Judge the variant's graphs against PyTorch FP32 through the case's stages
+        (``harness.judge.pipeline.numeric_case``): records everything, decides the case, returns the
+        result (whose ``assert_ok`` tells pytest)."""
+        from harness.judge.pipeline import numeric_case
 
-        assert self.variant is not None
-        result = ParityResult(self.variant.id)
-        try:
-            numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir(), result=result)
-        except Exception as exc:  # what the stages wrote before it (an error bundle) goes in the record
-            if result.side.bundles:
-                Evidence(repro_bundles=dict(result.side.bundles)).write(self.data)
-            self.conclude(Decision.of_exception(exc))
-            raise
-        self.record_parity(result)
-        self.conclude(decide(result.assert_ok))
-        return result
+        return numeric_case(self, family)
 
     def conclude(self, decision: Decision) -> None:
         """The engine's decision for this case; two decisions of one case keep the graver."""
@@ -206,6 +195,8 @@ class RecordCollector:
         #: the cases whose record could not be written
         self.disk_full: Any = None
         self.lost: list[str] = []
+        #: a record a team's ``harness_record`` hook was refused for (``harness.core.hooks``): the run stops
+        self.refused: UsageError | None = None
         self.session: Any = None
 
     def expect(self, nodeids: list[str], cases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
@@ -258,6 +249,11 @@ class RecordCollector:
         except DiskFull as exc:
             self.disk_full = self.disk_full or exc
             self.lost.append(record.id)
+        except UsageError as exc:  # a hook changed what the harness computed: no record, and the run stops
+            self.refused = self.refused or exc
+            self.lost.append(record.id)
+            if self.session is not None:
+                self.session.shouldstop = str(exc)
         else:
             self.records.append(record)
         self.disk_full = self.disk_full or self.writer.full
