@@ -266,6 +266,7 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
     """The same file timed by two environments' children in alternating blocks (``gate.envpair``);
     B is slowed for A/B trials; the burner runs for the first half of the pairs."""
     from harness.gate.envpair import interleave_envs
+    from harness.gate.onnxpair import FileRuntime
     from harness.gate.paired import exit_code, judge_paired
 
     env_a, slow, plain = environments(workdir, extra_ns)
@@ -274,10 +275,11 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
     block = max(args.samples // args.pairs, 10)
     half = args.pairs // 2
     model = workdir / "mlp.onnx"
+    runtime = FileRuntime.named("ort_cpu", threads=args.threads)
     with Burner(args.burners):
-        first, _ = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads, pairs=half,
+        first, _ = interleave_envs(env_a, env_b, model, model, feeds, runtime=runtime, pairs=half,
                                    block=block, warmup=50, seed=seed, processes=args.process_pairs)
-    second, info = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads,
+    second, info = interleave_envs(env_a, env_b, model, model, feeds, runtime=runtime,
                                    pairs=args.pairs - half, block=block, warmup=50, seed=seed + 1,
                                    processes=args.process_pairs)
     samples = first + second  # the process pairs of both halves, numbered apart
@@ -360,13 +362,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         slow = slowed(call, extra_ns)
         slow_ratio = None
         if "retime" in args.modes:  # the real slower artifact's cost, timed paired here, quietly
-            from harness.gate.onnxpair import open_session
+            from harness.gate.onnxpair import FileRuntime
             from harness.gate.paired import interleave
 
             slow_path = slow_artifact(Path(tmp), args.seed)
             feeds = {"x": np.load(Path(tmp) / "feed_x.npy")}
-            slow_session = open_session(slow_path, "ort_cpu", args.threads)
-            check = interleave(call, lambda: slow_session.run(None, feeds), pairs=10, block=50, warmup=20)
+            with FileRuntime.named("ort_cpu", threads=args.threads).open(slow_path) as slow_runner:
+                check = interleave(call, slow_runner.timed_call(feeds), pairs=10, block=50, warmup=20)
             slow_ratio = float(np.median(np.median(check.b, axis=1) / np.median(check.a, axis=1)))
         trials: list[dict[str, Any]] = []
         started = time.perf_counter()

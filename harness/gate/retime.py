@@ -6,8 +6,8 @@ comparison INCONCLUSIVE. When the files the baseline timed are still at hand -- 
 baseline (``baseline save --keep-artifacts``) or in this machine's export cache under their
 recorded key (``harness.gate.blessed``) -- and the candidate's are too, each latency metric is
 timed again on both sides *in this job*, in alternating blocks (``gate.paired.interleave``, the
-engine of ``harness perf-compare``, through the same sessions and synthetic inputs of the
-recorded shape: ``gate.onnxpair``), and judged by ``gate.paired.judge_paired``. Only the
+engine of ``harness perf-compare``, through the variant's own backend -- ONNX Runtime, OpenVINO --
+and synthetic inputs of the recorded shape: ``gate.onnxpair``), and judged by ``gate.paired.judge_paired``. Only the
 latency rows change; scalars (memory, size, cold start) stay the recorded comparison.
 
 A variant that cannot be paired keeps its unpaired rows (with the canary drift rule), and the
@@ -26,7 +26,7 @@ from harness.core import UsageError
 from harness.gate.baseline import Baseline
 from harness.gate.blessed import TimedFile, default_cache_root, located, timed_files, timed_graphs
 from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, merge_policies
-from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS
+from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS, FileRuntime
 from harness.results.record import Record, RecordLike
 from harness.results.sections import PerfSetup
 
@@ -37,7 +37,7 @@ _KINDS = {
     "candidate": "the candidate's artifacts of {n} variant(s) are gone from the cache ({names})",
     "unrecorded": "the baseline recorded no timed artifacts for {n} variant(s) ({names}): saved by an older "
                   "harness or from a run without latency records",
-    "backend": "{n} variant(s) do not run ONNX files on ONNX Runtime ({names})",
+    "backend": "{n} variant(s) run on a backend that runs no ONNX files ({names})",
     "shape": "{n} variant(s) timed other graphs or shapes than the baseline ({names})",
     "inputs": "{n} variant(s) cannot be fed generated inputs ({names})",
     "suites": "{n} variant(s) were timed by more than one suite ({names}): a paired re-timing re-times one "
@@ -65,8 +65,7 @@ class _Plan:
     stats: tuple[str, ...]
     base: Path
     cand: Path
-    provider: str
-    threads: int | None
+    runtime: FileRuntime
     batch: int
     seq: int
     #: where the blessed file was found: ``kept`` (the baseline), ``run`` or ``cache`` (the export cache)
@@ -81,8 +80,13 @@ def _latency_records(records: Iterable[RecordLike]) -> dict[str, Record]:
     return out
 
 
-def _threads(rec: Record) -> int | None:
-    return PerfSetup.of(rec).ort_intra_op_threads
+def _runtime(rec: Record) -> FileRuntime | None:
+    """How the candidate's variant ran its files, or None when its backend runs none (PyTorch)."""
+    try:
+        return FileRuntime.named(rec.provider or "ort_cpu", precision=rec.precision or "fp32",
+                                 threads=PerfSetup.of(rec).ort_intra_op_threads)
+    except UsageError:
+        return None
 
 
 def _shape(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:
@@ -110,8 +114,9 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
     """What to re-time for one variant, or (kind, detail) saying why it cannot be paired."""
     if b_rec is None or c_rec is None:
         return [], ("shape", "no latency record on one side")
-    if c_rec.backend != "onnxruntime":
-        return [], ("backend", f"backend {c_rec.backend or '?'}")
+    runtime = _runtime(c_rec)
+    if runtime is None:
+        return [], ("backend", f"backend {c_rec.backend or '?'}, provider {c_rec.provider or '?'}")
     suites = _timing_suites(comparison.rows, variant)
     if len(suites) > 1:
         return [], ("suites", " and ".join(suites))
@@ -136,8 +141,8 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
         cand_path, why = located(cand, graph, cache_root=cache_root)
         if cand_path is None:
             return [], ("candidate", why)
-        plans.append(_Plan(variant, key, stats, base_path, cand_path, c_rec.provider or "ort_cpu", _threads(c_rec),
-                           int(entry.get("batch_size") or 1), int(entry.get("seq_len") or 1), source))
+        plans.append(_Plan(variant, key, stats, base_path, cand_path, runtime, int(entry.get("batch_size") or 1),
+                           int(entry.get("seq_len") or 1), source))
     if not plans:
         return [], ("shape", "no latency metric recorded on both sides")
     return plans, None
@@ -145,22 +150,21 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
 
 def _time(plan: _Plan, pols: Mapping[str, MetricPolicy], pairing: Pairing) -> list[Row]:
     """One latency metric re-timed paired: a row per statistic (``judge_paired``'s verdict)."""
-    from harness.gate.onnxpair import open_session, synthetic_feeds
+    from harness.gate.onnxpair import same_inputs, synthetic_feeds
     from harness.gate.paired import interleave, judge_paired
 
-    a = open_session(plan.base, plan.provider, plan.threads)
-    b = open_session(plan.cand, plan.provider, plan.threads)
-    feeds = synthetic_feeds(a, plan.batch, plan.seq, pairing.seed)
-    if {i.name for i in b.get_inputs()} != set(feeds):
-        raise UsageError(f"{plan.key}: the blessed and the candidate graph take different inputs")
-    try:
-        a.run(None, feeds)
-        b.run(None, feeds)
-    except Exception as exc:  # noqa: BLE001 - a graph the generated inputs do not fit: reported, unpaired
-        raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
-    seed = zlib.crc32(f"{plan.variant}\0{plan.key}".encode())
-    samples = interleave(lambda: a.run(None, feeds), lambda: b.run(None, feeds), pairs=pairing.pairs,
-                         block=pairing.block, warmup=pairing.warmup, seed=seed)
+    feeds = synthetic_feeds(plan.base, plan.batch, plan.seq, pairing.seed)
+    same_inputs(plan.base, plan.cand, feeds, plan.key)
+    with plan.runtime.open(plan.base) as a, plan.runtime.open(plan.cand) as b:
+        try:
+            call_a, call_b = a.timed_call(feeds), b.timed_call(feeds)
+            call_a()
+            call_b()
+        except Exception as exc:  # noqa: BLE001 - a graph the generated inputs do not fit: reported, unpaired
+            raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
+        seed = zlib.crc32(f"{plan.variant}\0{plan.key}".encode())
+        samples = interleave(call_a, call_b, pairs=pairing.pairs, block=pairing.block, warmup=pairing.warmup,
+                             seed=seed)
     rows = judge_paired(samples, plan.stats, pols, seed=seed)
     return [Row(plan.variant, f"{plan.key}.{r.stat}", "latency", r.base, r.cand, r.ratio, r.ci_lo, r.ci_hi,
                 r.p_value, r.verdict, r.reason, r.advisory) for r in rows]
