@@ -28,6 +28,7 @@ from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: th
 from harness.metrics.spec import percentile
 from harness.perf.contention import busier_note
 from harness.perf.stats import (
+    DEFAULT_BLOCKS,
     MIN_BLOCK_SIZE,
     Stat,
     block_cv,
@@ -51,6 +52,11 @@ MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
 #: machine mostly a preemption by a neighbour (measured: 3-11% of calls on the 2-core
 #: dev box, at 1.5x-30x the median), not the model.
 OUTLIER_FACTOR = 1.5
+
+#: A run noisier than its metric's ``max_cv`` can still show a REGRESSION, when the interval
+#: widened by the noise keeps its lower bound at least this many thresholds above no change
+#: (p50: +10 %); see ``_beyond_noise``.
+NOISY_MARGIN = 2.0
 
 def latency_stat(name: str) -> Stat | None:
     """What a latency policy name measures: ``pNN`` -> percentile NN, ``mean`` -> np.mean, else None."""
@@ -351,10 +357,13 @@ def judge_latency(
 ) -> dict[str, Judged]:
     """Judge every latency statistic that has a policy, from both runs' raw samples.
 
-    The noise and sample-count checks come first: if the data cannot be trusted, the
-    interval and the p-value are still reported but the verdict is INCONCLUSIVE. ``drift``
-    (``harness.gate.canary``, unpaired runs) makes a drifted machine INCONCLUSIVE and adds the
-    between-run spread to every interval and p-value.
+    Too few calls, or a percentile among outliers, make it INCONCLUSIVE (the interval and the
+    p-value are still reported). ``drift`` (``harness.gate.canary``, unpaired runs) adds the
+    between-run spread to every interval and p-value, and a run noisier than ``max_cv`` adds its
+    noise (:func:`noise_sd`): noise and drift widen the interval, and a drifted machine or a noisy
+    run leaves only a claim that clears the threshold beyond them standing (``_beyond_drift``,
+    ``_beyond_noise``). Why not a veto: a runtime 30 % slower in the candidate's environment read
+    "too noisy: block-median CV 30.7 % > 10 %" for p50 +29.4 % [+28.3 %, +42.2 %], p = 7e-08.
     """
     stats = {name: latency_stat(name) for name, pol in policies.items() if pol.kind == "latency"}
     wanted: dict[str, Stat] = {name: stat for name, stat in stats.items() if stat is not None}
@@ -385,25 +394,65 @@ def judge_latency(
             verdict, reason = Verdict.INCONCLUSIVE, f"too few samples: {n} < {need} needed for {name}"
         elif lo is None or hi is None:
             verdict, reason = Verdict.INCONCLUSIVE, f"no ratio: baseline {name} is {b_val:g}"
-        elif math.isfinite(noise) and noise > pol.max_cv:
-            verdict, reason = Verdict.INCONCLUSIVE, f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}"
         elif not callable(stat) and max(outliers) >= (1.0 - stat / 100.0) / 2:
             side = "baseline" if outliers[0] >= outliers[1] else "candidate"
             verdict, reason = Verdict.INCONCLUSIVE, (
                 f"{name} sits among outliers: {max(outliers):.1%} of {side} calls > {OUTLIER_FACTOR}x median "
                 f"(limit {(1.0 - stat / 100.0) / 2:.1%})"
             )
-        elif drift is not None and drift.drifted:
-            verdict, reason = Verdict.INCONCLUSIVE, drift.reason
         else:
             p_row = p_value if p_value is not None else 1.0
             if drift is not None:
                 lo, hi, p_row = widen(ratio, lo, hi, p_row, drift.between_sd)
+            noisy = math.isfinite(noise) and noise > pol.max_cv
+            if noisy:  # the noise widens the interval; it vetoes nothing the widened interval still shows
+                lo, hi, p_row = widen(ratio, lo, hi, p_row, noise_sd(base, cand))
             verdict, reason = decide(ratio, lo, hi, p_row, pol)
+            verdict, reason = _beyond_drift(verdict, reason, lo, hi, pol, drift)
+            if noisy:
+                verdict, reason = _beyond_noise(verdict, reason, lo, hi, noise, pol)
             out[name] = Judged(b_val, c_val, ratio, lo, hi, p_row, verdict, reason)
             continue
         out[name] = Judged(b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
     return out
+
+
+def noise_sd(base: np.ndarray, cand: np.ndarray) -> float:
+    """The log-scale standard error a noisy run adds to a latency ratio: each run's typical speed
+    is known to its block-median CV over the square root of its blocks (``DEFAULT_BLOCKS``), the
+    two sides in quadrature. Added only when a side is noisier than the metric's ``max_cv``."""
+    return math.hypot(block_cv(base), block_cv(cand)) / math.sqrt(DEFAULT_BLOCKS)
+
+
+def _beyond_noise(verdict: Verdict, reason: str, lo: float, hi: float, noise: float,
+                  pol: MetricPolicy) -> tuple[Verdict, str]:
+    """A noisy comparison keeps a REGRESSION whose widened interval lies far beyond the threshold
+    -- its lower bound at least :data:`NOISY_MARGIN` thresholds up (the reason says it was
+    widened); anything else stays INCONCLUSIVE, "too noisy", as before. Why a margin: the noise
+    estimate itself is rough (20 block medians of a wandering machine), so a claim made through it
+    must not hinge on it; a +25 % change under 30 % block noise (lower bound +8 %) stays
+    INCONCLUSIVE, a runtime 30 % slower (lower bound +12 %) does not."""
+    said = f"block-median CV {noise:.1%} > {pol.max_cv:.0%}"
+    if verdict is Verdict.REGRESSION and lo >= 1.0 + NOISY_MARGIN * pol.min_effect:
+        return verdict, f"{reason}; noisy ({said}): interval widened to {fmt_ci(lo, hi)}, still beyond " \
+                        f"{NOISY_MARGIN:g}x the threshold"
+    return Verdict.INCONCLUSIVE, f"too noisy: {said}"
+
+
+def _beyond_drift(verdict: Verdict, reason: str, lo: float, hi: float, pol: MetricPolicy,
+                  drift: "Drift | None") -> tuple[Verdict, str]:
+    """Machine drift between the runs (the canaries moved) leaves a claim standing only when the
+    model moved by the threshold beyond the drift: a REGRESSION whose lower bound clears
+    ``(1 + min_effect)`` times the canary's upper bound (the machine ran slower for the candidate
+    by at most that), an IMPROVEMENT mirrored. Otherwise INCONCLUSIVE, with the drift as reason."""
+    if drift is None or not drift.drifted or drift.lo is None or drift.hi is None:
+        return verdict, reason
+    thr = pol.min_effect
+    if verdict is Verdict.REGRESSION and lo >= (1.0 + thr) * max(1.0, drift.hi):
+        return verdict, f"{reason}; beyond the {drift.reason}"
+    if verdict is Verdict.IMPROVEMENT and hi <= (1.0 - thr) * min(1.0, drift.lo):
+        return verdict, f"{reason}; beyond the {drift.reason}"
+    return Verdict.INCONCLUSIVE, drift.reason
 
 
 def tail_advisory(policy: MetricPolicy, base: np.ndarray, cand: np.ndarray, reason: str) -> tuple[bool, str]:
