@@ -46,8 +46,10 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ArtifactCache:
 
 
 def write_run(path: Path, cache: ArtifactCache, *, extra: int = 0, env: dict[str, Any] | None = None,
-              provider: str = "ort_cpu", seq: int = 32) -> Path:
-    """A --perf run's records: latency (with the timed file), cold start and memory, accuracy."""
+              provider: str = "ort_cpu", seq: int = 32, timed: dict[str, Any] | None = None) -> Path:
+    """A --perf run's records: latency (with the timed file), cold start and memory, accuracy;
+    ``timed``: the ``perf`` entries a real timing recorded (``latency_ms``, ``canary_ms``) instead of
+    generated samples."""
     from harness.runners import PROVIDERS
 
     entry = cache.get_or_build("toy-model-fp32", {"kind": "toy", "extra": extra}, lambda tmp: _graph(tmp, extra))
@@ -61,7 +63,7 @@ def write_run(path: Path, cache: ArtifactCache, *, extra: int = 0, env: dict[str
          "artifacts": entry.file_infos("model", cache_hit=True)},
         {**common, "id": f"test_latency[{variant}]", "artifacts": entry.file_infos("model", cache_hit=True),
          "perf": {"latency_ms": {"samples": samples, "warmup": 5, "graph": "model", "batch_size": 1, "seq_len": seq},
-                  "settings": threads}},
+                  "settings": threads, **(timed or {})}},
         {**common, "id": f"test_cold_start_memory[{variant}]",
          "perf": {"peak_rss_bytes": 200 * 2**20, "artifact_bytes": 20_000, "settings": threads}},
     ]

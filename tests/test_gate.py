@@ -147,7 +147,7 @@ def test_noise_widens_the_interval_but_vetoes_no_slowdown_far_beyond_it() -> Non
     result = compare_runs([base], [rec(calls(2, scale=1.25, block_noise=0.3))])
     p50 = row(result, "latency_ms.p50")
     assert p50.verdict is Verdict.REGRESSION and p50.ci_lo is not None and p50.ci_lo >= 1.10, p50
-    assert "noisy (block-median CV 26.8% > 10%): interval widened to [+13.0%" in p50.reason
+    assert "; noisy: block-median CV 26.8% > 10%: interval widened to [+13.0%" in p50.reason
     assert result.exit_code == 1
     for scale in (1.0, 1.08):
         for seed in range(20 if scale == 1.0 else 5):

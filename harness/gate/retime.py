@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 from harness.core import UsageError
 from harness.gate.baseline import Baseline
 from harness.gate.blessed import TimedFile, default_cache_root, located, timed_files, timed_graphs
-from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, merge_policies
+from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, Verdict, fmt_change, merge_policies
 from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS, FileRuntime
 from harness.results.record import Record, RecordLike
 from harness.results.sections import PerfSetup
@@ -222,9 +222,11 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
         new_rows.update(timed)
         paired[variant] = " and ".join(sorted({_SOURCES[p.source] for p in plans}))
     rows: list[Row] = []
+    recorded: list[Row] = []
     for r in comparison.rows:
         key = r.metric.rsplit(".", 1)[0]
         if r.kind == "latency" and (r.variant, key) in new_rows:
+            recorded.append(r)
             continue
         rows.append(r)
     for (_, _), judged in sorted(new_rows.items()):
@@ -233,6 +235,7 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
     reason = _summary(paired, unpaired, pairing) if variants else "unpaired: no latency metric to re-time"
     diffs = list(comparison.env_differences)
     forced = comparison.forced_env and force_env
+    machine = [d for d in diffs if not d.startswith(("versions.", "threads."))]
     if diffs and not force_env:
         if mode != "paired":
             raise EnvironmentMismatch(diffs)
@@ -240,7 +243,29 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
                 if r.kind in ("memory", "cold") else r for r in rows]
         reason += "; environment differs from the baseline: latency re-timed here on both sides, recorded " \
                   "memory and cold-start rows advisory"
+    recorded = beside_paired(recorded, rows, other_machine=bool(machine) and not force_env)
     detail = {v: f"paired ({s})" for v, s in paired.items()}
     detail.update({v: f"unpaired: {text}" for v, (_, text) in unpaired.items()})
     return replace(comparison, rows=rows, mode=mode, mode_reason=reason, pairing=dict(sorted(detail.items())),
-                   forced_env=forced, drift={v: d for v, d in comparison.drift.items() if v not in paired})
+                   forced_env=forced, recorded=recorded)
+
+
+def beside_paired(recorded: Iterable[Row], paired: Iterable[Row], *, other_machine: bool) -> list[Row]:
+    """The recorded runs' latency rows of the paired variants, each saying what its paired twin
+    found. A recorded REGRESSION whose twin re-timed here is none is what only the recorded runs
+    can see -- the candidate ran in a slower environment (a runtime, a thread setting, a dependency
+    invisible to the fingerprint) -- and gates like any other; recorded on another machine (the
+    fingerprint's machine fields differ), the rows are advisory."""
+    twins = {(r.variant, r.metric): r for r in paired}
+    out = []
+    for r in recorded:
+        twin = twins.get((r.variant, r.metric))
+        said = f"recorded runs: {r.reason}"
+        if twin is not None and r.verdict is Verdict.REGRESSION and twin.verdict is not Verdict.REGRESSION:
+            said += (f"; re-timed paired here: {twin.verdict.value} {fmt_change(twin.ratio)}: the candidate's "
+                     "environment (or its machine, beyond the canary) is slower, not its artifact")
+        if other_machine:
+            out.append(replace(r, advisory=True, reason=f"{said}; advisory: recorded on another machine"))
+        else:
+            out.append(replace(r, reason=said))
+    return out
