@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.test_baseline_paired import FAST, write_run
 from tests.test_baseline_paired import cache as cache  # noqa: F401  (the export-cache fixture)
 from tests.test_envpair import SLOW
@@ -65,10 +67,11 @@ def _recorded(env: dict[str, str], model: Path) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def _gate(env: dict[str, str], run_dir: Path, store: Path, out: Path) -> tuple[int, dict[str, Any], str]:
+def _gate(env: dict[str, str], run_dir: Path, store: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
                            "baseline", "compare", str(run_dir), "--name", "main", "--store", str(store), "--perf",
-                           *FAST, "--json", str(out)], env=env, capture_output=True, text=True, timeout=PATIENCE)
+                           *FAST, "--json", str(out), *extra], env=env, capture_output=True, text=True,
+                          timeout=PATIENCE)
     return done.returncode, json.loads(out.read_text()), done.stdout + done.stderr
 
 
@@ -98,3 +101,52 @@ def test_a_slower_runtime_environment_fails_the_default_gate_and_a_a_passes(tmp_
     assert recorded["verdict"] == "REGRESSION" and recorded["ratio"] > 1.5, recorded
     assert "the candidate's environment (or its machine, beyond the canary) is slower" in recorded["reason"]
     assert code == 1 and "in the recorded runs beside the paired re-timing" in doc["headline"], out
+
+
+def test_the_blessed_environment_paired_against_this_one_sees_the_slowdown_in_the_paired_rows(tmp_path, cache):
+    """``--baseline-env``: the blessed artifact re-timed in the blessed (plain) environment, the
+    candidate's in this job's slower one, by timing children alternating in blocks: the paired rows
+    themselves are the REGRESSION now."""
+    plain, slow = _environment(tmp_path, slow=False), _environment(tmp_path, slow=True)
+    main = write_run(tmp_path / "main", cache, seq=256)
+    store = tmp_path / "store"
+    saved = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
+                            "baseline", "save", str(main), "--name", "main", "--store", str(store)], env=plain,
+                           capture_output=True, text=True, timeout=PATIENCE)
+    assert saved.returncode == 0, saved.stderr
+    blessed = f"env PYTHONPATH={plain['PYTHONPATH']} {sys.executable}"
+    code, doc, out = _gate(slow, write_run(tmp_path / "cand", cache, seq=256), store, tmp_path / "envs.json",
+                           "--baseline-env", blessed)
+    p50 = next(r for r in doc["rows"] if r["metric"] == "latency_ms.p50")
+    assert "the blessed ones in the blessed environment" in doc["mode_reason"], out
+    assert p50["verdict"] == "REGRESSION" and p50["ratio"] > 1.5 and "process pairs" in p50["reason"], p50
+    assert code == 1
+
+
+def test_baseline_env_rebuilds_the_recorded_runtime_or_says_nothing_differs(tmp_path, cache):
+    from harness.results.envinfo import versions
+
+    env = _environment(tmp_path, slow=False)
+    here = versions()
+
+    def bless(name: str, recorded: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        run_dir = write_run(tmp_path / name, cache, env={"fingerprint": "f", "versions": recorded})
+        subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
+                        "baseline", "save", str(run_dir), "--name", name, "--store", str(tmp_path / "store")],
+                       env=env, check=True, capture_output=True, timeout=PATIENCE)
+        return subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
+                               "baseline", "env", "--name", name, "--store", str(tmp_path / "store"), "--dir",
+                               str(tmp_path / f"env-{name}")], env=env, capture_output=True, text=True, timeout=PATIENCE)
+
+    same = bless("same", {k: here[k] for k in ("python", "numpy", "onnxruntime")})
+    assert same.returncode == 0 and same.stdout == "" and "nothing to rebuild" in same.stderr, same.stderr
+    older = "1.31.1" if here["onnxruntime"] != "1.31.1" else "1.32.0"  # the versions the docs' environments use
+    other = bless("other", {"python": here["python"], "onnxruntime": older})
+    if other.returncode != 0 and "cannot install" in other.stderr and not os.environ.get("HARNESS_REQUIRE_INDEX"):
+        pytest.skip(f"no package index to install onnxruntime=={older} from: {other.stderr.strip()[-200:]}")
+    assert other.returncode == 0, other.stderr
+    assert f"onnxruntime {here['onnxruntime']} here, {older} in the baseline" in other.stderr
+    python = other.stdout.strip()
+    got = subprocess.run([python, "-c", "import onnxruntime, numpy; print(onnxruntime.__version__)"],
+                         capture_output=True, text=True, timeout=PATIENCE)
+    assert got.stdout.strip() == older, got.stderr

@@ -17,6 +17,8 @@ comparison says which mode each variant got and why (``Comparison.mode``, ``mode
 
 from __future__ import annotations
 
+import shlex
+import sys
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,6 +58,10 @@ class Pairing:
     block: int = DEFAULT_BLOCK
     warmup: int = 20
     seed: int = 0
+    #: the blessed environment's interpreter command (``harness.gate.blessedenv``): when given, the
+    #: blessed artifacts are timed in it and the candidate's in this job's environment, by timing
+    #: children alternating in blocks (``harness.gate.envpair``); empty: both in this process
+    baseline_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,16 +161,23 @@ def _time(plan: _Plan, pols: Mapping[str, MetricPolicy], pairing: Pairing) -> li
 
     feeds = synthetic_feeds(plan.base, plan.batch, plan.seq, pairing.seed)
     same_inputs(plan.base, plan.cand, feeds, plan.key)
-    with plan.runtime.open(plan.base) as a, plan.runtime.open(plan.cand) as b:
-        try:
-            call_a, call_b = a.timed_call(feeds), b.timed_call(feeds)
-            call_a()
-            call_b()
-        except Exception as exc:  # noqa: BLE001 - a graph the generated inputs do not fit: reported, unpaired
-            raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
-        seed = zlib.crc32(f"{plan.variant}\0{plan.key}".encode())
-        samples = interleave(call_a, call_b, pairs=pairing.pairs, block=pairing.block, warmup=pairing.warmup,
-                             seed=seed)
+    seed = zlib.crc32(f"{plan.variant}\0{plan.key}".encode())
+    if pairing.baseline_env:
+        from harness.gate.envpair import interleave_envs
+
+        samples, _ = interleave_envs(list(pairing.baseline_env), [sys.executable], plan.base, plan.cand, feeds,
+                                     runtime=plan.runtime, pairs=pairing.pairs, block=pairing.block,
+                                     warmup=pairing.warmup, seed=seed)
+    else:
+        with plan.runtime.open(plan.base) as a, plan.runtime.open(plan.cand) as b:
+            try:
+                call_a, call_b = a.timed_call(feeds), b.timed_call(feeds)
+                call_a()
+                call_b()
+            except Exception as exc:  # noqa: BLE001 - a graph the generated inputs do not fit: reported, unpaired
+                raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
+            samples = interleave(call_a, call_b, pairs=pairing.pairs, block=pairing.block, warmup=pairing.warmup,
+                                 seed=seed)
     rows = judge_paired(samples, plan.stats, pols, seed=seed)
     return [Row(plan.variant, f"{plan.key}.{r.stat}", "latency", r.base, r.cand, r.ratio, r.ci_lo, r.ci_hi,
                 r.p_value, r.verdict, r.reason, r.advisory) for r in rows]
@@ -174,8 +187,10 @@ def _summary(paired: Mapping[str, str], unpaired: Mapping[str, tuple[str, str]],
     parts = []
     if paired:
         sources = sorted(set(paired.values()))
+        where = (f"; the blessed ones in the blessed environment ({shlex.join(pairing.baseline_env)}), the "
+                 "candidate's in this one" if pairing.baseline_env else "")
         parts.append(f"paired: {len(paired)} variant(s) re-timed interleaved in this job ({pairing.pairs} pairs x "
-                     f"{pairing.block} calls per side; blessed artifacts {', '.join(sources)})")
+                     f"{pairing.block} calls per side; blessed artifacts {', '.join(sources)}{where})")
     by_kind: dict[str, list[str]] = {}
     for variant, (kind, _) in sorted(unpaired.items()):
         by_kind.setdefault(kind, []).append(variant)
@@ -241,8 +256,13 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
             raise EnvironmentMismatch(diffs)
         rows = [replace(r, advisory=True, reason=f"{r.reason}; advisory: recorded in another environment")
                 if r.kind in ("memory", "cold") else r for r in rows]
-        reason += "; environment differs from the baseline: latency re-timed here on both sides, recorded " \
-                  "memory and cold-start rows advisory"
+        reason += "; environment differs from the baseline: latency re-timed here, recorded memory and " \
+                  "cold-start rows advisory"
+        versions = [d for d in diffs if d.startswith("versions.")]
+        if versions and not pairing.baseline_env:
+            reason += (f"; library versions differ ({'; '.join(versions[:3])}): the re-timing ran both artifacts on "
+                       "this job's versions, the recorded rows beside it see the difference, and `--baseline-env "
+                       "$(harness baseline env ...)` pairs the two environments")
     recorded = beside_paired(recorded, rows, other_machine=bool(machine) and not force_env)
     detail = {v: f"paired ({s})" for v, s in paired.items()}
     detail.update({v: f"unpaired: {text}" for v, (_, text) in unpaired.items()})
