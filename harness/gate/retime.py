@@ -27,7 +27,16 @@ from typing import Any, Callable, Iterable, Mapping
 from harness.core import UsageError
 from harness.gate.baseline import Baseline
 from harness.gate.blessed import TimedFile, default_cache_root, located, timed_files, timed_graphs
-from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, Verdict, fmt_change, merge_policies
+from harness.gate.compare import (
+    NOISY_MARGIN,
+    Comparison,
+    EnvironmentMismatch,
+    MetricPolicy,
+    Row,
+    Verdict,
+    fmt_change,
+    merge_policies,
+)
 from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS, FileRuntime
 from harness.results.record import Record, RecordLike
 from harness.results.sections import PerfSetup
@@ -263,29 +272,41 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
             reason += (f"; library versions differ ({'; '.join(versions[:3])}): the re-timing ran both artifacts on "
                        "this job's versions, the recorded rows beside it see the difference, and `--baseline-env "
                        "$(harness baseline env ...)` pairs the two environments")
-    recorded = beside_paired(recorded, rows, other_machine=bool(machine) and not force_env)
+    recorded = beside_paired(recorded, rows, pols, other_machine=bool(machine) and not force_env)
     detail = {v: f"paired ({s})" for v, s in paired.items()}
     detail.update({v: f"unpaired: {text}" for v, (_, text) in unpaired.items()})
     return replace(comparison, rows=rows, mode=mode, mode_reason=reason, pairing=dict(sorted(detail.items())),
                    forced_env=forced, recorded=recorded)
 
 
-def beside_paired(recorded: Iterable[Row], paired: Iterable[Row], *, other_machine: bool) -> list[Row]:
+def beside_paired(recorded: Iterable[Row], paired: Iterable[Row], policies: Mapping[str, MetricPolicy], *,
+                  other_machine: bool) -> list[Row]:
     """The recorded runs' latency rows of the paired variants, each saying what its paired twin
     found. A recorded REGRESSION whose twin re-timed here is none is what only the recorded runs
     can see -- the candidate ran in a slower environment (a runtime, a thread setting, a dependency
-    invisible to the fingerprint) -- and gates like any other; recorded on another machine (the
-    fingerprint's machine fields differ), the rows are advisory."""
+    invisible to the fingerprint) -- and gates like any other when it is *far* beyond the
+    threshold: its lower bound at least ``NOISY_MARGIN`` thresholds up (an unpaired interval
+    cannot see what two runs' machines did apart from the canary, so a claim against the paired
+    finding must not hinge on the bar); nearer, it is INCONCLUSIVE and the paired row decides.
+    Recorded on another machine (the fingerprint's machine fields differ), the rows are advisory."""
     twins = {(r.variant, r.metric): r for r in paired}
     out = []
     for r in recorded:
         twin = twins.get((r.variant, r.metric))
         said = f"recorded runs: {r.reason}"
+        verdict = r.verdict
         if twin is not None and r.verdict is Verdict.REGRESSION and twin.verdict is not Verdict.REGRESSION:
-            said += (f"; re-timed paired here: {twin.verdict.value} {fmt_change(twin.ratio)}: the candidate's "
-                     "environment (or its machine, beyond the canary) is slower, not its artifact")
+            pol = policies[r.metric.rsplit(".", 1)[-1]]
+            bar = 1.0 + NOISY_MARGIN * pol.min_effect
+            paired_said = f"re-timed paired here: {twin.verdict.value} {fmt_change(twin.ratio)}"
+            if r.ci_lo is not None and r.ci_lo >= bar:
+                said += (f"; {paired_said}: the candidate's environment (or its machine, beyond the canary) is "
+                         "slower, not its artifact")
+            else:
+                verdict = Verdict.INCONCLUSIVE
+                said += f"; {paired_said}, and the recorded interval is within {NOISY_MARGIN:g}x the threshold"
         if other_machine:
-            out.append(replace(r, advisory=True, reason=f"{said}; advisory: recorded on another machine"))
+            out.append(replace(r, verdict=verdict, advisory=True, reason=f"{said}; advisory: recorded on another machine"))
         else:
-            out.append(replace(r, reason=said))
+            out.append(replace(r, verdict=verdict, reason=said))
     return out
