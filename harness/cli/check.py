@@ -123,7 +123,7 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
 EVIDENCE_FLAGS = ("repro_bundles",)
 #: the runtime options ``harness check`` takes (``--threads`` is its own, older flag)
 RUNTIME_FLAGS = ("graph_optimization", "inter_threads", "execution_mode", "mem_pattern", "cpu_arena",
-                 "provider_options", "profile")
+                 "custom_op_library", "provider_options", "profile")
 
 
 def perf_settings(args: argparse.Namespace) -> Any:

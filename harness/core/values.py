@@ -40,6 +40,7 @@ class Settings:
     execution_mode: str = 'sequential'
     mem_pattern: str = 'on'
     cpu_arena: str = 'on'
+    custom_op_library: Path | None = None
     provider_options: tuple[str, ...] = ()
     trt_profile: tuple[str, ...] = ()
     trt_engine_cache: Path | None = None

@@ -242,6 +242,9 @@ OPTIONS: tuple[Option, ...] = (
            default="on", in_config=True),
     Option("cpu_arena", Kind.CHOICE, "ONNX Runtime CPU memory arena", choices=("on", "off"), default="on",
            in_config=True),
+    Option("custom_op_library", Kind.PATH, "a shared library of ONNX Runtime custom-op kernels to load "
+           "(onnxruntime-extensions, a vendor's ops); without it a graph that uses a custom-op domain is "
+           "refused and no library is ever loaded", metavar="LIB"),
     Option("provider_options", Kind.PAIRS, "an execution-provider option, PROVIDER:KEY=VALUE "
            "(e.g. ort_cuda:cudnn_conv_algo_search=HEURISTIC; repeatable; validated by the provider's backend)",
            in_config=True, metavar="PROVIDER:KEY=VALUE", cli_flag="--provider-option"),
