@@ -110,6 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from harness.results.store import RESERVE_BYTES
 
         collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR], reserve_bytes=RESERVE_BYTES))
+        collector.record_collection_errors = _out_given(config) or _asked_for(config)
         config.stash[COLLECTOR] = collector
         # registered per session (its pytest_runtest_logreport sees this session's reports only,
         # also when pytest runs nested in-process)
