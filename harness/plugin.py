@@ -98,6 +98,9 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HARNESS_CACHE"] = str(cache)
     if _asked_for(config):  # validate now: a typo is a usage error before anything runs
         options = run_options(config)
+        from harness.core.admission import limits_from, set_limits
+
+        set_limits(limits_from(options.settings))  # workers load models and files too
         if options.settings.builtin_suites:
             _add_builtin_suites(config)
         if not hasattr(config, "workerinput"):

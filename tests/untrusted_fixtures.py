@@ -126,3 +126,31 @@ def with_custom_op(source: Path, folder: Path, domain: str = "ai.onnx.contrib") 
     model.opset_import.append(helper.make_opsetid(domain, 1))
     onnx.save(model, str(folder / source.name))
     return folder / source.name
+
+
+def expanding_graph(path: Path, rows: int = 100_000, cols: int = 100_000) -> Path:
+    """A tiny file whose one node declares a ``rows x cols`` FP32 tensor (40 GB by default):
+    ``ConstantOfShape`` of a constant shape, the way a graph's shapes can expand past any machine."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = numpy_helper.from_array(np.array([rows, cols], dtype=np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["shape"], ["big"], value=helper.make_tensor("v", TensorProto.FLOAT,
+                                                                                          [1], [0.0])),
+         helper.make_node("ReduceSum", ["big"], ["logits"], keepdims=0)], "bomb",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "t"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [])], [shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def edited_model_dir(source: Path, target: Path, **config: Any) -> Path:
+    """A copy of the model directory ``source`` with ``config.json`` keys replaced."""
+    import shutil
+
+    shutil.copytree(source, target)
+    data = json.loads((target / "config.json").read_text())
+    data.update(config)
+    (target / "config.json").write_text(json.dumps(data))
+    return target

@@ -18,6 +18,7 @@ import onnx
 from onnx import TensorProto
 
 from harness.core import UsageError, describe_error
+from harness.core.admission import admit_graph
 from harness.core.cachedir import file_sha256
 from harness.families.base import OPTIMUM_FILES
 from harness.runners.intake import check_external_data
@@ -88,6 +89,7 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
     if not model.graph.node or not model.graph.output:
         raise UsageError(f"{path}: not a usable ONNX model (no nodes or no outputs; truncated or corrupt?)")
     check_external_data(model, path)  # before anything reads the weights
+    admit_graph(path, model)  # node count and declared sizes, before a session is built
     initializers = {t.name for t in model.graph.initializer}
     inputs = tuple(_info(v) for v in model.graph.input if v.name not in initializers)
     outputs = tuple(_info(v) for v in model.graph.output)

@@ -142,6 +142,9 @@ def inspect_onnx(path: Path, custom_op_library: str | None = None) -> None:
     except Exception:  # noqa: BLE001 - not a parseable graph: the runtime names what is wrong
         return
     check_external_data(model, Path(path))
+    from harness.core.admission import admit_graph
+
+    admit_graph(Path(path), model)
     if custom_op_library:
         return
     domains = custom_domains(model)
