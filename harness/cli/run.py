@@ -91,7 +91,10 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     # hypothesis's pytest plugin (autoloaded wherever hypothesis is installed) costs ~2 s at session
     # end to print statistics the harness's suites never produce
     extra = list(args.pytest_args or [])
-    argv = [*map(str, suites), *_cache_args(extra), "-p", "no:hypothesispytest", "-q", "-rs",
+    from harness.cli.suite_imports import import_mode_args
+
+    argv = [*map(str, suites), *_cache_args(extra), *import_mode_args(suites, extra), "-p", "no:hypothesispytest",
+            "-q", "-rs",
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
@@ -128,9 +131,16 @@ def run(args: argparse.Namespace) -> int:
     ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
     options, argv = session_options(args, out)
+    from harness.cli.suite_imports import forget_imported, forget_stale
     from harness.plugin import Handoff
 
-    code = pytest.main(argv, plugins=[Handoff(options)])  # not rebuilt, re-checked or re-warned by the plugin
+    suites = list(args.suites or [])
+    forget_stale(suites)
+    before = set(sys.modules)
+    try:
+        code = pytest.main(argv, plugins=[Handoff(options)])  # not rebuilt, re-checked or re-warned by the plugin
+    finally:
+        forget_imported(suites, before)  # a later run in this process imports its own same-named files
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)
     if guard is not None and guard.received is not None:  # stopped by a signal, maybe before the session
