@@ -93,3 +93,28 @@ def test_int4_defaults_are_its_own_where_measured_and_int8s_elsewhere():
         int4, int8 = spec.thresholds.get("int4"), spec.thresholds.get("int8")
         assert int4 is not None and int8 is not None
         assert (int4 <= int8) if spec.direction.value == "higher" else (int4 >= int8), name
+
+
+def _records(out: Path) -> dict[str, dict]:
+    import json
+
+    return {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+def test_int4_in_the_matrix_is_judged_by_its_own_measured_gates(tmp_path):
+    """``--precisions int4`` builds the MatMulNBits artifact of the trained numbers-llama and judges it:
+    it decodes every held-out answer as PyTorch does and passes INT4's gates, while its logits move
+    more than INT8's gates allow (the INT4 defaults are not INT8's, and must not be)."""
+    from harness.cli import main
+
+    out = tmp_path / "run"
+    code = main(["run", "--models", "numbers-llama", "--precisions", "int4", "--providers", "ort_cpu",
+                 "-k", "logits_parity", "--out", str(out), "--progress", "off"])
+    record = _records(out)["test_logits_parity[numbers-llama-int4-ort_cpu]"]
+    assert code == 0 and record["verdict"] == "pass", record.get("reason")
+    assert record["precision"] == "int4"
+    artifact = Path(record["artifacts"]["model/model.onnx"]["path"])
+    assert read_artifact(artifact).precision == "int4"  # the matrix's INT4 file is what check detects as INT4
+    norm = record["metrics"]["model.logits.norm_max_abs"]
+    assert record["thresholds"]["model.logits.norm_max_abs"]["threshold"] == METRICS["norm_max_abs"].thresholds.int4
+    assert METRICS["norm_max_abs"].thresholds.int8 < norm  # INT8's gate would fail this correct file
