@@ -62,6 +62,10 @@ class ArtifactFile:
     precision_reason: str
     sha256: str
     bytes: int
+    #: the op types the graph uses (subgraphs included): GroupQueryAttention, MatMulNBits...
+    ops: frozenset[str] = frozenset()
+    #: input name -> the first op that does more than reshape or convert it (how a mask is read)
+    consumers: tuple[tuple[str, str], ...] = ()
 
     def record(self) -> dict[str, Any]:
         return {"path": str(self.path), "sha256": self.sha256, "bytes": self.bytes, "role": self.role,
@@ -94,7 +98,9 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
     return ArtifactFile(path=path, role=role, inputs=inputs, outputs=outputs,
                         opsets={o.domain: o.version for o in model.opset_import},
                         producer=f"{model.producer_name} {model.producer_version}".strip(),
-                        precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size)
+                        precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size,
+                        ops=frozenset(n.op_type for n in _nodes(model.graph)),
+                        consumers=tuple((i.name, op) for i in inputs if (op := _consumer(model.graph, i.name))))
 
 
 def discover(path: Path) -> list[ArtifactFile]:
@@ -158,6 +164,30 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from _nodes(attr.g)
             for sub in attr.graphs:
                 yield from _nodes(sub)
+
+
+#: ops that only reshape or convert on the way from an input to where it is used
+_PASS_THROUGH = frozenset({"Cast", "Unsqueeze", "Squeeze", "Expand", "Reshape", "Slice", "Identity", "Tile",
+                           "Transpose", "Gather", "Concat"})
+
+
+def _consumer(graph: onnx.GraphProto, name: str) -> str | None:
+    """The first op that does more than reshape or convert ``name`` (breadth first)."""
+    users: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for used in node.input:
+            users.setdefault(used, []).append(node)
+    frontier, seen = [name], set()
+    while frontier:
+        current = frontier.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        for node in users.get(current, []):
+            if node.op_type not in _PASS_THROUGH:
+                return node.op_type
+            frontier.extend(node.output)
+    return None
 
 
 def _check_external_data(model: onnx.ModelProto, path: Path) -> None:

@@ -55,7 +55,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accept(p, "gen_samples", help="sentences to decode for generation parity")
     p.add_argument("--no-generation", action="store_true", help="numeric parity only")
     p.add_argument("--map", action="append", default=[], metavar="REFERENCE=ARTIFACT",
-                   help="pair a reference input/output with an artifact one by hand (repeatable)")
+                   help="pair a reference input/output with an artifact one by hand (repeatable; the protocol's "
+                        "names)")
+    accept(p, "io_protocol")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
                    help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
     accept(p, "threads")
@@ -97,7 +99,7 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
                   perf=perf_settings(args), runtime=runtime_settings(args),
-                  repro_bundles=cli_values(args).get("repro_bundles"))
+                  repro_bundles=cli_values(args).get("repro_bundles"), **protocol_option(args.io_protocol))
     from harness.serving.options import endpoint_of
 
     endpoint = endpoint_of(args)
@@ -117,6 +119,19 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         raise UsageError("give --reference DIR and --onnx PATH or --endpoint URL (or --config FILE)")
     return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
+
+
+def protocol_option(path: Path | None) -> dict[str, Any]:
+    """``--io-protocol FILE``: its table and how errors name it (read now: a bad file is exit 2 at once)."""
+    if path is None:
+        return {}
+    from harness.check.protocol.model import Protocol
+    from harness.check.protocol.overrides import apply, read_protocol_file
+
+    table = read_protocol_file(path)
+    origin = f"--io-protocol {path}"
+    apply(Protocol(), table, origin)  # unknown keys and bad values: one line before any model loads
+    return {"protocol": table, "protocol_origin": origin}
 
 
 #: the side-output options ``harness check`` takes: its failing jobs are bundled as a suite case's are
