@@ -179,7 +179,9 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
                                           output_map={r: r for r in match.output_map}, probes=probes,
                                           shapes=result.shapes)
     except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
-        result.error = f"{job.label}: {describe_error(exc, 300)}"
+        from harness.runners.failures import explain
+
+        result.error = f"{job.label}: {explain(describe_error(exc, 300))}"
         result.broke = GraphError(job.key, runner, [dict(b[0]) for b in batches], exc)
         return result
     finally:
@@ -217,7 +219,7 @@ def _gives_cache(result: JobResult) -> bool:
 
 
 def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list[JobResult],
-                     samples: int | None) -> tuple[GenerationResult | None, str]:
+                     samples: int | None, base: GenerationRequest | None = None) -> tuple[GenerationResult | None, str]:
     """(GenerationResult | None, note): decode with the artifacts and with PyTorch, score --
     the generation suite's own function, on a workspace whose ONNX variant runs the files."""
     runners, use_cache, why = generation_runners(family, jobs)
@@ -225,7 +227,9 @@ def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list
         return None, f"generation parity skipped: {why}"
     assert ws.prebuilt is not None
     ws.prebuilt.serve(runners)
-    request = GenerationRequest(samples=samples, use_cache=use_cache)
+    request = replace(base or GenerationRequest(), use_cache=use_cache)
+    if samples is not None:
+        request = replace(request, samples=samples)
     return generation_parity(ws, variant, request, family), ("" if use_cache else
                                                             "decoded without a KV cache (no cached graph given)")
 
@@ -327,11 +331,13 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
     case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
     started = time.perf_counter()
     try:
-        decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples)
+        decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples, req.gen_settings)
     except Exception as exc:  # noqa: BLE001 - a decoding crash in the artifact is its verdict, not ours
         case.artifacts.update(files)
-        outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
-                                       settings, run_id))
+        from harness.runners.failures import explain
+
+        outcome.records.append(_record(case, "check_generation", ("error", explain(describe_error(exc, 300))),
+                                       started, settings, run_id))
         return
     if note:
         outcome.notes.append(note)

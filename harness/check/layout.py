@@ -112,10 +112,22 @@ def discover(path: Path) -> list[ArtifactFile]:
         raise UsageError(f"--onnx: {path}: no such file or directory")
     if path.is_file():
         return [read_artifact(path, OPTIMUM_FILES.get(path.name, "model"))]
+    found = sorted(path.glob("*.onnx"))
+    genai = _genai_decoder(path)
+    if genai is not None:  # onnxruntime-genai's folder: its config names the model
+        others = [p.name for p in found if p.name != genai.name]
+        if others:
+            raise UsageError(f"--onnx: {path}: genai_config.json names {genai.name}, but the folder also holds "
+                             f"{', '.join(others)}; pass each file to judge it (--onnx {path}/FILE)")
+        return [read_artifact(genai, "model")]
     named = [path / name for name in OPTIMUM_FILES if (path / name).is_file()]
+    extra = [p.name for p in found if p.name not in OPTIMUM_FILES]
+    if named and extra:  # optimum saves optimized/quantized files in place: judging one would be a silent pick
+        raise UsageError(f"--onnx: {path}: several models in one folder ({', '.join(p.name for p in named)} and "
+                         f"{', '.join(extra)}); pass each file to judge it (--onnx {path}/FILE), or move the "
+                         "extra ones out")
     if named:
         return [read_artifact(p, OPTIMUM_FILES[p.name]) for p in named]
-    found = sorted(path.glob("*.onnx"))
     if len(found) == 1:
         return [read_artifact(found[0], "model")]
     if not found:
@@ -123,6 +135,23 @@ def discover(path: Path) -> list[ArtifactFile]:
                          "decoder_model.onnx, decoder_with_past_model.onnx, decoder_model_merged.onnx or model.onnx)")
     raise UsageError(f"--onnx: {path}: {len(found)} .onnx files ({', '.join(p.name for p in found)}) and none "
                      "with optimum's names; pass one file, or name them as optimum does")
+
+
+def _genai_decoder(folder: Path) -> Path | None:
+    """The decoder file onnxruntime-genai's ``genai_config.json`` names (None: no such config)."""
+    import json
+
+    config = folder / "genai_config.json"
+    if not config.is_file():
+        return None
+    try:
+        name = json.loads(config.read_text(encoding="utf-8"))["model"]["decoder"]["filename"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--onnx: {config}: no model.decoder.filename ({describe_error(exc)})") from None
+    target = folder / str(name)
+    if not target.is_file() or target.resolve().parent != folder.resolve():
+        raise UsageError(f"--onnx: {config}: model.decoder.filename {name!r} is not a file in {folder}")
+    return target
 
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -52,6 +52,8 @@ class CheckRequest:
     #: the files' I/O protocol overrides (a ``--io-protocol`` file's or a config's ``[protocol]`` table)
     protocol: Mapping[str, Any] | None = None
     protocol_origin: str = "--io-protocol"
+    #: the config's ``gen_*`` settings (harness.judge.generation.GenerationRequest); None: the defaults
+    gen_settings: Any = None
 
 
 @dataclass(frozen=True)

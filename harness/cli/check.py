@@ -180,6 +180,10 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
 
     options = build_options(models=args.models, config=args.config, rootdir=Path.cwd(),
                             batch_size=args.batch_size, samples=args.samples, threads=args.threads)
+    refuse_unhonoured_keys(Path(args.config))
+    from harness.judge.generation import GenerationRequest
+
+    common = {**common, "gen_settings": GenerationRequest.from_settings(options.settings)}
     providers = available_ort_providers(options.providers)
     out = []
     catalog = options.catalog or ModelCatalog()
@@ -207,6 +211,23 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
     if not out:
         raise UsageError(f"{args.config}: no [models.<name>.artifacts] to check among {', '.join(options.models)}")
     return out
+
+
+#: the ``[run]`` keys ``harness check --config`` applies; any other is refused, not ignored
+CHECK_RUN_KEYS = frozenset({"models", "samples", "batch_size", "threads", "providers", "corpus", "repro_bundles",
+                            "gen_samples", "gen_max_new_tokens", "gen_beams", "gen_cache", "gen_repetition_penalty",
+                            "gen_batch_size", "gen_worst"})
+
+
+def refuse_unhonoured_keys(path: Path) -> None:
+    """A ``[run]`` key check would not apply is an error naming it: accepted and ignored, it
+    left records saying one thing while the judging did another."""
+    from harness.settings.config_file import load_config
+
+    ignored = sorted(set(load_config(path).run) - CHECK_RUN_KEYS)
+    if ignored:
+        raise UsageError(f"{path}: [run] {', '.join(ignored)}: not applied by harness check (it applies "
+                         f"{', '.join(sorted(CHECK_RUN_KEYS))}); remove them or run the config with harness run")
 
 
 def available_ort_providers(providers: Iterable[Provider]) -> list[str]:

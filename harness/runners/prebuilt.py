@@ -132,8 +132,12 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
     try:
         return backend.open_onnx_file(Path(path), provider, precision, threads, runtime, profile_prefix=profile_prefix)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
+        from harness.runners.failures import known_failure
+
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: {backend.name} cannot load it ({text})") from None
+        known = known_failure(str(exc))
+        cause = f"{known.line()}; " if known else ""
+        raise UsageError(f"{path}: {backend.name} cannot load it: {cause}{text}") from None
 
 
 class PrebuiltGraphs(ArtifactSource):
