@@ -12,6 +12,7 @@ key and value swapped, the mask ignored, positions not offset) fail naming the c
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -93,7 +94,7 @@ class _Decoder(torch.nn.Module):
 
 
 def _export(module: torch.nn.Module, path: Path, *, mask: str, past_in: str, present: str, logits: str,
-            cache: bool = True, tied: bool = False) -> Path:
+            cache: bool = True, tied: bool = False, mask_name: str = "attention_mask") -> Path:
     """``past_in``/``present``: name templates with ``{i}`` and ``{kv}`` (key/value)."""
     cfg = module.model.config
     kv, hd, layers = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads, cfg.num_hidden_layers
@@ -114,12 +115,12 @@ def _export(module: torch.nn.Module, path: Path, *, mask: str, past_in: str, pre
     total = "seq_len" if tied else "total"
     mask_axes = {0: "batch", 1: total} if mask == "keep" else {0: "batch", 1 if mask == "expanded" else 2: seq,
                                                                  2 if mask == "expanded" else 3: total}
-    axes = {"input_ids": {0: "batch", 1: seq}, "attention_mask": mask_axes, "position_ids": {0: "batch", 1: seq},
+    axes = {"input_ids": {0: "batch", 1: seq}, mask_name: mask_axes, "position_ids": {0: "batch", 1: seq},
             logits: {0: "batch"} if module.last_only else {0: "batch", 1: seq},
             **{n: {0: "batch", 2: "past"} for n in past_names}, **{n: {0: "batch", 2: "total"} for n in present_names}}
     with torch.no_grad():
         torch.onnx.export(module.eval(), (ids, m, pos, *past), str(path), dynamo=False, opset_version=17,
-                          input_names=["input_ids", "attention_mask", "position_ids", *past_names],
+                          input_names=["input_ids", mask_name, "position_ids", *past_names],
                           output_names=[logits, *present_names], dynamic_axes=axes)
     return path
 
@@ -180,16 +181,19 @@ def test_pad_positions_of_the_cache_are_not_compared(tmp_path, capsys):
 
 
 def test_expanded_mask_wrapper_passes_and_an_ignored_mask_fails(tmp_path, capsys):
-    """Seed 003's wrapper: no cache, a pre-expanded boolean [B, T, T] mask; left-padded rows
-    show a mask the graph ignores."""
+    """Seed 003's wrapper: no cache, a pre-expanded boolean [B, T, T] mask named ``bias``;
+    ``--map attention_mask=bias`` names it and the protocol builds its form (``--map`` used to
+    refuse it: "rank is 3, not 2"); left-padded rows show a mask the graph ignores."""
     model = _llama()
-    spec = dict(mask="expanded", past_in="", present="", logits="logits", cache=False)
+    spec = dict(mask="expanded", past_in="", present="", logits="logits", cache=False, mask_name="bias")
     good = _export(_Decoder(model, "expanded", cache=False), tmp_path / "good.onnx", **spec)
-    code, records, text = _check(["--onnx", str(good), "--samples", "8", "--gen-samples", "4"], tmp_path / "g", capsys)
+    code, records, text = _check(["--onnx", str(good), "--samples", "8", "--gen-samples", "4",
+                                  "--map", "attention_mask=bias"], tmp_path / "g", capsys)
     assert code == 0, records.get("check", {}).get("reason", text)
     assert records["check"]["data"]["jobs"]["model_prefill"]["protocol"]["mask_form"] == "expanded"
     bad = _export(_Decoder(model, "expanded", cache=False, ignore_mask=True), tmp_path / "bad.onnx", **spec)
-    code, records, text = _check(["--onnx", str(bad), "--samples", "8", "--no-generation"], tmp_path / "b", capsys)
+    code, records, text = _check(["--onnx", str(bad), "--samples", "8", "--no-generation",
+                                  "--map", "attention_mask=bias"], tmp_path / "b", capsys)
     assert code == 1 and "model_prefill/logits" in records["check"]["reason"], records["check"]["reason"]
 
 
@@ -265,3 +269,105 @@ def test_a_user_tolerance_for_a_lint_metric_is_applied(tmp_path):
     cacheless = lint_result("model", str(path), graph, {"input_ids": "input_ids", "attention_mask": "attention_mask"})
     assert cacheless.metrics["tied_axes"] == 0
     assert np.isfinite(cacheless.metrics["training_mode_ops"])
+
+
+def test_stacked_cache_and_masks_are_converted_both_ways():
+    """``present_N`` [2, B, H, T, D] (the GPT-2 helper's layout) is split into key and value
+    for the reference and stacked back on the next call; the 4-D additive mask holds causal and
+    padding; a swapped stacking order shows (the negative control)."""
+    from harness.check.layout import ArtifactFile, TensorInfo
+    from harness.check.protocol.adapt import ProtocolRunner, mask_for
+    from harness.check.protocol.fit import protocol_pairs
+    from harness.check.protocol.infer import infer
+    from harness.check.protocol.model import MaskForm, Protocol
+    from harness.runners.base import GraphRunner
+
+    ins = (TensorInfo("input_ids", "int64", ("b", "s")), TensorInfo("attention_mask", "float32", ("b", "t")),
+           TensorInfo("past_0", "float32", (2, "b", 2, "p", 4)))
+    outs = (TensorInfo("logits", "float32", ("b", "s", 10)), TensorInfo("present_0", "float32", (2, "b", 2, "t", 4)))
+    protocol = infer(ArtifactFile(Path("/nonexistent/m.onnx"), "model", ins, outs, {}, "", "fp32", "", "", 0))
+    assert protocol.cache is not None and protocol.cache.layout.value == "stacked"
+    pairs = protocol_pairs(protocol)
+    assert pairs["past_key_values.0.value"][0] == "past_0[value]" and pairs["present.0.key"][0] == "present_0[key]"
+
+    class Concat(GraphRunner):  # the file: appends one new position (key 1s, value 2s) to the stacked past
+        input_names, output_names = ["input_ids", "attention_mask", "past_0"], ["logits", "present_0"]
+
+        def _run(self, feeds):
+            past = feeds["past_0"]
+            new = np.stack([np.ones_like(past[:, :, :, :1]), 2 * np.ones_like(past[:, :, :, :1])])[:, 0]
+            return {"logits": np.zeros((past.shape[1], 1, 10), np.float32),
+                    "present_0": np.concatenate([past, new], axis=3)}
+
+    runner = ProtocolRunner(Concat(), protocol, ins, outs)
+    key, value = np.zeros((1, 2, 3, 4), np.float32), np.full((1, 2, 3, 4), 5, np.float32)
+    out = runner.run({"input_ids": np.array([[1]]), "attention_mask": np.ones((1, 4), np.float32),
+                      "past_0[key]": key, "past_0[value]": value})
+    assert out["present_0[key]"][0, 0, :, 0].tolist() == [0, 0, 0, 1]
+    assert out["present_0[value]"][0, 0, :, 0].tolist() == [5, 5, 5, 2]
+    additive = mask_for(Protocol(mask_form=MaskForm.ADDITIVE), np.array([[0, 1, 1]]), 2,
+                        TensorInfo("m", "float32", (1, 1, 2, 3)))
+    assert additive.shape == (1, 1, 2, 3)
+    assert (additive[0, 0] == 0).tolist() == [[False, True, False], [False, True, True]]
+
+
+def test_config_run_keys_check_does_not_apply_are_refused_and_gen_keys_apply(tmp_path, capsys, monkeypatch):
+    """``[run] gen_batch_size = 1`` reaches the check's generation request; a key check does not
+    apply (``opset``: the files are already built) is exit 2 naming it."""
+    from harness.cli import build_parser
+    from harness.cli.check import requests
+
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "lm.onnx").write_bytes(b"")  # never read: the request is resolved, not run
+    shutil.copytree(_dir(LLAMA), tmp_path / "lm")
+    base = '[models.lm]\npath = "lm"\n[models.lm.artifacts]\nfp32 = "exports/lm.onnx"\n'
+    (tmp_path / "harness.toml").write_text("[run]\ngen_batch_size = 1\n\n" + base)
+    monkeypatch.chdir(tmp_path)
+    (request,) = requests(build_parser().parse_args(["check", "--config", "harness.toml"]))
+    assert request.gen_settings.batch_size == 1
+    (tmp_path / "strict.toml").write_text("[run]\nopset = 17\n\n" + base)
+    code = main(["check", "--config", "strict.toml", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "[run] opset: not applied by harness check" in err, err
+
+
+def test_a_reshape_baked_by_the_tracer_is_explained_and_ort_logs_nothing(tmp_path, capfd):
+    """A real ONNX Runtime failure of a known cause gets its cause and fix before the raw text,
+    and ORT's own error log line is not printed (the harness reports it, explained)."""
+    from harness.runners.failures import explain
+    from harness.runners.prebuilt import open_onnx
+
+    class Flatten(torch.nn.Module):
+        def forward(self, x):
+            return x.view(2, -1) * 2  # the traced batch, 2, becomes a Reshape constant
+
+    path = tmp_path / "baked.onnx"
+    torch.onnx.export(Flatten(), (torch.ones(2, 3),), str(path), input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}}, dynamo=False, opset_version=17)
+    runner = open_onnx(path, "CPUExecutionProvider", 1)
+    assert runner.run({"x": np.ones((2, 3), np.float32)})["y"].shape == (2, 3)
+    with pytest.raises(Exception) as info:
+        runner.run({"x": np.ones((3, 3), np.float32)})
+    text = explain(str(info.value))
+    assert text.startswith("a shape the tracer baked into a Reshape") and "runtime said:" in text
+    assert "Reshape" in text.split("runtime said:", 1)[1]  # the raw message, kept whole
+    assert explain("something else broke") == "something else broke"  # an unknown cause: the text alone
+    assert "[E:onnxruntime" not in capfd.readouterr().err
+
+
+def test_a_configs_io_protocol_reaches_the_request_and_a_bad_one_is_exit_2(tmp_path, capsys, monkeypatch):
+    from harness.cli import build_parser
+    from harness.cli.check import requests
+
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "lm.onnx").write_bytes(b"")  # never read: the request is resolved, not run
+    shutil.copytree(_dir(LLAMA), tmp_path / "lm")
+    base = '[models.lm]\npath = "lm"\n[models.lm.artifacts]\nfp32 = "exports/lm.onnx"\n[models.lm.io_protocol]\n'
+    (tmp_path / "harness.toml").write_text(base + 'logits = "last"\n')
+    monkeypatch.chdir(tmp_path)
+    (request,) = requests(build_parser().parse_args(["check", "--config", "harness.toml"]))
+    assert request.protocol == {"logits": "last"} and "[models.lm.io_protocol]" in request.protocol_origin
+    (tmp_path / "bad.toml").write_text(base + 'logits = "first"\n')
+    code = main(["check", "--config", "bad.toml", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "[models.lm.io_protocol]: logits = 'first': choose one of all, last" in err, err

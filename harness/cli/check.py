@@ -57,7 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--map", action="append", default=[], metavar="REFERENCE=ARTIFACT",
                    help="pair a reference input/output with an artifact one by hand (repeatable; the protocol's "
                         "names)")
-    accept(p, "io_protocol")
+    p.add_argument("--io-protocol", type=Path, default=None, metavar="FILE",
+                   help="the artifact's I/O protocol (TOML): mask form, padding, logits, cache naming, static "
+                        "shapes, names; overrides what is inferred from the file (docs/check.md)")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
                    help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
     accept(p, "threads")
@@ -119,6 +121,17 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         raise UsageError("give --reference DIR and --onnx PATH or --endpoint URL (or --config FILE)")
     return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
+
+
+def config_protocol(table: Any, origin: str) -> dict[str, Any]:
+    """A model's ``[models.<name>.io_protocol]`` (``--io-protocol`` wins over it), validated now."""
+    if not table:
+        return {}
+    from harness.check.protocol.model import Protocol
+    from harness.check.protocol.overrides import apply
+
+    apply(Protocol(), table, origin)
+    return {"protocol": dict(table), "protocol_origin": origin}
 
 
 def protocol_option(path: Path | None) -> dict[str, Any]:
@@ -199,13 +212,15 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
                                     samples=options.settings.samples, batch_size=options.settings.batch_size,
                                     threads=options.settings.threads,
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
+        own = config_protocol(spec.extra.get("io_protocol"), f"{args.config}: [models.{name}.io_protocol]")
         for precision, path in (spec.extra.get("artifacts") or {}).items():
             if args.precision and precision != args.precision:
                 continue
             for provider in providers:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
                                         provider=provider, samples=options.settings.samples,
-                                        batch_size=options.settings.batch_size, threads=options.settings.threads, **common))
+                                        batch_size=options.settings.batch_size, threads=options.settings.threads,
+                                        **{**own, **common}))
     if not providers:
         raise UsageError(f"{args.config}: none of the run's ONNX-running providers (ort_*, ov_cpu) is available here")
     if not out:

@@ -20,7 +20,6 @@ class Settings:
     precisions: tuple[str, ...] = ('fp32', 'fp16', 'int8')
     providers: tuple[str, ...] = ('torch_cpu', 'ort_cpu')
     config: Path | None = None
-    io_protocol: Path | None = None
     samples: int = 32
     batch_size: int = 8
     opset: int = 17

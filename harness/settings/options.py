@@ -201,9 +201,6 @@ OPTIONS: tuple[Option, ...] = (
            default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST"),
     Option("config", Kind.PATH, "declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
            "default: harness.toml in the rootdir if present", metavar="FILE"),
-    Option("io_protocol", Kind.PATH, "the artifact's I/O protocol (TOML): mask form, padding, logits, cache naming, "
-           "static shapes, names; overrides what is inferred from the file (docs/check.md)", metavar="FILE",
-           on_cli=False),
     # -- how data and artifacts are made: these change numbers ------------------------------
     Option("samples", Kind.INT, "corpus sentences per model", default=32, minimum=1, in_config=True,
            rerun=Rerun.ALWAYS),

@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.check.layout import ArtifactFile
 from harness.check.protocol.adapt import stacked_names
-from harness.check.protocol.infer import infer
+from harness.check.protocol.infer import follow_names, infer
 from harness.check.protocol.model import CacheLayout, Logits, Protocol
 from harness.check.protocol.overrides import apply, with_names
 from harness.judge.numeric import Batch
@@ -23,7 +23,7 @@ def resolve_protocol(art: ArtifactFile, table: Mapping[str, Any] | None, origin:
     protocol = infer(art)
     if table:
         protocol = apply(protocol, table, origin)
-    return with_names(protocol, maps, "--map")
+    return follow_names(with_names(protocol, maps, "--map"), art)
 
 
 def protocol_pairs(protocol: Protocol) -> dict[str, tuple[str, str]]:

@@ -62,6 +62,25 @@ def infer(art: ArtifactFile) -> Protocol:
     return replace(protocol, sources=tuple(sorted(sources.items())))
 
 
+def follow_names(protocol: Protocol, art: ArtifactFile) -> Protocol:
+    """The protocol after its ``names`` (``--map``, ``[names]``): a tensor named for the ids, the
+    mask or the logits becomes that field, and a mask's form is inferred for the named tensor
+    unless the form was given. ``--map attention_mask=bias`` on a 4-D float bias is one mechanism
+    with the protocol: the file is fed the additive mask built for it, not refused for its rank."""
+    names = dict(protocol.names)
+    sources = dict(protocol.sources)
+    ids = names.get("input_ids", protocol.ids)
+    mask = names.get("attention_mask", protocol.mask)
+    logits = names.get("logits", protocol.logits_output)
+    form = protocol.mask_form
+    said = sources.get("mask_form", "inferred")
+    if mask is not None and said.startswith("inferred") and f" {mask} " not in f"{said} ":
+        form, sources["mask_form"] = _mask_form(next((t for t in art.inputs if t.name == mask), None),
+                                                dict(art.consumers))
+    return replace(protocol, ids=ids, mask=mask, logits_output=logits, mask_form=form,
+                   sources=tuple(sorted(sources.items())))
+
+
 def _find(tensors: Iterable[TensorInfo], base: str) -> str | None:
     return next((t.name for t in tensors if t.name == base), None) or next(
         (t.name for t in tensors if canonical(t.name) == base), None)
