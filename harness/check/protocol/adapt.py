@@ -116,6 +116,10 @@ class ProtocolRunner(GraphRunner):
     def close(self) -> None:
         """The session belongs to the artifact source."""
 
+    def file_view(self) -> None:
+        """The file does not take the feeds this runner takes: nothing portable to re-run as is."""
+        return None
+
     # -- one call --------------------------------------------------------------------------------------
     def _file_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         p = self.protocol
