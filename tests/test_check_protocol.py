@@ -157,6 +157,7 @@ def test_seed002_layout_is_judged_in_its_own_protocol(seed002, tmp_path, capsys)
     how = {r["reference"]: (r["artifact"], r["how"]) for r in job["io_match"]}
     assert how["present.0.key"] == ("past_key0", "protocol: layer 0 key")
     generation = records["check_generation"]
+    assert generation["data"]["protocol"]["model_step"]["logits"] == "last"  # every record carries it
     assert generation["metrics"]["gen_token_exact_match"] == 1.0
     assert generation["metrics"]["cached_decoding.presents.cosine"] > 0.99999
     assert "decoded without a KV cache" not in text and "mask: additive" in text

@@ -307,6 +307,7 @@ def _judge_perf(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant
     from harness.perf import budgets
 
     case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
+    case.data["protocol"] = job_protocols(outcome.jobs)
     case.artifacts.update(files)
     started = time.perf_counter()
     runners, use_cache, _ = generation_runners(family, outcome.jobs) if family.generates else ({}, False, "")
@@ -329,6 +330,7 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
                       settings: dict[str, Any], files: dict[str, dict[str, Any]], run_dir: Path, run_id: str) -> None:
     """Decode with the files and with PyTorch into a ``check_generation`` record."""
     case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
+    case.data["protocol"] = job_protocols(outcome.jobs)
     started = time.perf_counter()
     try:
         decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples, req.gen_settings)
@@ -346,6 +348,11 @@ def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, v
         record_generation(case, decoded)
         outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
                                        settings, run_id))
+
+
+def job_protocols(jobs: Sequence[JobResult]) -> dict[str, Any]:
+    """Each job's protocol as judged, for the records that do not list the jobs."""
+    return {j.job.key: j.protocol.as_dict() for j in jobs if j.protocol is not None}
 
 
 def profile_summaries(traces: Mapping[str, str]) -> dict[str, dict[str, Any]]:

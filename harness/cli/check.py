@@ -197,6 +197,7 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
     from harness.judge.generation import GenerationRequest
 
     common = {**common, "gen_settings": GenerationRequest.from_settings(options.settings)}
+    wanted = {p.value for p in options.precisions}  # [run] precisions: the artifacts judged
     providers = available_ort_providers(options.providers)
     out = []
     catalog = options.catalog or ModelCatalog()
@@ -214,7 +215,7 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
         own = config_protocol(spec.extra.get("io_protocol"), f"{args.config}: [models.{name}.io_protocol]")
         for precision, path in (spec.extra.get("artifacts") or {}).items():
-            if args.precision and precision != args.precision:
+            if (args.precision and precision != args.precision) or precision.split("-")[0] not in wanted:
                 continue
             for provider in providers:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
@@ -229,7 +230,8 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
 
 
 #: the ``[run]`` keys ``harness check --config`` applies; any other is refused, not ignored
-CHECK_RUN_KEYS = frozenset({"models", "samples", "batch_size", "threads", "providers", "corpus", "repro_bundles",
+CHECK_RUN_KEYS = frozenset({"models", "precisions", "samples", "batch_size", "threads", "providers", "corpus",
+                            "repro_bundles",
                             "gen_samples", "gen_max_new_tokens", "gen_beams", "gen_cache", "gen_repetition_penalty",
                             "gen_batch_size", "gen_worst"})
 
