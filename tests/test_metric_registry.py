@@ -233,8 +233,9 @@ def test_embedding_and_lint_produce_exactly_the_declared_metrics(tmp_path):
     from harness.families.base import GraphSpec
 
     result = lint_result("model", str(path), GraphSpec("model", ("x",), ("y",), {"x": {0: "batch"}}))
-    # shape_failures is the lint of a run (judge.numeric.run_graph_parity's shape probes), not of the file
-    assert set(result.metrics) | {"shape_failures"} == set(METRICS.names(Scope.ARTIFACT_LINT))
+    # shape_failures is the lint of a run (judge.numeric.run_graph_parity's shape probes), not of the file;
+    # sentences_cut counts the corpus a file with a baked length cannot take (harness check's shape coverage)
+    assert set(result.metrics) | {"shape_failures", "sentences_cut"} == set(METRICS.names(Scope.ARTIFACT_LINT))
     for precision in Precision:  # the lint's gate is the declared default at every precision
         assert result.tolerance.checks == (metric("training_mode_ops").default_check(precision),
                                            metric("tied_axes").default_check(precision))

@@ -62,6 +62,10 @@ class ArtifactFile:
     precision_reason: str
     sha256: str
     bytes: int
+    #: the op types the graph uses (subgraphs included): GroupQueryAttention, MatMulNBits...
+    ops: frozenset[str] = frozenset()
+    #: input name -> the first op that does more than reshape or convert it (how a mask is read)
+    consumers: tuple[tuple[str, str], ...] = ()
 
     def record(self) -> dict[str, Any]:
         return {"path": str(self.path), "sha256": self.sha256, "bytes": self.bytes, "role": self.role,
@@ -94,7 +98,9 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
     return ArtifactFile(path=path, role=role, inputs=inputs, outputs=outputs,
                         opsets={o.domain: o.version for o in model.opset_import},
                         producer=f"{model.producer_name} {model.producer_version}".strip(),
-                        precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size)
+                        precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size,
+                        ops=frozenset(n.op_type for n in _nodes(model.graph)),
+                        consumers=tuple((i.name, op) for i in inputs if (op := _consumer(model.graph, i.name))))
 
 
 def discover(path: Path) -> list[ArtifactFile]:
@@ -106,10 +112,22 @@ def discover(path: Path) -> list[ArtifactFile]:
         raise UsageError(f"--onnx: {path}: no such file or directory")
     if path.is_file():
         return [read_artifact(path, OPTIMUM_FILES.get(path.name, "model"))]
+    found = sorted(path.glob("*.onnx"))
+    genai = _genai_decoder(path)
+    if genai is not None:  # onnxruntime-genai's folder: its config names the model
+        others = [p.name for p in found if p.name != genai.name]
+        if others:
+            raise UsageError(f"--onnx: {path}: genai_config.json names {genai.name}, but the folder also holds "
+                             f"{', '.join(others)}; pass each file to judge it (--onnx {path}/FILE)")
+        return [read_artifact(genai, "model")]
     named = [path / name for name in OPTIMUM_FILES if (path / name).is_file()]
+    extra = [p.name for p in found if p.name not in OPTIMUM_FILES]
+    if named and extra:  # optimum saves optimized/quantized files in place: judging one would be a silent pick
+        raise UsageError(f"--onnx: {path}: several models in one folder ({', '.join(p.name for p in named)} and "
+                         f"{', '.join(extra)}); pass each file to judge it (--onnx {path}/FILE), or move the "
+                         "extra ones out")
     if named:
         return [read_artifact(p, OPTIMUM_FILES[p.name]) for p in named]
-    found = sorted(path.glob("*.onnx"))
     if len(found) == 1:
         return [read_artifact(found[0], "model")]
     if not found:
@@ -117,6 +135,23 @@ def discover(path: Path) -> list[ArtifactFile]:
                          "decoder_model.onnx, decoder_with_past_model.onnx, decoder_model_merged.onnx or model.onnx)")
     raise UsageError(f"--onnx: {path}: {len(found)} .onnx files ({', '.join(p.name for p in found)}) and none "
                      "with optimum's names; pass one file, or name them as optimum does")
+
+
+def _genai_decoder(folder: Path) -> Path | None:
+    """The decoder file onnxruntime-genai's ``genai_config.json`` names (None: no such config)."""
+    import json
+
+    config = folder / "genai_config.json"
+    if not config.is_file():
+        return None
+    try:
+        name = json.loads(config.read_text(encoding="utf-8"))["model"]["decoder"]["filename"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--onnx: {config}: no model.decoder.filename ({describe_error(exc)})") from None
+    target = folder / str(name)
+    if not target.is_file() or target.resolve().parent != folder.resolve():
+        raise UsageError(f"--onnx: {config}: model.decoder.filename {name!r} is not a file in {folder}")
+    return target
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -191,6 +226,30 @@ def _int4_weights(graph: onnx.GraphProto) -> str:
     if parts and block_sizes:
         parts[-1] += f", block_size {'/'.join(str(b) for b in sorted(block_sizes))}"
     return "; ".join(parts)
+
+
+#: ops that only reshape or convert on the way from an input to where it is used
+_PASS_THROUGH = frozenset({"Cast", "Unsqueeze", "Squeeze", "Expand", "Reshape", "Slice", "Identity", "Tile",
+                           "Transpose", "Gather", "Concat"})
+
+
+def _consumer(graph: onnx.GraphProto, name: str) -> str | None:
+    """The first op that does more than reshape or convert ``name`` (breadth first)."""
+    users: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for used in node.input:
+            users.setdefault(used, []).append(node)
+    frontier, seen = [name], set()
+    while frontier:
+        current = frontier.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        for node in users.get(current, []):
+            if node.op_type not in _PASS_THROUGH:
+                return node.op_type
+            frontier.extend(node.output)
+    return None
 
 
 def _check_external_data(model: onnx.ModelProto, path: Path) -> None:

@@ -46,6 +46,11 @@ class CheckRequest:
     repro_bundles: str | None = None
     #: judge a served model instead of files (harness.settings.endpoint.Endpoint; ``onnx`` unused)
     endpoint: Any = None
+    #: the files' I/O protocol overrides (a ``--io-protocol`` file's or a config's ``[protocol]`` table)
+    protocol: Mapping[str, Any] | None = None
+    protocol_origin: str = "--io-protocol"
+    #: the config's ``gen_*`` settings (harness.judge.generation.GenerationRequest); None: the defaults
+    gen_settings: Any = None
 
 
 @dataclass(frozen=True)

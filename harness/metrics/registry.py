@@ -139,6 +139,10 @@ METRICS = MetricRegistry([
     MetricSpec("shape_failures", LOWER, Scope.ARTIFACT_LINT, "Shape probes inside the declared dynamic ranges "
                "(decoder target length != source length, other past lengths) the artifact could not run; the "
                "probes that ran are judged with the corpus batches. Must be 0.", "probes", Thresholds.uniform(0.0)),
+    MetricSpec("sentences_cut", LOWER, Scope.ARTIFACT_LINT, "Corpus sentences longer than the sequence length a "
+               "static-shape artifact bakes in (cut to fit it): the file cannot take them. Must be 0 unless the "
+               "artifact's protocol declares the static shape intended (then reported only).", "sentences",
+               Thresholds.uniform(0.0)),
     # --- end issue 10 ---
     # -- sentence embeddings (harness/zoo/minilm.py: embedding_metrics, models with a pooling recipe) -----------
     MetricSpec("embedding_cosine", HIGHER, Scope.EMBEDDING, "Mean over sentences of the cosine between the "
@@ -276,6 +280,7 @@ _MARGINS: dict[str, Margin] = {
     # shape coverage (counts that must stay 0): any growth is a regression
     "tied_axes": Margin(0.0, Thresholds.uniform(0.0)),
     "shape_failures": Margin(0.0, Thresholds.uniform(0.0)),
+    "sentences_cut": Margin(0.0, Thresholds.uniform(0.0)),
     # sentence embeddings (measured floors)
     "embedding_cosine": Margin(0.25, Thresholds(1e-13, 5e-11, 2e-8), ideal=_UNIT),
     "embedding_cosine_min": Margin(0.25, Thresholds(5e-13, 1e-9, 5e-8), ideal=_UNIT),
