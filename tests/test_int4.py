@@ -118,3 +118,11 @@ def test_int4_in_the_matrix_is_judged_by_its_own_measured_gates(tmp_path):
     norm = record["metrics"]["model.logits.norm_max_abs"]
     assert record["thresholds"]["model.logits.norm_max_abs"]["threshold"] == METRICS["norm_max_abs"].thresholds.int4
     assert METRICS["norm_max_abs"].thresholds.int8 < norm  # INT8's gate would fail this correct file
+
+
+def test_bisect_refuses_int4_in_one_line(capsys):
+    from harness.cli import main
+
+    assert main(["bisect", "--models", "numbers-llama", "--precision", "int4"]) == 2
+    err = capsys.readouterr().err
+    assert "--precision: int4 is not bisected" in err and "Traceback" not in err

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness.export.external import DATA_SUFFIX, initializer_bytes, use_external
+from harness.export.external import save
 from harness.export.onnx_export import check_model
 
 DEFAULT_INT4: dict[str, Any] = {"block_size": 32, "is_symmetric": True, "accuracy_level": None}
@@ -27,7 +27,7 @@ def int4_settings(settings: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def quantize_int4(src: Path, out_dir: Path, settings: dict[str, Any] | None = None,
                   external_data: str = "auto") -> Path:
-    """INT4 weight-only ``src`` into ``out_dir/model.onnx`` (external data when ``use_external`` says so)."""
+    """INT4 weight-only ``src`` into ``out_dir/model.onnx`` (external data as ``external_data`` decides)."""
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
@@ -43,9 +43,6 @@ def quantize_int4(src: Path, out_dir: Path, settings: dict[str, Any] | None = No
         quantizer.process()
     finally:
         quant_logger.setLevel(level)
-    model = quantizer.model.model
-    external = use_external(external_data, initializer_bytes(model))
-    onnx.save_model(model, str(target), save_as_external_data=external, all_tensors_to_one_file=True,
-                    location=f"{target.name}{DATA_SUFFIX}" if external else None)
+    save(quantizer.model.model, target, external_data)
     check_model(target)
     return target
