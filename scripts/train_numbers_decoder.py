@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,16 +34,13 @@ sys.path.insert(0, str(REPO / "scripts"))
 from train_numbers_translator import (  # noqa: E402
     SPLIT_PATTERN,
     WORD_BOUNDARY,
-    exact_match,
-    held_out_sources,
+    Recipe,
     library_versions,
-    lr_at,
-    training_numbers,
+    run,
     vocabulary_texts,
 )
 
-from harness.data.corpus import load_corpus  # noqa: E402
-from harness.zoo.numbers import sample_number, to_chinese, to_english  # noqa: E402
+from harness.zoo.numbers import to_chinese, to_english  # noqa: E402
 
 DEFAULT_SEED = 4321
 DEFAULT_OUT = REPO / "harness" / "zoo" / "models" / "numbers-llama"
@@ -147,54 +142,7 @@ def complete(model, tokenizer, sources: list[str], batch_size: int = 128) -> lis
     return out
 
 
-def train(args: argparse.Namespace) -> dict:
-    import torch
-
-    torch.manual_seed(args.seed)
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(args.threads)
-    held_out = held_out_sources()
-    tokenizer = build_tokenizer()
-    model = build_model(tokenizer, args)
-    params = sum(p.numel() for p in model.parameters())
-    print(f"vocab {len(tokenizer)}  params {params}  held-out {len(held_out)}", flush=True)
-
-    dev_rng = random.Random(args.seed + 1)
-    dev = [n for n in (sample_number(dev_rng) for _ in range(400)) if to_english(n) not in held_out][:256]
-    stream = training_numbers(args.seed, held_out)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    start = time.perf_counter()
-    model.train()
-    for step in range(args.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, args)
-        input_ids, attention_mask, labels = encode(tokenizer, [next(stream) for _ in range(args.batch_size)])
-        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
-            line = f"step {step + 1}/{args.steps}  loss {loss.item():.4f}  lr {lr_at(step, args):.2e}"
-            if (step + 1) % (args.log_every * 5) == 0 or step + 1 == args.steps:
-                hyps = complete(model, tokenizer, [to_english(n) for n in dev])
-                line += f"  dev_em {exact_match(hyps, [to_chinese(n) for n in dev]):.4f}"
-                model.train()
-            print(f"{line}  {time.perf_counter() - start:.0f}s", flush=True)
-    wall = time.perf_counter() - start
-    model.eval()
-    return {"model": model, "tokenizer": tokenizer, "wall_s": wall, "params": params}
-
-
-def evaluate_held_out(model, tokenizer) -> dict:
-    """Exact match and sacrebleu (tokenize="zh") on the whole held-out corpus."""
-    import sacrebleu
-
-    corpus = load_corpus("numbers_en_zh")
-    hyps = complete(model, tokenizer, corpus.sources)
-    bleu = sacrebleu.corpus_bleu(hyps, [corpus.references], tokenize="zh").score
-    wrong = [(s, h, r) for s, h, r in zip(corpus.sources, hyps, corpus.references) if h != r]
-    return {"pairs": len(hyps), "exact_match": exact_match(hyps, corpus.references), "bleu": bleu, "wrong": wrong}
+DECODER = Recipe(build_tokenizer, build_model, encode, complete)
 
 
 HYPERPARAMETERS = ("seed", "steps", "batch_size", "lr", "warmup", "hidden", "layers", "heads", "kv_heads", "threads")
@@ -286,20 +234,7 @@ def reproduce_command(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    result = train(args)
-    metrics = evaluate_held_out(result["model"], result["tokenizer"])
-    print(
-        f"held-out: {metrics['pairs']} pairs  exact_match {metrics['exact_match']:.4f}  "
-        f"bleu {metrics['bleu']:.2f}  wall {result['wall_s']:.0f}s",
-        flush=True,
-    )
-    for source, hyp, ref in metrics["wrong"][:20]:
-        print(f"  WRONG {source!r}: {hyp!r} != {ref!r}")
-    if not args.no_save:
-        save(result, metrics, args)
-        print(f"saved to {args.out}")
-    return 0
+    return run(parse_args(argv), DECODER, save)
 
 
 if __name__ == "__main__":
