@@ -372,3 +372,37 @@ def test_a_configs_io_protocol_reaches_the_request_and_a_bad_one_is_exit_2(tmp_p
     code = main(["check", "--config", "bad.toml", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "[models.lm.io_protocol]: logits = 'first': choose one of all, last" in err, err
+
+
+def _identity(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, ["b", "t"])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, ["b", "t"])])
+    onnx.save(helper.make_model(graph), str(path))
+    return path
+
+
+def test_a_folder_with_several_models_is_refused_listing_them(tmp_path, capsys):
+    """optimum's in-place save (model.onnx beside model_quantized.onnx): never a silent pick.
+    onnxruntime-genai's folder: its genai_config.json names the file judged."""
+    from harness.check.layout import discover
+
+    folder = tmp_path / "optimum"
+    folder.mkdir()
+    _identity(folder / "model.onnx")
+    _identity(folder / "model_quantized.onnx")
+    code = main(["check", "--reference", str(_dir(LLAMA)), "--onnx", str(folder), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "model.onnx and model_quantized.onnx" in err and len(err.strip().splitlines()) == 1, err
+    genai = tmp_path / "genai"
+    genai.mkdir()
+    _identity(genai / "model.onnx")
+    (genai / "genai_config.json").write_text(json.dumps({"model": {"decoder": {"filename": "model.onnx"}}}))
+    assert [a.path.name for a in discover(genai)] == ["model.onnx"]
+    _identity(genai / "model_int4.onnx")
+    code = main(["check", "--reference", str(_dir(LLAMA)), "--onnx", str(genai), "--out", str(tmp_path / "g")])
+    err = capsys.readouterr().err
+    assert code == 2 and "genai_config.json names model.onnx" in err and "model_int4.onnx" in err, err
