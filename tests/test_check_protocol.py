@@ -94,29 +94,31 @@ class _Decoder(torch.nn.Module):
 
 
 def _export(module: torch.nn.Module, path: Path, *, mask: str, past_in: str, present: str, logits: str,
-            cache: bool = True, tied: bool = False, mask_name: str = "attention_mask") -> Path:
-    """``past_in``/``present``: name templates with ``{i}`` and ``{kv}`` (key/value)."""
+            cache: bool = True, tied: bool = False, mask_name: str = "attention_mask", width: int = 2) -> Path:
+    """``past_in``/``present``: name templates with ``{i}`` and ``{kv}`` (key/value); ``width``
+    1 bakes one token per call (the sequence axis is left static)."""
     cfg = module.model.config
     kv, hd, layers = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads, cfg.num_hidden_layers
-    ids = torch.tensor([[5, 6], [7, 8]])
+    ids = torch.tensor([[5, 6], [7, 8]])[:, :width]
     past_len = 3 if cache else 0
-    keep = torch.ones(2, past_len + 2, dtype=torch.long)
+    keep = torch.ones(2, past_len + width, dtype=torch.long)
     if mask == "additive":
-        m = torch.zeros(2, 1, 2, past_len + 2)
+        m = torch.zeros(2, 1, width, past_len + width)
     elif mask == "expanded":
-        m = torch.ones(2, 2, past_len + 2, dtype=torch.bool)
+        m = torch.ones(2, width, past_len + width, dtype=torch.bool)
     else:
         m = keep
-    pos = torch.tensor([[past_len, past_len + 1]] * 2)
+    pos = torch.tensor([[past_len, past_len + 1][:width]] * 2)
     past = [torch.randn(2, kv, past_len, hd) for _ in range(2 * layers)] if cache else []
     past_names = [past_in.format(i=i, kv=k) for i in range(layers) for k in ("key", "value")] if cache else []
     present_names = [present.format(i=i, kv=k) for i in range(layers) for k in ("key", "value")] if cache else []
     seq = "seq_len" if tied else "sequence"
     total = "seq_len" if tied else "total"
+    axes_of_seq = {1: seq} if width > 1 else {}
     mask_axes = {0: "batch", 1: total} if mask == "keep" else {0: "batch", 1 if mask == "expanded" else 2: seq,
                                                                  2 if mask == "expanded" else 3: total}
-    axes = {"input_ids": {0: "batch", 1: seq}, mask_name: mask_axes, "position_ids": {0: "batch", 1: seq},
-            logits: {0: "batch"} if module.last_only else {0: "batch", 1: seq},
+    axes = {"input_ids": {0: "batch", **axes_of_seq}, mask_name: mask_axes, "position_ids": {0: "batch", **axes_of_seq},
+            logits: {0: "batch"} if module.last_only else {0: "batch", **axes_of_seq},
             **{n: {0: "batch", 2: "past"} for n in past_names}, **{n: {0: "batch", 2: "total"} for n in present_names}}
     with torch.no_grad():
         torch.onnx.export(module.eval(), (ids, m, pos, *past), str(path), dynamo=False, opset_version=17,
@@ -219,6 +221,18 @@ def test_rows_feeding_gives_the_batched_numbers(seed002, tmp_path, capsys):
     job = records["check"]["data"]["jobs"]["model_prefill"]
     assert any("one row per call" in n for n in job["notes"]), job["notes"]
     assert records["check"]["metrics"]["model_prefill.logits.cosine"] > 0.99999
+
+
+def test_a_one_token_step_graph_is_fed_token_by_token(tmp_path, capsys):
+    """A step graph exported with one token (its sequence axis static at 1, as decode-only
+    graphs are): prompts and multi-token steps go one token per call, each fed the presents of
+    the one before; every sentence is judged and generation runs with its cache."""
+    path = _export(_Decoder(_llama(), "keep"), tmp_path / "one.onnx", **OPTIMUM, width=1)
+    code, records, text = _check(["--onnx", str(path), "--samples", "8", "--gen-samples", "4"], tmp_path / "r", capsys)
+    assert code == 0, records.get("check", {}).get("reason", text)
+    job = records["check"]["data"]["jobs"]["model_step"]
+    assert job["protocol"]["one_token_per_call"] and any("one token per call" in n for n in job["notes"])
+    assert records["check_generation"]["metrics"]["cached_decoding.presents.cosine"] > 0.99999
 
 
 def test_bad_protocol_file_is_one_line_exit_2(seed002, tmp_path, capsys):

@@ -136,6 +136,38 @@ class ProtocolRunner(GraphRunner):
         return theirs
 
     def _once(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        p = self.protocol
+        if p.one_token and p.ids in feeds and feeds[p.ids].shape[1] > 1:
+            return self._by_tokens(feeds)
+        return self._call(feeds)
+
+    def _by_tokens(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A file that takes one token per call (its sequence length is fixed at 1): the tokens
+        in turn, each call fed the presents the previous one returned; logits of every token."""
+        p = self.protocol
+        assert p.ids is not None and p.cache is not None
+        ids = feeds[p.ids]
+        new = ids.shape[1]
+        mask = feeds.get(self.mask_name)
+        carried = dict(feeds)
+        logits: list[np.ndarray] = []
+        out: dict[str, np.ndarray] = {}
+        for t in range(new):
+            step = {name: value[:, t: t + 1] if value.ndim == 2 and value.shape == ids.shape else value
+                    for name, value in carried.items()}
+            if mask is not None:
+                step[self.mask_name] = mask[:, : mask.shape[1] - new + t + 1]
+            out = self._call(step)
+            if p.logits_output in out:
+                logits.append(out[p.logits_output])
+            for present, past in _present_to_past(p):
+                if present in out:
+                    carried[past] = out[present]
+        if p.logits is Logits.ALL and logits:
+            out[p.logits_output or ""] = np.concatenate(logits, axis=1)
+        return out
+
+    def _call(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.calls += 1
         out = self.session.run(self._file_feeds(feeds))
         p = self.protocol
@@ -188,6 +220,15 @@ class ProtocolRunner(GraphRunner):
         for suffix in _STACK_SUFFIX:
             name = name.removesuffix(suffix)
         return _is_cache(self.protocol, name)
+
+
+def _present_to_past(protocol: Protocol) -> list[tuple[str, str]]:
+    """(canonical present, canonical past) of every cache slot: what one call hands the next."""
+    assert protocol.cache is not None
+    stacked = _stacked(protocol)
+    return [(stacked_names(s.output)[s.index] if stacked else s.output,
+             stacked_names(s.input)[s.index] if stacked else s.input)
+            for s in protocol.cache.slots if s.input and s.output]
 
 
 def _scatter(value: np.ndarray, kept_new: np.ndarray, cols: np.ndarray) -> np.ndarray:

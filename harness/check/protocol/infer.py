@@ -56,7 +56,7 @@ def infer(art: ArtifactFile) -> Protocol:
         sources["padding"] = "inferred: no attention mask input"
     protocol = Protocol(ids=ids, mask=mask, mask_form=form, padding=padding, logits=logits, logits_output=logits_name,
                         cache=cache, positions=positions, static=static, rows_because=rows)
-    if protocol.static_batch == 1 and protocol.static_sequence is None and not rows:
+    if protocol.static_batch == 1 and (protocol.static_sequence is None or protocol.one_token) and not rows:
         protocol = replace(protocol, rows_because="one row per call: the file's batch is fixed at 1")
     protocol = _genai(protocol, art.path.parent, sources)
     return replace(protocol, sources=tuple(sorted(sources.items())))
