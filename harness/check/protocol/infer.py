@@ -58,7 +58,8 @@ def infer(art: ArtifactFile) -> Protocol:
                         cache=cache, positions=positions, static=static, rows_because=rows)
     if protocol.static_batch == 1 and (protocol.static_sequence is None or protocol.one_token) and not rows:
         protocol = replace(protocol, rows_because="one row per call: the file's batch is fixed at 1")
-    protocol = _genai(protocol, art.path.parent, sources)
+    if art.path.is_file():  # a served model's description has no folder
+        protocol = _genai(protocol, art.path.parent, sources)
     return replace(protocol, sources=tuple(sorted(sources.items())))
 
 
