@@ -420,3 +420,40 @@ def test_a_folder_with_several_models_is_refused_listing_them(tmp_path, capsys):
     code = main(["check", "--reference", str(_dir(LLAMA)), "--onnx", str(genai), "--out", str(tmp_path / "g")])
     err = capsys.readouterr().err
     assert code == 2 and "genai_config.json names model.onnx" in err and "model_int4.onnx" in err, err
+
+
+def test_a_sequence_first_cache_is_transposed_both_ways():
+    """A cache exported as [B, T, H, D] (sequence before heads) is inferred from its static
+    heads and head size, shown to the reference as [B, H, T, D] and transposed on each call."""
+    from harness.check.layout import ArtifactFile, TensorInfo
+    from harness.check.protocol.adapt import ProtocolRunner, canonical_inputs
+    from harness.check.protocol.infer import infer
+    from harness.runners.base import GraphRunner
+
+    ins = (TensorInfo("input_ids", "int64", ("b", "s")), TensorInfo("attention_mask", "int64", ("b", "t")),
+           TensorInfo("past_key_values.0.key", "float32", ("b", "p", 2, 4)),
+           TensorInfo("past_key_values.0.value", "float32", ("b", "p", 2, 4)))
+    outs = (TensorInfo("logits", "float32", ("b", "s", 10)), TensorInfo("present.0.key", "float32", ("b", "t", 2, 4)),
+            TensorInfo("present.0.value", "float32", ("b", "t", 2, 4)))
+    protocol = infer(ArtifactFile(Path("/nonexistent/m.onnx"), "model", ins, outs, {}, "", "fp32", "", "", 0))
+    assert protocol.cache is not None and protocol.cache.layout.value == "sequence_first"
+    assert protocol.cache.kv_heads == 2
+    assert [t.shape for t in canonical_inputs(protocol, ins)][2] == ("b", 2, "p", 4)
+
+    class Append(GraphRunner):  # the file: [B, T, H, D] in, one position appended along T
+        input_names, output_names = [t.name for t in ins], [t.name for t in outs]
+
+        def _run(self, feeds):
+            out = {"logits": np.zeros((1, 1, 10), np.float32)}
+            for role in ("key", "value"):
+                past = feeds[f"past_key_values.0.{role}"]
+                assert past.shape == (1, 3, 2, 4)  # the file got its own layout
+                out[f"present.0.{role}"] = np.concatenate([past, np.full((1, 1, 2, 4), 7, np.float32)], axis=1)
+            return out
+
+    past = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)  # [B, H, T, D] as the reference holds it
+    out = ProtocolRunner(Append(), protocol, ins, outs).run(
+        {"input_ids": np.array([[1]]), "attention_mask": np.ones((1, 4), np.int64),
+         "past_key_values.0.key": past, "past_key_values.0.value": past})
+    assert out["present.0.key"].shape == (1, 2, 4, 4)
+    assert np.array_equal(out["present.0.key"][:, :, :3], past) and (out["present.0.value"][:, :, 3] == 7).all()

@@ -35,6 +35,17 @@ def _stacked(protocol: Protocol) -> bool:
     return protocol.cache is not None and protocol.cache.layout is CacheLayout.STACKED
 
 
+def _sequence_first(protocol: Protocol) -> bool:
+    return protocol.cache is not None and protocol.cache.layout is CacheLayout.SEQUENCE_FIRST
+
+
+def _heads_first(info: TensorInfo) -> TensorInfo:
+    """A ``[B, T, H, D]`` cache tensor described as the reference's ``[B, H, T, D]``."""
+    assert info.shape is not None
+    b, t, h, d = info.shape
+    return TensorInfo(info.name, info.dtype, (b, h, t, d))
+
+
 def canonical_inputs(protocol: Protocol, inputs: Sequence[TensorInfo]) -> list[TensorInfo]:
     out = []
     if protocol.mask is None and protocol.rows_because and all(t.name != VIRTUAL_MASK for t in inputs):
@@ -45,6 +56,9 @@ def canonical_inputs(protocol: Protocol, inputs: Sequence[TensorInfo]) -> list[T
             out.append(TensorInfo(info.name, "int64", (batch, "past_sequence + sequence")))
         elif _stacked(protocol) and info.shape is not None and len(info.shape) == 5 and _is_cache(protocol, info.name):
             out += [TensorInfo(n, info.dtype, info.shape[1:]) for n in stacked_names(info.name)]
+        elif _sequence_first(protocol) and info.shape is not None and len(info.shape) == 4 and \
+                _is_cache(protocol, info.name):
+            out.append(_heads_first(info))
         else:
             out.append(info)
     return out
@@ -57,6 +71,9 @@ def canonical_outputs(protocol: Protocol, outputs: Sequence[TensorInfo]) -> list
             out.append(TensorInfo(info.name, info.dtype, (info.shape[0], 1, *info.shape[1:])))
         elif _stacked(protocol) and info.shape is not None and len(info.shape) == 5 and _is_cache(protocol, info.name):
             out += [TensorInfo(n, info.dtype, info.shape[1:]) for n in stacked_names(info.name)]
+        elif _sequence_first(protocol) and info.shape is not None and len(info.shape) == 4 and \
+                _is_cache(protocol, info.name):
+            out.append(_heads_first(info))
         else:
             out.append(info)
     return out
@@ -133,6 +150,10 @@ class ProtocolRunner(GraphRunner):
                 key, value = stacked_names(name)
                 if key in theirs and value in theirs:
                     theirs[name] = np.stack([theirs.pop(key), theirs.pop(value)])
+        if _sequence_first(p):
+            for name in theirs:
+                if _is_cache(p, name) and theirs[name].ndim == 4:
+                    theirs[name] = np.ascontiguousarray(theirs[name].transpose(0, 2, 1, 3))
         return theirs
 
     def _once(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -173,6 +194,10 @@ class ProtocolRunner(GraphRunner):
         p = self.protocol
         if p.logits is Logits.LAST and p.logits_output in out and out[p.logits_output].ndim == 2:
             out[p.logits_output] = out[p.logits_output][:, None]
+        if _sequence_first(p):
+            for name in out:
+                if _is_cache(p, name) and out[name].ndim == 4:
+                    out[name] = out[name].transpose(0, 2, 1, 3)
         if _stacked(p):
             for name in list(out):
                 if out[name].ndim == 5 and _is_cache(p, name):

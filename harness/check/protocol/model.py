@@ -35,6 +35,7 @@ class Logits(str, Enum):
 class CacheLayout(str, Enum):
     SPLIT = "split"  # one tensor per layer and role, [B, kv_heads, T, head_dim]
     STACKED = "stacked"  # one tensor per layer, [2, B, kv_heads, T, head_dim]: key at 0, value at 1
+    SEQUENCE_FIRST = "sequence_first"  # one tensor per layer and role, [B, T, kv_heads, head_dim]
 
 
 class Positions(str, Enum):
@@ -127,7 +128,7 @@ class Protocol:
     @property
     def adapts(self) -> bool:
         """Whether feeds or outputs are transformed between the reference's form and the file's."""
-        stacked = self.cache is not None and self.cache.layout is CacheLayout.STACKED
+        stacked = self.cache is not None and self.cache.layout is not CacheLayout.SPLIT
         return (self.mask_form is not MaskForm.KEEP or self.logits is Logits.LAST or stacked
                 or bool(self.rows_because) or self.one_token)
 
