@@ -129,7 +129,7 @@ class Protocol:
     def adapts(self) -> bool:
         """Whether feeds or outputs are transformed between the reference's form and the file's."""
         stacked = self.cache is not None and self.cache.layout is not CacheLayout.SPLIT
-        return (self.mask_form is not MaskForm.KEEP or self.logits is Logits.LAST or stacked
+        return (self.mask_form in (MaskForm.ADDITIVE, MaskForm.EXPANDED) or self.logits is Logits.LAST or stacked
                 or bool(self.rows_because) or self.one_token)
 
     def describe(self) -> list[str]:
