@@ -94,29 +94,31 @@ class _Decoder(torch.nn.Module):
 
 
 def _export(module: torch.nn.Module, path: Path, *, mask: str, past_in: str, present: str, logits: str,
-            cache: bool = True, tied: bool = False, mask_name: str = "attention_mask") -> Path:
-    """``past_in``/``present``: name templates with ``{i}`` and ``{kv}`` (key/value)."""
+            cache: bool = True, tied: bool = False, mask_name: str = "attention_mask", width: int = 2) -> Path:
+    """``past_in``/``present``: name templates with ``{i}`` and ``{kv}`` (key/value); ``width``
+    1 bakes one token per call (the sequence axis is left static)."""
     cfg = module.model.config
     kv, hd, layers = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads, cfg.num_hidden_layers
-    ids = torch.tensor([[5, 6], [7, 8]])
+    ids = torch.tensor([[5, 6], [7, 8]])[:, :width]
     past_len = 3 if cache else 0
-    keep = torch.ones(2, past_len + 2, dtype=torch.long)
+    keep = torch.ones(2, past_len + width, dtype=torch.long)
     if mask == "additive":
-        m = torch.zeros(2, 1, 2, past_len + 2)
+        m = torch.zeros(2, 1, width, past_len + width)
     elif mask == "expanded":
-        m = torch.ones(2, 2, past_len + 2, dtype=torch.bool)
+        m = torch.ones(2, width, past_len + width, dtype=torch.bool)
     else:
         m = keep
-    pos = torch.tensor([[past_len, past_len + 1]] * 2)
+    pos = torch.tensor([[past_len, past_len + 1][:width]] * 2)
     past = [torch.randn(2, kv, past_len, hd) for _ in range(2 * layers)] if cache else []
     past_names = [past_in.format(i=i, kv=k) for i in range(layers) for k in ("key", "value")] if cache else []
     present_names = [present.format(i=i, kv=k) for i in range(layers) for k in ("key", "value")] if cache else []
     seq = "seq_len" if tied else "sequence"
     total = "seq_len" if tied else "total"
+    axes_of_seq = {1: seq} if width > 1 else {}
     mask_axes = {0: "batch", 1: total} if mask == "keep" else {0: "batch", 1 if mask == "expanded" else 2: seq,
                                                                  2 if mask == "expanded" else 3: total}
-    axes = {"input_ids": {0: "batch", 1: seq}, mask_name: mask_axes, "position_ids": {0: "batch", 1: seq},
-            logits: {0: "batch"} if module.last_only else {0: "batch", 1: seq},
+    axes = {"input_ids": {0: "batch", **axes_of_seq}, mask_name: mask_axes, "position_ids": {0: "batch", **axes_of_seq},
+            logits: {0: "batch"} if module.last_only else {0: "batch", **axes_of_seq},
             **{n: {0: "batch", 2: "past"} for n in past_names}, **{n: {0: "batch", 2: "total"} for n in present_names}}
     with torch.no_grad():
         torch.onnx.export(module.eval(), (ids, m, pos, *past), str(path), dynamo=False, opset_version=17,
@@ -219,6 +221,18 @@ def test_rows_feeding_gives_the_batched_numbers(seed002, tmp_path, capsys):
     job = records["check"]["data"]["jobs"]["model_prefill"]
     assert any("one row per call" in n for n in job["notes"]), job["notes"]
     assert records["check"]["metrics"]["model_prefill.logits.cosine"] > 0.99999
+
+
+def test_a_one_token_step_graph_is_fed_token_by_token(tmp_path, capsys):
+    """A step graph exported with one token (its sequence axis static at 1, as decode-only
+    graphs are): prompts and multi-token steps go one token per call, each fed the presents of
+    the one before; every sentence is judged and generation runs with its cache."""
+    path = _export(_Decoder(_llama(), "keep"), tmp_path / "one.onnx", **OPTIMUM, width=1)
+    code, records, text = _check(["--onnx", str(path), "--samples", "8", "--gen-samples", "4"], tmp_path / "r", capsys)
+    assert code == 0, records.get("check", {}).get("reason", text)
+    job = records["check"]["data"]["jobs"]["model_step"]
+    assert job["protocol"]["one_token_per_call"] and any("one token per call" in n for n in job["notes"])
+    assert records["check_generation"]["metrics"]["cached_decoding.presents.cosine"] > 0.99999
 
 
 def test_bad_protocol_file_is_one_line_exit_2(seed002, tmp_path, capsys):
@@ -372,3 +386,74 @@ def test_a_configs_io_protocol_reaches_the_request_and_a_bad_one_is_exit_2(tmp_p
     code = main(["check", "--config", "bad.toml", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "[models.lm.io_protocol]: logits = 'first': choose one of all, last" in err, err
+
+
+def _identity(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, ["b", "t"])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, ["b", "t"])])
+    onnx.save(helper.make_model(graph), str(path))
+    return path
+
+
+def test_a_folder_with_several_models_is_refused_listing_them(tmp_path, capsys):
+    """optimum's in-place save (model.onnx beside model_quantized.onnx): never a silent pick.
+    onnxruntime-genai's folder: its genai_config.json names the file judged."""
+    from harness.check.layout import discover
+
+    folder = tmp_path / "optimum"
+    folder.mkdir()
+    _identity(folder / "model.onnx")
+    _identity(folder / "model_quantized.onnx")
+    code = main(["check", "--reference", str(_dir(LLAMA)), "--onnx", str(folder), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "model.onnx and model_quantized.onnx" in err and len(err.strip().splitlines()) == 1, err
+    genai = tmp_path / "genai"
+    genai.mkdir()
+    _identity(genai / "model.onnx")
+    (genai / "genai_config.json").write_text(json.dumps({"model": {"decoder": {"filename": "model.onnx"}}}))
+    assert [a.path.name for a in discover(genai)] == ["model.onnx"]
+    _identity(genai / "model_int4.onnx")
+    code = main(["check", "--reference", str(_dir(LLAMA)), "--onnx", str(genai), "--out", str(tmp_path / "g")])
+    err = capsys.readouterr().err
+    assert code == 2 and "genai_config.json names model.onnx" in err and "model_int4.onnx" in err, err
+
+
+def test_a_sequence_first_cache_is_transposed_both_ways():
+    """A cache exported as [B, T, H, D] (sequence before heads) is inferred from its static
+    heads and head size, shown to the reference as [B, H, T, D] and transposed on each call."""
+    from harness.check.layout import ArtifactFile, TensorInfo
+    from harness.check.protocol.adapt import ProtocolRunner, canonical_inputs
+    from harness.check.protocol.infer import infer
+    from harness.runners.base import GraphRunner
+
+    ins = (TensorInfo("input_ids", "int64", ("b", "s")), TensorInfo("attention_mask", "int64", ("b", "t")),
+           TensorInfo("past_key_values.0.key", "float32", ("b", "p", 2, 4)),
+           TensorInfo("past_key_values.0.value", "float32", ("b", "p", 2, 4)))
+    outs = (TensorInfo("logits", "float32", ("b", "s", 10)), TensorInfo("present.0.key", "float32", ("b", "t", 2, 4)),
+            TensorInfo("present.0.value", "float32", ("b", "t", 2, 4)))
+    protocol = infer(ArtifactFile(Path("/nonexistent/m.onnx"), "model", ins, outs, {}, "", "fp32", "", "", 0))
+    assert protocol.cache is not None and protocol.cache.layout.value == "sequence_first"
+    assert protocol.cache.kv_heads == 2
+    assert [t.shape for t in canonical_inputs(protocol, ins)][2] == ("b", 2, "p", 4)
+
+    class Append(GraphRunner):  # the file: [B, T, H, D] in, one position appended along T
+        input_names, output_names = [t.name for t in ins], [t.name for t in outs]
+
+        def _run(self, feeds):
+            out = {"logits": np.zeros((1, 1, 10), np.float32)}
+            for role in ("key", "value"):
+                past = feeds[f"past_key_values.0.{role}"]
+                assert past.shape == (1, 3, 2, 4)  # the file got its own layout
+                out[f"present.0.{role}"] = np.concatenate([past, np.full((1, 1, 2, 4), 7, np.float32)], axis=1)
+            return out
+
+    past = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)  # [B, H, T, D] as the reference holds it
+    out = ProtocolRunner(Append(), protocol, ins, outs).run(
+        {"input_ids": np.array([[1]]), "attention_mask": np.ones((1, 4), np.int64),
+         "past_key_values.0.key": past, "past_key_values.0.value": past})
+    assert out["present.0.key"].shape == (1, 2, 4, 4)
+    assert np.array_equal(out["present.0.key"][:, :, :3], past) and (out["present.0.value"][:, :, 3] == 7).all()

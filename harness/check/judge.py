@@ -155,6 +155,9 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
         chunks[-1] = [*short, *(short[i % len(short)] for i in range(static_batch - len(short)))]
     if rows:
         result.notes.append(protocol.rows_because)
+    if protocol.one_token:
+        result.notes.append("one token per call: the file's sequence length is fixed at 1 (each call fed the "
+                            "presents of the one before)")
     if not chunks:
         raise UsageError(f"{art.path}: static batch size {static_batch} exceeds the {len(ws.texts(model))} "
                          "corpus sentences")

@@ -35,6 +35,17 @@ def _stacked(protocol: Protocol) -> bool:
     return protocol.cache is not None and protocol.cache.layout is CacheLayout.STACKED
 
 
+def _sequence_first(protocol: Protocol) -> bool:
+    return protocol.cache is not None and protocol.cache.layout is CacheLayout.SEQUENCE_FIRST
+
+
+def _heads_first(info: TensorInfo) -> TensorInfo:
+    """A ``[B, T, H, D]`` cache tensor described as the reference's ``[B, H, T, D]``."""
+    assert info.shape is not None
+    b, t, h, d = info.shape
+    return TensorInfo(info.name, info.dtype, (b, h, t, d))
+
+
 def canonical_inputs(protocol: Protocol, inputs: Sequence[TensorInfo]) -> list[TensorInfo]:
     out = []
     if protocol.mask is None and protocol.rows_because and all(t.name != VIRTUAL_MASK for t in inputs):
@@ -45,6 +56,9 @@ def canonical_inputs(protocol: Protocol, inputs: Sequence[TensorInfo]) -> list[T
             out.append(TensorInfo(info.name, "int64", (batch, "past_sequence + sequence")))
         elif _stacked(protocol) and info.shape is not None and len(info.shape) == 5 and _is_cache(protocol, info.name):
             out += [TensorInfo(n, info.dtype, info.shape[1:]) for n in stacked_names(info.name)]
+        elif _sequence_first(protocol) and info.shape is not None and len(info.shape) == 4 and \
+                _is_cache(protocol, info.name):
+            out.append(_heads_first(info))
         else:
             out.append(info)
     return out
@@ -57,6 +71,9 @@ def canonical_outputs(protocol: Protocol, outputs: Sequence[TensorInfo]) -> list
             out.append(TensorInfo(info.name, info.dtype, (info.shape[0], 1, *info.shape[1:])))
         elif _stacked(protocol) and info.shape is not None and len(info.shape) == 5 and _is_cache(protocol, info.name):
             out += [TensorInfo(n, info.dtype, info.shape[1:]) for n in stacked_names(info.name)]
+        elif _sequence_first(protocol) and info.shape is not None and len(info.shape) == 4 and \
+                _is_cache(protocol, info.name):
+            out.append(_heads_first(info))
         else:
             out.append(info)
     return out
@@ -133,14 +150,54 @@ class ProtocolRunner(GraphRunner):
                 key, value = stacked_names(name)
                 if key in theirs and value in theirs:
                     theirs[name] = np.stack([theirs.pop(key), theirs.pop(value)])
+        if _sequence_first(p):
+            for name in theirs:
+                if _is_cache(p, name) and theirs[name].ndim == 4:
+                    theirs[name] = np.ascontiguousarray(theirs[name].transpose(0, 2, 1, 3))
         return theirs
 
     def _once(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        p = self.protocol
+        if p.one_token and p.ids in feeds and feeds[p.ids].shape[1] > 1:
+            return self._by_tokens(feeds)
+        return self._call(feeds)
+
+    def _by_tokens(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A file that takes one token per call (its sequence length is fixed at 1): the tokens
+        in turn, each call fed the presents the previous one returned; logits of every token."""
+        p = self.protocol
+        assert p.ids is not None and p.cache is not None
+        ids = feeds[p.ids]
+        new = ids.shape[1]
+        mask = feeds.get(self.mask_name)
+        carried = dict(feeds)
+        logits: list[np.ndarray] = []
+        out: dict[str, np.ndarray] = {}
+        for t in range(new):
+            step = {name: value[:, t: t + 1] if value.ndim == 2 and value.shape == ids.shape else value
+                    for name, value in carried.items()}
+            if mask is not None:
+                step[self.mask_name] = mask[:, : mask.shape[1] - new + t + 1]
+            out = self._call(step)
+            if p.logits_output in out:
+                logits.append(out[p.logits_output])
+            for present, past in _present_to_past(p):
+                if present in out:
+                    carried[past] = out[present]
+        if p.logits is Logits.ALL and logits:
+            out[p.logits_output or ""] = np.concatenate(logits, axis=1)
+        return out
+
+    def _call(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.calls += 1
         out = self.session.run(self._file_feeds(feeds))
         p = self.protocol
         if p.logits is Logits.LAST and p.logits_output in out and out[p.logits_output].ndim == 2:
             out[p.logits_output] = out[p.logits_output][:, None]
+        if _sequence_first(p):
+            for name in out:
+                if _is_cache(p, name) and out[name].ndim == 4:
+                    out[name] = out[name].transpose(0, 2, 1, 3)
         if _stacked(p):
             for name in list(out):
                 if out[name].ndim == 5 and _is_cache(p, name):
@@ -188,6 +245,15 @@ class ProtocolRunner(GraphRunner):
         for suffix in _STACK_SUFFIX:
             name = name.removesuffix(suffix)
         return _is_cache(self.protocol, name)
+
+
+def _present_to_past(protocol: Protocol) -> list[tuple[str, str]]:
+    """(canonical present, canonical past) of every cache slot: what one call hands the next."""
+    assert protocol.cache is not None
+    stacked = _stacked(protocol)
+    return [(stacked_names(s.output)[s.index] if stacked else s.output,
+             stacked_names(s.input)[s.index] if stacked else s.input)
+            for s in protocol.cache.slots if s.input and s.output]
 
 
 def _scatter(value: np.ndarray, kept_new: np.ndarray, cols: np.ndarray) -> np.ndarray:

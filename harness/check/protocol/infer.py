@@ -56,9 +56,10 @@ def infer(art: ArtifactFile) -> Protocol:
         sources["padding"] = "inferred: no attention mask input"
     protocol = Protocol(ids=ids, mask=mask, mask_form=form, padding=padding, logits=logits, logits_output=logits_name,
                         cache=cache, positions=positions, static=static, rows_because=rows)
-    if protocol.static_batch == 1 and protocol.static_sequence is None and not rows:
+    if protocol.static_batch == 1 and (protocol.static_sequence is None or protocol.one_token) and not rows:
         protocol = replace(protocol, rows_because="one row per call: the file's batch is fixed at 1")
-    protocol = _genai(protocol, art.path.parent, sources)
+    if art.path.is_file():  # a served model's description has no folder
+        protocol = _genai(protocol, art.path.parent, sources)
     return replace(protocol, sources=tuple(sorted(sources.items())))
 
 
@@ -139,6 +140,7 @@ def _cache(ins: list[TensorInfo], outs: list[TensorInfo]) -> Cache | None:
             key = (layer, None) if stacked else (layer, kv)
             p, q = past.get(key), present.get(key)
             slots.append(CacheSlot(layer, kv, p.name if p else None, q.name if q else None))
+    layout = CacheLayout.STACKED if stacked else CacheLayout.SPLIT
     heads: int | None = None
     for t in (*past.values(), *present.values()):
         dims = t.shape or ()
@@ -147,7 +149,10 @@ def _cache(ins: list[TensorInfo], outs: list[TensorInfo]) -> Cache | None:
         if isinstance(size, int):
             heads = size
             break
-    return Cache(tuple(slots), CacheLayout.STACKED if stacked else CacheLayout.SPLIT, heads)
+        if not stacked and len(dims) == 4 and isinstance(dims[2], int) and isinstance(dims[3], int):
+            heads, layout = dims[2], CacheLayout.SEQUENCE_FIRST  # [B, T, H, D]: a named length before the heads
+            break
+    return Cache(tuple(slots), layout, heads)
 
 
 def _genai(protocol: Protocol, folder: Path, sources: dict[str, str]) -> Protocol:

@@ -35,6 +35,7 @@ class Logits(str, Enum):
 class CacheLayout(str, Enum):
     SPLIT = "split"  # one tensor per layer and role, [B, kv_heads, T, head_dim]
     STACKED = "stacked"  # one tensor per layer, [2, B, kv_heads, T, head_dim]: key at 0, value at 1
+    SEQUENCE_FIRST = "sequence_first"  # one tensor per layer and role, [B, T, kv_heads, head_dim]
 
 
 class Positions(str, Enum):
@@ -120,11 +121,16 @@ class Protocol:
         return next((d.size for d in self.static if d.tensor == self.ids and d.axis == 1), None)
 
     @property
+    def one_token(self) -> bool:
+        """A decoder step graph whose sequence length is fixed at 1: fed one token per call."""
+        return self.static_sequence == 1 and self.cache is not None
+
+    @property
     def adapts(self) -> bool:
         """Whether feeds or outputs are transformed between the reference's form and the file's."""
-        stacked = self.cache is not None and self.cache.layout is CacheLayout.STACKED
-        return (self.mask_form is not MaskForm.KEEP or self.logits is Logits.LAST or stacked
-                or bool(self.rows_because))
+        stacked = self.cache is not None and self.cache.layout is not CacheLayout.SPLIT
+        return (self.mask_form in (MaskForm.ADDITIVE, MaskForm.EXPANDED) or self.logits is Logits.LAST or stacked
+                or bool(self.rows_because) or self.one_token)
 
     def describe(self) -> list[str]:
         """The lines the report prints under the file's name."""
@@ -138,6 +144,8 @@ class Protocol:
                          + (" (declared intended)" if self.static_intended else ""))
         if self.rows_because:
             lines.append(f"feeding: {self.rows_because}")
+        if self.one_token:
+            lines.append("steps: one token per call (the file's sequence length is fixed at 1)")
         if self.names:
             lines.append("names: " + ", ".join(f"{r}={a}" for r, a in self.names))
         return lines
@@ -154,4 +162,5 @@ class Protocol:
                 "positions": self.positions.value,
                 "static": [{"tensor": d.tensor, "axis": d.axis, "size": d.size} for d in self.static],
                 "static_intended": self.static_intended, "feeding": self.rows_because or "batched, as given",
+                "one_token_per_call": self.one_token,
                 "names": dict(self.names), "sources": dict(self.sources)}

@@ -17,7 +17,7 @@ A key the protocol does not know, or a value outside its choices, is a one-line
     value_input = "past_value_in{layer}"
     key_output = "past_key{layer}"
     value_output = "past_value{layer}"
-    layout = "split"                # split | stacked (key_input names both roles' tensor)
+    layout = "split"                # split | stacked (key_input names both roles' tensor) | sequence_first
 """
 
 from __future__ import annotations
