@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from harness.core.cachedir import cache_root as harness_cache
+from harness.core.cachedir import lock_for, temp_dir_for
 from tests.waiting import PATIENCE
 
 ENV = "HARNESS_EXPORTERS_VENV"
@@ -103,8 +105,6 @@ def _tree_digest(path: Path) -> str:
 
 
 def cache_root() -> Path:
-    from harness.core.cachedir import cache_root as harness_cache
-
     return harness_cache() / "exporter-fixtures"
 
 
@@ -115,11 +115,15 @@ def export(tool: Tool, src: Path) -> Path:
                                      "versions": versions() if tool.in_venv else _project_versions(),
                                      "src": _tree_digest(src)}, sort_keys=True).encode()).hexdigest()[:16]
     out = cache_root() / f"{tool.name}-{key}"
-    if (out / ".done").is_file():
-        return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with lock_for(out):  # two xdist workers wanting one export: one builds it, the other waits and reuses it
+        if not (out / ".done").is_file():
+            _build(tool, src, out)
+    return out
+
+
+def _build(tool: Tool, src: Path, out: Path) -> None:
+    tmp = temp_dir_for(out)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": ""}
     done = subprocess.run(tool.command(src, tmp), capture_output=True, text=True, env=env, timeout=PATIENCE,
@@ -128,6 +132,5 @@ def export(tool: Tool, src: Path) -> Path:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
         raise AssertionError(f"{tool.name} failed (exit {done.returncode}):\n{tail}")
     (tmp / ".done").write_text(json.dumps(versions() if tool.in_venv else _project_versions()), encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)  # a half-built entry of a killed run
     tmp.rename(out)
-    return out
