@@ -48,7 +48,7 @@ OLD_DEFAULT_TOLERANCES = {
 }
 #: added later, measured on the trained numbers-llama (harness/metrics/registry.py): INT4's own numeric gates;
 #: everything else INT4 gates with is INT8's
-INT4_DEFAULT_TOLERANCES = {"norm_max_abs": 0.35, "cosine": 0.98, "top1_agreement": 0.85, "kl": 0.15}
+INT4_DEFAULT_TOLERANCES = {"norm_max_abs": 0.35, "cosine": 0.98, "top1_agreement": 0.75, "kl": 0.15}
 OLD_LOGITS_ONLY = {"top1_agreement", "topk_agreement", "kl", "kl_max"}
 OLD_HIGHER_IS_BETTER = {"cosine", "top1_agreement", "topk_agreement"}
 OLD_GEN_TOLERANCES = {
