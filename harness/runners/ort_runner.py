@@ -441,7 +441,7 @@ class OrtBackend(Backend):
             raise SystemExit(f"{device} was requested but the session runs on {first.providers}")
         calls = {g: _session_call(r) for g, r in runners.items()}
         gpu = nvml_process_bytes if device in _GPU_PROVIDERS else (lambda: None)
-        return ChildLoad(calls, load, {"onnxruntime": session_settings(first.session)}, gpu)
+        return ChildLoad(calls, load, {"onnxruntime": session_settings(first.session)}, gpu, dict(runners))
 
 
 def _session_call(runner: OrtGraphRunner) -> Callable[[Mapping[str, np.ndarray]], Any]:
