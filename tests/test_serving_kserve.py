@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import onnx
 import pytest
-from onnx import numpy_helper
 
 from harness.cli import main
 from tests.serving import kserve_server as ks
+from tests.serving.faults import bert_tiny_fp32, renamed_inputs, scaled_classifier
 from tests.serving.mlserver import Server, Unavailable
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
@@ -32,41 +31,13 @@ pytest.importorskip("tritonclient.http", reason="the serving client (pip install
 SMALL = ["--samples", "8", "--batch-size", "4"]
 
 
-def _scaled_classifier(src: Path, dst: Path, factor: float = 1.5) -> Path:
-    model = onnx.load(str(src))
-    for i, init in enumerate(model.graph.initializer):
-        if init.name == "model.classifier.weight":
-            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * factor, init.name))
-            break
-    else:
-        raise AssertionError("bert-tiny's export has no model.classifier.weight")
-    onnx.save(model, str(dst))
-    return dst
-
-
-def _renamed_inputs(src: Path, dst: Path, names: dict[str, str]) -> Path:
-    model = onnx.load(str(src))
-    for value in model.graph.input:
-        value.name = names.get(value.name, value.name)
-    for node in model.graph.node:
-        node.input[:] = [names.get(n, n) for n in node.input]
-    onnx.save(model, str(dst))
-    return dst
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
-    from harness.core import Precision, RunOptions, Settings, Variant
-    from harness.judge.workspace import Workspace
-    from harness.runners import PROVIDERS
-    from harness.serving.artifacts import variant_files
-
-    ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
-    fp32 = variant_files(ws, Variant("bert-tiny", Precision.FP32, PROVIDERS["ort_cpu"]))[2][0].path
+    fp32 = bert_tiny_fp32()
     root = tmp_path_factory.mktemp("kserve")
     models = {"bert": fp32, "bert-described": fp32,
-              "bert-scaled": _scaled_classifier(fp32, root / "scaled.onnx"),
-              "bert-renamed": _renamed_inputs(fp32, root / "renamed.onnx", {"input_ids": "ids", "attention_mask": "mask"})}
+              "bert-scaled": scaled_classifier(fp32, root / "scaled.onnx"),
+              "bert-renamed": renamed_inputs(fp32, root / "renamed.onnx", {"input_ids": "ids", "attention_mask": "mask"})}
     try:
         srv = ks.start(root / "server", models, publish_metadata=("bert-described",), refuse_binary=True)
     except Unavailable as exc:

@@ -19,6 +19,7 @@ import pytest
 
 from harness.cli import main
 from tests.serving import mlserver as ms
+from tests.serving.faults import bert_tiny_fp32
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
@@ -28,13 +29,7 @@ LOW, HIGH, BUDGET_MS = 5.0, 2000.0, 1500.0
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[ms.Server]:
-    from harness.core import Precision, RunOptions, Settings, Variant
-    from harness.judge.workspace import Workspace
-    from harness.runners import PROVIDERS
-    from harness.serving.artifacts import variant_files
-
-    ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
-    fp32 = variant_files(ws, Variant("bert-tiny", Precision.FP32, PROVIDERS["ort_cpu"]))[2][0].path
+    fp32 = bert_tiny_fp32()
     try:
         srv = ms.start(tmp_path_factory.mktemp("mlserver-rate"), [ms.ServedFile("bert", fp32)])
     except ms.Unavailable as exc:
