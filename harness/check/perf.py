@@ -95,6 +95,10 @@ def describe(perf: Mapping[str, Any]) -> list[str]:
         return describe_sweep(perf)
     if "serving_rate" in perf:
         return describe_rates(perf)
+    if "generation_serving" in perf:
+        return [f"concurrency {lv['concurrency']:>2}: TTFT p50 {_ms(lv['ttft_ms_p50'])}  TPOT p50 {_ms(lv['tpot_ms_p50'])}"
+                f"  {lv['tokens_per_s']:.1f} tokens/s  {lv['requests']} requests, {lv['errors']} errors"
+                for lv in perf["generation_serving"]["levels"]]
     lines = []
     for key, entry in perf.items():
         if key.startswith("latency_ms") and isinstance(entry, Mapping):
@@ -134,6 +138,10 @@ def describe_sweep(perf: Mapping[str, Any]) -> list[str]:
                      f"{s['throughput']:.1f}/s  {s['requests']} requests, {s['errors']} errors"
                      f"{'' if s['stable'] else ' (not stable)'}{extra}")
     return lines
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} ms"
 
 
 def describe_rates(perf: Mapping[str, Any]) -> list[str]:

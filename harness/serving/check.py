@@ -48,13 +48,17 @@ CONCURRENT_REQUESTS = 8
 
 def run_endpoint_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> CheckOutcome:
     """Judge the served model(s) of ``req.endpoint``; refusals (exit 2) come before any model loads."""
+    assert req.endpoint is not None
     began = time.perf_counter()
     run_id = run_id or new_run_id()
-    assert req.endpoint is not None
     if req.perf is not None:  # the load sweep targets loopback or a configured host only: refused before work
         why = req.endpoint.load_allowed()
         if why:
             raise UsageError(why)
+    if req.endpoint.protocol == "openai":  # a generative model behind an OpenAI-compatible API
+        from harness.serving.openai_check import run_openai_check
+
+        return run_openai_check(req, run_dir, run_id)
     source, artifacts, _ = open_endpoint(req.endpoint, req.precision)
     try:
         setup = resolve(req, artifacts)

@@ -47,6 +47,11 @@ def add_endpoint_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--p99-budget", type=float, default=None, metavar="MS",
                    help="with --request-rate: the p99 latency a rate must meet; the highest that does is the "
                         "sustainable rate, and the sweep stops after the first that does not")
+    g.add_argument("--openai-route", choices=("completions", "chat"), default="completions",
+                   help="with --endpoint openai://: judge /v1/completions (the raw prompt; default) or "
+                        "/v1/chat/completions (one user message; the server's chat template applies)")
+    g.add_argument("--no-stream", action="store_true",
+                   help="with --endpoint openai://: ask for whole answers (no TTFT / TPOT) instead of streamed ones")
     g.add_argument("--load-host", action="append", default=[], metavar="HOST",
                    help="a non-loopback host the load sweep may target (the configured server's own)")
 
@@ -61,7 +66,8 @@ def endpoint_of(args: argparse.Namespace) -> Endpoint | None:
     if not args.served_model:
         raise UsageError("--endpoint: give --served-model NAME (the model's name on the server)")
     return parse_endpoint(args.endpoint, args.served_model, protocol=args.protocol, version=args.served_version,
-                          timeout_s=args.request_timeout, load_hosts=tuple(args.load_host))
+                          timeout_s=args.request_timeout, load_hosts=tuple(args.load_host), route=args.openai_route,
+                          stream=not args.no_stream)
 
 
 def sweep_of(args: argparse.Namespace) -> SweepSettings:
