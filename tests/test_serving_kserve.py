@@ -13,22 +13,19 @@ binary tensors to a predictor refusing them falls back to JSON and says so.
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import pytest
 
-from harness.cli import main
 from tests.serving import kserve_server as ks
 from tests.serving.faults import bert_tiny_fp32, renamed_inputs, scaled_classifier
-from tests.serving.mlserver import Server, Unavailable
+from tests.serving.mlserver import Server
+from tests.serving.venv_server import check, required
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
-SMALL = ["--samples", "8", "--batch-size", "4"]
+SMALL = ["--reference", "bert-tiny", "--samples", "8", "--batch-size", "4"]
 
 
 @pytest.fixture(scope="module")
@@ -38,26 +35,14 @@ def server(tmp_path_factory) -> Iterator[Server]:
     models = {"bert": fp32, "bert-described": fp32,
               "bert-scaled": scaled_classifier(fp32, root / "scaled.onnx"),
               "bert-renamed": renamed_inputs(fp32, root / "renamed.onnx", {"input_ids": "ids", "attention_mask": "mask"})}
-    try:
-        srv = ks.start(root / "server", models, publish_metadata=("bert-described",), refuse_binary=True)
-    except Unavailable as exc:
-        if os.environ.get(ks.REQUIRE_ENV) == "1":
-            pytest.fail(f"{ks.REQUIRE_ENV}=1 but no KServe: {exc}")
-        pytest.skip(f"no KServe here: {exc}")
+    srv = required(lambda: ks.start(root / "server", models, publish_metadata=("bert-described",),
+                                    refuse_binary=True), ks.REQUIRE_ENV, "KServe")
     yield srv
     srv.stop()
 
 
-def _check(argv: list[str], out: Path, capsys) -> tuple[int, str, dict[str, dict]]:
-    code = main(["check", "--reference", "bert-tiny", *argv, *SMALL, "--out", str(out)])
-    captured = capsys.readouterr()
-    results = out / "results.jsonl"
-    records = [json.loads(x) for x in results.read_text().splitlines()] if results.exists() else []
-    return code, captured.out + captured.err, {r["suite"]: r for r in records}
-
-
 def test_a_predictor_without_metadata_is_judged_from_the_reference_inputs(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", server.http, "--served-model", "bert"], tmp_path / "run", capsys)
+    code, text, suites = check([*SMALL, "--endpoint", server.http, "--served-model", "bert"], tmp_path / "run", capsys)
     assert code == 0, text
     assert {s: r["verdict"] for s, r in suites.items()} == {"check": "pass", "check_concurrency": "pass"}
     served = suites["check"]["data"]["served"]["model"]
@@ -70,20 +55,20 @@ def test_a_predictor_without_metadata_is_judged_from_the_reference_inputs(server
 
 
 def test_a_scaled_weight_behind_the_same_predictor_fails(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", server.http, "--served-model", "bert-scaled"], tmp_path / "run", capsys)
+    code, text, suites = check([*SMALL, "--endpoint", server.http, "--served-model", "bert-scaled"], tmp_path / "run", capsys)
     assert code == 1, text
-    check = suites["check"]
-    assert check["verdict"] == "fail" and "model/logits" in check["reason"], check["reason"]
-    assert check["metrics"]["model.logits.norm_max_abs"] > 0.1
+    judged = suites["check"]
+    assert judged["verdict"] == "fail" and "model/logits" in judged["reason"], judged["reason"]
+    assert judged["metrics"]["model.logits.norm_max_abs"] > 0.1
 
 
 def test_other_input_names_are_refused_with_the_servers_message_until_mapped(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", server.http, "--served-model", "bert-renamed"], tmp_path / "bad", capsys)
+    code, text, suites = check([*SMALL, "--endpoint", server.http, "--served-model", "bert-renamed"], tmp_path / "bad", capsys)
     assert code == 2 and not suites, text
     line = text.strip().splitlines()[-1]
     assert "bert-renamed" in line and "publishes no outputs" in line and "Traceback" not in text
     assert "ids" in line  # the server's own words (ONNX Runtime's missing-input error) reach the user
-    code, text, suites = _check(["--endpoint", server.http, "--served-model", "bert-renamed",
+    code, text, suites = check([*SMALL, "--endpoint", server.http, "--served-model", "bert-renamed",
                                  "--map", "input_ids=ids", "--map", "attention_mask=mask"], tmp_path / "map", capsys)
     assert code == 0, text
     served = suites["check"]["data"]["served"]["model"]
@@ -93,7 +78,7 @@ def test_other_input_names_are_refused_with_the_servers_message_until_mapped(ser
 @pytest.mark.parametrize("transport", ["http", "grpc"])
 def test_a_predictor_publishing_its_metadata_is_judged_over_both_transports(server, tmp_path, capsys, transport):
     url = server.http if transport == "http" else server.grpc
-    code, text, suites = _check(["--endpoint", url, "--served-model", "bert-described"], tmp_path / "run", capsys)
+    code, text, suites = check([*SMALL, "--endpoint", url, "--served-model", "bert-described"], tmp_path / "run", capsys)
     assert code == 0, text
     served = suites["check"]["data"]["served"]["model"]
     assert served["io_source"] == {"inputs": "metadata", "outputs": "metadata"}

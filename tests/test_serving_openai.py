@@ -9,19 +9,17 @@ name. With ``--perf`` each concurrency level records TTFT, TPOT and tokens per s
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from harness.cli import main
 from tests.serving import openai_server as oa
-from tests.serving.mlserver import Server, Unavailable
+from tests.serving.mlserver import Server
+from tests.serving.venv_server import check, required
 
-GEN = ["--gen-samples", "6"]
+GEN = ["--reference", "llama-tiny", "--gen-samples", "6"]
 
 
 def _reference_dir() -> Path:
@@ -51,22 +49,10 @@ def _other_model(src: Path, dst: Path) -> Path:
 def server(tmp_path_factory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("openai")
     reference = _reference_dir()
-    try:
-        srv = oa.start(root / "server", {"llama": reference, "llama-other": _other_model(reference, root / "other")})
-    except Unavailable as exc:
-        if os.environ.get(oa.REQUIRE_ENV) == "1":
-            pytest.fail(f"{oa.REQUIRE_ENV}=1 but no LitServe: {exc}")
-        pytest.skip(f"no LitServe here: {exc}")
+    models = {"llama": reference, "llama-other": _other_model(reference, root / "other")}
+    srv = required(lambda: oa.start(root / "server", models), oa.REQUIRE_ENV, "LitServe")
     yield srv
     srv.stop()
-
-
-def _check(argv: list[str], out: Path, capsys) -> tuple[int, str, dict[str, dict]]:
-    code = main(["check", "--reference", "llama-tiny", *argv, *GEN, "--out", str(out)])
-    captured = capsys.readouterr()
-    results = out / "results.jsonl"
-    records = [json.loads(x) for x in results.read_text().splitlines()] if results.exists() else []
-    return code, captured.out + captured.err, {r["suite"]: r for r in records}
 
 
 def _url(server: Server) -> str:
@@ -74,7 +60,7 @@ def _url(server: Server) -> str:
 
 
 def test_completions_of_the_faithful_model_match_pytorch_token_for_token(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", _url(server), "--served-model", "llama", "--no-stream"],
+    code, text, suites = check([*GEN, "--endpoint", _url(server), "--served-model", "llama", "--no-stream"],
                                 tmp_path / "run", capsys)
     assert code == 0, text
     gen = suites["check_generation"]
@@ -84,7 +70,7 @@ def test_completions_of_the_faithful_model_match_pytorch_token_for_token(server,
 
 
 def test_streamed_chat_is_judged_and_timed_per_concurrency_level(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", _url(server), "--served-model", "llama", "--openai-route", "chat",
+    code, text, suites = check([*GEN, "--endpoint", _url(server), "--served-model", "llama", "--openai-route", "chat",
                                  "--perf", "--concurrency", "1", "2"], tmp_path / "run", capsys)
     assert code == 0, text
     assert suites["check_generation"]["metrics"]["gen_token_exact_match"] == 1.0
@@ -97,7 +83,7 @@ def test_streamed_chat_is_judged_and_timed_per_concurrency_level(server, tmp_pat
 
 
 def test_a_server_decoding_another_model_fails_generation_parity(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", _url(server), "--served-model", "llama-other", "--no-stream"],
+    code, text, suites = check([*GEN, "--endpoint", _url(server), "--served-model", "llama-other", "--no-stream"],
                                 tmp_path / "run", capsys)
     assert code == 1, text
     gen = suites["check_generation"]
@@ -106,6 +92,6 @@ def test_a_server_decoding_another_model_fails_generation_parity(server, tmp_pat
 
 
 def test_an_unknown_model_is_refused_in_one_line_with_the_servers_message(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", _url(server), "--served-model", "nope"], tmp_path / "run", capsys)
+    code, text, suites = check([*GEN, "--endpoint", _url(server), "--served-model", "nope"], tmp_path / "run", capsys)
     assert code == 2 and not suites, text
     assert "Traceback" not in text and "request failed [" in text.strip().splitlines()[-1]

@@ -11,49 +11,34 @@ weight scaled by 1.5 fails the numeric check.
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from harness.cli import main
 from tests.serving import triton_server as ts
 from tests.serving.faults import bert_tiny_fp32, scaled_classifier
-from tests.serving.mlserver import Server, Unavailable
+from tests.serving.mlserver import Server
+from tests.serving.venv_server import check, required
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
-SMALL = ["--samples", "8", "--batch-size", "4"]
+SMALL = ["--reference", "bert-tiny", "--samples", "8", "--batch-size", "4"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     fp32 = bert_tiny_fp32()
     root = tmp_path_factory.mktemp("triton")
-    try:
-        srv = ts.start(root / "server", {"bert": fp32, "bert-scaled": scaled_classifier(fp32, root / "scaled.onnx")})
-    except Unavailable as exc:
-        if os.environ.get(ts.REQUIRE_ENV) == "1":
-            pytest.fail(f"{ts.REQUIRE_ENV}=1 but no Triton: {exc}")
-        pytest.skip(f"no Triton here: {exc}")
+    models = {"bert": fp32, "bert-scaled": scaled_classifier(fp32, root / "scaled.onnx")}
+    srv = required(lambda: ts.start(root / "server", models), ts.REQUIRE_ENV, "Triton")
     yield srv
     srv.stop()
-
-
-def _check(argv: list[str], out: Path, capsys) -> tuple[int, str, dict[str, dict]]:
-    code = main(["check", "--reference", "bert-tiny", *argv, *SMALL, "--out", str(out)])
-    captured = capsys.readouterr()
-    results = out / "results.jsonl"
-    records = [json.loads(x) for x in results.read_text().splitlines()] if results.exists() else []
-    return code, captured.out + captured.err, {r["suite"]: r for r in records}
 
 
 @pytest.mark.parametrize("transport", ["http", "grpc"])
 def test_a_real_triton_serves_the_faithful_model_judged_with_its_statistics(server, tmp_path, capsys, transport):
     url = server.http if transport == "http" else server.grpc
-    code, text, suites = _check(["--endpoint", url, "--served-model", "bert", "--perf", "--concurrency", "1", "4",
+    code, text, suites = check([*SMALL, "--endpoint", url, "--served-model", "bert", "--perf", "--concurrency", "1", "4",
                                  "--sweep-window", "0.3", "--step-budget", "3"], tmp_path / "run", capsys)
     assert code == 0, text
     assert {s: r["verdict"] for s, r in suites.items()} == {"check": "pass", "check_concurrency": "pass",
@@ -68,6 +53,6 @@ def test_a_real_triton_serves_the_faithful_model_judged_with_its_statistics(serv
 
 
 def test_a_scaled_weight_served_by_triton_fails(server, tmp_path, capsys):
-    code, text, suites = _check(["--endpoint", server.grpc, "--served-model", "bert-scaled"], tmp_path / "run", capsys)
+    code, text, suites = check([*SMALL, "--endpoint", server.grpc, "--served-model", "bert-scaled"], tmp_path / "run", capsys)
     assert code == 1, text
-    assert suites["check"]["verdict"] == "fail" and "model/logits" in suites["check"]["reason"]
+    assert suites["check"]["verdict"] == "fail" and "model/logits" in suites["check"]["reason"], suites["check"]["reason"]

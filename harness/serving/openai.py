@@ -53,6 +53,8 @@ class Completion:
     seconds: float
     pieces: list[float] = field(default_factory=list)
     finish_reason: str | None = None
+    #: the server's own count (``usage.completion_tokens``) where it gives one (> 0)
+    tokens: int | None = None
 
     @property
     def ttft_ms(self) -> float | None:
@@ -111,19 +113,21 @@ class OpenAIClient:
                 answer = json.loads(response.read())
                 text, finish = _piece({"choices": [{**c, "delta": c.get("message")} for c in answer["choices"]]}
                                       if chat else answer, chat)
-                return Completion(text, time.perf_counter() - began, finish_reason=finish)
+                return Completion(text, time.perf_counter() - began, finish_reason=finish, tokens=_usage(answer))
             parts: list[str] = []
             times: list[float] = []
             finish = None
+            counted = None
             for event in _events(response):
                 text, reason = _piece(event, chat)
                 finish = reason or finish
+                counted = _usage(event) or counted
                 if text:
                     parts.append(text)
                     times.append(time.perf_counter() - began)
             seconds = time.perf_counter() - began
             response.read()  # the rest of the body after [DONE]: the connection serves the next request
-            return Completion("".join(parts), seconds, times, finish)
+            return Completion("".join(parts), seconds, times, finish, counted)
         except ServingError:
             self._reconnect()
             raise
@@ -134,6 +138,12 @@ class OpenAIClient:
     def _reconnect(self) -> None:
         self._conn.close()
         self._conn = http.client.HTTPConnection(self.endpoint.host, self.endpoint.port, timeout=self.endpoint.timeout_s)
+
+
+def _usage(body: dict[str, Any]) -> int | None:
+    usage = body.get("usage") or {}
+    count = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return int(count) if isinstance(count, int) and count > 0 else None
 
 
 def _message(detail: str) -> str:
@@ -179,7 +189,9 @@ class LoadLevel:
 def load_level(endpoint: Endpoint, route: OpenAIRoute, prompts: list[str], max_tokens: int, concurrency: int,
                requests: int, count_tokens: Any) -> LoadLevel:
     """``requests`` completions with ``concurrency`` in flight (prompts in turn); TTFT from the first
-    streamed piece, TPOT over the rest of the answer's tokens (``count_tokens(text)``)."""
+    streamed piece, TPOT over the rest of the answer's tokens: the server's ``usage`` count where it
+    gives one, else ``count_tokens(text)`` (the reference tokenizer's count of the text, which for
+    byte-fallback text can exceed the tokens generated)."""
     level = LoadLevel(concurrency)
     lock = threading.Lock()
     queue = iter(range(requests))
@@ -200,7 +212,7 @@ def load_level(endpoint: Endpoint, route: OpenAIRoute, prompts: list[str], max_t
                         if str(exc) not in level.error_examples and len(level.error_examples) < 3:
                             level.error_examples.append(str(exc))
                     continue
-                tokens = int(count_tokens(answer.text))
+                tokens = answer.tokens or int(count_tokens(answer.text))
                 with lock:
                     level.requests += 1
                     level.tokens += tokens

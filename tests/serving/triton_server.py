@@ -10,11 +10,13 @@ free ports, waited for by polling its ready endpoint, stopped as MLServer is. Wi
 
 from __future__ import annotations
 
-import os
-import subprocess
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
-from tests.serving.mlserver import ROOT, Server, Unavailable, free_port, wait
+from tests.serving.mlserver import Server, free_port, wait
+from tests.serving.venv_server import launch, venv_python
 from tests.waiting import PATIENCE
 
 ENV = "HARNESS_PYTRITON_PYTHON"
@@ -23,36 +25,17 @@ MODELS = Path(__file__).with_name("pytriton_models.py")
 
 
 def python() -> str:
-    given = os.environ.get(ENV)
-    if given:
-        if not Path(given).is_file():
-            raise Unavailable(f"{ENV}={given}: no such file")
-        return given
-    local = ROOT / ".pytriton-venv" / "bin" / "python"
-    if local.is_file():
-        return str(local)
-    raise Unavailable(f"no Triton: set {ENV} to the python of a venv with nvidia-pytriton and onnxruntime, or "
-                      "create .pytriton-venv (python3 -m venv .pytriton-venv && .pytriton-venv/bin/pip install "
-                      "nvidia-pytriton onnxruntime)")
+    return venv_python(ENV, ".pytriton-venv", "nvidia-pytriton onnxruntime")
 
 
 def start(root: Path, models: dict[str, Path], budget_s: float = PATIENCE) -> Server:
     """Triton serving ``models`` (name -> ONNX file), every model ready when this returns."""
-    exe = python()
-    root.mkdir(parents=True, exist_ok=True)
     http_port, grpc_port = free_port(), free_port()
-    argv = [exe, str(MODELS), *(f"--serve={name}={path}" for name, path in models.items()),
+    argv = [python(), str(MODELS), *(f"--serve={name}={path}" for name, path in models.items()),
             f"--http-port={http_port}", f"--grpc-port={grpc_port}", f"--metrics-port={free_port()}"]
-    log = root / "triton.log"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HOME": str(root)}  # pytriton's workspace under ~/.cache: the test's
-    env.pop("PYTHONPATH", None)
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
-    server = Server(process, root, http_port, grpc_port, log)
-    try:
-        wait(server, list(models), budget_s, label="Triton")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    # pytriton's workspace (with its models' unix sockets) goes under ~/.cache: a home of the test's own,
+    # short, since a socket path over 107 bytes fails ("File name too long") and pytest's tmp paths are long
+    home = Path(tempfile.mkdtemp(prefix="pytriton-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return launch(argv, root, (http_port, grpc_port), "Triton", lambda srv: wait(srv, list(models), budget_s, "Triton"),
+                  home=home)
