@@ -19,14 +19,12 @@ import numpy as np
 import pytest
 
 from tests.serving import kserve_server as ks
+from tests.serving.faults import BERT_TINY_CHECK as SMALL
 from tests.serving.faults import bert_tiny_fp32, renamed_inputs, scaled_classifier
 from tests.serving.mlserver import Server
 from tests.serving.venv_server import check, required
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
-
-SMALL = ["--reference", "bert-tiny", "--samples", "8", "--batch-size", "4"]
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:

@@ -16,14 +16,12 @@ from typing import Iterator
 import pytest
 
 from tests.serving import triton_server as ts
+from tests.serving.faults import BERT_TINY_CHECK as SMALL
 from tests.serving.faults import bert_tiny_fp32, scaled_classifier
 from tests.serving.mlserver import Server
 from tests.serving.venv_server import check, required
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
-
-SMALL = ["--reference", "bert-tiny", "--samples", "8", "--batch-size", "4"]
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:

@@ -8,6 +8,9 @@ from pathlib import Path
 import onnx
 from onnx import numpy_helper
 
+#: ``harness check`` of bert-tiny on a small corpus slice: what the server tests judge
+BERT_TINY_CHECK = ["--reference", "bert-tiny", "--samples", "8", "--batch-size", "4"]
+
 
 def bert_tiny_fp32() -> Path:
     """bert-tiny's FP32 ONNX file as the harness builds it (content-addressed cache)."""
