@@ -37,6 +37,7 @@ from train_numbers_translator import (  # noqa: E402
     Recipe,
     library_versions,
     run,
+    training_parser,
     vocabulary_texts,
 )
 
@@ -211,20 +212,10 @@ left padding.
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--warmup", type=int, default=100)
+    parser = training_parser(__doc__.splitlines()[0], DEFAULT_SEED, DEFAULT_OUT, steps=1500, lr=3e-3, warmup=100,
+                             layers=3)
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--kv-heads", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--log-every", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--no-save", action="store_true", help="train and evaluate only")
     return parser.parse_args(argv)
 
 

@@ -348,22 +348,30 @@ def library_versions() -> dict[str, str]:
     }
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--steps", type=int, default=3500)
+def training_parser(description: str, seed: int, out: Path, steps: int, lr: float, warmup: int,
+                    layers: int) -> argparse.ArgumentParser:
+    """The options every numbers model's training takes, with that model's defaults (it adds its own)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--layers", type=int, default=layers)
     parser.add_argument("--heads", type=int, default=4)
     # One thread: on a shared 2-core machine two intra-op threads ran ~5x slower per step
     # (each op waits for the slower thread), while the loss curve was identical.
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--no-save", action="store_true", help="train and evaluate only")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = training_parser(__doc__.splitlines()[0], DEFAULT_SEED, DEFAULT_OUT, steps=3500, lr=1e-3, warmup=200,
+                             layers=2)
+    parser.add_argument("--d-model", type=int, default=128)
     return parser.parse_args(argv)
 
 
