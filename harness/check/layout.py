@@ -10,7 +10,7 @@ and ``model.onnx``, whichever are present.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -62,11 +62,14 @@ class ArtifactFile:
     precision_reason: str
     sha256: str
     bytes: int
+    #: the external data files the graph reads, by location: their sha256
+    external_data: dict[str, str] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         return {"path": str(self.path), "sha256": self.sha256, "bytes": self.bytes, "role": self.role,
                 "opset": self.opsets.get("", None), "producer": self.producer,
-                "detected_precision": self.precision}
+                "detected_precision": self.precision, **({"external_data": self.external_data}
+                                                         if self.external_data else {})}
 
 
 def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
@@ -86,7 +89,7 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
                          f"{describe_error(exc)})") from None
     if not model.graph.node or not model.graph.output:
         raise UsageError(f"{path}: not a usable ONNX model (no nodes or no outputs; truncated or corrupt?)")
-    _check_external_data(model, path)
+    data_files = _check_external_data(model, path)
     initializers = {t.name for t in model.graph.initializer}
     inputs = tuple(_info(v) for v in model.graph.input if v.name not in initializers)
     outputs = tuple(_info(v) for v in model.graph.output)
@@ -94,7 +97,8 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
     return ArtifactFile(path=path, role=role, inputs=inputs, outputs=outputs,
                         opsets={o.domain: o.version for o in model.opset_import},
                         producer=f"{model.producer_name} {model.producer_version}".strip(),
-                        precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size)
+                        precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size,
+                        external_data={loc: file_sha256(path.parent / loc) for loc in sorted(data_files)})
 
 
 def discover(path: Path) -> list[ArtifactFile]:
@@ -160,10 +164,12 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from _nodes(sub)
 
 
-def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
+def _check_external_data(model: onnx.ModelProto, path: Path) -> set[str]:
     """External weights must be files inside the artifact's directory (no ``../``, no
-    absolute paths): a shared artifact must not make the gate read arbitrary files."""
+    absolute paths): a shared artifact must not make the gate read arbitrary files. Returns
+    the locations the graph reads (what decides its outputs beside the graph file)."""
     root = path.resolve().parent
+    locations: set[str] = set()
     for tensor in _tensors(model.graph):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
@@ -174,6 +180,8 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
                              f"the artifact's directory; refused")
         if not target.is_file():
             raise UsageError(f"{path}: external data file {location!r} of tensor {tensor.name!r} is missing")
+        locations.add(location)
+    return locations
 
 
 def _detect_precision(model: onnx.ModelProto) -> tuple[str, str]:
