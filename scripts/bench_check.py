@@ -27,7 +27,7 @@ every graph on padded corpus batches, greedy generation parity over the corpus, 
 training-mode lint) against ``scripts/optimum_validate.py`` (optimum's ``validate_models_outputs``
 on each sub-model with its dummy shapes: what ``optimum-cli export onnx`` validates after export).
 
-``HARNESS_BENCH_SMOKE=1``: 1 run of each tool (``harness.perf.smoke``).
+``HARNESS_BENCH_SMOKE=1``: 1 run of each tool, with an empty harness cache (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from harness.perf import smoke
 
-    smoke.announce(smoke.shrink(args, runs=1))
+    smoke.announce(smoke.shrink(args, runs=1, cold=True))  # one run of each tool, no untimed priming run
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # its own site-packages only
     why = optimum_ready(args.optimum_python, optimum_env)
