@@ -429,6 +429,7 @@ def test_a_second_check_of_the_same_files_replays_the_decode_and_changed_bytes_d
     files decode from the output cache the second time; a file whose bytes differ (its doc string
     only: same outputs) is decoded again, with the same metrics."""
     import shutil
+    import uuid
 
     import onnx
 
@@ -437,7 +438,7 @@ def test_a_second_check_of_the_same_files_replays_the_decode_and_changed_bytes_d
     edited = tmp_path / "edited"
     shutil.copytree(marian_dirs["good"], edited)
     model = onnx.load(str(edited / "decoder_with_past_model.onnx"))
-    model.doc_string = "same graph, other bytes"
+    model.doc_string = f"same graph, other bytes ({uuid.uuid4()})"  # new bytes in every session (a shared cache)
     onnx.save(model, str(edited / "decoder_with_past_model.onnx"))
     for i, files in enumerate((marian_dirs["good"], marian_dirs["good"], edited)):
         code, _, err = _run([*args, "--onnx", str(files), "--out", str(tmp_path / f"run{i}")], capsys)
