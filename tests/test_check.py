@@ -437,6 +437,31 @@ def test_seq2seq_optimum_layout_passes_numeric_and_generation(marian_dirs, tmp_p
     assert gen["metrics"]["gen_sentences"] == 12
 
 
+def test_a_second_check_of_the_same_files_replays_the_decode_and_changed_bytes_do_not(marian_dirs, tmp_path, capsys):
+    """Files built elsewhere are keyed by their bytes like the harness's own artifacts: the same
+    files decode from the output cache the second time; a file whose bytes differ (its doc string
+    only: same outputs) is decoded again, with the same metrics."""
+    import shutil
+    import uuid
+
+    import onnx
+
+    args = ["--reference", str(_dir("marian-tiny")), "--samples", "16", "--gen-samples", "12"]
+    gens = []
+    edited = tmp_path / "edited"
+    shutil.copytree(marian_dirs["good"], edited)
+    model = onnx.load(str(edited / "decoder_with_past_model.onnx"))
+    model.doc_string = f"same graph, other bytes ({uuid.uuid4()})"  # new bytes in every session (a shared cache)
+    onnx.save(model, str(edited / "decoder_with_past_model.onnx"))
+    for i, files in enumerate((marian_dirs["good"], marian_dirs["good"], edited)):
+        code, _, err = _run([*args, "--onnx", str(files), "--out", str(tmp_path / f"run{i}")], capsys)
+        assert code == 0, err
+        gens.append(next(r for r in _records(tmp_path / f"run{i}") if r["suite"] == "check_generation"))
+    replayed = [g["data"]["generation"]["settings"].get("replayed") for g in gens]
+    assert replayed[1] is True and replayed[2] is not True, replayed
+    assert gens[1]["metrics"] == gens[0]["metrics"] == gens[2]["metrics"]
+
+
 def test_hand_merged_decoder_is_judged_on_both_branches(marian_dirs, tmp_path, capsys):
     out = tmp_path / "run"
     code, stdout, err = _run(["--reference", str(_dir("marian-tiny")), "--onnx", str(marian_dirs["merged"]),

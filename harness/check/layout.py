@@ -10,7 +10,7 @@ and ``model.onnx``, whichever are present.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,7 +21,7 @@ from harness.core import UsageError, describe_error
 from harness.core.admission import admit_graph
 from harness.core.cachedir import file_sha256
 from harness.families.base import OPTIMUM_FILES
-from harness.runners.intake import check_external_data
+from harness.runners.intake import check_external_data, external_refs
 
 #: optimum's file names -> the harness's graph names
 _INT8_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
@@ -68,11 +68,14 @@ class ArtifactFile:
     ops: frozenset[str] = frozenset()
     #: input name -> the first op that does more than reshape or convert it (how a mask is read)
     consumers: tuple[tuple[str, str], ...] = ()
+    #: the external data files the graph reads, by location: their sha256
+    external_data: dict[str, str] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         return {"path": str(self.path), "sha256": self.sha256, "bytes": self.bytes, "role": self.role,
                 "opset": self.opsets.get("", None), "producer": self.producer,
-                "detected_precision": self.precision}
+                "detected_precision": self.precision, **({"external_data": self.external_data}
+                                                         if self.external_data else {})}
 
 
 def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
@@ -94,6 +97,7 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
         raise UsageError(f"{path}: not a usable ONNX model (no nodes or no outputs; truncated or corrupt?)")
     check_external_data(model, path)  # before anything reads the weights
     admit_graph(path, model)  # node count and declared sizes, before a session is built
+    data_files = {ref.location for ref in external_refs(model)}
     initializers = {t.name for t in model.graph.initializer}
     inputs = tuple(_info(v) for v in model.graph.input if v.name not in initializers)
     outputs = tuple(_info(v) for v in model.graph.output)
@@ -103,7 +107,8 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
                         producer=f"{model.producer_name} {model.producer_version}".strip(),
                         precision=precision, precision_reason=reason, sha256=file_sha256(path), bytes=size,
                         ops=frozenset(n.op_type for n in _nodes(model.graph)),
-                        consumers=tuple((i.name, op) for i in inputs if (op := _consumer(model.graph, i.name))))
+                        consumers=tuple((i.name, op) for i in inputs if (op := _consumer(model.graph, i.name))),
+                        external_data={loc: file_sha256(path.parent / loc) for loc in sorted(data_files)})
 
 
 def discover(path: Path) -> list[ArtifactFile]:

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accept(common, "cache",
                         help="cache root (default: $HARNESS_CACHE, else ~/.cache/model-harness)")
     common.add_argument("--area", action="append", default=[], metavar="AREA",
-                        help="only this area: zoo, artifacts or references (repeatable; default all)")
+                        help="only this area: zoo, artifacts, references or verdicts (repeatable; default all)")
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     info = actions.add_parser("info", parents=[common], help="entries and bytes per area, least recent use")

@@ -384,13 +384,18 @@ class OrtBackend(Backend):
         # cache_hit: found in the cache, not exported for this case
         return entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
 
+    @classmethod
+    def deterministic(cls, variant: Variant) -> bool:
+        """The CPU EP's kernels are fixed for a file, a version and the session options."""
+        return variant.provider.device == "CPUExecutionProvider"
+
     def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """CPU EP only (GPU providers may pick kernels per run): the artifact bytes, the ORT
         version, the session options (optimisation level, threads, execution mode, memory
         settings, EP options) and this module's code decide the outputs. A profiled run
         (``--profile``) always runs: replayed outputs have no trace."""
         variant = ref.variant
-        if variant.provider.device != "CPUExecutionProvider" or self.ctx.runtime.profile:
+        if not self.deterministic(variant) or self.ctx.runtime.profile:
             return None
         import os
 
