@@ -338,6 +338,10 @@ def _real_perf_payload(tmp_path: Path) -> dict:
     workspace = SimpleNamespace(backend=lambda variant, model: TorchBackend(None))  # the real backend counts bytes
     graphs = [SimpleNamespace(name="model")]  # the perf suite always passes the variant's graphs
     perf.update(memory.artifact_fields(workspace, variant, SimpleNamespace(path=tmp_path), None, graphs))
+    from harness.serving.rate import RateLevel, RateSettings, rate_fields
+
+    level = RateLevel(20.0, sent=40, samples_ms=[5.0] * 40, seconds=2.0, achieved=20.0)  # check_perf --request-rate
+    perf["serving_rate"] = rate_fields([level], RateSettings(rates=(20.0,), p99_budget_ms=50.0), "grpc")["serving_rate"]
     return perf
 
 
@@ -356,6 +360,7 @@ def test_every_budget_is_read_from_the_payload_the_perf_suite_records(tmp_path):
     assert measured["cold_start_ms"] == measured["load_ms"] + measured["first_inference_ms"] == 41.0 + 5.0
     assert measured["peak_rss_mb"] == 201 and measured["artifact_mb"] == 3
     assert measured["ttft_ms"] == 6.0 and measured["tpot_ms"] == 1.5 and measured["p99_ms"] > measured["p50_ms"]
+    assert measured["served_ms_per_request"] == 50.0  # 20 requests/s sustained
 
 
 @pytest.mark.parametrize("name", budget_names())

@@ -232,6 +232,11 @@ METRICS = MetricRegistry([
             divisor=MiB, description="Bytes on disk of what the variant ships (ONNX files with external data, or "
                                      "the PyTorch weight files)",
             gate="size", min_effect=0.01),
+    _budget("served_ms_per_request", "served cost per request at the sustainable rate", "ms", "check_perf",
+            ("serving_rate", "ms_per_request"),
+            description="1000 / the highest offered request rate whose p99 met `--p99-budget` (`harness check "
+                        "--endpoint --perf --request-rate`, harness/serving/rate.py): lower is more requests/s "
+                        "sustained", gate="load", min_effect=0.10),
     _generation_step("ttft", "time to first token"),
     _generation_step("tpot", "time per output token"),
 ])

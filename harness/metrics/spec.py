@@ -122,8 +122,9 @@ def percentile(name: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-#: what the perf gate compares: sampled latency, or a single number (memory, size, cold start)
-GATE_KINDS = ("latency", "memory", "size", "cold")
+#: what the perf gate compares: sampled latency, or a single number (memory, size, cold start, the
+#: cost per request at a served model's sustainable load)
+GATE_KINDS = ("latency", "memory", "size", "cold", "load")
 
 
 @dataclass(frozen=True)
