@@ -60,7 +60,7 @@ class ArtifactFile:
     outputs: tuple[TensorInfo, ...]
     opsets: dict[str, int]
     producer: str
-    precision: str  # detected: fp32 | fp16 | int8
+    precision: str  # detected: fp32 | fp16 | int8 | int4
     precision_reason: str
     sha256: str
     bytes: int
@@ -198,6 +198,39 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from _nodes(sub)
 
 
+#: weight-only quantized ops whose ``bits`` attribute says how many bits a weight has (4 when absent)
+_NBITS_OPS = frozenset({"MatMulNBits", "GatherBlockQuantized"})
+_INT4_TYPES = frozenset({TensorProto.INT4, TensorProto.UINT4})
+
+
+def _int4_weights(graph: onnx.GraphProto) -> str:
+    """Why the graph's weights are INT4 ("" when they are not): ``MatMulNBits`` /
+    ``GatherBlockQuantized`` with ``bits=4`` (onnxruntime's MatMulNBits quantizer, onnxruntime-genai's
+    builder), or ``DequantizeLinear`` of an int4/uint4 initializer (block-wise QDQ INT4)."""
+    int4_tensors = {t.name for t in _tensors(graph) if t.data_type in _INT4_TYPES}
+    nbits: dict[str, int] = {}
+    block_sizes: set[int] = set()
+    qdq = 0
+    for node in _nodes(graph):
+        attrs = {a.name: a for a in node.attribute}
+        if node.op_type in _NBITS_OPS:
+            if (onnx.helper.get_attribute_value(attrs["bits"]) if "bits" in attrs else 4) != 4:
+                continue
+            nbits[node.op_type] = nbits.get(node.op_type, 0) + 1
+        elif node.op_type == "DequantizeLinear" and node.input and node.input[0] in int4_tensors:
+            qdq += 1
+        else:
+            continue
+        if "block_size" in attrs:
+            block_sizes.add(int(onnx.helper.get_attribute_value(attrs["block_size"])))
+    parts = [f"{count} {op} op(s) with bits=4" for op, count in sorted(nbits.items())]
+    if qdq:
+        parts.append(f"{qdq} DequantizeLinear op(s) of int4 weights")
+    if parts and block_sizes:
+        parts[-1] += f", block_size {'/'.join(str(b) for b in sorted(block_sizes))}"
+    return "; ".join(parts)
+
+
 #: ops that only reshape or convert on the way from an input to where it is used
 _PASS_THROUGH = frozenset({"Cast", "Unsqueeze", "Squeeze", "Expand", "Reshape", "Slice", "Identity", "Tile",
                            "Transpose", "Gather", "Concat"})
@@ -223,7 +256,12 @@ def _consumer(graph: onnx.GraphProto, name: str) -> str | None:
 
 
 def _detect_precision(model: onnx.ModelProto) -> tuple[str, str]:
-    """int8 if quantized ops are present, fp16 if most weight bytes are FP16, else fp32."""
+    """int4 if weights are stored in 4 bits, int8 if other quantized ops are present, fp16 if most
+    weight bytes are FP16, else fp32. The loosest wins: a file with INT4 MatMuls and an INT8
+    embedding is INT4."""
+    int4 = _int4_weights(model.graph)
+    if int4:
+        return "int4", int4
     quant = sum(1 for n in _nodes(model.graph) if n.op_type in _INT8_OPS)
     if quant:
         return "int8", f"{quant} quantized op(s)"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.cli._args import parse_metric_values, parse_pairs
-from harness.core import UsageError
+from harness.core import Precision, UsageError
 from harness.core.rundirs import default_run_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     add_endpoint_arguments(p)
     accept(p, "models", help="with --config: only these models")
-    p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
-                                                     "(default: detected from the files)")
+    p.add_argument("--precision", default=None, help=f"{', '.join(prec.value for prec in Precision)}: which tolerances "
+                                                     "apply (default: detected from the files)")
     p.add_argument("--provider", default="ort_cpu",
                    help="a provider that runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native; "
                         "default ort_cpu")

@@ -24,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from harness.core import UsageError, did_you_mean
+from harness.core import Precision, UsageError, did_you_mean
 from harness.metrics.margins import MarginRule, rules_from_config
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
 from harness.runners import PROVIDERS
@@ -40,7 +40,7 @@ MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporte
               "io_protocol")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
-PRECISIONS = ("fp32", "fp16", "int8", "int8-static")
+PRECISIONS = tuple(p.value for p in Precision)
 EXPORTERS = option("exporter").choices
 #: the ``[run]`` table's keys: the option table's config options
 RUN_KEYS = CONFIG_KEYS
