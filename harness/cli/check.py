@@ -196,11 +196,12 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
 
     options = build_options(models=args.models, config=args.config, rootdir=Path.cwd(),
                             batch_size=args.batch_size, samples=args.samples, threads=args.threads)
-    refuse_unhonoured_keys(Path(args.config))
+    given = refuse_unhonoured_keys(Path(args.config))
     from harness.judge.generation import GenerationRequest
 
     common = {**common, "gen_settings": GenerationRequest.from_settings(options.settings)}
-    wanted = {p.value for p in options.precisions}  # [run] precisions: the artifacts judged
+    # [run] precisions, when the config sets it: the artifacts judged (else every one it lists)
+    wanted = {p.value for p in options.precisions} if "precisions" in given else None
     providers = available_ort_providers(options.providers)
     out = []
     catalog = options.catalog or ModelCatalog()
@@ -218,7 +219,8 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
         own = config_protocol(spec.extra.get("io_protocol"), f"{args.config}: [models.{name}.io_protocol]")
         for precision, path in (spec.extra.get("artifacts") or {}).items():
-            if (args.precision and precision != args.precision) or precision.split("-")[0] not in wanted:
+            if (args.precision and precision != args.precision) or \
+                    (wanted is not None and precision.split("-")[0] not in wanted):
                 continue
             for provider in providers:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
@@ -239,15 +241,17 @@ CHECK_RUN_KEYS = frozenset({"models", "precisions", "samples", "batch_size", "th
                             "gen_batch_size", "gen_worst"})
 
 
-def refuse_unhonoured_keys(path: Path) -> None:
-    """A ``[run]`` key check would not apply is an error naming it: accepted and ignored, it
-    left records saying one thing while the judging did another."""
+def refuse_unhonoured_keys(path: Path) -> set[str]:
+    """The config's ``[run]`` keys; one check would not apply is an error naming it: accepted and
+    ignored, it left records saying one thing while the judging did another."""
     from harness.settings.config_file import load_config
 
-    ignored = sorted(set(load_config(path).run) - CHECK_RUN_KEYS)
+    keys = set(load_config(path).run)
+    ignored = sorted(keys - CHECK_RUN_KEYS)
     if ignored:
         raise UsageError(f"{path}: [run] {', '.join(ignored)}: not applied by harness check (it applies "
                          f"{', '.join(sorted(CHECK_RUN_KEYS))}); remove them or run the config with harness run")
+    return keys
 
 
 def available_ort_providers(providers: Iterable[Provider]) -> list[str]:

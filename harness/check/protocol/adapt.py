@@ -51,16 +51,11 @@ def canonical_inputs(protocol: Protocol, inputs: Sequence[TensorInfo]) -> list[T
     if protocol.mask is None and protocol.rows_because and all(t.name != VIRTUAL_MASK for t in inputs):
         out.append(TensorInfo(VIRTUAL_MASK, "int64", ("batch", "past_sequence + sequence")))
     for info in inputs:
-        if info.name == protocol.mask and protocol.mask_form is not MaskForm.KEEP:
+        if info.name == protocol.mask and protocol.mask_form in (MaskForm.ADDITIVE, MaskForm.EXPANDED):
             batch = info.shape[0] if info.shape else "batch"
             out.append(TensorInfo(info.name, "int64", (batch, "past_sequence + sequence")))
-        elif _stacked(protocol) and info.shape is not None and len(info.shape) == 5 and _is_cache(protocol, info.name):
-            out += [TensorInfo(n, info.dtype, info.shape[1:]) for n in stacked_names(info.name)]
-        elif _sequence_first(protocol) and info.shape is not None and len(info.shape) == 4 and \
-                _is_cache(protocol, info.name):
-            out.append(_heads_first(info))
         else:
-            out.append(info)
+            out += _cache_view(protocol, info)
     return out
 
 
@@ -69,14 +64,21 @@ def canonical_outputs(protocol: Protocol, outputs: Sequence[TensorInfo]) -> list
     for info in outputs:
         if info.name == protocol.logits_output and protocol.logits is Logits.LAST and info.shape is not None:
             out.append(TensorInfo(info.name, info.dtype, (info.shape[0], 1, *info.shape[1:])))
-        elif _stacked(protocol) and info.shape is not None and len(info.shape) == 5 and _is_cache(protocol, info.name):
-            out += [TensorInfo(n, info.dtype, info.shape[1:]) for n in stacked_names(info.name)]
-        elif _sequence_first(protocol) and info.shape is not None and len(info.shape) == 4 and \
-                _is_cache(protocol, info.name):
-            out.append(_heads_first(info))
         else:
-            out.append(info)
+            out += _cache_view(protocol, info)
     return out
+
+
+def _cache_view(protocol: Protocol, info: TensorInfo) -> list[TensorInfo]:
+    """A tensor as the reference sees it: a stacked cache tensor as its key and value, a
+    sequence-first one heads first, anything else as it is."""
+    if info.shape is None or not _is_cache(protocol, info.name):
+        return [info]
+    if _stacked(protocol) and len(info.shape) == 5:
+        return [TensorInfo(n, info.dtype, info.shape[1:]) for n in stacked_names(info.name)]
+    if _sequence_first(protocol) and len(info.shape) == 4:
+        return [_heads_first(info)]
+    return [info]
 
 
 def _is_cache(protocol: Protocol, name: str) -> bool:
@@ -143,7 +145,7 @@ class ProtocolRunner(GraphRunner):
         theirs = dict(feeds)
         if p.mask is None:
             theirs.pop(VIRTUAL_MASK, None)
-        if p.mask in theirs and p.mask_form is not MaskForm.KEEP and p.ids in theirs:
+        if p.mask in theirs and p.mask_form in (MaskForm.ADDITIVE, MaskForm.EXPANDED) and p.ids in theirs:
             theirs[p.mask] = mask_for(p, theirs[p.mask], theirs[p.ids].shape[1], self.infos.get(p.mask))
         if _stacked(p):
             for name in self.infos:
