@@ -21,6 +21,7 @@ from harness.core.direction import Direction
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
+from harness.results.reason import reason_line
 from harness.results.record import FAILING
 from harness.results.sections import SettingsSection
 
@@ -213,11 +214,11 @@ def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a:
     for ra, rb in pairs:
         settings = runtime_change(ra, rb)
         if ra.verdict != rb.verdict or settings:
-            verdicts.append(VerdictChange(rb.id, ra.verdict, rb.verdict, rb.first_reason_line,
+            verdicts.append(VerdictChange(rb.id, ra.verdict, rb.verdict, reason_line(rb),
                                           ra.id if ra.id != rb.id else None, settings))
-    verdicts += [VerdictChange(case, None, r.verdict, r.first_reason_line) for case, r in b.items() if case not in paired_b]
+    verdicts += [VerdictChange(case, None, r.verdict, reason_line(r)) for case, r in b.items() if case not in paired_b]
     gone = sorted(case for case in a if case not in paired_a)
-    verdicts += [VerdictChange(case, a[case].verdict, None, a[case].first_reason_line) for case in gone]
+    verdicts += [VerdictChange(case, a[case].verdict, None, reason_line(a[case])) for case in gone]
     verdicts.sort(key=lambda v: (not v.worse, v.after is None or v.before is None, v.case))
     aligned = [replace(rb, id=ra.id, variant=ra.variant) for ra, rb in pairs]  # B under A's names
     accuracy: list[MetricDelta] = []
