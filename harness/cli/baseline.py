@@ -111,8 +111,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             doc["exit_code"] = max(int(doc.get("exit_code", 0)), accuracy.exit_code)
         _write(args.json, json.dumps(doc, indent=2) + "\n")
     if args.markdown:
-        parts = ["### Differences from the baseline\n\n" + "".join(f"- {line}\n" for line in differences)]
-        parts += [comparison.to_markdown()] if comparison is not None else []
+        listed = "### Differences from the baseline\n\n" + "".join(f"- {line}\n" for line in differences)
+        parts = [listed]
+        if comparison is not None:  # its verdict line first, then what differs, then its tables
+            verdict, _, tables = comparison.to_markdown().partition("\n\n")
+            parts = [verdict + "\n", listed, tables]
         if accuracy is not None:
             parts.append("### Accuracy\n\n" + accuracy.to_markdown(everything=args.all_rows))
         _write(args.markdown, "\n".join(parts))

@@ -10,8 +10,9 @@ from pathlib import Path
 from harness.core import UsageError
 from harness.core.rundirs import default_run_dir
 
-#: set while ``harness run`` runs pytest in-process: the command line already checked the options
-FRONT_END = "HARNESS_FRONT_END"
+#: set while ``harness run`` runs pytest in-process: the command line already checked the options,
+#: and messages from inside pytest name this command's flags (``harness.settings.spelling``)
+from harness.settings.spelling import FRONT_END
 
 
 def suites_dir() -> Path:

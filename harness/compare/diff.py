@@ -199,8 +199,8 @@ class RunComparison:
             counts = self.accuracy_gate.counts()
             gate = f", {counts.get('REGRESSION', 0)} past their margin"
         kinds = Counter(d.kind for d in self.differences)
-        causes = ", ".join(f"{count} {kind}" for kind, count in kinds.items()) or "none"
-        text = (f"{self.paired} case(s) paired; differences: {causes}; {n['rows']} case row(s): "
+        causes = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+        text = (f"{self.paired} case(s) paired; " + (f"differences: {causes}; " if causes else "") + f"{n['rows']} case row(s): "
                 f"{n['verdict']} verdict change(s), "
                 f"{n['worse']} worse (new failures included), {n['settings']} setting change(s), {n['new']} new, "
                 f"{n['gone']} gone; {moved} accuracy number(s) moved ({worse_metrics} worse{gate}); perf: {perf}")
