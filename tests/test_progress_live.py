@@ -232,3 +232,24 @@ def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     assert errors and max(abs(e) for e in errors) <= 0.30, errors
     mean_errors = [eta / truth - 1 for _, eta, truth in module.replay(records, weighted=False)]
     assert max(abs(e) for e in mean_errors) > 0.30  # the negative control: the former estimate misses
+
+
+def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) -> None:
+    """Its ten default columns wrapped on a terminal and pushed the harness's summary off screen;
+    under ``harness run`` it has four (its full statistics are in the records), unless the user's
+    ``--pytest-args`` chose columns."""
+    bench = tmp_path / "test_bench_width.py"
+    bench.write_text("def test_a_rather_long_benchmark_name(benchmark):\n    benchmark(lambda: sum(range(50)))\n")
+    env = {**os.environ, "COLUMNS": "100"}
+    done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", "run", "--suites",
+                           str(bench), "--out", str(tmp_path / "run")], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=PATIENCE)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    table = [line for line in done.stdout.splitlines()
+             if line.startswith(("a_rather_long_benchmark_name", "Name (time")) or "benchmark: 1 tests" in line]
+    assert table and all(len(line) <= 100 for line in table), table
+    header = next(line for line in table if "Median" in line)
+    assert "StdDev" not in header and "Max" not in header
+    from harness.cli.run import _benchmark_args
+
+    assert _benchmark_args(["--benchmark-columns=min,max"]) == []  # the user's choice wins

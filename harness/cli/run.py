@@ -93,7 +93,7 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     # hypothesis's pytest plugin (autoloaded wherever hypothesis is installed) costs ~2 s at session
     # end to print statistics the harness's suites never produce
     extra = list(args.pytest_args or [])
-    argv = [*map(str, suites), *_cache_args(extra), "-p", "no:hypothesispytest", "-q", "-rs",
+    argv = [*map(str, suites), *_cache_args(extra), *_benchmark_args(extra), "-p", "no:hypothesispytest", "-q", "-rs",
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
@@ -101,6 +101,22 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     if args.workers:
         argv += ["-n", str(args.workers)]
     return argv + extra
+
+
+#: pytest-benchmark's end-of-run columns under ``harness run``: its default ten columns of a
+#: ``--perf`` run wrap on a terminal and push the harness's own summary off screen; the full
+#: statistics (percentiles with intervals, every sample) are in the run's records and report
+BENCHMARK_COLUMNS = "median,iqr,ops,rounds"
+
+
+def _benchmark_args(pytest_args: list[str]) -> list[str]:
+    """pytest-benchmark's table narrowed to a few columns and short names (about 90 characters
+    wide), unless ``--pytest-args`` chose its own columns; nothing when the plugin is absent."""
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_benchmark") is None or any(a.startswith("--benchmark-") for a in pytest_args):
+        return []
+    return [f"--benchmark-columns={BENCHMARK_COLUMNS}", "--benchmark-name=short"]
 
 
 def _cache_args(pytest_args: list[str]) -> list[str]:
