@@ -98,6 +98,9 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HARNESS_CACHE"] = str(cache)
     if _asked_for(config):  # validate now: a typo is a usage error before anything runs
         options = run_options(config)
+        from harness.core.admission import limits_from, set_limits
+
+        set_limits(limits_from(options.settings))  # workers load models and files too
         if options.settings.builtin_suites:
             _add_builtin_suites(config)
         if not hasattr(config, "workerinput"):
@@ -110,6 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from harness.results.store import RESERVE_BYTES
 
         collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR], reserve_bytes=RESERVE_BYTES))
+        collector.record_collection_errors = _out_given(config) or _asked_for(config)
         config.stash[COLLECTOR] = collector
         # registered per session (its pytest_runtest_logreport sees this session's reports only,
         # also when pytest runs nested in-process)

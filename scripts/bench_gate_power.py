@@ -33,7 +33,14 @@ under load (``--burners`` busy-loop processes this script starts and stops itsel
   candidate recorded quiet; the blessed file and the candidate's are re-timed interleaved by the
   real code path (20 pairs x 50 calls per side by default), the burner on for about the first half
   of the re-timing. The A/B candidate is a *real* slower artifact, not a busy-wait: the same MLP
-  with an extra 512->128->512 bottleneck (its measured slowdown is printed).
+  with an extra 512->128->512 bottleneck (its measured slowdown is printed). Its A/A and A/B
+  trials gate on the paired rows and on the recorded rows reported beside them (canaries on both
+  recordings), as the command does.
+* ``envslow``: the same command, the A/B candidate the *same* artifact recorded and judged in a
+  runtime environment ``--slowdown`` slower (``InferenceSession.run`` busy-waits after every call,
+  as a ``sitecustomize`` would make it: invisible to the environment fingerprint); the baseline
+  recorded quiet. Re-timing both artifacts in that environment cannot see it; the recorded rows
+  beside them must.
 
 Trials of all modes and kinds run in one shuffled order so slow drift hits all alike.
 
@@ -57,8 +64,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -99,18 +107,11 @@ def build_session(workdir: Path, seed: int, threads: int) -> tuple[Callable[[], 
 
 
 def collect(call: Callable[[], Any], n: int, extra_ns: int = 0) -> list[float]:
-    """``n`` per-call latencies in ms; ``extra_ns`` > 0 adds a busy-wait (CPU work, not sleep)."""
-    clock = time.perf_counter_ns
-    out = [0.0] * n
-    for i in range(n):
-        start = clock()
-        call()
-        if extra_ns:
-            until = clock() + extra_ns
-            while clock() < until:
-                pass
-        out[i] = (clock() - start) / 1e6
-    return out
+    """``n`` per-call latencies in ms by the harness's timing loop (what ``test_latency`` records
+    with); ``extra_ns`` > 0 adds a busy-wait (CPU work, not sleep) inside each timed call."""
+    from harness.perf.loop import time_calls
+
+    return time_calls(slowed(call, extra_ns) if extra_ns else call, n)
 
 
 def record(samples: list[float], size: int, canary: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -266,6 +267,7 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
     """The same file timed by two environments' children in alternating blocks (``gate.envpair``);
     B is slowed for A/B trials; the burner runs for the first half of the pairs."""
     from harness.gate.envpair import interleave_envs
+    from harness.gate.onnxpair import FileRuntime
     from harness.gate.paired import exit_code, judge_paired
 
     env_a, slow, plain = environments(workdir, extra_ns)
@@ -274,10 +276,11 @@ def trial_envpair(workdir: Path, kind: str, args: argparse.Namespace, seed: int,
     block = max(args.samples // args.pairs, 10)
     half = args.pairs // 2
     model = workdir / "mlp.onnx"
+    runtime = FileRuntime.named("ort_cpu", threads=args.threads)
     with Burner(args.burners):
-        first, _ = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads, pairs=half,
+        first, _ = interleave_envs(env_a, env_b, model, model, feeds, runtime=runtime, pairs=half,
                                    block=block, warmup=50, seed=seed, processes=args.process_pairs)
-    second, info = interleave_envs(env_a, env_b, model, model, feeds, threads=args.threads,
+    second, info = interleave_envs(env_a, env_b, model, model, feeds, runtime=runtime,
                                    pairs=args.pairs - half, block=block, warmup=50, seed=seed + 1,
                                    processes=args.process_pairs)
     samples = first + second  # the process pairs of both halves, numbered apart
@@ -302,11 +305,11 @@ def slow_artifact(workdir: Path, seed: int) -> Path:
     return path
 
 
-def retime_record(samples: list[float], artifact: Path, threads: int) -> dict[str, Any]:
-    """A latency record as ``test_latency`` writes it: samples, the timed graph and its file."""
+def retime_record(samples: list[float], canary: dict[str, Any] | None, artifact: Path, threads: int) -> dict[str, Any]:
+    """A latency record as ``test_latency`` writes it: samples, the canary, the timed graph and its file."""
     from harness.core.cachedir import file_sha256
 
-    rec = record(samples, artifact.stat().st_size)
+    rec = record(samples, artifact.stat().st_size, canary)
     rec["perf"]["latency_ms"].update({"graph": "model", "batch_size": 16, "seq_len": None})
     rec["perf"]["settings"] = {"threads": {"ort_intra_op_threads": threads}}
     rec.update({"backend": "onnxruntime", "provider": "ort_cpu", "artifacts": {"model/model.onnx": {
@@ -314,10 +317,38 @@ def retime_record(samples: list[float], artifact: Path, threads: int) -> dict[st
     return rec
 
 
+@contextmanager
+def slower_runtime(extra_ns: int) -> Iterator[None]:
+    """``onnxruntime.InferenceSession.run`` busy-waits ``extra_ns`` after every call while active:
+    what a ``sitecustomize`` (or a slower runtime build, a thread setting) does to a whole
+    environment, invisible to its fingerprint; every session of this process is slowed alike."""
+    import onnxruntime as ort
+
+    run = ort.InferenceSession.run
+    clock = time.perf_counter_ns
+
+    def slow_run(self: Any, *a: Any, **k: Any) -> Any:
+        out = run(self, *a, **k)
+        until = clock() + extra_ns
+        while clock() < until:
+            pass
+        return out
+
+    ort.InferenceSession.run = slow_run  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ort.InferenceSession.run = run  # type: ignore[method-assign]
+
+
 def trial_retime(workdir: Path, call: Callable[[], Any], kind: str, args: argparse.Namespace, median_ms: float,
-                 seed: int) -> tuple[int, dict[str, Any]]:
-    """``baseline compare --perf``: recorded baseline (under load) and candidate, then both files
-    re-timed interleaved by ``harness.gate.retime.pair``; the burner on for ~the first half of it."""
+                 seed: int, env_ns: int = 0) -> tuple[int, dict[str, Any]]:
+    """``baseline compare --perf``: recorded baseline and candidate (canaries beside each), then both
+    files re-timed interleaved by ``harness.gate.retime.pair``, the burner on for ~the first half of
+    it. ``env_ns`` 0 (mode ``retime``): the baseline recorded under load, the A/B candidate a slower
+    artifact. ``env_ns`` > 0 (mode ``envslow``): the baseline recorded quiet, the A/B candidate the
+    same artifact recorded *and judged* in a slower runtime environment (:func:`slower_runtime`),
+    so its re-timing slows both sides alike and only the recorded rows can see it."""
     import threading
 
     from harness.gate.baseline import Baseline, BaselineInfo
@@ -325,29 +356,34 @@ def trial_retime(workdir: Path, call: Callable[[], Any], kind: str, args: argpar
     from harness.gate.retime import Pairing, pair
     from harness.results import Record
 
-    blessed, candidate = workdir / "mlp.onnx", workdir / ("mlp-slow.onnx" if kind == "A/B" else "mlp.onnx")
-    with Burner(args.burners):
-        base = [retime_record(collect(call, args.samples), blessed, args.threads)]
-    cand = [retime_record(collect(call, args.samples), candidate, args.threads)]  # its recording is not re-used
-    baseline = Baseline(BaselineInfo("bench", workdir, "", "", "bench", "", 1), [Record.from_dict(r) for r in base],
-                        timed_files(base))
-    block = max(args.samples // args.pairs, 10)
-    recorded = compare_runs(base, cand, force_env=True)
-    burner = Burner(args.burners).__enter__()
-    half = 2 * (args.pairs * block + 50) * median_ms * (1.6 if kind == "A/B" else 1.0) / 2e3
-    timer = threading.Timer(half, burner.__exit__)
-    timer.start()
-    try:
-        result = pair(recorded, baseline, cand, pairing=Pairing(args.pairs, block, warmup=50, seed=seed))
-    finally:
-        timer.cancel()
-        burner.__exit__()
+    artifact_ab = kind == "A/B" and not env_ns
+    blessed, candidate = workdir / "mlp.onnx", workdir / ("mlp-slow.onnx" if artifact_ab else "mlp.onnx")
+    with Burner(args.burners if not env_ns else 0):
+        base = [retime_record(*with_canary(call, args.samples), blessed, args.threads)]
+    environment = slower_runtime(env_ns) if kind == "A/B" and env_ns else nullcontext()
+    with environment:
+        cand = [retime_record(*with_canary(call, args.samples), candidate, args.threads)]
+        baseline = Baseline(BaselineInfo("bench", workdir, "", "", "bench", "", 1), [Record.from_dict(r) for r in base],
+                            timed_files(base))
+        block = max(args.samples // args.pairs, 10)
+        recorded = compare_runs(base, cand, force_env=True)
+        burner = Burner(args.burners).__enter__()
+        half = 2 * (args.pairs * block + 50) * median_ms * (1.6 if kind == "A/B" else 1.0) / 2e3
+        timer = threading.Timer(half, burner.__exit__)
+        timer.start()
+        try:
+            result = pair(recorded, baseline, cand, pairing=Pairing(args.pairs, block, warmup=50, seed=seed))
+        finally:
+            timer.cancel()
+            burner.__exit__()
     info = summarise_trial("", result)
     info["paired_mode"] = result.mode
+    info["recorded"] = {r.metric.split(".", 1)[-1]: f"{r.verdict.value} {r.ratio:.3f}: {r.reason}"
+                        for r in result.recorded if r.metric.startswith("latency_ms.")}
     return result.exit_code, info
 
 
-MODES = ("single", "multirun", "paired", "neighbour", "envpair", "retime")
+MODES = ("single", "multirun", "paired", "neighbour", "envpair", "retime", "envslow")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -359,14 +395,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         extra_ns = int(args.slowdown * median_ms * 1e6)
         slow = slowed(call, extra_ns)
         slow_ratio = None
-        if "retime" in args.modes:  # the real slower artifact's cost, timed paired here, quietly
-            from harness.gate.onnxpair import open_session
+        if {"retime", "envslow"} & set(args.modes):  # the real slower artifact's cost, timed paired here, quietly
+            from harness.gate.onnxpair import FileRuntime
             from harness.gate.paired import interleave
 
             slow_path = slow_artifact(Path(tmp), args.seed)
             feeds = {"x": np.load(Path(tmp) / "feed_x.npy")}
-            slow_session = open_session(slow_path, "ort_cpu", args.threads)
-            check = interleave(call, lambda: slow_session.run(None, feeds), pairs=10, block=50, warmup=20)
+            with FileRuntime.named("ort_cpu", threads=args.threads).open(slow_path) as slow_runner:
+                check = interleave(call, slow_runner.timed_call(feeds), pairs=10, block=50, warmup=20)
             slow_ratio = float(np.median(np.median(check.b, axis=1) / np.median(check.a, axis=1)))
         trials: list[dict[str, Any]] = []
         started = time.perf_counter()
@@ -380,8 +416,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 code, info = trial_neighbour(call, cand, args, size)
             elif mode == "envpair":
                 code, info = trial_envpair(Path(tmp), kind, args, seed=args.seed + n, extra_ns=extra_ns)
-            elif mode == "retime":
-                code, info = trial_retime(Path(tmp), call, kind, args, median_ms, seed=args.seed + n)
+            elif mode in ("retime", "envslow"):
+                code, info = trial_retime(Path(tmp), call, kind, args, median_ms, seed=args.seed + n,
+                                          env_ns=extra_ns if mode == "envslow" else 0)
             else:
                 code, info = trial_unpaired(call, cand, args, size, runs=args.runs if mode == "multirun" else 1)
             trials.append({**info, "mode": mode, "kind": kind, "exit_code": code})
@@ -435,6 +472,9 @@ def report(args: argparse.Namespace, out: dict[str, Any]) -> None:
         if wrong or args.verbose:
             print(f"  {'WRONG ' if wrong else ''}{t['mode']} {t['kind']}: "
                   + "; ".join(f"{g} {t['verdicts'].get(g)} ({t['reasons'].get(g)})" for g in ("p50", "p90")))
+            for g, said in (t.get("recorded") or {}).items():  # the recorded rows beside a paired comparison
+                if g in ("p50", "p90"):
+                    print(f"      recorded {g}: {said}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -470,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"settings": vars(args), "smoke": smoke.active(), **out}, indent=2) + "\n",
                                    encoding="utf-8")
     ok = True
-    for mode in ("paired", "envpair", "retime"):  # the paired modes: 0 false alarms, >= 90% detected
+    for mode in ("paired", "envpair", "retime", "envslow"):  # the gated modes: 0 false alarms, >= 90% detected
         trials = [t for t in out["trials"] if t["mode"] == mode]
         if trials:
             false_alarms = sum(t["exit_code"] == 1 for t in trials if t["kind"] == "A/A")

@@ -78,6 +78,9 @@ def needs(key: str) -> Needs:
 MACHINE_DEPENDENT: dict[str, tuple[tuple[int, ...], str]] = {
     "harness perf-compare bert-tiny-fp32/model.onnx bert-tiny-int8/model.onnx --pairs 20 --block 50": (
         (0, 1), "a timing verdict: INT8 vs FP32 is a REGRESSION (exit 1) or INCONCLUSIVE (0) by the machine's load"),
+    "harness baseline compare runs/pr-17 --name main --perf --baseline-env venv-ort131/bin/python": (
+        (0, 1), "a timing verdict: the blessed files on onnxruntime 1.31.1 against the candidate's on this "
+                "environment's is a REGRESSION (exit 1) or not (0) by the machine and its load"),
     "harness perf-compare model.onnx --env-a venv-ort131/bin/python --env-b venv-ort132/bin/python --pairs 20": (
         (0, 1), "a timing verdict: onnxruntime 1.32.0 vs 1.31.1 on one file is a REGRESSION (exit 1) or not (0) by the "
                 "machine and its load"),

@@ -45,20 +45,25 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ArtifactCache:
     return ArtifactCache(tmp_path / "cache" / "artifacts")
 
 
-def write_run(path: Path, cache: ArtifactCache, *, extra: int = 0, env: dict[str, Any] | None = None) -> Path:
-    """A --perf run's records: latency (with the timed file), cold start and memory, accuracy."""
+def write_run(path: Path, cache: ArtifactCache, *, extra: int = 0, env: dict[str, Any] | None = None,
+              provider: str = "ort_cpu", seq: int = 32, timed: dict[str, Any] | None = None) -> Path:
+    """A --perf run's records: latency (with the timed file), cold start and memory, accuracy;
+    ``timed``: the ``perf`` entries a real timing recorded (``latency_ms``, ``canary_ms``) instead of
+    generated samples."""
+    from harness.runners import PROVIDERS
+
     entry = cache.get_or_build("toy-model-fp32", {"kind": "toy", "extra": extra}, lambda tmp: _graph(tmp, extra))
-    variant = "toy-fp32-ort_cpu"
+    variant = f"toy-fp32-{provider}"
     samples = (0.5 * np.random.default_rng(extra).lognormal(0, 0.05, 400)).tolist()
-    common = {"schema": "harness.result/1", "variant": variant, "verdict": "pass", "backend": "onnxruntime",
-              "provider": "ort_cpu", "env": env or ENV}
+    common = {"schema": "harness.result/1", "variant": variant, "verdict": "pass", "precision": "fp32",
+              "backend": PROVIDERS[provider].backend, "provider": provider, "env": env or ENV}
     threads = {"threads": {"ort_intra_op_threads": 1}}
     records = [
         {**common, "id": f"test_logits_parity[{variant}]", "metrics": {"cosine": 0.9999},
          "artifacts": entry.file_infos("model", cache_hit=True)},
         {**common, "id": f"test_latency[{variant}]", "artifacts": entry.file_infos("model", cache_hit=True),
-         "perf": {"latency_ms": {"samples": samples, "warmup": 5, "graph": "model", "batch_size": 1, "seq_len": 32},
-                  "settings": threads}},
+         "perf": {"latency_ms": {"samples": samples, "warmup": 5, "graph": "model", "batch_size": 1, "seq_len": seq},
+                  "settings": threads, **(timed or {})}},
         {**common, "id": f"test_cold_start_memory[{variant}]",
          "perf": {"peak_rss_bytes": 200 * 2**20, "artifact_bytes": 20_000, "settings": threads}},
     ]

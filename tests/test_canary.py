@@ -1,5 +1,5 @@
 """The canary (harness.perf.canary, harness.gate.canary): a comparison whose canaries moved is
-INCONCLUSIVE (machine drift), never REGRESSION/IMPROVEMENT; a real slowdown with quiet canaries is
+INCONCLUSIVE (machine drift) unless the change clears the threshold beyond the drift; a real slowdown with quiet canaries is
 still a REGRESSION; the between-run spread only ever widens an interval and raises a p-value."""
 
 from __future__ import annotations
@@ -60,6 +60,17 @@ def test_drifted_machine_is_inconclusive_not_a_regression() -> None:
     # and a machine 30% faster is not an IMPROVEMENT
     faster = compare_runs([rec(calls(1), canary(1))], [rec(calls(2, scale=0.7), canary(2, scale=0.7))])
     assert p50(faster).verdict is Verdict.INCONCLUSIVE
+
+
+def test_drift_vetoes_nothing_far_beyond_it() -> None:
+    """A model 60 % slower on a machine the canary says ran 10 % slower: the lower bound clears the
+    threshold beyond the drift, a REGRESSION that names the drift; a model 12 % slower on the same
+    machine (its slowdown within the drift plus the threshold) stays INCONCLUSIVE."""
+    far = compare_runs([rec(calls(1), canary(1))], [rec(calls(2, scale=1.6), canary(2, scale=1.1))])
+    assert far.drift[VARIANT]["drifted"] and far.exit_code == 1
+    assert p50(far).verdict is Verdict.REGRESSION and "beyond the machine drift: canary +" in p50(far).reason
+    near = compare_runs([rec(calls(1), canary(1))], [rec(calls(2, scale=1.12), canary(2, scale=1.1))])
+    assert p50(near).verdict is Verdict.INCONCLUSIVE and p50(near).reason.startswith("machine drift")
 
 
 def test_real_slowdown_with_quiet_canaries_is_still_a_regression() -> None:

@@ -220,7 +220,7 @@ def test_external_data_outside_the_artifact_dir_is_refused(bert_files, tmp_path,
                 entry.value = "../weights.bin"
     onnx.save(tampered, str(inner / "model.onnx"))
     code, _, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(inner / "model.onnx")], capsys)
-    assert code == 2 and "outside the artifact's directory" in err
+    assert code == 2 and "external data location '../weights.bin' climbs out of the artifact's folder" in err
 
 
 # -- I/O matching ---------------------------------------------------------------------------------------

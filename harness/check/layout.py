@@ -18,8 +18,10 @@ import onnx
 from onnx import TensorProto
 
 from harness.core import UsageError, describe_error
+from harness.core.admission import admit_graph
 from harness.core.cachedir import file_sha256
 from harness.families.base import OPTIMUM_FILES
+from harness.runners.intake import check_external_data
 
 #: optimum's file names -> the harness's graph names
 _INT8_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
@@ -86,7 +88,8 @@ def read_artifact(path: Path, role: str = "model") -> ArtifactFile:
                          f"{describe_error(exc)})") from None
     if not model.graph.node or not model.graph.output:
         raise UsageError(f"{path}: not a usable ONNX model (no nodes or no outputs; truncated or corrupt?)")
-    _check_external_data(model, path)
+    check_external_data(model, path)  # before anything reads the weights
+    admit_graph(path, model)  # node count and declared sizes, before a session is built
     initializers = {t.name for t in model.graph.initializer}
     inputs = tuple(_info(v) for v in model.graph.input if v.name not in initializers)
     outputs = tuple(_info(v) for v in model.graph.output)
@@ -158,22 +161,6 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from _nodes(attr.g)
             for sub in attr.graphs:
                 yield from _nodes(sub)
-
-
-def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
-    """External weights must be files inside the artifact's directory (no ``../``, no
-    absolute paths): a shared artifact must not make the gate read arbitrary files."""
-    root = path.resolve().parent
-    for tensor in _tensors(model.graph):
-        if tensor.data_location != TensorProto.EXTERNAL:
-            continue
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-        target = (root / location).resolve()
-        if not location or Path(location).is_absolute() or not target.is_relative_to(root):
-            raise UsageError(f"{path}: tensor {tensor.name!r} points at external data {location!r} outside "
-                             f"the artifact's directory; refused")
-        if not target.is_file():
-            raise UsageError(f"{path}: external data file {location!r} of tensor {tensor.name!r} is missing")
 
 
 def _detect_precision(model: onnx.ModelProto) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""``harness baseline save|compare|list``: bless a run's performance and accuracy, then gate on it.
+"""``harness baseline save|compare|env|list``: bless a run's performance and accuracy, then gate on it.
 
 Exit codes follow the rest of the CLI: 0 ok, 1 a gating performance or accuracy regression,
 2 a usage error (bad run directory, unknown baseline, environment mismatch for timings).
@@ -148,12 +148,43 @@ def _perf_comparison(args: argparse.Namespace, baseline: Baseline, policies: lis
         from harness.gate.retime import Pairing, pair
 
         check_pairing(args)
+        blessed_env: tuple[str, ...] = ()
+        if args.baseline_env:  # "" (what `baseline env` prints when nothing differs): this environment
+            from harness.gate.envpair import environment_command
+
+            blessed_env = tuple(environment_command(args.baseline_env, "--baseline-env"))
         recorded = compare_runs(baseline.records, candidate, policies, force_env=True)  # judged in pair()
         comparison = pair(recorded, baseline, read_results(args.run_dir), policies,
-                          Pairing(args.pairs, args.block, args.warmup), force_env=args.force_env,
-                          progress=lambda line: print(line, flush=True))
+                          Pairing(args.pairs, args.block, args.warmup, baseline_env=blessed_env),
+                          force_env=args.force_env, progress=lambda line: print(line, flush=True))
     comparison.allow_missing = args.allow_missing
     return comparison
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """Print the interpreter of the blessed environment rebuilt under ``--dir`` when the baseline's
+    runtime versions differ from this environment's, nothing when they match (``--baseline-env ""``
+    then pairs in this process); what differs goes to stderr."""
+    import sys
+
+    from harness.gate.blessedenv import delta, rebuild
+
+    baseline = load_baseline(args.name, args.store)
+    recorded = next((dict(r.env["versions"]) for r in baseline.records if isinstance(r.env.get("versions"), dict)), {})
+    if not recorded:
+        raise BaselineError(f"baseline {args.name!r} recorded no library versions (saved by an older harness)")
+    found = delta(recorded)
+    if found.python:
+        print(f"note: {found.describe()}", file=sys.stderr)
+    if not found.pins:
+        same = ", ".join(f"{k} {v}" for k, v in sorted(found.here.items()))
+        print(f"baseline {args.name!r}: the timing packages here are the recorded ones ({same}): nothing to rebuild",
+              file=sys.stderr)
+        return 0
+    print(f"baseline {args.name!r}: {found.describe()}; rebuilding the blessed environment in {args.dir}",
+          file=sys.stderr)
+    print(rebuild(Path(args.dir), found.pins))
+    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -182,7 +213,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``baseline`` with its three subcommands to the top-level parser."""
     parser = subparsers.add_parser("baseline", help="save performance baselines and compare runs against them",
                                    description=__doc__.splitlines()[0])
-    actions = parser.add_subparsers(dest="baseline_command", metavar="{save,compare,list}", required=True)
+    actions = parser.add_subparsers(dest="baseline_command", metavar="{save,compare,env,list}", required=True)
 
     save = actions.add_parser("save", help="store RUN_DIR's perf and accuracy records as baseline NAME "
                                            "(several runs: perf aggregated)")
@@ -215,6 +246,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS
 
     add_pairing_arguments(compare, pairs=DEFAULT_PAIRS, block=DEFAULT_BLOCK)
+    compare.add_argument("--baseline-env", default="", metavar="PYTHON",
+                         help="with --perf: the blessed environment's interpreter (`harness baseline env` prints "
+                              "it): the blessed artifacts are re-timed in it, the candidate's in this one")
     from harness.settings.options import add_cli_arguments
 
     add_cli_arguments(compare, names=("accuracy_margin", "config", "allow_missing"))
@@ -223,6 +257,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     compare.add_argument("--json", metavar="OUT", help="also write the comparison as JSON")
     compare.add_argument("--markdown", metavar="OUT", help="also write the comparison as a Markdown table")
     compare.set_defaults(func=cmd_compare)
+
+    env = actions.add_parser("env", help="rebuild the blessed environment from the baseline's recorded runtime "
+                                         "versions; print its interpreter (nothing when they match here)")
+    env.add_argument("--name", required=True, help="the baseline whose environment to rebuild")
+    _store_option(env)
+    env.add_argument("--dir", default=".harness-blessed-env", metavar="DIR",
+                     help="where to lay it out (reused when already there; default .harness-blessed-env)")
+    env.set_defaults(func=cmd_env)
 
     listing = actions.add_parser("list", help="show saved baselines")
     _store_option(listing)

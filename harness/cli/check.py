@@ -72,6 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_cli_arguments(p, names=RUNTIME_FLAGS)
     # the evidence a failing check leaves, as a failing suite case does (docs/repro.md)
     add_cli_arguments(p, names=EVIDENCE_FLAGS)
+    add_cli_arguments(p, names=ADMISSION_FLAGS)
     p.set_defaults(func=check)
 
 
@@ -122,8 +123,10 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
 #: the side-output options ``harness check`` takes: its failing jobs are bundled as a suite case's are
 EVIDENCE_FLAGS = ("repro_bundles",)
 #: the runtime options ``harness check`` takes (``--threads`` is its own, older flag)
+#: the admission policy (harness.core.admission): what an input may take before it is loaded
+ADMISSION_FLAGS = ("max_memory", "max_nodes")
 RUNTIME_FLAGS = ("graph_optimization", "inter_threads", "execution_mode", "mem_pattern", "cpu_arena",
-                 "provider_options", "profile")
+                 "custom_op_library", "provider_options", "profile")
 
 
 def perf_settings(args: argparse.Namespace) -> Any:
@@ -217,11 +220,13 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
 def check(args: argparse.Namespace) -> int:
     from harness.check.judge import run_check
     from harness.check.report import print_outcome
+    from harness.core.admission import limits_from, set_limits
     from harness.core.writable import ensure_writable_dir
     from harness.report.console import cli_console
     from harness.report.summary import write_summary
     from harness.results import ResultsWriter, new_run_id
 
+    set_limits(limits_from(args))  # before any reference or artifact is read
     todo = requests(args)
     out = ensure_writable_dir(args.out or default_run_dir("check"), "--out")
     console = cli_console()

@@ -8,7 +8,8 @@ With ``--env-a``/``--env-b`` (an interpreter command each; default this one) the
 two *environments* -- an ONNX Runtime upgrade -- on the same file (or on two): one timing child
 per environment (``harness.gate.envpair``), asked for blocks in turn.
 
-Both files are opened on the same ONNX Runtime provider, fed the same inputs (``--batch`` x
+Both files are opened on the same provider through its backend (ONNX Runtime, OpenVINO: any that
+runs ONNX files; timed as the perf suite times it, the runner's ``timed_call``), fed the same inputs (``--batch`` x
 ``--seq``: integer inputs get token ids, ``*mask*`` inputs ones, float inputs N(0, 1)),
 and timed in alternating blocks (``harness.gate.paired``). Exit 0 no gated regression, 1 a
 gated REGRESSION (p50/p90 by default), 2 bad usage. Use it when a recorded baseline cannot
@@ -40,7 +41,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="interpreter command of environment A, e.g. /venv-old/bin/python (pairs environments)")
     p.add_argument("--env-b", metavar="PYTHON", default=None,
                    help="interpreter command of environment B, e.g. '/venv-new/bin/python' (pairs environments)")
-    p.add_argument("--provider", default="ort_cpu", help="ONNX Runtime provider short name (default ort_cpu)")
+    p.add_argument("--provider", default="ort_cpu",
+                   help="provider both files run on (default ort_cpu; any that runs ONNX files, e.g. ov_cpu)")
+    p.add_argument("--precision", default="fp32",
+                   help="precision the backend runs the files at (default fp32; OpenVINO's inference hint)")
     accept(p, "threads", help="intra-op threads for both sessions")
     p.add_argument("--batch", type=int, default=1, help="batch size of the generated inputs (default 1)")
     p.add_argument("--seq", type=int, default=32, help="sequence length of the generated inputs (default 32)")
@@ -68,7 +72,7 @@ def check_pairing(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.gate.compare import parse_threshold
-    from harness.gate.onnxpair import open_session, synthetic_feeds
+    from harness.gate.onnxpair import FileRuntime, same_inputs, synthetic_feeds
     from harness.gate.paired import exit_code, interleave, judge_paired
 
     check_pairing(args)
@@ -83,34 +87,33 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("perf-compare: give a candidate ONNX file, or --env-b to time the same file in another "
                          "environment")
     candidate = args.candidate if args.candidate is not None else args.baseline
-    a, b = open_session(args.baseline, args.provider, args.threads), open_session(candidate, args.provider, args.threads)
+    runtime = FileRuntime.named(args.provider, precision=args.precision, threads=args.threads)
+    for path in (args.baseline, candidate):
+        if not path.is_file():
+            raise UsageError(f"{path}: no such ONNX file")
     try:
-        feeds = synthetic_feeds(a, args.batch, args.seq, args.seed)
+        feeds = synthetic_feeds(args.baseline, args.batch, args.seq, args.seed)
     except UsageError as exc:
         raise UsageError(f"perf-compare: {exc}") from None
-    names_b = {i.name for i in b.get_inputs()}
-    if names_b != set(feeds):
-        raise UsageError(f"perf-compare: the files take different inputs ({sorted(feeds)} vs {sorted(names_b)})")
+    same_inputs(args.baseline, candidate, feeds, "perf-compare")
     env_info: dict[str, Any] = {}
     if envs:
         import shlex
         import sys
 
         from harness.gate.envpair import environment_command, interleave_envs
-        from harness.runners import PROVIDERS
 
-        del a, b  # the children open their own sessions
         command_a = environment_command(args.env_a, "--env-a") if args.env_a else [sys.executable]
         command_b = environment_command(args.env_b, "--env-b") if args.env_b else [sys.executable]
-        samples, env_info = interleave_envs(command_a, command_b, args.baseline, candidate, feeds,
-                                            provider=PROVIDERS[args.provider].device, threads=args.threads,
+        samples, env_info = interleave_envs(command_a, command_b, args.baseline, candidate, feeds, runtime=runtime,
                                             pairs=args.pairs, block=args.block, warmup=args.warmup, seed=args.seed)
         for side, command in (("A", command_a), ("B", command_b)):
-            print(f"environment {side}: {shlex.join(command)} (onnxruntime {env_info[side].get('onnxruntime')}, "
-                  f"python {env_info[side].get('python')})")
+            versions = ", ".join(f"{k} {v}" for k, v in (env_info[side].get("versions") or {}).items())
+            print(f"environment {side}: {shlex.join(command)} ({versions}, python {env_info[side].get('python')})")
     else:
-        samples = interleave(lambda: a.run(None, feeds), lambda: b.run(None, feeds), pairs=args.pairs,
-                             block=args.block, warmup=args.warmup, seed=args.seed)
+        with runtime.open(args.baseline) as a, runtime.open(candidate) as b:
+            samples = interleave(a.timed_call(feeds), b.timed_call(feeds), pairs=args.pairs, block=args.block,
+                                 warmup=args.warmup, seed=args.seed)
     try:
         rows = judge_paired(samples, stats, policies, seed=args.seed)
     except ValueError as exc:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import UsageError
+from harness.report.text import say
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +64,7 @@ def repro(args: argparse.Namespace) -> int:
         return _other_kind(bundle, args)
     result = rejudge(bundle, args.provider, args.threads)  # judged before printing: a bad bundle is one line
     _header(bundle, args)
-    print(f"artifact: {result.artifact_source}")
+    say(f"artifact: {result.artifact_source}")
     recorded = {(f["output"], f["metric"]): f for f in m["verdict"]["failures"]}
     for o in result.outputs:
         if o.tolerance is None:
@@ -75,33 +76,33 @@ def repro(args: argparse.Namespace) -> int:
             was = recorded.get((o.output, check.metric))
             state = "pass" if check.passes(value) else "FAIL"
             then = f"recorded {was['value']:.6g} FAIL" if was else "recorded pass"
-            print(f"  {o.output}.{check.metric} = {value:.6g} {check.symbol} {check.threshold:.10g}: {state} "
+            say(f"  {o.output}.{check.metric} = {value:.6g} {check.symbol} {check.threshold:.10g}: {state} "
                   f"({then})")
     new = sorted(set(result.now) - set(result.recorded))
     if new:
-        print("new failures (not in the recording): " + ", ".join(f"{a}.{b}" for a, b in new))
-    print("versions differ: " + ("; ".join(result.version_diffs) if result.version_diffs else "none"))
-    print("environment differs: " + ("; ".join(result.environment_diffs) if result.environment_diffs else "none"))
+        say("new failures (not in the recording): " + ", ".join(f"{a}.{b}" for a, b in new))
+    say("versions differ: " + ("; ".join(result.version_diffs) if result.version_diffs else "none"))
+    say("environment differs: " + ("; ".join(result.environment_diffs) if result.environment_diffs else "none"))
     if args.json is not None:
         args.json.write_text(json.dumps(_outcome(bundle, result), indent=2, default=str) + "\n")
     if result.reproduces:
-        print(f"REPRODUCES: {len(result.recorded)} recorded failing check(s) fail again")
+        say(f"REPRODUCES: {len(result.recorded)} recorded failing check(s) fail again")
         return 1
     if not result.recorded:
-        print("DOES NOT REPRODUCE: the bundle records no failing check")
+        say("DOES NOT REPRODUCE: the bundle records no failing check")
         return 0
     gone = sorted(set(result.recorded) - set(result.now))
-    print("DOES NOT REPRODUCE: now passing " + ", ".join(f"{a}.{b}" for a, b in gone))
+    say("DOES NOT REPRODUCE: now passing " + ", ".join(f"{a}.{b}" for a, b in gone))
     return 0
 
 
 def _header(bundle: Any, args: argparse.Namespace) -> None:
     m = bundle.manifest
-    print(f"bundle: {bundle.directory}")
+    say(f"bundle: {bundle.directory}")
     provider = args.provider or m["provider"]
     moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
     where = f"graph: {m['graph']}  " if m.get("graph") else ""
-    print(f"case: {m.get('case')}  kind: {bundle.kind}  {where}precision: {m['precision']}  provider: {provider}{moved}")
+    say(f"case: {m.get('case')}  kind: {bundle.kind}  {where}precision: {m['precision']}  provider: {provider}{moved}")
 
 
 def _other_kind(bundle: Any, args: argparse.Namespace) -> int:
@@ -111,13 +112,13 @@ def _other_kind(bundle: Any, args: argparse.Namespace) -> int:
     done = import_module(f"harness.repro.{bundle.kind}").outcome(bundle, args.provider, args.threads)
     _header(bundle, args)
     for line in done.lines:
-        print(line)
-    print("versions differ: " + ("; ".join(done.version_diffs) if done.version_diffs else "none"))
-    print("environment differs: " + ("; ".join(done.environment_diffs) if done.environment_diffs else "none"))
+        say(line)
+    say("versions differ: " + ("; ".join(done.version_diffs) if done.version_diffs else "none"))
+    say("environment differs: " + ("; ".join(done.environment_diffs) if done.environment_diffs else "none"))
     if args.json is not None:
         payload = {"bundle": str(bundle.directory), "case": bundle.manifest.get("case"), "kind": bundle.kind,
                    "reproduces": done.reproduces, **done.data, "version_differences": done.version_diffs,
                    "environment_differences": done.environment_diffs}
         args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    print(done.verdict)
+    say(done.verdict)
     return 1 if done.reproduces else 0

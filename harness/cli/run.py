@@ -93,7 +93,10 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
     # hypothesis's pytest plugin (autoloaded wherever hypothesis is installed) costs ~2 s at session
     # end to print statistics the harness's suites never produce
     extra = list(args.pytest_args or [])
-    argv = [*map(str, suites), *_cache_args(extra), *_benchmark_args(extra), "-p", "no:hypothesispytest", "-q", "-rs",
+    from harness.cli.suite_imports import import_mode_args
+
+    argv = [*map(str, suites), *_cache_args(extra), *_benchmark_args(extra), *import_mode_args(suites, extra),
+            "-p", "no:hypothesispytest", "-q", "-rs",
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
@@ -147,10 +150,16 @@ def run(args: argparse.Namespace) -> int:
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
     argv = pytest_args(args, out)
     os.environ[FRONT_END] = "run"  # the plugin does not repeat what was checked (and warned about) here
+    from harness.cli.suite_imports import forget_imported, forget_stale
+
+    suites = list(args.suites or [])
+    forget_stale(suites)
+    before = set(sys.modules)
     try:
         code = pytest.main(argv)
     finally:
         os.environ.pop(FRONT_END, None)
+        forget_imported(suites, before)  # a later run in this process imports its own same-named files
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)
     if guard is not None and guard.received is not None:  # stopped by a signal, maybe before the session

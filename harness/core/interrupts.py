@@ -114,6 +114,41 @@ def read_marker(out_dir: Path) -> Interruption | None:
 
 Handler = Callable[[int, FrameType | None], Any] | int | None
 
+#: how often a signal deferred past a library import is delivered again (seconds)
+REDELIVERY_S = 0.02
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Where library code lives: the standard library, site-packages, the harness itself."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(str(Path(__file__).resolve().parents[1]))
+    return tuple(sorted(r.rstrip("/") + "/" for r in roots if r)) + ("<frozen ",)
+
+
+_LIBRARY_ROOTS = _library_roots()
+
+
+def library_import(frame: FrameType | None) -> str | None:
+    """The library module whose top-level code runs in ``frame`` or a caller (being imported,
+    not run as ``__main__``), else None.
+
+    Why it matters: an exception raised inside a library's import leaves it half-initialised in
+    ways a later import cannot repair -- ``torch`` without ``torch.distributed``, ``onnx``
+    without ``onnx.defs``, native extensions whose global registries (protobuf descriptors,
+    operator tables) already hold the first attempt and abort the process on the second: the
+    ``Fatal Python error: Aborted`` of a Ctrl-C in the first seconds of a run. A user's own
+    suite module is not a library: a signal during its slow import still stops it at once."""
+    while frame is not None:
+        code = frame.f_code
+        if (code.co_name == "<module>" and code.co_filename.startswith(_LIBRARY_ROOTS)
+                and frame.f_globals.get("__name__") != "__main__"):
+            return code.co_filename
+        frame = frame.f_back
+    return None
+
 
 @dataclass
 class SignalGuard:
@@ -126,6 +161,11 @@ class SignalGuard:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signum
+        if library_import(frame) is not None:  # never inside a library's import: once it is done
+            timer = threading.Timer(REDELIVERY_S, signal.raise_signal, (signum,))
+            timer.daemon = True
+            timer.start()
+            return
         raise Interrupted(signum)
 
     @staticmethod

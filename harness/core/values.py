@@ -40,6 +40,9 @@ class Settings:
     execution_mode: str = 'sequential'
     mem_pattern: str = 'on'
     cpu_arena: str = 'on'
+    max_memory: str | None = None
+    max_nodes: int = 500000
+    custom_op_library: Path | None = None
     provider_options: tuple[str, ...] = ()
     trt_profile: tuple[str, ...] = ()
     trt_engine_cache: Path | None = None

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import onnx
 
+from harness.core.admission import initializer_bytes
+
 #: the choices of ``--external-data``
 MODES = ("auto", "always", "never")
 #: ``auto`` stores weights externally above this many initializer bytes (protobuf's hard limit is 2 GiB)
@@ -31,18 +33,6 @@ DATA_SUFFIX = ".data"
 
 class ExternalDataError(RuntimeError):
     """A model cannot be stored the way ``--external-data`` asks (one line, names the file)."""
-
-
-def initializer_bytes(model: onnx.ModelProto) -> int:
-    """Bytes of the model's weights, whether held in the proto or in external files."""
-    total = 0
-    for tensor in model.graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            info = {e.key: e.value for e in tensor.external_data}
-            total += int(info.get("length", 0) or 0)
-        else:
-            total += len(tensor.raw_data) or tensor.ByteSize()
-    return total
 
 
 def file_initializer_bytes(path: Path) -> int:

@@ -28,6 +28,7 @@ from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: th
 from harness.metrics.spec import percentile
 from harness.perf.contention import busier_note
 from harness.perf.stats import (
+    DEFAULT_BLOCKS,
     MIN_BLOCK_SIZE,
     Stat,
     block_cv,
@@ -40,6 +41,7 @@ from harness.results.record import RecordLike, readable_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
+    from rich.table import Table
 
     from harness.gate.canary import Drift
 
@@ -51,6 +53,11 @@ MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
 #: machine mostly a preemption by a neighbour (measured: 3-11% of calls on the 2-core
 #: dev box, at 1.5x-30x the median), not the model.
 OUTLIER_FACTOR = 1.5
+
+#: A run noisier than its metric's ``max_cv`` can still show a REGRESSION, when the interval
+#: widened by the noise keeps its lower bound at least this many thresholds above no change
+#: (p50: +10 %); see ``_beyond_noise``.
+NOISY_MARGIN = 2.0
 
 def latency_stat(name: str) -> Stat | None:
     """What a latency policy name measures: ``pNN`` -> percentile NN, ``mean`` -> np.mean, else None."""
@@ -178,12 +185,21 @@ class Comparison:
     mode_reason: str = ""
     #: variant -> how its latency was judged ("paired: ..." or "unpaired: <why not paired>")
     pairing: dict[str, str] = field(default_factory=dict)
+    #: the recorded runs' latency rows of every paired variant (canary-adjusted), reported beside
+    #: the paired ones: re-timing both artifacts here cannot see an environment that makes the
+    #: candidate's *recorded* run slower (a runtime, a thread setting, a dependency), these can;
+    #: a gating REGRESSION among them fails the gate too (``harness.gate.retime``)
+    recorded: list[Row] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
-        """1 when a non-advisory metric regressed, or nothing / not everything was compared
-        (:class:`~harness.core.compared.Compared`); INCONCLUSIVE never fails a build."""
-        return 1 if any(r.gating_regression for r in self.rows) or self.compared.failed else 0
+        """1 when a non-advisory metric regressed (paired or recorded), or nothing / not everything
+        was compared (:class:`~harness.core.compared.Compared`); INCONCLUSIVE never fails a build."""
+        return 1 if self.gating() or self.compared.failed else 0
+
+    def gating(self) -> list[Row]:
+        """Every gating REGRESSION: the judged rows', then the recorded rows' beside paired ones."""
+        return [r for r in (*self.rows, *self.recorded) if r.gating_regression]
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -192,10 +208,13 @@ class Comparison:
         return out
 
     def headline(self) -> str:
-        gating = sum(r.gating_regression for r in self.rows)
+        gating = len(self.gating())
         advisory = sum(r.advisory for r in self.rows)
         tally = ", ".join(f"{n} {v.lower()}" for v, n in self.counts().items() if n) or "nothing compared"
         rows = f"{len(self.rows)} rows ({advisory} advisory): {tally}"
+        recorded = sum(r.gating_regression for r in self.recorded)
+        if recorded:
+            rows += f"; {recorded} in the recorded runs beside the paired re-timing"
         return self.compared.headline(f"OK: no gating regression; {rows}",
                                       f"FAIL: {gating} gating regression(s); {rows}" if gating else None)
 
@@ -216,7 +235,8 @@ class Comparison:
             out.append("new in candidate (no baseline): " + ", ".join(self.new))
         drifted = [v for v, d in self.drift.items() if d.get("drifted")]
         if drifted:
-            out.append(f"machine drift (canary) for {len(drifted)} variant(s), their latency INCONCLUSIVE: "
+            whose = "their recorded latency" if self.recorded else "their latency"
+            out.append(f"machine drift (canary) for {len(drifted)} variant(s), {whose} INCONCLUSIVE unless beyond it: "
                        + "; ".join(f"{v}: {self.drift[v]['reason']}" for v in drifted[:3]))
         elif self.drift and self.mode != "paired":
             spreads = [d["between_sd"] for d in self.drift.values()]
@@ -240,6 +260,7 @@ class Comparison:
             "mode_reason": self.mode_reason,
             "pairing": dict(self.pairing),
             "drift": dict(self.drift),
+            "recorded_rows": [r.as_dict() for r in self.recorded],
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -250,40 +271,57 @@ class Comparison:
         lines += [f"- {note}" for note in self.notes()]
         if self.notes():
             lines.append("")
-        rows = []
-        for r in _ordered(self.rows):
-            verdict = f"{r.verdict.value} (advisory)" if r.advisory else r.verdict.value
-            if r.gating_regression:
-                verdict = f"**{verdict}**"
-            rows.append([r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind),
-                         fmt_change(r.ratio), fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), verdict, r.reason])
+        rows = [_markdown_row(r) for r in _ordered(self.rows)]
         lines += table(["variant", "metric", "baseline", "candidate", "change", "95% CI", "p", "verdict", "reason"],
                        rows, align="llrrrlrll")
+        if self.recorded:
+            lines += ["", f"**{RECORDED_TITLE}**", ""]
+            lines += table(["variant", "metric", "baseline", "candidate", "change", "95% CI", "p", "verdict", "reason"],
+                           [_markdown_row(r) for r in _ordered(self.recorded)], align="llrrrlrll")
         return "\n".join(lines) + "\n"
 
     def render_table(self, console: "Console") -> None:
         from rich.markup import escape
-        from rich.table import Table
-        from rich.text import Text
 
-        styles = {Verdict.PASS: "green", Verdict.IMPROVEMENT: "cyan",
-                  Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red"}
-        table = Table(title="performance vs baseline", show_lines=False)
-        for header, justify in (("variant", "left"), ("metric", "left"), ("baseline", "right"), ("candidate", "right"),
-                                ("change", "right"), ("95% CI", "left"), ("p", "right"), ("verdict", "left"), ("reason", "left")):
-            table.add_column(header, justify=justify)  # type: ignore[arg-type]
-        for r in _ordered(self.rows):
-            style = "dim" if r.advisory and r.verdict is not Verdict.REGRESSION else styles[r.verdict]
-            verdict = Text(f"{r.verdict.value}{' (adv)' if r.advisory else ''}", style=style)
-            # Text, not markup: names like "latency_ms[bs=8]" would otherwise be eaten as style tags.
-            cells = [r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
-                     fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value)]
-            table.add_row(*(Text(c) for c in cells), verdict, Text(r.reason))
-        console.print(table)
+        console.print(_rich_table("performance vs baseline", self.rows))
+        if self.recorded:
+            console.print(_rich_table(RECORDED_TITLE, self.recorded))
         for note in self.notes():
             console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
         colour = "red" if self.exit_code else "green"
         console.print(f"[bold {colour}]{self.headline()}[/]", highlight=False)
+
+
+#: the title of the recorded rows' table beside a paired comparison
+RECORDED_TITLE = "recorded runs beside the paired re-timing (canary-adjusted; sees the candidate's environment)"
+
+
+def _markdown_row(r: Row) -> list[str]:
+    verdict = f"{r.verdict.value} (advisory)" if r.advisory else r.verdict.value
+    if r.gating_regression:
+        verdict = f"**{verdict}**"
+    return [r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
+            fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), verdict, r.reason]
+
+
+def _rich_table(title: str, rows: list[Row]) -> "Table":
+    from rich.table import Table
+    from rich.text import Text
+
+    styles = {Verdict.PASS: "green", Verdict.IMPROVEMENT: "cyan",
+              Verdict.INCONCLUSIVE: "yellow", Verdict.REGRESSION: "bold red"}
+    table = Table(title=title, show_lines=False)
+    for header, justify in (("variant", "left"), ("metric", "left"), ("baseline", "right"), ("candidate", "right"),
+                            ("change", "right"), ("95% CI", "left"), ("p", "right"), ("verdict", "left"), ("reason", "left")):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for r in _ordered(rows):
+        style = "dim" if r.advisory and r.verdict is not Verdict.REGRESSION else styles[r.verdict]
+        verdict = Text(f"{r.verdict.value}{' (adv)' if r.advisory else ''}", style=style)
+        # Text, not markup: names like "latency_ms[bs=8]" would otherwise be eaten as style tags.
+        cells = [r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
+                 fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value)]
+        table.add_row(*(Text(c) for c in cells), verdict, Text(r.reason))
+    return table
 
 
 def _ordered(rows: list[Row]) -> list[Row]:
@@ -351,10 +389,14 @@ def judge_latency(
 ) -> dict[str, Judged]:
     """Judge every latency statistic that has a policy, from both runs' raw samples.
 
-    The noise and sample-count checks come first: if the data cannot be trusted, the
-    interval and the p-value are still reported but the verdict is INCONCLUSIVE. ``drift``
-    (``harness.gate.canary``, unpaired runs) makes a drifted machine INCONCLUSIVE and adds the
-    between-run spread to every interval and p-value.
+    Too few calls make it INCONCLUSIVE (the interval and the p-value are still reported).
+    ``drift`` (``harness.gate.canary``, unpaired runs) adds the between-run spread to every
+    interval and p-value, and a run noisier than ``max_cv`` adds its noise (:func:`noise_sd`):
+    noise and drift widen the interval, and a drifted machine or a noisy run leaves only a claim
+    that clears the threshold beyond them standing (``_beyond_drift``, ``_beyond_noise``); a
+    percentile among outliers is INCONCLUSIVE (:func:`_disturbed`). Why not a veto: a
+    runtime 30 % slower in the candidate's environment read "too noisy: block-median CV 30.7 % >
+    10 %" for p50 +29.4 % [+28.3 %, +42.2 %], p = 7e-08.
     """
     stats = {name: latency_stat(name) for name, pol in policies.items() if pol.kind == "latency"}
     wanted: dict[str, Stat] = {name: stat for name, stat in stats.items() if stat is not None}
@@ -385,25 +427,76 @@ def judge_latency(
             verdict, reason = Verdict.INCONCLUSIVE, f"too few samples: {n} < {need} needed for {name}"
         elif lo is None or hi is None:
             verdict, reason = Verdict.INCONCLUSIVE, f"no ratio: baseline {name} is {b_val:g}"
-        elif math.isfinite(noise) and noise > pol.max_cv:
-            verdict, reason = Verdict.INCONCLUSIVE, f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}"
-        elif not callable(stat) and max(outliers) >= (1.0 - stat / 100.0) / 2:
-            side = "baseline" if outliers[0] >= outliers[1] else "candidate"
-            verdict, reason = Verdict.INCONCLUSIVE, (
-                f"{name} sits among outliers: {max(outliers):.1%} of {side} calls > {OUTLIER_FACTOR}x median "
-                f"(limit {(1.0 - stat / 100.0) / 2:.1%})"
-            )
-        elif drift is not None and drift.drifted:
-            verdict, reason = Verdict.INCONCLUSIVE, drift.reason
         else:
             p_row = p_value if p_value is not None else 1.0
             if drift is not None:
                 lo, hi, p_row = widen(ratio, lo, hi, p_row, drift.between_sd)
+            noisy, among_outliers = _disturbed(name, stat, pol, noise, outliers)
+            if noisy:  # noise widens the interval; it vetoes nothing the widened interval still shows
+                lo, hi, p_row = widen(ratio, lo, hi, p_row, noise_sd(base, cand))
             verdict, reason = decide(ratio, lo, hi, p_row, pol)
+            verdict, reason = _beyond_drift(verdict, reason, lo, hi, pol, drift)
+            if noisy:
+                verdict, reason = _beyond_noise(verdict, reason, lo, hi, noisy, pol)
+            if among_outliers:  # a percentile the preemptions set says nothing of the model, however far
+                verdict, reason = Verdict.INCONCLUSIVE, noisy or among_outliers
             out[name] = Judged(b_val, c_val, ratio, lo, hi, p_row, verdict, reason)
             continue
         out[name] = Judged(b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
     return out
+
+
+def _disturbed(name: str, stat: Stat, pol: MetricPolicy, noise: float,
+               outliers: tuple[float, float]) -> tuple[str, str]:
+    """Why the runs are too disturbed to judge ``name`` at face value ("" for no): a side noisier
+    than ``max_cv`` (widens the interval: :func:`_beyond_noise`), and the percentile among the
+    outliers -- at least ``(1 - p) / 2`` of a side's calls slower than 1.5x its median: then
+    preemptions set it, not the model (a veto)."""
+    noisy = f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}" if math.isfinite(noise) and \
+        noise > pol.max_cv else ""
+    among = ""
+    if not callable(stat) and max(outliers) >= (1.0 - stat / 100.0) / 2:
+        side = "baseline" if outliers[0] >= outliers[1] else "candidate"
+        among = (f"{name} sits among outliers: {max(outliers):.1%} of {side} calls > {OUTLIER_FACTOR}x median "
+                 f"(limit {(1.0 - stat / 100.0) / 2:.1%})")
+    return noisy, among
+
+
+def noise_sd(base: np.ndarray, cand: np.ndarray) -> float:
+    """The log-scale standard error a noisy run adds to a latency ratio: each run's typical speed
+    is known to its block-median CV over the square root of its blocks (``DEFAULT_BLOCKS``), the
+    two sides in quadrature. Added only when a side is noisier than the metric's ``max_cv``."""
+    return math.hypot(block_cv(base), block_cv(cand)) / math.sqrt(DEFAULT_BLOCKS)
+
+
+def _beyond_noise(verdict: Verdict, reason: str, lo: float, hi: float, noisy: str,
+                  pol: MetricPolicy) -> tuple[Verdict, str]:
+    """A noisy comparison keeps a REGRESSION whose interval, widened by the noise, lies far beyond
+    the threshold -- its lower bound at least :data:`NOISY_MARGIN` thresholds up (the reason says
+    so); anything else is INCONCLUSIVE "too noisy", as before. Why a margin: the noise estimate
+    itself is rough (20 block medians of a wandering machine), so a claim made through it must not
+    hinge on it; a +25 % change under 30 % block noise (lower bound +8 %) stays INCONCLUSIVE, a
+    runtime 30 % slower (lower bound +12 %) does not."""
+    if verdict is Verdict.REGRESSION and lo >= 1.0 + NOISY_MARGIN * pol.min_effect:
+        return verdict, f"{reason}; {noisy.removeprefix('too ')}: interval widened to {fmt_ci(lo, hi)}, still " \
+                        f"beyond {NOISY_MARGIN:g}x the threshold"
+    return Verdict.INCONCLUSIVE, noisy
+
+
+def _beyond_drift(verdict: Verdict, reason: str, lo: float, hi: float, pol: MetricPolicy,
+                  drift: "Drift | None") -> tuple[Verdict, str]:
+    """Machine drift between the runs (the canaries moved) leaves a claim standing only when the
+    model moved by the threshold beyond the drift: a REGRESSION whose lower bound clears
+    ``(1 + min_effect)`` times the canary's upper bound (the machine ran slower for the candidate
+    by at most that), an IMPROVEMENT mirrored. Otherwise INCONCLUSIVE, with the drift as reason."""
+    if drift is None or not drift.drifted or drift.lo is None or drift.hi is None:
+        return verdict, reason
+    thr = pol.min_effect
+    if verdict is Verdict.REGRESSION and lo >= (1.0 + thr) * max(1.0, drift.hi):
+        return verdict, f"{reason}; beyond the {drift.reason}"
+    if verdict is Verdict.IMPROVEMENT and hi <= (1.0 - thr) * min(1.0, drift.lo):
+        return verdict, f"{reason}; beyond the {drift.reason}"
+    return Verdict.INCONCLUSIVE, drift.reason
 
 
 def tail_advisory(policy: MetricPolicy, base: np.ndarray, cand: np.ndarray, reason: str) -> tuple[bool, str]:

@@ -4,7 +4,8 @@ An ONNX Runtime or torch upgrade is a change of environment, not of artifact: ``
 on two files in one process cannot see it, and two recorded runs carry the machine's drift
 between them (issue 26: -39 % .. +68 % between runs of the same build here). This module starts
 one timing child per environment (``harness/perf/envchild.py``, run by path with each
-environment's interpreter command, so the other environment needs only numpy and its runtime)
+environment's interpreter command, so the other environment needs only numpy and its runtime; the
+child loads the file with the backend's own loader, so any backend that runs files can be paired)
 and asks them for blocks of calls in turn, A B or B A drawn per pair, exactly as
 ``harness.gate.paired.interleave`` does inside one process. Only one child runs at a time (the
 other waits on its stdin), so they never compete for the cores; whatever the machine does hits
@@ -31,6 +32,7 @@ from typing import IO, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import UsageError
+from harness.gate.onnxpair import FileRuntime
 from harness.gate.paired import PairedSamples
 
 CHILD = Path(__file__).resolve().parents[1] / "perf" / "envchild.py"
@@ -91,12 +93,12 @@ def environment_command(text: str, where: str) -> list[str]:
     return parts
 
 
-def start(label: str, command: Sequence[str], model: Path, feeds: Path, *, provider: str, threads: int | None,
+def start(label: str, command: Sequence[str], model: Path, feeds: Path, *, runtime: FileRuntime,
           warmup: int) -> EnvChild:
-    """Start a child and wait for its ready line (the session is open and warmed up)."""
-    argv = [*command, str(CHILD), str(model), str(feeds), "--provider", provider, "--warmup", str(warmup)]
-    if threads:
-        argv += ["--threads", str(threads)]
+    """Start a child and wait for its ready line (the file is loaded by its backend and warmed up)."""
+    spec = json.dumps(runtime.child_spec(model).to_dict(), sort_keys=True)
+    argv = [*command, str(CHILD), "--loader", runtime.backend.loader_ref(), "--spec", spec, "--feeds", str(feeds),
+            "--warmup", str(warmup)]
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, bufsize=1)
@@ -113,8 +115,7 @@ def start(label: str, command: Sequence[str], model: Path, feeds: Path, *, provi
 
 
 def interleave_envs(command_a: Sequence[str], command_b: Sequence[str], model_a: Path, model_b: Path,
-                    feeds: Mapping[str, np.ndarray], *, provider: str = "CPUExecutionProvider",
-                    threads: int | None = None, pairs: int = 30, block: int = 50, warmup: int = 20,
+                    feeds: Mapping[str, np.ndarray], *, runtime: FileRuntime, pairs: int = 30, block: int = 50, warmup: int = 20,
                     seed: int = 0, processes: int = PROCESS_PAIRS) -> tuple[PairedSamples, dict[str, dict[str, Any]]]:
     """Time ``pairs`` pairs of blocks over ``min(processes, pairs)`` fresh process pairs (a new
     child per environment for each, started in random order; the pairs as evenly spread as they
@@ -132,8 +133,8 @@ def interleave_envs(command_a: Sequence[str], command_b: Sequence[str], model_a:
         np.savez(path, **dict(feeds))  # type: ignore[arg-type]
         i = 0
         for generation, size in enumerate(sizes):
-            a, b = _start_pair(command_a, command_b, model_a, model_b, path, provider=provider, threads=threads,
-                               warmup=warmup, b_first=bool(rng.random() < 0.5))
+            a, b = _start_pair(command_a, command_b, model_a, model_b, path, runtime=runtime, warmup=warmup,
+                               b_first=bool(rng.random() < 0.5))
             info = info or {"A": a.info, "B": b.info}
             try:
                 for _ in range(size):
@@ -152,7 +153,7 @@ def interleave_envs(command_a: Sequence[str], command_b: Sequence[str], model_a:
 
 
 def _start_pair(command_a: Sequence[str], command_b: Sequence[str], model_a: Path, model_b: Path, feeds: Path, *,
-                provider: str, threads: int | None, warmup: int, b_first: bool) -> tuple[EnvChild, EnvChild]:
+                runtime: FileRuntime, warmup: int, b_first: bool) -> tuple[EnvChild, EnvChild]:
     """One child per environment, started one after the other (B first when ``b_first``); the first
     is closed if the second cannot start."""
     order = [("B", command_b, model_b), ("A", command_a, model_a)] if b_first else [
@@ -160,7 +161,7 @@ def _start_pair(command_a: Sequence[str], command_b: Sequence[str], model_a: Pat
     started: dict[str, EnvChild] = {}
     try:
         for label, command, model in order:
-            started[label] = start(label, command, model, feeds, provider=provider, threads=threads, warmup=warmup)
+            started[label] = start(label, command, model, feeds, runtime=runtime, warmup=warmup)
     except BaseException:
         for child in started.values():
             child.close()

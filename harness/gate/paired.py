@@ -17,7 +17,6 @@ metric's ``min_effect``), so only the noise handling differs, not the bar.
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ import numpy as np
 
 from harness.gate.compare import Verdict, decide, latency_stat, merge_policies
 from harness.metrics.spec import MetricPolicy
+from harness.perf.loop import time_calls
 
 #: fewer pairs than this cannot reach significance with the signed-rank test at alpha 0.01
 MIN_PAIRS = 8
@@ -57,19 +57,15 @@ class PairedSamples:
                              groups)
 
 
-def _block(call: Callable[[], Any], n: int, clock: Callable[[], int]) -> np.ndarray:
-    out = np.empty(n, dtype=np.float64)  # preallocated: no allocation between timed calls
-    for i in range(n):
-        start = clock()
-        call()
-        out[i] = clock() - start
-    return out / 1e6
-
-
 def interleave(call_a: Callable[[], Any], call_b: Callable[[], Any], *, pairs: int = 30, block: int = 50,
                warmup: int = 20, seed: int = 0, clock: Callable[[], int] = time.perf_counter_ns) -> PairedSamples:
     """Time ``pairs`` pairs of blocks of ``block`` calls each, A and B in an order drawn per pair
-    (so neither side always runs first, after the other's caches). GC is paused while timing."""
+    (so neither side always runs first, after the other's caches).
+
+    Each block is one run of the harness's timing loop (``harness.perf.loop.time_calls``: heap
+    frozen, a few settling calls, then each call timed alone), the loop the perf suite records
+    with, so a paired number and a recorded one are measured alike; its settling calls also undo
+    what the other side's block did to the caches, for both sides."""
     if pairs < 1 or block < 1:
         raise ValueError("pairs and block must be >= 1")
     rng = np.random.default_rng(seed)
@@ -79,20 +75,13 @@ def interleave(call_a: Callable[[], Any], call_b: Callable[[], Any], *, pairs: i
     a = np.empty((pairs, block))
     b = np.empty((pairs, block))
     first: list[str] = []
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(pairs):
-            if rng.random() < 0.5:
-                a[i], b[i] = _block(call_a, block, clock), _block(call_b, block, clock)
-                first.append("A")
-            else:
-                b[i], a[i] = _block(call_b, block, clock), _block(call_a, block, clock)
-                first.append("B")
-    finally:
-        if enabled:
-            gc.enable()
+    for i in range(pairs):
+        if rng.random() < 0.5:
+            a[i], b[i] = time_calls(call_a, block, clock=clock), time_calls(call_b, block, clock=clock)
+            first.append("A")
+        else:
+            b[i], a[i] = time_calls(call_b, block, clock=clock), time_calls(call_a, block, clock=clock)
+            first.append("B")
     return PairedSamples(a, b, tuple(first))
 
 

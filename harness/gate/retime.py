@@ -6,8 +6,8 @@ comparison INCONCLUSIVE. When the files the baseline timed are still at hand -- 
 baseline (``baseline save --keep-artifacts``) or in this machine's export cache under their
 recorded key (``harness.gate.blessed``) -- and the candidate's are too, each latency metric is
 timed again on both sides *in this job*, in alternating blocks (``gate.paired.interleave``, the
-engine of ``harness perf-compare``, through the same sessions and synthetic inputs of the
-recorded shape: ``gate.onnxpair``), and judged by ``gate.paired.judge_paired``. Only the
+engine of ``harness perf-compare``, through the variant's own backend -- ONNX Runtime, OpenVINO --
+and synthetic inputs of the recorded shape: ``gate.onnxpair``), and judged by ``gate.paired.judge_paired``. Only the
 latency rows change; scalars (memory, size, cold start) stay the recorded comparison.
 
 A variant that cannot be paired keeps its unpaired rows (with the canary drift rule), and the
@@ -17,6 +17,8 @@ comparison says which mode each variant got and why (``Comparison.mode``, ``mode
 
 from __future__ import annotations
 
+import shlex
+import sys
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,8 +27,17 @@ from typing import Any, Callable, Iterable, Mapping
 from harness.core import UsageError
 from harness.gate.baseline import Baseline
 from harness.gate.blessed import TimedFile, default_cache_root, located, timed_files, timed_graphs
-from harness.gate.compare import Comparison, EnvironmentMismatch, MetricPolicy, Row, merge_policies
-from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS
+from harness.gate.compare import (
+    NOISY_MARGIN,
+    Comparison,
+    EnvironmentMismatch,
+    MetricPolicy,
+    Row,
+    Verdict,
+    fmt_change,
+    merge_policies,
+)
+from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS, FileRuntime
 from harness.results.record import Record, RecordLike
 from harness.results.sections import PerfSetup
 
@@ -37,7 +48,7 @@ _KINDS = {
     "candidate": "the candidate's artifacts of {n} variant(s) are gone from the cache ({names})",
     "unrecorded": "the baseline recorded no timed artifacts for {n} variant(s) ({names}): saved by an older "
                   "harness or from a run without latency records",
-    "backend": "{n} variant(s) do not run ONNX files on ONNX Runtime ({names})",
+    "backend": "{n} variant(s) run on a backend that runs no ONNX files ({names})",
     "shape": "{n} variant(s) timed other graphs or shapes than the baseline ({names})",
     "inputs": "{n} variant(s) cannot be fed generated inputs ({names})",
     "suites": "{n} variant(s) were timed by more than one suite ({names}): a paired re-timing re-times one "
@@ -56,6 +67,10 @@ class Pairing:
     block: int = DEFAULT_BLOCK
     warmup: int = 20
     seed: int = 0
+    #: the blessed environment's interpreter command (``harness.gate.blessedenv``): when given, the
+    #: blessed artifacts are timed in it and the candidate's in this job's environment, by timing
+    #: children alternating in blocks (``harness.gate.envpair``); empty: both in this process
+    baseline_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,8 +80,7 @@ class _Plan:
     stats: tuple[str, ...]
     base: Path
     cand: Path
-    provider: str
-    threads: int | None
+    runtime: FileRuntime
     batch: int
     seq: int
     #: where the blessed file was found: ``kept`` (the baseline), ``run`` or ``cache`` (the export cache)
@@ -81,8 +95,13 @@ def _latency_records(records: Iterable[RecordLike]) -> dict[str, Record]:
     return out
 
 
-def _threads(rec: Record) -> int | None:
-    return PerfSetup.of(rec).ort_intra_op_threads
+def _runtime(rec: Record) -> FileRuntime | None:
+    """How the candidate's variant ran its files, or None when its backend runs none (PyTorch)."""
+    try:
+        return FileRuntime.named(rec.provider or "ort_cpu", precision=rec.precision or "fp32",
+                                 threads=PerfSetup.of(rec).ort_intra_op_threads)
+    except UsageError:
+        return None
 
 
 def _shape(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:
@@ -110,8 +129,9 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
     """What to re-time for one variant, or (kind, detail) saying why it cannot be paired."""
     if b_rec is None or c_rec is None:
         return [], ("shape", "no latency record on one side")
-    if c_rec.backend != "onnxruntime":
-        return [], ("backend", f"backend {c_rec.backend or '?'}")
+    runtime = _runtime(c_rec)
+    if runtime is None:
+        return [], ("backend", f"backend {c_rec.backend or '?'}, provider {c_rec.provider or '?'}")
     suites = _timing_suites(comparison.rows, variant)
     if len(suites) > 1:
         return [], ("suites", " and ".join(suites))
@@ -136,8 +156,8 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
         cand_path, why = located(cand, graph, cache_root=cache_root)
         if cand_path is None:
             return [], ("candidate", why)
-        plans.append(_Plan(variant, key, stats, base_path, cand_path, c_rec.provider or "ort_cpu", _threads(c_rec),
-                           int(entry.get("batch_size") or 1), int(entry.get("seq_len") or 1), source))
+        plans.append(_Plan(variant, key, stats, base_path, cand_path, runtime, int(entry.get("batch_size") or 1),
+                           int(entry.get("seq_len") or 1), source))
     if not plans:
         return [], ("shape", "no latency metric recorded on both sides")
     return plans, None
@@ -145,22 +165,28 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
 
 def _time(plan: _Plan, pols: Mapping[str, MetricPolicy], pairing: Pairing) -> list[Row]:
     """One latency metric re-timed paired: a row per statistic (``judge_paired``'s verdict)."""
-    from harness.gate.onnxpair import open_session, synthetic_feeds
+    from harness.gate.onnxpair import same_inputs, synthetic_feeds
     from harness.gate.paired import interleave, judge_paired
 
-    a = open_session(plan.base, plan.provider, plan.threads)
-    b = open_session(plan.cand, plan.provider, plan.threads)
-    feeds = synthetic_feeds(a, plan.batch, plan.seq, pairing.seed)
-    if {i.name for i in b.get_inputs()} != set(feeds):
-        raise UsageError(f"{plan.key}: the blessed and the candidate graph take different inputs")
-    try:
-        a.run(None, feeds)
-        b.run(None, feeds)
-    except Exception as exc:  # noqa: BLE001 - a graph the generated inputs do not fit: reported, unpaired
-        raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
+    feeds = synthetic_feeds(plan.base, plan.batch, plan.seq, pairing.seed)
+    same_inputs(plan.base, plan.cand, feeds, plan.key)
     seed = zlib.crc32(f"{plan.variant}\0{plan.key}".encode())
-    samples = interleave(lambda: a.run(None, feeds), lambda: b.run(None, feeds), pairs=pairing.pairs,
-                         block=pairing.block, warmup=pairing.warmup, seed=seed)
+    if pairing.baseline_env:
+        from harness.gate.envpair import interleave_envs
+
+        samples, _ = interleave_envs(list(pairing.baseline_env), [sys.executable], plan.base, plan.cand, feeds,
+                                     runtime=plan.runtime, pairs=pairing.pairs, block=pairing.block,
+                                     warmup=pairing.warmup, seed=seed)
+    else:
+        with plan.runtime.open(plan.base) as a, plan.runtime.open(plan.cand) as b:
+            try:
+                call_a, call_b = a.timed_call(feeds), b.timed_call(feeds)
+                call_a()
+                call_b()
+            except Exception as exc:  # noqa: BLE001 - a graph the generated inputs do not fit: reported, unpaired
+                raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
+            samples = interleave(call_a, call_b, pairs=pairing.pairs, block=pairing.block, warmup=pairing.warmup,
+                                 seed=seed)
     rows = judge_paired(samples, plan.stats, pols, seed=seed)
     return [Row(plan.variant, f"{plan.key}.{r.stat}", "latency", r.base, r.cand, r.ratio, r.ci_lo, r.ci_hi,
                 r.p_value, r.verdict, r.reason, r.advisory) for r in rows]
@@ -170,8 +196,10 @@ def _summary(paired: Mapping[str, str], unpaired: Mapping[str, tuple[str, str]],
     parts = []
     if paired:
         sources = sorted(set(paired.values()))
+        where = (f"; the blessed ones in the blessed environment ({shlex.join(pairing.baseline_env)}), the "
+                 "candidate's in this one" if pairing.baseline_env else "")
         parts.append(f"paired: {len(paired)} variant(s) re-timed interleaved in this job ({pairing.pairs} pairs x "
-                     f"{pairing.block} calls per side; blessed artifacts {', '.join(sources)})")
+                     f"{pairing.block} calls per side; blessed artifacts {', '.join(sources)}{where})")
     by_kind: dict[str, list[str]] = {}
     for variant, (kind, _) in sorted(unpaired.items()):
         by_kind.setdefault(kind, []).append(variant)
@@ -218,9 +246,11 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
         new_rows.update(timed)
         paired[variant] = " and ".join(sorted({_SOURCES[p.source] for p in plans}))
     rows: list[Row] = []
+    recorded: list[Row] = []
     for r in comparison.rows:
         key = r.metric.rsplit(".", 1)[0]
         if r.kind == "latency" and (r.variant, key) in new_rows:
+            recorded.append(r)
             continue
         rows.append(r)
     for (_, _), judged in sorted(new_rows.items()):
@@ -229,14 +259,54 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
     reason = _summary(paired, unpaired, pairing) if variants else "unpaired: no latency metric to re-time"
     diffs = list(comparison.env_differences)
     forced = comparison.forced_env and force_env
+    machine = [d for d in diffs if not d.startswith(("versions.", "threads."))]
     if diffs and not force_env:
         if mode != "paired":
             raise EnvironmentMismatch(diffs)
         rows = [replace(r, advisory=True, reason=f"{r.reason}; advisory: recorded in another environment")
                 if r.kind in ("memory", "cold") else r for r in rows]
-        reason += "; environment differs from the baseline: latency re-timed here on both sides, recorded " \
-                  "memory and cold-start rows advisory"
+        reason += "; environment differs from the baseline: latency re-timed here, recorded memory and " \
+                  "cold-start rows advisory"
+        versions = [d for d in diffs if d.startswith("versions.")]
+        if versions and not pairing.baseline_env:
+            reason += (f"; library versions differ ({'; '.join(versions[:3])}): the re-timing ran both artifacts on "
+                       "this job's versions, the recorded rows beside it see the difference, and `--baseline-env "
+                       "$(harness baseline env ...)` pairs the two environments")
+    recorded = beside_paired(recorded, rows, pols, other_machine=bool(machine) and not force_env)
     detail = {v: f"paired ({s})" for v, s in paired.items()}
     detail.update({v: f"unpaired: {text}" for v, (_, text) in unpaired.items()})
     return replace(comparison, rows=rows, mode=mode, mode_reason=reason, pairing=dict(sorted(detail.items())),
-                   forced_env=forced, drift={v: d for v, d in comparison.drift.items() if v not in paired})
+                   forced_env=forced, recorded=recorded)
+
+
+def beside_paired(recorded: Iterable[Row], paired: Iterable[Row], policies: Mapping[str, MetricPolicy], *,
+                  other_machine: bool) -> list[Row]:
+    """The recorded runs' latency rows of the paired variants, each saying what its paired twin
+    found. A recorded REGRESSION whose twin re-timed here is none is what only the recorded runs
+    can see -- the candidate ran in a slower environment (a runtime, a thread setting, a dependency
+    invisible to the fingerprint) -- and gates like any other when it is *far* beyond the
+    threshold: its lower bound at least ``NOISY_MARGIN`` thresholds up (an unpaired interval
+    cannot see what two runs' machines did apart from the canary, so a claim against the paired
+    finding must not hinge on the bar); nearer, it is INCONCLUSIVE and the paired row decides.
+    Recorded on another machine (the fingerprint's machine fields differ), the rows are advisory."""
+    twins = {(r.variant, r.metric): r for r in paired}
+    out = []
+    for r in recorded:
+        twin = twins.get((r.variant, r.metric))
+        said = f"recorded runs: {r.reason}"
+        verdict = r.verdict
+        if twin is not None and r.verdict is Verdict.REGRESSION and twin.verdict is not Verdict.REGRESSION:
+            pol = policies[r.metric.rsplit(".", 1)[-1]]
+            bar = 1.0 + NOISY_MARGIN * pol.min_effect
+            paired_said = f"re-timed paired here: {twin.verdict.value} {fmt_change(twin.ratio)}"
+            if r.ci_lo is not None and r.ci_lo >= bar:
+                said += (f"; {paired_said}: the candidate's environment (or its machine, beyond the canary) is "
+                         "slower, not its artifact")
+            else:
+                verdict = Verdict.INCONCLUSIVE
+                said += f"; {paired_said}, and the recorded interval is within {NOISY_MARGIN:g}x the threshold"
+        if other_machine:
+            out.append(replace(r, verdict=verdict, advisory=True, reason=f"{said}; advisory: recorded on another machine"))
+        else:
+            out.append(replace(r, verdict=verdict, reason=said))
+    return out

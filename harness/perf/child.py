@@ -121,13 +121,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["first_inference_ms"] = sum(first.values())
     result["first_inference_ms_by_graph"] = first
     result["ready_ms"] = _ms(_T0)  # script start -> imported, loaded and answered once
-    steady = []
-    for _ in range(args.calls):
-        start = time.perf_counter()
+    from harness.perf.loop import time_calls  # the harness's one timing loop (standard library only)
+
+    def every_graph() -> None:
         for graph, call in calls.items():
             call(feeds[graph])
-        steady.append(_ms(start))
-    result["steady_ms"] = steady
+
+    result["steady_ms"] = time_calls(every_graph, args.calls) if args.calls > 0 else []
     result["peak_rss_bytes"] = peak_rss_bytes()
     result["gpu_peak_bytes"] = loaded.gpu_peak_bytes()
     result["settings"] = loaded.settings

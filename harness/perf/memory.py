@@ -13,6 +13,7 @@ import statistics
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness.perf.coldstart import spawn
+from harness.perf.loop import SETTLE_CALLS
 from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +54,7 @@ def memory_fields(runs: Sequence[Mapping[str, Any]], floor: Mapping[str, int]) -
             "gpu_peak_bytes": int(statistics.median(gpu)) if gpu else None,
             "settings": runs[0].get("settings", {}),
             "method": "ru_maxrss of a fresh child that loaded every graph and ran each "
-                      f"{1 + len(runs[0].get('steady_ms', []))} time(s); median of {len(runs)} process(es)",
+                      f"{_calls(runs[0])} time(s); median of {len(runs)} process(es)",
         },
     }
 
@@ -64,3 +65,10 @@ def artifact_fields(ws: "Workspace", variant: "Variant", model: "LoadedModel", f
     (``Backend.shipped_files``: ONNX files with external data, or PyTorch's weight files)."""
     files = ws.backend(variant, model).shipped_files(GraphRef.each(model, family, graphs, variant))
     return {"artifact_bytes": sum(files.values()), "artifact_files": files}
+
+
+def _calls(run: Mapping[str, Any]) -> int:
+    """How often a child ran each graph: the first inference, then the steady rounds, timed by the
+    harness's loop after its settling calls (``harness.perf.loop``)."""
+    steady = len(run.get("steady_ms") or [])
+    return 1 + steady + (SETTLE_CALLS if steady else 0)

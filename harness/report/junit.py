@@ -23,7 +23,9 @@ JUNIT_FILE = "junit.xml"
 
 
 def _text(value: object) -> str:
-    """XML 1.0 cannot hold most control characters: escape them as the terminal does."""
+    """The JUnit XML rule, for every string from a record (names, reasons, the rerun command): XML
+    1.0 cannot hold most control characters, so they are escaped as the terminal shows them; the
+    serialiser escapes ``<``, ``&`` and quotes."""
     return printable(str(value or ""), keep_newlines=True)
 
 
@@ -47,13 +49,13 @@ def render_junit(records: Iterable[RecordLike], name: str = "model-harness") -> 
                       skipped=str(sum(r.verdict == "skip" for r in recs)),
                       time=f"{sum(r.duration_s for r in recs):.3f}")
     for suite, cases in sorted(by_suite.items()):
-        element = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
+        element = ET.SubElement(root, "testsuite", name=_text(suite), tests=str(len(cases)),
                                 failures=str(sum(_failure(r) for r in cases)),
                                 errors=str(sum(_error(r) for r in cases)),
                                 skipped=str(sum(r.verdict == "skip" for r in cases)),
                                 time=f"{sum(r.duration_s for r in cases):.3f}")
         for r in sorted(cases, key=lambda r: r.id):
-            case = ET.SubElement(element, "testcase", classname=f"harness.{suite}", name=_text(r.id),
+            case = ET.SubElement(element, "testcase", classname=_text(f"harness.{suite}"), name=_text(r.id),
                                  time=f"{r.duration_s:.3f}")
             properties = ET.SubElement(case, "properties")
             for key in ("variant", "model", "precision", "provider", "verdict"):

@@ -353,7 +353,7 @@ def runtime_from(recorded: Mapping[str, Any] | None) -> "RuntimeSettings | None"
     if not recorded:
         return None
     backends()  # the sections are declared in the backends' modules
-    derived = ("trt_profile", "provider_options", "profile")
+    derived = ("trt_profile", "provider_options", "profile", "custom_op_library")  # a bundle never loads native code
     shared = {k: v for k, v in recorded.items() if k in ("intra_op_threads", "inter_op_threads") and v is not None}
     own = {k: v for k, v in recorded.items() if k not in derived and section_of(k) is not None}
     return RuntimeSettings(**shared).merged(own)
@@ -448,6 +448,9 @@ def load_bundle(path: Path) -> Bundle:
     manifest_path = directory / MANIFEST
     manifest = _read_manifest(path, manifest_path)
     kind = manifest.get("kind") or "numeric"
+    from harness.repro.verify import verify
+
+    verify(directory, manifest)
     _verify_files(directory, manifest)
     try:
         Precision(manifest["precision"])

@@ -195,6 +195,9 @@ class RecordCollector:
         self.disk_full: Any = None
         self.lost: list[str] = []
         self.session: Any = None
+        #: suite files that fail to collect become ``error`` records (harness sessions only: the
+        #: plugin is installed in every pytest session, whose own collection errors are pytest's)
+        self.record_collection_errors = False
 
     def expect(self, nodeids: list[str], cases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """The cases this session will run (called once collection is known; idempotent);
@@ -210,6 +213,25 @@ class RecordCollector:
 
     def pytest_sessionstart(self, session: Any) -> None:
         self.session = session
+
+    def pytest_collectreport(self, report: Any) -> None:
+        """A suite file that could not be collected (a syntax error, a failing import, pytest's
+        "import file mismatch") in a harness session: an ``error`` record naming the file and the
+        first line of why, so results.jsonl, summary.md and junit.xml say so instead of holding
+        nothing (before: exit 1, no run directory at all)."""
+        if not report.failed or not self.record_collection_errors:
+            return
+        text = str(getattr(report, "longreprtext", "") or report.longrepr or "collection failed")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        why = next((line[2:].strip() for line in reversed(lines) if line.startswith("E ")), None) or \
+            (lines[0] if lines else "collection failed")  # the exception's own line, else pytest's first
+        nodeid = report.nodeid or "<collection>"
+        suite = nodeid.split("::")[0]
+        record = compose(case_id=suite, nodeid=nodeid, run_id=self.run_id, identity=CaseIdentity(suite=suite),
+                         payload={}, verdict="error", reason=f"could not collect {suite}: {why}", duration_s=0.0,
+                         settings={})
+        with signals_held():
+            self._store(record)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         """pytest hook (the collector is registered as a plugin of its session)."""

@@ -218,13 +218,16 @@ class ChildSpec:
 @dataclass
 class ChildLoad:
     """What a backend loaded in a fresh measurement child: a call per graph, the load time
-    of each part (ms), the live settings that change speed or memory, and how to read the
-    device's peak memory afterwards (None: no device memory to report)."""
+    of each part (ms), the live settings that change speed or memory, how to read the
+    device's peak memory afterwards (None: no device memory to report), and the runners."""
 
     calls: dict[str, ChildCall]
     load_ms: dict[str, float]
     settings: dict[str, Any] = field(default_factory=dict)
     gpu_peak_bytes: Callable[[], int | None] = lambda: None
+    #: graph -> the runner behind its call, where the backend has one: a timing child
+    #: (``harness/perf/envchild.py``) times its ``timed_call``, what the perf suite times in-process
+    runners: dict[str, "GraphRunner"] = field(default_factory=dict)
 
 
 #: the Backend methods of one graph, which take a GraphRef

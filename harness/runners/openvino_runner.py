@@ -297,7 +297,7 @@ class OpenVinoBackend(Backend):
             load[name] = (time.perf_counter() - start) * 1000.0
         first = next(iter(runners.values()))
         calls = {g: _infer_call(r) for g, r in runners.items()}
-        return ChildLoad(calls, load, {"openvino": {"version": version(), **first.settings()}})
+        return ChildLoad(calls, load, {"openvino": {"version": version(), **first.settings()}}, runners=dict(runners))
 
 
 def _infer_call(runner: OvGraphRunner) -> Callable[[Mapping[str, np.ndarray]], Any]:

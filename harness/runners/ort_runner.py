@@ -68,6 +68,16 @@ def _on(raw: object, where: str) -> bool:
     return raw if isinstance(raw, bool) else str(raw).lower() == "on"
 
 
+def custom_op_library(raw: object, where: str) -> str:
+    """A custom-op library as named: an existing regular file, recorded by its absolute path."""
+    if raw in (None, ""):
+        return ""
+    path = Path(str(raw)).expanduser()
+    if not path.is_file():
+        raise UsageError(f"{where}: {raw}: no such file (a shared library of custom-op kernels)")
+    return str(path.resolve())
+
+
 def _mode(raw: object, where: str) -> str:
     mode = str(raw).strip().lower()
     if mode not in EXECUTION_MODES:
@@ -92,6 +102,10 @@ class OrtSessionSettings(BackendSettings):
     execution_mode: str = setting("sequential", parse=_mode, describe=lambda v: f"exec={v}" if v != "sequential" else None)
     mem_pattern: bool = setting(True, parse=_on, decode=bool, describe=lambda v: None if v else "mem_pattern=off")
     cpu_arena: bool = setting(True, parse=_on, decode=bool, describe=lambda v: None if v else "arena=off")
+    #: a shared library of custom-op kernels (onnxruntime-extensions, a vendor's ops): native code,
+    #: so it is loaded only when named (``harness.runners.intake`` refuses custom domains otherwise)
+    custom_op_library: str = setting("", parse=lambda raw, where: custom_op_library(raw, where),
+                                     describe=lambda v: f"custom_ops={Path(v).name}" if v else None)
 
 
 _BOOL = ("True", "False", "true", "false", "1", "0")
@@ -169,6 +183,8 @@ def session_options(runtime: "RuntimeSettings | None" = None, *, profile_prefix:
                               else ort.ExecutionMode.ORT_SEQUENTIAL)
     options.enable_mem_pattern = session.mem_pattern
     options.enable_cpu_mem_arena = session.cpu_arena
+    if session.custom_op_library:
+        options.register_custom_ops_library(session.custom_op_library)
     if profile_prefix:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
@@ -425,7 +441,7 @@ class OrtBackend(Backend):
             raise SystemExit(f"{device} was requested but the session runs on {first.providers}")
         calls = {g: _session_call(r) for g, r in runners.items()}
         gpu = nvml_process_bytes if device in _GPU_PROVIDERS else (lambda: None)
-        return ChildLoad(calls, load, {"onnxruntime": session_settings(first.session)}, gpu)
+        return ChildLoad(calls, load, {"onnxruntime": session_settings(first.session)}, gpu, dict(runners))
 
 
 def _session_call(runner: OrtGraphRunner) -> Callable[[Mapping[str, np.ndarray]], Any]:

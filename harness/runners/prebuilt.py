@@ -120,6 +120,9 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
     check's runtime settings and that provider's EP options; a bare string is an ONNX Runtime
     execution provider, as before backends other than ONNX Runtime ran files). A file the
     runtime refuses is a usage error naming it (exit 2), not a crash."""
+    from harness.runners.intake import inspect_onnx, library_of
+
+    inspect_onnx(Path(path), library_of(runtime))
     if isinstance(provider, str):
         from harness.runners.ort_runner import OrtBackend
 

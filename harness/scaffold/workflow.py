@@ -237,8 +237,11 @@ jobs:
 def compare_script(spec: WorkflowSpec) -> str:
     """The pull request's performance step: ``baseline compare --perf`` against the default
     branch's baseline (paired where the blessed artifacts are at hand, which ``--keep-artifacts``
-    makes always), its Markdown appended to the job summary; a repository with no baseline yet is
-    told so (a warning: the accuracy gate above still judged every case)."""
+    makes always; the recorded runs reported beside, which see a slower environment), its Markdown
+    appended to the job summary; a repository with no baseline yet is told so (a warning: the
+    accuracy gate above still judged every case). When the pull request changed the runtime's
+    version, ``baseline env`` rebuilds the blessed environment and the re-timing pairs the two
+    environments (``--baseline-env``; it prints nothing when the versions match)."""
     name, store = spec.default_branch, spec.baseline_store
     out = "reports/gate/perf-vs-baseline"
     return (f'if [ ! -f {store}/{name}/baseline.json ]; then\n'
@@ -246,9 +249,10 @@ def compare_script(spec: WorkflowSpec) -> str:
             'compared"\n'
             '  exit 0\n'
             'fi\n'
+            f'blessed_env="$(harness baseline env --name {name} --store {store} --dir .harness-blessed-env)"\n'
             'status=0\n'
-            f'harness baseline compare reports/gate --name {name} --store {store} --perf --json {out}.json '
-            f'--markdown {out}.md || status=$?\n'
+            f'harness baseline compare reports/gate --name {name} --store {store} --perf --baseline-env "$blessed_env" '
+            f'--json {out}.json --markdown {out}.md || status=$?\n'
             f'if [ -n "${{GITHUB_STEP_SUMMARY:-}}" ] && [ -f {out}.md ]; then cat {out}.md >> "$GITHUB_STEP_SUMMARY"; fi\n'
             'exit $status\n')
 

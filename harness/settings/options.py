@@ -242,6 +242,14 @@ OPTIONS: tuple[Option, ...] = (
            default="on", in_config=True),
     Option("cpu_arena", Kind.CHOICE, "ONNX Runtime CPU memory arena", choices=("on", "off"), default="on",
            in_config=True),
+    Option("max_memory", Kind.TEXT, "refuse a model directory or ONNX file whose estimated memory (declared "
+           "sizes at the judged batch and length) exceeds this, e.g. 16G (default: the memory this machine has "
+           "available)", in_config=True, rerun=Rerun.NEVER, metavar="SIZE"),
+    Option("max_nodes", Kind.INT, "refuse an ONNX graph with more nodes than this (subgraphs included)",
+           default=500_000, minimum=1, in_config=True, rerun=Rerun.NEVER, metavar="N"),
+    Option("custom_op_library", Kind.PATH, "a shared library of ONNX Runtime custom-op kernels to load "
+           "(onnxruntime-extensions, a vendor's ops); without it a graph that uses a custom-op domain is "
+           "refused and no library is ever loaded", metavar="LIB"),
     Option("provider_options", Kind.PAIRS, "an execution-provider option, PROVIDER:KEY=VALUE "
            "(e.g. ort_cuda:cudnn_conv_algo_search=HEURISTIC; repeatable; validated by the provider's backend)",
            in_config=True, metavar="PROVIDER:KEY=VALUE", cli_flag="--provider-option"),

@@ -208,8 +208,10 @@ def preflight(options: RunOptions, spell: Callable[[str], str] | None = None) ->
     (``harness.zoo.loading.check_intake``), before any case starts: a directory without a
     tokenizer, with pickle weights or its own code is one ``UsageError`` line, exactly as
     ``harness check`` reports it, instead of an error record with a traceback per case."""
+    from harness.core.admission import limits_from, set_limits
     from harness.zoo.loading import check_intake
 
+    set_limits(limits_from(options.settings))
     catalog = options.catalog or ModelCatalog()
     specs = [catalog.resolve(name) for name in options.models]
     for spec in specs:

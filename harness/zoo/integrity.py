@@ -109,6 +109,9 @@ def check_model_dir(directory: Path) -> None:
             problem = safetensors_problem(directory / name)
             if problem:
                 raise UsageError(f"{directory}: cannot load model: {name} is corrupt or incomplete ({problem})")
+    from harness.core.admission import admit_model_dir
+
+    admit_model_dir(directory)  # what the config and tokenizer declare, before either is parsed
     tokenizer_files = sorted({p.name for pattern in TOKENIZER_PATTERNS for p in directory.glob(pattern) if p.is_file()})
     if not tokenizer_files:
         raise UsageError(f"{directory}: cannot load tokenizer: no tokenizer files (tokenizer.json, vocab.*, *.model)")
