@@ -105,7 +105,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for column in ("variant", "metric", "run", "finished", "value", "vs previous", "vs window median"):
         # names are never cut mid-word: the other columns give way (a narrow terminal wraps the line)
         table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left",
-                         no_wrap=column in ("variant", "metric", "run"), min_width=len(column))
+                         no_wrap=column in ("variant", "metric", "run", "value"), min_width=len(column))
     series = None
     for row in rows.itertuples(index=False):
         key = (row.variant, row.metric)
