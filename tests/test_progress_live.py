@@ -240,7 +240,8 @@ def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) ->
     ``--pytest-args`` chose columns."""
     bench = tmp_path / "test_bench_width.py"
     bench.write_text("def test_a_rather_long_benchmark_name(benchmark):\n    benchmark(lambda: sum(range(50)))\n")
-    env = {**os.environ, "COLUMNS": "100"}
+    # a run of its own: an xdist worker's variables would tell pytest-benchmark to stay quiet
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, "COLUMNS": "100"}
     done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", "run", "--suites",
                            str(bench), "--out", str(tmp_path / "run")], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=PATIENCE)
