@@ -165,13 +165,26 @@ def test_fp16_export_with_fp16_io_is_detected_and_judged_at_fp16(bert_files, tmp
 
 
 def test_static_shape_export_is_fed_its_fixed_batch(tmp_path, capsys):
+    """A file that bakes batch 2 x 5 tokens cannot take the corpus's longer sentences: the
+    shape-coverage check fails, counting them, unless the protocol declares the shape intended;
+    its batch is fed whole (a short last batch is filled, no sentence is dropped)."""
     path = _bert_onnx(tmp_path / "static.onnx", dynamic=False)  # batch 2, length 5 baked in
     out = tmp_path / "run"
     code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(path), "--samples", "5",
                               "--out", str(out)], capsys)
     (record,) = _records(out)
+    assert code == 1 and "model/shapes: sentences_cut = 5" in record["reason"], record["reason"]
+    assert "5 of 5 sentences longer than the baked 5 tokens" in record["reason"]
+    intended = tmp_path / "protocol.toml"
+    intended.write_text("static_intended = true\n")
+    out = tmp_path / "intended"
+    code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(path), "--samples", "5",
+                              "--io-protocol", str(intended), "--out", str(out)], capsys)
+    (record,) = _records(out)
     notes = record["data"]["jobs"]["model"]["notes"]
-    assert any("static batch 2" in n for n in notes) and any("static sequence length 5" in n for n in notes)
+    assert any("static batch 2" in n and "filled" in n for n in notes), notes
+    assert any("static sequence length 5" in n and "declared intended" in n for n in notes), notes
+    assert record["data"]["jobs"]["model"]["protocol"]["static_intended"] is True
     assert code == 0, record["reason"]
 
 
@@ -527,8 +540,8 @@ def test_decoder_only_with_past_and_other_names_passes(tmp_path, capsys):
     jobs = records["check"]["data"]["jobs"]
     assert set(jobs) == {"model_prefill", "model_step"}
     how = {r["reference"]: (r["artifact"], r["how"]) for r in jobs["model_step"]["io_match"]}
-    assert how["past_key_values.1.value"] == ("past.1.value", "normalized name")
-    assert how["present.0.key"] == ("new_cache_0_k", "cache slot")
+    assert how["past_key_values.1.value"] == ("past.1.value", "protocol: layer 1 value")
+    assert how["present.0.key"] == ("new_cache_0_k", "protocol: layer 0 key")
     assert how["logits"] == ("lm_logits", "alias")
     assert records["check_generation"]["metrics"]["gen_token_exact_match"] == 1.0
 

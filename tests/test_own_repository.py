@@ -68,7 +68,8 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
 
     # ignore entries added once, existing lines kept
     entries = [line for line in (repo / ".gitignore").read_text().splitlines() if not line.startswith("#")]
-    assert entries == ["__pycache__/", "reports/", ".harness-cache/", ".harness-baseline/", ".benchmarks/"]
+    assert entries == ["__pycache__/", "reports/", ".harness-cache/", ".harness-baseline/", ".harness-blessed-env/",
+                       ".benchmarks/"]
 
 
 def test_init_shards_write_a_matrix_and_a_merge_job_that_gates(repo, capsys):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.cli._args import parse_metric_values, parse_pairs
-from harness.core import UsageError
+from harness.core import Precision, UsageError
 from harness.core.rundirs import default_run_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     add_endpoint_arguments(p)
     accept(p, "models", help="with --config: only these models")
-    p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
-                                                     "(default: detected from the files)")
+    p.add_argument("--precision", default=None, help=f"{', '.join(prec.value for prec in Precision)}: which tolerances "
+                                                     "apply (default: detected from the files)")
     p.add_argument("--provider", default="ort_cpu",
                    help="a provider that runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native; "
                         "default ort_cpu")
@@ -55,7 +55,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accept(p, "gen_samples", help="sentences to decode for generation parity")
     p.add_argument("--no-generation", action="store_true", help="numeric parity only")
     p.add_argument("--map", action="append", default=[], metavar="REFERENCE=ARTIFACT",
-                   help="pair a reference input/output with an artifact one by hand (repeatable)")
+                   help="pair a reference input/output with an artifact one by hand (repeatable; the protocol's "
+                        "names)")
+    p.add_argument("--io-protocol", type=Path, default=None, metavar="FILE",
+                   help="the artifact's I/O protocol (TOML): mask form, padding, logits, cache naming, static "
+                        "shapes, names; overrides what is inferred from the file (docs/check.md)")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
                    help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
     accept(p, "threads")
@@ -98,7 +102,7 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
                   perf=perf_settings(args), runtime=runtime_settings(args),
-                  repro_bundles=cli_values(args).get("repro_bundles"))
+                  repro_bundles=cli_values(args).get("repro_bundles"), **protocol_option(args.io_protocol))
     from harness.serving.options import endpoint_of
 
     endpoint = endpoint_of(args)
@@ -118,6 +122,30 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         raise UsageError("give --reference DIR and --onnx PATH or --endpoint URL (or --config FILE)")
     return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
+
+
+def config_protocol(table: Any, origin: str) -> dict[str, Any]:
+    """A model's ``[models.<name>.io_protocol]`` (``--io-protocol`` wins over it), validated now."""
+    if not table:
+        return {}
+    from harness.check.protocol.model import Protocol
+    from harness.check.protocol.overrides import apply
+
+    apply(Protocol(), table, origin)
+    return {"protocol": dict(table), "protocol_origin": origin}
+
+
+def protocol_option(path: Path | None) -> dict[str, Any]:
+    """``--io-protocol FILE``: its table and how errors name it (read now: a bad file is exit 2 at once)."""
+    if path is None:
+        return {}
+    from harness.check.protocol.model import Protocol
+    from harness.check.protocol.overrides import apply, read_protocol_file
+
+    table = read_protocol_file(path)
+    origin = f"--io-protocol {path}"
+    apply(Protocol(), table, origin)  # unknown keys and bad values: one line before any model loads
+    return {"protocol": table, "protocol_origin": origin}
 
 
 #: the side-output options ``harness check`` takes: its failing jobs are bundled as a suite case's are
@@ -168,6 +196,11 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
 
     options = build_options(models=args.models, config=args.config, rootdir=Path.cwd(),
                             batch_size=args.batch_size, samples=args.samples, threads=args.threads)
+    refuse_unhonoured_keys(Path(args.config))
+    from harness.judge.generation import GenerationRequest
+
+    common = {**common, "gen_settings": GenerationRequest.from_settings(options.settings)}
+    wanted = {p.value for p in options.precisions}  # [run] precisions: the artifacts judged
     providers = available_ort_providers(options.providers)
     out = []
     catalog = options.catalog or ModelCatalog()
@@ -183,18 +216,38 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
                                     samples=options.settings.samples, batch_size=options.settings.batch_size,
                                     threads=options.settings.threads,
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
+        own = config_protocol(spec.extra.get("io_protocol"), f"{args.config}: [models.{name}.io_protocol]")
         for precision, path in (spec.extra.get("artifacts") or {}).items():
-            if args.precision and precision != args.precision:
+            if (args.precision and precision != args.precision) or precision.split("-")[0] not in wanted:
                 continue
             for provider in providers:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
                                         provider=provider, samples=options.settings.samples,
-                                        batch_size=options.settings.batch_size, threads=options.settings.threads, **common))
+                                        batch_size=options.settings.batch_size, threads=options.settings.threads,
+                                        **{**own, **common}))
     if not providers:
         raise UsageError(f"{args.config}: none of the run's ONNX-running providers (ort_*, ov_cpu) is available here")
     if not out:
         raise UsageError(f"{args.config}: no [models.<name>.artifacts] to check among {', '.join(options.models)}")
     return out
+
+
+#: the ``[run]`` keys ``harness check --config`` applies; any other is refused, not ignored
+CHECK_RUN_KEYS = frozenset({"models", "precisions", "samples", "batch_size", "threads", "providers", "corpus",
+                            "repro_bundles",
+                            "gen_samples", "gen_max_new_tokens", "gen_beams", "gen_cache", "gen_repetition_penalty",
+                            "gen_batch_size", "gen_worst"})
+
+
+def refuse_unhonoured_keys(path: Path) -> None:
+    """A ``[run]`` key check would not apply is an error naming it: accepted and ignored, it
+    left records saying one thing while the judging did another."""
+    from harness.settings.config_file import load_config
+
+    ignored = sorted(set(load_config(path).run) - CHECK_RUN_KEYS)
+    if ignored:
+        raise UsageError(f"{path}: [run] {', '.join(ignored)}: not applied by harness check (it applies "
+                         f"{', '.join(sorted(CHECK_RUN_KEYS))}); remove them or run the config with harness run")
 
 
 def available_ort_providers(providers: Iterable[Provider]) -> list[str]:

@@ -98,6 +98,17 @@ def _present_problem(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray
     return None
 
 
+def _read_positions(ref: np.ndarray, got: np.ndarray, running: np.ndarray,
+                    keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """One present of the running rows, flattened over the positions a query reads (``keep``:
+    [rows, positions]); pad positions hold whatever an exporter wrote there (0 from one
+    transformers version, real numbers from another) and no query reads them."""
+    if keep is None:
+        return ref[running].ravel(), got[running].ravel()
+    rows = keep[running]
+    return (np.swapaxes(ref[running], 1, 2)[rows].ravel(), np.swapaxes(got[running], 1, 2)[rows].ravel())
+
+
 def closed_loop(reference: Starter, variant: Starter, batches: Sequence[tuple[np.ndarray, np.ndarray]],
                 tokens: Sequence[Sequence[Sequence[int]]], fill: int
                 ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]], str | None, int]:
@@ -128,9 +139,11 @@ def closed_loop(reference: Starter, variant: Starter, batches: Sequence[tuple[np
             if why is not None:
                 problem = problem or why
                 continue
-            names = sorted(ref_past)
-            presents.append((np.concatenate([np.asarray(ref_past[n], np.float32)[running].ravel() for n in names]),
-                             np.concatenate([np.asarray(var_past[n], np.float32)[running].ravel() for n in names])))
+            kept = getattr(ref_start.stepper, "kept_positions", None)
+            for name in sorted(ref_past):  # per layer and role, where a query reads the cache
+                ref_kv, var_kv = np.asarray(ref_past[name], np.float32), np.asarray(var_past[name], np.float32)
+                keep = kept(name, ref_kv.shape[2]) if kept is not None and ref_kv.ndim == 4 else None
+                presents.append(_read_positions(ref_kv, var_kv, running, keep))
     ref_all = np.concatenate(ref_rows) if ref_rows else np.zeros((0, 1), np.float32)
     var_all = np.concatenate(var_rows) if var_rows else np.zeros((0, 1), np.float32)
     return ref_all, var_all, presents, problem, steps

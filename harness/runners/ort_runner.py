@@ -173,7 +173,9 @@ def session_options(runtime: "RuntimeSettings | None" = None, *, profile_prefix:
     runtime = runtime or RuntimeSettings()
     session = runtime.of(OrtSessionSettings)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    # fatal only: every error ORT would log is also raised, and the harness reports it (explained,
+    # under its own header) -- ORT's red log lines used to print above it
+    options.log_severity_level = 4
     options.graph_optimization_level = OPTIMIZATION_LEVELS[session.graph_optimization]()
     if runtime.intra_op_threads:
         options.intra_op_num_threads = runtime.intra_op_threads

@@ -63,7 +63,11 @@ class MappedRunner(GraphRunner):
         self.path = session.path if session is not None else None  # tests stand in None for a session
 
     def file_view(self) -> FileView | None:
-        """The foreign file under its own names: feeds mapped and synthesized, outputs renamed back."""
+        """The foreign file under its own names: feeds mapped and synthesized, outputs renamed back.
+        None when the session adapts feeds to the file's protocol (a 4-D mask, stacked caches, one
+        row per call): the mapped feeds are not what the file takes."""
+        if self.session is not None and self.session.file_view() is None:
+            return None
         return FileView(self.path, self.artifact_feeds, dict(self.output_map)) if self.path else None
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -135,8 +139,12 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
     try:
         return backend.open_onnx_file(Path(path), provider, precision, threads, runtime, profile_prefix=profile_prefix)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
+        from harness.runners.failures import known_failure
+
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: {backend.name} cannot load it ({text})") from None
+        known = known_failure(str(exc))
+        cause = f"{known.line()}; " if known else ""
+        raise UsageError(f"{path}: {backend.name} cannot load it: {cause}{text}") from None
 
 
 class PrebuiltGraphs(ArtifactSource):

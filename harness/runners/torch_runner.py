@@ -168,6 +168,9 @@ class TorchBackend(Backend):
         if variant.precision is Precision.INT8_STATIC:
             return ("int8-static is a calibrated QDQ ONNX artifact; PyTorch has no counterpart variant "
                     "here (judge it on an ONNX Runtime provider)")
+        if variant.precision is Precision.INT4:
+            return ("int4 is a weight-only MatMulNBits ONNX artifact; PyTorch has no counterpart variant "
+                    "here (judge it on an ONNX Runtime provider)")
         return None
 
     @classmethod

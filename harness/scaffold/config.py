@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: the same parser from PyPI
+    import tomli as tomllib
 
 from harness.core import DEFAULT_PRECISIONS
 from harness.runners import DEFAULT_PROVIDERS

@@ -39,6 +39,7 @@ from harness.results import new_run_id
 from harness.results.collector import Case
 from harness.results.sections import Served
 from harness.runners.prebuilt import MappedRunner
+from harness.serving.discovery import complete_io
 from harness.serving.source import ConcurrentRunner, EndpointGraphs, EndpointRunner, open_endpoint
 
 #: requests in flight at once in the concurrency parity check (capped by the batch size)
@@ -47,20 +48,25 @@ CONCURRENT_REQUESTS = 8
 
 def run_endpoint_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> CheckOutcome:
     """Judge the served model(s) of ``req.endpoint``; refusals (exit 2) come before any model loads."""
+    assert req.endpoint is not None
     began = time.perf_counter()
     run_id = run_id or new_run_id()
-    assert req.endpoint is not None
     if req.perf is not None:  # the load sweep targets loopback or a configured host only: refused before work
         why = req.endpoint.load_allowed()
         if why:
             raise UsageError(why)
-    source, artifacts, served = open_endpoint(req.endpoint, req.precision)
+    if req.endpoint.protocol == "openai":  # a generative model behind an OpenAI-compatible API
+        from harness.serving.openai_check import run_openai_check
+
+        return run_openai_check(req, run_dir, run_id)
+    source, artifacts, _ = open_endpoint(req.endpoint, req.precision)
     try:
         setup = resolve(req, artifacts)
         ws = Workspace(setup.options, source=source)
         spec, variant = setup.spec, setup.variant
         model = ws.model(spec.name)
         family = ws.family(model)
+        artifacts = complete_io(ws, model, family, source, artifacts, req.maps)
         outcome = CheckOutcome(spec, variant, setup.precision_note, artifacts, [])
         files = dict(source.records)
         for job in plan_jobs(artifacts, family, model):
@@ -70,7 +76,7 @@ def run_endpoint_check(req: CheckRequest, run_dir: Path, run_id: str | None = No
             "batch_size": ws.options.settings.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
             "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
             "tolerance_overrides": dict(req.tolerances), "endpoint": req.endpoint.describe()}
-        served_records = {role: m.record() for role, m in served.items()}
+        served_records = source.served_records()
         parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])
         case = Case(ws, variant, run_dir, f"check[{variant.id}]")
         numeric_case(case, outcome, parity, files)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,6 +103,48 @@ def _cdf_panel(ax: Axes, series: Mapping[str, Sequence[float]], log: bool) -> No
     ax.set_xlabel("latency per call (ms)   ● p50   ▲ p99")
     ax.set_ylabel("fraction of calls")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One level of a served model's load sweep: what was offered (``rate 40/s``,
+    ``concurrency 4``), the answers per second measured, and the latency percentiles."""
+
+    label: str
+    throughput: float
+    p50: float
+    p99: float
+    meets: bool | None = None  # against the p99 budget, where one was given
+
+
+def load_curve(curves: Mapping[str, Sequence[LoadPoint]], budget_ms: float | None, title: str) -> str:
+    """Latency against throughput per served model (p50 solid, p99 dashed, each level labelled
+    with what was offered): where the curve turns up is the server's capacity; the p99 budget
+    is a horizontal line, and the levels that met it are filled."""
+    fig = _figure(7.0, 3.4)
+    ax: Axes = fig.add_subplot()
+    for i, (name, points) in enumerate(list(curves.items())[:MAX_SERIES]):
+        colour = PALETTE[i % len(PALETTE)]
+        xs = [pt.throughput for pt in points]
+        ax.plot(xs, [pt.p50 for pt in points], color=colour, marker="o", markersize=4, label=f"{name} p50")
+        ax.plot(xs, [pt.p99 for pt in points], color=colour, marker="^", markersize=5, linestyle="--",
+                label=f"{name} p99", markerfacecolor="none")
+        for pt in points:
+            if pt.meets:
+                ax.plot([pt.throughput], [pt.p99], marker="^", markersize=6, color=colour)
+            ax.annotate(pt.label, (pt.throughput, pt.p99), textcoords="offset points", xytext=(3, 4), fontsize=6)
+    if budget_ms is not None:
+        ax.axhline(budget_ms, color="#d62728", linewidth=0.8, linestyle=":")
+        ax.text(0.01, budget_ms, f" p99 budget {budget_ms:g} ms", transform=ax.get_yaxis_transform(), fontsize=7,
+                va="bottom", color="#d62728")
+    values = [pt.p99 for points in curves.values() for pt in points if pt.p99 > 0]
+    if values and max(values) > 50 * min(values):
+        ax.set_yscale("log")  # a saturated level's queue would flatten every other level
+    ax.set_xlabel("answers per second (filled ▲: p99 within the budget)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return to_svg(fig, title)
 
 
 def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str, unit: str) -> str:
