@@ -54,7 +54,9 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
     assert "pull_request" in triggers and triggers["schedule"][0]["cron"]
     steps = workflow["jobs"]["gate"]["steps"]
     cache = next(s for s in steps if s.get("uses", "").startswith("actions/cache"))
-    assert cache["with"]["path"] == "${{ env.HARNESS_CACHE }}" and "models/intent model/**" in cache["with"]["key"]
+    assert cache["with"]["path"] == "${{ env.HARNESS_CACHE }}" and cache["with"]["key"] == "${{ steps.cache-key.outputs.key }}"
+    key_step = next(s for s in steps if s.get("id") == "cache-key")
+    assert "$(harness cache key)" in key_step["run"] and steps.index(key_step) < steps.index(cache)
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
     assert any("harness run" in s.get("run", "") and s.get("if") == "github.event_name == 'schedule'" for s in steps)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core import Check, Precision, UsageError, did_you_mean
+from harness.core import Check, Precision, UsageError, did_you_mean, valid_names
 from harness.core.direction import Direction
 from harness.core.registry import Registry, RegistryError
 
@@ -434,7 +434,7 @@ class MetricRegistry:
         spec = self._specs.get(name)
         if spec is None or (scopes and spec.scope not in scopes):
             valid = self.names(*scopes)
-            raise UsageError(f"unknown {what} {name!r}{did_you_mean(name, valid)}; valid: {', '.join(sorted(valid))}")
+            raise UsageError(f"unknown {what} {name!r}{did_you_mean(name, valid)}; {valid_names(name, sorted(valid))}")
         return spec
 
     def of(self, *scopes: Scope) -> tuple[MetricSpec, ...]:

@@ -1,7 +1,7 @@
 """Performance options and the baseline gate, as a pytest plugin.
 
 The performance suites are opt-in (``--harness-perf``): without it a suite module skips
-itself as a whole at collection (``if not perf_requested(): pytest.skip(SKIP_REASON,
+itself as a whole at collection (``if not perf_requested(): pytest.skip(skip_reason(),
 allow_module_level=True)``), with one line of reason and no records, so a default run is
 neither slower nor cluttered. The baseline options imply
 ``--harness-perf`` (a baseline of a run without perf records would be empty).
@@ -25,7 +25,12 @@ import pytest
 from harness.core import UsageError
 from harness.core.rundirs import BASELINE_STORE
 
-SKIP_REASON = "performance suite not requested (use --harness-perf)"
+
+def skip_reason() -> str:
+    """Why a performance suite skipped, with the flag as this session's user types it."""
+    from harness.settings.spelling import user_flag
+
+    return f"performance suite not requested (use {user_flag('perf')})"
 
 PERF = pytest.StashKey[Any]()  # PerfSettings | None
 GATE = pytest.StashKey["GateRequest"]()
@@ -132,12 +137,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "harness_perf_suite: a performance suite module, collected only with "
                             "--harness-perf (or a baseline option)")
     if not hasattr(config, "workerinput"):
-        import os
 
         from harness.settings.options import option
         from harness.settings.relations import check_relations
+        from harness.settings.spelling import front_end
 
-        quiet = os.environ.get("HARNESS_FRONT_END") == "run"  # `harness run` said it already
+        quiet = front_end() == "run"  # `harness run` said it already
         try:
             check_relations(values, lambda name: option(name).pytest_flag, warn=(lambda t: None) if quiet else None)
         except UsageError as exc:
@@ -188,7 +193,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
         return None
     if not marked:
         return None
-    return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {SKIP_REASON}"), [])
+    return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {skip_reason()}"), [])
 
 
 @pytest.fixture
@@ -196,7 +201,7 @@ def perf_settings(request: pytest.FixtureRequest) -> Any:
     """The run's PerfSettings (skips when performance was not requested)."""
     settings = request.config.stash.get(PERF, None)
     if settings is None:
-        pytest.skip(SKIP_REASON)
+        pytest.skip(skip_reason())
     return settings
 
 

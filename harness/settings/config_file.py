@@ -24,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from harness.core import Precision, UsageError, did_you_mean
+from harness.core import Precision, UsageError, did_you_mean, valid_names
 from harness.metrics.margins import MarginRule, rules_from_config
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
 from harness.runners import PROVIDERS
@@ -183,7 +183,7 @@ class _Validator:
         for key in table:
             if key not in allowed:
                 loc = f"{where}.{key}" if where else key
-                raise self.fail(loc, f"unknown key{did_you_mean(key, allowed)}; valid: {', '.join(allowed)}")
+                raise self.fail(loc, f"unknown key{did_you_mean(key, allowed)}; {valid_names(key, allowed)}")
 
     # scalars
     def table(self, value: Any, where: str) -> dict[str, Any]:
@@ -292,7 +292,7 @@ class _Validator:
                 loc = f"{where}.{prec}.{metric}"
                 if metric not in metrics:
                     raise self.fail(loc, f"unknown metric{did_you_mean(metric, metrics)}; "
-                                         f"valid: {', '.join(sorted(metrics))}")
+                                         f"{valid_names(metric, sorted(metrics))}")
                 problem = metrics[metric].threshold_problem(threshold)  # the rule the CLI applies too
                 if problem:
                     raise self.fail(loc, problem)
@@ -306,7 +306,7 @@ class _Validator:
         for key, amount in self.table(value, where).items():
             if key not in known:
                 raise self.fail(f"{where}.{key}", f"unknown budget{did_you_mean(key, known)}; "
-                                                  f"valid: {', '.join(known)}")
+                                                  f"{valid_names(key, known)}")
             number = self.number(amount, f"{where}.{key}")
             if number <= 0:
                 raise self.fail(f"{where}.{key}", f"must be > 0, got {number:g}")
