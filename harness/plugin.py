@@ -52,6 +52,7 @@ RUN_DIR = pytest.StashKey[Path]()
 GUARD = pytest.StashKey[Any]()
 STARTED = pytest.StashKey[float]()  # when this session's configuration began (time.time())
 INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
+MEMORY_CAP = pytest.StashKey[Any]()  # puts this process's data-memory limit back (--max-memory)
 NEXT_ITEM = pytest.StashKey[Any]()  # the item this process runs after this one (None: last, or not known)
 RSS = pytest.StashKey[Any]()  # this process's per-case peak-RSS tracker (harness.core.rss.PeakRss)
 #: the run's options came whole from a front end (``harness run``) that already checked and warned about them
@@ -131,6 +132,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from harness.core.admission import limits_from, set_limits
 
         set_limits(limits_from(options.settings))  # workers load models and files too
+        if options.settings.max_memory:
+            from harness.core.admission import cap_process
+
+            config.stash[MEMORY_CAP] = cap_process(limits_from(options.settings).max_memory or 0)
         if options.settings.builtin_suites:
             _add_builtin_suites(config)
         if not hasattr(config, "workerinput") and not config.stash.get(HANDED, False):
@@ -221,6 +226,9 @@ def _check_out(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _unregister_hooks(config)
+    restore = config.stash.get(MEMORY_CAP, None)
+    if restore is not None:  # an in-process run (a notebook, harness run) gives its caller the old limit
+        restore()
     guard = config.stash.get(GUARD, None)
     if guard is not None:
         if guard.received is not None and not hasattr(config, "workerinput") and _harness_session(config):

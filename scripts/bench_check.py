@@ -11,13 +11,23 @@ says why and exits 0 (nothing to compare).
     /work/venv-optimum/bin/pip install /path/to/torch-2.13.0*.whl optimum-onnx onnxruntime
     python scripts/bench_check.py --runs 5                     # numbers-en-zh, exported by optimum-cli
     python scripts/bench_check.py --reference DIR --export OPTIMUM_DIR --runs 5 --json out.json
+    python scripts/bench_check.py --runs 3 --cold              # every harness run with an empty cache
+
+The optimum interpreter defaults to ``$HARNESS_EXPORTERS_VENV/bin/python`` (the exporters' venv
+CI builds for the exporter tests) when that variable is set, else ``/work/venv-optimum/bin/python``.
+
+Which cache the harness runs with is said beside the ratio: by default one untimed run fills a
+cache of its own first (the references, the reference decodes: what a CI cache holds after the
+first job), then every timed run reads it -- the verdicts are still computed, on the files, each
+run; ``--cold`` gives every timed run an empty cache (PyTorch references computed, the model
+loaded), which is what optimum's validation does every time.
 
 What is compared: ``harness check --reference R --onnx E --provider ort_cpu`` (numeric parity of
 every graph on padded corpus batches, greedy generation parity over the corpus, I/O matching,
 training-mode lint) against ``scripts/optimum_validate.py`` (optimum's ``validate_models_outputs``
 on each sub-model with its dummy shapes: what ``optimum-cli export onnx`` validates after export).
 
-``HARNESS_BENCH_SMOKE=1``: 1 run of each tool (``harness.perf.smoke``).
+``HARNESS_BENCH_SMOKE=1``: 1 run of each tool, with an empty harness cache (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -80,14 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE, help="the HF model directory")
     parser.add_argument("--export", type=Path, help="an optimum-layout export of it (default: made by optimum-cli)")
-    parser.add_argument("--optimum-python", default="/work/venv-optimum/bin/python",
-                        help="interpreter of the venv with optimum-onnx")
+    exporters = os.environ.get("HARNESS_EXPORTERS_VENV")
+    parser.add_argument("--optimum-python",
+                        default=str(Path(exporters) / "bin" / "python") if exporters else "/work/venv-optimum/bin/python",
+                        help="interpreter of the venv with optimum-onnx (default: $HARNESS_EXPORTERS_VENV's, else "
+                             "/work/venv-optimum's)")
+    parser.add_argument("--cold", action="store_true", help="every harness run with an empty cache")
     parser.add_argument("--runs", type=int, default=5, help="runs of each tool (default 5; the medians are compared)")
     parser.add_argument("--json", metavar="OUT", help="write every run as JSON")
     args = parser.parse_args(argv)
     from harness.perf import smoke
 
-    smoke.announce(smoke.shrink(args, runs=1))
+    smoke.announce(smoke.shrink(args, runs=1, cold=True))  # one run of each tool, no untimed priming run
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # its own site-packages only
     why = optimum_ready(args.optimum_python, optimum_env)
@@ -110,12 +124,16 @@ def main(argv: list[str] | None = None) -> int:
         optimum_argv = [args.optimum_python, str(ROOT / "scripts" / "optimum_validate.py"), str(args.reference),
                         str(export_dir)]
         runs: list[dict[str, Any]] = []
+        warm_env = {**env, "HARNESS_CACHE": str(Path(tmp) / "cache")}
+        if not args.cold:  # fill the cache once, untimed
+            timed([*harness_argv, "--out", str(Path(tmp) / "harness-prime")], warm_env)
         for i in range(args.runs):
             order = ("harness", "optimum") if i % 2 == 0 else ("optimum", "harness")
             for tool in order:
                 if tool == "harness":
                     run_dir = Path(tmp) / f"harness-{i}"
-                    wall, code, rss, out = timed([*harness_argv, "--out", str(run_dir)], env)
+                    run_env = {**env, "HARNESS_CACHE": str(Path(tmp) / f"cache-{i}")} if args.cold else warm_env
+                    wall, code, rss, out = timed([*harness_argv, "--out", str(run_dir)], run_env)
                     verdicts = harness_verdicts(run_dir)
                 else:
                     wall, code, rss, out = timed(optimum_argv, optimum_env)
@@ -130,13 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     ratio = med["harness"] / med["optimum"]
     load = os.getloadavg()
     print(f"\nmedian wall: harness check {med['harness']:.2f} s, optimum validation {med['optimum']:.2f} s; "
-          f"ratio harness/optimum {ratio:.2f} ({args.runs} runs each, alternating; load average "
+          f"ratio harness/optimum {ratio:.2f} ({args.runs} runs each, alternating, harness cache "
+          f"{'empty each run' if args.cold else 'filled by one untimed run'}; load average "
           f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}, {os.cpu_count()} cores)")
     print(f"median ru_maxrss: harness {rss['harness']:.0f} MiB (a lower bound: the harness resets its "
-          f"high-water mark per case), optimum {rss['optimum']:.0f} MiB")
+          f"high-water mark per case), optimum {rss['optimum']:.0f} MiB; ratio {rss['harness'] / rss['optimum']:.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": runs, "median_wall_s": med, "ratio": ratio,
-                                               "loadavg": load}, indent=1) + "\n", encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"runs": runs, "median_wall_s": med, "ratio": ratio, "cold": args.cold,
+                                               "median_ru_maxrss_mib": rss, "loadavg": load}, indent=1) + "\n",
+                                   encoding="utf-8")
     return 0
 
 

@@ -22,8 +22,10 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -156,6 +158,20 @@ def translate(model, tokenizer, sources: list[str], batch_size: int = 128) -> li
     return out
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """What differs between the numbers models trained on this stream (this translator, the decoder-only
+    twin in train_numbers_decoder.py): their tokenizer, model, training batch and greedy decoding."""
+
+    build_tokenizer: Callable[[], Any]
+    build_model: Callable[[Any, argparse.Namespace], Any]
+    encode: Callable[[Any, list[int]], Any]
+    decode: Callable[[Any, Any, list[str]], list[str]]
+
+
+TRANSLATOR = Recipe(build_tokenizer, build_model, encode, translate)
+
+
 def exact_match(hyps: list[str], refs: list[str]) -> float:
     return sum(h == r for h, r in zip(hyps, refs, strict=True)) / len(refs)
 
@@ -168,15 +184,17 @@ def lr_at(step: int, args: argparse.Namespace) -> float:
     return args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def train(args: argparse.Namespace) -> dict:
+def train(args: argparse.Namespace, recipe: Recipe | None = None) -> dict:
     import torch
+
+    recipe = recipe or TRANSLATOR
 
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(args.threads)
     held_out = held_out_sources()
-    tokenizer = build_tokenizer()
-    model = build_model(tokenizer, args)
+    tokenizer = recipe.build_tokenizer()
+    model = recipe.build_model(tokenizer, args)
     params = sum(p.numel() for p in model.parameters())
     print(f"vocab {len(tokenizer)}  params {params}  held-out {len(held_out)}", flush=True)
 
@@ -189,7 +207,7 @@ def train(args: argparse.Namespace) -> dict:
     for step in range(args.steps):
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, args)
-        input_ids, attention_mask, labels = encode(tokenizer, [next(stream) for _ in range(args.batch_size)])
+        input_ids, attention_mask, labels = recipe.encode(tokenizer, [next(stream) for _ in range(args.batch_size)])
         loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -198,7 +216,7 @@ def train(args: argparse.Namespace) -> dict:
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
             line = f"step {step + 1}/{args.steps}  loss {loss.item():.4f}  lr {lr_at(step, args):.2e}"
             if (step + 1) % (args.log_every * 5) == 0 or step + 1 == args.steps:
-                hyps = translate(model, tokenizer, [to_english(n) for n in dev])
+                hyps = recipe.decode(model, tokenizer, [to_english(n) for n in dev])
                 line += f"  dev_em {exact_match(hyps, [to_chinese(n) for n in dev]):.4f}"
                 model.train()
             print(f"{line}  {time.perf_counter() - start:.0f}s", flush=True)
@@ -207,12 +225,12 @@ def train(args: argparse.Namespace) -> dict:
     return {"model": model, "tokenizer": tokenizer, "wall_s": wall, "params": params}
 
 
-def evaluate_held_out(model, tokenizer) -> dict:
+def evaluate_held_out(model, tokenizer, recipe: Recipe | None = None) -> dict:
     """Exact match and sacrebleu (tokenize="zh") on the whole held-out corpus."""
     import sacrebleu
 
     corpus = load_corpus("numbers_en_zh")
-    hyps = translate(model, tokenizer, corpus.sources)
+    hyps = (recipe or TRANSLATOR).decode(model, tokenizer, corpus.sources)
     bleu = sacrebleu.corpus_bleu(hyps, [corpus.references], tokenize="zh").score
     wrong = [(s, h, r) for s, h, r in zip(corpus.sources, hyps, corpus.references) if h != r]
     return {"pairs": len(hyps), "exact_match": exact_match(hyps, corpus.references), "bleu": bleu, "wrong": wrong}
@@ -330,22 +348,30 @@ def library_versions() -> dict[str, str]:
     }
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--steps", type=int, default=3500)
+def training_parser(description: str, seed: int, out: Path, steps: int, lr: float, warmup: int,
+                    layers: int) -> argparse.ArgumentParser:
+    """The options every numbers model's training takes, with that model's defaults (it adds its own)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--layers", type=int, default=layers)
     parser.add_argument("--heads", type=int, default=4)
     # One thread: on a shared 2-core machine two intra-op threads ran ~5x slower per step
     # (each op waits for the slower thread), while the loss curve was identical.
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--no-save", action="store_true", help="train and evaluate only")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = training_parser(__doc__.splitlines()[0], DEFAULT_SEED, DEFAULT_OUT, steps=3500, lr=1e-3, warmup=200,
+                             layers=2)
+    parser.add_argument("--d-model", type=int, default=128)
     return parser.parse_args(argv)
 
 
@@ -356,10 +382,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
     return "python scripts/train_numbers_translator.py " + " ".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    result = train(args)
-    metrics = evaluate_held_out(result["model"], result["tokenizer"])
+def run(args: argparse.Namespace, recipe: Recipe, save_to: Callable[[dict, dict, argparse.Namespace], None]) -> int:
+    """Train ``recipe``, report it on the held-out corpus, save it unless ``--no-save``."""
+    result = train(args, recipe)
+    metrics = evaluate_held_out(result["model"], result["tokenizer"], recipe)
     print(
         f"held-out: {metrics['pairs']} pairs  exact_match {metrics['exact_match']:.4f}  "
         f"bleu {metrics['bleu']:.2f}  wall {result['wall_s']:.0f}s",
@@ -368,9 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     for source, hyp, ref in metrics["wrong"][:20]:
         print(f"  WRONG {source!r}: {hyp!r} != {ref!r}")
     if not args.no_save:
-        save(result, metrics, args)
+        save_to(result, metrics, args)
         print(f"saved to {args.out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parse_args(argv), TRANSLATOR, save)
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ PREMISE_ONNX_DIRS = ("./exported",)
 PREMISE_ONNX_FILES = ("model.onnx", "./exported/model.onnx", "bert-tiny-fp32/model.onnx", "bert-tiny-int8/model.onnx")
 #: timed nights (the perf sections a multi-run baseline aggregates), oldest first
 PREMISE_NIGHTS = ("reports/nightly-1", "reports/nightly-2", "reports/nightly-3")
-PREMISE_FILES = {"examples/test_own_model.py": "examples/test_own_model.py"}
+PREMISE_FILES = {"examples/test_own_model.py": "examples/test_own_model.py", "examples/protocol.toml": "examples/protocol.toml"}
 #: files a document's prose gives the reader before its commands
 DOCUMENT_FILES = {"docs/own-repository.md": {"tests/test_own_model.py": "examples/test_own_model.py"},
                   "docs/hooks.md": {"tests/test_own_model.py": "examples/test_own_model.py",

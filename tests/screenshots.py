@@ -33,7 +33,15 @@ def build_pages(root: Path) -> dict[str, Path]:
     run, db = make_run(root), make_history(root)
     pages = {name: root / "site" / f"{name}.html" for name in PAGES}
     assert main(["report", str(run), "--html", str(pages["report"]), "--db", str(db)]) == 0
-    other = write_run(root / "run-b", records(root / "run-b", run_id="b", scale=1.3))
+    # B: slower, onnxruntime upgraded, and a stricter FP32 bound that fails a case whose number
+    # barely moved -- the compare page lists those causes first
+    rows_b = records(root / "run-b", run_id="b", scale=1.3)
+    for row in rows_b:
+        row["env"] = {**row["env"], "fingerprint": "beef", "versions": {"onnxruntime": "1.21.0"}}
+    strict = rows_b[0]
+    strict["thresholds"]["model.logits.norm_max_abs"]["threshold"] = 2.5e-7
+    strict["verdict"] = "fail"
+    other = write_run(root / "run-b", rows_b)
     main(["compare", str(run), str(other), "--html", str(pages["compare"])])  # exit 1: B is worse
     trends_db = root / "trends.sqlite"
     for n in P50:
@@ -57,6 +65,10 @@ def screenshot(pages: dict[str, Path], out_dir: Path, width: int = 1200) -> list
                 shot = out_dir / f"{name}.png"
                 page.screenshot(path=str(shot), full_page=name != "report")
                 shots.append(shot)
+                if name == "report":  # the performance section of the same page, on its own
+                    perf = out_dir / "perf.png"
+                    page.locator("#perf").screenshot(path=str(perf))
+                    shots.append(perf)
         finally:
             browser.close()
     return shots

@@ -96,3 +96,44 @@ def test_node_count_includes_subgraphs_and_the_real_zoo_models_fit() -> None:
     config = json.loads((_reference() / "config.json").read_text())
     estimate = config_estimate(_reference(), config, Limits())
     assert estimate is not None and estimate.bytes < 200 * 1024**2, estimate  # bert-tiny: small
+
+
+HUNGRY_SUITE = '''
+import numpy
+import pytest
+
+
+@pytest.mark.harness(families=["encoder"])
+def test_a_hungry(variant, harness):
+    numpy.empty(8 * 1024**3, dtype=numpy.uint8)  # 8 GiB asked for at once (never touched: harmless uncapped)
+
+
+@pytest.mark.harness(families=["encoder"])
+def test_b_modest(variant, harness):
+    harness.metrics["done"] = 1.0
+'''
+
+
+def test_a_case_that_allocates_past_max_memory_is_its_own_error_and_the_others_are_kept(tmp_path: Path) -> None:
+    """Admission judges what files declare; a case can still ask for more. Under --max-memory
+    the process running the cases is capped, so that case fails alone (an ``error`` record naming
+    the allocation) instead of the OOM killer ending the run; the next case runs and is recorded."""
+    import json
+    import subprocess
+    import sys
+
+    from waiting import PATIENCE
+
+    suite = tmp_path / "suite" / "test_memory_hungry.py"
+    suite.parent.mkdir()
+    suite.write_text(HUNGRY_SUITE)
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())", "run",
+                           "--suites", str(suite), "--models", "bert-tiny", "--precisions", "fp32", "--providers",
+                           "ort_cpu", "--max-memory", "2G", "--out", str(out)],
+                          capture_output=True, text=True, timeout=PATIENCE)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    records = {r["id"].split("[")[0]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert records["test_a_hungry"]["verdict"] == "error"
+    assert "MemoryError: Unable to allocate 8.00 GiB" in records["test_a_hungry"]["reason"]
+    assert records["test_b_modest"]["verdict"] == "pass"

@@ -182,6 +182,9 @@ def test_kept_artifacts_pair_after_the_cache_is_gone_even_on_another_machine(tmp
     memory = next(r for r in doc["rows"] if r["metric"] == "peak_rss_bytes")
     size = next(r for r in doc["rows"] if r["metric"] == "artifact_bytes")
     assert memory["advisory"] and "recorded in another environment" in memory["reason"] and not size["advisory"]
+    # the recorded latency beside the paired rows: another CPU's numbers, so advisory
+    assert doc["recorded_rows"] and all(r["advisory"] and r["reason"].endswith("advisory: recorded on another machine")
+                                        for r in doc["recorded_rows"])
     assert code == 0, out
 
 

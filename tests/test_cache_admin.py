@@ -134,7 +134,7 @@ def test_an_entry_whose_lock_is_held_is_never_pruned(cache, capsys):
     (["prune"], "give --older-than AGE and/or --max-size SIZE"),
     (["prune", "--older-than", "soon"], "--older-than: 'soon' is not a duration"),
     (["prune", "--max-size", "big"], "--max-size: 'big' is not a size"),
-    (["info", "--area", "engines"], "--area: unknown area 'engines'; valid: zoo, artifacts, references"),
+    (["info", "--area", "engines"], "--area: unknown area 'engines'; valid: zoo, artifacts, references, verdicts"),
 ])
 def test_bad_usage_is_one_line_exit_2(cache, capsys, argv, message):
     code = main(["cache", *argv[:1], "--cache", str(cache["root"]), *argv[1:]])

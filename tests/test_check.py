@@ -165,13 +165,26 @@ def test_fp16_export_with_fp16_io_is_detected_and_judged_at_fp16(bert_files, tmp
 
 
 def test_static_shape_export_is_fed_its_fixed_batch(tmp_path, capsys):
+    """A file that bakes batch 2 x 5 tokens cannot take the corpus's longer sentences: the
+    shape-coverage check fails, counting them, unless the protocol declares the shape intended;
+    its batch is fed whole (a short last batch is filled, no sentence is dropped)."""
     path = _bert_onnx(tmp_path / "static.onnx", dynamic=False)  # batch 2, length 5 baked in
     out = tmp_path / "run"
     code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(path), "--samples", "5",
                               "--out", str(out)], capsys)
     (record,) = _records(out)
+    assert code == 1 and "model/shapes: sentences_cut = 5" in record["reason"], record["reason"]
+    assert "5 of 5 sentences longer than the baked 5 tokens" in record["reason"]
+    intended = tmp_path / "protocol.toml"
+    intended.write_text("static_intended = true\n")
+    out = tmp_path / "intended"
+    code, stdout, err = _run(["--reference", str(_dir("bert-tiny")), "--onnx", str(path), "--samples", "5",
+                              "--io-protocol", str(intended), "--out", str(out)], capsys)
+    (record,) = _records(out)
     notes = record["data"]["jobs"]["model"]["notes"]
-    assert any("static batch 2" in n for n in notes) and any("static sequence length 5" in n for n in notes)
+    assert any("static batch 2" in n and "filled" in n for n in notes), notes
+    assert any("static sequence length 5" in n and "declared intended" in n for n in notes), notes
+    assert record["data"]["jobs"]["model"]["protocol"]["static_intended"] is True
     assert code == 0, record["reason"]
 
 
@@ -424,6 +437,31 @@ def test_seq2seq_optimum_layout_passes_numeric_and_generation(marian_dirs, tmp_p
     assert gen["metrics"]["gen_sentences"] == 12
 
 
+def test_a_second_check_of_the_same_files_replays_the_decode_and_changed_bytes_do_not(marian_dirs, tmp_path, capsys):
+    """Files built elsewhere are keyed by their bytes like the harness's own artifacts: the same
+    files decode from the output cache the second time; a file whose bytes differ (its doc string
+    only: same outputs) is decoded again, with the same metrics."""
+    import shutil
+    import uuid
+
+    import onnx
+
+    args = ["--reference", str(_dir("marian-tiny")), "--samples", "16", "--gen-samples", "12"]
+    gens = []
+    edited = tmp_path / "edited"
+    shutil.copytree(marian_dirs["good"], edited)
+    model = onnx.load(str(edited / "decoder_with_past_model.onnx"))
+    model.doc_string = f"same graph, other bytes ({uuid.uuid4()})"  # new bytes in every session (a shared cache)
+    onnx.save(model, str(edited / "decoder_with_past_model.onnx"))
+    for i, files in enumerate((marian_dirs["good"], marian_dirs["good"], edited)):
+        code, _, err = _run([*args, "--onnx", str(files), "--out", str(tmp_path / f"run{i}")], capsys)
+        assert code == 0, err
+        gens.append(next(r for r in _records(tmp_path / f"run{i}") if r["suite"] == "check_generation"))
+    replayed = [g["data"]["generation"]["settings"].get("replayed") for g in gens]
+    assert replayed[1] is True and replayed[2] is not True, replayed
+    assert gens[1]["metrics"] == gens[0]["metrics"] == gens[2]["metrics"]
+
+
 def test_hand_merged_decoder_is_judged_on_both_branches(marian_dirs, tmp_path, capsys):
     out = tmp_path / "run"
     code, stdout, err = _run(["--reference", str(_dir("marian-tiny")), "--onnx", str(marian_dirs["merged"]),
@@ -527,8 +565,8 @@ def test_decoder_only_with_past_and_other_names_passes(tmp_path, capsys):
     jobs = records["check"]["data"]["jobs"]
     assert set(jobs) == {"model_prefill", "model_step"}
     how = {r["reference"]: (r["artifact"], r["how"]) for r in jobs["model_step"]["io_match"]}
-    assert how["past_key_values.1.value"] == ("past.1.value", "normalized name")
-    assert how["present.0.key"] == ("new_cache_0_k", "cache slot")
+    assert how["past_key_values.1.value"] == ("past.1.value", "protocol: layer 1 value")
+    assert how["present.0.key"] == ("new_cache_0_k", "protocol: layer 0 key")
     assert how["logits"] == ("lm_logits", "alias")
     assert records["check_generation"]["metrics"]["gen_token_exact_match"] == 1.0
 

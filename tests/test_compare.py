@@ -3,6 +3,7 @@ direction, perf through the statistical gate, in all three renderings, text esca
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,10 @@ def test_accuracy_seam_takes_two_metric_dicts() -> None:
 def test_cli_writes_markdown_and_html_escaped(runs: tuple[Path, Path], tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     md, page = tmp_path / "c.md", tmp_path / "c.html"
+    # a failure's reason is its failing check (from the numbers); an error's is its own text, escaped
+    crashed = record("test_logits_parity", "crash-fp32-ort_cpu", "error", run_id="b", reason=f"crashed {HOSTILE}")
+    with (runs[1] / "results.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(crashed) + "\n")
     assert main(["compare", str(runs[0]), str(runs[1]), "--markdown", str(md), "--html", str(page), "--allow-missing"]) == 0
     out = capsys.readouterr().out
     assert out.index("verdict changes") < out.index("accuracy metrics that moved") < out.index("performance")

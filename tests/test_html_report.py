@@ -166,3 +166,13 @@ def test_missing_history_store_is_one_line(site: tuple[Path, Path, Path], tmp_pa
     assert main(["report", str(site[0]), "--html", str(out), "--db", str(tmp_path / "nope.sqlite")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no history database" in err and not out.exists()
+
+
+def test_page_header_says_when_and_where_the_run_was(site: tuple[Path, Path, Path]) -> None:
+    """The header names the run's time (its cases' finish times, UTC), the machine, the
+    fingerprint and the versions: a page saved from a CI artifact still says what it describes."""
+    page = site[2].read_text()
+    header = re.search(r'<p class="env">(.*?)</p>', page, re.S)
+    assert header is not None, page[:2000]
+    text = header.group(1)
+    assert "run 2026-01-05 00:00 UTC" in text and "onnxruntime 1.20.0" in text and "f00d" in text

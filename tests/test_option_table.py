@@ -40,7 +40,8 @@ SAMPLE = {
     # issue 9
     "target_lang": "zh", "allow_skip": True, "builtin_suites": True, "junit_xml": Path("/tmp/j.xml"),
     "graph_optimization": ["disabled", "all"], "inter_threads": 2, "execution_mode": "parallel", "mem_pattern": "off",
-    "cpu_arena": "off", "provider_options": ["ort_cuda:device_id=0"], "trt_profile": ["input_ids:1x16,8x64,16x256"],
+    "cpu_arena": "off", "max_memory": "16G", "max_nodes": 1000, "custom_op_library": Path("/tmp/libvendor_ops.so"),
+    "provider_options": ["ort_cuda:device_id=0"], "trt_profile": ["input_ids:1x16,8x64,16x256"],
     "trt_engine_cache": Path("/tmp/engines"), "trt_timing_cache": Path("/tmp/timing"), "profile": True,
     "int8_calibration": "entropy", "int8_calibration_samples": 16,
     # issue 13
@@ -209,9 +210,11 @@ def _toml(value):
 
 #: values build_options can resolve on this machine (the models and corpus exist, paths are the test's)
 def _buildable(tmp_path):
+    library = tmp_path / "libvendor_ops.so"  # named, so it must exist (never loaded here)
+    library.write_bytes(b"")
     return {**SAMPLE, "models": ["bert-tiny"], "precisions": ["int8"], "providers": ["ort_cpu"],
             "config": None, "trt_engine_cache": tmp_path / "engines", "trt_timing_cache": tmp_path / "timing",
-            "provider_options": [], "graph_optimization": ["disabled"]}
+            "provider_options": [], "graph_optimization": ["disabled"], "custom_op_library": library}
 
 
 @pytest.mark.parametrize("o", [o for o in OPTIONS if o.name not in ("config",)], ids=lambda o: o.name)

@@ -54,7 +54,9 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
     assert "pull_request" in triggers and triggers["schedule"][0]["cron"]
     steps = workflow["jobs"]["gate"]["steps"]
     cache = next(s for s in steps if s.get("uses", "").startswith("actions/cache"))
-    assert cache["with"]["path"] == "${{ env.HARNESS_CACHE }}" and "models/intent model/**" in cache["with"]["key"]
+    assert cache["with"]["path"] == "${{ env.HARNESS_CACHE }}" and cache["with"]["key"] == "${{ steps.cache-key.outputs.key }}"
+    key_step = next(s for s in steps if s.get("id") == "cache-key")
+    assert "$(harness cache key)" in key_step["run"] and steps.index(key_step) < steps.index(cache)
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
     assert any("harness run" in s.get("run", "") and s.get("if") == "github.event_name == 'schedule'" for s in steps)
@@ -66,7 +68,8 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
 
     # ignore entries added once, existing lines kept
     entries = [line for line in (repo / ".gitignore").read_text().splitlines() if not line.startswith("#")]
-    assert entries == ["__pycache__/", "reports/", ".harness-cache/", ".harness-baseline/", ".benchmarks/"]
+    assert entries == ["__pycache__/", "reports/", ".harness-cache/", ".harness-baseline/", ".harness-blessed-env/",
+                       ".benchmarks/"]
 
 
 def test_init_shards_write_a_matrix_and_a_merge_job_that_gates(repo, capsys):

@@ -51,9 +51,17 @@ def _screen_text(raw: bytes) -> str:
     return ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r", "\n")
 
 
-def run_under_pty(args: list[str], gate: Path, cwd: Path) -> tuple[int, str]:
-    """Run ``harness run`` on a 160x40 pseudo-terminal; open each case's gate once a frame shows
-    it running in its ``reference`` phase. Returns (exit code, what the terminal received)."""
+def _in_reference(case: str, suite: str = "waits") -> str:
+    """A frame's row of ``case`` running in its ``reference`` phase."""
+    return rf"{re.escape(case)} {suite}\s+reference [\d.]+ s"
+
+
+def run_under_pty(args: list[str], gate: Path, cwd: Path,
+                  rows: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``harness run`` on a 160x40 pseudo-terminal; open each case's gate (a file named by a
+    key of ``rows``) once a frame shows its row (the value, a regex): running in its ``reference``
+    phase. Returns (exit code, what the terminal received)."""
+    rows = rows if rows is not None else {variant: _in_reference(variant) for variant in VARIANTS}
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     env = {**os.environ, "LIVE_GATE": str(gate), "LIVE_PATIENCE": str(PATIENCE), "TERM": "xterm-256color"}
@@ -79,15 +87,15 @@ def run_under_pty(args: list[str], gate: Path, cwd: Path) -> tuple[int, str]:
             elif proc.poll() is not None:
                 break
             screen = _screen_text(raw)
-            for variant in VARIANTS:
-                if variant not in released and re.search(rf"{re.escape(variant)} waits\s+reference [\d.]+ s", screen):
-                    (gate / variant).touch()
-                    released.add(variant)
+            for name, row in rows.items():
+                if name not in released and re.search(row, screen):
+                    (gate / name).touch()
+                    released.add(name)
         else:
             raise AssertionError(f"no exit after {PATIENCE:.0f} s:\n{_screen_text(raw)[-3000:]}")
     finally:
-        for variant in VARIANTS:  # whatever happened, no case is left waiting
-            (gate / variant).touch()
+        for name in rows:  # whatever happened, no case is left waiting
+            (gate / name).touch()
         code = proc.wait()
         os.close(master)
     return code, _screen_text(raw)
@@ -122,6 +130,46 @@ def test_live_display_on_a_terminal(tmp_path: Path, workers: int) -> None:
     assert not re.search(r"^\[\d/2\] PASS", screen, flags=re.M)
 
 
+BARE_SUITE = '''
+import os
+import time
+from pathlib import Path
+
+from harness.core import phases
+
+
+def _wait(name):
+    gate = Path(os.environ["LIVE_GATE"]) / name
+    with phases.phase("reference"):
+        deadline = time.monotonic() + float(os.environ["LIVE_PATIENCE"])
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def test_first():
+    _wait("test_first")
+
+
+def test_second():
+    _wait("test_second")
+'''
+
+
+def test_live_display_for_a_bare_harness_run(tmp_path: Path) -> None:
+    """No model, precision, provider or config: ``harness run`` still draws the live display
+    (it printed pytest's dots only, for minutes, on the first command a user types)."""
+    (tmp_path / "test_bare_suite.py").write_text(BARE_SUITE)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    # a plain test has no harness phases: its row says `other` and for how long it has run
+    rows = {name: rf"{name}\s+{name.removeprefix('test_')}\s+other [\d.]+ s" for name in ("test_first", "test_second")}
+    code, screen = run_under_pty(["run", "--suites", str(tmp_path / "test_bare_suite.py"), "--out",
+                                  str(tmp_path / "run")], gate, tmp_path, rows)
+    assert code == 0, screen[-3000:]
+    assert re.search(r"harness 0/2 cases", screen) and re.search(r"harness 2/2 cases\s+\S+\s+2 PASS", screen), \
+        screen[-3000:]
+
+
 def test_eta_reads_the_durations_history_scaled_by_this_runs_speed() -> None:
     from harness.plugins.progress import Estimator
 
@@ -136,3 +184,73 @@ def test_eta_reads_the_durations_history_scaled_by_this_runs_speed() -> None:
     # no history: this run's mean; nothing to go on: no estimate
     assert Estimator().eta(["x", "y"], {}, {"z": 3.0}, 1) == 6.0
     assert Estimator().eta(["x"], {}, {}, 1) is None
+
+
+def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> None:
+    """A first run (no history): a pending case costs its weight (harness.shard.cost) times the
+    seconds per unit of cost of its suite's finished cases, pulled towards the run's rate; a
+    pending case of a suite not seen yet takes the run's rate. The mean of the finished cases
+    (the former estimate) would call a 1-unit logits case as long as a 5-unit perf case."""
+    from harness.plugins.progress import Estimator
+
+    weights = {"test_logits_parity[m-fp32-ort_cpu]": 1.0, "test_logits_parity[m-int8-ort_cpu]": 1.3,
+               "test_latency[m-fp32-ort_cpu]": 5.0, "test_latency[m-int8-ort_cpu]": 6.5}
+    est = Estimator(weights=weights)
+    logits_done = {"s.py::test_logits_parity[m-fp32-ort_cpu]": 2.0}  # 2 s per unit
+    assert est.eta(["s.py::test_latency[m-fp32-ort_cpu]"], {}, logits_done, 1) == 10.0
+    latency_done = {**logits_done, "s.py::test_latency[m-fp32-ort_cpu]": 20.0}  # the latency suite: 4 s per unit
+    # one latency case: its rate pulled towards the run's 22/6 by one case's worth, for 6.5 units
+    assert abs(est.eta(["s.py::test_latency[m-int8-ort_cpu]"], {}, latency_done, 1) - 6.5 * (20 + 22 / 6 * 5) / 10) < 1e-9
+    # two logits cases: the suite's own rate, 2.5 s per unit
+    two = {**logits_done, "s.py::test_logits_parity[m-int8-ort_cpu]": 3.85}
+    assert abs(est.eta(["s.py::test_latency[m-fp32-ort_cpu]"], {}, two, 1) - 5.0 * 5.85 / 2.3) < 1e-9
+    # a running case past its estimate still has a quarter of its elapsed time to go: no frozen 0
+    assert est.eta([], {"s.py::test_logits_parity[m-int8-ort_cpu]": 40.0}, logits_done, 1) == 10.0
+
+
+def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
+    """The replay ``scripts/eta_accuracy.py`` does, on a run whose suites cost what the model
+    says up to a factor per suite: from the first third on, every estimate is within +-30 %;
+    the former mean-of-finished estimate is not (a cheap suite after an expensive one)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("eta_accuracy", Path(__file__).parents[1] / "scripts" / "eta_accuracy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from harness.plugins.progress import case_weights
+
+    ids = [f"test_generation_parity[marian-tiny-{p}-{b}]" for p in ("fp32", "fp16", "int8") for b in ("torch_cpu", "ort_cpu")]
+    ids += [f"test_logits_parity[{m}-{p}-{b}]" for m in ("bert-tiny", "llama-tiny", "marian-tiny")
+            for p in ("fp32", "fp16", "int8") for b in ("torch_cpu", "ort_cpu")]
+    weights = case_weights(ids)
+    assert set(weights) == set(ids)
+    # the machine's truth: 3 s per unit for generation, 0.9 for logits (the model's suite factors off by ~10 %)
+    rate = {"test_generation_parity": 3.0, "test_logits_parity": 0.9}
+    records = [{"id": i, "duration_s": weights[i] * rate[i.split("[")[0]]} for i in ids]
+    errors = [eta / truth - 1 for _, eta, truth in module.replay(records)]
+    assert errors and max(abs(e) for e in errors) <= 0.30, errors
+    mean_errors = [eta / truth - 1 for _, eta, truth in module.replay(records, weighted=False)]
+    assert max(abs(e) for e in mean_errors) > 0.30  # the negative control: the former estimate misses
+
+
+def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) -> None:
+    """Its ten default columns wrapped on a terminal and pushed the harness's summary off screen;
+    under ``harness run`` it has four (its full statistics are in the records), unless the user's
+    ``--pytest-args`` chose columns."""
+    bench = tmp_path / "test_bench_width.py"
+    bench.write_text("def test_a_rather_long_benchmark_name(benchmark):\n    benchmark(lambda: sum(range(50)))\n")
+    # a run of its own: an xdist worker's variables would tell pytest-benchmark to stay quiet
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, "COLUMNS": "100"}
+    done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", "run", "--suites",
+                           str(bench), "--out", str(tmp_path / "run")], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=PATIENCE)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    table = [line for line in done.stdout.splitlines()
+             if line.startswith(("a_rather_long_benchmark_name", "Name (time")) or "benchmark: 1 tests" in line]
+    assert table and all(len(line) <= 100 for line in table), table
+    header = next(line for line in table if "Median" in line)
+    assert "StdDev" not in header and "Max" not in header
+    from harness.cli.run import _benchmark_args
+
+    assert _benchmark_args(["--benchmark-columns=min,max"]) == []  # the user's choice wins

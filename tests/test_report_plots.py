@@ -28,11 +28,19 @@ def test_tokens_and_calls_per_second_never_share_an_axis_and_totals_carry_units(
     assert " 10.1 s" in texts and not any("e+0" in t for t in texts)  # was `1.047e+04`
 
 
-def test_latency_cdf_says_how_many_series_it_left_out() -> None:
-    rows = [Record.from_dict(record("test_latency", f"m{i}-fp32-ort_cpu", perf={
-        "latency_ms": {"samples": [1.0 + i, 1.1 + i, 1.2 + i], "summary": {"p50": 1.1 + i}}})) for i in range(12)]
-    label = next(x for x in _labels(render_perf(rows)) if x.startswith("latency distribution"))
-    assert "first 10 of 12; 2 more in the table below" in label
+def test_latency_cdf_shows_every_variant_as_small_multiples() -> None:
+    """12 variants of 2 models: a panel per model, every variant drawn (one panel used to stop at 10)."""
+    variants = [f"{m}-{p}-{b}" for m in ("bert", "marian") for p in ("fp32", "fp16", "int8")
+                for b in ("torch_cpu", "ort_cpu")]
+    rows = [Record.from_dict(record("test_latency", v, perf={
+        "latency_ms": {"samples": [1.0 + i, 1.1 + i, 1.2 + i], "summary": {"p50": 1.1 + i}}}))
+        for i, v in enumerate(variants)]
+    html = render_perf(rows)
+    label = next(x for x in _labels(html) if x.startswith("latency distribution"))
+    assert "12 variants, one panel per model" in label and "first 10" not in label
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", html)
+    assert all(any(v in t for t in texts) for v in variants), [v for v in variants if not any(v in t for t in texts)]
+    assert {"bert", "marian"} <= {t.strip() for t in texts}  # the panels' titles
 
 
 def test_grid_columns_run_fp32_fp16_int8_and_name_the_runtime_setting() -> None:

@@ -99,7 +99,7 @@ def test_a_number_reads_the_same_on_every_surface() -> None:
                              "model.logits.kl": {"threshold": 0.02, "op": "<="}})
     rec = Record.coerce(raw)
     grid = headline(rec)
-    assert grid is not None and grid.text() == "p50_ms 10.1 s <= 5 s"
+    assert grid is not None and grid.text() == "p50_ms 10.1 s <= 5 s ✗"
     card = render_failures([rec], None, None)
     summary = render_summary([raw])
     terminal = "\n".join(plain_lines([raw]))
@@ -107,4 +107,4 @@ def test_a_number_reads_the_same_on_every_surface() -> None:
     assert compared[2:5] == ["5 s", "10.1 s", "5.07 s"]
     for surface in (card, summary, terminal):
         assert "10.1 s" in surface and "1.007e+04" not in surface and "10070" not in surface, surface
-    assert "0.01235" in card and "0.01235" in summary  # kl: 4 significant digits on both
+    assert "0.0123456" in card and "0.0123456" in summary  # kl beside its threshold: 6 significant digits on both

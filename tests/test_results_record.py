@@ -226,7 +226,7 @@ def test_failure_text_is_byte_identical_to_the_old_builders() -> None:
                     "  decoder/logits: cosine = 0.95 (must be >= 0.99); worst element at batch=3, position=1, index=7")
     gen = failure_text("v", [CheckResult("bleu", math.nan, ">=", 40.0).message()], "generation check(s) failed",
                        trailer=["first divergence: none"])
-    assert gen == "v: 1 generation check(s) failed\n  bleu = nan (must be >= 40)\n  first divergence: none"
+    assert gen == "v: 1 generation check(s) failed\n  bleu = NaN (must be >= 40)\n  first divergence: none"
 
 
 def test_raise_failures_raises_gate_failure_only_when_something_failed() -> None:
@@ -246,7 +246,7 @@ def test_parity_failure_of_a_nan_metric_is_a_gate_failure() -> None:
     with pytest.raises(GateFailure) as info:
         result.assert_ok()
     assert str(info.value) == ("m-fp16-ort_cpu: 1 check(s) failed\n"
-                               "  decoder/logits: cosine = nan (must be >= 0.99); worst element at n/a")
+                               "  decoder/logits: cosine = NaN (must be >= 0.99); worst element at n/a")
 
 
 # -- one composer --------------------------------------------------------------------------------------

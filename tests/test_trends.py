@@ -122,7 +122,7 @@ def test_history_changes_unknown_metric_is_one_line(db: Path, capsys: pytest.Cap
     assert err.count("\n") == 1 and "no stored metric matches" in err
 
 
-def test_screenshot_script_photographs_the_three_pages(tmp_path: Path) -> None:
+def test_screenshot_script_photographs_the_pages(tmp_path: Path) -> None:
     """tests/screenshots.py (what docs/img is made with) in a real headless Chromium."""
     import screenshots
 
@@ -130,7 +130,7 @@ def test_screenshot_script_photographs_the_three_pages(tmp_path: Path) -> None:
         pytest.skip(f"chromium not installed at {screenshots.CHROMIUM} (Debian package chromium; .ci/run installs it)")
     pytest.importorskip("playwright.sync_api", reason="playwright not installed (extra test)")
     shots = screenshots.screenshot(screenshots.build_pages(tmp_path / "pages"), tmp_path / "img")
-    assert [s.name for s in shots] == ["report.png", "compare.png", "trends.png"]
+    assert [s.name for s in shots] == ["report.png", "perf.png", "compare.png", "trends.png"]
     assert all(s.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and s.stat().st_size > 20_000 for s in shots)
 
 

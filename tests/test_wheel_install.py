@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,3 +142,57 @@ def test_wheel_runs_from_an_empty_directory(fresh_env, tmp_path):
     assert run_c.returncode == 0, run_c.stdout[-3000:] + run_c.stderr[-3000:]
     verdicts = {r["variant"]: r["verdict"] for r in _records(work / "reports" / "c")}
     assert verdicts == {"my-model-fp32-torch_cpu": "pass", "my-model-fp32-ort_cpu": "pass"}
+
+
+def test_init_workflow_steps_run_from_a_clean_checkout_with_a_local_index(fresh_env, tmp_path):
+    """The workflow ``harness init`` writes, run step by step from a fresh clone for a push to
+    main: its install line is the wheel that is installed here, by path and sha256 (no bare
+    ``model-harness==`` name an index could answer), installed by pip from a local index into a new
+    environment; then the cache key, doctor, the gate with its timings and the blessing of the
+    baseline. The one platform piece is the checkout (a ``git clone``) and setup-python (a venv)."""
+    from workflow_steps import Context, run_job
+
+    venv, env = fresh_env
+    work = tmp_path / "team repo"
+    shutil.copytree(materialize(resolve("bert-tiny")), work / "models" / "intent")
+    init = _run([str(venv / "bin" / "harness"), "init", "models/intent", "--precisions", "fp32",
+                 "--providers", "ort_cpu"], work, env)
+    assert init.returncode == 0, init.stderr
+    workflow = work / ".github" / "workflows" / "model-harness.yml"
+    text = workflow.read_text()
+    wheel_spec = re.search(r"'(model-harness @ file://\S+\.whl#sha256=[0-9a-f]{64})'", text)
+    assert wheel_spec is not None, text  # what is installed here, pinned by its hash
+    assert "model-harness==" not in text and "HARNESS_SPEC" in init.stdout
+    git = {**env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-qm", "gate"]):
+        assert _run(argv, work, git).returncode == 0
+    checkout = tmp_path / "runner" / "checkout"
+    assert _run(["git", "clone", "-q", str(work), str(checkout)], tmp_path, git).returncode == 0
+
+    # a local index that serves only the wheel (PEP 503 layout), named by the repository variable
+    wheel = Path(wheel_spec.group(1).split("file://", 1)[1].split("#")[0])
+    index = tmp_path / "index" / "model-harness"
+    index.mkdir(parents=True)
+    shutil.copy(wheel, index / wheel.name)
+    runner_venv = tmp_path / "runner" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(runner_venv)], check=True, timeout=PATIENCE)
+    purelib = next((runner_venv / "lib").glob("python3*/site-packages"))
+    (purelib / "_runner_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # torch et al.
+    # the job's commands unchanged; its timings kept short the way pytest narrows any run (PYTEST_ADDOPTS)
+    runner_env = {**env, "PATH": f"{runner_venv / 'bin'}{os.pathsep}{env['PATH']}",
+                  "PYTEST_ADDOPTS": "--harness-samples=8 --harness-perf-samples=40 --harness-perf-warmup=3 "
+                                    "--harness-perf-time-budget=3 --harness-perf-repeats=1 --harness-perf-tail-seconds=0"}
+    context = Context("push", vars={"PIP_INDEX_URL": (tmp_path / "index").as_uri()}, workspace=checkout)
+    steps = run_job(workflow, "gate", context, checkout, runner_env, timeout=PATIENCE)
+    failed = [s for s in steps if s.ran and s.returncode != 0]
+    assert not failed, f"{failed[0].name}:\n{failed[0].output[-4000:]}"
+    ran = [s.name for s in steps if s.ran]
+    assert ran[0] == "Install the harness" and any(n.startswith("Gate") for n in ran) and \
+        any(n.startswith("Bless") for n in ran), ran
+    where = _run([str(runner_venv / "bin" / "python"), "-c", "import harness; print(harness.__file__)"], checkout,
+                 runner_env)
+    assert Path(where.stdout.strip()).is_relative_to(runner_venv), where.stdout  # installed by the step
+    assert re.fullmatch(r"harness-Linux-[0-9a-f]{16}", context.outputs["cache-key"]["key"])
+    assert (checkout / ".harness-baseline" / "main" / "baseline.json").is_file()
+    assert {r["verdict"] for r in _records(checkout / "reports" / "gate")} <= {"pass", "skip"}

@@ -133,14 +133,18 @@ def reference_info(arrays: Mapping[str, np.ndarray]) -> dict[str, TensorInfo]:
 def match_io(label: str, ref_inputs: Mapping[str, TensorInfo], ref_outputs: Mapping[str, TensorInfo],
              art_inputs: Sequence[TensorInfo], art_outputs: Sequence[TensorInfo], *,
              synthesizable: Mapping[str, str], gated_outputs: frozenset[str] | None,
-             user_map: Mapping[str, str] | None = None) -> IOMatch:
+             user_map: Mapping[str, str] | None = None,
+             protocol_pairs: Mapping[str, tuple[str, str]] | None = None) -> IOMatch:
     """Pair reference and artifact tensors; raise ``UsageError`` when they cannot be paired.
 
     ``synthesizable`` maps roles the harness can fill in (``token_type_ids``...) to a short
     description; ``gated_outputs`` (None: all) are the reference outputs that must be found.
+    ``protocol_pairs`` (reference -> (artifact, how)) are the artifact protocol's own pairs
+    (its cache slots by layer and role): taken first, where both tensors exist. An artifact
+    output left without a reference counterpart is listed; a cache-like one is an error.
     """
     user_map = dict(user_map or {})
-    ins = _Matcher(label, "input", ref_inputs, {t.name: t for t in art_inputs}, user_map)
+    ins = _Matcher(label, "input", ref_inputs, {t.name: t for t in art_inputs}, user_map, protocol_pairs)
     ins.run()
     match = IOMatch()
     for ref in ref_inputs:
@@ -171,7 +175,7 @@ def match_io(label: str, ref_inputs: Mapping[str, TensorInfo], ref_outputs: Mapp
                          f"{ref_inputs[main].describe()}; artifact inputs: "
                          f"{', '.join(t.name + ' ' + t.describe() for t in art_inputs)}; use --map {main}=NAME")
 
-    outs = _Matcher(label, "output", ref_outputs, {t.name: t for t in art_outputs}, user_map)
+    outs = _Matcher(label, "output", ref_outputs, {t.name: t for t in art_outputs}, user_map, protocol_pairs)
     outs.run()
     for ref in ref_outputs:
         if ref in outs.pairs:
@@ -185,18 +189,38 @@ def match_io(label: str, ref_inputs: Mapping[str, TensorInfo], ref_outputs: Mapp
         else:
             match.outputs.append(Pair(ref, None, "not produced by the artifact", "not compared"))
     used = {a for a, _ in outs.pairs.values()}
+    _refuse_unpaired_cache(label, [n for n in outs.theirs if n not in used], ref_outputs)
     for name, info in outs.theirs.items():
         if name not in used:
             match.outputs.append(Pair(None, name, "ignored", f"no reference counterpart {info.describe()}"))
     return match
 
 
+def _refuse_unpaired_cache(label: str, unpaired: Sequence[str], ref_outputs: Mapping[str, TensorInfo]) -> None:
+    """A cache-like output left unpaired would pass unseen (and decoding would run uncached); one
+    of a cache the reference graph does not return (a merged decoder's cross-attention passthrough)
+    is only listed."""
+    sides = {role(n).side for n in ref_outputs if _cache_like(n)}
+    cache = [n for n in unpaired if _cache_like(n) and (role(n).side in sides or n.endswith(("[key]", "[value]")))]
+    if cache:
+        raise UsageError(
+            f"{label}: cache output(s) {', '.join(cache[:4])}{' ...' if len(cache) > 4 else ''} pair with no "
+            f"reference cache tensor (reference: {', '.join(n for n in ref_outputs if _cache_like(n))}); a cache "
+            "that is not compared would pass unseen: describe it in an --io-protocol file ([cache]) or pair it with --map")
+
+
+def _cache_like(name: str) -> bool:
+    r = role(name)
+    return r.kv is not None and r.layer is not None or name.endswith(("[key]", "[value]"))
+
+
 class _Matcher:
     """Stage-by-stage pairing of one side (inputs or outputs)."""
 
     def __init__(self, label: str, side: str, ours: Mapping[str, TensorInfo], theirs: Mapping[str, TensorInfo],
-                 user_map: Mapping[str, str]) -> None:
+                 user_map: Mapping[str, str], protocol_pairs: Mapping[str, tuple[str, str]] | None = None) -> None:
         self.label, self.side, self.ours, self.theirs, self.user_map = label, side, ours, theirs, user_map
+        self.protocol_pairs = dict(protocol_pairs or {})
         self.pairs: dict[str, tuple[str, str]] = {}
 
     def free_theirs(self) -> list[str]:
@@ -217,6 +241,9 @@ class _Matcher:
                     raise UsageError(f"{self.label}: --map {ref}={art}: the artifact has no {self.side} {art!r}; "
                                      f"its {self.side}s: {', '.join(self.theirs)}")
                 self.take(ref, art, "--map")
+        for ref, (art, how) in self.protocol_pairs.items():
+            if ref in self.ours and ref not in self.pairs and art in self.free_theirs():
+                self.take(ref, art, how)
         for ref in self.ours:
             if ref not in self.pairs and ref in self.free_theirs():
                 self.take(ref, ref, "name")

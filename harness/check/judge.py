@@ -20,6 +20,15 @@ import numpy as np
 from harness.check.io_match import IOMatch, match_io, reference_info
 from harness.check.jobs import Job, fit_sequence
 from harness.check.layout import ArtifactFile
+from harness.check.protocol.adapt import ProtocolRunner, canonical_inputs, canonical_outputs
+from harness.check.protocol.fit import (
+    cut_sentences,
+    last_token_reference,
+    protocol_pairs,
+    resolve_protocol,
+    wants_last_logits,
+)
+from harness.check.protocol.model import Logits, Protocol
 from harness.check.request import CheckRequest
 from harness.check.synth import synthesizers
 from harness.core import Precision, UsageError, Variant, describe_error
@@ -62,6 +71,10 @@ class JobResult:
     judged: GraphJudgement | None = None
     #: the file raised while judged: what the error-bundle stage needs
     broke: GraphError | None = None
+    #: the file's I/O protocol as judged (inferred, then overridden)
+    protocol: Protocol | None = None
+    #: a baked sequence length: (sentences cut, sentences, length, declared intended)
+    cut: tuple[int, int, int, bool] | None = None
 
 
 @dataclass
@@ -89,7 +102,8 @@ class CheckOutcome:
 
 # -- one job ------------------------------------------------------------------------------------------
 def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel, family: Family,
-              precision: Precision, overrides: Mapping[str, Mapping[str, float]], maps: Mapping[str, str]) -> JobResult:
+              precision: Precision, overrides: Mapping[str, Mapping[str, float]], maps: Mapping[str, str],
+              protocol_table: Mapping[str, Any] | None = None, protocol_origin: str = "--io-protocol") -> JobResult:
     """Match the job's I/O on the first corpus batch (UsageError if impossible), then compare
     on every batch through the workspace's memoised FP32 reference, as the suites do."""
     result = JobResult(job)
@@ -104,25 +118,45 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     ref0 = ws.references_for(model, family, job.graph, [feeds0])[0]
     ref_in = reference_info({n: feeds0[n] for n in job.graph.input_names if n in feeds0})
     art = job.artifact
-    match = match_io(job.label, ref_in, reference_info(ref0), art.inputs, art.outputs,
+    protocol = resolve_protocol(art, protocol_table, protocol_origin, maps)
+    logits_ref = next((n for n in job.graph.logits_outputs), None)
+    file_logits = next((t for t in art.outputs if t.name == protocol.logits_output), None)
+    protocol = wants_last_logits(protocol, ref0[logits_ref].ndim if logits_ref in ref0 else None,
+                                 len(file_logits.shape) if file_logits and file_logits.shape is not None else None)
+    result.protocol = protocol
+    if protocol.adapts:
+        session = ProtocolRunner(session, protocol, art.inputs, art.outputs)
+    match = match_io(job.label, ref_in, reference_info(ref0), canonical_inputs(protocol, art.inputs),
+                     canonical_outputs(protocol, art.outputs),
                      synthesizable={k: v[0] for k, v in factories.items()}, gated_outputs=job.graph.gated_outputs,
-                     user_map=maps)
+                     user_map=dict(protocol.names), protocol_pairs=protocol_pairs(protocol))
     result.match = match
-    infos = {t.name: t for t in art.inputs}
+    infos = {t.name: t for t in canonical_inputs(protocol, art.inputs)}
     synth = {name: factories[what][1](infos[name]) for name, what in match.synthesized.items()}
     runner = MappedRunner(session, match.input_map, match.output_map, synth, job.label)
     result.runner = runner
 
-    main = infos[match.input_map[job.graph.input_names[0]]]
-    static_batch = main.shape[0] if main.shape and isinstance(main.shape[0], int) else None
-    static_seq = (main.shape[1] if family.pads_static_sequence and main.shape and len(main.shape) == 2
-                  and isinstance(main.shape[1], int) else None)
+    rows = bool(protocol.rows_because)
+    static_batch = None if rows else protocol.static_batch
+    static_seq = protocol.static_sequence if family.pads_static_sequence else None
     chunks = ws.batches(model, static_batch)
-    if static_batch and len(chunks[-1]) != static_batch:
-        result.notes.append(f"static batch {static_batch}: the last {len(chunks[-1])} sentence(s) are not judged")
-        chunks = chunks[:-1]
-    if static_seq:
-        result.notes.append(f"static sequence length {static_seq}: inputs padded (masked) or cut to it")
+    if static_seq:  # counted on the corpus as it is, before a short last batch is filled
+        masks = [m for texts in chunks if (m := feeds(texts).get("attention_mask")) is not None]
+        cut, total = cut_sentences(masks, static_seq)
+        result.cut = (cut, total, static_seq, protocol.static_intended)
+        result.notes.append(f"static sequence length {static_seq}: inputs padded (masked) or cut to it; "
+                            f"{cut} of {total} sentences longer than the baked {static_seq} tokens"
+                            + (" (declared intended)" if protocol.static_intended else ""))
+    if static_batch and len(chunks[-1]) != static_batch:  # filled with its own sentences: every one is judged
+        short = list(chunks[-1])
+        result.notes.append(f"static batch {static_batch}: the last batch of {len(short)} sentence(s) is filled "
+                            "with repeats of its own sentences")
+        chunks[-1] = [*short, *(short[i % len(short)] for i in range(static_batch - len(short)))]
+    if rows:
+        result.notes.append(protocol.rows_because)
+    if protocol.one_token:
+        result.notes.append("one token per call: the file's sequence length is fixed at 1 (each call fed the "
+                            "presents of the one before)")
     if not chunks:
         raise UsageError(f"{art.path}: static batch size {static_batch} exceeds the {len(ws.texts(model))} "
                          "corpus sentences")
@@ -135,6 +169,9 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     batches = ws.parity_batches(model, family, job.graph, chunks, fitted)
     # shape probes (target != source length, other past lengths) where the file's shapes are dynamic
     probes = probe_batches(ws, model, family, job.graph, batches[0][0]) if not (static_seq or static_batch) else []
+    if protocol.logits is Logits.LAST and logits_ref:  # the reference adapts: its last token only
+        batches = [(dict(f), dict(r), dict(m)) for f, r, m in last_token_reference(batches, logits_ref)]
+        probes = [(label, last_token_reference([b], logits_ref)[0]) for label, b in probes]
     pooling = family.sentence_pooling(model, job.graph) if "last_hidden_state" in match.output_map else None
     runner.recorded = [] if pooling else None
     start = time.perf_counter()
@@ -144,11 +181,15 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
                                           output_map={r: r for r in match.output_map}, probes=probes,
                                           shapes=result.shapes)
     except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
-        result.error = f"{job.label}: {describe_error(exc, 300)}"
+        from harness.runners.failures import explain
+
+        result.error = f"{job.label}: {explain(describe_error(exc, 300))}"
         result.broke = GraphError(job.key, runner, [dict(b[0]) for b in batches], exc)
         return result
     finally:
         result.seconds = time.perf_counter() - start
+    if result.cut is not None:
+        result.outputs.append(coverage_result(job.key, result.cut, precision, overrides))
     derived = None
     if pooling:  # the sentence vector a search index stores, judged like any other output
         corpus = (runner.recorded or [])[: len(batches)]  # the shape probes' outputs come after the corpus's
@@ -180,7 +221,7 @@ def _gives_cache(result: JobResult) -> bool:
 
 
 def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list[JobResult],
-                     samples: int | None) -> tuple[GenerationResult | None, str]:
+                     samples: int | None, base: GenerationRequest | None = None) -> tuple[GenerationResult | None, str]:
     """(GenerationResult | None, note): decode with the artifacts and with PyTorch, score --
     the generation suite's own function, on a workspace whose ONNX variant runs the files."""
     runners, use_cache, why = generation_runners(family, jobs)
@@ -188,9 +229,16 @@ def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list
         return None, f"generation parity skipped: {why}"
     assert ws.prebuilt is not None
     ws.prebuilt.serve(runners)
-    request = GenerationRequest(samples=samples, use_cache=use_cache)
+    request = replace(base or GenerationRequest(), use_cache=use_cache)
+    if samples is not None:
+        request = replace(request, samples=samples)
     return generation_parity(ws, variant, request, family), ("" if use_cache else
                                                             "decoded without a KV cache (no cached graph given)")
+
+
+def job_protocols(jobs: Sequence[JobResult]) -> dict[str, Any]:
+    """Each job's protocol as judged, for the records that do not list the jobs."""
+    return {j.job.key: j.protocol.as_dict() for j in jobs if j.protocol is not None}
 
 
 def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:
@@ -204,5 +252,20 @@ def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files:
         precision=outcome.precision_note,
         jobs={j.job.key: {"file": j.job.artifact.path.name, "mode": j.job.mode, "graph": j.job.graph.name,
                           "io_match": j.match.account() if j.match else [], "notes": j.notes,
+                          "protocol": j.protocol.as_dict() if j.protocol else None,
                           "seconds": round(j.seconds, 4), "error": j.error, "shapes": j.shapes}
               for j in outcome.jobs})
+
+
+def coverage_result(graph: str, cut: tuple[int, int, int, bool], precision: Precision,
+                    overrides: Mapping[str, Mapping[str, float]]) -> OutputResult:
+    """The shape-coverage check of a file with a baked sequence length: sentences it cannot
+    take are counted and gated (0), unless its protocol declares the static shape intended."""
+    from harness.core import Tolerance
+    from harness.judge.numeric import lint_gate
+
+    count, total, length, intended = cut
+    tolerance = None if intended else Tolerance((lint_gate("sentences_cut", precision, overrides),))
+    result = OutputResult(graph, "shapes", {"sentences_cut": float(count)}, None, (), tolerance, total)
+    result.where = f"{count} of {total} sentences longer than the baked {length} tokens"
+    return result

@@ -93,6 +93,12 @@ def describe(perf: Mapping[str, Any]) -> list[str]:
     served model, its load sweep."""
     if "serving" in perf:
         return describe_sweep(perf)
+    if "serving_rate" in perf:
+        return describe_rates(perf)
+    if "generation_serving" in perf:
+        return [f"concurrency {lv['concurrency']:>2}: TTFT p50 {_ms(lv['ttft_ms_p50'])}  TPOT p50 {_ms(lv['tpot_ms_p50'])}"
+                f"  {lv['tokens_per_s']:.1f} tokens/s  {lv['requests']} requests, {lv['errors']} errors"
+                for lv in perf["generation_serving"]["levels"]]
     lines = []
     for key, entry in perf.items():
         if key.startswith("latency_ms") and isinstance(entry, Mapping):
@@ -134,4 +140,27 @@ def describe_sweep(perf: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["describe", "describe_sweep", "graph_runners", "measure_prebuilt", "np"]
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} ms"
+
+
+def describe_rates(perf: Mapping[str, Any]) -> list[str]:
+    """A served model's request-rate sweep (``perf.serving_rate``, ``harness.serving.rate``):
+    one line per offered rate, then the sustainable rate at the p99 budget."""
+    summary = perf["serving_rate"]
+    budget = summary.get("p99_budget_ms")
+    lines = []
+    for lv in summary.get("levels", []):
+        pct = "  ".join(f"{p} {'n/a' if lv[p] is None else format(lv[p], '.2f')}" for p in ("p50", "p90", "p99"))
+        verdict = "" if lv.get("meets_budget") is None else ("  meets budget" if lv["meets_budget"] else "  over budget")
+        lines.append(f"rate {lv['rate']:>7g}/s ({summary['arrival']}): {pct} ms  {lv['achieved']:.1f} answers/s  "
+                     f"{lv['sent']} sent, {lv['errors']} errors ({lv['timeouts']} timeouts), {lv['late']} late, "
+                     f"{lv['backlog']} never sent{'' if lv['stable'] else ' (p99 not stable)'}{verdict}")
+    if budget is not None:
+        best = summary.get("sustainable_rate")
+        lines.append(f"sustainable rate at p99 <= {budget:g} ms: "
+                     + (f"{best:g} requests/s" if best is not None else "none of the offered rates"))
+    return lines
+
+
+__all__ = ["describe", "describe_rates", "describe_sweep", "graph_runners", "measure_prebuilt", "np"]

@@ -72,6 +72,8 @@ def _print_matching(outcome: CheckOutcome, console: Console) -> None:
             table.add_row(row["side"], escape(row["reference"] or "-"), escape(row["artifact"] or "-"),
                           escape(row["how"]), escape(row["detail"]))
         console.print(table)
+        if result.protocol is not None:
+            console.print(f"  protocol: {escape('; '.join(result.protocol.describe()))}")
         for note in result.notes:
             console.print(f"  note: {escape(note)}")
 

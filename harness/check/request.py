@@ -20,9 +20,6 @@ from harness.runners import backends, parse_provider, provider_table
 from harness.runners.prebuilt import runs_onnx_files
 from harness.zoo.base import ModelCatalog, ModelSpec
 
-#: from the most to the least accurate: a set of files of mixed precision is judged at the loosest
-_ORDER = (Precision.FP32, Precision.FP16, Precision.INT8)
-
 
 @dataclass
 class CheckRequest:
@@ -49,6 +46,11 @@ class CheckRequest:
     repro_bundles: str | None = None
     #: judge a served model instead of files (harness.settings.endpoint.Endpoint; ``onnx`` unused)
     endpoint: Any = None
+    #: the files' I/O protocol overrides (a ``--io-protocol`` file's or a config's ``[protocol]`` table)
+    protocol: Mapping[str, Any] | None = None
+    protocol_origin: str = "--io-protocol"
+    #: the config's ``gen_*`` settings (harness.judge.generation.GenerationRequest); None: the defaults
+    gen_settings: Any = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def choose_precision(given: str | None, artifacts: list[ArtifactFile]) -> tuple[
     if given:
         return parse_precision(given, option="--precision"), "given"
     found = {a.path.name: Precision(a.precision) for a in artifacts}
-    loosest = max(found.values(), key=_ORDER.index)
+    loosest = max(found.values(), key=lambda p: p.accuracy_rank)  # mixed files: judged at the loosest
     details = "; ".join(f"{a.path.name}: {a.precision} ({a.precision_reason})" for a in artifacts)
     if len(set(found.values())) > 1:
         return loosest, f"detected, files disagree ({details}); judged at the loosest, {loosest.value}"

@@ -49,6 +49,36 @@ class _Parser(argparse.ArgumentParser):
     and exit 2, instead of the whole usage (36 lines for ``harness run``) before the error;
     the usage stays on ``--help``."""
 
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's parse, with an unknown option refused as the option its command takes that
+        is nearest (``--modles: unknown option (did you mean '--models'?)``) instead of
+        ``unrecognized arguments``; top level only (a subcommand's parser returns its extras up)."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        unknown = [a.split("=", 1)[0] for a in extras if a.startswith("--")]
+        if unknown and self.prog == "harness":
+            from harness.core import did_you_mean
+
+            flags = self._command_flags(getattr(parsed, "command", None))
+            hint = did_you_mean(unknown[0], flags)
+            self.error(f"{unknown[0]}: unknown option{hint}" if hint else f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def _command_flags(self, command: str | None) -> list[str]:
+        """Every long option of ``command`` and its actions (``history show``), or of ``harness``."""
+        parsers: list[argparse.ArgumentParser] = [self]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                parsers = [action.choices[command]]
+        flags: list[str] = []
+        while parsers:
+            parser = parsers.pop()
+            for action in parser._actions:
+                flags += [flag for flag in action.option_strings if flag.startswith("--") and flag not in flags]
+                if isinstance(action, argparse._SubParsersAction):
+                    parsers += list(action.choices.values())
+        return flags
+
     def error(self, message: str) -> NoReturn:
         message = re.sub(r"^argument ([^:]+): ", lambda m: f"{m.group(1).split('/')[0]}: ", message)
         self.exit(EXIT_USAGE, f"harness: error: {message} (see '{self.prog} --help')\n")

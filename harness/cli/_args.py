@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from harness.core import UsageError, did_you_mean
+from harness.core import UsageError, did_you_mean, valid_names
 
 
 def parse_pairs(values: Iterable[str], option: str) -> dict[str, str]:
@@ -28,7 +28,7 @@ def parse_metric_values(values: Iterable[str], known: Iterable[str], option: str
     for metric, raw in parse_pairs(values, option).items():
         if metric not in names:
             raise UsageError(f"{option}: unknown metric {metric!r}{did_you_mean(metric, names)}; "
-                             f"valid: {', '.join(sorted(names))}")
+                             f"{valid_names(metric, sorted(names))}")
         try:
             value = float(raw)
         except ValueError:

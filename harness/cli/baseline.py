@@ -22,6 +22,7 @@ from harness.gate.baseline import (
     perf_records,
     save_baseline,
 )
+from harness.results import Record
 from harness.results.rundir import read_results
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,6 +94,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         accuracy = compare_accuracy(baseline.records, read_results(args.run_dir), margins)
         accuracy.allow_missing = args.allow_missing
     console = _console()
+    differences = _differences(baseline, args.run_dir)
+    console.print("differences from the baseline:")
+    for line in differences:
+        console.print(f"  {line}", markup=False, highlight=False)
     if comparison is not None:
         comparison.render_table(console)
     if accuracy is not None:
@@ -100,16 +105,32 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         doc: dict[str, Any] = (comparison.as_dict() if comparison is not None
                                else {"schema": "harness.perf-compare/1", "exit_code": 0, "rows": []})
+        doc["differences"] = differences
         if accuracy is not None:
             doc["accuracy"] = accuracy.as_dict()
             doc["exit_code"] = max(int(doc.get("exit_code", 0)), accuracy.exit_code)
         _write(args.json, json.dumps(doc, indent=2) + "\n")
     if args.markdown:
-        parts = [comparison.to_markdown()] if comparison is not None else []
+        listed = "### Differences from the baseline\n\n" + "".join(f"- {line}\n" for line in differences)
+        parts = [listed]
+        if comparison is not None:  # its verdict line first, then what differs, then its tables
+            verdict, _, tables = comparison.to_markdown().partition("\n\n")
+            parts = [verdict + "\n", listed, tables]
         if accuracy is not None:
             parts.append("### Accuracy\n\n" + accuracy.to_markdown(everything=args.all_rows))
         _write(args.markdown, "\n".join(parts))
     return max(comparison.exit_code if comparison is not None else 0, accuracy.exit_code if accuracy else 0)
+
+
+def _differences(baseline: Baseline, run_dir: Path) -> list[str]:
+    """Tolerance, configuration, runtime-setting, version and environment differences between the
+    blessed run and the candidate (``harness.gate.causes``), listed before any verdict."""
+    from harness.compare.diff import pair_cases
+    from harness.gate.causes import difference_lines, run_differences
+
+    blessed = {r.id: r for r in map(Record.coerce, baseline.records)}
+    candidate = {r.id: r for r in read_results(run_dir)}
+    return difference_lines(run_differences(pair_cases(blessed, candidate)))
 
 
 def _perf_comparison(args: argparse.Namespace, baseline: Baseline, policies: list[MetricPolicy]) -> Comparison:

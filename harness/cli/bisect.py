@@ -68,6 +68,9 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     precision = parse_precision(args.precision, option="--precision")
     if precision is Precision.FP32:
         raise UsageError("--precision: fp32 is the reference; bisect fp16 or int8 against it")
+    if precision is Precision.INT4:
+        raise UsageError("--precision: int4 is not bisected (its fixes would be MatMulNBits exclusions, which "
+                         "bisect does not rebuild); bisect fp16, int8 or int8-static")
     from harness.settings.options import option
 
     option("samples").parse(args.samples, "--samples")  # the run option's row: as `harness run` and the config

@@ -4,6 +4,7 @@
     harness cache verify [--remove]                 # hash every entry; exit 1 if one is corrupt
     harness cache prune --older-than 30d            # entries unused for 30 days
     harness cache prune --max-size 10G [--dry-run]  # least recently used until the cache fits
+    harness cache key [--config harness.toml]       # CI cache key: the config and every model it names
 
 Exit codes: 0 ok (verify: every entry intact), 1 verify found a corrupt entry it did not remove,
 2 bad usage (one line). See docs/cache.md.
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accept(common, "cache",
                         help="cache root (default: $HARNESS_CACHE, else ~/.cache/model-harness)")
     common.add_argument("--area", action="append", default=[], metavar="AREA",
-                        help="only this area: zoo, artifacts or references (repeatable; default all)")
+                        help="only this area: zoo, artifacts, references or verdicts (repeatable; default all)")
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     info = actions.add_parser("info", parents=[common], help="entries and bytes per area, least recent use")
@@ -49,6 +50,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        help="then remove least recently used entries until the areas fit in SIZE (10G, 500M)")
     prune.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
     prune.set_defaults(func=cmd_prune)
+
+    key = actions.add_parser("key", help="the CI cache key: a hash of the config and every model file it names",
+                             description="Print a short hash of harness.toml (or --config), the harness version and "
+                                         "every file of every model directory and artifact the config names: the "
+                                         "key of the workflow's cache of $HARNESS_CACHE, so adding or retraining "
+                                         "any model invalidates it.")
+    accept(key, "config", help="the config (default: harness.toml or pyproject.toml [tool.harness] here)")
+    key.set_defaults(func=cmd_key)
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -169,4 +178,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print(f"kept {e.area}/{e.path.name}: a build holds its lock", file=sys.stderr)
     print(f"{verb} {len(removed)} of {len(found)} entries, {ca.human_bytes(freed)}; "
           f"{ca.human_bytes(left)} left under {root}")
+    return 0
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    from harness.core import UsageError
+    from harness.scaffold.cachekey import cache_key
+    from harness.settings.config_file import find_config
+
+    config = find_config(args.config)
+    if config is None:
+        raise UsageError("harness cache key: no harness.toml (or pyproject.toml [tool.harness]) here; pass --config")
+    print(cache_key(config))
     return 0

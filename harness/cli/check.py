@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.cli._args import parse_metric_values, parse_pairs
-from harness.core import UsageError
+from harness.core import Precision, UsageError
 from harness.core.rundirs import default_run_dir
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.check.judge import CheckOutcome
     from harness.check.request import CheckRequest
     from harness.core import Provider
     from harness.engine import JobSource
@@ -45,8 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     add_endpoint_arguments(p)
     accept(p, "models", help="with --config: only these models")
-    p.add_argument("--precision", default=None, help="fp32, fp16 or int8: which tolerances apply "
-                                                     "(default: detected from the files)")
+    p.add_argument("--precision", default=None, help=f"{', '.join(prec.value for prec in Precision)}: which tolerances "
+                                                     "apply (default: detected from the files)")
     p.add_argument("--provider", default="ort_cpu",
                    help="a provider that runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native; "
                         "default ort_cpu")
@@ -56,7 +57,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     accept(p, "gen_samples", help="sentences to decode for generation parity")
     p.add_argument("--no-generation", action="store_true", help="numeric parity only")
     p.add_argument("--map", action="append", default=[], metavar="REFERENCE=ARTIFACT",
-                   help="pair a reference input/output with an artifact one by hand (repeatable)")
+                   help="pair a reference input/output with an artifact one by hand (repeatable; the protocol's "
+                        "names)")
+    p.add_argument("--io-protocol", type=Path, default=None, metavar="FILE",
+                   help="the artifact's I/O protocol (TOML): mask form, padding, logits, cache naming, static "
+                        "shapes, names; overrides what is inferred from the file (docs/check.md)")
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
                    help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
     accept(p, "threads")
@@ -99,7 +104,7 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
                   perf=perf_settings(args), runtime=runtime_settings(args),
-                  repro_bundles=cli_values(args).get("repro_bundles"))
+                  repro_bundles=cli_values(args).get("repro_bundles"), **protocol_option(args.io_protocol))
     from harness.serving.options import endpoint_of
 
     endpoint = endpoint_of(args)
@@ -119,6 +124,30 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         raise UsageError("give --reference DIR and --onnx PATH or --endpoint URL (or --config FILE)")
     return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
+
+
+def config_protocol(table: Any, origin: str) -> dict[str, Any]:
+    """A model's ``[models.<name>.io_protocol]`` (``--io-protocol`` wins over it), validated now."""
+    if not table:
+        return {}
+    from harness.check.protocol.model import Protocol
+    from harness.check.protocol.overrides import apply
+
+    apply(Protocol(), table, origin)
+    return {"protocol": dict(table), "protocol_origin": origin}
+
+
+def protocol_option(path: Path | None) -> dict[str, Any]:
+    """``--io-protocol FILE``: its table and how errors name it (read now: a bad file is exit 2 at once)."""
+    if path is None:
+        return {}
+    from harness.check.protocol.model import Protocol
+    from harness.check.protocol.overrides import apply, read_protocol_file
+
+    table = read_protocol_file(path)
+    origin = f"--io-protocol {path}"
+    apply(Protocol(), table, origin)  # unknown keys and bad values: one line before any model loads
+    return {"protocol": table, "protocol_origin": origin}
 
 
 #: the side-output options ``harness check`` takes: its failing jobs are bundled as a suite case's are
@@ -169,6 +198,12 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
 
     options = build_options(models=args.models, config=args.config, rootdir=Path.cwd(),
                             batch_size=args.batch_size, samples=args.samples, threads=args.threads)
+    given = refuse_unhonoured_keys(Path(args.config))
+    from harness.judge.generation import GenerationRequest
+
+    common = {**common, "gen_settings": GenerationRequest.from_settings(options.settings)}
+    # [run] precisions, when the config sets it: the artifacts judged (else every one it lists)
+    wanted = {p.value for p in options.precisions} if "precisions" in given else None
     providers = available_ort_providers(options.providers)
     out = []
     catalog = options.catalog or ModelCatalog()
@@ -184,18 +219,41 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
                                     samples=options.settings.samples, batch_size=options.settings.batch_size,
                                     threads=options.settings.threads,
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
+        own = config_protocol(spec.extra.get("io_protocol"), f"{args.config}: [models.{name}.io_protocol]")
         for precision, path in (spec.extra.get("artifacts") or {}).items():
-            if args.precision and precision != args.precision:
+            if (args.precision and precision != args.precision) or \
+                    (wanted is not None and precision.split("-")[0] not in wanted):
                 continue
             for provider in providers:
                 out.append(CheckRequest(reference=name, spec=spec, onnx=Path(path), precision=precision,
                                         provider=provider, samples=options.settings.samples,
-                                        batch_size=options.settings.batch_size, threads=options.settings.threads, **common))
+                                        batch_size=options.settings.batch_size, threads=options.settings.threads,
+                                        **{**own, **common}))
     if not providers:
         raise UsageError(f"{args.config}: none of the run's ONNX-running providers (ort_*, ov_cpu) is available here")
     if not out:
         raise UsageError(f"{args.config}: no [models.<name>.artifacts] to check among {', '.join(options.models)}")
     return out
+
+
+#: the ``[run]`` keys ``harness check --config`` applies; any other is refused, not ignored
+CHECK_RUN_KEYS = frozenset({"models", "precisions", "samples", "batch_size", "threads", "providers", "corpus",
+                            "repro_bundles",
+                            "gen_samples", "gen_max_new_tokens", "gen_beams", "gen_cache", "gen_repetition_penalty",
+                            "gen_batch_size", "gen_worst"})
+
+
+def refuse_unhonoured_keys(path: Path) -> set[str]:
+    """The config's ``[run]`` keys; one check would not apply is an error naming it: accepted and
+    ignored, it left records saying one thing while the judging did another."""
+    from harness.settings.config_file import load_config
+
+    keys = set(load_config(path).run)
+    ignored = sorted(keys - CHECK_RUN_KEYS)
+    if ignored:
+        raise UsageError(f"{path}: [run] {', '.join(ignored)}: not applied by harness check (it applies "
+                         f"{', '.join(sorted(CHECK_RUN_KEYS))}); remove them or run the config with harness run")
+    return keys
 
 
 def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
@@ -218,6 +276,23 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     return usable or (["ort_cpu"] if not wanted else [])
 
 
+def judge_request(request: CheckRequest, out: Path, run_id: str) -> CheckOutcome:
+    """A generative model behind an OpenAI-compatible API is judged by its generations alone
+    (``harness.serving.openai_check``: no tensors to match); every other request is a case job of
+    the engine with the source it names."""
+    from harness.engine import run_job
+
+    if request.endpoint is not None and request.endpoint.protocol == "openai":
+        from harness.serving.openai_check import run_openai_check
+
+        if request.perf is not None:  # the load targets loopback or a configured host only: refused before work
+            why = request.endpoint.load_allowed()
+            if why:
+                raise UsageError(why)
+        return run_openai_check(request, out, run_id)
+    return run_job(request, source_of(request), out, run_id)
+
+
 def source_of(request: CheckRequest) -> type[JobSource]:
     """The artifact source a request names: a served endpoint, else files on disk."""
     if request.endpoint is not None:
@@ -233,7 +308,6 @@ def check(args: argparse.Namespace) -> int:
     from harness.check.report import print_outcome
     from harness.core.admission import limits_from, set_limits
     from harness.core.writable import ensure_writable_dir
-    from harness.engine import run_job
     from harness.report.console import cli_console
     from harness.report.summary import write_summary
     from harness.results import ResultsWriter, new_run_id
@@ -247,7 +321,7 @@ def check(args: argparse.Namespace) -> int:
     code = 0
     run_id = new_run_id()  # one run: every request's records share it
     for request in todo:
-        outcome = run_job(request, source_of(request), out, run_id)
+        outcome = judge_request(request, out, run_id)
         print_outcome(outcome, console)
         for record in outcome.records:
             writer.append(record)

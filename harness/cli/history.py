@@ -60,8 +60,13 @@ def _pct(change: float) -> str:
     return "" if change is None or math.isnan(change) else f"{change:+.1%}"
 
 
-def _value(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.6g}"
+def _value(value: float, metric: str) -> str:
+    """A stored value in its unit (``1.08 ms``, ``80.00 MiB``, ``900 calls/s``); a unitless one
+    with 6 significant digits."""
+    from harness.core.units import value_text
+    from harness.report.units import quantity
+
+    return "" if math.isnan(value) else value_text(value, quantity(metric).unit, digits=6)
 
 
 def show_rows(wide: pd.DataFrame) -> pd.DataFrame:
@@ -100,7 +105,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for column in ("variant", "metric", "run", "finished", "value", "vs previous", "vs window median"):
         # names are never cut mid-word: the other columns give way (a narrow terminal wraps the line)
         table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left",
-                         no_wrap=column in ("variant", "metric", "run"), min_width=len(column))
+                         no_wrap=column in ("variant", "metric", "run", "value"), min_width=len(column))
     series = None
     for row in rows.itertuples(index=False):
         key = (row.variant, row.metric)
@@ -109,7 +114,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             table.add_section()
         series = key
         table.add_row(Text(row.variant if first else ""), Text(row.metric if first else ""), Text(row.run_id),
-                      Text(str(row.finished)), _value(row.value), _change_text(row.vs_previous),
+                      Text(str(row.finished)), _value(row.value, str(row.metric)), _change_text(row.vs_previous),
                       _change_text(row.vs_median))
     _console().print(table)
     if args.csv:

@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "entries. Existing files are never replaced without --force.")
     p.add_argument("model_dir", nargs="?", type=Path, default=None, metavar="MODEL_DIR",
                    help="the model to gate: an HF directory with config.json (inside --dir)")
+    p.add_argument("--add", type=Path, default=None, metavar="MODEL_DIR",
+                   help="add this model to the existing harness.toml (its name to run.models, its table at the end); "
+                        "the workflow needs no change: its cache key covers every model the config names")
     p.add_argument("--dir", type=Path, default=Path("."), help="repository root to write into (default: .)")
     p.add_argument("--name", default=None, help="the model's name in harness.toml (default: the directory's name)")
     p.add_argument("--family", default=None, help="model family when config.json does not tell it")
@@ -45,6 +48,7 @@ def init(args: argparse.Namespace) -> int:
     from harness.scaffold.config import model_facts, render_config
     from harness.scaffold.files import Planned, write_all
     from harness.scaffold.ignore import render_ignore
+    from harness.scaffold.install import installed_spec
     from harness.scaffold.workflow import DEFAULT_PATH, WorkflowSpec, render_workflow
 
     root: Path = args.dir
@@ -52,24 +56,49 @@ def init(args: argparse.Namespace) -> int:
         raise UsageError(f"--shards {args.shards}: must be 1 (one job) or more")
     if root.exists() and not root.is_dir():
         raise UsageError(f"--dir {root}: not a directory")
+    if args.add is not None:
+        return _add(args)
     precisions = tuple(parse_precision(p).value for p in split_csv(args.precisions)) or None
     providers = tuple(parse_provider(p).short for p in split_csv(args.providers)) or None
     facts = model_facts(args.model_dir, root, family=args.family, name=args.name) if args.model_dir else None
     config_text = render_config(facts, precisions=precisions, providers=providers)
     _validate(config_text, root)
     planned = [Planned(root / "harness.toml", config_text)]
+    install = installed_spec()
     if args.ci == "github":
-        inputs = ("harness.toml", f"{facts.path.removeprefix('./')}/**") if facts and facts.path != "." \
-            else ("harness.toml",)
-        planned.append(Planned(root / DEFAULT_PATH, render_workflow(WorkflowSpec(cache_inputs=inputs, shards=args.shards))))
+        planned.append(Planned(root / DEFAULT_PATH, render_workflow(WorkflowSpec(requirement=install.requirement,
+                                                                                 requirement_reachable=install.portable,
+                                                                                 shards=args.shards))))
     planned.append(Planned(root / ".gitignore", render_ignore(), append=True))
     for line in write_all(planned, force=args.force):
         print(f"harness init: {line}")
     if facts is not None:
         print(f"harness init: model {facts.name!r} at {facts.path}: family {facts.family}"
               + (f" (config.json architectures {list(facts.architectures)})" if facts.architectures else ""))
+    if args.ci == "github":
+        print(f"harness init: {install.advice()}")
     where = "" if root.resolve() == Path.cwd().resolve() else f"cd {root} && "
     print(f"next: {where}harness run        # reads harness.toml; results in reports/run-<time>/")
+    return 0
+
+
+def _add(args: argparse.Namespace) -> int:
+    """``harness init --add DIR``: one more model in an existing harness.toml, validated before the
+    file is replaced."""
+    from harness.core import UsageError
+    from harness.scaffold.config import add_model, model_facts
+
+    root: Path = args.dir
+    config = root / "harness.toml"
+    if args.model_dir is not None:
+        raise UsageError(f"harness init: give MODEL_DIR ({args.model_dir}) or --add {args.add}, not both")
+    if not config.is_file():
+        raise UsageError(f"harness init --add: {config} not found (harness init MODEL_DIR writes it first)")
+    facts = model_facts(args.add, root, family=args.family, name=args.name)
+    text = add_model(config.read_text(encoding="utf-8"), facts)
+    _validate(text, root)
+    config.write_text(text, encoding="utf-8")
+    print(f"harness init: added model {facts.name!r} at {facts.path} (family {facts.family}) to {config}")
     return 0
 
 

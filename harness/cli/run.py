@@ -10,6 +10,10 @@ from pathlib import Path
 from harness.core import RunOptions, UsageError
 from harness.core.rundirs import default_run_dir
 
+#: set while ``harness run`` runs pytest in-process: the command line already checked the options,
+#: and messages from inside pytest name this command's flags (``harness.settings.spelling``)
+from harness.settings.spelling import FRONT_END
+
 
 def suites_dir() -> Path:
     """The suites a run collects when ``--suites`` is not given: ``$HARNESS_SUITES``, else the
@@ -93,8 +97,8 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     extra = list(args.pytest_args or [])
     from harness.cli.suite_imports import import_mode_args
 
-    argv = [*map(str, suites), *_cache_args(extra), *import_mode_args(suites, extra), "-p", "no:hypothesispytest",
-            "-q", "-rs",
+    argv = [*map(str, suites), *_cache_args(extra), *_benchmark_args(extra), *import_mode_args(suites, extra),
+            "-p", "no:hypothesispytest", "-q", "-rs",
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--harness-out={out}", *pytest_argv(values)]
     if args.keyword:
@@ -102,6 +106,22 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     if args.workers:
         argv += ["-n", str(args.workers)]
     return options, argv + extra
+
+
+#: pytest-benchmark's end-of-run columns under ``harness run``: its default ten columns of a
+#: ``--perf`` run wrap on a terminal and push the harness's own summary off screen; the full
+#: statistics (percentiles with intervals, every sample) are in the run's records and report
+BENCHMARK_COLUMNS = "median,iqr,ops,rounds"
+
+
+def _benchmark_args(pytest_args: list[str]) -> list[str]:
+    """pytest-benchmark's table narrowed to a few columns and short names (about 90 characters
+    wide), unless ``--pytest-args`` chose its own columns; nothing when the plugin is absent."""
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_benchmark") is None or any(a.startswith("--benchmark-") for a in pytest_args):
+        return []
+    return [f"--benchmark-columns={BENCHMARK_COLUMNS}", "--benchmark-name=short"]
 
 
 def _cache_args(pytest_args: list[str]) -> list[str]:
@@ -137,9 +157,11 @@ def run(args: argparse.Namespace) -> int:
     suites = list(args.suites or [])
     forget_stale(suites)
     before = set(sys.modules)
+    os.environ[FRONT_END] = "run"  # how messages from inside pytest spell an option (harness.settings.spelling)
     try:
         code = pytest.main(argv, plugins=[Handoff(options)])  # not rebuilt, re-checked or re-warned by the plugin
     finally:
+        os.environ.pop(FRONT_END, None)
         forget_imported(suites, before)  # a later run in this process imports its own same-named files
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)

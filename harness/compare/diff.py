@@ -13,14 +13,17 @@ forced and the differences are listed instead of refused.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from harness.core.compared import Compared
 from harness.core.direction import Direction
+from harness.gate.causes import Difference, run_differences
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
+from harness.results.reason import reason_line
 from harness.results.record import FAILING
 from harness.results.sections import SettingsSection
 
@@ -156,6 +159,13 @@ class RunComparison:
     paired: int = 0
     gone: list[str] = field(default_factory=list)
     allow_missing: bool = False
+    #: tolerance, configuration, runtime-setting, version and environment differences, listed first
+    differences: list[Difference] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        """Nothing differs: no verdict, no number, no tolerance, setting, version or environment."""
+        return bool(self.paired) and not (self.verdicts or self.accuracy or self.differences)
 
     @property
     def compared(self) -> Compared:
@@ -188,7 +198,10 @@ class RunComparison:
         if self.accuracy_gate is not None and self.accuracy_gate.rows:
             counts = self.accuracy_gate.counts()
             gate = f", {counts.get('REGRESSION', 0)} past their margin"
-        text = (f"{self.paired} case(s) paired; {n['rows']} case row(s): {n['verdict']} verdict change(s), "
+        kinds = Counter(d.kind for d in self.differences)
+        causes = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+        text = (f"{self.paired} case(s) paired; " + (f"differences: {causes}; " if causes else "") + f"{n['rows']} case row(s): "
+                f"{n['verdict']} verdict change(s), "
                 f"{n['worse']} worse (new failures included), {n['settings']} setting change(s), {n['new']} new, "
                 f"{n['gone']} gone; {moved} accuracy number(s) moved ({worse_metrics} worse{gate}); perf: {perf}")
         return ("FAIL: " + (self.compared.problem or "") + "; " + text) if self.compared.failed \
@@ -213,11 +226,11 @@ def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a:
     for ra, rb in pairs:
         settings = runtime_change(ra, rb)
         if ra.verdict != rb.verdict or settings:
-            verdicts.append(VerdictChange(rb.id, ra.verdict, rb.verdict, rb.first_reason_line,
+            verdicts.append(VerdictChange(rb.id, ra.verdict, rb.verdict, reason_line(rb),
                                           ra.id if ra.id != rb.id else None, settings))
-    verdicts += [VerdictChange(case, None, r.verdict, r.first_reason_line) for case, r in b.items() if case not in paired_b]
+    verdicts += [VerdictChange(case, None, r.verdict, reason_line(r)) for case, r in b.items() if case not in paired_b]
     gone = sorted(case for case in a if case not in paired_a)
-    verdicts += [VerdictChange(case, a[case].verdict, None, a[case].first_reason_line) for case in gone]
+    verdicts += [VerdictChange(case, a[case].verdict, None, reason_line(a[case])) for case in gone]
     verdicts.sort(key=lambda v: (not v.worse, v.after is None or v.before is None, v.case))
     aligned = [replace(rb, id=ra.id, variant=ra.variant) for ra, rb in pairs]  # B under A's names
     accuracy: list[MetricDelta] = []
@@ -236,4 +249,4 @@ def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a:
     gate = compare_accuracy(list(a.values()), aligned, margins)
     gate.coverage_gated = False
     return RunComparison(name_a, name_b, verdicts, accuracy, perf, env, unchanged, gate, len(pairs), gone,
-                         allow_missing)
+                         allow_missing, run_differences(pairs))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.compare.diff import MetricDelta, RunComparison, VerdictChange
 from harness.core.markdown import table
+from harness.gate.causes import difference_lines
 from harness.gate.compare import _ordered, fmt_change, fmt_ci, fmt_p, fmt_value
 from harness.report.summary import _code, _md
 from harness.report.text import printable
@@ -57,7 +58,16 @@ def _no_moves(cmp: RunComparison) -> str:
     """No accuracy number moved: say over how many paired cases (none paired is not "identical")."""
     if not cmp.paired:
         return "nothing compared: no case of A pairs with a case of B"
-    return f"none: every metric of the {cmp.paired} paired case(s) is identical"
+    if cmp.identical:
+        return (f"none: every metric of the {cmp.paired} paired case(s) is identical, and no tolerance, setting, "
+                "version or environment differs")
+    return (f"no metric value of the {cmp.paired} paired case(s) moved; what differs is listed under "
+            "\"differences between the runs\"" + (" (the verdict changes follow from it)" if cmp.verdicts else ""))
+
+
+def _differences(cmp: RunComparison) -> list[str]:
+    """The differences between the runs, one line each; the first thing every output shows."""
+    return difference_lines(cmp.differences)
 
 
 ACCURACY_HEADER = ["case", "metric", "A", "B", "delta", "relative", "change"]
@@ -66,8 +76,7 @@ PERF_HEADER = ["variant", "metric", "A", "B", "change", "95% CI", "p", "verdict"
 
 def to_markdown(cmp: RunComparison) -> str:
     lines = [f"# Compare {_code(cmp.name_a)} → {_code(cmp.name_b)}", "", f"**{_md(cmp.headline())}**", ""]
-    if cmp.env:
-        lines += ["Environment changes:", ""] + [f"- {_md(d)}" for d in cmp.env] + [""]
+    lines += ["## Differences between the runs", ""] + [f"- {_md(d)}" for d in _differences(cmp)] + [""]
     lines += ["## Verdict changes", ""]
     if cmp.verdicts:
         lines += table(["case", "A", "B", "runtime settings", "reason (B)"],
@@ -100,8 +109,9 @@ def render_terminal(cmp: RunComparison, console: Console) -> None:
     from rich.text import Text
 
     console.print(Text(f"compare {cmp.name_a} -> {cmp.name_b}", style="bold"))
-    for d in cmp.env:
-        console.print(Text(f"environment: {printable(d)}", style="yellow"))
+    console.print(Text("differences between the runs:", style="bold"))
+    for d in _differences(cmp):
+        console.print(Text(f"  {printable(d)}", style="yellow" if cmp.differences else ""))
     table = Table(title="verdict changes")
     for column in ("case", "A", "B", "runtime settings", "reason (B)"):
         table.add_column(column)
@@ -159,7 +169,7 @@ def to_html(cmp: RunComparison) -> str:
     rows = _perf_cells(cmp)
     return render("compare.html.j2", title=f"compare {cmp.name_a} → {cmp.name_b}", css=markup(CSS),
                   state="failed" if cmp.regressed or cmp.compared.failed else "passed", headline=cmp.headline(),
-                  env=[printable(d) for d in cmp.env],
+                  differences=[printable(d) for d in _differences(cmp)],
                   verdicts=_table(["case", "A", "B", "runtime settings", "reason (B)"],
                                   [[v.case, _v(v.before), _v(v.after), _setting(v), v.reason[:200]] for v in cmp.verdicts],
                                   ["bad" if v.worse else "" for v in cmp.verdicts]),

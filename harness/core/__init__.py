@@ -8,7 +8,7 @@ harness at import time (the provider table is ``harness.runners.PROVIDERS``, dec
 
 from __future__ import annotations
 
-from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv
+from harness.core.errors import UsageError, describe_error, did_you_mean, split_csv, valid_names
 from harness.core.types import (
     DEFAULT_PRECISIONS,
     Check,
@@ -24,4 +24,4 @@ from harness.core.values import Settings
 
 __all__ = ["DEFAULT_PRECISIONS", "Check", "Precision", "Provider", "RunOptions",
            "Settings", "Tolerance", "UsageError", "Variant", "describe_error", "did_you_mean", "parse_precision",
-           "precision_overrides", "split_csv"]
+           "precision_overrides", "split_csv", "valid_names"]

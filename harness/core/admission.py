@@ -27,7 +27,7 @@ import re
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from harness.core.errors import UsageError
 from harness.core.units import binary_bytes as format_bytes
@@ -300,3 +300,26 @@ def admit_graph(path: Path, model: "onnx.ModelProto", policy: Limits | None = No
 
 def with_batch(policy: Limits, batch: int | None) -> Limits:
     return policy if not batch else replace(policy, batch=int(batch))
+
+
+def cap_process(limit: int) -> Callable[[], None]:
+    """Cap this process's data memory at ``limit`` bytes (``RLIMIT_DATA``: heap and private
+    mappings) for the cases it runs; returns what puts the previous limit back.
+
+    Why: an estimate admits what the files *declare*; a case can still allocate past it (a
+    decode that grows, a runtime's arena). Under the cap the allocation fails in that case --
+    a ``MemoryError`` in Python, recorded as the case's ``error`` with every other record kept;
+    a native ``bad_alloc`` that aborts a pytest-xdist worker is its crash record -- instead of
+    the kernel's OOM killer ending the whole run (and the machine's other jobs). Only with an
+    explicit ``--max-memory``: the default limit is a snapshot of free memory, not a policy."""
+    import resource
+
+    previous = resource.getrlimit(resource.RLIMIT_DATA)
+    hard = previous[1]
+    soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+    def restore() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, previous)
+
+    return restore

@@ -28,6 +28,21 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
+#: names a refusal lists before "+N more": a TOML key typo listed all 40 keys, ~600 characters
+NEAREST_SHOWN = 8
+
+
+def valid_names(word: str, choices: Iterable[str], shown: int = NEAREST_SHOWN) -> str:
+    """``valid: a, b, c`` for a refusal of ``word``: every choice when there are few, else the
+    ``shown`` nearest to ``word`` (by similarity, then in their order) and how many more."""
+    names = list(dict.fromkeys(choices))
+    if len(names) <= shown:
+        return f"valid: {', '.join(names)}"
+    rank = {n: i for i, n in enumerate(names)}
+    nearest = sorted(names, key=lambda n: (-difflib.SequenceMatcher(None, word, n).ratio(), rank[n]))[:shown]
+    return f"nearest valid: {', '.join(nearest)} (+{len(names) - shown} more)"
+
+
 def split_csv(values: Iterable[str] | str | None) -> list[str]:
     """Accept ``a,b c`` or repeated options; return the flat list of non-empty names."""
     if values is None:

@@ -24,6 +24,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Precision(str, enum.Enum):
+    """A numeric precision of a variant, declared from the most to the least accurate: every list
+    of precisions (the CLI's choices, the config validator, detection's "loosest" order) is this
+    enum's order."""
+
     FP32 = "fp32"
     FP16 = "fp16"
     INT8 = "int8"
@@ -31,11 +35,29 @@ class Precision(str, enum.Enum):
     #: sentences disjoint from the judged ones; judged with INT8's thresholds unless a model or
     #: config sets its own
     INT8_STATIC = "int8-static"
+    #: INT4 weight-only (block-wise, activations stay float): ``MatMulNBits`` with ``bits=4`` as
+    #: onnxruntime's ``MatMulNBitsQuantizer`` and onnxruntime-genai's model builder write it, or
+    #: block-quantized int4 ``DequantizeLinear``; how LLMs ship on ONNX Runtime. It has its own
+    #: thresholds where INT4 was measured to differ from INT8 (``harness.metrics.registry``) and
+    #: INT8's elsewhere (``default_source``)
+    INT4 = "int4"
 
     @property
     def tolerance_key(self) -> str:
         """The precision whose default thresholds apply (static INT8 starts from INT8's)."""
         return "int8" if self is Precision.INT8_STATIC else self.value
+
+    @property
+    def default_source(self) -> Precision | None:
+        """The precision whose default threshold stands in where this one declares none: INT4's
+        missing defaults are INT8's (a weaker precision is never gated tighter than a stronger
+        one by omission). A model's or config's own INT8 overrides do not carry over."""
+        return Precision.INT8 if self is Precision.INT4 else None
+
+    @property
+    def accuracy_rank(self) -> int:
+        """Position from the most accurate (0, FP32): "the loosest of several" is the highest."""
+        return list(Precision).index(self)
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.value

@@ -39,6 +39,26 @@ FORMATTERS: dict[str, Callable[[float], str]] = {
 }
 
 
+def scaled(value: float, unit: str) -> tuple[float, str, float]:
+    """``value`` in the scale its unit's formatter writes it: (number, suffix, factor) with
+    ``value == number * factor`` (``12000`` ms -> ``(12.0, "s", 1000.0)``; a unit without a
+    formatter is its own scale, and a unitless number has no suffix)."""
+    if unit in ("ms", "s"):
+        ms = value * 1000 if unit == "s" else value
+        per_ms = 1000.0 if unit == "s" else 1.0
+        return (ms / 1000, "s", 1000 / per_ms) if abs(ms) >= 1000 else (ms, "ms", 1 / per_ms)
+    if unit in ("bytes", "MiB"):
+        per_byte = 2.0 ** 20 if unit == "MiB" else 1.0
+        n = value * per_byte
+        for name, size in _UNITS:
+            if abs(n) >= size:
+                return n / size, name, size / per_byte
+        return n, "B", 1 / per_byte
+    if unit in FORMATTERS:  # a rate or a percentage: written in its own unit
+        return value, unit, 1.0
+    return value, "", 1.0  # no formatter (a fraction, BLEU points): its column or name says the unit
+
+
 def value_text(value: float | None, unit: str = "", *, digits: int = 4) -> str:
     """A metric's value on every report surface (grid, cards, compare, summary.md, JUnit, the
     terminal table): a time, size or rate through its unit's formatter (``10.1 s``, ``1.5 MiB``),

@@ -23,6 +23,7 @@ import numpy as np
 from harness.core import Precision, Tolerance
 from harness.metrics.numeric import compare_arrays
 from harness.metrics.registry import METRICS, Scope, tensor_metric_names
+from harness.results.checks import CheckResult
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -317,7 +318,7 @@ def run_all(path: Path, feeds: Mapping[str, np.ndarray], provider: str = "CPUExe
 
 
 def _judge(tolerance: Tolerance, metrics: Mapping[str, float]) -> tuple[str, ...]:
-    return tuple(f"{c.metric}={metrics[c.metric]:.4g} (must be {c.symbol} {c.threshold:g})"
+    return tuple(f"{c.metric}={CheckResult(c.metric, metrics[c.metric], c.symbol, c.threshold).text().must_be()}"
                  for c in tolerance.checks if c.metric in metrics and not c.passes(metrics[c.metric]))
 
 

@@ -54,11 +54,12 @@ class FileJobs(JobSource):
     def perf_stage(self, run: JobRun) -> CaseResult:
         """A ``check_perf`` record with the perf suites' numbers for these files; the model's perf
         budgets (``p50_ms``, ``peak_rss_mb``...) gate it."""
-        from harness.check.judge import generation_runners
+        from harness.check.judge import generation_runners, job_protocols
         from harness.check.perf import measure_prebuilt
         from harness.perf import budgets
 
         case = run.case("check_perf")
+        case.data["protocol"] = job_protocols(run.outcome.jobs)
         case.artifacts.update(self.records)
         started = time.perf_counter()
         family, outcome = run.family, run.outcome

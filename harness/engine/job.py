@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.check.jobs import plan_jobs
-from harness.check.judge import CheckOutcome, judge_generation, judge_job, numeric_case
+from harness.check.judge import CheckOutcome, job_protocols, judge_generation, judge_job, numeric_case
 from harness.core import describe_error
 from harness.engine.source import JobRun, JobSource
 from harness.judge.coverage import numeric_coverage
@@ -40,8 +40,10 @@ def run_job(req: CheckRequest, source_type: type[JobSource], run_dir: Path, run_
         setup = source.setup
         ws = Workspace(setup.options, source=source.graphs)
         model = ws.model(setup.spec.name)
-        run = JobRun(ws, req, source, CheckOutcome(setup.spec, setup.variant, setup.precision_note, source.artifacts, []),
-                     model, ws.family(model), run_dir, run_id or new_run_id())
+        family = ws.family(model)
+        artifacts = source.complete(ws, model, family, req)
+        run = JobRun(ws, req, source, CheckOutcome(setup.spec, setup.variant, setup.precision_note, artifacts, []),
+                     model, family, run_dir, run_id or new_run_id())
         run.settings = {**common_settings(run), **source.settings(run)}
         run.outcome.results.append(numeric_stage(run, began))
         run.outcome.results += source.extra_stages(run)
@@ -71,11 +73,12 @@ def numeric_stage(run: JobRun, began: float) -> CaseResult:
     linted: set[Path] = set()
     for job in plan_jobs(outcome.artifacts, run.family, run.model):
         result = judge_job(ws, job, run.source.session(job.artifact), run.model, run.family, variant.precision,
-                           outcome.spec.tolerances, run.req.maps)
+                           outcome.spec.tolerances, run.req.maps, run.req.protocol, run.req.protocol_origin)
         if run.source.session(job.artifact).path and job.artifact.path not in linted:  # a file: its static checks
             linted.add(job.artifact.path)
             result.outputs.insert(0, lint_result(job.key, str(job.artifact.path), job.graph,
-                                                 result.match.input_map if result.match else None))
+                                                 result.match.input_map if result.match else None,
+                                                 variant.precision, outcome.spec.tolerances))
         outcome.jobs.append(result)
     parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])  # shapes: per job
     # the same accounting as a suite case: the head's outputs of every judged artifact must be gated
@@ -98,12 +101,16 @@ def generation_stage(run: JobRun) -> CaseResult | None:
     """Decode with the artifacts and with PyTorch into a ``check_generation`` record; None when
     the artifacts cannot decode (the note says why)."""
     case = run.case("check_generation")
+    case.data["protocol"] = job_protocols(run.outcome.jobs)
     started = time.perf_counter()
     try:
-        decoded, note = judge_generation(run.ws, run.outcome.variant, run.family, run.outcome.jobs, run.req.gen_samples)
+        decoded, note = judge_generation(run.ws, run.outcome.variant, run.family, run.outcome.jobs, run.req.gen_samples,
+                                         run.req.gen_settings)
     except Exception as exc:  # noqa: BLE001 - a decoding crash in the artifact is its verdict, not ours
         case.artifacts.update(run.source.records)
-        return conclude(run, case, "check_generation", Decision("error", describe_error(exc, 300)), started)
+        from harness.runners.failures import explain
+
+        return conclude(run, case, "check_generation", Decision("error", explain(describe_error(exc, 300))), started)
     if note:
         run.outcome.notes.append(note)
     if decoded is None:
@@ -115,10 +122,16 @@ def generation_stage(run: JobRun) -> CaseResult | None:
 
 def conclude(run: JobRun, case: Case, suite: str, decision: Decision, started: float,
              parity: ParityResult | None = None) -> CaseResult:
-    """The one place a case job's record is composed: the run's composer, the suites' schema."""
-    record = compose_standalone(case, suite=suite, run_id=run.run_id, verdict=decision.verdict, reason=decision.reason,
-                                duration_s=time.perf_counter() - started, settings=run.settings)
+    """A case job's record, with the job's settings and run id (``compose_case``)."""
+    return compose_case(case, suite, decision, started, run.settings, run.run_id, parity)
+
+
+def compose_case(case: Case, suite: str, decision: Decision, started: float, settings: dict[str, Any], run_id: str,
+                 parity: ParityResult | None = None) -> CaseResult:
+    """The one place a front end without pytest composes a record: the run's composer, the suites' schema."""
+    record = compose_standalone(case, suite=suite, run_id=run_id, verdict=decision.verdict, reason=decision.reason,
+                                duration_s=time.perf_counter() - started, settings=settings)
     return CaseResult(suite, decision, record, parity)
 
 
-__all__ = ["common_settings", "conclude", "generation_stage", "numeric_stage", "run_job"]
+__all__ = ["common_settings", "compose_case", "conclude", "generation_stage", "numeric_stage", "run_job"]

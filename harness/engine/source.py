@@ -74,6 +74,11 @@ class JobSource(abc.ABC):
         """Each artifact as the record's ``artifacts`` names it."""
         return dict(self.graphs.records)
 
+    def complete(self, ws: Workspace, model: LoadedModel, family: Family, req: CheckRequest) -> list[ArtifactFile]:
+        """The artifacts as judged, once the reference is loaded (a source whose description of them is
+        partial fills it in here); by default as opened."""
+        return self.artifacts
+
     def session(self, artifact: ArtifactFile) -> GraphRunner:
         """The runner of one artifact under its own I/O names."""
         return self.graphs.session(artifact.path)

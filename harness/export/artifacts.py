@@ -1,4 +1,4 @@
-"""The artifact chain for one graph: FP32 export, then FP16 / INT8 derived from it.
+"""The artifact chain for one graph: FP32 export, then FP16 / INT8 / INT4 derived from it.
 
 Each step is a cache entry keyed by its inputs; FP16/INT8 keys include the FP32 key, so a
 new export invalidates everything derived from it and nothing else.
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core import Precision
 from harness.export.cache import ArtifactCache, CacheEntry
 from harness.export.fp16 import convert_fp16, fp16_settings
+from harness.export.int4 import int4_settings, quantize_int4
 from harness.export.int8 import int8_settings, int8_static_settings, quantize_int8, quantize_int8_static
 from harness.export.onnx_export import export_graph
 
@@ -94,6 +95,10 @@ def onnx_artifact(model: "LoadedModel", family: "Family", graph: "GraphSpec", pr
         return cache.get_or_build(f"{label}-fp16", {"kind": "fp16", "source": fp32.key, "settings": s, **ext},
                                   lambda tmp: convert_fp16(src, tmp, settings.fp16_op_block_list, mode,
                                                            settings.fp16_node_block_list))
+    if precision is Precision.INT4:
+        s4 = int4_settings()
+        return cache.get_or_build(f"{label}-int4", {"kind": "int4", "source": fp32.key, "settings": s4, **ext},
+                                  lambda tmp: quantize_int4(src, tmp, s4, mode))
     q: dict[str, Any] = {"per_channel": settings.int8_per_channel, "reduce_range": settings.int8_reduce_range}
     if settings.int8_nodes_to_exclude:  # only when set: the keys of every artifact built before stay the same
         q["nodes_to_exclude"] = sorted(set(settings.int8_nodes_to_exclude))

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers.cache_utils import DynamicCache
 
 from harness.families.base import (
     CheckedGraph,
@@ -63,6 +62,9 @@ class _StepModule(GraphModule):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                 *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        # imported here: importing a family must not load transformers (a replayed run needs none)
+        from transformers.cache_utils import DynamicCache
+
         cache = DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(self.layers)])
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          cache=cache, use_cache=True)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from harness.families.base import CheckedGraph, CheckMode, Family, GraphModule, GraphSpec, cache_kv, to_torch, tokenize
 from harness.families.registry import register_family
@@ -58,6 +57,9 @@ class _DecoderModule(GraphModule):
 
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         x = dict(zip(self.graph.input_names, args))
+        # imported here: importing a family must not load transformers (a replayed run needs none)
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
         d_model = self.model.config.d_model
         if self.with_past:
             pairs = [

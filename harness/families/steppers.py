@@ -84,6 +84,13 @@ class Seq2SeqStepper:
         self.past.update(as_past(out))  # self-attention grows; cross-attention stays from step one
         return out["logits"][:, -1]
 
+    def kept_positions(self, name: str, length: int) -> np.ndarray:
+        """[rows, length]: the cross-attention cache is read where the source mask keeps positions;
+        the self-attention cache (the target so far) everywhere."""
+        if ".encoder." in name and length == self.mask.shape[1]:
+            return self.mask.astype(bool)
+        return np.ones((self.mask.shape[0], length), bool)
+
     def reorder(self, rows: np.ndarray) -> None:
         self.states, self.mask = self.states[rows], self.mask[rows]
         if self.past is not None:
@@ -113,6 +120,13 @@ class CausalLMStepper:
         if self.use_cache:
             self.past = as_past(out)
         return out["logits"][:, -1]
+
+    def kept_positions(self, name: str, length: int) -> np.ndarray:
+        """[rows, length]: the cache positions a query reads (the prompt's pads are never read)."""
+        rows, prompt = self.prompt_mask.shape
+        if length < prompt:
+            return np.ones((rows, length), bool)
+        return np.concatenate([self.prompt_mask.astype(bool), np.ones((rows, length - prompt), bool)], axis=1)
 
     def reorder(self, rows: np.ndarray) -> None:
         self.prompt_mask = self.prompt_mask[rows]

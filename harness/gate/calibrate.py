@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.core import UsageError
+from harness.core import Precision, UsageError
 from harness.metrics.margins import MarginTable, fmt_value
 from harness.metrics.registry import METRICS, MetricSpec
 from harness.results.record import MetricKey, RecordLike, readable_records
@@ -155,8 +155,8 @@ class Calibration:
 
 
 def _precision_rank(precision: str) -> int:
-    order = ("fp32", "fp16", "int8")
-    return order.index(precision) if precision in order else len(order)
+    known = {p.value: p.accuracy_rank for p in Precision}
+    return known.get(precision, len(known))
 
 
 def _key(name: str) -> str:

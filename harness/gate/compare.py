@@ -480,6 +480,8 @@ def _beyond_noise(verdict: Verdict, reason: str, lo: float, hi: float, noisy: st
     if verdict is Verdict.REGRESSION and lo >= 1.0 + NOISY_MARGIN * pol.min_effect:
         return verdict, f"{reason}; {noisy.removeprefix('too ')}: interval widened to {fmt_ci(lo, hi)}, still " \
                         f"beyond {NOISY_MARGIN:g}x the threshold"
+    if reason.startswith("machine drift"):  # both stood in the way: say both
+        return Verdict.INCONCLUSIVE, f"{noisy}; {reason}"
     return Verdict.INCONCLUSIVE, noisy
 
 

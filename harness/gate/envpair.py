@@ -123,6 +123,8 @@ def interleave_envs(command_a: Sequence[str], command_b: Sequence[str], model_a:
     ready info per side is the first process pair's."""
     if pairs < 1 or block < 1 or processes < 1:
         raise ValueError("pairs, block and processes must be >= 1")
+    for model in dict.fromkeys((model_a, model_b)):
+        runtime.admit(model)
     rng = np.random.default_rng(seed)
     generations = min(processes, pairs)
     sizes = [pairs // generations + (1 if g < pairs % generations else 0) for g in range(generations)]

@@ -69,10 +69,19 @@ class FileRuntime:
 
         return RuntimeSettings(intra_op_threads=self.threads)
 
-    def open(self, path: Path) -> "GraphRunner":
-        """A runner of ``path`` in this process; a file the runtime cannot open is one line."""
+    def admit(self, path: Path) -> None:
+        """The checks every user file gets before a runtime opens it, here or in a timing child
+        (``harness.runners.intake``: external data inside its folder, no unnamed custom ops)."""
+        from harness.runners.intake import inspect_onnx, library_of
+
         if not path.is_file():
             raise UsageError(f"{path}: no such ONNX file")
+        inspect_onnx(path, library_of(self.runtime()))
+
+    def open(self, path: Path) -> "GraphRunner":
+        """A runner of ``path`` in this process (:meth:`admit` first); a file the runtime cannot
+        open is one line."""
+        self.admit(path)
         unavailable = self.backend.unavailable_reason(self.variant())
         if unavailable:
             raise UsageError(f"{self.provider.short}: {unavailable}")

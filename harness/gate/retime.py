@@ -265,8 +265,8 @@ def pair(comparison: Comparison, baseline: Baseline, candidate_records: Iterable
             raise EnvironmentMismatch(diffs)
         rows = [replace(r, advisory=True, reason=f"{r.reason}; advisory: recorded in another environment")
                 if r.kind in ("memory", "cold") else r for r in rows]
-        reason += "; environment differs from the baseline: latency re-timed here, recorded memory and " \
-                  "cold-start rows advisory"
+        reason += "; environment differs from the baseline: latency re-timed here on both sides, recorded " \
+                  "memory and cold-start rows advisory"
         versions = [d for d in diffs if d.startswith("versions.")]
         if versions and not pairing.baseline_env:
             reason += (f"; library versions differ ({'; '.join(versions[:3])}): the re-timing ran both artifacts on "

@@ -98,47 +98,145 @@ def _present_problem(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray
     return None
 
 
-def closed_loop(reference: Starter, variant: Starter, batches: Sequence[tuple[np.ndarray, np.ndarray]],
+def _read_positions(ref: np.ndarray, got: np.ndarray, running: np.ndarray,
+                    keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """One present of the running rows, flattened over the positions a query reads (``keep``:
+    [rows, positions]); pad positions hold whatever an exporter wrote there (0 from one
+    transformers version, real numbers from another) and no query reads them."""
+    if keep is None:
+        return ref[running].ravel(), got[running].ravel()
+    rows = keep[running]
+    return (np.swapaxes(ref[running], 1, 2)[rows].ravel(), np.swapaxes(got[running], 1, 2)[rows].ravel())
+
+
+class WorstPresents:
+    """The presents' metrics of the worst step so far: each step's caches are compared when they
+    are returned and then dropped. Keeping every step's flattened caches for one comparison at
+    the end held O(steps^2) floats (a cache grows by a position per step): the peak of a
+    ``harness check`` of a 2+2-layer Marian, 530 MB above its imports."""
+
+    def __init__(self) -> None:
+        self.worst: dict[str, float] = {}
+        self.steps = 0
+
+    def add(self, ref: np.ndarray, got: np.ndarray) -> None:
+        from harness.metrics.numeric import compare_arrays
+
+        values = compare_arrays(ref, got).metrics
+        self.steps += 1
+        for name in PRESENT_METRICS:
+            value = float(values.get(name, math.nan))
+            old = self.worst.get(name)
+            if old is None or math.isnan(value) or metric(name).direction.worse(value, old):
+                self.worst[name] = value
+
+
+@dataclass
+class RecordedSide:
+    """The reference side of the closed loop over one batch, as it stepped: its prompt, every
+    step's logits (all rows) and its caches -- the last step's presents and, per step, how many
+    positions (axis -2) each held. The reference's cache is append-only (checked while recording:
+    every step's presents are a prefix of the next step's), so step ``t``'s presents are the last
+    ones cut to that step's lengths: a batch costs one cache, not one per step, and the whole
+    record can be kept in the reference cache (a check of new files against a cached reference
+    then needs no PyTorch module)."""
+
+    prompt: np.ndarray
+    logits: np.ndarray  # [steps, rows, vocab]
+    final: dict[str, np.ndarray]
+    lengths: dict[str, np.ndarray]  # name -> [steps]
+    append_only: bool = True
+
+    def past(self, t: int) -> dict[str, np.ndarray]:
+        return {n: a[..., : int(self.lengths[n][t]), :] for n, a in self.final.items()}
+
+    def as_arrays(self) -> dict[str, np.ndarray]:
+        return {"prompt": self.prompt, "logits": self.logits, "append_only": np.array(self.append_only),
+                **{f"final/{n}": a for n, a in self.final.items()}, **{f"length/{n}": a for n, a in self.lengths.items()}}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> RecordedSide:
+        return cls(arrays["prompt"], arrays["logits"],
+                   {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("final/")},
+                   {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("length/")},
+                   bool(arrays["append_only"]))
+
+
+def _prefix_of(before: Mapping[str, np.ndarray], after: Mapping[str, np.ndarray]) -> bool:
+    """Whether every cache of ``before`` is, bit for bit, the start (axis -2) of ``after``'s."""
+    for name, old in before.items():
+        new = after.get(name)
+        if new is None or new.shape[:-2] != old.shape[:-2] or new.shape[-2] < old.shape[-2] \
+                or not np.array_equal(new[..., : old.shape[-2], :], old):
+            return False
+    return True
+
+
+def record_side(starter: Starter, ids: np.ndarray, mask: np.ndarray, forced: np.ndarray) -> RecordedSide:
+    """``starter`` stepped over one batch with its own cache, teacher-forced on ``forced``."""
+    start = starter.start(ids, mask, 1, True)
+    logits: list[np.ndarray] = []
+    lengths: dict[str, list[int]] = {}
+    previous: dict[str, np.ndarray] = {}
+    append_only = True
+    for t in range(forced.shape[1]):
+        history = np.concatenate([start.prompt, forced[:, :t]], axis=1)
+        logits.append(np.asarray(start.stepper.step(history), dtype=np.float32))
+        past = {n: np.asarray(a, np.float32) for n, a in (getattr(start.stepper, "past", None) or {}).items()}
+        append_only = append_only and all(a.ndim >= 2 for a in past.values()) and _prefix_of(previous, past)
+        for name, array in past.items():
+            lengths.setdefault(name, []).append(array.shape[-2] if array.ndim >= 2 else 0)
+        previous = past
+    vocab = logits[0].shape[-1] if logits else 1
+    return RecordedSide(np.asarray(start.prompt), np.stack(logits) if logits else np.zeros((0, len(ids), vocab), np.float32),
+                        previous, {n: np.asarray(v, np.int64) for n, v in lengths.items()}, append_only)
+
+
+def closed_loop(reference: Sequence[RecordedSide], variant: Starter, batches: Sequence[tuple[np.ndarray, np.ndarray]],
                 tokens: Sequence[Sequence[Sequence[int]]], fill: int
-                ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]], str | None, int]:
-    """Both sides stepped with their own cache over each batch, teacher-forced on ``tokens``
-    (per batch, per row): the valid positions' logits (reference, variant), per step the
-    flattened presents of the running rows (when comparable), why presents are not, and steps."""
+                ) -> tuple[np.ndarray, np.ndarray, WorstPresents, str | None, int]:
+    """The variant stepped with its own cache over each batch, teacher-forced on ``tokens`` (per
+    batch, per row) and fed the reference's prompt, beside the reference's recorded steps: the
+    valid positions' logits (reference, variant), the presents of the running rows compared step
+    by step (when comparable), why presents are not, and steps."""
     ref_rows: list[np.ndarray] = []
     var_rows: list[np.ndarray] = []
-    presents: list[tuple[np.ndarray, np.ndarray]] = []
+    presents = WorstPresents()
     problem: str | None = None
     steps = 0
-    for (ids, mask), batch_tokens in zip(batches, tokens):
+    for recorded, (ids, mask), batch_tokens in zip(reference, batches, tokens):
         length = max((len(t) for t in batch_tokens), default=0)
         forced = _forced(batch_tokens, length, fill)
-        ref_start = reference.start(ids, mask, 1, True)
         var_start = variant.start(ids, mask, 1, True)
+        if not recorded.append_only:
+            problem = problem or "the reference's cache is not append-only (its steps cannot be compared)"
         for t in range(length):
-            history = np.concatenate([ref_start.prompt, forced[:, :t]], axis=1)
-            r = np.asarray(ref_start.stepper.step(history), dtype=np.float32)
+            history = np.concatenate([recorded.prompt, forced[:, :t]], axis=1)
             v = np.asarray(var_start.stepper.step(history), dtype=np.float32)
             running = np.array([t < len(row) for row in batch_tokens])
-            ref_rows.append(r[running])
+            ref_rows.append(recorded.logits[t][running])
             var_rows.append(v[running])
             steps += 1
-            ref_past = getattr(ref_start.stepper, "past", None) or {}
+            if not recorded.append_only:
+                continue
+            ref_past = recorded.past(t)
             var_past = getattr(var_start.stepper, "past", None) or {}
             why = _present_problem(ref_past, var_past)
             if why is not None:
                 problem = problem or why
                 continue
-            names = sorted(ref_past)
-            presents.append((np.concatenate([np.asarray(ref_past[n], np.float32)[running].ravel() for n in names]),
-                             np.concatenate([np.asarray(var_past[n], np.float32)[running].ravel() for n in names])))
+            kept = getattr(var_start.stepper, "kept_positions", None)  # the same mask feeds both sides
+            for name in sorted(ref_past):  # per layer and role, where a query reads the cache
+                ref_kv, var_kv = np.asarray(ref_past[name], np.float32), np.asarray(var_past[name], np.float32)
+                keep = kept(name, ref_kv.shape[2]) if kept is not None and ref_kv.ndim == 4 else None
+                presents.add(*_read_positions(ref_kv, var_kv, running, keep))
     ref_all = np.concatenate(ref_rows) if ref_rows else np.zeros((0, 1), np.float32)
     var_all = np.concatenate(var_rows) if var_rows else np.zeros((0, 1), np.float32)
     return ref_all, var_all, presents, problem, steps
 
 
-def measure_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray,
-                        presents: Sequence[tuple[np.ndarray, np.ndarray]], problem: str | None,
-                        steps: int) -> CachedDecoding:
+def measure_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents: WorstPresents,
+                        problem: str | None, steps: int) -> CachedDecoding:
     """The metrics of a closed loop, without gates: what the output cache keeps (a warm rerun of
     a deterministic variant replays it; the gates are always attached fresh by :func:`gated`)."""
     from harness.metrics.numeric import compare_arrays
@@ -148,19 +246,11 @@ def measure_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray,
     for name in LOGIT_METRICS:
         metrics[f"{NAME}.logits.{name}"] = float(compared.get(name, math.nan))
     presents_state = "gated"
-    if problem is not None or not presents:
+    if problem is not None or not presents.steps:
         presents_state = f"measured, not gated: {problem or 'no present tensor returned'}"
     else:
-        worst: dict[str, float] = {}
-        for ref, got in presents:
-            values = compare_arrays(ref, got).metrics
-            for name in PRESENT_METRICS:
-                value = float(values.get(name, math.nan))
-                old = worst.get(name)
-                if old is None or math.isnan(value) or metric(name).direction.worse(value, old):
-                    worst[name] = value
         for name in PRESENT_METRICS:
-            metrics[f"{NAME}.presents.{name}"] = worst.get(name, math.nan)
+            metrics[f"{NAME}.presents.{name}"] = presents.worst.get(name, math.nan)
     return CachedDecoding(metrics, [], steps, int(len(ref_logits)), presents_state)
 
 
@@ -176,7 +266,7 @@ def gated(measured: CachedDecoding, checks_for: Callable[[bool], Sequence[Check]
                           list(measured.notes), measured.replayed)
 
 
-def judge_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents: Sequence[tuple[np.ndarray, np.ndarray]],
+def judge_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents: WorstPresents,
                       problem: str | None, steps: int, checks_for: Callable[[bool], Sequence[Check]]
                       ) -> CachedDecoding:
     """The metrics and gates of a closed loop (``checks_for(is_logits)``: the numeric gates)."""
@@ -206,14 +296,16 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     def checks_for(is_logits: bool) -> Sequence[Check]:
         return tolerance_for(variant.precision, is_logits=is_logits, overrides=model.spec.tolerances).checks
 
-    def measure() -> CachedDecoding:
-        return _measure(ws, model, family, sides, reference_tokens, texts, settings, batch_size)
-
     keys = []
     for side, fam in sides:
         backend = ws.backend(side, model)
         wanted = fam.generation_graphs(True)
         keys.append({g.name: backend.outputs_key(GraphRef(model, fam, g, side)) for g in fam.graphs(model) if g.name in wanted})
+    reference_key = None if any(k is None for k in keys[0].values()) else keys[0]
+
+    def measure() -> CachedDecoding:
+        return _measure(ws, model, family, sides, reference_tokens, texts, settings, batch_size, reference_key)
+
     if any(k is None for side_keys in keys for k in side_keys.values()):
         return gated(measure(), checks_for)
     from harness.core.cachedir import source_digest
@@ -246,23 +338,42 @@ def _as_json(measured: CachedDecoding) -> dict[str, Any]:
 
 def _measure(ws: Workspace, model: LoadedModel, family: Family, sides: Sequence[tuple[Variant, Family]],
              reference_tokens: Sequence[Sequence[int]], texts: Sequence[str], settings: GenerationSettings,
-             batch_size: int) -> CachedDecoding:
-    """Step both sides (PyTorch FP32 first) over the batches and measure the loop."""
+             batch_size: int, reference_key: Mapping[str, Any] | None) -> CachedDecoding:
+    """The reference's steps (recorded, from the reference cache when ``reference_key`` says its
+    outputs are deterministic), then the variant stepped beside them, and the loop measured."""
     from contextlib import ExitStack
 
     from harness.generation.decode import load_runners, torch_threads
     from harness.judge.decoding import decode_threads
 
-    starters = []
+    batches, tokens = [], []
+    for lo in range(0, len(texts), batch_size):
+        batches.append(family.generation_prompts(model, texts[lo: lo + batch_size], settings.max_new_tokens))
+        tokens.append(reference_tokens[lo: lo + batch_size])
     with ExitStack() as stack:
         stack.enter_context(torch_threads(decode_threads(ws)))
-        for side, fam in sides:
+
+        def starter(side: Variant, fam: Family) -> Starter:
             runners, _ = load_runners(ws.backend(side, model), model, fam, side, True, stack)
-            starters.append(fam.starter(model, runners, settings.decoder_start_token_id))
-        batches, tokens = [], []
-        for lo in range(0, len(texts), batch_size):
-            batches.append(family.generation_prompts(model, texts[lo: lo + batch_size], settings.max_new_tokens))
-            tokens.append(reference_tokens[lo: lo + batch_size])
-        ref, got, presents, problem, steps = closed_loop(starters[0], starters[1], batches, tokens,
-                                                         settings.fill_token_id)
+            return fam.starter(model, runners, settings.decoder_start_token_id)
+
+        def record() -> list[dict[str, np.ndarray]]:
+            ref = starter(*sides[0])
+            return [record_side(ref, ids, mask, _forced(t, max((len(r) for r in t), default=0), settings.fill_token_id))
+                    .as_arrays() for (ids, mask), t in zip(batches, tokens)]
+
+        if reference_key is None:
+            recorded = record()
+        else:
+            from harness.core.cachedir import source_digest
+            from harness.judge.decoding import decode_parts
+            from harness.judge.refcache import texts_digest
+
+            parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),
+                     "reference_family": source_digest(type(sides[0][1])), "reference": dict(reference_key),
+                     "reference_tokens": texts_digest([" ".join(map(str, row)) for row in reference_tokens]),
+                     "code": source_digest(record_side)}
+            recorded = ws.references.arrays(f"{model.name}-{NAME}-reference", parts, record)
+        ref, got, presents, problem, steps = closed_loop([RecordedSide.from_arrays(r) for r in recorded],
+                                                         starter(*sides[1]), batches, tokens, settings.fill_token_id)
     return measure_closed_loop(ref, got, presents, problem, steps)

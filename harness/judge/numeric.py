@@ -216,7 +216,7 @@ def run_graph_parity(runner: "GraphRunner", graph: "GraphSpec", batches: Sequenc
         results += [_derived_result(graph, d, refs, gots, precision, overrides) for d, refs, gots in derived.values()]
     if probes:  # shape coverage: every probe must run (its numbers are judged with the corpus's above)
         coverage = OutputResult(graph.name, "shapes", {"shape_failures": float(len(broken))}, None, (),
-                                Tolerance((_lint_gate("shape_failures"),)), len(probes))
+                                Tolerance((lint_gate("shape_failures"),)), len(probes))
         coverage.where = "; ".join(broken) or "n/a"
         results.append(coverage)
     return results
@@ -246,18 +246,42 @@ def _derived_result(graph: "GraphSpec", derived: "DerivedOutput", refs: Sequence
     return result
 
 
-def _lint_gate(name: str) -> Check:
-    """An artifact lint count's gate, as declared (the same threshold at every precision: 0)."""
+def lint_gate(name: str, precision: Precision = Precision.FP32,
+               overrides: Mapping[str, Mapping[str, float]] | None = None) -> Check:
+    """An artifact lint count's gate: as declared (the same threshold at every precision: 0),
+    or the user's threshold for it at ``precision`` (``--tolerance tied_axes=1``)."""
+    given = (overrides or {}).get(precision.value, {}).get(name)
+    if given is not None:
+        return METRICS[name].check(float(given))
     check = METRICS[name].default_check(Precision.FP32)
     assert check is not None, f"{name} declares a default threshold"
     return check
 
 
+def _absent_lengths(graph: "GraphSpec", input_map: Mapping[str, str] | None) -> set[str]:
+    """Axis names only the inputs a file does not take carry (a cacheless file's past length):
+    those lengths are zero for it, so ``past_sequence + sequence`` is ``sequence``."""
+    if input_map is None:
+        return set()
+    taken = {str(a) for n in graph.input_names if n in input_map for a in graph.dynamic_axes.get(n, {}).values()}
+    missing = {str(a) for n in graph.input_names if n not in input_map for a in graph.dynamic_axes.get(n, {}).values()}
+    return missing - taken
+
+
+def _without(axis: str, absent: set[str]) -> str:
+    parts = [p.strip() for p in axis.split("+")]
+    kept = [p for p in parts if p not in absent]
+    return " + ".join(kept) if kept else axis
+
+
 def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
-                input_map: Mapping[str, str] | None = None) -> OutputResult:
+                input_map: Mapping[str, str] | None = None, precision: Precision = Precision.FP32,
+                overrides: Mapping[str, Mapping[str, float]] | None = None) -> OutputResult:
     """The artifact's static checks as a gated pseudo-output (``<graph>/artifact``): training-mode
     ops, and -- given the reference ``graph`` -- dynamic axes the file ties although the graph
-    declares them as different lengths (``input_map``: reference input -> the file's name)."""
+    declares them as different lengths (``input_map``: reference input -> the file's name; a
+    length only untaken inputs carry is zero, so a cacheless decoder's one ``seq_len`` for ids and
+    mask is right). ``overrides``: the user's thresholds, by precision."""
     import onnx
 
     from harness.export.lint import tied_axes, training_mode_nodes
@@ -266,12 +290,14 @@ def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
     nodes = training_mode_nodes(proto)
     where = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "") if nodes else ""
     metrics = {"training_mode_ops": float(len(nodes))}
-    checks = [_lint_gate("training_mode_ops")]
+    checks = [lint_gate("training_mode_ops", precision, overrides)]
     if graph is not None:
-        declared = {n: dict(graph.dynamic_axes.get(n, {})) for n in graph.input_names}
+        absent = _absent_lengths(graph, input_map)
+        declared = {n: {i: _without(str(a), absent) for i, a in graph.dynamic_axes.get(n, {}).items()}
+                    for n in graph.input_names}
         tied = tied_axes(proto, declared, dict(input_map or {}))
         metrics["tied_axes"] = float(len(tied))
-        checks.append(_lint_gate("tied_axes"))
+        checks.append(lint_gate("tied_axes", precision, overrides))
         if tied:
             where = "; ".join(filter(None, [where, "one dynamic axis for different lengths: " + "; ".join(tied)]))
     result = OutputResult(graph_name, "artifact", metrics, None, (), Tolerance(tuple(checks)), 1)

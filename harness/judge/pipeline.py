@@ -228,7 +228,8 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
         if runner.replayed:
             result.replayed.append(graph.name)
         if runner.path:  # a runner of a file graph: lint the file
-            result.outputs.append(lint_result(graph.name, runner.path, graph))
+            result.outputs.append(lint_result(graph.name, runner.path, graph, None, variant.precision,
+                                              model.spec.tolerances))
         start = time.perf_counter()
         try:
             judged = run_graph_parity(runner, graph, batches, variant.precision, model.spec.tolerances,

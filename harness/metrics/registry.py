@@ -51,6 +51,17 @@ MiB = float(2 ** 20)
 SPAN_FP16, SPAN_INT8 = 0.95, 0.90
 
 
+#: INT4 weight-only (MatMulNBits, block 32, symmetric) numeric floors, measured on the trained numbers-llama
+#: (``harness run --models numbers-llama --precisions int8 int4 --providers ort_cpu``, 32 prompts of
+#: numbers_en_zh, logits at every position): INT4 logits norm_max_abs 0.212, cosine 0.991, top-1 0.914,
+#: KL 0.077 (INT8 on the same model: 0.085, 0.9993, 0.962, 0.0085), while INT4 still decoded all 332
+#: held-out answers exactly as PyTorch did (cached decoding: logits cosine 0.9978, presents 0.995). INT8's
+#: gates would fail that correct file; these leave ~1.6-2x headroom over it (docs/tolerances.md). Top-1 also
+#: covers the random-weight zoo, whose near-tied logits flip more argmaxes at INT4 (llama-tiny 0.831,
+#: marian-tiny 0.833, at KL 2e-4 and cosine >= 0.994; bert-tiny 1.0).
+INT4_NORM_MAX_ABS, INT4_COSINE, INT4_TOP1, INT4_KL = 0.35, 0.98, 0.75, 0.15
+
+
 def _numeric(name: str, direction: Direction, outputs: Outputs, description: str, unit: str = "",
              thresholds: Thresholds | None = None, bounds: tuple[float, float] | None = None) -> MetricSpec:
     return MetricSpec(name, direction, Scope.NUMERIC, description, unit, thresholds, outputs=outputs, bounds=bounds)
@@ -103,17 +114,18 @@ METRICS = MetricRegistry([
              "elements of the reference that are ~0 do not turn a tiny absolute error into a huge relative one."),
     _numeric("norm_max_abs", LOWER, Outputs.FLOAT, "max_abs / max|ref|: scale-free, so one threshold fits "
              "random-weight models whose logits are tiny (std ~0.16, PITFALLS #7) and trained models whose "
-             "logits are large.", thresholds=Thresholds(fp32=1e-4, fp16=1e-2, int8=0.15)),
+             "logits are large.", thresholds=Thresholds(fp32=1e-4, fp16=1e-2, int8=0.15, int4=INT4_NORM_MAX_ABS)),
     _numeric("rel_l2", LOWER, Outputs.FLOAT, "||got - ref||_2 / ||ref||_2 over valid elements."),
     _numeric("cosine", HIGHER, Outputs.FLOAT, "Cosine similarity of the flattened valid elements; 1.0 when both "
-             "are all zero, 0.0 when exactly one is.", thresholds=Thresholds(fp32=0.99999, fp16=0.9999, int8=0.99),
+             "are all zero, 0.0 when exactly one is.", thresholds=Thresholds(fp32=0.99999, fp16=0.9999, int8=0.99,
+                                                                    int4=INT4_COSINE),
              bounds=SIMILARITY),
     _numeric("top1_agreement", HIGHER, Outputs.LOGITS, "Fraction of valid positions whose argmax over the last "
-             "axis matches.", "fraction", Thresholds(fp32=1.0, fp16=0.98, int8=0.90)),
+             "axis matches.", "fraction", Thresholds(fp32=1.0, fp16=0.98, int8=0.90, int4=INT4_TOP1)),
     _numeric("topk_agreement", HIGHER, Outputs.LOGITS, "Mean over valid positions of |topk(ref) & topk(got)| / k, "
              "k = min(5, last dim).", "fraction"),
     _numeric("kl", LOWER, Outputs.LOGITS, "Mean over valid positions of KL(softmax(ref) || softmax(got)) over the "
-             "last axis.", "nats", Thresholds(fp32=1e-6, fp16=1e-3, int8=0.02)),
+             "last axis.", "nats", Thresholds(fp32=1e-6, fp16=1e-3, int8=0.02, int4=INT4_KL)),
     _numeric("kl_max", LOWER, Outputs.LOGITS, "The largest per-position KL divergence.", "nats"),
     _numeric("mismatch_rate", LOWER, Outputs.EXACT, "Fraction of valid elements that differ at all (no tolerance "
              "for token ids and masks).", "fraction"),
@@ -129,6 +141,10 @@ METRICS = MetricRegistry([
     MetricSpec("shape_failures", LOWER, Scope.ARTIFACT_LINT, "Shape probes inside the declared dynamic ranges "
                "(decoder target length != source length, other past lengths) the artifact could not run; the "
                "probes that ran are judged with the corpus batches. Must be 0.", "probes", Thresholds.uniform(0.0)),
+    MetricSpec("sentences_cut", LOWER, Scope.ARTIFACT_LINT, "Corpus sentences longer than the sequence length a "
+               "static-shape artifact bakes in (cut to fit it): the file cannot take them. Must be 0 unless the "
+               "artifact's protocol declares the static shape intended (then reported only).", "sentences",
+               Thresholds.uniform(0.0)),
     # --- end issue 10 ---
     # -- sentence embeddings (harness/zoo/minilm.py: embedding_metrics, models with a pooling recipe) -----------
     MetricSpec("embedding_cosine", HIGHER, Scope.EMBEDDING, "Mean over sentences of the cosine between the "
@@ -228,6 +244,11 @@ METRICS = MetricRegistry([
             divisor=MiB, description="Bytes on disk of what the variant ships (ONNX files with external data, or "
                                      "the PyTorch weight files)",
             gate="size", min_effect=0.01),
+    _budget("served_ms_per_request", "served cost per request at the sustainable rate", "ms", "check_perf",
+            ("serving_rate", "ms_per_request"),
+            description="1000 / the highest offered request rate whose p99 met `--p99-budget` (`harness check "
+                        "--endpoint --perf --request-rate`, harness/serving/rate.py): lower is more requests/s "
+                        "sustained", gate="load", min_effect=0.10),
     _generation_step("ttft", "time to first token"),
     _generation_step("tpot", "time per output token"),
 ])
@@ -266,6 +287,7 @@ _MARGINS: dict[str, Margin] = {
     # shape coverage (counts that must stay 0): any growth is a regression
     "tied_axes": Margin(0.0, Thresholds.uniform(0.0)),
     "shape_failures": Margin(0.0, Thresholds.uniform(0.0)),
+    "sentences_cut": Margin(0.0, Thresholds.uniform(0.0)),
     # sentence embeddings (measured floors)
     "embedding_cosine": Margin(0.25, Thresholds(1e-13, 5e-11, 2e-8), ideal=_UNIT),
     "embedding_cosine_min": Margin(0.25, Thresholds(5e-13, 1e-9, 5e-8), ideal=_UNIT),

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core import Check, Precision, UsageError, did_you_mean
+from harness.core import Check, Precision, UsageError, did_you_mean, valid_names
 from harness.core.direction import Direction
 from harness.core.registry import Registry, RegistryError
 
@@ -63,14 +63,19 @@ class Thresholds:
     fp32: float | None = None
     fp16: float | None = None
     int8: float | None = None
+    #: None: INT8's (``Precision.default_source``); set where INT4 was measured to need its own
+    int4: float | None = None
 
     @classmethod
     def uniform(cls, value: float) -> Thresholds:
         """The same threshold at every precision (a lint: a count that must be zero)."""
-        return cls(value, value, value)
+        return cls(value, value, value, value)
 
     def get(self, precision: Precision | str) -> float | None:
-        value: float | None = getattr(self, Precision(precision).tolerance_key)
+        p = Precision(precision)
+        value: float | None = getattr(self, p.tolerance_key)
+        if value is None and p.default_source is not None:
+            return self.get(p.default_source)
         return value
 
     def items(self) -> Iterator[tuple[Precision, float]]:
@@ -122,8 +127,9 @@ def percentile(name: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-#: what the perf gate compares: sampled latency, or a single number (memory, size, cold start)
-GATE_KINDS = ("latency", "memory", "size", "cold")
+#: what the perf gate compares: sampled latency, or a single number (memory, size, cold start, the
+#: cost per request at a served model's sustainable load)
+GATE_KINDS = ("latency", "memory", "size", "cold", "load")
 
 
 @dataclass(frozen=True)
@@ -428,7 +434,7 @@ class MetricRegistry:
         spec = self._specs.get(name)
         if spec is None or (scopes and spec.scope not in scopes):
             valid = self.names(*scopes)
-            raise UsageError(f"unknown {what} {name!r}{did_you_mean(name, valid)}; valid: {', '.join(sorted(valid))}")
+            raise UsageError(f"unknown {what} {name!r}{did_you_mean(name, valid)}; {valid_names(name, sorted(valid))}")
         return spec
 
     def of(self, *scopes: Scope) -> tuple[MetricSpec, ...]:

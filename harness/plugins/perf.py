@@ -1,7 +1,7 @@
 """Performance options and the baseline gate, as a pytest plugin.
 
 The performance suites are opt-in (``--harness-perf``): without it a suite module skips
-itself as a whole at collection (``if not perf_requested(): pytest.skip(SKIP_REASON,
+itself as a whole at collection (``if not perf_requested(): pytest.skip(skip_reason(),
 allow_module_level=True)``), with one line of reason and no records, so a default run is
 neither slower nor cluttered. The baseline options imply
 ``--harness-perf`` (a baseline of a run without perf records would be empty).
@@ -25,7 +25,12 @@ import pytest
 from harness.core import UsageError
 from harness.core.rundirs import BASELINE_STORE
 
-SKIP_REASON = "performance suite not requested (use --harness-perf)"
+
+def skip_reason() -> str:
+    """Why a performance suite skipped, with the flag as this session's user types it."""
+    from harness.settings.spelling import user_flag
+
+    return f"performance suite not requested (use {user_flag('perf')})"
 
 PERF = pytest.StashKey[Any]()  # PerfSettings | None
 GATE = pytest.StashKey["GateRequest"]()
@@ -187,7 +192,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
         return None
     if not marked:
         return None
-    return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {SKIP_REASON}"), [])
+    return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {skip_reason()}"), [])
 
 
 @pytest.fixture
@@ -195,7 +200,7 @@ def perf_settings(request: pytest.FixtureRequest) -> Any:
     """The run's PerfSettings (skips when performance was not requested)."""
     settings = request.config.stash.get(PERF, None)
     if settings is None:
-        pytest.skip(SKIP_REASON)
+        pytest.skip(skip_reason())
     return settings
 
 

@@ -21,8 +21,8 @@ controller reads (workers get its path in ``workerinput``).
 The ETA (:class:`Estimator`) reads the durations history: each case's duration in the newest
 earlier run directory beside this one (or ``--shard-durations``' source), scaled by how fast
 this run's finished cases went against their history (a loaded machine); a case never timed
-counts the mean of this run's finished cases. Without history it is that mean times the cases
-left. Both are divided by the number of workers.
+counts its cost in the shard planner's model times the seconds per unit of cost this run's
+finished cases of its suite took. Both are divided by the number of workers.
 """
 
 from __future__ import annotations
@@ -69,9 +69,12 @@ def pytest_configure(config: pytest.Config) -> None:
                                           f"harness-phase-file-{id(config)}")
         return
     from harness.plugin import _asked_for
+    from harness.settings.spelling import front_end
 
     mode = _mode(config)
-    if mode == "off" or (mode == "auto" and not _asked_for(config)):
+    # `harness run` is a harness session whatever options it was given (a bare `harness run` too);
+    # a plain pytest session shows progress when it configures the harness
+    if mode == "off" or (mode == "auto" and not (front_end() == "run" or _asked_for(config))):
         return
     folder = Path(tempfile.mkdtemp(prefix="harness-progress-"))
     display: Tally
@@ -151,10 +154,21 @@ class Running:
 
 
 class Estimator:
-    """Seconds left, from the durations history and this run's finished cases."""
+    """Seconds left: each case's duration in the history when it has one (scaled by this run's
+    speed against it), else its cost in the shard planner's model (``harness.shard.cost``: graphs
+    x model size x precision x backend x suite) times the seconds per unit of cost this run's
+    finished cases took -- their suite's rate once the suite has finished cases (its first one
+    pulled towards the run's rate), else the run's. Re-estimated on every call, so it
+    follows the run as cases finish; a case running past its estimate is expected to need a
+    quarter of its elapsed time more (the estimate moves instead of freezing at zero)."""
 
-    def __init__(self, history: Mapping[str, float] | None = None) -> None:
+    #: of a case running past its estimate, the share of its elapsed time still expected
+    OVERRUN = 0.25
+
+    def __init__(self, history: Mapping[str, float] | None = None,
+                 weights: Mapping[str, float] | None = None) -> None:
         self.history = {k: float(v) for k, v in (history or {}).items() if v and v > 0}
+        self.weights = {k: float(v) for k, v in (weights or {}).items() if v and v > 0}
 
     def scale(self, finished: Mapping[str, float]) -> float:
         """This run's speed against its history, over the cases both timed (1.0 when none)."""
@@ -162,10 +176,30 @@ class Estimator:
         before = sum(b for _, b in pairs)
         return sum(a for a, _ in pairs) / before if pairs and before > 0 else 1.0
 
+    def rate(self, suite: str, finished: Mapping[str, float]) -> float | None:
+        """Seconds per unit of cost for a case of ``suite``, from this run's finished cases."""
+        timed = [(suite_of(n), s, self.weights[case_key(n)]) for n, s in finished.items()
+                 if case_key(n) in self.weights]
+        total_w = sum(w for _, _, w in timed)
+        if not timed or total_w <= 0:
+            return None
+        overall = sum(s for _, s, _ in timed) / total_w
+        own = [(s, w) for name, s, w in timed if name == suite]
+        if not own:
+            return overall
+        # one finished case of the suite is pulled towards the run's rate by one case's worth (a
+        # first case pays the suite's imports and builds); from two on, the suite's own rate
+        prior = own[0][1] if len(own) == 1 else 0.0
+        return (sum(s for s, _ in own) + overall * prior) / (sum(w for _, w in own) + prior)
+
     def expected(self, nodeid: str, finished: Mapping[str, float], scale: float) -> float | None:
         key = case_key(nodeid)
         if key in self.history:
             return self.history[key] * scale
+        if key in self.weights:
+            rate = self.rate(suite_of(nodeid), finished)
+            if rate is not None:
+                return self.weights[key] * rate
         if finished:
             return sum(finished.values()) / len(finished)
         if self.history:
@@ -189,8 +223,39 @@ class Estimator:
             guess = self.expected(nodeid, finished, scale)
             if guess is None:
                 return None
-            total += max(guess - elapsed, 0.0)
+            total += max(guess - elapsed, elapsed * self.OVERRUN)
         return total / max(workers, 1)
+
+
+def suite_of(nodeid: str) -> str:
+    """The test function of a case (``test_logits_parity``): what its cost and its rate are kept by."""
+    return case_key(nodeid).split("[", 1)[0]
+
+
+def case_weights(ids: Sequence[str], catalog: Any = None) -> dict[str, float]:
+    """Case id -> its cost in the shard planner's model, for the cases whose id names a variant
+    (``test_x[model-precision-provider]``); {} when the model cannot be read (no ETA from it)."""
+    from harness.core.types import Precision, Variant
+    from harness.report.variants import split_variant
+    from harness.runners import providers
+    from harness.shard.cost import case_cost
+
+    table = providers()
+    sizes: dict[str, int] = {}
+    out: dict[str, float] = {}
+    for nodeid in ids:
+        key = case_key(nodeid)
+        test, _, param = key.partition("[")
+        parts = split_variant(param.rstrip("]"))
+        provider = table.get(parts.provider)
+        if provider is None or not parts.precision:
+            continue
+        try:
+            variant = Variant(parts.model, Precision(parts.precision), provider)
+            out[key] = case_cost(test, variant, catalog, sizes).weight
+        except Exception:  # noqa: BLE001 - the ETA is a convenience: a case it cannot weigh counts the mean
+            continue
+    return out
 
 
 def case_key(nodeid: str) -> str:
@@ -247,10 +312,22 @@ class Tally:
         if not self.total:
             self.total = len(session.items)
             self.ids = [item.nodeid for item in session.items]
+            self._weigh()
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if len(ids) >= self.total:
             self.total, self.ids = len(ids), list(ids)
+            self._weigh()
+
+    def _weigh(self) -> None:
+        """Each case's cost (the shard planner's model), read once the cases are known."""
+        from harness.plugin import run_options
+
+        try:
+            catalog = run_options(self.config).catalog
+        except Exception:  # noqa: BLE001 - options are reported by the run itself; the ETA uses the zoo
+            catalog = None
+        self.estimator.weights = case_weights(self.ids, catalog)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:

@@ -68,7 +68,9 @@ def _headline_cells(raw: Mapping[str, Any]) -> dict[str, Any]:
         found = None
     if found is None:
         return {}
-    gate = f"{found.op} {found.threshold:g}" if found.threshold is not None else None
+    from harness.core.verdict_text import exact_text
+
+    gate = f"{found.op} {exact_text(found.threshold)}" if found.threshold is not None else None
     return {"headline_metric": found.key, "headline_value": found.value, "headline_threshold": gate}
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from harness.core.direction import Direction
+from harness.core.verdict_text import ComparedText, compared_text
 
 Op = Literal["<=", ">="]
 
@@ -48,11 +49,28 @@ class CheckResult:
     def passed(self) -> bool:
         return holds(self.value, self.op, self.threshold)
 
+    @property
+    def unit(self) -> str:
+        """The unit the metric registry declares for this metric ('' for none or output units)."""
+        from harness.metrics.registry import METRICS
+
+        spec = METRICS.get(self.metric)
+        return "" if spec is None or spec.unit == "output units" else spec.unit
+
+    def text(self) -> ComparedText:
+        """The value and threshold as every surface prints them: digits enough that the printed
+        value cannot contradict the verdict (``harness.core.verdict_text``)."""
+        return compared_text(self.value, self.threshold, Direction.from_op(self.op), self.unit)
+
+    def line(self) -> str:
+        """``decoder/logits: max_abs = 0.31 (must be <= 0.01)``: the check without its location."""
+        head = f"{self.subject}: " if self.subject else ""
+        return f"{head}{self.metric} = {self.text().must_be()}"
+
     def message(self) -> str:
         """``decoder/logits: max_abs = 0.31 (must be <= 0.01); worst element at batch=3, ...``"""
-        head = f"{self.subject}: " if self.subject else ""
         tail = f"; worst element at {self.where}" if self.where else ""
-        return f"{head}{self.metric} = {self.value:.6g} (must be {self.op} {self.threshold:g}){tail}"
+        return f"{self.line()}{tail}"
 
 
 def failure_text(subject: str, lines: Sequence[str], what: str = "check(s) failed",

@@ -229,6 +229,9 @@ class RecordCollector:
         why = next((line[2:].strip() for line in reversed(lines) if line.startswith("E ")), None) or \
             (lines[0] if lines else "collection failed")  # the exception's own line, else pytest's first
         nodeid = report.nodeid or "<collection>"
+        if nodeid in self.finished:  # pytest-xdist: every worker reports the same file
+            return
+        self.finished.add(nodeid)
         suite = nodeid.split("::")[0]
         record = compose(case_id=suite, nodeid=nodeid, run_id=self.run_id, identity=CaseIdentity(suite=suite),
                          payload={}, verdict="error", reason=f"could not collect {suite}: {why}", duration_s=0.0,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pandas is imported where a trend is computed: `harness --he
 from harness.core import UsageError, did_you_mean
 from harness.core.rundirs import HISTORY_DB, HISTORY_DB_ENV, history_db
 from harness.results import Record
+from harness.results.reason import reason_line
 from harness.results.rundir import read_results
 
 DEFAULT_DB = HISTORY_DB
@@ -225,7 +226,7 @@ def ingest(run_dir: str | Path, db: str | Path | None = None) -> list[Ingested]:
                     continue
                 conn.execute(schema.cases_table.insert(), [
                     {"run_id": run_id, "id": r.id, "variant": r.variant, "suite": r.suite, "verdict": r.verdict,
-                     "reason": r.first_reason_line, "finished": r.finished or None,
+                     "reason": reason_line(r), "finished": r.finished or None,
                      "duration_s": _finite(r.duration_s)} for r in group])
                 if values:
                     conn.execute(_insert(conn, schema.values_table), values)

@@ -20,7 +20,7 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, TypeVar
 
-from harness.core.errors import UsageError, did_you_mean
+from harness.core.errors import UsageError, did_you_mean, valid_names
 from harness.core.registry import Registry
 from harness.runners.base import Backend, GraphRunner
 
@@ -81,7 +81,7 @@ def parse_provider(name: str, *, option: str = "--providers") -> "Provider":
     key = name.strip().lower()
     table = providers()
     if key not in table:
-        raise UsageError(f"{option}: unknown provider {name!r}{did_you_mean(key, table)}; valid: {', '.join(table)}")
+        raise UsageError(f"{option}: unknown provider {name!r}{did_you_mean(key, table)}; {valid_names(key, table)}")
     return table[key]
 
 

@@ -310,11 +310,21 @@ class Backend(abc.ABC):
         """Files this backend used for the graph: ``{name: {"path":..., "sha256":..., "bytes":...}}``."""
         return {}
 
+    @classmethod
+    def deterministic(cls, variant: "Variant") -> bool:
+        """Whether this runtime gives the same outputs for the same inputs, artifacts, library
+        versions and settings on this machine (CPU kernels: yes; GPU kernels may be picked per
+        run). The one rule both caches read: :meth:`outputs_key` replays outputs only for such a
+        variant, and a whole finished case is replayed only for one (``harness.plugins.replay``).
+        Default: no."""
+        return False
+
     def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """What decides this variant's outputs for ``ref.graph`` besides the feeds and the model --
         artifacts' sha256, runtime version, threads -- when the runtime is deterministic for
-        them on this machine, so a warm rerun may replay them from the output cache
-        (``harness.judge.refcache``). None (the default): always run. Timing never replays."""
+        them on this machine (:meth:`deterministic`), so a warm rerun may replay them from the
+        output cache (``harness.judge.refcache``). None (the default): always run. Timing never
+        replays."""
         return None
 
     def shipped_files(self, refs: Sequence[GraphRef]) -> dict[str, int]:

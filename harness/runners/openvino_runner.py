@@ -213,6 +213,9 @@ class OpenVinoBackend(Backend):
             return f"openvino {version()}: cannot list devices ({type(exc).__name__}: {exc})"
         if device not in devices:
             return f"OpenVINO device {device} not available; devices: {devices}"
+        if variant.precision not in RECIPES:
+            return (f"{variant.precision.value}: no OpenVINO recipe (INT4 weight-only is ONNX Runtime's MatMulNBits "
+                    "contrib op, which OpenVINO's ONNX frontend does not read)")
         if variant.precision is Precision.FP16:
             caps = cpu_capabilities()
             if "FP16" not in caps:

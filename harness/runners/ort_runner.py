@@ -173,7 +173,9 @@ def session_options(runtime: "RuntimeSettings | None" = None, *, profile_prefix:
     runtime = runtime or RuntimeSettings()
     session = runtime.of(OrtSessionSettings)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    # fatal only: every error ORT would log is also raised, and the harness reports it (explained,
+    # under its own header) -- ORT's red log lines used to print above it
+    options.log_severity_level = 4
     options.graph_optimization_level = OPTIMIZATION_LEVELS[session.graph_optimization]()
     if runtime.intra_op_threads:
         options.intra_op_num_threads = runtime.intra_op_threads
@@ -382,13 +384,18 @@ class OrtBackend(Backend):
         # cache_hit: found in the cache, not exported for this case
         return entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
 
+    @classmethod
+    def deterministic(cls, variant: Variant) -> bool:
+        """The CPU EP's kernels are fixed for a file, a version and the session options."""
+        return variant.provider.device == "CPUExecutionProvider"
+
     def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """CPU EP only (GPU providers may pick kernels per run): the artifact bytes, the ORT
         version, the session options (optimisation level, threads, execution mode, memory
         settings, EP options) and this module's code decide the outputs. A profiled run
         (``--profile``) always runs: replayed outputs have no trace."""
         variant = ref.variant
-        if variant.provider.device != "CPUExecutionProvider" or self.ctx.runtime.profile:
+        if not self.deterministic(variant) or self.ctx.runtime.profile:
             return None
         import os
 

@@ -63,7 +63,11 @@ class MappedRunner(GraphRunner):
         self.path = session.path if session is not None else None  # tests stand in None for a session
 
     def file_view(self) -> FileView | None:
-        """The foreign file under its own names: feeds mapped and synthesized, outputs renamed back."""
+        """The foreign file under its own names: feeds mapped and synthesized, outputs renamed back.
+        None when the session adapts feeds to the file's protocol (a 4-D mask, stacked caches, one
+        row per call): the mapped feeds are not what the file takes."""
+        if self.session is not None and self.session.file_view() is None:
+            return None
         return FileView(self.path, self.artifact_feeds, dict(self.output_map)) if self.path else None
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -113,6 +117,21 @@ class CacheSplitRunner(GraphRunner):
         return self.run(feeds)
 
 
+def served(runner: GraphRunner, shas: Mapping[str, Any]) -> Any:
+    """What decides a served runner's outputs besides its feeds: the file (by sha256) and how its
+    I/O is mapped, or the pair of such runners optimum's decoder-only layout is served as."""
+    if isinstance(runner, CacheSplitRunner):
+        return {"prefill": served(runner.prefill, shas), "step": served(runner.step, shas)}
+    if isinstance(runner, MappedRunner):
+        from harness.core.cachedir import source_digest
+
+        return {"file": shas.get(Path(runner.path).name) if runner.path else None, "inputs": runner.input_map,
+                "outputs": runner.output_map,
+                "synth": {name: [getattr(make, "__qualname__", repr(make)), source_digest(make)]
+                          for name, make in sorted(runner.synth.items())}}
+    return {"runner": type(runner).__qualname__, "file": shas.get(Path(runner.path).name) if runner.path else None}
+
+
 def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
               precision: Precision = Precision.FP32, runtime: "RuntimeSettings | None" = None,
               profile_prefix: str | None = None) -> GraphRunner:
@@ -135,8 +154,12 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
     try:
         return backend.open_onnx_file(Path(path), provider, precision, threads, runtime, profile_prefix=profile_prefix)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
+        from harness.runners.failures import known_failure
+
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: {backend.name} cannot load it ({text})") from None
+        known = known_failure(str(exc))
+        cause = f"{known.line()}; " if known else ""
+        raise UsageError(f"{path}: {backend.name} cannot load it: {cause}{text}") from None
 
 
 class PrebuiltGraphs(ArtifactSource):
@@ -162,6 +185,9 @@ class PrebuiltGraphs(ArtifactSource):
             raise
         self.records = dict(records)
         self._runners: dict[str, GraphRunner] = {}
+        #: how every file was opened (part of what decides its outputs)
+        self.opened = {"provider": str(provider), "threads": threads, "precision": precision.value,
+                       "runtime": runtime.as_dict() if runtime is not None else None}
 
     def session(self, path: Path) -> GraphRunner:
         return self.sessions[Path(path)]
@@ -212,3 +238,22 @@ class PrebuiltBackend(Backend):
 
     def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         return dict(self.source.records)
+
+    def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
+        """The files are as deterministic as the runtime that opens them (``Backend.deterministic``:
+        ONNX Runtime's CPU EP), so the decode and the closed loop over them are kept like a built
+        artifact's: keyed by each file's sha256, how the files were opened, the runtime's version
+        line, and how the served runner presents them (I/O maps, synthesized inputs' code). A
+        second check of the same files replays them; the numeric check always runs the files."""
+        from harness.runners import backends
+
+        runtime = backends().get(ref.variant.backend)
+        runner = self.source._runners.get(ref.graph.name)
+        if runtime is None or runner is None or not runtime.deterministic(ref.variant) or self.ctx.runtime.profile:
+            return None
+        from harness.core.cachedir import source_digest
+
+        shas = {Path(name).name: [info.get("sha256"), info.get("external_data")]
+                for name, info in self.source.records.items()}
+        return {"backend": self.name, "runtime": runtime.runtime_summary(), "opened": self.source.opened,
+                "runner": served(runner, shas), "code": source_digest(PrebuiltBackend)}

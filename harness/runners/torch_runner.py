@@ -168,6 +168,9 @@ class TorchBackend(Backend):
         if variant.precision is Precision.INT8_STATIC:
             return ("int8-static is a calibrated QDQ ONNX artifact; PyTorch has no counterpart variant "
                     "here (judge it on an ONNX Runtime provider)")
+        if variant.precision is Precision.INT4:
+            return ("int4 is a weight-only MatMulNBits ONNX artifact; PyTorch has no counterpart variant "
+                    "here (judge it on an ONNX Runtime provider)")
         return None
 
     @classmethod
@@ -178,11 +181,16 @@ class TorchBackend(Backend):
         gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())) if cuda else "none"
         return f"torch {torch.__version__}: CUDA available {cuda} (devices: {gpus})"
 
+    @classmethod
+    def deterministic(cls, variant: Variant) -> bool:
+        """PyTorch's CPU kernels are fixed for a version, a precision recipe and a thread count."""
+        return variant.provider.device == "cpu"
+
     def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """CPU only: precision recipe, torch version, thread count and this module's code decide
         the outputs (weights, family code and feeds are in the workspace's part of the key)."""
         variant = ref.variant
-        if variant.provider.device != "cpu":
+        if not self.deterministic(variant):
             return None
         import torch
 

@@ -113,6 +113,9 @@ def build_plan(precision: Precision, version: str, int8_kind: str | None = None)
             return BuildPlan(Precision.FP16, (), no_tf32, True,
                              "FP16 ONNX artifact, strongly typed (TensorRT 11 has no FP16 builder flag)")
         return BuildPlan(Precision.FP32, ("FP16",), no_tf32, False, "FP32 ONNX + BuilderFlag.FP16 (trtexec --fp16)")
+    if precision is Precision.INT4:
+        raise EngineUnsupported("INT4 weight-only (MatMulNBits, an ONNX Runtime contrib op) has no TensorRT build "
+                                "path here; judge it on an ONNX Runtime provider")
     if int8_kind != "qdq":
         found = {"dynamic": "dynamic quantization (DynamicQuantizeLinear/MatMulInteger)",
                  "none": "no quantization ops", None: "not inspected"}.get(int8_kind, str(int8_kind))

@@ -9,8 +9,15 @@ written is one the config reader accepts (``harness init`` validates the file be
 from __future__ import annotations
 
 import json
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: the same parser from PyPI
+    import tomli as tomllib
 
 from harness.core import DEFAULT_PRECISIONS
 from harness.runners import DEFAULT_PROVIDERS
@@ -116,9 +123,15 @@ def render_config(model: ModelFacts | None, *, precisions: tuple[str, ...] | Non
             "",
         ]
         return "\n".join(out) + "\n"
+    out += model_table(model, precisions)
+    return "\n".join(out) + "\n"
+
+
+def model_table(model: ModelFacts, precisions: tuple[str, ...]) -> list[str]:
+    """The commented ``[models.<name>]`` table of one model (``harness init`` and ``init --add``)."""
     detected = f"detected from config.json architectures {list(model.architectures)}" if model.architectures \
         else "detected from config.json"
-    out += [
+    out = [
         f"[models.{model.name}]",
         f'path = "{model.path}"',
         f'family = "{model.family}"   # {detected}',
@@ -142,4 +155,40 @@ def render_config(model: ModelFacts | None, *, precisions: tuple[str, ...] | Non
             "# p50_ms = 20",
             "# peak_rss_mb = 1500",
             ""]
-    return "\n".join(out) + "\n"
+    return out
+
+
+#: the ``models = [...]`` of the ``[run]`` table (single- or multi-line), up to the next table
+_RUN_MODELS = re.compile(r"^models\s*=\s*\[[^\]]*\][^\n]*$", re.M)
+
+
+def add_model(text: str, model: ModelFacts) -> str:
+    """``text`` (an existing harness.toml) with ``model`` added: its name appended to
+    ``run.models`` and its commented table appended, at the precisions the file gates.
+    Raises ``UsageError`` when the file already names the model."""
+    from harness.core import UsageError
+
+    data = tomllib.loads(text)
+    found_run = data.get("run")
+    run: dict[str, object] = found_run if isinstance(found_run, dict) else {}
+    listed_models = run.get("models")
+    models = [str(m) for m in listed_models] if isinstance(listed_models, list) else []
+    tables = data.get("models")
+    if model.name in models or (isinstance(tables, dict) and model.name in tables):
+        raise UsageError(f"harness init --add: harness.toml already has a model named {model.name!r} "
+                         "(pass --name to add it under another name)")
+    listed = "models = [" + ", ".join(json.dumps(m) for m in [*models, model.name]) + "]"
+    run_at = re.search(r"^\[run\]\s*$", text, re.M)
+    if run_at is None:
+        text = f"[run]\n{listed}\n\n{text}"
+    else:
+        end = re.search(r"^\[", text[run_at.end():], re.M)
+        section_end = run_at.end() + (end.start() if end else len(text) - run_at.end())
+        section = text[run_at.end():section_end]
+        found = _RUN_MODELS.search(section)
+        section = section[:found.start()] + listed + section[found.end():] if found else f"\n{listed}" + section
+        text = text[:run_at.end()] + section + text[section_end:]
+    gated = run.get("precisions")
+    precisions = tuple(str(p) for p in gated) if isinstance(gated, list) and gated else \
+        tuple(p.value for p in DEFAULT_PRECISIONS)
+    return text.rstrip("\n") + "\n\n" + "\n".join(model_table(model, precisions)) + "\n"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 #: run directories (results.jsonl, summary.md, junit.xml, cases/), the CI cache directory, the
-#: blessed baseline the workflow restores (``WorkflowSpec.baseline_store``), and the storage
+#: blessed baseline the workflow restores (``WorkflowSpec.baseline_store``), the blessed environment
+#: ``harness baseline env`` lays out when a pull request changes the runtime's version, and the storage
 #: directory pytest-benchmark (a dependency) creates in the working directory
-ENTRIES = ("reports/", ".harness-cache/", ".harness-baseline/", ".benchmarks/")
+ENTRIES = ("reports/", ".harness-cache/", ".harness-baseline/", ".harness-blessed-env/", ".benchmarks/")
 
 
 def render_ignore() -> str:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from harness import __version__
-
 DEFAULT_PATH = ".github/workflows/model-harness.yml"
 
 
@@ -43,16 +41,17 @@ def _expr_string(text: str) -> str:
 class WorkflowSpec:
     name: str = "model-harness"
     python: str = "3.11"
-    #: pip requirement for the harness when the repository sets no ``HARNESS_SPEC`` variable (pinned to
-    #: the version that wrote the config). model-harness is not on PyPI: set the repository variable
-    #: ``HARNESS_SPEC`` (Settings -> Variables) to what resolves for you — a git URL
-    #: (``model-harness @ git+https://host/org/model-harness@v0.1.0``), a wheel URL, or the package
-    #: name with ``PIP_INDEX_URL`` set to your index
-    requirement: str = f"model-harness=={__version__}"
+    #: pip requirement for the harness when the repository sets no ``HARNESS_SPEC`` variable: what
+    #: is installed where ``harness init`` ran (``harness.scaffold.install``: a git URL at a commit, a
+    #: wheel with its sha256), never a bare name -- model-harness is not on the public index, and a
+    #: name there is whatever anyone uploads under it. Empty: the install step fails until the
+    #: repository variable ``HARNESS_SPEC`` is set
+    requirement: str = ""
+    #: False: ``requirement`` is a path on the machine that ran ``harness init`` (a CI runner needs
+    #: ``HARNESS_SPEC``); the workflow's comment says so
+    requirement_reachable: bool = True
     #: CPU PyTorch first: a bare `torch` from PyPI is a multi-GB CUDA build
     torch_install: str = "python -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
-    #: files whose change invalidates the cache (the config, the model directories)
-    cache_inputs: tuple[str, ...] = ("harness.toml",)
     cron: str = "17 3 * * *"
     default_branch: str = "main"
     pr_command: str = "harness run --out reports/gate"
@@ -95,10 +94,16 @@ _INSTALL_STEPS = """\
       - name: Install the harness
         env:
           # what pip installs the harness from: the repository variable HARNESS_SPEC (a git URL, a wheel
-          # URL, or a name your PIP_INDEX_URL serves), else the pinned name below
-          HARNESS_SPEC: ${{{{ vars.HARNESS_SPEC || {requirement_expr} }}}}
+          # URL, or a name your PIP_INDEX_URL serves), else {requirement_source}
+          HARNESS_SPEC: ${{{{ {spec_expr} }}}}
           PIP_INDEX_URL: ${{{{ vars.PIP_INDEX_URL || 'https://pypi.org/simple' }}}}
         run: |
+          if [ -z "$HARNESS_SPEC" ]; then
+            echo "::error::set the repository variable HARNESS_SPEC (Settings -> Variables) to where pip gets" \
+                 "model-harness: a git URL (model-harness @ git+https://<host>/<org>/model-harness@<commit>)" \
+                 "or a wheel URL; it is not on the public index"
+            exit 1
+          fi
           {torch_install}
           python -m pip install "$HARNESS_SPEC"
 """
@@ -114,11 +119,14 @@ _GATE_SETUP = """\
 {extra_env}    steps:
       - uses: actions/checkout@v4
 """ + _INSTALL_STEPS + """\
+      - name: Cache key (harness.toml and every file of every model it names)
+        id: cache-key
+        run: echo "key=harness-${{{{ runner.os }}}}-$(harness cache key)" >> "$GITHUB_OUTPUT"
       - name: Restore the model and artifact cache
         uses: actions/cache@v4
         with:
           path: ${{{{ env.HARNESS_CACHE }}}}
-          key: harness-${{{{ runner.os }}}}-${{{{ hashFiles({cache_inputs}) }}}}
+          key: ${{{{ steps.cache-key.outputs.key }}}}
           restore-keys: |
             harness-${{{{ runner.os }}}}-
 """
@@ -265,9 +273,13 @@ def render_workflow(spec: WorkflowSpec | None = None) -> str:
          "the blessed artifacts (kept in the baseline) and the pull\n# request's are re-timed interleaved in the "
          "same job, so a slower runner is not a regression.")
     header = _HEADER.format(name=spec.name, branch=spec.default_branch, cron=_q(spec.cron), perf_lines=perf_lines)
-    common = {"python": _q(spec.python), "torch_install": spec.torch_install, "requirement": _q(spec.requirement),
-              "requirement_expr": _expr_string(spec.requirement),
-              "cache_inputs": ", ".join(_expr_string(p) for p in spec.cache_inputs), "branch": spec.default_branch,
+    spec_expr = f"vars.HARNESS_SPEC || {_expr_string(spec.requirement)}" if spec.requirement else "vars.HARNESS_SPEC"
+    source = "nothing: no spec resolved where `harness init` ran, so set HARNESS_SPEC"
+    if spec.requirement:
+        source = "what was installed where `harness init` ran" + (
+            "" if spec.requirement_reachable else " (a path on that machine: set HARNESS_SPEC for CI runners)")
+    common = {"python": _q(spec.python), "torch_install": spec.torch_install, "spec_expr": spec_expr,
+              "requirement_source": source, "branch": spec.default_branch,
               "extra_env": "".join(f"      {key}: {_q(value)}\n" for key, value in spec.extra_env.items())}
     if spec.shards > 1:
         def without_out(command: str) -> str:  # each shard writes its own directory

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.check.judge import JobResult
 from harness.check.request import CheckRequest, resolve
@@ -31,8 +31,14 @@ from harness.results.collector import Case
 from harness.results.outcome import CaseResult, Decision, decide
 from harness.results.sections import Served
 from harness.runners.prebuilt import MappedRunner
-from harness.serving.client import ServedModel
+from harness.serving.discovery import complete_io
 from harness.serving.source import ConcurrentRunner, EndpointGraphs, EndpointRunner, open_endpoint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.check.layout import ArtifactFile
+    from harness.families import Family
+    from harness.judge.workspace import Workspace
+    from harness.zoo.loading import LoadedModel
 
 #: requests in flight at once in the concurrency parity check (capped by the batch size)
 CONCURRENT_REQUESTS = 8
@@ -44,10 +50,6 @@ class EndpointJobs(JobSource):
     kind = "endpoint"
     graphs: EndpointGraphs
 
-    def __init__(self, setup: Any, graphs: EndpointGraphs, served: dict[str, ServedModel]) -> None:
-        super().__init__(setup, graphs)
-        self.served = {role: m.record() for role, m in served.items()}
-
     @classmethod
     def open(cls, req: CheckRequest, run_dir: Path) -> EndpointJobs:
         """Refusals (exit 2) before any model loads: a sweep against a host it may not load,
@@ -57,19 +59,24 @@ class EndpointJobs(JobSource):
             why = req.endpoint.load_allowed()
             if why:
                 raise UsageError(why)
-        graphs, artifacts, served = open_endpoint(req.endpoint, req.precision)
+        graphs, artifacts, _ = open_endpoint(req.endpoint, req.precision)
         try:
-            return cls(resolve(req, artifacts), graphs, served)
+            return cls(resolve(req, artifacts), graphs)
         except BaseException:
             graphs.close()
             raise
+
+    def complete(self, ws: Workspace, model: LoadedModel, family: Family, req: CheckRequest) -> list[ArtifactFile]:
+        """A side the server's metadata does not describe is filled in from the reference
+        (``harness.serving.discovery``)."""
+        return complete_io(ws, model, family, self.graphs, self.artifacts, req.maps)
 
     def settings(self, run: JobRun) -> dict[str, Any]:
         assert run.req.endpoint is not None
         return {"endpoint": run.req.endpoint.describe()}
 
     def annotate(self, case: Case) -> None:
-        Served(self.served).write(case.data)
+        Served(self.graphs.served_records()).write(case.data)
 
     def extra_stages(self, run: JobRun) -> list[CaseResult]:
         return [judge_concurrency(run, self)]
@@ -77,7 +84,7 @@ class EndpointJobs(JobSource):
     def perf_stage(self, run: JobRun) -> CaseResult:
         from harness.serving.sweep import judge_sweep
 
-        return judge_sweep(run, self.graphs, self.served)
+        return judge_sweep(run, self.graphs, self.graphs.served_records())
 
 
 def judge_concurrency(run: JobRun, source: EndpointJobs) -> CaseResult:
@@ -103,7 +110,7 @@ def judge_concurrency(run: JobRun, source: EndpointJobs) -> CaseResult:
     parity = ParityResult(variant.id, results)
     case.metrics.update(parity.metrics())
     case.thresholds.update(parity.thresholds())
-    case.data.update(served=source.served, concurrency=notes, worst=parity.worst())
+    case.data.update(served=source.graphs.served_records(), concurrency=notes, worst=parity.worst())
     if not results and not errors:
         decision = Decision("skip", "no served job to send concurrently")
     else:

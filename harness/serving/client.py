@@ -59,6 +59,14 @@ class ServedModel:
     #: the model's configuration where the server serves one (Triton's /config); else {}
     config: dict[str, Any] = field(default_factory=dict)
     parameters: dict[str, Any] = field(default_factory=dict)
+    #: where the inputs and outputs came from: the server's metadata, or (a server that publishes
+    #: none, as KServe's custom predictors) the reference's inputs and the first response's outputs
+    io_source: dict[str, str] = field(default_factory=lambda: {"inputs": "metadata", "outputs": "metadata"})
+
+    @property
+    def described(self) -> bool:
+        """Whether the server published both sides of the model's I/O."""
+        return bool(self.inputs) and bool(self.outputs)
 
     def record(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version or None, "platform": self.platform,
@@ -67,9 +75,30 @@ class ServedModel:
                            for t in self.inputs],
                 "outputs": [{"name": t.name, "datatype": NUMPY_TO_OIP.get(t.dtype, t.dtype),
                              "shape": list(t.shape or [])} for t in self.outputs],
+                "io_source": dict(self.io_source),
                 "max_batch_size": self.config.get("max_batch_size"),
                 "dynamic_batching": self.config.get("dynamic_batching"),
                 "parameters": self.parameters}
+
+
+@dataclass(frozen=True)
+class TensorEncoding:
+    """How an HTTP request's tensors travel: raw bytes after the JSON header (the binary tensor
+    data extension) or JSON lists; gRPC is always binary. ``why`` says how it was decided."""
+
+    binary: bool
+    why: str
+
+    def record(self, protocol: str) -> dict[str, Any]:
+        kind = "binary" if self.binary or protocol == "grpc" else "json"
+        return {"tensors": kind, "why": "gRPC carries raw tensor bytes" if protocol == "grpc" else self.why}
+
+
+def refuses_binary(status: str, message: str) -> bool:
+    """A 400 whose message is about the binary tensor extension (KServe's: "received byte inputs,
+    but the 'inference-header-content-length' header is missing"): resend the tensors as JSON."""
+    text = message.lower()
+    return status == "400" and any(w in text for w in ("binary", "byte input", "inference-header-content-length"))
 
 
 def first_line(exc: BaseException, limit: int = 240) -> str:
@@ -87,12 +116,13 @@ def _status(exc: BaseException) -> str:
 class OipClient:
     """A connection to one OIP server (``endpoint``), over its transport."""
 
-    def __init__(self, endpoint: Endpoint, concurrency: int = 1, binary: bool = False) -> None:
+    def __init__(self, endpoint: Endpoint, concurrency: int = 1,
+                 encoding: TensorEncoding = TensorEncoding(False, "not yet asked")) -> None:
         self.endpoint = endpoint
         self.concurrency = concurrency
-        #: HTTP tensors as raw bytes (the binary tensor data extension) where the server lists it;
-        #: JSON lists elsewhere (MLServer, KServe). gRPC is always binary.
-        self.binary = binary
+        #: HTTP tensors as raw bytes where the server lists the binary tensor data extension, JSON
+        #: lists elsewhere (MLServer); a server that lists it but refuses it (KServe) falls back to JSON
+        self.encoding = encoding
         try:
             if endpoint.protocol == "grpc":
                 import tritonclient.grpc as grpcclient
@@ -113,7 +143,7 @@ class OipClient:
             raise EndpointRefused(f"{endpoint.url}: cannot open a connection ({first_line(exc)})") from None
 
     def clone(self) -> OipClient:
-        return OipClient(self.endpoint, self.concurrency, self.binary)
+        return OipClient(self.endpoint, self.concurrency, self.encoding)
 
     def close(self) -> None:
         try:
@@ -143,7 +173,9 @@ class OipClient:
         if not self._ask("readiness", self._client.is_server_ready):
             raise EndpointRefused(f"{url}: the server is live but not ready (still loading models?)")
         meta = self._json(self._ask("server metadata", self._client.get_server_metadata))
-        self.binary = "binary_tensor_data" in (meta.get("extensions") or [])
+        listed = "binary_tensor_data" in (meta.get("extensions") or [])
+        self.encoding = TensorEncoding(listed, "the server lists the binary_tensor_data extension" if listed
+                                       else "the server does not list the binary_tensor_data extension")
         return {"name": meta.get("name"), "version": meta.get("version"), "extensions": meta.get("extensions", [])}
 
     def _timeout(self) -> dict[str, Any]:
@@ -200,8 +232,21 @@ class OipClient:
     # -- during work --------------------------------------------------------------------------------------
     def infer(self, model: ServedModel, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One request: ``feeds`` (the served model's own input names) cast to its datatypes;
-        every output back as numpy (floating outputs as FP32). A failure is a ServingError."""
+        every output back as numpy (floating outputs as FP32): the declared ones, or all the
+        response holds where the model declares none. A failure is a ServingError."""
+        try:
+            return self._infer(model, feeds)
+        except ServingError as exc:
+            if not (self.encoding.binary and self.endpoint.protocol == "http" and refuses_binary(exc.status, str(exc))):
+                raise
+            self.encoding = TensorEncoding(False, f"binary tensors refused ({str(exc).split(']: ', 1)[-1][:160]}): "
+                                                  "JSON tensors")
+            return self._infer(model, feeds)
+
+    def _infer(self, model: ServedModel, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         mod = self._mod
+        grpc = self.endpoint.protocol == "grpc"
+        binary = self.encoding.binary
         declared = {t.name: t for t in model.inputs}
         inputs = []
         for name, value in feeds.items():
@@ -212,16 +257,18 @@ class OipClient:
             if datatype is None:
                 raise ServingError(f"{model.name}: input {name!r}: dtype {arr.dtype} has no OIP datatype")
             item = mod.InferInput(name, list(arr.shape), datatype)
-            if self.endpoint.protocol == "grpc":
+            if grpc:
                 item.set_data_from_numpy(arr)
-                outputs = [mod.InferRequestedOutput(t.name) for t in model.outputs]
             else:
-                item.set_data_from_numpy(arr, binary_data=self.binary)
-                outputs = [mod.InferRequestedOutput(t.name, binary_data=self.binary) for t in model.outputs]
+                item.set_data_from_numpy(arr, binary_data=binary)
             inputs.append(item)
+        outputs = [mod.InferRequestedOutput(t.name) if grpc else mod.InferRequestedOutput(t.name, binary_data=binary)
+                   for t in model.outputs] or None  # None: every output the model has
         kwargs: dict[str, Any] = {"model_version": model.version, "outputs": outputs}
-        if self.endpoint.protocol == "grpc":
+        if grpc:
             kwargs["client_timeout"] = self.endpoint.timeout_s
+        elif not binary:  # a JSON body says so: KServe's FastAPI takes an unlabelled body for binary tensors
+            kwargs["headers"] = {"Content-Type": "application/json"}
         try:
             result = self._client.infer(model.name, inputs, **kwargs)
         except Exception as exc:  # noqa: BLE001 - any transport failure is the endpoint's refusal, one line
@@ -229,16 +276,18 @@ class OipClient:
             where = f" [{status}]" if status else ""
             raise ServingError(f"{self.endpoint.url} {model.name}: request failed{where}: {first_line(exc)}",
                                status) from None
+        names = [t.name for t in model.outputs] or response_outputs(result.get_response())
         out: dict[str, np.ndarray] = {}
-        for t in model.outputs:
-            arr = result.as_numpy(t.name)
+        for name in names:
+            typed = _typed_contents(result.get_response(), name) if grpc else None
+            arr = result.as_numpy(name) if typed is None else typed
             if arr is None:
-                raise ServingError(f"{self.endpoint.url} {model.name}: the response has no output {t.name!r}")
+                raise ServingError(f"{self.endpoint.url} {model.name}: the response has no output {name!r}")
             if arr.dtype.kind == "f" and arr.dtype != np.float32:
                 arr = arr.astype(np.float32)
             elif not arr.flags.writeable:  # a view of the response's bytes: callers may write to outputs
                 arr = arr.copy()
-            out[t.name] = arr
+            out[name] = arr
         return out
 
     def statistics(self, model: ServedModel) -> dict[str, Any] | None:
@@ -251,6 +300,33 @@ class OipClient:
         stats = self._json(raw)
         entries = stats.get("model_stats") or []
         return dict(entries[0]) if entries else None
+
+
+#: OIP datatypes -> the gRPC ``InferTensorContents`` field that holds them typed
+_CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
+             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT32": "uint_contents",
+             "UINT64": "uint64_contents", "FP32": "fp32_contents", "FP64": "fp64_contents"}
+
+
+def _typed_contents(response: Any, name: str) -> np.ndarray | None:
+    """An output a gRPC server sent in the typed ``contents`` fields instead of
+    ``raw_output_contents`` (the protocol allows both; KServe predictors whose outputs are
+    not set as binary answer so, and tritonclient reads only the raw form): None otherwise."""
+    if len(response.raw_output_contents):
+        return None
+    for output in response.outputs:
+        field_name = _CONTENTS.get(output.datatype)
+        if output.name == name and field_name:
+            values = getattr(output.contents, field_name)
+            return np.asarray(values, dtype=OIP_DTYPES[output.datatype]).reshape(list(output.shape))
+    return None
+
+
+def response_outputs(response: Any) -> list[str]:
+    """The output names of a response (HTTP: a JSON dict; gRPC: a ModelInferResponse), in order."""
+    if isinstance(response, Mapping):
+        return [str(o.get("name")) for o in response.get("outputs", []) or []]
+    return [str(o.name) for o in getattr(response, "outputs", [])]
 
 
 def _tensor(meta: Mapping[str, Any]) -> TensorInfo:

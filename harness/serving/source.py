@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -92,6 +92,8 @@ def detect_precision(served: ServedModel) -> tuple[str, str]:
     declared = str(served.parameters.get("precision", "") or "").lower()
     if declared in {p.value for p in Precision}:
         return declared, f"declared by the server's model parameters (precision={declared})"
+    if not served.described:
+        return "fp32", "the server publishes no tensor metadata: fp32 assumed (give --precision)"
     floats = {t.dtype for t in served.outputs + served.inputs if t.dtype.startswith(("float", "bfloat"))}
     if floats & {"float16", "bfloat16"}:
         return "fp16", f"served tensors are {'/'.join(sorted(floats))}"
@@ -116,6 +118,24 @@ class EndpointGraphs(PrebuiltGraphs):
             m.name: {"endpoint": endpoint.url, "served_model": m.name, "role": role, "version": m.version or None,
                      "platform": m.platform, "bytes": 0} for role, m in served.items()}
         self._runners = {}
+
+    def runner_for(self, name: str) -> EndpointRunner:
+        runner = self.sessions[Path(name)]
+        assert isinstance(runner, EndpointRunner)
+        return runner
+
+    def served_records(self) -> dict[str, dict[str, Any]]:
+        """``data.served``: each model's metadata, where its I/O came from, and how its tensors travelled."""
+        return {role: {**m.record(), "transport": self.runner_for(m.name).client.encoding.record(self.endpoint.protocol)}
+                for role, m in self.served.items()}
+
+    def describe(self, role: str, served: ServedModel) -> None:
+        """The model's I/O completed where its server published none (``harness.serving.discovery``)."""
+        self.served[role] = served
+        runner = self.runner_for(served.name)
+        runner.model = served
+        runner.input_names = [t.name for t in served.inputs]
+        runner.output_names = [t.name for t in served.outputs]
 
 
 def open_endpoint(endpoint: Endpoint, declared: str | None) -> tuple[EndpointGraphs, list[ArtifactFile],

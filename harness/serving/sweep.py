@@ -28,13 +28,17 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from harness.perf.measure import latency_entry, latency_key
+from harness.results.outcome import Decision, decide
 from harness.results.sections import Served
 from harness.serving.client import OipClient, ServedModel, ServingError
+from harness.serving.rate import RateSettings
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.check.judge import CheckOutcome
     from harness.engine import JobRun
+    from harness.results.collector import Case
     from harness.results.outcome import CaseResult
-    from harness.serving.source import EndpointGraphs
+    from harness.serving.source import EndpointGraphs, EndpointRunner
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class SweepSettings:
     warmup: int = 2  # requests per worker before the first window
     batch_size: int = 1  # rows per request (perf_analyzer's default: 1)
     seq_len: int = 32
+    #: offered request rates instead of concurrency levels (``--request-rate``: harness.serving.rate)
+    rate: RateSettings | None = None
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(c < 1 for c in self.concurrency):
@@ -61,6 +67,7 @@ class SweepSettings:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["concurrency"] = list(self.concurrency)
+        out["rate"] = self.rate.as_dict() if self.rate is not None else None
         return out
 
 
@@ -277,9 +284,7 @@ def judge_sweep(run: JobRun, source: EndpointGraphs, served: dict[str, Any]) -> 
     perf budgets gate it; a server that stopped answering makes it ``error`` (steps kept)."""
     from harness.core import describe_error
     from harness.engine import conclude
-    from harness.perf import budgets
     from harness.perf.feeds import shaped_feeds
-    from harness.results.outcome import Decision, decide
     from harness.serving.source import EndpointRunner
 
     sweep_settings: SweepSettings = run.req.perf
@@ -299,19 +304,56 @@ def judge_sweep(run: JobRun, source: EndpointGraphs, served: dict[str, Any]) -> 
     feeds = job.runner.artifact_feeds(shaped_feeds(model, family, entry, run.ws.texts(model), sweep_settings.batch_size,
                                                    sweep_settings.seq_len))
     try:
-        steps = sweep(endpoint_runner.client, endpoint_runner.model, feeds, sweep_settings)
-        perf = perf_fields(steps, sweep_settings, source.endpoint.protocol)
-        case.perf.update(perf)
-        outcome.perf = perf
-        stopped = perf["serving"]["stopped"]
-        if stopped:
-            decision = Decision("error", f"the server stopped answering during the sweep at concurrency "
-                                         f"{steps[-1].concurrency}: {stopped}")
-        elif "latency_ms" not in perf:
-            decision = Decision("error", "no request of the sweep succeeded: "
-                                         + "; ".join(e for s in steps for e in s.error_examples[:1]))
+        if sweep_settings.rate is not None:
+            decision = _judge_rate(case, outcome, endpoint_runner, feeds, sweep_settings.rate, source.endpoint.protocol)
         else:
-            decision = decide(lambda: budgets.enforce(case, case.perf))
+            decision = _judge_levels(case, outcome, endpoint_runner, feeds, sweep_settings, source.endpoint.protocol)
     except Exception as exc:  # noqa: BLE001 - a client-side failure of the sweep itself: the case's error, not a crash
         decision = Decision("error", describe_error(exc, 300))
     return conclude(run, case, "check_perf", decision, started)
+
+
+def _judge_levels(case: Case, outcome: CheckOutcome, runner: EndpointRunner, feeds: Mapping[str, np.ndarray],
+                  settings: SweepSettings, protocol: str) -> Decision:
+    """The concurrency sweep into the case's perf; its verdict: ``error`` when the server stopped
+    answering or nothing succeeded, else the model's perf budgets."""
+    from harness.perf import budgets
+
+    steps = sweep(runner.client, runner.model, feeds, settings)
+    perf = perf_fields(steps, settings, protocol)
+    case.perf.update(perf)
+    outcome.perf = perf
+    stopped = perf["serving"]["stopped"]
+    if stopped:
+        return Decision("error", f"the server stopped answering during the sweep at concurrency "
+                                 f"{steps[-1].concurrency}: {stopped}")
+    if "latency_ms" not in perf:
+        return Decision("error", "no request of the sweep succeeded: "
+                                 + "; ".join(e for s in steps for e in s.error_examples[:1]))
+    return decide(lambda: budgets.enforce(case, case.perf))
+
+
+def _judge_rate(case: Case, outcome: CheckOutcome, runner: EndpointRunner, feeds: Mapping[str, np.ndarray],
+                settings: RateSettings, protocol: str) -> Decision:
+    """The request-rate sweep into the case's perf; its verdict: ``error`` when the server stopped
+    answering or nothing succeeded, ``fail`` when no offered rate met the p99 budget, else the
+    model's perf budgets (``served_ms_per_request`` among them)."""
+    from harness.perf import budgets
+    from harness.serving.rate import rate_fields, rate_sweep
+
+    levels = rate_sweep(runner.client, runner.model, feeds, settings)
+    perf = rate_fields(levels, settings, protocol)
+    case.perf.update(perf)
+    outcome.perf = perf
+    summary = perf["serving_rate"]
+    if summary["stopped"]:
+        return Decision("error", f"the server stopped answering at {levels[-1].rate:g} requests/s: {summary['stopped']}")
+    if not any(lv.samples_ms for lv in levels):
+        return Decision("error", "no request of the rate sweep succeeded: " + "; ".join(
+            e for lv in levels for e in lv.error_examples[:1]))
+    if settings.p99_budget_ms is not None and summary["sustainable_rate"] is None:
+        first = levels[0]
+        return Decision("fail", f"no offered rate met p99 <= {settings.p99_budget_ms:g} ms: at {first.rate:g} requests/s "
+                                f"p99 {first.p99() or float('nan'):.1f} ms, {first.achieved:.1f} answers/s, "
+                                f"{first.errors} failed, {first.backlog} never sent")
+    return decide(lambda: budgets.enforce(case, case.perf))

@@ -24,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from harness.core import UsageError, did_you_mean
+from harness.core import Precision, UsageError, did_you_mean, valid_names
 from harness.metrics.margins import MarginRule, rules_from_config
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
 from harness.runners import PROVIDERS
@@ -36,10 +36,11 @@ PYPROJECT = "pyproject.toml"
 TOP_KEYS = ("run", "models", "tolerances", "budgets", "margins")
 MODEL_KEYS = ("path", "family", "description", "corpus", "target_lang", "exporter", "trust_remote_code",
               "allow_pickle", "tolerances", "budgets", "artifacts", "int8_per_channel", "fp16_op_block_list",
-              "margins", "runtime", "fp16_node_block_list", "int8_nodes_to_exclude", "endpoint")
+              "margins", "runtime", "fp16_node_block_list", "int8_nodes_to_exclude", "endpoint",
+              "io_protocol")
 #: keys that describe *where a model comes from*: not allowed on an override of a zoo model
 SOURCE_KEYS = ("path", "family", "trust_remote_code", "allow_pickle")
-PRECISIONS = ("fp32", "fp16", "int8", "int8-static")
+PRECISIONS = tuple(p.value for p in Precision)
 EXPORTERS = option("exporter").choices
 #: the ``[run]`` table's keys: the option table's config options
 RUN_KEYS = CONFIG_KEYS
@@ -66,6 +67,9 @@ class ModelEntry:
     artifacts: Mapping[str, Path] = field(default_factory=dict)
     #: ``[models.<name>.endpoint]``: a served model judged by ``harness check --config`` (docs/serving.md)
     endpoint: Mapping[str, Any] | None = None
+    #: ``[models.<name>.io_protocol]``: the artifacts' I/O protocol overrides (docs/check.md), read by
+    #: ``harness check --config``, which validates it
+    io_protocol: Mapping[str, Any] | None = None
     #: accuracy-gate margin overrides for this model (``[models.<name>.margins]``, issue 17)
     margins: tuple[MarginRule, ...] = ()
     #: ``[models.<name>.runtime]``: RuntimeSettings fields this model runs with (over the run's)
@@ -179,7 +183,7 @@ class _Validator:
         for key in table:
             if key not in allowed:
                 loc = f"{where}.{key}" if where else key
-                raise self.fail(loc, f"unknown key{did_you_mean(key, allowed)}; valid: {', '.join(allowed)}")
+                raise self.fail(loc, f"unknown key{did_you_mean(key, allowed)}; {valid_names(key, allowed)}")
 
     # scalars
     def table(self, value: Any, where: str) -> dict[str, Any]:
@@ -288,7 +292,7 @@ class _Validator:
                 loc = f"{where}.{prec}.{metric}"
                 if metric not in metrics:
                     raise self.fail(loc, f"unknown metric{did_you_mean(metric, metrics)}; "
-                                         f"valid: {', '.join(sorted(metrics))}")
+                                         f"{valid_names(metric, sorted(metrics))}")
                 problem = metrics[metric].threshold_problem(threshold)  # the rule the CLI applies too
                 if problem:
                     raise self.fail(loc, problem)
@@ -302,7 +306,7 @@ class _Validator:
         for key, amount in self.table(value, where).items():
             if key not in known:
                 raise self.fail(f"{where}.{key}", f"unknown budget{did_you_mean(key, known)}; "
-                                                  f"valid: {', '.join(known)}")
+                                                  f"{valid_names(key, known)}")
             number = self.number(amount, f"{where}.{key}")
             if number <= 0:
                 raise self.fail(f"{where}.{key}", f"must be > 0, got {number:g}")
@@ -459,6 +463,8 @@ class _Validator:
             budgets=self.budgets(table["budgets"], f"{where}.budgets") if "budgets" in table else {},
             artifacts=artifacts,
             endpoint=self.endpoint(table["endpoint"], f"{where}.endpoint") if "endpoint" in table else None,
+            io_protocol=dict(self.table(table["io_protocol"], f"{where}.io_protocol")) if "io_protocol" in table
+            else None,
             int8_per_channel=(self.boolean(table["int8_per_channel"], f"{where}.int8_per_channel")
                               if "int8_per_channel" in table else None),
             fp16_op_block_list=(tuple(self.names(table["fp16_op_block_list"], f"{where}.fp16_op_block_list"))

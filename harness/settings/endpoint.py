@@ -17,9 +17,12 @@ from urllib.parse import urlsplit
 
 from harness.core import UsageError
 
-PROTOCOLS = ("http", "grpc")
-#: the default ports of the two transports (Triton's; MLServer uses 8080 / 8081)
-DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
+#: the Open Inference Protocol's two transports, and an OpenAI-compatible API (generative models)
+PROTOCOLS = ("http", "grpc", "openai")
+#: the default ports (Triton's; MLServer uses 8080 / 8081; vLLM and TGI serve the OpenAI API on 8000)
+DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "openai": 8000}
+#: the OpenAI-compatible APIs a served generative model is judged through
+OPENAI_ROUTES = ("completions", "chat")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class Endpoint:
     timeout_s: float = 30.0  # per request; a slower answer is a counted error
     #: hosts the load sweep may target besides loopback (the configured server's own host)
     load_hosts: tuple[str, ...] = field(default_factory=tuple)
+    #: ``openai`` only: ``/v1/completions`` or ``/v1/chat/completions``, and whether answers are streamed
+    route: str = "completions"
+    stream: bool = True
 
     @property
     def address(self) -> str:
@@ -54,8 +60,9 @@ class Endpoint:
         return f"{self.protocol}://{self.address}"
 
     def describe(self) -> dict[str, Any]:
-        return {"url": self.url, "protocol": self.protocol, "models": {g.role: g.name for g in self.graphs},
-                "version": self.version or None, "timeout_s": self.timeout_s}
+        out = {"url": self.url, "protocol": self.protocol, "models": {g.role: g.name for g in self.graphs},
+               "version": self.version or None, "timeout_s": self.timeout_s}
+        return {**out, "route": self.route, "stream": self.stream} if self.protocol == "openai" else out
 
     def load_allowed(self) -> str | None:
         """Why a load sweep may not target this host (None: it may): loopback, or a host the
@@ -104,8 +111,12 @@ def parse_served_models(values: list[str] | tuple[str, ...], option: str = "--se
 
 def parse_endpoint(url: str, models: list[str] | tuple[str, ...], *, protocol: str | None = None,
                    version: str | None = None, timeout_s: float | None = None,
-                   load_hosts: tuple[str, ...] = (), option: str = "--endpoint") -> Endpoint:
-    """``http://host:port``, ``grpc://host:port`` or ``host:port`` (then ``protocol``, default http)."""
+                   load_hosts: tuple[str, ...] = (), option: str = "--endpoint", route: str = "completions",
+                   stream: bool = True) -> Endpoint:
+    """``http://host:port``, ``grpc://host:port``, ``openai://host:port`` (an OpenAI-compatible API
+    over HTTP) or ``host:port`` (then ``protocol``, default http)."""
+    if route not in OPENAI_ROUTES:
+        raise UsageError(f"--openai-route: {route!r}: give {' or '.join(OPENAI_ROUTES)}")
     text = url.strip()
     if not text:
         raise UsageError(f"{option}: empty URL")
@@ -114,9 +125,10 @@ def parse_endpoint(url: str, models: list[str] | tuple[str, ...], *, protocol: s
     if scheme == "https":
         raise UsageError(f"{option}: {url}: TLS endpoints are not supported yet; give http:// or grpc://")
     if scheme is not None and scheme not in PROTOCOLS:
-        raise UsageError(f"{option}: {url}: unknown scheme {scheme!r}; give http://HOST:PORT or grpc://HOST:PORT")
+        raise UsageError(f"{option}: {url}: unknown scheme {scheme!r}; give http://HOST:PORT, grpc://HOST:PORT "
+                         "or openai://HOST:PORT")
     if protocol is not None and protocol not in PROTOCOLS:
-        raise UsageError(f"--protocol: {protocol!r}: give http or grpc")
+        raise UsageError(f"--protocol: {protocol!r}: give http, grpc or openai")
     if scheme and protocol and scheme != protocol:
         raise UsageError(f"{option}: {url} says {scheme} but --protocol says {protocol}")
     proto = scheme or protocol or "http"
@@ -131,8 +143,11 @@ def parse_endpoint(url: str, models: list[str] | tuple[str, ...], *, protocol: s
         raise UsageError(f"{option}: {url}: the port is not a number in 1-65535") from None
     if timeout_s is not None and not timeout_s > 0:
         raise UsageError(f"{option}: timeout must be > 0 seconds, got {timeout_s}")
-    return Endpoint(host, port, proto, parse_served_models(list(models)), (version or "").strip(),
-                    30.0 if timeout_s is None else float(timeout_s), tuple(load_hosts))
+    graphs = parse_served_models(list(models))
+    if proto == "openai" and (len(graphs) != 1 or graphs[0].role != "model"):
+        raise UsageError(f"{option}: {url}: an OpenAI-compatible server is judged on one model: --served-model NAME")
+    return Endpoint(host, port, proto, graphs, (version or "").strip(),
+                    30.0 if timeout_s is None else float(timeout_s), tuple(load_hosts), route, stream)
 
 
 def endpoint_from_table(table: Mapping[str, Any], where: str) -> Endpoint:

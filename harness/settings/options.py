@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from harness.core import DEFAULT_PRECISIONS, UsageError, split_csv
+from harness.core import DEFAULT_PRECISIONS, Precision, UsageError, split_csv
 from harness.core.markdown import table
 from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
 from harness.runners import DEFAULT_PROVIDERS
@@ -195,7 +195,7 @@ OPTIONS: tuple[Option, ...] = (
     # -- what runs ------------------------------------------------------------------------
     Option("models", Kind.LIST, "models to judge: zoo names or local HF dirs (default: the built-in zoo)",
            in_config=True, rerun=Rerun.CASE, metavar="NAMES", spaced_items=True),
-    Option("precisions", Kind.LIST, "fp32 fp16 int8 int8-static", default=tuple(p.value for p in DEFAULT_PRECISIONS),
+    Option("precisions", Kind.LIST, " ".join(p.value for p in Precision), default=tuple(p.value for p in DEFAULT_PRECISIONS),
            in_config=True, rerun=Rerun.CASE, metavar="LIST"),
     Option("providers", Kind.LIST, "torch_cpu ort_cpu ov_cpu ort_cuda ort_trt trt_native ...",
            default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST"),

@@ -161,6 +161,8 @@ def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
             extra["artifacts"] = artifacts
         if entry.endpoint is not None:
             extra["endpoint"] = dict(entry.endpoint)
+        if entry.io_protocol is not None:
+            extra["io_protocol"] = dict(entry.io_protocol)
         if entry.runtime:
             extra["runtime"] = dict(entry.runtime)
         spec = replace(

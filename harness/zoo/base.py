@@ -161,17 +161,17 @@ def cache_root() -> Path:
 
 
 def _fingerprint_build(spec: ModelSpec) -> str:
-    import tokenizers
-    import torch
-    import transformers
+    # the installed versions, read from the distributions' metadata (the same strings as their
+    # ``__version__``): naming a cache entry must not import transformers (a replayed run needs none)
+    from importlib.metadata import version
 
     blob = json.dumps(
         {
             "name": spec.name,
             "recipe": spec.recipe_version,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "tokenizers": tokenizers.__version__,
+            "torch": version("torch"),
+            "transformers": version("transformers"),
+            "tokenizers": version("tokenizers"),
         },
         sort_keys=True,
     )

@@ -9,10 +9,10 @@ the project's corpus gives exactly that, offline and identical on every machine
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
+if TYPE_CHECKING:  # pragma: no cover  (imported where a tokenizer is built: the zoo registers without transformers)
+    from transformers import PreTrainedTokenizerFast
 
 Style = Literal["bert", "marian", "llama", "gpt2", "roberta", "bart", "t5"]
 
@@ -37,6 +37,9 @@ _SPECIALS: dict[str, dict[str, str]] = {
 
 def train_tokenizer(texts: Sequence[str], style: Style, vocab_size: int = 1000) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on ``texts`` and wrap it with the conventions of ``style``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
     specials = _SPECIALS[style]
     ordered = list(dict.fromkeys(specials.values()))  # pad first -> id 0 for bert/marian
     tok = Tokenizer(models.BPE(unk_token=specials.get("unk_token")))

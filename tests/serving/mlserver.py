@@ -135,7 +135,8 @@ def start(root: Path, models: list[ServedFile], budget_s: float = PATIENCE) -> S
     return server
 
 
-def wait(server: Server, names: list[str], budget_s: float) -> None:
+def wait(server: Server, names: list[str], budget_s: float, label: str = "MLServer") -> None:
+    """Every model of ``names`` ready (polled), or ``Unavailable`` with the server's log tail."""
     from harness.serving.client import wait_ready
     from harness.settings.endpoint import parse_endpoint
 
@@ -144,8 +145,8 @@ def wait(server: Server, names: list[str], budget_s: float) -> None:
         endpoint = parse_endpoint(server.http, [name])
         while True:
             if server.process.poll() is not None:
-                raise Unavailable(f"MLServer exited with {server.process.returncode}: {server.tail()}")
+                raise Unavailable(f"{label} exited with {server.process.returncode}: {server.tail()}")
             if wait_ready(endpoint, name, budget_s=min(2.0, max(0.1, deadline - time.monotonic()))):
                 break
             if time.monotonic() > deadline:
-                raise Unavailable(f"MLServer: {name} not ready after {budget_s:.0f} s: {server.tail()}")
+                raise Unavailable(f"{label}: {name} not ready after {budget_s:.0f} s: {server.tail()}")

@@ -10,12 +10,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.report.checks import reason_line
 from harness.report.html.diff import highlight
 from harness.report.html.grid import SEVERITY, anchor
 from harness.report.html.headline import format_number, headline
 from harness.report.html.templating import render
 from harness.report.text import printable
-from harness.report.units import metric_text, value_text
 from harness.results import Record
 from harness.results.sections import Evidence, Generation, Judged
 
@@ -83,8 +83,7 @@ def _checks(record: Record) -> dict[str, Any]:
     failing = [c for c in checks if not c.passed]
     shown = failing + [c for c in checks if c.passed][: max(0, 6 - len(failing))]
     return {"rows": [{"passed": c.passed, "subject": _text(c.subject), "metric": _text(c.metric),
-                      "value": metric_text(c.metric, c.value), "op": _text(c.op),
-                      "threshold": metric_text(c.metric, c.threshold, digits=6)}
+                      "value": c.text().value, "op": _text(c.op), "threshold": c.text().threshold}
                      for c in shown],
             "more": len(checks) - len(shown)}
 
@@ -156,8 +155,7 @@ def render_case_table(records: list[Record]) -> str:
     for r in sorted(records, key=lambda r: (SEVERITY.get(r.verdict, 9), r.suite or "", r.id)):
         h = headline(r)
         rows.append({"anchor": "" if r.failed else anchor(r.id), "verdict": r.verdict, "id": _text(r.id),
-                     "metric": _text(h.metric) if h else "", "value": value_text(h.value, h.unit) if h else "",
-                     "threshold": _text(f"{h.op} {value_text(h.threshold, h.unit, digits=6)}") if h and h.threshold is not None
-                     else "", "seconds": f"{r.duration_s:.2f}", "peak": _peak(r),
-                     "reason": _text(r.first_reason_line[:200])})
+                     "metric": _text(h.metric) if h else "", "value": h.value_text if h else "",
+                     "threshold": h.gate_text if h else "", "seconds": f"{r.duration_s:.2f}", "peak": _peak(r),
+                     "reason": _text(reason_line(r)[:200])})
     return render("cases.html.j2", rows=rows)

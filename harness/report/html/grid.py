@@ -10,6 +10,7 @@ from harness.report.html.headline import headline
 from harness.report.html.templating import render
 from harness.report.variants import precision_rank, split_variant
 from harness.results import Record
+from harness.results.reason import reason_line
 
 #: worst first: a cell takes the colour of the worst case in it
 SEVERITY = {"error": 0, "fail": 1, "not-run": 2, "pass": 3, "skip": 4}
@@ -55,6 +56,6 @@ def _cell(found: list[Record]) -> dict[str, Any] | None:
     for r in sorted(found, key=lambda r: (SEVERITY.get(r.verdict, 9), r.suite or "")):
         h = headline(r)
         cases.append({"verdict": r.verdict, "anchor": anchor(r.id), "id": r.id, "label": case_label(r),
-                      "number": h.text() if h else r.first_reason_line[:60]})
+                      "number": h.text() if h else reason_line(r)[:60]})
     return {"worst": min(found, key=lambda r: SEVERITY.get(r.verdict, 9)).verdict, "variant": found[0].variant or "",
             "cases": cases}

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from harness.core.direction import Direction
+from harness.core.verdict_text import ComparedText, compared_text
 from harness.metrics.registry import METRICS
 from harness.metrics.spec import Scope
 from harness.results import MetricKey, Record
@@ -29,13 +30,32 @@ class Headline:
     passed: bool | None = None  # None: not gated
     unit: str = ""
 
-    def text(self) -> str:
-        """``norm_max_abs 0.0155 <= 0.15``; a time, size or rate through its unit's formatter
-        (``harness.report.units``: ``load_ms 10.1 s <= 15 s``, not ``1.007e+04 ms``)."""
+    @property
+    def value_text(self) -> str:
+        """The value as printed: beside a threshold, with digits enough not to contradict it."""
         from harness.report.units import value_text
 
-        gate = f" {self.op} {value_text(self.threshold, self.unit, digits=6)}" if self.threshold is not None else ""
-        return f"{self.metric} {value_text(self.value, self.unit)}{gate}"
+        gated = self.gated()
+        return gated.value if gated is not None else value_text(self.value, self.unit)
+
+    @property
+    def gate_text(self) -> str:
+        """``<= 0.15`` exactly as configured; '' for an ungated number."""
+        gated = self.gated()
+        return gated.gate if gated is not None else ""
+
+    def gated(self) -> ComparedText | None:
+        """The value and threshold as every surface prints them (``harness.core.verdict_text``)."""
+        if self.threshold is None:
+            return None
+        return compared_text(self.value, self.threshold, Direction.from_op(self.op), self.unit)
+
+    def text(self) -> str:
+        """``norm_max_abs 0.0155 <= 0.15``, and ``✗`` after a failing one; a time, size or rate
+        through its unit's formatter (``load_ms 10.1 s <= 15 s``, not ``1.007e+04 ms``)."""
+        gate = f" {self.gate_text}" if self.gate_text else ""
+        mark = " ✗" if self.passed is False else ""
+        return f"{self.metric} {self.value_text}{gate}{mark}"
 
 
 def format_number(value: float | None, digits: int = 4) -> str:

@@ -63,8 +63,14 @@ def _env(records: list[Record]) -> dict[str, str] | None:
         return None
     versions = env.get("versions")
     shown = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, Mapping) else ""
+    finished = sorted(r.finished for r in records if r.finished)
+    when = ""
+    if finished:  # the run's time: when its first and its last case finished (UTC, as recorded)
+        first, last = (f.replace("T", " ")[:16] for f in (finished[0], finished[-1]))
+        when = first if first == last else f"{first} – {last[11:] if last[:10] == first[:10] else last}"
+    system = " ".join(str(env.get(k)) for k in ("os", "machine") if env.get(k))
     return {"cpu": printable(env.get("cpu", "?")), "cores": str(env.get("cores", "?")), "versions": printable(shown),
-            "fingerprint": str(env.get("fingerprint")),
+            "fingerprint": str(env.get("fingerprint")), "when": printable(when), "system": printable(system),
             "mixed": f" — {len(envs)} different environments" if len(envs) > 1 else ""}
 
 

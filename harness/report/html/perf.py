@@ -77,14 +77,44 @@ def _fmt(value: Any) -> str:
     return "" if number is None else f"{number:.4g}"
 
 
+def _load_curves(records: list[Record]) -> list[tuple[str, dict[str, list[plots.LoadPoint]], float | None]]:
+    """(title, {variant: points}, p99 budget) of every served load sweep: request-rate levels
+    (``perf.serving_rate``) and concurrency steps (``perf.serving``), one figure each kind."""
+    rates: dict[str, list[plots.LoadPoint]] = {}
+    steps: dict[str, list[plots.LoadPoint]] = {}
+    budgets: set[float] = set()
+    for r in records:
+        name = r.variant or r.id
+        summary = r.perf.get("serving_rate")
+        if isinstance(summary, Mapping):
+            if _number(summary.get("p99_budget_ms")) is not None:
+                budgets.add(float(summary["p99_budget_ms"]))
+            rates[name] = [plots.LoadPoint(f"{lv['rate']:g}/s", float(lv["achieved"]), float(lv["p50"]),
+                                           float(lv["p99"]), lv.get("meets_budget"))
+                           for lv in summary.get("levels", []) if lv.get("p50") is not None]
+        serving = r.perf.get("serving")
+        if isinstance(serving, Mapping):
+            steps[name] = [plots.LoadPoint(f"c={s['concurrency']}", float(s["throughput"]), float(s["p50"]),
+                                           float(s["p99"])) for s in serving.get("steps", []) if s.get("p50") is not None]
+    out = []
+    if any(rates.values()):
+        arrival = {str(r.perf["serving_rate"].get("arrival")) for r in records if "serving_rate" in r.perf}
+        out.append((f"served latency vs throughput: offered request rates ({', '.join(sorted(arrival))} arrivals)",
+                    {k: v for k, v in rates.items() if v}, min(budgets) if len(budgets) == 1 else None))
+    if any(steps.values()):
+        out.append(("served latency vs throughput: concurrency levels", {k: v for k, v in steps.items() if v}, None))
+    return out
+
+
 def render_perf(records: list[Record]) -> str:
     perf = [r for r in records if r.perf]
     throughput = _throughput(records)
     if not perf and not throughput:
         return ""
     series = _latency_series(perf)
-    cdfs = [plots.latency_cdf(series[key], f"latency distribution: {key}")
-            for key in sorted(series, key=lambda k: (k != "latency_ms", k))[:MAX_CDFS]]
+    cdfs = [plots.load_curve(curves, budget, title) for title, curves, budget in _load_curves(perf)]
+    cdfs += [plots.latency_cdf(series[key], f"latency distribution: {key}")
+             for key in sorted(series, key=lambda k: (k != "latency_ms", k))[:MAX_CDFS]]
     cold = {}
     memory = {}
     for r in perf:

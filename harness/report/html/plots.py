@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,15 +51,43 @@ def to_svg(fig: Figure, label: str) -> str:
 
 def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:
     """Empirical CDF per variant with p50 and p99 marked: the shape (a tail, two modes) that a
-    percentile table hides."""
+    percentile table hides. Up to ``MAX_SERIES`` variants share one panel; more are drawn as
+    small multiples, one panel per model (its precisions and providers), so every variant is
+    shown -- a single panel used to stop at 10 and count the rest."""
+    from harness.report.variants import split_variant
+
+    groups: dict[str, dict[str, Sequence[float]]] = {}
+    if len(series) <= MAX_SERIES:
+        groups[""] = dict(series)
+    else:
+        for name, samples in series.items():
+            groups.setdefault(split_variant(name).model, {})[name] = samples
+    columns = 1 if len(groups) == 1 else 2
+    rows = math.ceil(len(groups) / columns)
+    fig = _figure(7.0 if columns == 1 else 9.0, 3.2 if rows == 1 else 2.6 * rows)
+    shared_log = _needs_log([s for samples in series.values() for s in samples])
+    for index, (model, members) in enumerate(groups.items()):
+        ax: Axes = fig.add_subplot(rows, columns, index + 1)
+        _cdf_panel(ax, members, shared_log)
+        ax.set_title(model or title, fontsize=9)
+    if len(groups) > 1:
+        fig.suptitle(f"{title} ({len(series)} variants, one panel per model)", fontsize=10)
+        title = f"{title} ({len(series)} variants, one panel per model)"
+    return to_svg(fig, title)
+
+
+def _needs_log(values: Sequence[float]) -> bool:
+    """A tail of preempted calls would squeeze the body of the distribution on a linear axis."""
     import numpy as np
 
-    fig = _figure(7.0, 3.2)
-    ax: Axes = fig.add_subplot()
-    hidden = max(len(series) - MAX_SERIES, 0)
-    if hidden:  # said on the plot: a CDF that silently stopped at 10 series hid the rest
-        title = f"{title} (first {MAX_SERIES} of {len(series)}; {hidden} more in the table below)"
-    for i, (name, samples) in enumerate(list(series.items())[:MAX_SERIES]):
+    positive = [v for v in values if math.isfinite(v) and v > 0]
+    return bool(positive) and max(positive) > 20 * float(np.median(positive))
+
+
+def _cdf_panel(ax: Axes, series: Mapping[str, Sequence[float]], log: bool) -> None:
+    import numpy as np
+
+    for i, (name, samples) in enumerate(series.items()):
         values = np.sort(np.asarray([s for s in samples if math.isfinite(s)], dtype=float))
         if values.size == 0:
             continue
@@ -67,13 +96,52 @@ def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:
         for q, marker in ((50, "o"), (99, "^")):
             x = float(np.percentile(values, q))
             ax.plot([x], [q / 100], marker=marker, color=colour, markersize=5)
-    everything = [s for samples in series.values() for s in samples if math.isfinite(s) and s > 0]
-    if everything and max(everything) > 20 * float(np.median(everything)):
-        ax.set_xscale("log")  # a tail of preempted calls would squeeze the body of the distribution
+    if log:
+        ax.set_xscale("log")
     ax.axhline(0.5, color="#999", linewidth=0.6, linestyle=":")
     ax.axhline(0.99, color="#999", linewidth=0.6, linestyle=":")
     ax.set_xlabel("latency per call (ms)   ● p50   ▲ p99")
     ax.set_ylabel("fraction of calls")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One level of a served model's load sweep: what was offered (``rate 40/s``,
+    ``concurrency 4``), the answers per second measured, and the latency percentiles."""
+
+    label: str
+    throughput: float
+    p50: float
+    p99: float
+    meets: bool | None = None  # against the p99 budget, where one was given
+
+
+def load_curve(curves: Mapping[str, Sequence[LoadPoint]], budget_ms: float | None, title: str) -> str:
+    """Latency against throughput per served model (p50 solid, p99 dashed, each level labelled
+    with what was offered): where the curve turns up is the server's capacity; the p99 budget
+    is a horizontal line, and the levels that met it are filled."""
+    fig = _figure(7.0, 3.4)
+    ax: Axes = fig.add_subplot()
+    for i, (name, points) in enumerate(list(curves.items())[:MAX_SERIES]):
+        colour = PALETTE[i % len(PALETTE)]
+        xs = [pt.throughput for pt in points]
+        ax.plot(xs, [pt.p50 for pt in points], color=colour, marker="o", markersize=4, label=f"{name} p50")
+        ax.plot(xs, [pt.p99 for pt in points], color=colour, marker="^", markersize=5, linestyle="--",
+                label=f"{name} p99", markerfacecolor="none")
+        for pt in points:
+            if pt.meets:
+                ax.plot([pt.throughput], [pt.p99], marker="^", markersize=6, color=colour)
+            ax.annotate(pt.label, (pt.throughput, pt.p99), textcoords="offset points", xytext=(3, 4), fontsize=6)
+    if budget_ms is not None:
+        ax.axhline(budget_ms, color="#d62728", linewidth=0.8, linestyle=":")
+        ax.text(0.01, budget_ms, f" p99 budget {budget_ms:g} ms", transform=ax.get_yaxis_transform(), fontsize=7,
+                va="bottom", color="#d62728")
+    values = [pt.p99 for points in curves.values() for pt in points if pt.p99 > 0]
+    if values and max(values) > 50 * min(values):
+        ax.set_yscale("log")  # a saturated level's queue would flatten every other level
+    ax.set_xlabel("answers per second (filled ▲: p99 within the budget)")
+    ax.set_ylabel("latency (ms)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return to_svg(fig, title)
