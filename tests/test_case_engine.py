@@ -12,7 +12,6 @@ the same reference outputs; a repro bundle wherever there is a file to bundle (a
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterator
 
@@ -21,6 +20,7 @@ import pytest
 
 from harness.cli import main
 from tests.serving import mlserver as ms
+from tests.serving.faults import bert_tiny_fp32
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
@@ -32,23 +32,12 @@ IMPOSSIBLE = 1e-12
 @pytest.fixture(scope="module")
 def artifact() -> Path:
     """bert-tiny's FP32 ONNX file, as the harness builds it (the cache's own file)."""
-    from harness.core import Precision, RunOptions, Settings, Variant
-    from harness.judge.workspace import Workspace
-    from harness.runners import PROVIDERS
-    from harness.serving.artifacts import variant_files
-
-    ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)))
-    return Path(variant_files(ws, Variant("bert-tiny", Precision.FP32, PROVIDERS["ort_cpu"]))[2][0].path)
+    return Path(bert_tiny_fp32())
 
 
 @pytest.fixture(scope="module")
 def server(artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ms.Server]:
-    try:
-        srv = ms.start(tmp_path_factory.mktemp("mlserver"), [ms.ServedFile("bert", artifact)])
-    except ms.Unavailable as exc:
-        if os.environ.get(ms.REQUIRE_ENV) == "1":
-            pytest.fail(f"{ms.REQUIRE_ENV}=1 but no MLServer: {exc}")
-        pytest.skip(f"no MLServer here: {exc}")
+    srv = ms.start_or_skip(tmp_path_factory.mktemp("mlserver"), [ms.ServedFile("bert", artifact)])
     yield srv
     srv.stop()
 
