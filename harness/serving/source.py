@@ -107,6 +107,8 @@ class EndpointGraphs(PrebuiltGraphs):
     instead of the file source's; looking runners up, serving decoders and closing are shared."""
 
     kind = "endpoint"
+    #: a server's answers are not a function of bytes the harness can hash: never replayed
+    replays = False
 
     def __init__(self, endpoint: Endpoint, served: Mapping[str, ServedModel], client: OipClient) -> None:
         self.endpoint = endpoint
