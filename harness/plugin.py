@@ -9,7 +9,7 @@ same set of records, and a case that is skipped or errors during setup still get
 from __future__ import annotations
 
 # first: a SIGTERM while pytest is still loading plugins and importing is kept, not fatal
-from harness.cli import _early
+from harness.core import early as _early
 
 _early.install()
 
@@ -22,15 +22,27 @@ import pytest  # noqa: E402
 
 from harness.core import RunOptions, UsageError, Variant  # noqa: E402
 from harness.core.rundirs import default_run_dir  # noqa: E402
-from harness.plugins import discover as _discover_feature_plugins  # noqa: E402
 from harness.results import SCHEMA, ResultsWriter  # noqa: E402
+from harness.settings.matrix import matrix  # noqa: E402
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
     from harness.results.collector import Case, RecordCollector
 
-#: feature plugins (perf, generation, config files...), one module each in harness/plugins/
-pytest_plugins = _discover_feature_plugins()
+
+
+def _feature_plugins() -> list[str]:
+    """The feature plugins (perf, generation, sharding, progress...), one module each in harness/plugins/,
+    found by file name: pytest imports them by these names, so this module imports none of them (they
+    sit above it: they read its run state)."""
+    import pkgutil
+
+    folder = Path(__file__).resolve().parent / "plugins"
+    return sorted(f"harness.plugins.{info.name}" for info in pkgutil.iter_modules([str(folder)])
+                  if not info.name.startswith("_"))
+
+
+pytest_plugins = _feature_plugins()
 
 OPTIONS = pytest.StashKey[RunOptions]()
 WORKSPACE: pytest.StashKey[Workspace] = pytest.StashKey()
@@ -43,6 +55,24 @@ INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
 MEMORY_CAP = pytest.StashKey[Any]()  # puts this process's data-memory limit back (--max-memory)
 NEXT_ITEM = pytest.StashKey[Any]()  # the item this process runs after this one (None: last, or not known)
 RSS = pytest.StashKey[Any]()  # this process's per-case peak-RSS tracker (harness.core.rss.PeakRss)
+#: the run's options came whole from a front end (``harness run``) that already checked and warned about them
+HANDED = pytest.StashKey[bool]()
+
+
+class Handoff:
+    """A front end's resolved options, handed whole to this session (``pytest.main(argv, plugins=[Handoff(options)])``).
+
+    The controller then neither rebuilds the options from pytest's flags nor checks (and warns about)
+    again what the front end checked; pytest-xdist workers, other processes, still build theirs from
+    the same flags (the front end passes them for that)."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[OPTIONS] = self.options
+        config.stash[HANDED] = True
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -108,7 +138,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[MEMORY_CAP] = cap_process(limits_from(options.settings).max_memory or 0)
         if options.settings.builtin_suites:
             _add_builtin_suites(config)
-        if not hasattr(config, "workerinput"):
+        if not hasattr(config, "workerinput") and not config.stash.get(HANDED, False):
             _preflight(options)
     config.stash[RUN_DIR] = out_dir(config)
     if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
@@ -124,6 +154,24 @@ def pytest_configure(config: pytest.Config) -> None:
         # also when pytest runs nested in-process)
         config.pluginmanager.register(collector, f"harness-records-{id(config)}")
     config.pluginmanager.register(_InterruptListener(config), f"harness-interrupts-{id(config)}")
+
+
+def pytest_plugin_registered(plugin: object) -> None:
+    """A ``conftest.py`` or pytest plugin of this session that implements the harness's extension
+    hooks (``harness.core.hooks``: machine info, the record before it is written) serves them."""
+    from harness.core import hooks
+
+    if hooks.implements(plugin):
+        hooks.register(plugin)
+
+
+def _unregister_hooks(config: pytest.Config) -> None:
+    """This session's hook implementations end with it (a nested in-process session keeps its own)."""
+    from harness.core import hooks
+
+    for plugin in config.pluginmanager.get_plugins():
+        if hooks.implements(plugin):
+            hooks.unregister(plugin)
 
 
 def _add_builtin_suites(config: pytest.Config) -> None:
@@ -177,6 +225,7 @@ def _check_out(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _unregister_hooks(config)
     restore = config.stash.get(MEMORY_CAP, None)
     if restore is not None:  # an in-process run (a notebook, harness run) gives its caller the old limit
         restore()
@@ -247,49 +296,6 @@ def workspace(config: pytest.Config) -> Workspace:
 
         config.stash[WORKSPACE] = Workspace(run_options(config))
     return config.stash[WORKSPACE]
-
-
-def matrix(options: RunOptions, *, families: set[str] | None = None, generates: bool = False,
-           where: Any = None, accepts: Any = None) -> list[Variant]:
-    """The variants of a suite: models filtered by family, generation head and ``where(spec)``;
-    variants filtered by ``accepts(spec, variant)``."""
-    from harness.zoo.base import ModelCatalog, is_path
-
-    catalog = options.catalog or ModelCatalog()
-    variants = []
-    for model in options.models:
-        spec = catalog.resolve(model)
-        if families and spec.family not in families:
-            continue
-        if generates and not spec.generates:
-            continue
-        if where is not None and not where(spec):
-            continue
-        for precision in options.precisions:
-            for provider in options.providers:
-                for axes in _runtime_axes(options, spec, provider):
-                    variant = Variant(model if is_path(model) else spec.name, precision, provider, axes)
-                    if accepts is None or accepts(spec, variant):
-                        variants.append(variant)
-    return variants
-
-
-def _runtime_axes(options: RunOptions, spec: Any, provider: Any) -> list[tuple[tuple[str, str], ...]]:
-    """The runtime axis values of one model x provider: one tuple per case. Only axes the
-    provider's backend honours multiply its cases; no axis in the run: one case, ``()``."""
-    from itertools import product
-
-    from harness.runners import backends
-    from harness.settings.runtime import AXES, axis_values
-
-    backend = backends().get(provider.backend)
-    honoured = backend.runtime_settings if backend is not None else frozenset()
-    own = dict(spec.extra.get("runtime") or {})
-    named = [(name, axis_values(name, options.runtime_axes, own)) for name in AXES if name in honoured]
-    named = [(name, values) for name, values in named if values]
-    if not named:
-        return [()]
-    return [tuple(zip([n for n, _ in named], combo)) for combo in product(*[v for _, v in named])]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -484,6 +490,11 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 
             print(f"harness: error: {disk_full_problem(collector)}", file=sys.stderr)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR  # `harness run`: 2, as for an unwritable --out
+        if collector is not None and collector.refused is not None:
+            import sys
+
+            print(f"harness: error: {collector.refused}", file=sys.stderr)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR  # `harness run`: 2
         if stopped is not None:
             session.exitstatus = stopped.exit_code
 
@@ -547,4 +558,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         terminalreporter.write_line(f"harness: {status_line(collector.records)}", red=True, bold=True)
 
 
-__all__ = ["SCHEMA", "harness", "matrix"]
+__all__ = ["HANDED", "SCHEMA", "Handoff", "harness", "matrix"]

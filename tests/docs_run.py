@@ -124,7 +124,9 @@ PREMISE_ONNX_FILES = ("model.onnx", "./exported/model.onnx", "bert-tiny-fp32/mod
 PREMISE_NIGHTS = ("reports/nightly-1", "reports/nightly-2", "reports/nightly-3")
 PREMISE_FILES = {"examples/test_own_model.py": "examples/test_own_model.py", "examples/protocol.toml": "examples/protocol.toml"}
 #: files a document's prose gives the reader before its commands
-DOCUMENT_FILES = {"docs/own-repository.md": {"tests/test_own_model.py": "examples/test_own_model.py"}}
+DOCUMENT_FILES = {"docs/own-repository.md": {"tests/test_own_model.py": "examples/test_own_model.py"},
+                  "docs/hooks.md": {"tests/test_own_model.py": "examples/test_own_model.py",
+                                    "tests/conftest.py": "examples/hooks/conftest.py"}}
 PREMISE_RUNS = ("reports/latest", "reports/run-x", "reports/ort-1.19", "reports/ort-1.20", "reports/v1",
                 "reports/v2", "reports/v3", "reports/last-nightly", "reports/run-2026-01-02", "runs/2025-06-01",
                 "runs/2025-06-02", "reports/nightly")

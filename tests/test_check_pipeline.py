@@ -125,7 +125,7 @@ def test_workspace_serves_prebuilt_files_only_to_backends_that_run_onnx(tmp_path
     path = _identity_onnx(tmp_path / "id.onnx")
     source = PrebuiltGraphs([path], "CPUExecutionProvider", 1, {"id.onnx": {"path": str(path)}})
     try:
-        ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)), prebuilt=source)
+        ws = Workspace(RunOptions(settings=Settings(samples=8, batch_size=4)), source=source)
         model = ws.model("bert-tiny")
         family = ws.family(model)
         (graph,) = family.graphs(model)

@@ -78,8 +78,8 @@ class ToyBackend(Backend):
         type(self).loaded.append(runner)
         return runner
 
-    def child_spec(self, model: Any, family: Any, graphs: Sequence[GraphSpec], variant: Variant) -> ChildSpec:
-        return ChildSpec([g.name for g in graphs], options={"gain": self.gain})
+    def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
+        return ChildSpec([r.graph.name for r in refs], options={"gain": self.gain})
 
     @classmethod
     def child_load(cls, spec: ChildSpec) -> ChildLoad:

@@ -21,8 +21,7 @@ PACKAGE = ROOT / "harness"
 
 #: lowest first; a unit is a module prefix (the longest one that matches wins)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("harness", "harness.core",
-     "harness.cli._early"),  # the first signal handler: imports nothing of the harness, by design
+    ("harness", "harness.core"),
     ("harness.metrics", "harness.data"),
     # the kinds of model (detection from config.json, graphs, feeds, limits, pooling) below the
     # catalogue of concrete models: a ModelSpec names its family, loading a model builds its
@@ -49,13 +48,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.gate",),
     ("harness.report",),
     ("harness.compare", "harness.shard", "harness.debug", "harness.check", "harness.cacheadmin", "harness.scaffold"),
-    ("harness.serving",),  # a served endpoint judged through check's stages
+    # the case engine: a case job's stages in order over any artifact source (check's matching and
+    # feeding, the judge's comparisons and side outputs), one composer for its records
+    ("harness.engine",),
+    ("harness.serving",),  # a served endpoint: a source of the engine
     ("harness.suites",),
-    # the pytest entry point and the feature-plugin discovery (harness/plugins/__init__.py only) ...
-    ("harness.plugin", "harness.plugins:init"),
+    # the pytest entry point (it names the feature plugins by file, importing none) ...
+    ("harness.plugin",),
     # ... then the feature plugins, which read the entry point's run state
     ("harness.plugins",),
-    ("harness.testing", "harness.cli", "harness.config",
+    ("harness.testing", "harness.cli",
      "harness.metrics.tables"),  # metrics.tables renders the docs of every declaration (metrics, options)
 )
 

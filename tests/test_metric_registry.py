@@ -165,15 +165,14 @@ def test_every_direction_and_default_gate_is_the_one_before_the_registry():
     assert metric("training_mode_ops").thresholds == Thresholds.uniform(0.0)
 
 
-def test_deprecated_higher_is_better_still_reads_the_registry():
-    """0.1's name, ``harness.config.HIGHER_IS_BETTER``; ``harness.core`` (below the registry) has none."""
-    import harness.config
+def test_the_core_types_declare_no_metric_direction():
+    """Which way a metric is good is the registry's (``MetricSpec.direction``); ``harness.core``, below
+    the registry, has no set of its own (0.1's ``harness.config.HIGHER_IS_BETTER`` is gone)."""
     import harness.core
 
-    with pytest.warns(DeprecationWarning, match="registry"):
-        assert harness.config.HIGHER_IS_BETTER == OLD_HIGHER_IS_BETTER
     with pytest.raises(AttributeError):
         harness.core.HIGHER_IS_BETTER  # noqa: B018
+    assert not (Path(harness.core.__file__).parents[1] / "config.py").exists()
 
 
 # ------------------------------------------------------------------ the code produces exactly what is declared

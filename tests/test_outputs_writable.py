@@ -171,9 +171,9 @@ def test_bisect_refuses_an_unwritable_out_before_loading(tmp_path, a_file, capsy
 
 
 def test_check_refuses_an_unwritable_out_before_judging(tmp_path, a_file, capsys, monkeypatch):
-    import harness.check.judge as judge
+    import harness.engine as engine
 
-    monkeypatch.setattr(judge, "run_check", lambda *a, **k: pytest.fail("judged with nowhere to write"))
+    monkeypatch.setattr(engine, "run_job", lambda *a, **k: pytest.fail("judged with nowhere to write"))
     assert main(["check", "--reference", "bert-tiny", "--onnx", str(tmp_path / "model.onnx"),
                  "--out", str(a_file / "check")]) == 2
     _one_line_error(capsys.readouterr().err, "--out")

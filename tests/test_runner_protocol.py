@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "harness"
 #: a probed object whose name says it is a runner or a backend
 WORDS = ("runner", "backend")
@@ -36,9 +38,9 @@ def test_the_probe_finder_sees_a_probe(tmp_path):
     assert len(probes(src)) == 2
 
 
-def test_one_graph_of_one_variant_is_one_value_and_the_older_spelling_still_works():
-    """``Backend.load`` / ``artifacts`` / ``outputs_key`` take a ``GraphRef``; a team's test calling
-    ``load(model, family, graph, variant)`` and a backend written that way keep working."""
+def test_one_graph_of_one_variant_is_one_value():
+    """``Backend.load`` / ``artifacts`` / ``outputs_key`` take one ``GraphRef``: no method is rewritten by
+    its signature to take ``(model, family, graph, variant)`` too (negative control: that call fails)."""
     from harness.runners.base import Backend, GraphRef
 
     class Written(Backend):
@@ -51,14 +53,9 @@ def test_one_graph_of_one_variant_is_one_value_and_the_older_spelling_still_work
         def load(self, ref):
             return ("now", ref.model, ref.graph)
 
-    class Older(Written):
-        name = "written-before"
-
-        def load(self, model, family, graph, variant):
-            return ("before", model, graph)
-
     ref = GraphRef("m", "f", "g", "v")
-    for cls, word in ((Written, "now"), (Older, "before")):
-        backend = cls(None)
-        assert backend.load(ref) == backend.load("m", "f", "g", "v") == (word, "m", "g")
+    backend = Written(None)
+    assert backend.load(ref) == ("now", "m", "g")
+    with pytest.raises(TypeError):
+        backend.load("m", "f", "g", "v")
     assert [r.graph for r in GraphRef.each("m", "f", ["a", "b"], "v")] == ["a", "b"]

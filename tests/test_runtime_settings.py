@@ -78,7 +78,7 @@ def test_backend_validation_hook_is_overridable_per_backend():
 
 
 def test_graph_optimization_axis_keeps_default_ids_and_only_multiplies_backends_that_honour_it():
-    from harness.plugin import matrix
+    from harness.settings.matrix import matrix
 
     plain = [v.id for v in matrix(build_options(models=["bert-tiny"], precisions=["fp32"]))]
     assert plain == ["bert-tiny-fp32-torch_cpu", "bert-tiny-fp32-ort_cpu"]
@@ -104,7 +104,7 @@ def test_rerun_command_repeats_the_case_axis_value():
 # -- the seed config ----------------------------------------------------------------------------------------
 def test_example_runtime_config_loads_and_every_case_records_its_settings():
     from harness.judge.workspace import Workspace
-    from harness.plugin import matrix
+    from harness.settings.matrix import matrix
 
     options = build_options({"config": EXAMPLE})
     assert options.runtime_axes == {"graph_optimization": ["disabled", "all"]}

@@ -1,27 +1,24 @@
-"""Judge pre-built ONNX artifacts against the PyTorch FP32 reference (``harness check``).
+"""Judge one pre-built artifact job against the PyTorch FP32 reference: the check's own steps.
 
-The artifact is what ships, built by someone else's pipeline; the harness only reads it.
-Every file is read and validated before the model loads (a truncated file is exit 2 in
-a second), and each job's I/O is matched before it runs. Past that, a check is the run
-pipeline (``harness.judge.pipeline``) with another artifact source: the files become a
-``PrebuiltGraphs`` given to the suites' ``Workspace``, whose ONNX variant then runs them.
-Batches, the memoised FP32 reference, ``run_graph_parity``, embedding parity and
-``generation_parity`` are the suites' own functions; every judged job then goes through the
-same record stage (``Case.record_parity``) and side-output stages (failing-batch dump, repro
-bundle) as a suite case, so one summary, baseline, gate and ``harness repro`` serve both.
+The artifact is what ships, built by someone else's pipeline; the harness only reads it. This
+module holds what is particular to foreign artifacts -- matching a job's I/O to the reference
+graph (``judge_job``), serving matched runners to the decoding loops (``judge_generation``) and
+what a check record adds (``numeric_case``) -- and the typed outcome of a check. The order of the
+stages, the side outputs and the records are the case engine's (``harness.engine``), the same for
+files and for a served endpoint. Batches, the memoised FP32 reference, ``run_graph_parity``,
+embedding parity and ``generation_parity`` are the suites' own functions.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from harness.check.io_match import IOMatch, match_io, reference_info
-from harness.check.jobs import Job, fit_sequence, plan_jobs
+from harness.check.jobs import Job, fit_sequence
 from harness.check.layout import ArtifactFile
 from harness.check.protocol.adapt import ProtocolRunner, canonical_inputs, canonical_outputs
 from harness.check.protocol.fit import (
@@ -32,34 +29,31 @@ from harness.check.protocol.fit import (
     wants_last_logits,
 )
 from harness.check.protocol.model import Logits, Protocol
-from harness.check.request import CheckRequest, CheckSetup, resolve
+from harness.check.request import CheckRequest
 from harness.check.synth import synthesizers
 from harness.core import Precision, UsageError, Variant, describe_error
 from harness.families import Family
 from harness.families.base import CheckedGraph
 from harness.judge.embedding import embedding_parity
 from harness.judge.generation import GenerationRequest, GenerationResult, generation_parity
-from harness.judge.generation import record as record_generation
 from harness.judge.numeric import (
-    GateFailure,
     OutputResult,
     ParityResult,
-    lint_result,
     probe_batches,
     run_graph_parity,
 )
-from harness.judge.pipeline import GraphError, GraphJudgement, error_bundle_stage, write_side_outputs
+from harness.judge.pipeline import GraphError, GraphJudgement
 from harness.judge.workspace import Workspace
 from harness.repro import EmbeddingDerived
-from harness.results import compose_standalone, new_run_id
 from harness.results.collector import Case
-from harness.results.record import as_verdict, run_green
+from harness.results.outcome import CaseResult
+from harness.results.record import run_green
 from harness.runners.base import GraphRunner
-from harness.runners.prebuilt import MappedRunner, PrebuiltGraphs
+from harness.runners.prebuilt import MappedRunner
 from harness.zoo.base import ModelSpec
 from harness.zoo.loading import LoadedModel
 
-__all__ = ["CheckOutcome", "CheckRequest", "JobResult", "run_check"]
+__all__ = ["CheckOutcome", "CheckRequest", "JobResult", "judge_generation", "judge_job", "numeric_case"]
 
 
 @dataclass
@@ -90,15 +84,20 @@ class CheckOutcome:
     precision_note: str
     artifacts: list[ArtifactFile]
     jobs: list[JobResult]
-    records: list[dict[str, Any]] = field(default_factory=list)
+    #: every record of the check, as the engine decided and composed it
+    results: list[CaseResult] = field(default_factory=list)
     generation: GenerationResult | None = None
     notes: list[str] = field(default_factory=list)
     #: ``--perf``: the perf fields of the ``check_perf`` record
     perf: dict[str, Any] | None = None
 
     @property
+    def records(self) -> list[dict[str, Any]]:
+        return [r.record.to_dict() for r in self.results]
+
+    @property
     def exit_code(self) -> int:
-        return 0 if run_green(r["verdict"] for r in self.records) else 1  # not-run and judged-nothing fail too
+        return 0 if run_green(r.verdict for r in self.results) else 1  # not-run and judged-nothing fail too
 
 
 # -- one job ------------------------------------------------------------------------------------------
@@ -237,134 +236,9 @@ def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list
                                                             "decoded without a KV cache (no cached graph given)")
 
 
-# -- the whole check -----------------------------------------------------------------------------------------
-def run_check(req: CheckRequest, run_dir: Path, run_id: str | None = None) -> CheckOutcome:
-    """Judge one request's files; records carry ``run_id`` (one per ``harness check`` invocation)."""
-    began = time.perf_counter()
-    run_id = run_id or new_run_id()
-    setup = resolve(req)  # bad files, options and references fail here, before the model loads
-    files = {a.path.name: a.record() for a in setup.artifacts}
-    from harness.results.collector import case_dir_name
-
-    source = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, files,
-                            setup.variant.precision, setup.options.runtime,
-                            profile_dir=run_dir / "cases" / case_dir_name(f"check[{setup.variant.id}]"))
-    try:
-        ws = Workspace(setup.options, prebuilt=source)
-        return _judge(ws, req, setup, files, run_dir, began, run_id)
-    finally:
-        source.close()
-
-
-def _judge(ws: Workspace, req: CheckRequest, setup: CheckSetup, files: dict[str, dict[str, Any]], run_dir: Path,
-           began: float, run_id: str) -> CheckOutcome:
-    """Every job's numbers into one ``check`` record, then generation into ``check_generation``."""
-    spec, variant, artifacts = setup.spec, setup.variant, setup.artifacts
-    model = ws.model(spec.name)
-    family = ws.family(model)
-    outcome = CheckOutcome(spec, variant, setup.precision_note, artifacts, [])
-    linted: set[Path] = set()
-    assert ws.prebuilt is not None
-    for job in plan_jobs(artifacts, family, model):
-        result = judge_job(ws, job, ws.prebuilt.session(job.artifact.path), model, family, variant.precision,
-                           spec.tolerances, req.maps, req.protocol, req.protocol_origin)
-        if job.artifact.path not in linted:  # the suites' static checks (training-mode ops), once per file
-            linted.add(job.artifact.path)
-            result.outputs.insert(0, lint_result(job.key, str(job.artifact.path), job.graph,
-                                                 result.match.input_map if result.match else None,
-                                                 variant.precision, spec.tolerances))
-        outcome.jobs.append(result)
-    settings = {"batch_size": ws.options.settings.batch_size, "num_samples": len(ws.texts(model)), "corpus": spec.corpus,
-                "precision_source": "given" if req.precision else "detected", "maps": dict(req.maps),
-                "tolerance_overrides": dict(req.tolerances),
-                "runtime": ws.runtime_for(variant, model).as_dict(variant.provider.short)}
-    parity = ParityResult(variant.id, [o for j in outcome.jobs for o in j.outputs])  # shapes: per job, below
-    from harness.judge.coverage import numeric_coverage
-
-    # the same accounting as a suite case: the head's outputs of every judged file must be gated
-    parity.coverage = numeric_coverage(family, [(j.job.key, j.job.graph) for j in outcome.jobs], parity.outputs,
-                                       family.task(model.config))
-    case = Case(ws, variant, run_dir, f"check[{variant.id}]")
-    for j in outcome.jobs:  # the run's side-output stages: failing-batch dump, repro bundle
-        if j.judged is not None:
-            write_side_outputs(ws, variant, model, j.judged, case.case_dir(), parity.side)
-        if j.broke is not None:  # the file raised: its error bundle, as a suite case's
-            error_bundle_stage(ws, variant, model, j.broke, case.case_dir(), parity.side)
-    parity.side.profiles.update(profile_summaries(ws.prebuilt.end_profiling()))  # --profile: per file
-    numeric_case(case, outcome, parity, files)
-    errors = [j.error for j in outcome.jobs if j.error]
-    outcome.records.append(_record(case, "check", _verdict(parity.assert_ok, errors), began, settings, run_id))
-    if req.generation and spec.generates:
-        _judge_generation(ws, req, outcome, variant, family, settings, files, run_dir, run_id)
-    if req.perf is not None:
-        _judge_perf(ws, req, outcome, variant, model, family, settings, files, run_dir, run_id)
-    return outcome
-
-
-def _judge_perf(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant: Variant, model: LoadedModel,
-                family: Family, settings: dict[str, Any], files: dict[str, dict[str, Any]], run_dir: Path,
-                run_id: str) -> None:
-    """``--perf``: a ``check_perf`` record with the perf suites' numbers for these files; the
-    model's perf budgets (``p50_ms``, ``peak_rss_mb``...) gate it."""
-    from harness.check.perf import measure_prebuilt
-    from harness.perf import budgets
-
-    case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
-    case.data["protocol"] = job_protocols(outcome.jobs)
-    case.artifacts.update(files)
-    started = time.perf_counter()
-    runners, use_cache, _ = generation_runners(family, outcome.jobs) if family.generates else ({}, False, "")
-    try:
-        perf, notes = measure_prebuilt(ws, variant, model, family, outcome.jobs, req.perf, case.case_dir(),
-                                       runners if use_cache else None)
-        case.perf.update(perf)
-        outcome.notes += notes
-        outcome.perf = perf
-        def gate() -> None:
-            budgets.enforce(case, case.perf)
-
-        verdict = _verdict(gate, [])
-    except Exception as exc:  # noqa: BLE001 - a file that cannot be timed: its verdict, not a crash of the check
-        verdict = ("error", describe_error(exc, 300))
-    outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
-
-
-def _judge_generation(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, variant: Variant, family: Family,
-                      settings: dict[str, Any], files: dict[str, dict[str, Any]], run_dir: Path, run_id: str) -> None:
-    """Decode with the files and with PyTorch into a ``check_generation`` record."""
-    case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
-    case.data["protocol"] = job_protocols(outcome.jobs)
-    started = time.perf_counter()
-    try:
-        decoded, note = judge_generation(ws, variant, family, outcome.jobs, req.gen_samples, req.gen_settings)
-    except Exception as exc:  # noqa: BLE001 - a decoding crash in the artifact is its verdict, not ours
-        case.artifacts.update(files)
-        from harness.runners.failures import explain
-
-        outcome.records.append(_record(case, "check_generation", ("error", explain(describe_error(exc, 300))),
-                                       started, settings, run_id))
-        return
-    if note:
-        outcome.notes.append(note)
-    if decoded is not None:
-        outcome.generation = decoded
-        record_generation(case, decoded)
-        outcome.records.append(_record(case, "check_generation", _verdict(decoded.assert_ok, []), started,
-                                       settings, run_id))
-
-
 def job_protocols(jobs: Sequence[JobResult]) -> dict[str, Any]:
     """Each job's protocol as judged, for the records that do not list the jobs."""
     return {j.job.key: j.protocol.as_dict() for j in jobs if j.protocol is not None}
-
-
-def profile_summaries(traces: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """The profiling stage's summaries of the files' traces (``--profile``), by file name."""
-    if not traces:
-        return {}
-    from harness.perf.profiling import summarise_trace
-
-    return {name: summarise_trace(trace) for name, trace in traces.items()}
 
 
 def numeric_case(case: Case, outcome: CheckOutcome, parity: ParityResult, files: dict[str, dict[str, Any]]) -> None:
@@ -395,21 +269,3 @@ def coverage_result(graph: str, cut: tuple[int, int, int, bool], precision: Prec
     result = OutputResult(graph, "shapes", {"sentences_cut": float(count)}, None, (), tolerance, total)
     result.where = f"{count} of {total} sentences longer than the baked {length} tokens"
     return result
-
-
-def _verdict(assert_ok: Callable[[], None], errors: list[str]) -> tuple[str, str]:
-    """error (the artifact broke while running) > fail (a gate's message) > pass."""
-    if errors:
-        return "error", "; ".join(errors)
-    try:
-        assert_ok()
-    except GateFailure as exc:
-        return "fail", str(exc)
-    return "pass", ""
-
-
-def _record(case: Case, suite: str, verdict: tuple[str, str], began: float, settings: dict[str, Any],
-            run_id: str) -> dict[str, Any]:
-    """The one place a check composes a results record: the run's composer, the suites' schema."""
-    return compose_standalone(case, suite=suite, run_id=run_id, verdict=as_verdict(verdict[0]), reason=verdict[1],
-                              duration_s=time.perf_counter() - began, settings=settings).to_dict()

@@ -10,7 +10,7 @@ stderr, no traceback), 128+N a run stopped by signal N (130 SIGINT/Ctrl-C, 143 S
 from __future__ import annotations
 
 # first, before anything slow is imported: a signal during start-up is kept, not fatal
-from harness.cli import _early
+from harness.core import early as _early
 
 if _early.launched_as_command():
     _early.install()

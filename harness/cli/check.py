@@ -20,8 +20,10 @@ from harness.core import Precision, UsageError
 from harness.core.rundirs import default_run_dir
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.check.judge import CheckOutcome
     from harness.check.request import CheckRequest
     from harness.core import Provider
+    from harness.engine import JobSource
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -274,8 +276,35 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     return usable or (["ort_cpu"] if not wanted else [])
 
 
+def judge_request(request: CheckRequest, out: Path, run_id: str) -> CheckOutcome:
+    """A generative model behind an OpenAI-compatible API is judged by its generations alone
+    (``harness.serving.openai_check``: no tensors to match); every other request is a case job of
+    the engine with the source it names."""
+    from harness.engine import run_job
+
+    if request.endpoint is not None and request.endpoint.protocol == "openai":
+        from harness.serving.openai_check import run_openai_check
+
+        if request.perf is not None:  # the load targets loopback or a configured host only: refused before work
+            why = request.endpoint.load_allowed()
+            if why:
+                raise UsageError(why)
+        return run_openai_check(request, out, run_id)
+    return run_job(request, source_of(request), out, run_id)
+
+
+def source_of(request: CheckRequest) -> type[JobSource]:
+    """The artifact source a request names: a served endpoint, else files on disk."""
+    if request.endpoint is not None:
+        from harness.serving.check import EndpointJobs
+
+        return EndpointJobs
+    from harness.engine.files import FileJobs
+
+    return FileJobs
+
+
 def check(args: argparse.Namespace) -> int:
-    from harness.check.judge import run_check
     from harness.check.report import print_outcome
     from harness.core.admission import limits_from, set_limits
     from harness.core.writable import ensure_writable_dir
@@ -292,12 +321,7 @@ def check(args: argparse.Namespace) -> int:
     code = 0
     run_id = new_run_id()  # one run: every request's records share it
     for request in todo:
-        if request.endpoint is not None:
-            from harness.serving.check import run_endpoint_check
-
-            outcome = run_endpoint_check(request, out, run_id)
-        else:
-            outcome = run_check(request, out, run_id)
+        outcome = judge_request(request, out, run_id)
         print_outcome(outcome, console)
         for record in outcome.records:
             writer.append(record)

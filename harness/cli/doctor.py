@@ -23,10 +23,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def doctor(args: argparse.Namespace) -> int:
     from harness.judge.workspace import Workspace
-    from harness.plugin import matrix
     from harness.report.console import cli_console
     from harness.results.envinfo import environment
     from harness.runners import PROVIDERS, backends
+    from harness.settings.matrix import matrix
     from harness.settings.options import cli_values
     from harness.settings.resolve import build_options
     from harness.zoo.base import cache_root, unavailable_models

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness.core import UsageError
+from harness.core import RunOptions, UsageError
 from harness.core.rundirs import default_run_dir
 
 #: set while ``harness run`` runs pytest in-process: the command line already checked the options,
@@ -45,7 +45,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run, out_dir_of=run_dir)
 
 
-def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
+def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, list[str]]:
+    """The run's options, resolved and checked once here (one line and exit 2 for a mistake), and
+    pytest's command line; the plugin receives the options whole (``harness.plugin.Handoff``)."""
     from harness.settings.options import cli_values, option, pytest_argv
     from harness.settings.resolve import build_options, preflight
 
@@ -103,7 +105,7 @@ def pytest_args(args: argparse.Namespace, out: Path) -> list[str]:
         argv += ["-k", args.keyword]
     if args.workers:
         argv += ["-n", str(args.workers)]
-    return argv + extra
+    return options, argv + extra
 
 
 #: pytest-benchmark's end-of-run columns under ``harness run``: its default ten columns of a
@@ -148,15 +150,16 @@ def run(args: argparse.Namespace) -> int:
     out = run_dir(args)
     ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
-    argv = pytest_args(args, out)
-    os.environ[FRONT_END] = "run"  # the plugin does not repeat what was checked (and warned about) here
+    options, argv = session_options(args, out)
     from harness.cli.suite_imports import forget_imported, forget_stale
+    from harness.plugin import Handoff
 
     suites = list(args.suites or [])
     forget_stale(suites)
     before = set(sys.modules)
+    os.environ[FRONT_END] = "run"  # how messages from inside pytest spell an option (harness.settings.spelling)
     try:
-        code = pytest.main(argv)
+        code = pytest.main(argv, plugins=[Handoff(options)])  # not rebuilt, re-checked or re-warned by the plugin
     finally:
         os.environ.pop(FRONT_END, None)
         forget_imported(suites, before)  # a later run in this process imports its own same-named files

@@ -40,6 +40,7 @@ from harness.judge.numeric import (
     run_graph_parity,
     unfused_twin,
 )
+from harness.results.outcome import Decision, decide
 from harness.results.sections import Evidence
 from harness.runners.base import GraphRef
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.numeric import Batch, OutputResult
     from harness.judge.workspace import Workspace
     from harness.repro import EmbeddingDerived
+    from harness.results.collector import Case
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -161,10 +163,9 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
 
 def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseException,
                      case_dir: Path) -> Path | None:
-    """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``, named
-    on the exception (``harness_repro_bundles``) for the case's record; None when not written
-    (bundles off, no artifact file, or the file does not raise it itself). Never raises: the
-    case's own error is what the record must say."""
+    """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``;
+    None when not written (bundles off, no artifact file, or the file does not raise it itself).
+    Never raises: the case's own error is what the record must say."""
     mode = ws.options.settings.repro_bundles
     if mode == "off":
         return None
@@ -179,46 +180,41 @@ def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseExce
             return None
         batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
         with phase("metrics"):
-            bundle = write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
-                                        artifact=onnx[0], batches=batches, exc=exc,
-                                        runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
-                                        mode=mode)
+            return write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
+                                      artifact=onnx[0], batches=batches, exc=exc,
+                                      runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
+                                      mode=mode)
     except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
         return None
-    if bundle is not None:
-        named = dict(getattr(exc, "harness_repro_bundles", {}) or {})
-        named[graph.name] = str(bundle)
-        try:
-            exc.harness_repro_bundles = named  # type: ignore[attr-defined]
-        except AttributeError:  # an exception type without a __dict__
-            return bundle
-    return bundle
 
 
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
-                   dump_dir: Path | None = None) -> ParityResult:
+                   dump_dir: Path | None = None, result: ParityResult | None = None) -> ParityResult:
     """Judge every graph of ``variant``; with ``dump_dir``, a failing graph's worst batch is
     saved there (inputs, reference and variant outputs) for reproduction, and a graph whose
-    artifact the runtime refuses gets an error bundle (``error_bundle_for``)."""
+    artifact the runtime refuses gets an error bundle (``error_bundle_for``), named in
+    ``result.side`` -- the caller's container, so what was written survives the exception."""
+    result = result if result is not None else ParityResult(variant.id)
     judging: list["GraphSpec"] = []  # the graph being judged when an exception escapes
     try:
-        return _numeric_parity(ws, variant, family, dump_dir, judging)
+        return _numeric_parity(ws, variant, family, dump_dir, judging, result)
     except Exception as exc:  # the runtime refused the file or its feeds: bundle the error if the file raises it
         if dump_dir is not None and judging and not isinstance(exc, GateFailure):
             model = ws.model(variant.model)
             ref = GraphRef(model, family or ws.family(model), judging[-1], variant)
-            error_bundle_for(ws, ref, ws.backend(variant, model), exc, dump_dir)
+            bundle = error_bundle_for(ws, ref, ws.backend(variant, model), exc, dump_dir)
+            if bundle is not None:
+                result.side.bundles[judging[-1].name] = str(bundle)
         raise
 
 
 def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
-                    judging: list["GraphSpec"]) -> ParityResult:
+                    judging: list["GraphSpec"], result: ParityResult) -> ParityResult:
     """The pipeline's stages per graph: resolve (the workspace's source serves the backend), run and
     compare, the unfused twin's comparison, then the side outputs (``harness.judge.pipeline``)."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model, profile_dir=dump_dir)
-    result = ParityResult(variant.id)
     for graph in family.graphs(model):
         judging.append(graph)
         batches = ws.parity_batches(model, family, graph)
@@ -255,8 +251,28 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
     return result
 
 
+# -- a numeric case -------------------------------------------------------------------------------------
+def numeric_case(case: Case, family: "Family | None" = None) -> ParityResult:
+    """A suite case's numeric stages: every graph judged (``numeric_parity``, side outputs in the case
+    directory), recorded into the case, the case decided from the result (``Case.conclude``). When a
+    graph raises, what the stages wrote before it (an error bundle) is recorded and the case decided
+    by the exception, which propagates."""
+    assert case.variant is not None, "numeric parity needs a variant"
+    result = ParityResult(case.variant.id)
+    try:
+        numeric_parity(case.workspace, case.variant, family, dump_dir=case.case_dir(), result=result)
+    except Exception as exc:
+        if result.side.bundles:
+            Evidence(repro_bundles=dict(result.side.bundles)).write(case.data)
+        case.conclude(Decision.of_exception(exc))
+        raise
+    case.record_parity(result)
+    case.conclude(decide(result.assert_ok))
+    return result
+
+
 # -- a generation case ----------------------------------------------------------------------------------
-def generation_case(case: Any, request: GenerationRequest | None = None,
+def generation_case(case: Case, request: GenerationRequest | None = None,
                     family: "Family | None" = None) -> GenerationResult:
     """A generation case's stages: decode and compare (``judge.generation.generation_parity``), record
     into the case, then the side outputs (a failing case's generation bundle, an erroring one's decode
@@ -267,8 +283,10 @@ def generation_case(case: Any, request: GenerationRequest | None = None,
     except Exception as exc:  # a decoding graph the runtime refused: its error bundle, if the files raise it
         if case.workspace.options.settings.repro_bundles != "off":
             _decode_error_bundle(case, request, family, exc)
+        case.conclude(Decision.of_exception(exc))
         raise
     record_generation(case, result)
+    case.conclude(decide(result.assert_ok))
     if not result.passed and case.workspace.options.settings.repro_bundles != "off":
         from harness.repro.generation import write_generation_bundle
 
@@ -288,17 +306,18 @@ def generation_case(case: Any, request: GenerationRequest | None = None,
     return result
 
 
-def _decode_error_bundle(case: Any, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
+def _decode_error_bundle(case: Case, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
     """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
     record; best-effort: the case's own error is what the record must say."""
     from harness.repro.error_decode import write_decode_error_bundle
 
-    ws = case.workspace
+    ws, variant = case.workspace, case.variant
+    assert variant is not None, "a generation case has a variant"
     try:
-        model = ws.model(case.variant.model)
+        model = ws.model(variant.model)
         wanted, settings, indices, texts = decode_plan(ws, model, request)
         with phase("metrics"):  # writing the evidence of a verdict
-            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
+            bundle = write_decode_error_bundle(case.case_dir() / "repro-generation", ws, variant, model,
                                                family or ws.family(model), settings, indices, texts,
                                                int(wanted["batch_size"]), exc, ws.options.settings.repro_bundles)
     except Exception:  # noqa: BLE001 - evidence of an error already recorded: never a second error
@@ -308,4 +327,5 @@ def _decode_error_bundle(case: Any, request: GenerationRequest | None, family: "
 
 
 __all__ = ["GraphError", "GraphJudgement", "SideOutputs", "bundle_stage", "close_stage", "dump_stage",
-           "error_bundle_for", "error_bundle_stage", "generation_case", "numeric_parity", "write_side_outputs"]
+           "error_bundle_for", "error_bundle_stage", "generation_case", "numeric_case", "numeric_parity",
+           "write_side_outputs"]

@@ -49,16 +49,15 @@ class Workspace:
     ``harness check`` judges, with its tolerances and corpus); ``source`` is where the graphs come
     from (``harness.runners.source``): None, the harness builds them; ``PrebuiltGraphs``, files
     built elsewhere serve the variants whose backend runs ONNX files; an endpoint source, a served
-    model. Both are fixed at construction, so one workspace never changes where its graphs come from.
-    ``prebuilt`` is the older spelling of ``source`` for files."""
+    model. Both are fixed at construction, so one workspace never changes where its graphs come from."""
 
     def __init__(self, options: RunOptions, cache_dir: Path | None = None, *,
-                 source: ArtifactSource | None = None, prebuilt: PrebuiltGraphs | None = None) -> None:
+                 source: ArtifactSource | None = None) -> None:
         self.options = options
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         self.artifacts = ArtifactCache(self.cache_dir / "artifacts")
         self.catalog = options.catalog or ModelCatalog()
-        self.source: ArtifactSource | None = source if source is not None else prebuilt
+        self.source: ArtifactSource | None = source
         self._models: dict[str, LoadedModel] = {}
         self._specs: dict[str, ModelSpec] = {}
         self.references = ReferenceCache(self.cache_dir / "references", fresh=options.settings.fresh_references)

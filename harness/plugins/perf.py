@@ -137,12 +137,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "harness_perf_suite: a performance suite module, collected only with "
                             "--harness-perf (or a baseline option)")
     if not hasattr(config, "workerinput"):
-
+        from harness.plugin import HANDED
         from harness.settings.options import option
         from harness.settings.relations import check_relations
-        from harness.settings.spelling import front_end
 
-        quiet = front_end() == "run"  # `harness run` said it already
+        quiet = config.stash.get(HANDED, False)  # the front end that handed the options said it already
         try:
             check_relations(values, lambda name: option(name).pytest_flag, warn=(lambda t: None) if quiet else None)
         except UsageError as exc:

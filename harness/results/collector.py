@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from harness.core import Variant
+from harness.core import UsageError, Variant
 from harness.core.interrupts import signals_held
 from harness.core.phases import PhaseClock
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
+from harness.results.outcome import Decision
 from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
@@ -45,6 +46,8 @@ class Case:
     clock: PhaseClock = field(default_factory=PhaseClock)
     #: the case's resident memory (``harness.core.rss.PeakRss.stop``): peak, start, end bytes
     memory: dict[str, Any] = field(default_factory=dict)
+    #: what the engine decided for this case (None: nothing judged through it; the test's outcome decides)
+    decision: Decision | None = None
 
     @property
     def model(self) -> LoadedModel:
@@ -52,19 +55,16 @@ class Case:
         return self.workspace.model(self.variant.model)
 
     def numeric_parity(self, family: Family | None = None) -> ParityResult:
-        """Judge the variant's graphs against PyTorch FP32; records everything, returns the result."""
-        from harness.judge.pipeline import numeric_parity
+        """Judge the variant's graphs against PyTorch FP32 through the case's stages
+        (``harness.judge.pipeline.numeric_case``): records everything, decides the case, returns the
+        result (whose ``assert_ok`` tells pytest)."""
+        from harness.judge.pipeline import numeric_case
 
-        assert self.variant is not None
-        try:
-            result = numeric_parity(self.workspace, self.variant, family, dump_dir=self.case_dir())
-        except Exception as exc:  # an error bundle written for it (harness.repro.error) goes in the record
-            bundles = getattr(exc, "harness_repro_bundles", None)  # noqa: B009 -- set on foreign exceptions
-            if bundles:
-                Evidence(repro_bundles=dict(bundles)).write(self.data)
-            raise
-        self.record_parity(result)
-        return result
+        return numeric_case(self, family)
+
+    def conclude(self, decision: Decision) -> None:
+        """The engine's decision for this case; two decisions of one case keep the graver."""
+        self.decision = decision.worse(self.decision)
 
     def record_parity(self, result: ParityResult) -> None:
         """The record stage of a numeric case (``harness.judge.pipeline``), for the suites and
@@ -168,6 +168,7 @@ class Case:
             "started": self.started,
             "phases": self.clock.as_dict(),
             "memory": self.memory,
+            **({"decision": self.decision.as_dict()} if self.decision is not None else {}),
         }
 
 
@@ -194,6 +195,8 @@ class RecordCollector:
         #: the cases whose record could not be written
         self.disk_full: Any = None
         self.lost: list[str] = []
+        #: a record a team's ``harness_record`` hook was refused for (``harness.core.hooks``): the run stops
+        self.refused: UsageError | None = None
         self.session: Any = None
         #: suite files that fail to collect become ``error`` records (harness sessions only: the
         #: plugin is installed in every pytest session, whose own collection errors are pytest's)
@@ -271,6 +274,11 @@ class RecordCollector:
         except DiskFull as exc:
             self.disk_full = self.disk_full or exc
             self.lost.append(record.id)
+        except UsageError as exc:  # a hook changed what the harness computed: no record, and the run stops
+            self.refused = self.refused or exc
+            self.lost.append(record.id)
+            if self.session is not None:
+                self.session.shouldstop = str(exc)
         else:
             self.records.append(record)
         self.disk_full = self.disk_full or self.writer.full
@@ -307,7 +315,7 @@ class RecordCollector:
         if case is None:
             return None
         payload = state["props"].get("harness_record") or {}
-        verdict, reason = _verdict(state["phases"], payload.get("exception"))
+        verdict, reason = _verdict(state["phases"], payload.get("exception"), payload.get("decision"))
         if verdict == "skip" and state["props"].get("harness_not_run"):
             verdict = "not-run"  # asked for explicitly and could not run here: not green
         settings = payload.get("settings", {})
@@ -339,7 +347,11 @@ def _short(report: Any) -> str:
     return str(longrepr).strip().splitlines()[-1] if longrepr else ""
 
 
-def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | None) -> tuple[Verdict, str]:
+def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | None,
+             decided: Mapping[str, Any] | None = None) -> tuple[Verdict, str]:
+    """The case's verdict: the engine's decision when the case reached one (``Case.decision``) and the
+    test's outcome agrees with it; pytest's phases only for what the engine never saw (a skip, a
+    broken setup or teardown, a user's own assertion, a test that judged nothing through the engine)."""
     setup = phases.get("setup", ("passed", ""))
     if setup[0] == "skipped":
         return "skip", setup[1]
@@ -348,6 +360,9 @@ def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | Non
     outcome, message = phases.get("call", ("passed", ""))
     if outcome == "skipped":
         return "skip", message
+    decision = _decision(decided)
+    if decision is not None and decision.failed:
+        return decision.verdict, decision.reason
     if outcome == "failed":
         if exception and exception.get("gate"):
             return "fail", exception.get("message", message)
@@ -356,7 +371,16 @@ def _verdict(phases: dict[str, tuple[str, str]], exception: dict[str, Any] | Non
     teardown = phases.get("teardown", ("passed", ""))
     if teardown[0] == "failed":
         return "error", f"teardown: {teardown[1]}"
-    return "pass", ""
+    return (decision.verdict, decision.reason) if decision is not None else ("pass", "")
+
+
+def _decision(raw: Mapping[str, Any] | None) -> Decision | None:
+    """The engine's decision as the payload carries it (a dict: xdist ships payloads as JSON-like values)."""
+    if not raw:
+        return None
+    from harness.results.record import as_verdict
+
+    return Decision(as_verdict(raw.get("verdict")), str(raw.get("reason") or ""))
 
 
 def case_dir_name(case_id: str) -> str:

@@ -60,9 +60,10 @@ class ResultsWriter:
     def append(self, record: RecordLike) -> None:
         """Append one record; raises ``DiskFull`` when it could not be written even with the
         reserve given back (the file then holds exactly the records before it)."""
+        from harness.core.hooks import record_hooks
         from harness.core.writable import DiskFull
 
-        line = record_line(record)
+        line = record_line(record_hooks(record.to_dict() if isinstance(record, Record) else dict(record)))
         if self._lock is None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self._lock = FileLock(str(self.path) + ".lock")

@@ -230,48 +230,6 @@ class ChildLoad:
     runners: dict[str, "GraphRunner"] = field(default_factory=dict)
 
 
-#: the Backend methods of one graph, which take a GraphRef
-_PER_GRAPH = ("load", "artifacts", "outputs_key")
-#: the Backend methods of a variant's graphs, which take a sequence of GraphRefs (``GraphRef.each``)
-_PER_VARIANT = ("shipped_files", "child_spec")
-
-
-def _either_spelling(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` called with one GraphRef or with ``(model, family, graph, variant)``, whichever it
-    was written for (its own parameters say which)."""
-    import functools
-    import inspect
-
-    legacy = len(inspect.signature(method).parameters) == 5  # self, model, family, graph, variant
-
-    @functools.wraps(method)
-    def call(self: Any, *args: Any) -> Any:
-        ref = args[0] if len(args) == 1 else GraphRef(*args)
-        if legacy:
-            return method(self, ref.model, ref.family, ref.graph, ref.variant)
-        return method(self, ref)
-
-    return call
-
-
-def _either_spelling_of_graphs(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` called with a sequence of GraphRefs or with ``(model, family, graphs, variant)``."""
-    import functools
-    import inspect
-
-    legacy = len(inspect.signature(method).parameters) == 5
-
-    @functools.wraps(method)
-    def call(self: Any, *args: Any) -> Any:
-        refs = tuple(args[0]) if len(args) == 1 else GraphRef.each(*args)
-        if legacy:
-            first = refs[0]
-            return method(self, first.model, first.family, [r.graph for r in refs], first.variant)
-        return method(self, refs)
-
-    return call
-
-
 class Backend(abc.ABC):
     """Makes GraphRunners for one backend (pytorch, onnxruntime, ...)."""
 
@@ -300,19 +258,6 @@ class Backend(abc.ABC):
 
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """The per-graph methods take one :class:`GraphRef`. A team's test written against the older
-        spelling (``backend.load(model, family, graph, variant)``, docs/own-repository.md before
-        issue 22) and a backend implementing it (``def load(self, model, family, graph, variant)``)
-        keep working: each such method of a subclass accepts both spellings."""
-        super().__init_subclass__(**kwargs)
-        for name in _PER_GRAPH:
-            if name in cls.__dict__:
-                setattr(cls, name, _either_spelling(cls.__dict__[name]))
-        for name in _PER_VARIANT:
-            if name in cls.__dict__:
-                setattr(cls, name, _either_spelling_of_graphs(cls.__dict__[name]))
 
     @classmethod
     def validate_provider_options(cls, provider: "Provider", options: Mapping[str, str], where: str) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -168,6 +168,9 @@ class PrebuiltGraphs(ArtifactSource):
     variants whose backend runs ONNX files; the reference's PyTorch variants are built."""
 
     kind = "files"
+    #: outputs are a function of the files' bytes and how they were opened, so they may be replayed
+    #: from the output cache (``PrebuiltBackend.outputs_key``)
+    replays: ClassVar[bool] = True
 
     def __init__(self, paths: Sequence[Path], provider: "Provider | str", threads: int | None,
                  records: Mapping[str, dict[str, Any]], precision: Precision = Precision.FP32,
@@ -249,7 +252,8 @@ class PrebuiltBackend(Backend):
 
         runtime = backends().get(ref.variant.backend)
         runner = self.source._runners.get(ref.graph.name)
-        if runtime is None or runner is None or not runtime.deterministic(ref.variant) or self.ctx.runtime.profile:
+        if not self.source.replays or runtime is None or runner is None or not runtime.deterministic(ref.variant) \
+                or self.ctx.runtime.profile:
             return None
         from harness.core.cachedir import source_digest
 

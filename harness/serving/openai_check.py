@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.check.judge import CheckOutcome, _record, _verdict
+from harness.check.judge import CheckOutcome
 from harness.check.layout import ArtifactFile
 from harness.check.request import CheckRequest, resolve
 from harness.core import UsageError, describe_error
+from harness.engine.job import compose_case
 from harness.generation.decode import Decoded
 from harness.judge.generation import GenerationRequest, _judged, decode_plan, reference_decode
 from harness.judge.generation import record as record_generation
@@ -21,6 +22,7 @@ from harness.judge.workspace import Workspace
 from harness.perf.measure import latency_entry, latency_key
 from harness.results import new_run_id
 from harness.results.collector import Case
+from harness.results.outcome import Decision, decide
 from harness.serving.client import EndpointRefused, ServingError
 from harness.serving.openai import Completion, LoadLevel, OpenAIClient, OpenAIRoute, load_level
 from harness.settings.endpoint import Endpoint
@@ -73,8 +75,8 @@ def run_openai_check(req: CheckRequest, run_dir: Path, run_id: str | None = None
         ref_seconds = time.perf_counter() - started
         answers = _complete_all(endpoint, route, texts, gen.max_new_tokens)
     except ServingError as exc:
-        outcome.records.append(_record(case, "check_generation", ("error", describe_error(exc, 300)), started,
-                                       settings, run_id))
+        outcome.results.append(compose_case(case, "check_generation", Decision("error", describe_error(exc, 300)), started,
+                                            settings, run_id))
         return outcome
     retokenised = _retokenised(model.tokenizer)
     got = Decoded([retokenised(a.text) for a in answers], [a.text for a in answers], sum(a.seconds for a in answers),
@@ -87,7 +89,7 @@ def run_openai_check(req: CheckRequest, run_dir: Path, run_id: str | None = None
         result.settings["ttft_ms_p50"] = sorted(ttft)[len(ttft) // 2]
     outcome.generation = result
     record_generation(case, result)
-    outcome.records.append(_record(case, "check_generation", _verdict(result.assert_ok, []), started, settings,
+    outcome.results.append(compose_case(case, "check_generation", decide(result.assert_ok), started, settings,
                                    run_id))
     if req.perf is not None:
         _judge_load(ws, outcome, endpoint, route, texts, gen.max_new_tokens, req, served, settings, run_dir, run_id,
@@ -127,7 +129,7 @@ def _judge_load(ws: Workspace, outcome: CheckOutcome, endpoint: Endpoint, route:
             levels.append(load_level(endpoint, route, prompts, max_tokens, concurrency, max(4, 2 * concurrency),
                                      lambda text: len(count(text))))
     except Exception as exc:  # noqa: BLE001 - a client-side failure of the load itself: the case's error
-        outcome.records.append(_record(case, "check_perf", ("error", describe_error(exc, 300)), started, settings,
+        outcome.results.append(compose_case(case, "check_perf", Decision("error", describe_error(exc, 300)), started, settings,
                                        run_id))
         return
     perf: dict[str, Any] = {}
@@ -143,12 +145,9 @@ def _judge_load(ws: Workspace, outcome: CheckOutcome, endpoint: Endpoint, route:
     outcome.perf = perf
     failed = [e for lv in levels for e in lv.error_examples[:1]]
     if not any(lv.requests for lv in levels):
-        verdict: tuple[str, str] = ("error", "no request of the load succeeded: " + "; ".join(failed))
+        verdict = Decision("error", "no request of the load succeeded: " + "; ".join(failed))
     elif not route.stream:
-        verdict = ("pass", "not streamed: TTFT and TPOT are not measured, tokens/s is")
+        verdict = Decision("pass", "not streamed: TTFT and TPOT are not measured, tokens/s is")
     else:
-        def gate() -> None:
-            budgets.enforce(case, case.perf)
-
-        verdict = _verdict(gate, [])
-    outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
+        verdict = decide(lambda: budgets.enforce(case, case.perf))
+    outcome.results.append(compose_case(case, "check_perf", verdict, started, settings, run_id))

@@ -31,7 +31,8 @@ class EndpointRunner(GraphRunner):
         self.client, self.model = client, model
         self.input_names = [t.name for t in model.inputs]
         self.output_names = [t.name for t in model.outputs]
-        self.path = f"{client.endpoint.url}/v2/models/{model.name}"
+        #: where the model is served; ``path`` stays None: a served model is no file to lint, bundle or profile
+        self.url = f"{client.endpoint.url}/v2/models/{model.name}"
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.client.infer(self.model, feeds)
@@ -106,6 +107,8 @@ class EndpointGraphs(PrebuiltGraphs):
     instead of the file source's; looking runners up, serving decoders and closing are shared."""
 
     kind = "endpoint"
+    #: a server's answers are not a function of bytes the harness can hash: never replayed
+    replays = False
 
     def __init__(self, endpoint: Endpoint, served: Mapping[str, ServedModel], client: OipClient) -> None:
         self.endpoint = endpoint

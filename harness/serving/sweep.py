@@ -23,24 +23,22 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from harness.perf.measure import latency_entry, latency_key
+from harness.results.outcome import Decision, decide
 from harness.results.sections import Served
 from harness.serving.client import OipClient, ServedModel, ServingError
 from harness.serving.rate import RateSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.judge import CheckOutcome
-    from harness.check.request import CheckRequest
-    from harness.families import Family
-    from harness.judge.workspace import Workspace
+    from harness.engine import JobRun
     from harness.results.collector import Case
+    from harness.results.outcome import CaseResult
     from harness.serving.source import EndpointGraphs, EndpointRunner
-    from harness.zoo.loading import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -281,53 +279,44 @@ def perf_fields(steps: list[StepResult], settings: SweepSettings, protocol: str)
     return perf
 
 
-def judge_sweep(ws: Workspace, req: CheckRequest, outcome: CheckOutcome, source: EndpointGraphs,
-                model: LoadedModel, family: Family, settings: dict[str, Any], files: dict[str, dict[str, Any]],
-                served: dict[str, Any], run_dir: Path, run_id: str) -> None:
+def judge_sweep(run: JobRun, source: EndpointGraphs, served: dict[str, Any]) -> CaseResult:
     """``check_perf`` for an endpoint: the sweep on the entry graph's served model; the model's
     perf budgets gate it; a server that stopped answering makes it ``error`` (steps kept)."""
-    from harness.check.judge import _record
     from harness.core import describe_error
+    from harness.engine import conclude
     from harness.perf.feeds import shaped_feeds
-    from harness.results.collector import Case
+    from harness.serving.source import EndpointRunner
 
-    sweep_settings: SweepSettings = req.perf
-    variant = outcome.variant
-    case = Case(ws, variant, run_dir, f"check_perf[{variant.id}]")
-    case.artifacts.update(files)
+    sweep_settings: SweepSettings = run.req.perf
+    outcome, model, family = run.outcome, run.model, run.family
+    case = run.case("check_perf")
+    case.artifacts.update(run.source.records)
     Served(dict(served)).write(case.data)
     started = time.perf_counter()
     entry = family.graphs(model)[0]
     job = next((j for j in outcome.jobs if j.job.graph.name == entry.name and j.runner is not None and not j.error),
                None)
     if job is None or job.runner is None:
-        outcome.records.append(_record(case, "check_perf", ("error", f"no served model judged the {entry.name!r} "
-                                                                     "graph without an error: nothing to load"),
-                                       started, settings, run_id))
-        return
+        return conclude(run, case, "check_perf", Decision("error", f"no served model judged the {entry.name!r} "
+                                                                   "graph without an error: nothing to load"), started)
     endpoint_runner = job.runner.session
-    from harness.serving.source import EndpointRunner
-
     assert isinstance(endpoint_runner, EndpointRunner)
-    texts = ws.texts(model)
-    feeds = job.runner.artifact_feeds(shaped_feeds(model, family, entry, texts, sweep_settings.batch_size,
+    feeds = job.runner.artifact_feeds(shaped_feeds(model, family, entry, run.ws.texts(model), sweep_settings.batch_size,
                                                    sweep_settings.seq_len))
-    verdict: tuple[str, str]
     try:
         if sweep_settings.rate is not None:
-            verdict = _judge_rate(case, outcome, endpoint_runner, feeds, sweep_settings.rate, source.endpoint.protocol)
+            decision = _judge_rate(case, outcome, endpoint_runner, feeds, sweep_settings.rate, source.endpoint.protocol)
         else:
-            verdict = _judge_levels(case, outcome, endpoint_runner, feeds, sweep_settings, source.endpoint.protocol)
+            decision = _judge_levels(case, outcome, endpoint_runner, feeds, sweep_settings, source.endpoint.protocol)
     except Exception as exc:  # noqa: BLE001 - a client-side failure of the sweep itself: the case's error, not a crash
-        verdict = ("error", describe_error(exc, 300))
-    outcome.records.append(_record(case, "check_perf", verdict, started, settings, run_id))
+        decision = Decision("error", describe_error(exc, 300))
+    return conclude(run, case, "check_perf", decision, started)
 
 
 def _judge_levels(case: Case, outcome: CheckOutcome, runner: EndpointRunner, feeds: Mapping[str, np.ndarray],
-                  settings: SweepSettings, protocol: str) -> tuple[str, str]:
+                  settings: SweepSettings, protocol: str) -> Decision:
     """The concurrency sweep into the case's perf; its verdict: ``error`` when the server stopped
     answering or nothing succeeded, else the model's perf budgets."""
-    from harness.check.judge import _verdict
     from harness.perf import budgets
 
     steps = sweep(runner.client, runner.model, feeds, settings)
@@ -336,22 +325,19 @@ def _judge_levels(case: Case, outcome: CheckOutcome, runner: EndpointRunner, fee
     outcome.perf = perf
     stopped = perf["serving"]["stopped"]
     if stopped:
-        return "error", f"the server stopped answering during the sweep at concurrency {steps[-1].concurrency}: {stopped}"
+        return Decision("error", f"the server stopped answering during the sweep at concurrency "
+                                 f"{steps[-1].concurrency}: {stopped}")
     if "latency_ms" not in perf:
-        return "error", "no request of the sweep succeeded: " + "; ".join(e for s in steps for e in s.error_examples[:1])
-
-    def gate() -> None:
-        budgets.enforce(case, case.perf)
-
-    return _verdict(gate, [])
+        return Decision("error", "no request of the sweep succeeded: "
+                                 + "; ".join(e for s in steps for e in s.error_examples[:1]))
+    return decide(lambda: budgets.enforce(case, case.perf))
 
 
 def _judge_rate(case: Case, outcome: CheckOutcome, runner: EndpointRunner, feeds: Mapping[str, np.ndarray],
-                settings: RateSettings, protocol: str) -> tuple[str, str]:
+                settings: RateSettings, protocol: str) -> Decision:
     """The request-rate sweep into the case's perf; its verdict: ``error`` when the server stopped
     answering or nothing succeeded, ``fail`` when no offered rate met the p99 budget, else the
     model's perf budgets (``served_ms_per_request`` among them)."""
-    from harness.check.judge import _verdict
     from harness.perf import budgets
     from harness.serving.rate import rate_fields, rate_sweep
 
@@ -361,17 +347,13 @@ def _judge_rate(case: Case, outcome: CheckOutcome, runner: EndpointRunner, feeds
     outcome.perf = perf
     summary = perf["serving_rate"]
     if summary["stopped"]:
-        return "error", f"the server stopped answering at {levels[-1].rate:g} requests/s: {summary['stopped']}"
+        return Decision("error", f"the server stopped answering at {levels[-1].rate:g} requests/s: {summary['stopped']}")
     if not any(lv.samples_ms for lv in levels):
-        return "error", "no request of the rate sweep succeeded: " + "; ".join(
-            e for lv in levels for e in lv.error_examples[:1])
+        return Decision("error", "no request of the rate sweep succeeded: " + "; ".join(
+            e for lv in levels for e in lv.error_examples[:1]))
     if settings.p99_budget_ms is not None and summary["sustainable_rate"] is None:
         first = levels[0]
-        return "fail", (f"no offered rate met p99 <= {settings.p99_budget_ms:g} ms: at {first.rate:g} requests/s "
-                        f"p99 {first.p99() or float('nan'):.1f} ms, {first.achieved:.1f} answers/s, "
-                        f"{first.errors} failed, {first.backlog} never sent")
-
-    def gate() -> None:
-        budgets.enforce(case, case.perf)
-
-    return _verdict(gate, [])
+        return Decision("fail", f"no offered rate met p99 <= {settings.p99_budget_ms:g} ms: at {first.rate:g} requests/s "
+                                f"p99 {first.p99() or float('nan'):.1f} ms, {first.achieved:.1f} answers/s, "
+                                f"{first.errors} failed, {first.backlog} never sent")
+    return decide(lambda: budgets.enforce(case, case.perf))

@@ -20,6 +20,7 @@ from harness.judge.numeric import ParityResult
 from harness.judge.pipeline import GraphJudgement, close_stage, write_side_outputs
 from harness.repro import EmbeddingDerived
 from harness.results.collector import Case
+from harness.results.outcome import decide
 from harness.runners.base import GraphRef
 from harness.zoo.base import ModelSpec, materialize
 
@@ -67,4 +68,5 @@ def test_embedding_parity(variant: Variant, harness: Case) -> None:
     texts = [t for batch in ws.batches(model) for t in batch]
     harness.data.update(pooling=judged.pooling.describe(), sentences=len(texts), run_seconds=round(seconds, 4),
                         worst={f"{graph.name}.{judged.output.output}": judged.describe_worst(texts)})
+    harness.conclude(decide(result.assert_ok))
     result.assert_ok()

@@ -120,23 +120,8 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
 
 @pytest.mark.harness(where=has_config_artifacts, accepts=runs_config_artifact)
 def test_artifact_perf(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
-    from pathlib import Path
+    from harness.engine.inside import config_artifact_request, judge_inside
 
-    from harness.check.judge import CheckRequest, run_check
-    from harness.results import Record
-
-    ws = harness.workspace
-    spec = ws.spec(variant.model)
-    options = ws.options
-    request = CheckRequest(reference=spec.name, spec=spec, onnx=Path(spec.extra["artifacts"][variant.precision.value]),
-                           precision=variant.precision.value, provider=variant.provider.short,
-                           samples=options.settings.samples, batch_size=options.settings.batch_size,
-                           threads=options.settings.threads, generation=False, perf=perf_settings,
-                           runtime=ws.runtime_for(variant))
-    outcome = run_check(request, harness.run_dir)
-    record = next(Record.coerce(r) for r in outcome.records if r["suite"] == "check_perf")
-    harness.perf.update(record.perf)
-    harness.artifacts.update(record.artifacts)
-    if record.verdict == "error":
-        raise RuntimeError(record.reason)
-    budgets.enforce(harness, harness.perf)
+    request = config_artifact_request(variant, harness, generation=False, perf=perf_settings,
+                                      runtime=harness.workspace.runtime_for(variant))
+    judge_inside(harness, request, suites=["check_perf"]).tell_pytest()  # the model's budgets gate check_perf

@@ -150,3 +150,15 @@ def wait(server: Server, names: list[str], budget_s: float, label: str = "MLServ
                 break
             if time.monotonic() > deadline:
                 raise Unavailable(f"{label}: {name} not ready after {budget_s:.0f} s: {server.tail()}")
+
+
+def start_or_skip(root: Path, models: list[ServedFile]) -> Server:
+    """``start``, or skip the test with the reason (fail instead where ``REQUIRE_ENV=1``: CI)."""
+    import pytest
+
+    try:
+        return start(root, models)
+    except Unavailable as exc:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but no MLServer: {exc}")
+        pytest.skip(f"no MLServer here: {exc}")
