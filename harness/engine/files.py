@@ -17,6 +17,7 @@ from harness.core import describe_error
 from harness.engine.job import conclude
 from harness.engine.source import JobRun, JobSource
 from harness.results.outcome import Decision, decide
+from harness.results.sections import Protocols
 from harness.runners.prebuilt import PrebuiltGraphs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,7 +60,7 @@ class FileJobs(JobSource):
         from harness.perf import budgets
 
         case = run.case("check_perf")
-        case.data["protocol"] = job_protocols(run.outcome.jobs)
+        Protocols(job_protocols(run.outcome.jobs)).write(case.data)
         case.artifacts.update(self.records)
         started = time.perf_counter()
         family, outcome = run.family, run.outcome

@@ -25,6 +25,7 @@ from harness.judge.pipeline import error_bundle_stage, write_side_outputs
 from harness.judge.workspace import Workspace
 from harness.results import compose_standalone, new_run_id
 from harness.results.outcome import CaseResult, Decision, decide
+from harness.results.sections import Protocols
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.request import CheckRequest
@@ -101,7 +102,7 @@ def generation_stage(run: JobRun) -> CaseResult | None:
     """Decode with the artifacts and with PyTorch into a ``check_generation`` record; None when
     the artifacts cannot decode (the note says why)."""
     case = run.case("check_generation")
-    case.data["protocol"] = job_protocols(run.outcome.jobs)
+    Protocols(job_protocols(run.outcome.jobs)).write(case.data)
     started = time.perf_counter()
     try:
         decoded, note = judge_generation(run.ws, run.outcome.variant, run.family, run.outcome.jobs, run.req.gen_samples,

@@ -257,6 +257,35 @@ class Served:
         data["served"] = {role: dict(meta) for role, meta in self.models.items()}
 
 
+@dataclass(frozen=True)
+class Protocols:
+    """``data.protocol``: the I/O protocol each judged file was fed in (``harness.check.protocol``),
+    by job key, on the records that do not list the jobs themselves."""
+
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: Record) -> Protocols:
+        return cls({str(k): dict(v) for k, v in _map(record.data.get("protocol")).items() if isinstance(v, Mapping)})
+
+    def write(self, data: MutableMapping[str, Any]) -> None:
+        data["protocol"] = {key: dict(protocol) for key, protocol in self.jobs.items()}
+
+
+@dataclass(frozen=True)
+class ServedLoad:
+    """A served model's load sweeps: ``perf.serving`` (closed loop, per concurrency level) and
+    ``perf.serving_rate`` (open loop, per offered request rate); None where not swept."""
+
+    steps: dict[str, Any] | None = None
+    rate: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, record: Record) -> ServedLoad:
+        steps, rate = record.perf.get("serving"), record.perf.get("serving_rate")
+        return cls(dict(steps) if isinstance(steps, Mapping) else None, dict(rate) if isinstance(rate, Mapping) else None)
+
+
 #: record ``settings`` fields holding a results-changing option's effective value when the session
 #: did not set it (``settings.options`` keeps only what was set explicitly), by option name
 _EFFECTIVE_SETTINGS = {"samples": "samples_requested", "batch_size": "batch_size", "opset": "opset"}
@@ -285,5 +314,5 @@ class SettingsSection:
         return self.effective.get(name) if value is None else value
 
 
-__all__ = ["Evidence", "Generation", "Interrupted", "Judged", "Memory", "PerfHeadlines", "PerfSetup", "Served",
-           "SettingsSection"]
+__all__ = ["Evidence", "Generation", "Interrupted", "Judged", "Memory", "PerfHeadlines", "PerfSetup", "Protocols",
+           "Served", "ServedLoad", "SettingsSection"]

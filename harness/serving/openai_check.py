@@ -23,6 +23,7 @@ from harness.perf.measure import latency_entry, latency_key
 from harness.results import new_run_id
 from harness.results.collector import Case
 from harness.results.outcome import Decision, decide
+from harness.results.sections import Served
 from harness.serving.client import EndpointRefused, ServingError
 from harness.serving.openai import Completion, LoadLevel, OpenAIClient, OpenAIRoute, load_level
 from harness.settings.endpoint import Endpoint
@@ -66,7 +67,7 @@ def run_openai_check(req: CheckRequest, run_dir: Path, run_id: str | None = None
                         "path": endpoint.url, "stream": route.stream}}
     settings: dict[str, Any] = {"corpus": spec.corpus, "endpoint": endpoint.describe(), "gen_samples": req.gen_samples}
     case = Case(ws, variant, run_dir, f"check_generation[{variant.id}]")
-    case.data["served"] = served
+    Served(served).write(case.data)
     started = time.perf_counter()
     request = GenerationRequest(samples=req.gen_samples, num_beams=1)  # the API decodes greedily (temperature 0)
     wanted, gen, indices, texts = decode_plan(ws, model, request)
@@ -83,10 +84,10 @@ def run_openai_check(req: CheckRequest, run_dir: Path, run_id: str | None = None
                   len(answers))
     ref = Decoded([retokenised(t) for t in reference.texts], list(reference.texts), reference.seconds, reference.calls)
     result = _judged(ws, variant, model, ws.corpus(model), indices, texts, gen, wanted, ref, got, ref_seconds)
-    result.settings["tokens"] = "both sides' text tokenised again with the reference tokenizer (the API returns text)"
+    result.settings.update(tokens="both sides' text tokenised again with the reference tokenizer (the API returns text)")
     ttft = [a.ttft_ms for a in answers if a.ttft_ms is not None]
     if ttft:
-        result.settings["ttft_ms_p50"] = sorted(ttft)[len(ttft) // 2]
+        result.settings.update(ttft_ms_p50=sorted(ttft)[len(ttft) // 2])
     outcome.generation = result
     record_generation(case, result)
     outcome.results.append(compose_case(case, "check_generation", decide(result.assert_ok), started, settings,
@@ -121,7 +122,7 @@ def _judge_load(ws: Workspace, outcome: CheckOutcome, endpoint: Endpoint, route:
     from harness.perf import budgets
 
     case = Case(ws, outcome.variant, run_dir, f"check_perf[{outcome.variant.id}]")
-    case.data["served"] = served
+    Served(served).write(case.data)
     started = time.perf_counter()
     levels: list[LoadLevel] = []
     try:

@@ -12,7 +12,7 @@ from harness.report.html import plots
 from harness.report.html.templating import markup, render
 from harness.report.tables import perf_numbers
 from harness.results import Record
-from harness.results.sections import Generation, PerfHeadlines
+from harness.results.sections import Generation, PerfHeadlines, ServedLoad
 
 MiB = float(2 ** 20)
 #: at most this many latency keys get their own CDF (bs/seq buckets beyond are in the table)
@@ -85,20 +85,21 @@ def _load_curves(records: list[Record]) -> list[tuple[str, dict[str, list[plots.
     budgets: set[float] = set()
     for r in records:
         name = r.variant or r.id
-        summary = r.perf.get("serving_rate")
-        if isinstance(summary, Mapping):
+        load = ServedLoad.of(r)
+        summary = load.rate
+        if summary is not None:
             if _number(summary.get("p99_budget_ms")) is not None:
                 budgets.add(float(summary["p99_budget_ms"]))
             rates[name] = [plots.LoadPoint(f"{lv['rate']:g}/s", float(lv["achieved"]), float(lv["p50"]),
                                            float(lv["p99"]), lv.get("meets_budget"))
                            for lv in summary.get("levels", []) if lv.get("p50") is not None]
-        serving = r.perf.get("serving")
-        if isinstance(serving, Mapping):
+        serving = load.steps
+        if serving is not None:
             steps[name] = [plots.LoadPoint(f"c={s['concurrency']}", float(s["throughput"]), float(s["p50"]),
                                            float(s["p99"])) for s in serving.get("steps", []) if s.get("p50") is not None]
     out = []
     if any(rates.values()):
-        arrival = {str(r.perf["serving_rate"].get("arrival")) for r in records if "serving_rate" in r.perf}
+        arrival = {str(rate.get("arrival")) for r in records if (rate := ServedLoad.of(r).rate) is not None}
         out.append((f"served latency vs throughput: offered request rates ({', '.join(sorted(arrival))} arrivals)",
                     {k: v for k, v in rates.items() if v}, min(budgets) if len(budgets) == 1 else None))
     if any(steps.values()):
