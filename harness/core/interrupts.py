@@ -144,10 +144,22 @@ def library_import(frame: FrameType | None) -> str | None:
     while frame is not None:
         code = frame.f_code
         if (code.co_name == "<module>" and code.co_filename.startswith(_LIBRARY_ROOTS)
-                and frame.f_globals.get("__name__") != "__main__"):
+                and frame.f_globals.get("__name__") != "__main__" and _run_by_import(frame)):
             return code.co_filename
         frame = frame.f_back
     return None
+
+
+def _run_by_import(frame: FrameType) -> bool:
+    """Whether a module's top-level ``frame`` runs because the import system is loading it.
+
+    A ``<module>`` frame of a library file is not always an import: pytest-xdist's workers run
+    ``xdist/remote.py`` through execnet's ``exec`` (``__name__`` is ``__channelexec__``), and that
+    frame stays on the stack for the worker's whole life -- taken for an import, every signal in
+    a worker was deferred again and again, never raised. An import's module code is called by
+    importlib's loader (``_call_with_frames_removed`` in ``<frozen importlib._bootstrap>``)."""
+    caller = frame.f_back
+    return caller is not None and caller.f_code.co_filename.startswith("<frozen importlib._bootstrap")
 
 
 @dataclass
@@ -162,11 +174,19 @@ class SignalGuard:
         if self.received is None:
             self.received = signum
         if library_import(frame) is not None:  # never inside a library's import: once it is done
-            timer = threading.Timer(REDELIVERY_S, signal.raise_signal, (signum,))
+            timer = threading.Timer(REDELIVERY_S, self._redeliver, (signum,))
             timer.daemon = True
             timer.start()
             return
         raise Interrupted(signum)
+
+    def _redeliver(self, signum: int) -> None:
+        """Deliver a deferred signal again -- only while this guard is installed. After
+        ``uninstall`` the handler is someone else's (the next test's, or the default that kills
+        the process): a redelivery then would stop whatever runs next, as a stray SIGINT once
+        brought down a pytest-xdist worker in the middle of another test. ``received`` keeps it."""
+        if signum in self._previous:
+            signal.raise_signal(signum)
 
     @staticmethod
     def _is_default(signum: int, current: Handler) -> bool:

@@ -34,4 +34,12 @@ def start(root: Path, models: dict[str, Path], *, publish_metadata: tuple[str, .
     argv = [python(), str(PREDICTOR), *(f"--serve={name}={path}" for name, path in models.items()),
             f"--http_port={http_port}", f"--grpc_port={grpc_port}"]
     argv += [f"--publish-metadata={name}" for name in publish_metadata] + ["--refuse-binary"] * refuse_binary
-    return launch(argv, root, (http_port, grpc_port), "KServe", lambda srv: wait(srv, list(models), budget_s, "KServe"))
+
+    def ready(srv: Server) -> None:
+        # KServe starts its HTTP (uvicorn) and gRPC servers separately: HTTP answering ready says
+        # nothing of the gRPC port, which may open later under load. Both transports are waited
+        # for, by polling each one's ready endpoint, before a test is handed the server.
+        wait(srv, list(models), budget_s, "KServe")
+        wait(srv, list(models), budget_s, "KServe", url=srv.grpc)
+
+    return launch(argv, root, (http_port, grpc_port), "KServe", ready)

@@ -135,14 +135,16 @@ def start(root: Path, models: list[ServedFile], budget_s: float = PATIENCE) -> S
     return server
 
 
-def wait(server: Server, names: list[str], budget_s: float, label: str = "MLServer") -> None:
-    """Every model of ``names`` ready (polled), or ``Unavailable`` with the server's log tail."""
+def wait(server: Server, names: list[str], budget_s: float, label: str = "MLServer", url: str | None = None) -> None:
+    """Every model of ``names`` ready (polled) at ``url`` (the HTTP endpoint unless given: pass
+    ``server.grpc`` to wait for the gRPC port too, which a server may open after its HTTP one),
+    or ``Unavailable`` with the server's log tail."""
     from harness.serving.client import wait_ready
     from harness.settings.endpoint import parse_endpoint
 
     deadline = time.monotonic() + budget_s
     for name in names:
-        endpoint = parse_endpoint(server.http, [name])
+        endpoint = parse_endpoint(url or server.http, [name])
         while True:
             if server.process.poll() is not None:
                 raise Unavailable(f"{label} exited with {server.process.returncode}: {server.tail()}")
