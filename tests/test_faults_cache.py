@@ -75,9 +75,13 @@ def test_a_corrupted_cached_zoo_model_is_rebuilt_not_judged(private_cache, tmp_p
     (entry,) = [p for p in (private_cache / "zoo").glob("bert-tiny-*") if p.is_dir()]
     _flip(entry / "model.safetensors")
 
-    second = _harness(*args, "--out", str(tmp_path / "second"), cache=private_cache, cwd=tmp_path)
+    # judged again, not replayed (harness/plugins/replay.py keys a zoo model by its recipe, so a warm
+    # rerun would replay the first run's record, cache_hit False, without loading the damaged entry)
+    second = _harness(*args, "--fresh-references", "--out", str(tmp_path / "second"), cache=private_cache,
+                      cwd=tmp_path)
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     records = _records(tmp_path / "second")
+    assert not any(r["data"].get("replayed_case") for r in records)
     assert {r["model_sha256"] for r in records} == {before}, "the run judged weights other than the recipe's"
     # rebuilt bit-for-bit from the recipe: the artifacts exported from them are found, not re-exported
     assert all(a["cache_hit"] for r in records for a in r["artifacts"].values())

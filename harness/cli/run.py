@@ -48,13 +48,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, list[str]]:
     """The run's options, resolved and checked once here (one line and exit 2 for a mistake), and
     pytest's command line; the plugin receives the options whole (``harness.plugin.Handoff``)."""
-    from harness.settings.options import cli_values, option, pytest_argv
+    from harness.settings.options import cli_values, option, pytest_argv, pytest_form_values
     from harness.settings.resolve import build_options, preflight
 
     values = cli_values(args)
     values.pop("out", None)
+    # ``--pytest-args --harness-gen-samples 8``: pytest's own form of an option reaches the session
+    # only through these options (handed whole), so it is folded in; it comes last on pytest's
+    # command line, so it wins there too
+    given = {**values, **pytest_form_values(args.pytest_args or [])}
+    given.pop("out", None)
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
-    options = build_options(values, rootdir=Path.cwd())
+    options = build_options(given, rootdir=Path.cwd())
     if values.get("shard"):  # a bad K/N or durations source is one line before pytest starts
         from harness.shard.plan import ShardSpec, load_durations
 
@@ -75,12 +80,12 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     if values.get("junit_xml"):
         ensure_writable_file(values["junit_xml"], "--junit-xml")
     check_gate_values(values, lambda name: option(name).flag)
-    if values.get("gen_max_new_tokens"):  # more than a model's positions: one line now, not an error per case
+    if given.get("gen_max_new_tokens"):  # more than a model's positions: one line now, not an error per case
         from harness.zoo.base import ModelCatalog
         from harness.zoo.consistency import check_generation_request
 
         catalog = options.catalog or ModelCatalog()
-        check_generation_request([catalog.resolve(m) for m in options.models], values["gen_max_new_tokens"],
+        check_generation_request([catalog.resolve(m) for m in options.models], given["gen_max_new_tokens"],
                                  option("gen_max_new_tokens").flag)
     notes = list(options.notes)
     if not args.suites and Path("suites").is_dir() and Path("suites").resolve() != suites[0].resolve():

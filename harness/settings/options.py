@@ -504,6 +504,36 @@ def cli_values(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+class _ArgparseGroup:
+    """``add_pytest_options``'s pytest parser, over an argparse parser (``pytest_form_values``)."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+    def getgroup(self, *_: Any) -> "_ArgparseGroup":
+        return self
+
+    def addoption(self, *flags: str, **kwargs: Any) -> None:
+        self.parser.add_argument(*flags, **kwargs)
+
+
+def pytest_form_values(args: Sequence[str]) -> dict[str, Any]:
+    """The options set in pytest's form (``--harness-x``) among ``args`` (``harness run --pytest-args``),
+    parsed as the plugin parses them; other arguments are pytest's and ignored here. A front end that
+    hands its options whole to the session (``harness.plugin.Handoff``) must fold these in: the
+    session does not rebuild its options from pytest's flags (xdist workers do)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for group in Group:
+        add_pytest_options(_ArgparseGroup(parser), group, title="", description="")
+    known, _ = parser.parse_known_args(list(args))
+    out: dict[str, Any] = {}
+    for o in OPTIONS:
+        value = o.parse(getattr(known, o.pytest_dest, None), o.pytest_flag)
+        if value is not None and value is not False:
+            out[o.name] = value
+    return out
+
+
 def pytest_argv(values: Mapping[str, Any]) -> list[str]:
     """``harness run`` -> pytest: the same settings as ``--harness-...`` arguments."""
     out: list[str] = []

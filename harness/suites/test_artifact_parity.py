@@ -14,11 +14,14 @@ from __future__ import annotations
 import pytest
 
 from harness.core import Variant
-from harness.engine.inside import config_artifact_request, judge_inside
 from harness.results.collector import Case
 from harness.suites import has_config_artifacts, runs_config_artifact
 
 
 @pytest.mark.harness(where=has_config_artifacts, accepts=runs_config_artifact)
 def test_artifact_parity(variant: Variant, harness: Case) -> None:
+    # imported here: the engine loads the judging machinery (harness.judge.workspace), which a warm
+    # rerun whose cases all replay (harness/plugins/replay.py) must not import at collection
+    from harness.engine.inside import config_artifact_request, judge_inside
+
     judge_inside(harness, config_artifact_request(variant, harness)).tell_pytest()
