@@ -23,7 +23,7 @@ from harness.core.compared import Compared
 from harness.core.markdown import table
 from harness.gate.evidence import CanaryBlocks, Evidence, EvidenceKind
 from harness.gate.judge import decide as decide  # re-exported: the one decision rule
-from harness.gate.judge import judge, judge_single
+from harness.gate.judge import judge
 from harness.gate.judge import latency_stat as latency_stat  # re-exported
 from harness.gate.policy import MIN_LATENCY_SAMPLES as MIN_LATENCY_SAMPLES  # re-exported
 from harness.gate.policy import OUTLIER_FACTOR as OUTLIER_FACTOR  # re-exported
@@ -292,11 +292,6 @@ def tail_advisory(policy: MetricPolicy, base: np.ndarray, cand: np.ndarray, reas
     if loose:
         return True, f"{reason}; advisory ({'; '.join(loose)})"
     return False, f"{reason}; gated ({checks[0][2]} and {checks[1][2]})"
-
-
-def judge_scalar(base: float, cand: float, policy: MetricPolicy) -> tuple[Verdict, str]:
-    """Single numbers: the judge's single-number rule (``harness.gate.judge.judge_single``)."""
-    return judge_single(base, cand, policy)
 
 
 # --------------------------------------------------------------------------- records

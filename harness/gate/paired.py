@@ -11,7 +11,7 @@ cancels -- the standard way to compare two builds on shared hardware (what ``per
 Statistics per latency statistic (p50, p90, ...): the statistic of each block, the ratio
 candidate/baseline per pair, a Wilcoxon signed-rank test on the log ratios and a
 bootstrap (resampling pairs) interval of their median. The verdict uses the *same rule* as
-the unpaired gate (``gate.compare.decide``: significant, and the whole interval beyond the
+the unpaired gate (``gate.judge.decide``: significant, and the whole interval beyond the
 metric's ``min_effect``), so only the noise handling differs, not the bar.
 """
 

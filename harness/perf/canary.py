@@ -29,6 +29,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from harness.perf.loop import time_calls
+
 #: names the workload in records: a different workload never compares with this one
 WORKLOAD = "numpy-elementwise-16k/1"
 #: calls per canary block (one block before and one after each latency metric)
@@ -76,14 +78,9 @@ class Canary:
         self.blocks += 1
 
     def timed(self, calls: int) -> list[float]:
-        """``calls`` canary calls, each timed alone (ms)."""
-        clock, call = self.clock, self.call
-        out = [0] * calls
-        for i in range(calls):
-            start = clock()
-            call()
-            out[i] = clock() - start
-        return [ns / 1e6 for ns in out]
+        """``calls`` canary calls, each timed alone (ms) by the harness's one timing loop (its
+        settling calls undo what the model's calls did to the caches)."""
+        return time_calls(self.call, calls, clock=self.clock)
 
     def entry(self) -> dict[str, Any]:
         """What the record keeps: the raw samples (ms), the workload's name and the block count."""
