@@ -28,13 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.gate.canary import Drift
 
 
-class EvidenceKind(str, enum.Enum):
+class EvidenceKind(enum.StrEnum):
     TWO_RUNS = "two-runs"
     PAIRED = "paired"
     SINGLE = "single"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

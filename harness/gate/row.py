@@ -13,14 +13,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
-class Verdict(str, enum.Enum):
+class Verdict(enum.StrEnum):
     PASS = "PASS"
     REGRESSION = "REGRESSION"
     IMPROVEMENT = "IMPROVEMENT"
     INCONCLUSIVE = "INCONCLUSIVE"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
