@@ -15,9 +15,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="versions, execution providers, and which variants would be skipped")
-    from harness.settings.options import add_cli_arguments
+    from harness.settings.commands import add_command_options
 
-    add_cli_arguments(p, names=("models", "precisions", "providers", "config"))
+    add_command_options(p, "doctor")
     p.set_defaults(func=doctor)
 
 

@@ -33,15 +33,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "and DIR/summary.md. Exit 0 all passed/skipped, 1 any failed, 2 bad usage, "
                                    "128+N stopped by signal N (130 SIGINT/Ctrl-C, 143 SIGTERM, 129 SIGHUP; "
                                    "finished records kept, summary.md says INTERRUPTED).")
-    from harness.settings.options import add_cli_arguments
+    from harness.settings.commands import add_command_options
 
-    add_cli_arguments(p)
-    p.add_argument("--suites", type=Path, nargs="+", default=None, metavar="PATH",
-                   help="suite directories or files (default: the built-in suites; --builtin-suites adds them "
-                        "to yours)")
-    p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression to select cases")
-    p.add_argument("-n", dest="workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
-    p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed to pytest verbatim")
+    add_command_options(p, "run")
     p.set_defaults(func=run, out_dir_of=run_dir)
 
 

@@ -218,7 +218,7 @@ def _plan_keep(files: dict[str, dict[str, TimedFile]], run_dir: str | os.PathLik
         raise BaselineError(f"--keep-artifacts: {'; '.join(problems[:2])}{more} (rerun `harness run --perf` "
                             "and save from that run)")
     count, size = blessed.kept_bytes(planned)
-    ensure_free_space(root, size + (1 << 20), "--store", f"--keep-artifacts ({count} files)")
+    ensure_free_space(root, size + (1 << 20), "--baseline-store", f"--keep-artifacts ({count} files)")
     return planned
 
 
