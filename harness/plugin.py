@@ -85,7 +85,19 @@ def _options(config: pytest.Config) -> RunOptions:
     from harness.settings.options import pytest_values
     from harness.settings.resolve import build_options
 
-    return build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
+    options = build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
+    options.command = command_of(config)  # an xdist worker of `harness run` spells flags as its controller
+    return options
+
+
+def command_of(config: pytest.Config) -> str:
+    """The command whose flags this session's user typed (``run`` under ``harness run``, '' for
+    pytest), without building the options: handed with them, or to a worker by its controller."""
+    handed = config.stash.get(OPTIONS, None)
+    if handed is not None:
+        return handed.command
+    worker = getattr(config, "workerinput", None)
+    return str(worker.get("harness_command", "")) if worker else ""
 
 
 def out_dir(config: pytest.Config) -> Path:
@@ -261,6 +273,7 @@ def _harness_session(config: pytest.Config) -> bool:
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker writes its side files into the controller's run dir."""
     node.workerinput["harness_out"] = str(node.config.stash[RUN_DIR])
+    node.workerinput["harness_command"] = command_of(node.config)
 
 
 def _asked_for(config: pytest.Config) -> bool:

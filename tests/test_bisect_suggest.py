@@ -77,7 +77,7 @@ def test_scope_resolution_without_the_model_and_layer_grouping():
 
 def test_cli_reports_modules_per_layer_table_and_plot(tmp_path):
     out = tmp_path / "b"
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--samples", "4",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--samples", "4",
                  "--tolerance", "norm_max_abs=0.01", "--out", str(out)]) == 1
     report = json.loads((out / "bisect.json").read_text())
     first = report["first_divergent"]
@@ -134,7 +134,7 @@ def test_search_grows_then_prunes_to_a_minimal_set_within_the_budget():
 
 def test_suggest_fixes_the_planted_fp16_overflow_and_the_snippet_passes_harness_run(tmp_path):
     out = tmp_path / "suggest"
-    code = main(["bisect", "--models", "bert-fp16-overflow", "--precision", "fp16", "--samples", "4", "--suggest",
+    code = main(["bisect", "--models", "bert-fp16-overflow", "--precisions", "fp16", "--samples", "4", "--suggest",
                  "--max-rebuilds", "10", "--out", str(out)])
     assert code == 0
     found = json.loads((out / "suggest.json").read_text())
@@ -157,7 +157,7 @@ def test_suggest_reports_the_int8_improvement_it_achieved(tmp_path):
     """llama-tiny INT8 (top-1 agreement ~0.96) against a tightened gate, top1_agreement >= 0.99:
     the nodes left unquantised raise it (measured 0.962 -> 0.994 with 16 nodes)."""
     out = tmp_path / "int8"
-    code = main(["bisect", "--models", "llama-tiny", "--precision", "int8", "--samples", "4", "--suggest",
+    code = main(["bisect", "--models", "llama-tiny", "--precisions", "int8", "--samples", "4", "--suggest",
                  "--target", "top1_agreement=0.99", "--max-rebuilds", "5", "--out", str(out)])
     found = json.loads((out / "suggest.json").read_text())
     assert code == (0 if found["fixed"] else 1)
@@ -170,15 +170,15 @@ def test_suggest_reports_the_int8_improvement_it_achieved(tmp_path):
 
 
 def test_suggest_options_are_checked_before_work(tmp_path, capsys):
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--target", "cosine=0.9",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--target", "cosine=0.9",
                  "--out", str(tmp_path)]) == 2
     assert "only with --suggest" in capsys.readouterr().err
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--suggest", "--target", "cosin=0.9",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--suggest", "--target", "cosin=0.9",
                  "--out", str(tmp_path)]) == 2
     assert "cosin" in capsys.readouterr().err
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--max-rebuilds", "12",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--max-rebuilds", "12",
                  "--out", str(tmp_path)]) == 2
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--suggest", "--max-rebuilds", "0",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--suggest", "--max-rebuilds", "0",
                  "--out", str(tmp_path)]) == 2
     assert "--max-rebuilds: must be >= 1" in capsys.readouterr().err
 

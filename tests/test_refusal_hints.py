@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize(("argv", "hint"), [
     (["run", "--modles", "bert-tiny"], "--modles: unknown option (did you mean '--models'?)"),
     (["compare", "a", "b", "--stirct"], "--stirct: unknown option (did you mean '--strict'?)"),
-    (["history", "show", "--dbb", "x"], "--dbb: unknown option (did you mean '--db'?)"),  # an action's option
+    (["history", "show", "--dbb", "x"], "--dbb: unknown option (did you mean '--history-db'?)"),  # an action's option
 ])
 def test_a_mistyped_option_gets_the_nearest_one(argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
@@ -45,7 +45,7 @@ def test_a_config_key_typo_is_one_short_line(tmp_path: Path, monkeypatch: pytest
 
 def test_history_show_writes_values_in_their_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = make_history(tmp_path)
-    assert main(["history", "show", "--db", str(db), "--variant", "bert-fp32-ort_cpu",
+    assert main(["history", "show", "--history-db", str(db), "--variant", "bert-fp32-ort_cpu",
                  "--metric", "perf:latency_ms.p50"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"1\.08 ms", out) and re.search(r"1\.404 ms|1\.4 ms", out), out

@@ -10,10 +10,6 @@ from pathlib import Path
 from harness.core import RunOptions, UsageError
 from harness.core.rundirs import default_run_dir
 
-#: set while ``harness run`` runs pytest in-process: the command line already checked the options,
-#: and messages from inside pytest name this command's flags (``harness.settings.spelling``)
-from harness.settings.spelling import FRONT_END
-
 
 def suites_dir() -> Path:
     """The suites a run collects when ``--suites`` is not given: ``$HARNESS_SUITES``, else the
@@ -54,6 +50,7 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     given.pop("out", None)
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
     options = build_options(given, rootdir=Path.cwd())
+    options.command = "run"  # messages from inside the session name this command's flags
     if values.get("shard"):  # a bad K/N or durations source is one line before pytest starts
         from harness.shard.plan import ShardSpec, load_durations
 
@@ -156,11 +153,9 @@ def run(args: argparse.Namespace) -> int:
     suites = list(args.suites or [])
     forget_stale(suites)
     before = set(sys.modules)
-    os.environ[FRONT_END] = "run"  # how messages from inside pytest spell an option (harness.settings.spelling)
     try:
         code = pytest.main(argv, plugins=[Handoff(options)])  # not rebuilt, re-checked or re-warned by the plugin
     finally:
-        os.environ.pop(FRONT_END, None)
         forget_imported(suites, before)  # a later run in this process imports its own same-named files
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)

@@ -156,7 +156,7 @@ def save_baseline(
     root = Path(store)
     target = root / name
     if target.exists() and not force:
-        raise BaselineError(f"baseline {name!r} already exists in {root}; pass --force to replace it")
+        raise BaselineError(f"baseline {name!r} already exists in {root}; pass --baseline-force to replace it")
     kept = (0, 0)
     if keep_artifacts:
         files = _plan_keep(files, run_dir, root)

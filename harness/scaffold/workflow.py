@@ -260,7 +260,7 @@ def compare_script(spec: WorkflowSpec) -> str:
 def bless_command(spec: WorkflowSpec) -> str:
     """The default branch's run becomes the baseline, its timed artifacts copied into it."""
     return (f"harness baseline save reports/gate --name {spec.default_branch} --baseline-store {spec.baseline_store} "
-            "--keep-artifacts --force")
+            "--keep-artifacts --baseline-force")
 
 
 def render_workflow(spec: WorkflowSpec | None = None) -> str:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from harness.core.markdown import table
 from harness.core.rundirs import HISTORY_DB_HELP
 from harness.settings.endpoint import PROTOCOLS
-from harness.settings.options import OPTIONS, Kind, Option, Use, help_text, scalar_parsing
+from harness.settings.options import OPTIONS, Kind, Option, Use, describe, help_text, scalar_parsing, unset
 
 #: The options no ``harness run`` takes. Order is the order of ``--help``.
 COMMAND_OPTIONS: tuple[Option, ...] = (
@@ -272,7 +272,7 @@ _RUN_NAMES = frozenset(o.name for o in OPTIONS)
 
 
 def _argparse_kwargs(o: Option, use: Use, *, run_option: bool) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"dest": o.name, "help": help_text(o, use.help, _command_default(o, use, run_option))}
+    kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o, use, run_option)}
     if use.required:
         kwargs["required"] = True
     if o.kind is Kind.FLAG:
@@ -294,6 +294,14 @@ def _argparse_kwargs(o: Option, use: Use, *, run_option: bool) -> dict[str, Any]
     else:
         kwargs.update(scalar_parsing(o))
     return kwargs
+
+
+def _help(o: Option, use: Use, run_option: bool) -> str:
+    """The ``--help`` line: the default this command applies; a ``harness run`` row's own default
+    only where the command keeps the row's meaning (no wording of its own)."""
+    if use.command == "run" or (use.help is None and use.default is None):
+        return help_text(o, use.help)
+    return help_text(o, use.help, _command_default(o, use, run_option), row_default=False)
 
 
 def _command_default(o: Option, use: Use, run_option: bool) -> Any:
@@ -383,7 +391,7 @@ def command_docs() -> str:
         rows = []
         for o, use in takes(command):
             default = _command_default(o, use, o.name in _RUN_NAMES)
-            shown = "" if default in (None, False, [], "") else str(default)
+            shown = "" if unset(default) else describe(default)
             note = " (required)" if use.required else ""
             rows.append([f"`{o.flag}`" + (f" (was `{use.was}`)" if use.was else ""),
                          f"`{shown}`" if shown else "–", (use.help or o.help).replace("%%", "%") + note])

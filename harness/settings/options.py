@@ -552,12 +552,19 @@ def _help(o: Option) -> str:
     return help_text(o)
 
 
-def help_text(o: Option, wording: str | None = None, default: Any = None) -> str:
+def help_text(o: Option, wording: str | None = None, default: Any = None, *, row_default: bool = True) -> str:
     """An option's ``--help`` line: the command's own ``wording`` or the row's help, with the default
-    the command applies (``default``, else the row's) unless the wording already says it."""
+    the command applies (``default``, else the row's unless ``row_default`` is False) unless the
+    wording already says it."""
     text = wording or o.help
-    shown = describe(default) if default not in (None, False, [], (), "") else o.describe_default()
+    shown = describe(default) if not unset(default) else \
+        (o.describe_default() if row_default else "")
     return f"{text} (default {shown})" if shown and "default" not in text else text
+
+
+def unset(value: Any) -> bool:
+    """No value to show: None, False, an empty list or text (0 is a value)."""
+    return value is None or value is False or (isinstance(value, (list, tuple, str)) and not value)
 
 
 def describe(value: Any) -> str:
