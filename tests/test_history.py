@@ -139,7 +139,7 @@ def test_cli_add_show_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.parametrize("argv, message", [
     (["history", "show", "--variant", "bert-fp32-ort_cp"], "did you mean 'bert-fp32-ort_cpu'"),
     (["history", "show", "--metric", "nope:*"], "no stored metric matches 'nope:*'"),
-    (["history", "show", "--last", "0"], "--last must be at least 1"),
+    (["history", "show", "--last", "0"], "--last: must be >= 1, got 0"),
 ])
 def test_cli_show_usage_errors(stored: Path, argv: list[str], message: str,
                                capsys: pytest.CaptureFixture[str]) -> None:

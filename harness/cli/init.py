@@ -39,8 +39,6 @@ def init(args: argparse.Namespace) -> int:
     from harness.scaffold.workflow import DEFAULT_PATH, WorkflowSpec, render_workflow
 
     root: Path = args.repo_dir
-    if args.shards < 1:
-        raise UsageError(f"--shards {args.shards}: must be 1 (one job) or more")
     if root.exists() and not root.is_dir():
         raise UsageError(f"--dir {root}: not a directory")
     if args.add is not None:

@@ -309,11 +309,13 @@ def _command_default(o: Option, use: Use, run_option: bool) -> Any:
     command option; a ``harness run`` option stays None (the config file may still set it)."""
     if use.default is not None:
         return use.default
-    if run_option or o.kind is Kind.FLAG:
-        return None if o.kind is not Kind.FLAG else False
-    if isinstance(o.default, tuple) or o.kind in (Kind.PAIRS, Kind.REST):
+    if o.kind is Kind.FLAG:
+        return False
+    if o.kind in (Kind.PAIRS, Kind.REST):  # repeatable: a command iterates what it was given, none or more
         return list(o.default or ())
-    return o.default
+    if run_option:
+        return None
+    return list(o.default) if isinstance(o.default, tuple) else o.default
 
 
 def _alias_kwargs(kwargs: dict[str, Any], flag: str) -> dict[str, Any]:
