@@ -106,15 +106,6 @@ def protocol_option(path: Path | None) -> dict[str, Any]:
     return {"protocol": table, "protocol_origin": origin}
 
 
-#: the side-output options ``harness check`` takes: its failing jobs are bundled as a suite case's are
-EVIDENCE_FLAGS = ("repro_bundles",)
-#: the runtime options ``harness check`` takes (``--threads`` is its own, older flag)
-#: the admission policy (harness.core.admission): what an input may take before it is loaded
-ADMISSION_FLAGS = ("max_memory", "max_nodes")
-RUNTIME_FLAGS = ("graph_optimization", "inter_threads", "execution_mode", "mem_pattern", "cpu_arena",
-                 "custom_op_library", "provider_options", "profile")
-
-
 def perf_settings(args: argparse.Namespace) -> Any:
     """PerfSettings when ``--perf`` was given, else None."""
     from harness.perf.measure import PerfSettings
@@ -134,11 +125,10 @@ def sweep_settings(args: argparse.Namespace, perf: Any) -> Any:
 def runtime_settings(args: argparse.Namespace) -> Any:
     """The check's RuntimeSettings (None: defaults); one level of graph optimisation per check."""
     from harness.settings.options import cli_values
-    from harness.settings.runtime import build_runtime
+    from harness.settings.runtime import build_runtime, runtime_keys
 
-    values = {k: v for k, v in cli_values(args).items() if k in RUNTIME_FLAGS}
-    if args.threads:
-        values["threads"] = args.threads
+    # the runtime rows of the table this command takes (harness/settings/options.py: commands=)
+    values = {k: v for k, v in cli_values(args).items() if k in runtime_keys()}
     if not values:
         return None
     runtime, axes = build_runtime(values)

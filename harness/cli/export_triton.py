@@ -19,12 +19,6 @@ from typing import Any
 
 from harness.core import UsageError, Variant
 
-#: the option table's rows this command takes (what decides the artifact and how it runs)
-OPTION_NAMES = ("models", "precisions", "providers", "config", "opset", "exporter", "threads", "fp16_block_list",
-                "int8_per_channel", "graph_optimization", "inter_threads", "execution_mode", "mem_pattern",
-                "cpu_arena", "provider_options", "trt_profile", "trt_engine_cache", "trt_timing_cache",
-                "trt_max_batch", "trt_max_seq", "external_data", "cache")
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.settings.commands import add_command_options
