@@ -96,7 +96,7 @@ class Case:
 
         options = self.workspace.options
         exporter, per_channel = options.exporter, options.settings.int8_per_channel
-        fixes: dict[str, Any] = {}  # issue 14: the node lists this model's artifacts were built with
+        fixes: dict[str, Any] = {}  # the node lists this model's artifacts were built with
         inputs: dict[str, Any] = {}
         if self.variant is not None:
             try:  # what this model really used (a model may default to dynamo / per-channel INT8)
