@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from harness.core import Variant
 from harness.core.phases import phase
@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
     from harness.repro import EmbeddingDerived
     from harness.results.collector import Case
+    from harness.runners import Backend
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -161,7 +162,7 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
         into.profiles[graph] = summarise_trace(trace)
 
 
-def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseException,
+def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Backend, exc: BaseException,
                      case_dir: Path) -> Path | None:
     """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``;
     None when not written (bundles off, no artifact file, or the file does not raise it itself).
@@ -178,7 +179,7 @@ def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseExce
                 and str(i.get("path", "")).endswith(".onnx")]
         if len(onnx) != 1:
             return None
-        batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
+        batches = [dict(b[0]) for b in ws.refs.parity_batches(model, family, graph)]
         with phase("metrics"):
             return write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
                                       artifact=onnx[0], batches=batches, exc=exc,
@@ -217,12 +218,12 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
     backend = ws.backend(variant, model, profile_dir=dump_dir)
     for graph in family.graphs(model):
         judging.append(graph)
-        batches = ws.parity_batches(model, family, graph)
+        batches = ws.refs.parity_batches(model, family, graph)
         probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         start = time.perf_counter()
         # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
         ref = GraphRef(model, family, graph, variant)
-        runner = ws.variant_runner(backend, ref, [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
+        runner = ws.refs.variant_runner(backend, ref, [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(ref))
         if runner.replayed:

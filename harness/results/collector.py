@@ -23,6 +23,7 @@ from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.writable import DiskFull
     from harness.families import Family
     from harness.judge.numeric import ParityResult
     from harness.judge.workspace import Workspace
@@ -101,7 +102,7 @@ class Case:
         if self.variant is not None:
             try:  # what this model really used (a model may default to dynamo / per-channel INT8)
                 model = self.workspace.model(self.variant.model)
-                effective = self.workspace.settings_for(model)
+                effective = self.workspace.runtimes.settings_for(model)
                 exporter, per_channel = effective.exporter, effective.int8_per_channel
                 fixes = {k: list(v) for k, v in (("fp16_node_block_list", effective.fp16_node_block_list),
                                                   ("int8_nodes_to_exclude", effective.int8_nodes_to_exclude)) if v}
@@ -117,7 +118,7 @@ class Case:
         calibration: dict[str, Any] = {}
         if self.variant is not None and self.variant.precision.value == "int8-static":
             try:  # which sentences calibrated the static INT8 artifact (disjoint from the judged ones)
-                texts = self.workspace.calibration_texts(self.workspace.model(self.variant.model))
+                texts = self.workspace.corpora.calibration_texts(self.workspace.model(self.variant.model))
                 calibration = {"method": options.settings.int8_calibration, "sentences": len(texts),
                                "first_index": options.settings.samples, "judged_sentences": options.settings.samples,
                                "sha256": _sha256_lines(texts)}
@@ -129,8 +130,8 @@ class Case:
                 "batch_size": options.settings.batch_size, "num_samples": inputs.pop("sentences", options.settings.samples),
                 "fp16_op_block_list": list(options.settings.fp16_block_list), "int8_per_channel": per_channel,
                 "int8_per_channel_forced": options.settings.int8_per_channel,
-                "int8_reduce_range": self.workspace.reduce_range(per_channel).enabled,
-                "int8_reduce_range_why": self.workspace.reduce_range(per_channel).why,
+                "int8_reduce_range": self.workspace.runtimes.reduce_range(per_channel).enabled,
+                "int8_reduce_range_why": self.workspace.runtimes.reduce_range(per_channel).why,
                 "options": recordable(options.given),
                 "external_data": options.settings.external_data,
                 **fixes, **inputs}
@@ -141,7 +142,7 @@ class Case:
         many sentences it cut."""
         from harness.families.base import input_token_limit, truncated_count
 
-        corpus = self.workspace.corpus(model)
+        corpus = self.workspace.corpora.corpus(model)
         texts = self.workspace.texts(model)
         return {"sentences": len(texts), "samples_requested": self.workspace.options.settings.samples,
                 "corpus": corpus.name, "corpus_sha256": corpus.sha256, "corpus_size": len(corpus),
@@ -193,7 +194,7 @@ class RecordCollector:
         self.identities: dict[str, Mapping[str, Any]] = {}
         #: the filesystem filled up: the first write that failed (``DiskFull``), and the ids of
         #: the cases whose record could not be written
-        self.disk_full: Any = None
+        self.disk_full: DiskFull | None = None
         self.lost: list[str] = []
         #: a record a team's ``harness_record`` hook was refused for (``harness.core.hooks``): the run stops
         self.refused: UsageError | None = None

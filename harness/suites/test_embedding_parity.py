@@ -42,8 +42,8 @@ def test_embedding_parity(variant: Variant, harness: Case) -> None:
     family = ws.family(model)
     (graph,) = [g for g in family.graphs(model) if family.sentence_pooling(model, g) is not None]
     backend = ws.backend(variant, model)
-    batches = ws.parity_batches(model, family, graph)
-    runner = ws.variant_runner(backend, GraphRef(model, family, graph, variant), [feeds for feeds, _, _ in batches])
+    batches = ws.refs.parity_batches(model, family, graph)
+    runner = ws.refs.variant_runner(backend, GraphRef(model, family, graph, variant), [feeds for feeds, _, _ in batches])
     harness.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
     outputs: list[dict[str, np.ndarray]] = []
     seconds = 0.0
