@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.families.base import DerivedOutput
     from harness.judge.workspace import Workspace
+    from harness.results.coverage import Coverage
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -98,7 +99,7 @@ class ParityResult:
     shapes: list[dict[str, Any]] = field(default_factory=list)
     replayed: list[str] = field(default_factory=list)  # graphs whose outputs came from the output cache
     #: what was gated of the head's outputs (``harness.judge.coverage``); None: not accounted
-    coverage: Any = None
+    coverage: Coverage | None = None
     #: what the side-output stages wrote (failing-batch dumps, repro bundles, profiling summaries)
     side: SideOutputs = field(default_factory=SideOutputs)
 

@@ -23,6 +23,8 @@ from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pytest
+
     from harness.core.writable import DiskFull
     from harness.families import Family
     from harness.judge.numeric import ParityResult
@@ -198,7 +200,7 @@ class RecordCollector:
         self.lost: list[str] = []
         #: a record a team's ``harness_record`` hook was refused for (``harness.core.hooks``): the run stops
         self.refused: UsageError | None = None
-        self.session: Any = None
+        self.session: pytest.Session | None = None
         #: suite files that fail to collect become ``error`` records (harness sessions only: the
         #: plugin is installed in every pytest session, whose own collection errors are pytest's)
         self.record_collection_errors = False
@@ -215,10 +217,10 @@ class RecordCollector:
         """Expected cases that never finished (not started, or cut off while running)."""
         return [n for n in self.expected if n not in self.finished]
 
-    def pytest_sessionstart(self, session: Any) -> None:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
 
-    def pytest_collectreport(self, report: Any) -> None:
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A suite file that could not be collected (a syntax error, a failing import, pytest's
         "import file mismatch") in a harness session: an ``error`` record naming the file and the
         first line of why, so results.jsonl, summary.md and junit.xml say so instead of holding
@@ -240,11 +242,11 @@ class RecordCollector:
         with signals_held():
             self._store(record)
 
-    def pytest_runtest_logreport(self, report: Any) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """pytest hook (the collector is registered as a plugin of its session)."""
         self.on_report(report)
 
-    def on_report(self, report: Any) -> None:
+    def on_report(self, report: pytest.TestReport) -> None:
         state = self._state.setdefault(report.nodeid, {"props": {}, "phases": {}, "duration": 0.0})
         for key, value in getattr(report, "user_properties", []) or []:
             state["props"][key] = value
@@ -336,7 +338,7 @@ def _sha256_lines(texts: list[str]) -> str:
     return hashlib.sha256("\n".join(texts).encode()).hexdigest()
 
 
-def _short(report: Any) -> str:
+def _short(report: pytest.TestReport) -> str:
     if report.passed:
         return ""
     longrepr = report.longrepr
