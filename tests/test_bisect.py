@@ -108,8 +108,8 @@ def bert_fp16(workspace):
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    settings = workspace.settings_for(model)
-    paths = [onnx_artifact(model, family, graph, p, settings, workspace.artifacts).path()
+    settings = workspace.runtimes.settings_for(model)
+    paths = [onnx_artifact(model, family, graph, p, settings, workspace.runtimes.artifacts).path()
              for p in (Precision.FP32, Precision.FP16)]
     return paths, family.feeds(model, graph, workspace.batches(model)[0])
 

@@ -27,7 +27,8 @@ def _modules(workspace, name: str, graph_name: str):
     model = workspace.model(name)
     family = workspace.family(model)
     graph = next(g for g in family.graphs(model) if g.name == graph_name)
-    entry = onnx_artifact(model, family, graph, Precision.FP32, workspace.settings_for(model), workspace.artifacts)
+    runtimes = workspace.runtimes
+    entry = onnx_artifact(model, family, graph, Precision.FP32, runtimes.settings_for(model), runtimes.artifacts)
     return graph_modules(workspace, model, family, graph, entry), dict(model.model.named_modules())
 
 
@@ -202,7 +203,7 @@ int8_nodes_to_exclude = ["/model/bert/pooler/dense/MatMul"]
     options = build_options(rootdir=tmp_path)
     assert options.settings.int8_nodes_to_exclude == ("/model/classifier/MatMul",)
     ws = Workspace(replace(options, settings=replace(options.settings, fp16_node_block_list=("from_cli",))))
-    settings = ws.settings_for(ws.model("bert-tiny"))
+    settings = ws.runtimes.settings_for(ws.model("bert-tiny"))
     assert settings.fp16_node_block_list == ("from_cli", "/model/bert/encoder/layer.0/output/LayerNorm/LayerNormalization")
     assert settings.int8_nodes_to_exclude == ("/model/classifier/MatMul", "/model/bert/pooler/dense/MatMul")
     assert settings.as_dict()["int8_nodes_to_exclude"] == list(settings.int8_nodes_to_exclude)
@@ -240,11 +241,11 @@ def test_empty_node_lists_keep_every_artifact_key_and_a_list_makes_its_own_entry
     family = workspace.family(model)
     graph = family.graphs(model)[0]
     for precision, field in ((Precision.FP16, "fp16_node_block_list"), (Precision.INT8, "int8_nodes_to_exclude")):
-        plain = onnx_artifact(model, family, graph, precision, ExportSettings(), workspace.artifacts)
-        again = onnx_artifact(model, family, graph, precision, ExportSettings(**{field: ()}), workspace.artifacts)
+        plain = onnx_artifact(model, family, graph, precision, ExportSettings(), workspace.runtimes.artifacts)
+        again = onnx_artifact(model, family, graph, precision, ExportSettings(**{field: ()}), workspace.runtimes.artifacts)
         fixed = onnx_artifact(model, family, graph, precision,
                               ExportSettings(**{field: ("/model/bert/encoder/layer.0/output/dense/MatMul",)}),
-                              workspace.artifacts)
+                              workspace.runtimes.artifacts)
         assert plain.key == again.key and fixed.key != plain.key
     import onnx
 

@@ -117,8 +117,8 @@ def test_bisect_and_check_run_on_forced_external_artifacts(workspace, tmp_path, 
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    settings = replace(workspace.settings_for(model), external_data="always")
-    fp32, fp16 = (onnx_artifact(model, family, graph, p, settings, workspace.artifacts)
+    settings = replace(workspace.runtimes.settings_for(model), external_data="always")
+    fp32, fp16 = (onnx_artifact(model, family, graph, p, settings, workspace.runtimes.artifacts)
                   for p in (Precision.FP32, Precision.FP16))
     assert "external_data" in json.loads((fp16.directory / "meta.json").read_text())["parts"]
     for entry in (fp32, fp16):

@@ -87,7 +87,7 @@ def _graph_path(workspace, model_name: str, graph_name: str, precision: Precisio
     model = workspace.model(model_name)
     family = workspace.family(model)
     graph = next(g for g in family.graphs(model) if g.name == graph_name)
-    entry = onnx_artifact(model, family, graph, precision, workspace.settings_for(model), workspace.artifacts)
+    entry = onnx_artifact(model, family, graph, precision, workspace.runtimes.settings_for(model), workspace.runtimes.artifacts)
     return model, family, graph, entry.path()
 
 
@@ -107,7 +107,7 @@ def test_the_f16_hint_computes_in_f16_and_fails_the_fp32_gate(workspace):
     from harness.judge.numeric import run_graph_parity
 
     model, family, graph, path = _graph_path(workspace, "encoder-custom", "model")
-    batches = workspace.parity_batches(model, family, graph)
+    batches = workspace.refs.parity_batches(model, family, graph)
     f16 = OvGraphRunner(str(path), "f16", threads=1)
     f32 = OvGraphRunner(str(path), "f32", threads=1)
     assert set(openvino_runner.runtime_precisions(f16.compiled)["FullyConnected"]) == {"f16"}

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.check.layout import ArtifactFile, discover
 from harness.core import Precision, Provider, RunOptions, Settings, UsageError, Variant, parse_precision
-from harness.judge.workspace import Workspace
+from harness.judge.runtimes import RuntimeStore
 from harness.runners import backends, parse_provider, provider_table
 from harness.runners.prebuilt import runs_onnx_files
 from harness.zoo.base import ModelCatalog, ModelSpec
@@ -134,7 +134,7 @@ def onnx_provider(name: str) -> Provider:
     if not runs_onnx_files(backends().get(provider.backend)):
         runs = [short for short, p in provider_table().items() if runs_onnx_files(backends().get(p.backend))]
         raise UsageError(f"--providers: {name!r} does not run ONNX files; providers that do: {', '.join(runs)}")
-    reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
+    reason = RuntimeStore.unavailable_reason(Variant("check", Precision.FP32, provider))
     if reason:
         raise UsageError(f"--providers: {name}: {reason}")
     return provider

@@ -90,10 +90,10 @@ def bisect(args: argparse.Namespace) -> int:
         raise UsageError(f"--graph: {args.models} has no graph {name!r}{did_you_mean(name, graphs)}; "
                          f"valid: {', '.join(graphs)}")
     graph = graphs[name]
-    settings = ws.settings_for(model)
-    fp32_entry = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.artifacts)
+    settings = ws.runtimes.settings_for(model)
+    fp32_entry = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.runtimes.artifacts)
     fp32 = fp32_entry.path()
-    candidate = onnx_artifact(model, family, graph, precision, settings, ws.artifacts).path()
+    candidate = onnx_artifact(model, family, graph, precision, settings, ws.runtimes.artifacts).path()
     feeds = family.feeds(model, graph, ws.batches(model)[0])
     tolerance = bisect_tolerance(precision, overrides)
     modules = graph_modules(ws, model, family, graph, fp32_entry)
@@ -190,7 +190,7 @@ def graph_modules(ws: Any, model: Any, family: Any, graph: Any, fp32_entry: Any)
             return target
 
         label = fp32_entry.directory.name.rsplit("-", 1)[0]
-        entry = ws.artifacts.get_or_build(f"{label}-scopes", {"kind": "module-scopes", "source": fp32_entry.key,
+        entry = ws.runtimes.artifacts.get_or_build(f"{label}-scopes", {"kind": "module-scopes", "source": fp32_entry.key,
                                                               "opset": 18}, build)
         loaded: dict[str, list[str]] = json.loads(entry.path("scopes.json").read_text())
         return loaded

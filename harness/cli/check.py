@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.check.request import CheckRequest
     from harness.core import Provider
     from harness.engine import JobSource
+    from harness.results.record import Record
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -206,7 +207,7 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
     it names none); the others are skipped with a note, as the suites skip their variants."""
     from harness.core import Variant
-    from harness.judge.workspace import Workspace
+    from harness.judge.runtimes import RuntimeStore
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
 
@@ -214,7 +215,7 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     wanted = [p for p in providers if runs_onnx_files(known.get(p.backend))]
     usable = []
     for provider in wanted:
-        reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
+        reason = RuntimeStore.unavailable_reason(Variant("check", Precision.FP32, provider))
         if reason:
             print(f"note: skipping {provider.short}: {reason}")
         else:
@@ -263,7 +264,7 @@ def check(args: argparse.Namespace) -> int:
     out = ensure_writable_dir(args.out or default_run_dir("check"), "--out")
     console = cli_console()
     writer = ResultsWriter(out)
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     code = 0
     run_id = new_run_id()  # one run: every request's records share it
     for request in todo:

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    from harness.judge.workspace import Workspace
+    from harness.judge.runtimes import RuntimeStore
     from harness.report.console import cli_console
     from harness.results.envinfo import environment
     from harness.runners import PROVIDERS, backends
@@ -58,7 +58,7 @@ def doctor(args: argparse.Namespace) -> int:
     for name, reason in unavailable_models().items():  # known, but its extra is not installed
         zoo.add_row(name, "?", "unavailable", f"[yellow]{escape(reason)}[/]")
     console.print(zoo)
-    console.print(variants_table(matrix(options), Workspace.unavailable_reason))
+    console.print(variants_table(matrix(options), RuntimeStore.unavailable_reason))
     return 0
 
 

@@ -120,7 +120,7 @@ def tolerance_list() -> str:
 
 
 def margins_table() -> str:
-    """docs/accuracy-gate.md: every metric's accuracy-gate margin (issue 17)."""
+    """docs/accuracy-gate.md: every metric's accuracy-gate margin."""
     rows = []
     for spec in METRICS:
         m = spec.margin

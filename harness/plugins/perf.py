@@ -45,7 +45,7 @@ class GateRequest:
     force: bool = False
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
-    margins: tuple[str, ...] = ()  # --harness-accuracy-margin (issue 17)
+    margins: tuple[str, ...] = ()  # --harness-accuracy-margin
     allow_missing: bool = False  # --harness-allow-missing: a partial comparison passes (and says so)
 
     @property
@@ -56,7 +56,7 @@ class GateRequest:
 @dataclass
 class GateOutcome:
     comparison: Any = None
-    accuracy: Any = None  # AccuracyComparison against the same baseline (issue 17)
+    accuracy: Any = None  # AccuracyComparison against the same baseline
     saved: Any = None
     messages: list[str] = field(default_factory=list)
     error: str | None = None

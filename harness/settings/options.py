@@ -317,7 +317,7 @@ OPTIONS: tuple[Option, ...] = (
            commands=("export-triton",)),
     Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=128, minimum=1,
            commands=("export-triton",)),
-    # --- issue 9: the harness in a team's own repository and CI ---------------------------------
+    # --- the harness in a team's own repository and CI ---------------------------------
     Option("target_lang", Kind.TEXT, "language of the generated text, for BLEU's tokenizer (zh, ja, ko, en, ...; "
            "default: the model's own, else detected from the references or outputs)", in_config=True, metavar="LANG"),
     Option("allow_skip", Kind.FLAG, "a requested variant that cannot run here (no such provider) is a skip; "
@@ -326,7 +326,7 @@ OPTIONS: tuple[Option, ...] = (
            "or --suites", in_config=True, rerun=Rerun.NEVER),
     Option("junit_xml", Kind.PATH, "also write the run's JUnit XML here (always written as junit.xml in the "
            "run directory)", rerun=Rerun.NEVER, metavar="FILE"),
-    # --- issue 10: runtime settings (harness.core.runtime.RuntimeSettings), profiling, static INT8 ---
+    # --- runtime settings (harness.core.runtime.RuntimeSettings), profiling, static INT8 ---
     Option("graph_optimization", Kind.LIST, "ONNX Runtime graph optimisation level(s): disabled basic extended all; "
            "several make it a matrix axis (ids get -opt_<level> for non-default levels)", default=("all",),
            in_config=True, rerun=Rerun.CASE, metavar="LEVELS",
@@ -374,8 +374,7 @@ OPTIONS: tuple[Option, ...] = (
            "percentile"), default="minmax", in_config=True),
     Option("int8_calibration_samples", Kind.INT, "int8-static calibration sentences, taken from the corpus after "
            "the judged ones (never the same sentences)", default=32, minimum=1, in_config=True, metavar="N"),
-    # --- end issue 10 ---
-    # --- issue 16: models over 2 GB (harness/export/external.py, docs/large-models.md) ---
+    # --- models over 2 GB (harness/export/external.py, docs/large-models.md) ---
     Option("external_data", Kind.CHOICE, "store ONNX artifacts' weights in a model.onnx.data file beside the graph: "
            "auto (above 1.5 GB of weights), always, never", choices=("auto", "always", "never"), default="auto",
            in_config=True,
@@ -387,23 +386,20 @@ OPTIONS: tuple[Option, ...] = (
            "ends (loaded again by the next case that needs it): auto (models of 1 GB or more of weights), "
            "always, never", choices=("auto", "always", "never"), default="auto", in_config=True,
            rerun=Rerun.NEVER),
-    # --- end issue 16 ---
-    # --- issue 14: precision fixes (`harness bisect --suggest` finds them, docs/bisect.md) ---
+    # --- precision fixes (`harness bisect --suggest` finds them, docs/bisect.md) ---
     Option("fp16_node_block_list", Kind.LIST, "ONNX node names kept in FP32 by the FP16 conversion "
            "(onnxconverter-common node_block_list; a name applies to every graph of the model that has it)",
            in_config=True, metavar="NODES", spaced_items=True),
     Option("int8_nodes_to_exclude", Kind.LIST, "ONNX node names INT8 quantisation leaves in FP32 (onnxruntime "
            "nodes_to_exclude, dynamic and static)", in_config=True, metavar="NODES", spaced_items=True),
-    # --- end issue 14 (fixes) ---
     # -- where things go: no effect on numbers ------------------------------------------------
-    # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---
+    # --- repro bundles of failing cases (harness/repro/, docs/repro.md) ---
     Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric, embedding, generation, "
            "perf-budget or erroring case (cases/<id>/repro-*/, re-judged by `harness repro`): auto copies the "
            "ONNX file when <= 32 MiB, else path+sha256; bytes always copies it; off writes none",
            choices=("auto", "bytes", "off"), default="auto", in_config=True,
            rerun=Rerun.NEVER,
            commands=("check",)),
-    # --- end issue 14 ---
     Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",
            rerun=Rerun.NEVER, metavar="DIR",
            commands=(
@@ -422,13 +418,12 @@ OPTIONS: tuple[Option, ...] = (
                Use("cache verify", help=_CACHE_ROOT),
                Use("cache prune", help=_CACHE_ROOT),
            )),
-    # --- issue 12: sharding across machines (harness/shard/, docs/sharding.md) ---
+    # --- sharding across machines (harness/shard/, docs/sharding.md) ---
     Option("shard", Kind.TEXT, "run only shard K of N of the case matrix (deterministic; combine the shard "
            "directories with `harness merge`)", rerun=Rerun.NEVER, metavar="K/N"),
     Option("shard_durations", Kind.TEXT, "balance shards by the case durations of a run directory or a history "
            "database (path or URL); every shard must be given the same one", rerun=Rerun.NEVER, metavar="SOURCE"),
-    # --- end issue 12 ---
-    # --- issue 13: reference cache, where the time goes ---
+    # --- reference cache, where the time goes ---
     Option("fresh_references", Kind.FLAG, "recompute the PyTorch FP32 references (outputs, decodes) and the cached "
            "outputs of CPU variants instead of reading them from the reference cache, and rewrite the entries",
            rerun=Rerun.NEVER),
@@ -526,7 +521,7 @@ OPTIONS: tuple[Option, ...] = (
                        "see docs/perf-gate.md)"),
                Use("perf-compare", was="--threshold", help="override an effect threshold, e.g. p50=8%% (repeatable)"),
            )),
-    # --- issue 17: accuracy gate against a blessed baseline (docs/accuracy-gate.md) ---
+    # --- accuracy gate against a blessed baseline (docs/accuracy-gate.md) ---
     Option("accuracy_margin", Kind.PAIRS, "override an accuracy-gate margin against the baseline, e.g. "
            "int8:embedding_cosine=10%%,0.002 or minilm-l6:int8:cosine=rel=5%% or fp32:top1_agreement=exact "
            "(repeatable; [margins] in harness.toml)", group=Group.GATE, rerun=Rerun.NEVER,
