@@ -20,8 +20,19 @@ class Verdict(enum.StrEnum):
     INCONCLUSIVE = "INCONCLUSIVE"
 
 
+class Gated:
+    """What every gate row has: a verdict that fails the build unless the row is advisory."""
+
+    verdict: Verdict
+    advisory: bool
+
+    @property
+    def gating_regression(self) -> bool:
+        return self.verdict is Verdict.REGRESSION and not self.advisory
+
+
 @dataclass(frozen=True)
-class Row:
+class Row(Gated):
     """One metric of one variant, judged. ``ratio`` is candidate / baseline (canary-adjusted where
     the reason says so); ``evidence`` names the kind of evidence (``harness.gate.evidence``) and
     ``counts`` how much of it each side had (calls, pairs, or one number)."""
@@ -45,10 +56,6 @@ class Row:
     def stat(self) -> str:
         """The judged statistic or number: ``p50`` of ``latency_ms.p50``."""
         return self.metric.rsplit(".", 1)[-1]
-
-    @property
-    def gating_regression(self) -> bool:
-        return self.verdict is Verdict.REGRESSION and not self.advisory
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
