@@ -26,8 +26,8 @@ from harness.results import SCHEMA, ResultsWriter  # noqa: E402
 from harness.settings.matrix import matrix  # noqa: E402
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.case.collector import Case, RecordCollector
     from harness.judge.workspace import Workspace
-    from harness.results.collector import Case, RecordCollector
 
 
 
@@ -144,7 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
         _check_out(config)  # an unwritable run dir is one line now, not an INTERNALERROR after the work
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
-        from harness.results.collector import RecordCollector
+        from harness.case.collector import RecordCollector
         from harness.results.store import RESERVE_BYTES
 
         collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR], reserve_bytes=RESERVE_BYTES))
@@ -383,7 +383,7 @@ def _rss_tracker(config: pytest.Config) -> Any:
 @pytest.fixture
 def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     """The current case: its workspace, variant and record. Skips unavailable variants."""
-    from harness.results.collector import Case
+    from harness.case.collector import Case
 
     ws = workspace(request.config)
     variant = getattr(request.node, "callspec", None) and request.node.callspec.params.get("variant")

@@ -184,7 +184,7 @@ def _store() -> ArtifactCache:
 
 
 def _label(item: pytest.Item) -> str:
-    from harness.results.collector import case_dir_name
+    from harness.case.collector import case_dir_name
 
     return case_dir_name(item.name)[:96]
 
@@ -241,8 +241,8 @@ class CaseReplay:
                 self._keep(report.nodeid, pending)
 
     def _keep(self, nodeid: str, pending: Pending) -> None:
+        from harness.case.collector import case_dir_name
         from harness.plugin import RUN_DIR
-        from harness.results.collector import case_dir_name
 
         run_dir = Path(self.config.stash[RUN_DIR]).resolve()
         case_dir = run_dir / "cases" / case_dir_name(nodeid.split("::")[-1])
@@ -274,7 +274,7 @@ def replay(item: pytest.Item, entry: CacheEntry) -> None:
     reports = json.loads(text)
     files = entry.directory / CASE_FILES
     if files.is_dir():
-        from harness.results.collector import case_dir_name
+        from harness.case.collector import case_dir_name
 
         shutil.copytree(files, run_dir / "cases" / case_dir_name(item.name), dirs_exist_ok=True)
     hook = item.ihook

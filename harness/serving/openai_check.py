@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.case.collector import Case
 from harness.check.judge import CheckOutcome
 from harness.check.layout import ArtifactFile
 from harness.check.request import CheckRequest, resolve
@@ -21,7 +22,6 @@ from harness.judge.generation import record as record_generation
 from harness.judge.workspace import Workspace
 from harness.perf.measure import latency_entry, latency_key
 from harness.results import new_run_id
-from harness.results.collector import Case
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Served
 from harness.serving.client import EndpointRefused, ServingError

@@ -12,14 +12,14 @@ import time
 import numpy as np
 import pytest
 
+from harness.case.collector import Case
+from harness.case.pipeline import GraphJudgement, close_stage, write_side_outputs
 from harness.core import Variant
 from harness.core.phases import phase
 from harness.families.pooling import sentence_pooling
 from harness.judge.embedding import embedding_parity
 from harness.judge.numeric import ParityResult
-from harness.judge.pipeline import GraphJudgement, close_stage, write_side_outputs
 from harness.repro import EmbeddingDerived
-from harness.results.collector import Case
 from harness.results.outcome import decide
 from harness.runners.base import GraphRef
 from harness.zoo.base import ModelSpec, materialize
