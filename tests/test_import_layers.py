@@ -61,9 +61,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine",),
     ("serving",),  # a served endpoint: a source of the engine
     ("suites",),
+    # one pytest session's shared state, below every front end that starts or reads a session
+    ("session",),
     # the pytest entry point (it names the feature plugins by file, importing none) ...
     ("plugin",),
-    # ... then the feature plugins, which read the session's state
+    # ... then the feature plugins, which read the session's state (never the entry point's names)
     ("plugins",),
     ("testing", "cli"),
 )
