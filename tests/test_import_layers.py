@@ -117,6 +117,18 @@ def imports(path: Path, root: Path) -> set[str]:
     return out
 
 
+def private_imports(path: Path, root: Path) -> list[str]:
+    """``from harness.<other unit>... import _name``: a private name read across units."""
+    me = unit(module_name(path, root))
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "harness":
+            theirs = unit(node.module or "")
+            found += [f"{module_name(path, root)}: from {node.module} import {a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__") and theirs != me]
+    return found
+
+
 def module_graph(root: Path) -> dict[str, set[str]]:
     """Module -> the harness modules it imports, for the ``harness`` package under ``root``."""
     return {module_name(p, root): imports(p, root) for p in sorted((root / "harness").rglob("*.py"))}
@@ -259,6 +271,13 @@ def test_zero_cyclic_package_pairs():
     assert circles == [], f"{cyclic_pairs(edges)} cyclic package pairs in {circles}:\n" + _listed(inside)
 
 
+def test_no_unit_reads_another_units_private_names_and_nothing_imports_the_plugin():
+    """A name with a leading underscore is its unit's own business; the pytest entry point is
+    loaded by pytest alone (the CLI and the feature plugins share harness.session, below both)."""
+    assert [line for p in sorted((ROOT / "harness").rglob("*.py")) for line in private_imports(p, ROOT)] == []
+    assert sorted(a for (a, b) in harness_edges() if b == "plugin") == []
+
+
 def test_the_docs_layer_table_is_rendered_from_the_code():
     text = ARCHITECTURE.read_text(encoding="utf-8")
     assert _TABLE.search(text), "docs/architecture.md has no <!-- layers:table --> block"
@@ -290,8 +309,11 @@ def test_a_planted_upward_import_and_a_planted_circle_are_caught(tmp_path):
         "harness/check/report.py": "from harness.check import judge\n",
         "harness/compare/__init__.py": "",
         "harness/compare/diff.py": "moved = 1\ndef back():\n    from harness.check import report\n",
-        "harness/cli/__init__.py": "import harness.check.judge\n",
+        "harness/cli/__init__.py": "import harness.check.judge\nfrom harness.compare.diff import _private\n",
     })
+    assert private_imports(tmp_path / "harness/cli/__init__.py", tmp_path) == [
+        "harness.cli: from harness.compare.diff import _private"]
+    assert private_imports(tmp_path / "harness/check/judge.py", tmp_path) == []
     edges = unit_edges(module_graph(tmp_path))
     assert upward_edges(edges) == {("core", "runners"): ["harness.core.types -> harness.runners.base"]}
     # runners imports core, so the upward import closes a circle too
