@@ -29,6 +29,7 @@ from harness.session import (  # noqa: E402
     OPTIONS,
     RUN_DIR,
     asked_for,
+    command_of,
     run_options,
     variant_of,
     workspace,
@@ -239,6 +240,7 @@ def _harness_session(config: pytest.Config) -> bool:
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker writes its side files into the controller's run dir."""
     node.workerinput["harness_out"] = str(node.config.stash[RUN_DIR])
+    node.workerinput["harness_command"] = command_of(node.config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -325,7 +327,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     ws = workspace(request.config)
     variant = getattr(request.node, "callspec", None) and request.node.callspec.params.get("variant")
     if isinstance(variant, Variant):
-        reason = ws.unavailable_reason(variant)
+        reason = ws.runtimes.unavailable_reason(variant)
         if reason:
             if ws.options.explicit_variants and not ws.options.settings.allow_skip:
                 # asked for by name (CLI or config): the record says not-run and the run fails
@@ -344,7 +346,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     finally:
         phases.stop(token)
         if isinstance(variant, Variant):  # free what the next case does not need (--release-models)
-            ws.end_case(variant, variant_of(request.node.stash.get(NEXT_ITEM, None)))
+            ws.memory.end_case(variant, variant_of(request.node.stash.get(NEXT_ITEM, None)))
         case.memory = tracker.stop()
     case.exception = request.node.stash.get(EXCEPTION, None)
     request.node.user_properties.append(("harness_record", case.payload()))
@@ -439,6 +441,7 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 def disk_full_problem(collector: RecordCollector) -> str:
     """One line: where the disk filled up, what is intact and what was lost."""
     full = collector.disk_full
+    assert full is not None, "asked only once the disk filled up"
     lost = collector.lost
     not_run = [n for n in collector.not_run() if n.split("::")[-1] not in lost]
     named = f" ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''})" if lost else ""

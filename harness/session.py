@@ -70,8 +70,19 @@ def run_options(config: pytest.Config) -> RunOptions:
             options = build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
+        options.command = command_of(config)  # an xdist worker of `harness run` spells flags as its controller
         config.stash[OPTIONS] = options
     return config.stash[OPTIONS]
+
+
+def command_of(config: pytest.Config) -> str:
+    """The command whose flags this session's user typed (``run`` under ``harness run``, '' for
+    pytest), without building the options: handed with them, or to a worker by its controller."""
+    handed = config.stash.get(OPTIONS, None)
+    if handed is not None:
+        return handed.command
+    worker = getattr(config, "workerinput", None)
+    return str(worker.get("harness_command", "")) if worker else ""
 
 
 def workspace(config: pytest.Config) -> Workspace:

@@ -41,7 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import pytest
 
-from harness.session import COLLECTOR, RUN_DIR, asked_for, run_options
+from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
 
 #: a case running longer than this gets a heartbeat line (and another every this many seconds);
 #: ``HARNESS_PROGRESS_HEARTBEAT_S`` overrides it (the tests use 1 s)
@@ -70,12 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(PhaseFile(Path(folder), _worker_id(config)),
                                           f"harness-phase-file-{id(config)}")
         return
-    from harness.settings.spelling import front_end
 
     mode = _mode(config)
     # `harness run` is a harness session whatever options it was given (a bare `harness run` too);
     # a plain pytest session shows progress when it configures the harness
-    if mode == "off" or (mode == "auto" and not (front_end() == "run" or asked_for(config))):
+    if mode == "off" or (mode == "auto" and not (command_of(config) == "run" or asked_for(config))):
         return
     folder = Path(tempfile.mkdtemp(prefix="harness-progress-"))
     display: Tally
