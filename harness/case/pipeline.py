@@ -51,10 +51,10 @@ from harness.runners.base import FileView, GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
 
+    from harness.case.collector import Case
     from harness.families import Family, GraphSpec
     from harness.judge.numeric import Batch, OutputResult
     from harness.judge.workspace import Workspace
-    from harness.results.collector import Case
     from harness.runners import Backend
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
@@ -167,7 +167,7 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
     finally:
         runner.close()
     if trace:
-        from harness.perf.profiling import summarise_trace
+        from harness.runners.profiling import summarise_trace
 
         into.profiles[graph] = summarise_trace(trace)
 
@@ -214,7 +214,7 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
 def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
                     judging: list["GraphSpec"], result: ParityResult) -> ParityResult:
     """The pipeline's stages per graph: resolve (the workspace's source serves the backend), run and
-    compare, the unfused twin's comparison, then the side outputs (``harness.judge.pipeline``)."""
+    compare, the unfused twin's comparison, then the side outputs (``harness.case.pipeline``)."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model, profile_dir=dump_dir)
