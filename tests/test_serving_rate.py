@@ -13,13 +13,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from harness.cli import main
-from tests.serving import mlserver as ms
-from tests.serving.faults import bert_tiny_fp32
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
@@ -27,22 +24,9 @@ CHROMIUM = "/usr/bin/chromium"
 LOW, HIGH, BUDGET_MS = 5.0, 2000.0, 1500.0
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[ms.Server]:
-    fp32 = bert_tiny_fp32()
-    try:
-        srv = ms.start(tmp_path_factory.mktemp("mlserver-rate"), [ms.ServedFile("bert", fp32)])
-    except ms.Unavailable as exc:
-        if os.environ.get(ms.REQUIRE_ENV) == "1":
-            pytest.fail(f"{ms.REQUIRE_ENV}=1 but no MLServer: {exc}")
-        pytest.skip(f"no MLServer here: {exc}")
-    yield srv
-    srv.stop()
-
-
-def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(server, tmp_path, capsys):
+def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(mlserver_bert, tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["check", "--reference", "bert-tiny", "--endpoint", server.grpc, "--served-model", "bert",
+    code = main(["check", "--reference", "bert-tiny", "--endpoint", mlserver_bert.grpc, "--served-model", "bert",
                  "--samples", "8", "--batch-size", "4", "--perf", "--request-rate", f"{LOW:g}", f"{HIGH:g}",
                  "--arrival", "poisson", "--p99-budget", f"{BUDGET_MS:g}", "--sweep-window", "0.5",
                  "--step-budget", "6", "--out", str(out)])
