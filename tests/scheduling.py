@@ -3,9 +3,9 @@
 A fixture set up once per module (a real server, a ``harness run``, a built wheel) is set up once per
 *worker* that runs any of the module's tests: xdist's default ``load`` scheduling hands out tests in
 chunks, so a module split across two workers paid its set-up twice. Here a module that declares such a
-fixture (``scope="module"``, ``"class"`` or ``"package"`` in its source) is one unit of work, run whole on
-one worker; so are the modules that use one of :data:`SHARED_SESSION_FIXTURES` (a session-scoped server
-in tests/conftest.py): one unit for all of them, the server started once. Every other test is a unit
+fixture (``@pytest.fixture(scope="module")``, ``"class"`` or ``"package"``) is one unit of work, run whole on
+one worker; so are the modules with a function taking one of :data:`SHARED_SESSION_FIXTURES` (a
+session-scoped server in tests/conftest.py): one unit for all of them, the server started once. Every other test is a unit
 of its own, handed to whichever worker is free. Units go out in collection order (tests/conftest.py
 puts the long ones first), not xdist's most-tests-first.
 
@@ -27,7 +27,8 @@ from xdist.scheduler import LoadScopeScheduling
 #: session-scoped fixtures of tests/conftest.py that hold a server: every module using one is one unit
 SHARED_SESSION_FIXTURES = ("mlserver_bert",)
 
-_MODULE_SCOPE = re.compile(r"""scope\s*=\s*["'](module|class|package)["']""")
+#: a fixture decorator, at the start of a line, with a scope wider than one test and narrower than the session
+_MODULE_SCOPE = re.compile(r"""^\s*@(pytest\.)?fixture\([^)]*scope\s*=\s*["'](module|class|package)["']""", re.MULTILINE)
 
 
 @cache
@@ -39,7 +40,7 @@ def setup_unit(path: str) -> str | None:
     except OSError:
         return None
     for name in SHARED_SESSION_FIXTURES:
-        if re.search(rf"\b{name}\b", source):
+        if re.search(rf"def\s+\w+\s*\([^)]*\b{name}\b", source):  # a test or fixture taking it
             return name
     return path if _MODULE_SCOPE.search(source) else None
 
