@@ -40,7 +40,9 @@ def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(mlserver_bert, 
     low, high = summary["levels"]
     assert low["meets_budget"] and low["errors"] == 0 and low["backlog"] == 0 and low["sent"] > 0
     assert not high["meets_budget"] and (high["backlog"] > 0 or high["achieved"] < 0.9 * HIGH)
-    assert high["sent"] > low["sent"]  # the high level offered far more requests in its time
+    # the high level offered far more requests in its time: sent (answered or failed) plus never sent; its
+    # answered count alone depends on how fast a loaded machine answers (14 against the low level's 19 at load 22)
+    assert high["sent"] + high["backlog"] > 10 * (low["sent"] + low["backlog"])
     entry = perf[f"latency_ms[rate={LOW:g},arrival=poisson]"]
     assert entry["offered_rate"] == LOW and entry["samples"] and entry["engine"] == "oip-grpc"
     assert f"sustainable rate at p99 <= {BUDGET_MS:g} ms: {LOW:g} requests/s" in text
