@@ -22,7 +22,8 @@ import numpy as np
 from harness.core import UsageError, did_you_mean
 from harness.core.compared import Compared
 from harness.core.markdown import table
-from harness.gate.canary import widen
+from harness.core.units import value_text
+from harness.gate.canary import canary_samples, judge_drift, widen
 from harness.metrics.registry import METRICS, Scope, perf_policies
 from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: the gate's API names it
 from harness.metrics.spec import percentile
@@ -335,7 +336,6 @@ def fmt_value(value: float, kind: str) -> str:
     reports' one formatter per unit (``harness.core.units``)."""
     if value is None or not math.isfinite(value):
         return "-"
-    from harness.core.units import value_text
 
     return value_text(value, "bytes" if kind in ("memory", "size") else "ms")
 
@@ -620,7 +620,6 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
     same key, both are qualified with their test name so neither overwrites the other.
     """
     scalar_names = set(scalar_names)
-    from harness.gate.canary import canary_samples
 
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
@@ -758,7 +757,6 @@ def compare_runs(
     if diffs and not force_env:
         raise EnvironmentMismatch(diffs)
 
-    from harness.gate.canary import judge_drift
 
     rows: list[Row] = []
     drifts: dict[str, Drift] = {}

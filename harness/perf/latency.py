@@ -21,7 +21,8 @@ import numpy as np
 
 from harness.families.shaped_feeds import family_feeds, max_positions, shapeable, shaped_feeds
 from harness.perf import contention
-from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, timed_call
+from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, time_calls, timed_call
+from harness.perf.stopping import StoppingRule, fixed_rounds, sample
 from harness.perf.tail import DEFAULT_TAIL_TARGET, sample_for_tail
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -126,9 +127,6 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
 def _sample(engine: Engine, call: Callable[[], object], settings: PerfSettings, budget_s: float | None,
             sync: Callable[[], object] | None) -> tuple[list[float], dict[str, Any]]:
     """One metric's samples under the stopping rule, and what stopped it (recorded as ``stopping``)."""
-    from harness.perf.measure import time_calls
-    from harness.perf.stopping import StoppingRule, fixed_rounds, sample
-
     rule = StoppingRule(settings.samples, settings.warmup, budget_s)
 
     def rounds(n: int, warmup: int) -> list[float]:
