@@ -52,7 +52,7 @@ from harness.repro.error_decode import write_decode_error_bundle
 from harness.repro.generation import write_generation_bundle
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Evidence
-from harness.runners.base import GraphRef
+from harness.runners.base import FileView, GraphRef
 from harness.runners.profiling import summarise_trace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,21 +138,28 @@ def error_bundle_stage(ws: Workspace, variant: Variant, model: LoadedModel, brok
     """The error bundle (``harness.repro.error``) of a graph whose file raised, when the file raises
     it by itself on these feeds (under its own input names: ``GraphRunner.file_view``). Best-effort:
     the case's own error is what its record says either way."""
-    view = broke.runner.file_view()
+    bundle = _error_bundle(ws, variant, model, broke.graph, broke.runner.file_view(), broke.feeds, broke.exc, case_dir)
+    if bundle is not None:
+        into.bundles[broke.graph] = str(bundle)
+
+
+def _error_bundle(ws: Workspace, variant: Variant, model: LoadedModel, graph: str, view: FileView | None,
+                  feeds: Sequence[Mapping[str, np.ndarray]], exc: BaseException, case_dir: Path) -> Path | None:
+    """The one writer of an error bundle for every source: ``view``'s file re-run on ``feeds`` (under
+    its own input names) in ``case_dir/repro-<graph>``; None when not written (bundles off, no file,
+    the file does not raise by itself). Never raises: the case's own error stands either way."""
     mode = ws.options.settings.repro_bundles
     if mode == "off" or view is None:
-        return
+        return None
 
     try:
         with phase("metrics"):
-            bundle = write_error_bundle(case_dir / f"repro-{broke.graph}", variant=variant, graph=broke.graph,
-                                        artifact=Path(view.path), batches=[view.feeds(f) for f in broke.feeds],
-                                        exc=broke.exc, runtime=ws.runtime_for(variant, model),
-                                        threads=ws.options.settings.threads, mode=mode)
+            return write_error_bundle(case_dir / f"repro-{graph}", variant=variant, graph=graph,
+                                      artifact=Path(view.path), batches=[view.feeds(f) for f in feeds], exc=exc,
+                                      runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
+                                      mode=mode)
     except Exception:  # noqa: BLE001 - evidence is best-effort; the case's error stands
-        return
-    if bundle is not None:
-        into.bundles[broke.graph] = str(bundle)
+        return None
 
 
 def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
@@ -167,27 +174,21 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
 
 def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Backend, exc: BaseException,
                      case_dir: Path) -> Path | None:
-    """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``;
-    None when not written (bundles off, no artifact file, or the file does not raise it itself).
-    Never raises: the case's own error is what the record must say."""
-    mode = ws.options.settings.repro_bundles
-    if mode == "off":
+    """The error bundle of ``ref``'s graph, whose artifact raised ``exc`` before a runner existed to
+    name its file (the runtime refused it while the outputs were computed): the backend's one ONNX
+    file of the graph, fed the corpus batches (``_error_bundle``). None when not written."""
+    if ws.options.settings.repro_bundles == "off":
         return None
-    model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
     try:
         files = backend.artifacts(ref)
-        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
+        onnx = [str(i["path"]) for k, i in files.items() if k.startswith(f"{ref.graph.name}/")
                 and str(i.get("path", "")).endswith(".onnx")]
         if len(onnx) != 1:
             return None
-        batches = [dict(b[0]) for b in ws.refs.parity_batches(model, family, graph)]
-        with phase("metrics"):
-            return write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
-                                      artifact=onnx[0], batches=batches, exc=exc,
-                                      runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
-                                      mode=mode)
+        feeds = [dict(b[0]) for b in ws.refs.parity_batches(ref.model, ref.family, ref.graph)]
     except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
         return None
+    return _error_bundle(ws, ref.variant, ref.model, ref.graph.name, FileView(onnx[0]), feeds, exc, case_dir)
 
 
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
