@@ -27,11 +27,10 @@ from typing import Any
 import numpy as np
 
 from harness.core import UsageError
+from harness.settings.commands import add_command_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.commands import add_command_options
-
     p = sub.add_parser("perf-compare", help="paired interleaved A/B timing of two ONNX files (exit 1 on a regression)",
                        description=__doc__.splitlines()[0])
     p.add_argument("baseline", type=Path, help="the baseline ONNX file (A)")

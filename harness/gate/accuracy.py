@@ -37,9 +37,10 @@ from harness.core.markdown import table
 from harness.gate.baseline import is_accuracy_key
 from harness.gate.compare import Verdict
 from harness.gate.row import Gated
-from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value
+from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value, parse_cli_margin
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 from harness.results.record import MetricKey, Record, RecordLike, readable_records
+from harness.settings.config_file import find_config, load_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -405,9 +406,6 @@ def margin_table(config: str | Path | None = None, cli: Iterable[str] = (), *,
     """The margin overrides of a comparison: the config file's ``[margins]`` tables (the explicit
     ``config``, else a ``harness.toml`` / ``[tool.harness]`` found in ``rootdir`` or the working
     directory), then ``--accuracy-margin`` texts (later, so they win among equally specific rules)."""
-    from harness.metrics.margins import parse_cli_margin
-    from harness.settings.config_file import find_config, load_config
-
     found = find_config(config, rootdir)
     rules = list(load_config(found).margin_rules()) if found is not None else []
     rules += [parse_cli_margin(text) for text in cli]

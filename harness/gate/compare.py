@@ -21,6 +21,7 @@ import numpy as np
 from harness.core import UsageError, did_you_mean
 from harness.core.compared import Compared
 from harness.core.markdown import table
+from harness.gate.canary import canary_samples, judge_drift
 from harness.gate.evidence import CanaryBlocks, Evidence, EvidenceKind
 from harness.gate.judge import decide as decide  # re-exported: the one decision rule
 from harness.gate.judge import judge
@@ -373,7 +374,6 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
     same key, both are qualified with their test name so neither overwrites the other.
     """
     scalar_names = set(scalar_names)
-    from harness.gate.canary import canary_samples
 
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
@@ -504,7 +504,6 @@ def compare_runs(
     if diffs and not force_env:
         raise EnvironmentMismatch(diffs)
 
-    from harness.gate.canary import judge_drift
 
     rows: list[Row] = []
     drifts: dict[str, Drift] = {}

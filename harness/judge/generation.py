@@ -18,10 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from harness.core import Check, Precision, Settings, Variant, precision_overrides
+from harness.core import Check, Precision, Settings, Variant, describe_error, precision_overrides
+from harness.core.cachedir import source_digest
 from harness.core.phases import phase
+from harness.families import family_for
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
+from harness.generation.decode import load_runners, torch_threads
+from harness.generation.forensics import investigate, pick_rows
+from harness.judge.cached_decoding import NAME, cached_decoding
+from harness.judge.coverage import generation_coverage
 from harness.judge.decoding import decode_parts, decode_threads
+from harness.metrics import text as text_metrics
 from harness.metrics.registry import METRICS, Scope
 from harness.metrics.text import (
     corpus_scores,
@@ -179,8 +186,6 @@ def cached_scores(ws: "Workspace", rows: Sequence[Mapping[str, Any]], lang: str 
     import rapidfuzz
     import sacrebleu
 
-    from harness.core.cachedir import source_digest
-    from harness.metrics import text as text_metrics
 
     keep = ("source", "reference", "pytorch", "variant", "pytorch_tokens", "variant_tokens")
     digest = hashlib.sha256(json.dumps([[r.get(k) for k in keep] for r in rows], ensure_ascii=False).encode())
@@ -295,8 +300,6 @@ def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[in
     the process and kept in the workspace's reference cache across runs (keyed by weights,
     model files, texts and their corpus indices, decode settings, batch size, threads and
     library versions: ``harness.judge.refcache``)."""
-    from harness.families import family_for
-
     key = ("gen-reference", tuple(indices), settings.key(), batch_size)
     if key not in model.cache:
         family = family_for(model.family)
@@ -401,7 +404,6 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
                 result.forensics = divergence_forensics(ws, model, family, variant, result.rows, texts, settings,
                                                         int(wanted["batch_size"]))
             except Exception as exc:  # noqa: BLE001 - evidence for a verdict already reached: never turn a fail into an error
-                from harness.core import describe_error
 
                 result.forensics_note = f"forensics unavailable: {describe_error(exc)}"
     return result
@@ -414,7 +416,6 @@ def _add_cached_decoding(ws: "Workspace", model: "LoadedModel", family: "Family"
     gates join the generation checks and it counts as gated coverage."""
     from dataclasses import replace
 
-    from harness.judge.cached_decoding import NAME, cached_decoding
 
     loop = cached_decoding(ws, model, family, variant, reference.tokens, texts, settings, batch_size)
     result.metrics.update(loop.metrics)
@@ -437,12 +438,9 @@ def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family"
     teacher-forced on its own decode's history in the batch the sentence was decoded in."""
     from contextlib import ExitStack
 
-    from harness.generation.decode import load_runners, torch_threads
-    from harness.generation.forensics import investigate, pick_rows
 
     if not pick_rows(rows):
         return []
-    from harness.families import family_for
 
     starters = []
     reference = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
@@ -479,7 +477,6 @@ def judged_generation(ws: "Workspace", variant: Variant, model: "LoadedModel", c
                  # how the request fits the model's positions (prompt cut / new tokens capped: recorded)
                  "budget": wanted.get("budget")}
     checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
-    from harness.judge.coverage import generation_coverage
 
     result = GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)
     result.coverage = generation_coverage(ws.family(model).task(model.config), metrics, checks)

@@ -27,12 +27,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from harness.core import describe_error
+from harness.families.shaped_feeds import shaped_feeds
+from harness.perf import budgets
 from harness.perf.loop import time_until
 from harness.perf.measure import latency_entry, latency_key
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Served
 from harness.serving.client import OipClient, ServedModel, ServingError
-from harness.serving.rate import RateSettings
+from harness.serving.rate import RateSettings, rate_fields, rate_sweep
+from harness.serving.source import EndpointRunner
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.case.collector import Case
@@ -284,10 +288,7 @@ def perf_fields(steps: list[StepResult], settings: SweepSettings, protocol: str)
 def judge_sweep(run: JobRun, source: EndpointGraphs, served: dict[str, Any]) -> CaseResult:
     """``check_perf`` for an endpoint: the sweep on the entry graph's served model; the model's
     perf budgets gate it; a server that stopped answering makes it ``error`` (steps kept)."""
-    from harness.core import describe_error
     from harness.engine import conclude
-    from harness.families.shaped_feeds import shaped_feeds
-    from harness.serving.source import EndpointRunner
 
     sweep_settings: SweepSettings = run.req.perf
     outcome, model, family = run.outcome, run.model, run.family
@@ -319,8 +320,6 @@ def _judge_levels(case: Case, outcome: CheckOutcome, runner: EndpointRunner, fee
                   settings: SweepSettings, protocol: str) -> Decision:
     """The concurrency sweep into the case's perf; its verdict: ``error`` when the server stopped
     answering or nothing succeeded, else the model's perf budgets."""
-    from harness.perf import budgets
-
     steps = sweep(runner.client, runner.model, feeds, settings)
     perf = perf_fields(steps, settings, protocol)
     case.perf.update(perf)
@@ -340,9 +339,6 @@ def _judge_rate(case: Case, outcome: CheckOutcome, runner: EndpointRunner, feeds
     """The request-rate sweep into the case's perf; its verdict: ``error`` when the server stopped
     answering or nothing succeeded, ``fail`` when no offered rate met the p99 budget, else the
     model's perf budgets (``served_ms_per_request`` among them)."""
-    from harness.perf import budgets
-    from harness.serving.rate import rate_fields, rate_sweep
-
     levels = rate_sweep(runner.client, runner.model, feeds, settings)
     perf = rate_fields(levels, settings, protocol)
     case.perf.update(perf)

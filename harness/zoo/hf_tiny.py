@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.data.corpus import load_corpus
 from harness.zoo.base import ModelSpec, register
 from harness.zoo.tokenizer import save_tokenizer, train_tokenizer
 
@@ -24,8 +25,6 @@ SEED = 1234
 
 
 def corpus_texts() -> list[str]:
-    from harness.data.corpus import load_corpus
-
     return list(load_corpus("sentences_en").sources)
 
 

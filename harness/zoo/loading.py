@@ -25,6 +25,9 @@ import torch
 
 from harness.core import UsageError, describe_error
 from harness.core.phases import phase
+from harness.core.quiet import routed_output
+from harness.families import family_for
+from harness.families.limits import check_limits, prepare_tokenizer
 from harness.zoo.base import ModelSpec, materialize
 from harness.zoo.consistency import check_tokenizer
 
@@ -190,9 +193,6 @@ def model_limits(spec: ModelSpec, path: Path, config: dict[str, Any], tokenizer:
     """The model's limits (``harness.families.limits``), checked before any work: one line and
     exit 2 when its tokenizer and config cannot work together. A pad-less tokenizer is given its
     EOS as pad here, so every later batch pads the same way."""
-    from harness.families import family_for
-    from harness.families.limits import check_limits, prepare_tokenizer
-
     if config.get("model_type") == "harness-encoder-custom":
         prepare_tokenizer(tokenizer)
         return None
@@ -271,8 +271,6 @@ def refuse_remote_code(path: Path, config: dict[str, Any]) -> None:
 def check_weights_only(path: Path) -> None:
     """Open a pickle checkpoint with ``weights_only=True``: only tensors and plain containers
     are accepted, so a checkpoint carrying code is refused before anything else reads it."""
-    from harness.core.quiet import routed_output
-
     try:
         with routed_output(f"torch.load({path}, weights_only=True)"):  # torch's warnings: not before the refusal
             torch.load(str(path), map_location="cpu", weights_only=True)
@@ -297,10 +295,8 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust
     }
     if not safetensors:
         kwargs["weights_only"] = True  # the pickle path: never full unpickling
-    from harness.families import family_for
 
     cls = family_for(spec.family).hf_model_class(config)
-    from harness.core.quiet import routed_output
 
     try:
         with routed_output(f"model {path}"):
@@ -316,7 +312,6 @@ def load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) ->
     if custom:  # not an HF architecture: AutoTokenizer would guess from config.json
         return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
 
-    from harness.core.quiet import routed_output
 
     try:
         with routed_output(f"tokenizer {path}"):
