@@ -65,6 +65,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
                    help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
     accept(p, "threads")
+    accept(p, "release_models", help="judge in stages so the PyTorch module and the files' sessions are never alive "
+                                     "together (references first, the module freed, then the files): auto (1 GB or "
+                                     "more of weights), always, never (docs/large-models.md)")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow the reference directory's own Python code to run (off: such directories are refused)")
     p.add_argument("--allow-pickle", action="store_true",
@@ -104,7 +107,8 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
                   perf=perf_settings(args), runtime=runtime_settings(args),
-                  repro_bundles=cli_values(args).get("repro_bundles"), **protocol_option(args.io_protocol))
+                  repro_bundles=cli_values(args).get("repro_bundles"),
+                  release_models=cli_values(args).get("release_models"), **protocol_option(args.io_protocol))
     from harness.serving.options import endpoint_of
 
     endpoint = endpoint_of(args)

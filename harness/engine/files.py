@@ -31,14 +31,24 @@ class FileJobs(JobSource):
 
     @classmethod
     def open(cls, req: CheckRequest, run_dir: Path) -> FileJobs:
+        from harness.check.staging import stages
         from harness.results.collector import case_dir_name
 
         setup = resolve(req)  # bad files, options and references fail here, before the model loads
         records = {a.path.name: a.record() for a in setup.artifacts}
         graphs = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, records,
                                 setup.variant.precision, setup.options.runtime,
-                                profile_dir=run_dir / "cases" / case_dir_name(f"check[{setup.variant.id}]"))
+                                profile_dir=run_dir / "cases" / case_dir_name(f"check[{setup.variant.id}]"),
+                                deferred=stages(setup.options.settings.release_models, setup.artifacts))
         return cls(setup, graphs)
+
+    def before_judging(self, run: JobRun) -> None:
+        """A large model's files are judged in stages (``harness.check.staging``): every reference
+        first, then the module freed, then the sessions opened."""
+        if self.graphs.deferred:
+            from harness.check.staging import reference_pass
+
+            reference_pass(run)
 
     def settings(self, run: JobRun) -> dict[str, Any]:
         variant = run.outcome.variant
