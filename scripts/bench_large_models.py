@@ -30,6 +30,7 @@ with the limit when the next size would not fit with 2 GB to spare.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -155,13 +156,15 @@ def main() -> int:
     p.add_argument("--release-models", default="auto", choices=("auto", "always", "never"),
                    help="the check's --release-models (auto: staged from 1 GB of files)")
     p.add_argument("--workdir", type=Path, default=None, help="where models and caches go (default: a temp dir)")
-    p.add_argument("--build", nargs=4, help=argparse.SUPPRESS)  # internal: REF ONNX LAYERS SHAPE(full|smoke)
+    # internal (and tests/test_large_models.py): REF ONNX LAYERS SHAPE (full, smoke or a JSON object of LlamaConfig sizes)
+    p.add_argument("--build", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args()
     from harness.perf import smoke
 
     if args.build:
+        named = {"full": SHAPE, "smoke": SMOKE_SHAPE}
         build(Path(args.build[0]), Path(args.build[1]), int(args.build[2]),
-              SMOKE_SHAPE if args.build[3] == "smoke" else SHAPE)
+              named.get(args.build[3]) or json.loads(args.build[3]))
         return 0
     shape = SMOKE_SHAPE if smoke.active() else SHAPE
     changes = smoke.shrink(args, gb=[0.0], samples=1)
