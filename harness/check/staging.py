@@ -39,7 +39,7 @@ def artifact_bytes(artifacts: Sequence[ArtifactFile]) -> int:
 
 def stages(release_models: str, artifacts: Sequence[ArtifactFile]) -> bool:
     """Whether a check of ``artifacts`` computes its references before any session opens."""
-    from harness.judge.workspace import RELEASE_BYTES
+    from harness.judge.memory import RELEASE_BYTES
 
     if release_models != "auto":
         return release_models == "always"
