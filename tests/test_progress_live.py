@@ -10,6 +10,7 @@ Event-driven, never timed: each case waits inside its ``reference`` phase until 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import pty
 import re
@@ -20,6 +21,7 @@ import sys
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,16 +210,21 @@ def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> 
     assert est.eta([], {"s.py::test_logits_parity[m-int8-ort_cpu]": 40.0}, logits_done, 1) == 10.0
 
 
+def _eta_script() -> Any:
+    """``scripts/eta_accuracy.py`` as a module (registered: its dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location("eta_accuracy", Path(__file__).parents[1] / "scripts" / "eta_accuracy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     """The replay ``scripts/eta_accuracy.py`` does, on a run whose suites cost what the model
     says up to a factor per suite: from the first third on, every estimate is within +-30 %;
     the former mean-of-finished estimate is not (a cheap suite after an expensive one)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("eta_accuracy", Path(__file__).parents[1] / "scripts" / "eta_accuracy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _eta_script()
     from harness.plugins.progress import case_weights
 
     ids = [f"test_generation_parity[marian-tiny-{p}-{b}]" for p in ("fp32", "fp16", "int8") for b in ("torch_cpu", "ort_cpu")]
@@ -228,10 +235,35 @@ def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     # the machine's truth: 3 s per unit for generation, 0.9 for logits (the model's suite factors off by ~10 %)
     rate = {"test_generation_parity": 3.0, "test_logits_parity": 0.9}
     records = [{"id": i, "duration_s": weights[i] * rate[i.split("[")[0]]} for i in ids]
-    errors = [eta / truth - 1 for _, eta, truth in module.replay(records)]
+    errors = module.replay(records).errors
     assert errors and max(abs(e) for e in errors) <= 0.30, errors
-    mean_errors = [eta / truth - 1 for _, eta, truth in module.replay(records, weighted=False)]
+    mean_errors = module.replay(records, weighted=False).errors
     assert max(abs(e) for e in mean_errors) > 0.30  # the negative control: the former estimate misses
+
+
+def test_wall_clock_stretches_the_eta_and_the_journal_judges_it(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases' durations leave out the gaps between them: the ETA is stretched by the wall
+    seconds per case second so far (1 to 2x, once 3 cases finished); the journal a run keeps with
+    ``HARNESS_PROGRESS_ETA_LOG`` is judged against the session's true end."""
+    from harness.plugins.progress import MAX_WALL_FACTOR, EtaJournal, wall_factor
+
+    assert wall_factor(15.0, [4.0, 3.0, 3.0], [], 1) == 1.5
+    assert wall_factor(15.0, [5.0, 5.0], [], 1) == 1.0  # too few cases to trust the clock
+    assert wall_factor(7.5, [5.0, 5.0, 5.0], [], 2) == 1.0  # two workers: 7.5 s busy each, no gap
+    assert wall_factor(600.0, [1.0, 1.0, 1.0], [], 1) == MAX_WALL_FACTOR
+    log = tmp_path / "eta.jsonl"
+    monkeypatch.setenv(EtaJournal.ENV, str(log))
+    journal = EtaJournal.from_env()
+    assert journal is not None
+    for done, eta in ((1, 1.0), (2, 8.0), (3, 2.0), (4, 0.0)):
+        journal.estimate(done, 4, eta)
+    journal.ended()
+    module = _eta_script()
+    read = module.Journal.read(log)
+    assert read.total == 4 and [done for done, _, _ in read.accuracy().estimates] == [2, 3, 4]  # from a third on
+    truths = [truth for _, _, truth in read.accuracy().estimates]
+    assert all(t > 0 for t in truths) and truths == sorted(truths, reverse=True)
 
 
 def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
@@ -227,6 +227,60 @@ class Estimator:
         return total / max(workers, 1)
 
 
+#: the most the wall clock may stretch the cases' own durations (a neighbour's burst, not a trend)
+MAX_WALL_FACTOR = 2.0
+#: finished cases before the wall clock is trusted (the first ones share their start with imports)
+WALL_FACTOR_AFTER = 3
+
+
+def wall_factor(wall: float, finished: Iterable[float], running: Iterable[float], workers: int) -> float:
+    """Wall seconds per second of case time so far: what the cases' own durations leave out (the
+    gaps between cases, xdist's scheduling, a worker idle at the end of its queue), as a factor of
+    1 to :data:`MAX_WALL_FACTOR` on the seconds the cases still need."""
+    done = list(finished)
+    busy = (sum(done) + sum(running)) / max(workers, 1)
+    if len(done) < WALL_FACTOR_AFTER or busy <= 0:
+        return 1.0
+    return min(max(wall / busy, 1.0), MAX_WALL_FACTOR)
+
+
+class EtaJournal:
+    """Every estimate the display showed, with the wall-clock time it was shown at, and when the
+    session ended: what ``scripts/eta_accuracy.py`` judges the ETA by against the true end of a real
+    run (start-up, collection, the gaps between cases and the reports included). Written only when
+    ``HARNESS_PROGRESS_ETA_LOG`` names a file (JSON lines)."""
+
+    ENV = "HARNESS_PROGRESS_ETA_LOG"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            import psutil
+
+            started = psutil.Process().create_time()  # the process's start: start-up and collection count
+        except Exception:  # noqa: BLE001 - a journal without the start still judges the estimates
+            started = None
+        self._write({"started": started, "configured": time.time()})
+
+    @classmethod
+    def from_env(cls) -> EtaJournal | None:
+        path = os.environ.get(cls.ENV)
+        return cls(Path(path)) if path else None
+
+    def estimate(self, done: int, total: int, eta: float | None) -> None:
+        self._write({"t": time.time(), "done": done, "total": total, "eta": eta})
+
+    def ended(self) -> None:
+        self._write({"ended": time.time()})
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        try:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+        except OSError:  # progress is a convenience: a journal that cannot be written is skipped
+            pass
+
+
 def suite_of(nodeid: str) -> str:
     """The test function of a case (``test_logits_parity``): what its cost and its rate are kept by."""
     return case_key(nodeid).split("[", 1)[0]
@@ -303,6 +357,8 @@ class Tally:
         self.lock = threading.Lock()
         self.workers = max(int(getattr(config.option, "numprocesses", 0) or 0), 1)
         self.estimator = Estimator(history_durations(config))
+        self.first_start: float | None = None  # when the first case started (the wall clock's origin)
+        self.journal = EtaJournal.from_env()
 
     # -- pytest hooks --------------------------------------------------------------------------------
     def pytest_configure_node(self, node: Any) -> None:
@@ -332,6 +388,8 @@ class Tally:
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:
             self.running[nodeid] = time.monotonic()
+            if self.first_start is None:
+                self.first_start = self.running[nodeid]
 
     @pytest.hookimpl(trylast=True)  # after the record collector composed the case's record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -352,10 +410,14 @@ class Tally:
             self.finished[report.nodeid] = seconds
             self.labels[label] = self.labels.get(label, 0) + 1
         self.case_finished(report.nodeid, label, seconds)
+        if self.journal is not None:
+            self.journal.estimate(self.done, self.total, self.eta_seconds() if self.done < self.total else 0.0)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        if self.journal is not None:
+            self.journal.ended()
 
     # -- what subclasses implement -------------------------------------------------------------------
     def case_finished(self, nodeid: str, label: str, seconds: float) -> None:
@@ -388,7 +450,10 @@ class Tally:
             pending = [n for n in self.ids if n not in finished and n not in running]
         else:
             pending = [""] * max(self.total - len(finished) - len(running), 0)
-        return self.estimator.eta(pending, running, finished, self.workers)
+        eta = self.estimator.eta(pending, running, finished, self.workers)
+        if eta is None or self.first_start is None:
+            return eta
+        return eta * wall_factor(now - self.first_start, finished.values(), running.values(), self.workers)
 
     def _eta(self) -> str:
         eta = self.eta_seconds()

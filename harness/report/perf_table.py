@@ -20,6 +20,7 @@ from harness.core.types import Precision
 from harness.core.units import value_text
 from harness.report.variants import VariantParts, split_variant
 from harness.results import Record
+from harness.results.reason import reason_line
 from harness.results.sections import DecodeSpeed, Generation, LatencyHeadline, PerfHeadlines
 
 #: the gate's file beside a run's results when the run was judged against a baseline
@@ -27,7 +28,7 @@ BASELINE_FILE = "perf-compare.json"
 #: the reference of a model's speedups: its PyTorch variant at FP32
 REFERENCE_BACKEND, REFERENCE_PRECISION = "pytorch", Precision.FP32.value
 #: the table's columns, in order (every surface uses these headers)
-COLUMNS = ("variant", "p50", "p99 (95% interval)", "throughput", "peak RSS", "size", "cold start",
+COLUMNS = ("variant", "verdict", "p50", "p99 (95% interval)", "throughput", "peak RSS", "size", "cold start",
            "vs PyTorch FP32", "vs baseline")
 
 
@@ -50,8 +51,8 @@ class VariantPerf:
     latency: LatencyHeadline
     fresh: PerfHeadlines
     decode: DecodeSpeed
-    #: a perf case of this variant failed or errored (a budget breach)
-    failed: bool = False
+    #: why a perf case of this variant failed or errored (its first failing check); '' when none did
+    failure: str = ""
     baseline: BaselineChange | None = None
     #: reference p50 / this p50 (None: no reference or no latency)
     speedup: float | None = None
@@ -63,7 +64,7 @@ class VariantPerf:
 
     @property
     def regressed(self) -> bool:
-        return self.failed or (self.baseline is not None and self.baseline.regressed)
+        return bool(self.failure) or (self.baseline is not None and self.baseline.regressed)
 
     @property
     def sort_key(self) -> tuple[bool, bool, float, tuple[str, int, str, str]]:
@@ -80,9 +81,17 @@ class VariantPerf:
         elif p99 and lat.p99_low_confidence:
             p99 += f" (n={lat.calls}, too few to bound it)"
         rates = [value_text(lat.throughput, lat.throughput_unit), value_text(self.decode.tokens_per_s, "tokens/s")]
-        return (self.variant, value_text(lat.p50_ms, "ms"), p99, ", ".join(r for r in rates if r),
+        return (self.variant, self.verdict_text, value_text(lat.p50_ms, "ms"), p99, ", ".join(r for r in rates if r),
                 value_text(self.fresh.peak_rss_bytes, "bytes"), value_text(self.fresh.artifact_bytes, "bytes"),
                 value_text(self.fresh.cold_start_ms, "ms"), self.speedup_text, self.baseline_text)
+
+    @property
+    def verdict_text(self) -> str:
+        """``pass``, or what failed: the failing check (the case's reason) and/or the baseline regression."""
+        parts = [self.failure] if self.failure else []
+        if self.baseline is not None and self.baseline.regressed:
+            parts.append("slower than the baseline")
+        return "; ".join(parts) or "pass"
 
     @property
     def speedup_text(self) -> str:
@@ -139,8 +148,9 @@ def _merge(variant: str, records: list[Record], baseline: BaselineChange | None)
         next((f.peak_rss_bytes for f in fresh if f.peak_rss_bytes is not None), None),
         next((f.artifact_bytes for f in fresh if f.artifact_bytes is not None), None))
     decode = next((d for d in decodes if d.tokens_per_s is not None), DecodeSpeed())
+    failure = next((f"{r.verdict.upper()}: {reason_line(r)}" for r in records if r.failed), "")
     return VariantPerf(variant, split_variant(variant), records[0].backend or "", latency, merged, decode,
-                       failed=any(r.failed for r in records), baseline=baseline)
+                       failure=failure[:160], baseline=baseline)
 
 
 def _decode(record: Record) -> DecodeSpeed:
@@ -186,7 +196,7 @@ def _with_speedup(row: VariantPerf, reference_p50: float | None) -> VariantPerf:
 
 
 def shown_columns(table: ModelPerf) -> tuple[int, ...]:
-    """Indices of :data:`COLUMNS` some row of ``table`` fills (the variant always): a run without
-    cold-start cases or a baseline gets no empty columns."""
+    """Indices of :data:`COLUMNS` some row of ``table`` fills (the variant and verdict always): a run
+    without cold-start cases or a baseline gets no empty columns."""
     cells = [row.cells() for row in table.rows]
-    return tuple(i for i in range(len(COLUMNS)) if i == 0 or any(c[i] for c in cells))
+    return tuple(i for i in range(len(COLUMNS)) if i < 2 or any(c[i] for c in cells))

@@ -212,7 +212,10 @@ def _scale(ax: Axes, ends: Sequence[float], labels: Sequence[str], unit: str, va
         ax.set_xscale("log")
         ax.set_xlim(min(positive) / 2, reach * 30)
     elif positive:
+        from matplotlib.ticker import MaxNLocator
+
         ax.set_xlim(0, reach * 1.8)
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # 20000-ms tick labels would run into each other
     for y, (end, label) in enumerate(zip(ends, labels)):
         if label and end > 0:
             ax.text(end, y, f" {label}", va="center", fontsize=7)
