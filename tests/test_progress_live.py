@@ -10,7 +10,6 @@ Event-driven, never timed: each case waits inside its ``reference`` phase until 
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import os
 import pty
 import re
@@ -21,9 +20,9 @@ import sys
 import termios
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from scripts_module import load_script
 
 from tests.waiting import PATIENCE
 
@@ -210,21 +209,11 @@ def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> 
     assert est.eta([], {"s.py::test_logits_parity[m-int8-ort_cpu]": 40.0}, logits_done, 1) == 10.0
 
 
-def _eta_script() -> Any:
-    """``scripts/eta_accuracy.py`` as a module (registered: its dataclasses look their module up)."""
-    spec = importlib.util.spec_from_file_location("eta_accuracy", Path(__file__).parents[1] / "scripts" / "eta_accuracy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     """The replay ``scripts/eta_accuracy.py`` does, on a run whose suites cost what the model
     says up to a factor per suite: from the first third on, every estimate is within +-30 %;
     the former mean-of-finished estimate is not (a cheap suite after an expensive one)."""
-    module = _eta_script()
+    module = load_script("eta_accuracy")
     from harness.plugins.progress import case_weights
 
     ids = [f"test_generation_parity[marian-tiny-{p}-{b}]" for p in ("fp32", "fp16", "int8") for b in ("torch_cpu", "ort_cpu")]
@@ -259,7 +248,7 @@ def test_wall_clock_stretches_the_eta_and_the_journal_judges_it(tmp_path: Path,
     for done, eta in ((1, 1.0), (2, 8.0), (3, 2.0), (4, 0.0)):
         journal.estimate(done, 4, eta)
     journal.ended()
-    module = _eta_script()
+    module = load_script("eta_accuracy")
     read = module.Journal.read(log)
     assert read.total == 4 and [done for done, _, _ in read.accuracy().estimates] == [2, 3, 4]  # from a third on
     truths = [truth for _, _, truth in read.accuracy().estimates]

@@ -53,6 +53,8 @@ figure.plot { margin: .6em 0; } figure.plot svg { max-width: 100%; height: auto;
 figcaption { font-size: 12px; color: #555; }
 .muted { color: #777; } .env { color: #555; font-size: 13px; }
 .env b { font-weight: 600; color: #333; }
+table.variants td, table.variants th { white-space: nowrap; }
+table.variants td.verdict { white-space: normal; min-width: 8em; max-width: 24em; }
 """
 
 
