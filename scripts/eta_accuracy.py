@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.plugins.progress import Estimator, EtaJournal, case_weights
+from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_weights
 
 #: an estimate counts as good within this relative error of the true remaining time
 TOLERANCE = 0.30
@@ -59,10 +59,10 @@ class Accuracy:
                 f"{statistics.median(abs(e) for e in errors):.0%}, worst {max(errors, key=abs):+.0%}")
 
 
-def replay(records: list[dict], workers: int = 1, weighted: bool = True) -> Accuracy:
+def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True) -> Accuracy:
     ids = [str(r["id"]) for r in records]
     seconds = [float(r.get("duration_s") or 0.0) for r in records]
-    estimator = Estimator(weights=case_weights(ids) if weighted else None)
+    estimator = Estimator(weights=case_weights(ids) if weighted else None, kinds=case_kinds(ids) if by_kind else None)
     out = []
     for done in range(max(len(ids) // 3, 1), len(ids)):
         finished = dict(zip(ids[:done], seconds[:done]))
@@ -150,8 +150,10 @@ def main() -> int:
         return 0
     results = args.replay / "results.jsonl"
     records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    for weighted, name in ((True, "cost model"), (False, "mean of finished cases")):
-        print(replay(records, args.workers, weighted).line(name, len(records)))
+    for weighted, by_kind, name in ((True, True, "cost model, rates per suite and backend"),
+                                    (True, False, "cost model, rates per suite"),
+                                    (False, False, "mean of finished cases")):
+        print(replay(records, args.workers, weighted, by_kind).line(name, len(records)))
     return 0
 
 

@@ -209,6 +209,21 @@ def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> 
     assert est.eta([], {"s.py::test_logits_parity[m-int8-ort_cpu]": 40.0}, logits_done, 1) == 10.0
 
 
+def test_eta_rates_per_suite_and_backend() -> None:
+    """A PyTorch variant's cold start imports torch in every fresh process (~20x an ONNX Runtime
+    one's seconds per unit): within a suite, each backend's finished cases set its own rate."""
+    from harness.plugins.progress import Estimator, case_kinds
+
+    ids = [f"test_cold_start_memory[m-{p}-{b}]" for p in ("fp32", "int8") for b in ("ort_cpu", "torch_cpu")]
+    kinds = case_kinds(ids)
+    assert kinds == {ids[0]: "onnxruntime", ids[1]: "pytorch", ids[2]: "onnxruntime", ids[3]: "pytorch"}
+    weights = dict.fromkeys(ids, 1.0)
+    done = {f"s.py::{ids[0]}": 1.0, f"s.py::{ids[1]}": 20.0}
+    by_kind = Estimator(weights=weights, kinds=kinds).eta([f"s.py::{ids[3]}"], {}, done, 1)
+    assert by_kind == (20.0 + 10.5) / 2  # one torch case: pulled towards the suite's 10.5 s per unit once
+    assert Estimator(weights=weights).eta([f"s.py::{ids[3]}"], {}, done, 1) == 10.5  # the control: one rate
+
+
 def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     """The replay ``scripts/eta_accuracy.py`` does, on a run whose suites cost what the model
     says up to a factor per suite: from the first third on, every estimate is within +-30 %;

@@ -166,9 +166,12 @@ class Estimator:
     OVERRUN = 0.25
 
     def __init__(self, history: Mapping[str, float] | None = None,
-                 weights: Mapping[str, float] | None = None) -> None:
+                 weights: Mapping[str, float] | None = None, kinds: Mapping[str, str] | None = None) -> None:
         self.history = {k: float(v) for k, v in (history or {}).items() if v and v > 0}
         self.weights = {k: float(v) for k, v in (weights or {}).items() if v and v > 0}
+        #: case key -> its backend: within a suite, a kind of case with a rate of its own (a PyTorch
+        #: variant's cold start imports torch in every fresh process: ~20x an ONNX Runtime one's per unit)
+        self.kinds = dict(kinds or {})
 
     def scale(self, finished: Mapping[str, float]) -> float:
         """This run's speed against its history, over the cases both timed (1.0 when none)."""
@@ -176,28 +179,28 @@ class Estimator:
         before = sum(b for _, b in pairs)
         return sum(a for a, _ in pairs) / before if pairs and before > 0 else 1.0
 
-    def rate(self, suite: str, finished: Mapping[str, float]) -> float | None:
-        """Seconds per unit of cost for a case of ``suite``, from this run's finished cases."""
-        timed = [(suite_of(n), s, self.weights[case_key(n)]) for n, s in finished.items()
+    def rate(self, suite: str, finished: Mapping[str, float], kind: str | None = None) -> float | None:
+        """Seconds per unit of cost for a case of ``suite`` (and ``kind``), from this run's finished
+        cases: the run's rate, refined by the suite's own cases, refined by the suite's cases of the
+        same kind -- each level the prior of the next (the cost model's ratio between cases is the
+        prior, what finished corrects it)."""
+        timed = [(suite_of(n), self.kinds.get(case_key(n)), s, self.weights[case_key(n)]) for n, s in finished.items()
                  if case_key(n) in self.weights]
-        total_w = sum(w for _, _, w in timed)
+        total_w = sum(w for *_, w in timed)
         if not timed or total_w <= 0:
             return None
-        overall = sum(s for _, s, _ in timed) / total_w
-        own = [(s, w) for name, s, w in timed if name == suite]
-        if not own:
-            return overall
-        # one finished case of the suite is pulled towards the run's rate by one case's worth (a
-        # first case pays the suite's imports and builds); from two on, the suite's own rate
-        prior = own[0][1] if len(own) == 1 else 0.0
-        return (sum(s for s, _ in own) + overall * prior) / (sum(w for _, w in own) + prior)
+        overall = sum(s for *_, s, _ in timed) / total_w
+        of_suite = _refined(overall, [(s, w) for name, _, s, w in timed if name == suite])
+        if kind is None:
+            return of_suite
+        return _refined(of_suite, [(s, w) for name, k, s, w in timed if name == suite and k == kind])
 
     def expected(self, nodeid: str, finished: Mapping[str, float], scale: float) -> float | None:
         key = case_key(nodeid)
         if key in self.history:
             return self.history[key] * scale
         if key in self.weights:
-            rate = self.rate(suite_of(nodeid), finished)
+            rate = self.rate(suite_of(nodeid), finished, self.kinds.get(key))
             if rate is not None:
                 return self.weights[key] * rate
         if finished:
@@ -279,6 +282,31 @@ class EtaJournal:
                 fh.write(json.dumps(entry) + "\n")
         except OSError:  # progress is a convenience: a journal that cannot be written is skipped
             pass
+
+
+def _refined(prior: float, own: Sequence[tuple[float, float]]) -> float:
+    """Seconds per unit from ``own`` finished (seconds, weight) cases, with ``prior`` as the rate
+    before them: one case is pulled towards the prior by one case's worth (a first case pays its
+    suite's imports and builds); from two on, their own rate."""
+    if not own:
+        return prior
+    pull = own[0][1] if len(own) == 1 else 0.0
+    return (sum(s for s, _ in own) + prior * pull) / (sum(w for _, w in own) + pull)
+
+
+def case_kinds(ids: Sequence[str]) -> dict[str, str]:
+    """Case key -> the backend of its variant (``pytorch``, ``onnxruntime``...), where the id names one."""
+    from harness.report.variants import split_variant
+    from harness.runners import providers
+
+    table = providers()
+    out = {}
+    for nodeid in ids:
+        key = case_key(nodeid)
+        provider = table.get(split_variant(key.partition("[")[2].rstrip("]")).provider)
+        if provider is not None:
+            out[key] = provider.backend
+    return out
 
 
 def suite_of(nodeid: str) -> str:
@@ -384,6 +412,7 @@ class Tally:
         except Exception:  # noqa: BLE001 - options are reported by the run itself; the ETA uses the zoo
             catalog = None
         self.estimator.weights = case_weights(self.ids, catalog)
+        self.estimator.kinds = case_kinds(self.ids)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:
