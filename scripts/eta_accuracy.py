@@ -117,10 +117,12 @@ class LoadSampler:
         return f"load average (1 min) mean {statistics.mean(self.samples):.1f}, max {max(self.samples):.1f}"
 
 
-def run(args: list[str]) -> int:
-    """``harness run ARGS`` with the journal on; prints its accuracy and the load."""
+def run(args: list[str], keep: Path | None = None) -> int:
+    """``harness run ARGS`` with the journal on (kept at ``keep`` when given); prints its accuracy
+    and the load."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "eta.jsonl"
+        path = keep or Path(tmp) / "eta.jsonl"
+        path.unlink(missing_ok=True)
         load = LoadSampler()
         began = time.time()
         code = subprocess.call([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", "run", *args],
@@ -140,10 +142,11 @@ def main() -> int:
     source.add_argument("--journal", type=Path, help="an ETA journal a run wrote (HARNESS_PROGRESS_ETA_LOG)")
     source.add_argument("--replay", type=Path, metavar="RUN_DIR", help="replay a run directory's durations")
     parser.add_argument("--workers", type=int, default=1, help="with --replay: the run's xdist workers")
+    parser.add_argument("--keep-journal", type=Path, metavar="FILE", help="with --run: keep the journal here")
     parser.add_argument("rest", nargs="*", help="with --run: harness run's arguments (after --)")
     args = parser.parse_args()
     if args.run:
-        return run(args.rest)
+        return run(args.rest, args.keep_journal)
     if args.journal:
         journal = Journal.read(args.journal)
         print(journal.accuracy().line("ETA (wall clock)", journal.total))

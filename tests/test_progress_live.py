@@ -110,8 +110,16 @@ def test_live_display_on_a_terminal(tmp_path: Path, workers: int) -> None:
     out = tmp_path / "run"
     args = ["run", "--suites", str(tmp_path / "test_live_suite.py"), "--models", "bert-tiny", "--precisions", "fp32",
             "int8", "--providers", "ort_cpu", "--out", str(out)] + (["-n", str(workers)] if workers > 1 else [])
-    code, screen = run_under_pty(args, gate, tmp_path)
+    # each case is let go once a frame shows it a second into its phase: the display ticks while it runs
+    code, screen = run_under_pty(args, gate, tmp_path, {v: _in_reference(v).replace(r"[\d.]+ s", r"[1-9]\.\d s")
+                                                        for v in VARIANTS})
     assert code == 0, screen[-3000:]
+    for variant in VARIANTS:  # the same running case redrawn with its clock moving
+        shown = set(re.findall(rf"{re.escape(variant)} waits\s+reference ([\d.]+) s", screen))
+        assert len(shown) >= 2, (variant, shown)
+    if workers == 1:  # while the second case runs, the ETA counts down instead of freezing
+        etas = [float(x) for x in re.findall(r"harness 1/2 cases.*?ETA ([\d.]+) s", screen)]
+        assert any(b < a for a, b in zip(etas, etas[1:])), etas
     # frames: the counter, each case with its phase (xdist: with its worker), then the last count
     assert re.search(r"harness 0/2 cases", screen), screen[-3000:]
     for variant in VARIANTS:
