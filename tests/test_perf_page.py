@@ -2,7 +2,8 @@
 first, then the fastest; the speedup against PyTorch FP32 and the change against the baseline from
 the records and the gate's file; the same rows in the HTML report, summary.md and the terminal; and
 every page's header says when (UTC), where and with what the run measured.
-(The rows as a real browser shows them: ``tests/test_trends.py``'s screenshot test.)"""
+(The HTML page, rendered once by ``tests/screenshots.py``, and its rows as a real browser shows
+them: ``tests/test_trends.py``'s screenshot test, with :func:`perf_section_checks`.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from pathlib import Path
 import pytest
 from report_fixture import PERF_BASELINE, PERF_VARIANTS, perf_records
 
-from harness.report.html import render_report
 from harness.report.perf_table import model_tables
 from harness.report.summary import render_summary
 from harness.report.terminal import perf_plain_lines
@@ -76,9 +76,10 @@ def test_summary_md_and_terminal_carry_the_same_rows(run: tuple[Path, list[Recor
     assert "Performance per model" not in render_summary([r for r in records if not r.perf])
 
 
-def test_html_tables_charts_and_folded_percentiles(run: tuple[Path, list[Record]]) -> None:
-    run_dir, records = run
-    page = render_report(records, run_dir=run_dir)
+def perf_section_checks(page: str) -> None:
+    """The perf section of the fixture run's HTML report (``tests/screenshots.py`` renders it once, for
+    the browser test too): a table per model in reading order, its chart beside it naming every
+    variant once, the regressed rows shaded, the percentiles folded per model, none in the overview."""
     perf = page[page.index('<section id="perf">'):]
     perf = perf[:perf.index("</section>")]
     for model, variants in EXPECTED.items():

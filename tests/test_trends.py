@@ -130,7 +130,11 @@ def test_screenshot_script_photographs_the_pages(tmp_path: Path) -> None:
         pytest.skip(f"chromium not installed at {screenshots.CHROMIUM} (Debian package chromium; .ci/run installs it)")
     pytest.importorskip("playwright.sync_api", reason="playwright not installed (extra test)")
     seen: dict[str, Any] = {}
-    shots = screenshots.screenshot(screenshots.build_pages(tmp_path / "pages"), tmp_path / "img", seen=seen)
+    pages = screenshots.build_pages(tmp_path / "pages")
+    from test_perf_page import perf_section_checks
+
+    perf_section_checks(pages["perf"].read_text())
+    shots = screenshots.screenshot(pages, tmp_path / "img", seen=seen)
     assert [s.name for s in shots] == ["report.png", "perf.png", "compare.png", "trends.png"]
     assert all(s.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and s.stat().st_size > 20_000 for s in shots)
     # the perf run's tables as the browser shows them: every variant once, in its model's table,
