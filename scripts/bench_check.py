@@ -22,7 +22,7 @@ first job), then every timed run reads it -- the verdicts are still computed, on
 run; ``--cold`` gives every timed run an empty cache (PyTorch references computed, the model
 loaded), which is what optimum's validation does every time.
 
-What is compared: ``harness check --reference R --onnx E --provider ort_cpu`` (numeric parity of
+What is compared: ``harness check --reference R --onnx E --providers ort_cpu`` (numeric parity of
 every graph on padded corpus batches, greedy generation parity over the corpus, I/O matching,
 training-mode lint) against ``scripts/optimum_validate.py`` (optimum's ``validate_models_outputs``
 on each sub-model with its dummy shapes: what ``optimum-cli export onnx`` validates after export).
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         harness_argv = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))",
                         "check", "--reference", str(args.reference),
-                        "--onnx", str(export_dir), "--provider", "ort_cpu"]
+                        "--onnx", str(export_dir), "--providers", "ort_cpu"]
         optimum_argv = [args.optimum_python, str(ROOT / "scripts" / "optimum_validate.py"), str(args.reference),
                         str(export_dir)]
         runs: list[dict[str, Any]] = []
