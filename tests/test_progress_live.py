@@ -193,6 +193,7 @@ def test_eta_reads_the_durations_history_scaled_by_this_runs_speed() -> None:
     # no history: this run's mean; nothing to go on: no estimate
     assert Estimator().eta(["x", "y"], {}, {"z": 3.0}, 1) == 6.0
     assert Estimator().eta(["x"], {}, {}, 1) is None
+    assert Estimator().eta(["x"], {}, {"skipped": 0.0}, 1) is None  # a 0-s skip is no estimate of 0 s left
 
 
 def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> None:

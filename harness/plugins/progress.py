@@ -202,8 +202,9 @@ class Estimator:
             rate = self.rate(suite_of(nodeid), finished, self.kinds.get(key))
             if rate is not None:
                 return self.weights[key] * rate
-        if finished:
-            return sum(finished.values()) / len(finished)
+        timed = [s for s in finished.values() if s > 0]  # a skip at collection took no time: no estimate
+        if timed:
+            return sum(timed) / len(timed)
         if self.history:
             return statistics.median(self.history.values()) * scale
         return None
