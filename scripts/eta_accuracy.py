@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_weights
+from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_weights, reused_builds
 
 #: an estimate counts as good within this relative error of the true remaining time
 TOLERANCE = 0.30
@@ -62,7 +62,9 @@ class Accuracy:
 def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True) -> Accuracy:
     ids = [str(r["id"]) for r in records]
     seconds = [float(r.get("duration_s") or 0.0) for r in records]
-    estimator = Estimator(weights=case_weights(ids) if weighted else None, kinds=case_kinds(ids) if by_kind else None)
+    kinds = case_kinds(ids)
+    weights = reused_builds(ids, case_weights(ids), kinds) if by_kind else case_weights(ids)
+    estimator = Estimator(weights=weights if weighted else None, kinds=kinds if by_kind else None)
     out = []
     for done in range(max(len(ids) // 3, 1), len(ids)):
         finished = dict(zip(ids[:done], seconds[:done]))
@@ -153,8 +155,8 @@ def main() -> int:
         return 0
     results = args.replay / "results.jsonl"
     records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    for weighted, by_kind, name in ((True, True, "cost model, rates per suite and backend"),
-                                    (True, False, "cost model, rates per suite"),
+    for weighted, by_kind, name in ((True, True, "cost model, reused builds, rates per suite and backend"),
+                                    (True, False, "cost model, rates per suite (the former estimate)"),
                                     (False, False, "mean of finished cases")):
         print(replay(records, args.workers, weighted, by_kind).line(name, len(records)))
     return 0

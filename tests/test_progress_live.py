@@ -233,6 +233,16 @@ def test_eta_rates_per_suite_and_backend() -> None:
     assert Estimator(weights=weights).eta([f"s.py::{ids[3]}"], {}, done, 1) == 10.5  # the control: one rate
 
 
+def test_a_variant_built_earlier_in_the_run_weighs_as_one_that_exports_nothing() -> None:
+    from harness.plugins.progress import case_kinds, reused_builds
+    from harness.shard.cost import TORCH_FACTOR
+
+    ids = ["test_generation_parity[m-fp32-ort_cpu]", "test_generation_parity[m-fp32-torch_cpu]",
+           "test_logits_parity[m-fp32-ort_cpu]", "test_logits_parity[m-fp32-torch_cpu]", "test_logits_parity[b-fp32-ort_cpu]"]
+    weights = dict.fromkeys(ids, 1.0)
+    assert reused_builds(ids, weights, case_kinds(ids)) == {**weights, ids[2]: TORCH_FACTOR}  # the ORT export reused
+
+
 def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     """The replay ``scripts/eta_accuracy.py`` does, on a run whose suites cost what the model
     says up to a factor per suite: from the first third on, every estimate is within +-30 %;

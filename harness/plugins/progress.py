@@ -294,6 +294,25 @@ def _refined(prior: float, own: Sequence[tuple[float, float]]) -> float:
     return (sum(s for s, _ in own) + prior * pull) / (sum(w for _, w in own) + pull)
 
 
+def reused_builds(ids: Sequence[str], weights: Mapping[str, float], kinds: Mapping[str, str]) -> dict[str, float]:
+    """``weights`` with each case whose variant an earlier case of the run (in run order) already
+    built weighed as the cost model weighs a variant that exports nothing (``TORCH_FACTOR``): the
+    model charges every ONNX Runtime case its export, while a logits case after the generation
+    case of the same variant reuses the cached export (2 s against the generation case's 20-60 s
+    here). PyTorch variants export nothing either way."""
+    from harness.shard.cost import TORCH_FACTOR
+
+    out = dict(weights)
+    built: set[str] = set()
+    for nodeid in ids:
+        key = case_key(nodeid)
+        variant = key.partition("[")[2]
+        if variant in built and key in out and kinds.get(key) != "pytorch":
+            out[key] = out[key] * TORCH_FACTOR
+        built.add(variant)
+    return out
+
+
 def case_kinds(ids: Sequence[str]) -> dict[str, str]:
     """Case key -> the backend of its variant (``pytorch``, ``onnxruntime``...), where the id names one."""
     from harness.report.variants import split_variant
@@ -411,8 +430,8 @@ class Tally:
             catalog = run_options(self.config).catalog
         except Exception:  # noqa: BLE001 - options are reported by the run itself; the ETA uses the zoo
             catalog = None
-        self.estimator.weights = case_weights(self.ids, catalog)
         self.estimator.kinds = case_kinds(self.ids)
+        self.estimator.weights = reused_builds(self.ids, case_weights(self.ids, catalog), self.estimator.kinds)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:
