@@ -148,7 +148,8 @@ def _merge(variant: str, records: list[Record], baseline: BaselineChange | None)
         next((f.peak_rss_bytes for f in fresh if f.peak_rss_bytes is not None), None),
         next((f.artifact_bytes for f in fresh if f.artifact_bytes is not None), None))
     decode = next((d for d in decodes if d.tokens_per_s is not None), DecodeSpeed())
-    failure = next((f"{r.verdict.upper()}: {reason_line(r)}" for r in records if r.failed), "")
+    # a perf case's failure (a budget); a generation parity case's accuracy verdict is not the row's
+    failure = next((f"{r.verdict.upper()}: {reason_line(r)}" for r in records if r.failed and r.perf), "")
     return VariantPerf(variant, split_variant(variant), records[0].backend or "", latency, merged, decode,
                        failure=failure[:160], baseline=baseline)
 
