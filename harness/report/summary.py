@@ -89,7 +89,7 @@ def perf_lines(records: list[Record], run_dir: Path | None = None) -> list[str]:
         lines += [f"### {md_cell(model.model)}", ""]
         lines += table([COLUMNS[i] for i in shown],
                        [[md_code(c) if i == 0 else md_cell(c) for i, c in ((i, row.cells()[i]) for i in shown)]
-                        for row in model.rows], align="l" + "r" * (len(shown) - 1))
+                        for row in model.rows], align="ll" + "r" * (len(shown) - 2))
         if model.reference is None:
             lines.append(f"\nNo speedup: the run timed no PyTorch FP32 variant of {md_cell(model.model)}.")
         lines.append("")
