@@ -36,6 +36,7 @@ from harness.core.compared import Compared
 from harness.core.markdown import table
 from harness.gate.baseline import is_accuracy_key
 from harness.gate.compare import Verdict
+from harness.gate.row import Gated
 from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 from harness.results.record import MetricKey, Record, RecordLike, readable_records
@@ -144,7 +145,7 @@ def judge(spec: MetricSpec, base: float, cand: float, margin: EffectiveMargin) -
 
 
 @dataclass(frozen=True)
-class AccuracyRow:
+class AccuracyRow(Gated):
     """One metric of one case, judged against the baseline. ``delta`` is candidate - baseline in
     the metric's own unit; ``worsening`` the change of its badness (> 0: worse); ``allowed`` the
     margin it was held to."""
@@ -165,10 +166,6 @@ class AccuracyRow:
     reason: str
     advisory: bool = False
     explained_by: tuple[str, ...] = ()
-
-    @property
-    def gating_regression(self) -> bool:
-        return self.verdict is Verdict.REGRESSION and not self.advisory
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

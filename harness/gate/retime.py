@@ -187,9 +187,7 @@ def _time(plan: _Plan, pols: Mapping[str, MetricPolicy], pairing: Pairing) -> li
                 raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
             samples = interleave(call_a, call_b, pairs=pairing.pairs, block=pairing.block, warmup=pairing.warmup,
                                  seed=seed)
-    rows = judge_paired(samples, plan.stats, pols, seed=seed)
-    return [Row(plan.variant, f"{plan.key}.{r.stat}", "latency", r.base, r.cand, r.ratio, r.ci_lo, r.ci_hi,
-                r.p_value, r.verdict, r.reason, r.advisory) for r in rows]
+    return judge_paired(samples, plan.stats, pols, seed=seed, variant=plan.variant, metric=plan.key)
 
 
 def _summary(paired: Mapping[str, str], unpaired: Mapping[str, tuple[str, str]], pairing: Pairing) -> str:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from harness.perf.loop import time_until
 from harness.perf.measure import latency_entry, latency_key
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Served
@@ -122,19 +123,20 @@ class _Worker(threading.Thread):
             own.close()
 
     def _loop(self, client: OipClient) -> None:
-        while not self.stop.is_set():
-            start = time.perf_counter()
-            try:
-                client.infer(self.model, self.feeds)
-                sample = Sample(time.perf_counter(), (time.perf_counter() - start) * 1000.0)
-            except ServingError as exc:
-                sample = Sample(time.perf_counter(), None, str(exc))
-            except Exception as exc:  # noqa: BLE001 - the transport's own failure modes: counted like the rest
-                sample = Sample(time.perf_counter(), None, f"{type(exc).__name__}: {exc}"[:240])
-            with self.lock:
-                self.out.append(sample)
-                if len(self.out) >= self.limit:
-                    self.stop.set()
+        """Requests back to back through the harness's timing loop's core (``harness.perf.loop``)."""
+        time_until(lambda: client.infer(self.model, self.feeds), self.stop.is_set, self._keep)
+
+    def _keep(self, ns: int | None, error: BaseException | None, end_ns: int) -> None:
+        if error is None and ns is not None:
+            sample = Sample(end_ns / 1e9, ns / 1e6)
+        elif isinstance(error, ServingError):
+            sample = Sample(end_ns / 1e9, None, str(error))
+        else:  # the transport's own failure modes: counted like the rest
+            sample = Sample(end_ns / 1e9, None, f"{type(error).__name__}: {error}"[:240])
+        with self.lock:
+            self.out.append(sample)
+            if len(self.out) >= self.limit:
+                self.stop.set()
 
 
 def _stable(windows: list[tuple[float, float]], settings: SweepSettings) -> bool:
