@@ -10,7 +10,8 @@ progress display writes every estimate it showed with its wall-clock time, and t
 (``harness.plugins.progress.EtaJournal``). The truth of an estimate is the wall-clock time from it
 to the end of the session, start-up, collection, the gaps between cases and the reports included.
 Prints the fraction of the estimates taken after a third of the cases had finished that fall
-within +-30 % of the true remaining time, their median and worst error, the run's wall time and
+within +-30 % of the true remaining time, and of the finish times they predict within +-30 % of the
+run's wall time, with median and worst errors, the run's wall time and
 the load average (1-minute, sampled every 5 s while the run lasted: its mean and maximum).
 
 ``--replay`` replays a run directory's ``results.jsonl`` in the order its cases finished, each with
@@ -41,22 +42,36 @@ TOLERANCE = 0.30
 
 @dataclass(frozen=True)
 class Accuracy:
-    """The estimates from the first third of a run on: (cases done, estimated s, true s) each."""
+    """The estimates from the first third of a run on: (cases done, estimated s, true s, seconds
+    elapsed since the run started) each.
 
-    estimates: list[tuple[int, float, float]]
+    Two readings of one estimate, both printed: its error against the time still to come (strict:
+    two seconds off with one second left reads +200 %), and the finish time it predicts (now +
+    estimate) against the real finish, as a fraction of the whole run's wall time (what a reader
+    planning around the run meets)."""
+
+    estimates: list[tuple[int, float, float, float]]
 
     @property
     def errors(self) -> list[float]:
-        return [eta / truth - 1 for _, eta, truth in self.estimates]
+        return [eta / truth - 1 for _, eta, truth, _ in self.estimates]
+
+    @property
+    def finish_errors(self) -> list[float]:
+        return [(eta - truth) / (elapsed + truth) for _, eta, truth, elapsed in self.estimates]
 
     def line(self, name: str, total: int) -> str:
-        errors = self.errors
-        if not errors:
+        if not self.estimates:
             return f"{name}: no estimate after a third of the {total} cases"
-        good = sum(abs(e) <= TOLERANCE for e in errors)
-        return (f"{name}: {good}/{len(errors)} estimates ({good / len(errors):.0%}) within +-{TOLERANCE:.0%}, "
-                f"from case {self.estimates[0][0]} of {total}; median |error| "
-                f"{statistics.median(abs(e) for e in errors):.0%}, worst {max(errors, key=abs):+.0%}")
+        return (f"{name}, from case {self.estimates[0][0]} of {total}:\n"
+                f"  remaining time: {_share(self.errors)}\n"
+                f"  finish time (error as a share of the run's wall time): {_share(self.finish_errors)}")
+
+
+def _share(errors: list[float]) -> str:
+    good = sum(abs(e) <= TOLERANCE for e in errors)
+    return (f"{good}/{len(errors)} estimates ({good / len(errors):.0%}) within +-{TOLERANCE:.0%}; median |error| "
+            f"{statistics.median(abs(e) for e in errors):.0%}, worst {max(errors, key=abs):+.0%}")
 
 
 def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True) -> Accuracy:
@@ -71,7 +86,7 @@ def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind
         eta = estimator.eta(ids[done:], {}, finished, workers)
         truth = sum(seconds[done:]) / workers
         if eta is not None and truth > 0:
-            out.append((done, eta, truth))
+            out.append((done, eta, truth, sum(seconds[:done]) / workers))
     return Accuracy(out)
 
 
@@ -96,7 +111,8 @@ class Journal:
 
     def accuracy(self) -> Accuracy:
         third = self.total / 3
-        return Accuracy([(done, float(eta), self.ended - t) for t, done, eta in self.entries
+        start = self.started if self.started is not None else min((t for t, _, _ in self.entries), default=self.ended)
+        return Accuracy([(done, float(eta), self.ended - t, t - start) for t, done, eta in self.entries
                          if done >= third and eta is not None and self.ended - t > 0])
 
 
