@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
-import torch
 
 from harness.families import family_for
 from harness.generation.search import search
@@ -37,6 +36,8 @@ DECODE_TORCH_THREADS = 1
 @contextmanager
 def torch_threads(count: int | None) -> Iterator[None]:
     """Run the block with ``count`` torch intra-op threads, then restore the previous count."""
+    import torch  # here: importing the decoding loops imports no torch (a replayed run needs none)
+
     before = torch.get_num_threads()
     if count:
         torch.set_num_threads(count)

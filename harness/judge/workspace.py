@@ -24,7 +24,7 @@ from harness.export.cache import ArtifactCache
 from harness.export.reduce_range import ReduceRange
 from harness.export.reduce_range import resolve as resolve_reduce_range
 from harness.families import Family, GraphSpec, family_for
-from harness.families.base import to_torch
+from harness.families.graph_modules import to_torch
 from harness.judge.refcache import (
     ReferenceCache,
     ReplayRunner,
