@@ -85,7 +85,19 @@ def _options(config: pytest.Config) -> RunOptions:
     from harness.settings.options import pytest_values
     from harness.settings.resolve import build_options
 
-    return build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
+    options = build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
+    options.command = command_of(config)  # an xdist worker of `harness run` spells flags as its controller
+    return options
+
+
+def command_of(config: pytest.Config) -> str:
+    """The command whose flags this session's user typed (``run`` under ``harness run``, '' for
+    pytest), without building the options: handed with them, or to a worker by its controller."""
+    handed = config.stash.get(OPTIONS, None)
+    if handed is not None:
+        return handed.command
+    worker = getattr(config, "workerinput", None)
+    return str(worker.get("harness_command", "")) if worker else ""
 
 
 def out_dir(config: pytest.Config) -> Path:
@@ -261,6 +273,7 @@ def _harness_session(config: pytest.Config) -> bool:
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker writes its side files into the controller's run dir."""
     node.workerinput["harness_out"] = str(node.config.stash[RUN_DIR])
+    node.workerinput["harness_command"] = command_of(node.config)
 
 
 def _asked_for(config: pytest.Config) -> bool:
@@ -388,7 +401,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     ws = workspace(request.config)
     variant = getattr(request.node, "callspec", None) and request.node.callspec.params.get("variant")
     if isinstance(variant, Variant):
-        reason = ws.unavailable_reason(variant)
+        reason = ws.runtimes.unavailable_reason(variant)
         if reason:
             if ws.options.explicit_variants and not ws.options.settings.allow_skip:
                 # asked for by name (CLI or config): the record says not-run and the run fails
@@ -407,7 +420,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     finally:
         phases.stop(token)
         if isinstance(variant, Variant):  # free what the next case does not need (--release-models)
-            ws.end_case(variant, _variant_of(request.node.stash.get(NEXT_ITEM, None)))
+            ws.memory.end_case(variant, _variant_of(request.node.stash.get(NEXT_ITEM, None)))
         case.memory = tracker.stop()
     case.exception = request.node.stash.get(EXCEPTION, None)
     request.node.user_properties.append(("harness_record", case.payload()))
@@ -502,6 +515,7 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 def disk_full_problem(collector: RecordCollector) -> str:
     """One line: where the disk filled up, what is intact and what was lost."""
     full = collector.disk_full
+    assert full is not None, "asked only once the disk filled up"
     lost = collector.lost
     not_run = [n for n in collector.not_run() if n.split("::")[-1] not in lost]
     named = f" ({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''})" if lost else ""

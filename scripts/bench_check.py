@@ -20,7 +20,7 @@ the script says why and exits 0 (nothing to compare).
 The optimum interpreter defaults to ``$HARNESS_EXPORTERS_VENV/bin/python`` (the exporters' venv
 CI builds for the exporter tests) when that variable is set, else ``/work/venv-optimum/bin/python``.
 
-What is compared: ``harness check --reference R --onnx E --provider ort_cpu`` (numeric parity of
+What is compared: ``harness check --reference R --onnx E --providers ort_cpu`` (numeric parity of
 every graph on padded corpus batches, greedy generation parity over the corpus, the closed-loop
 cache check, I/O matching, training-mode lint) against ``scripts/optimum_validate.py`` (optimum's
 ``validate_models_outputs`` on each sub-model with its dummy shapes: what ``optimum-cli export
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         harness_argv = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))",
                         "check", "--reference", str(args.reference),
-                        "--onnx", str(export_dir), "--provider", "ort_cpu"]
+                        "--onnx", str(export_dir), "--providers", "ort_cpu"]
         optimum_argv = [args.optimum_python, str(ROOT / "scripts" / "optimum_validate.py"), str(args.reference),
                         str(export_dir)]
         runs: list[dict[str, Any]] = []

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.core import Precision, RunOptions, Settings, Variant  # noqa: E402
 from harness.generation import decode_texts, settings_for_model  # noqa: E402
-from harness.judge.generation import corpus_for, select_indices  # noqa: E402
+from harness.judge.generation import select_indices  # noqa: E402
 from harness.judge.workspace import Workspace  # noqa: E402
 from harness.runners import PROVIDERS
 from harness.zoo import registered  # noqa: E402
@@ -39,7 +39,7 @@ def measure(ws: Workspace, name: str, provider: str, args: argparse.Namespace) -
     The time is the decode loop only (``Decoded.seconds``): loading sessions is a one-off.
     """
     model = ws.model(name)
-    corpus = corpus_for(model)
+    corpus = ws.corpora.corpus(model)
     texts = [corpus.sources[i] for i in select_indices(len(corpus.sources), args.sentences)]
     variant = Variant(name, Precision.FP32, PROVIDERS[provider])
     backend, family = ws.backend(variant, model), ws.family(model)

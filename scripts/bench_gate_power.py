@@ -18,7 +18,7 @@ under load (``--burners`` busy-loop processes this script starts and stops itsel
 * ``paired``: baseline and candidate timed in alternating blocks in one session
   (``gate.paired``, what ``harness perf-compare`` does), with the burner running for the
   first half of the pairs: the load hits both sides.
-* ``neighbour``: the other way round, the case of issue 26: a quiet single-run baseline and a
+* ``neighbour``: the other way round, the case measured on this VM: a quiet single-run baseline and a
   candidate recorded *with* the busy neighbour, each run timing the canary
   (``harness.perf.canary``) right before and after its samples, as ``test_latency`` does, so the
   gate can see the drift (``harness.gate.canary``). An A/A trial must never be REGRESSION or

@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         model = ws.model(name)
         family = ws.family(model)
         graph = family.graphs(model)[0]
-        batches = ws.parity_batches(model, family, graph)
-        files = {prec: onnx_artifact(model, family, graph, Precision(prec), ws.settings_for(model), ws.artifacts).path()
+        batches = ws.refs.parity_batches(model, family, graph)
+        files = {prec: onnx_artifact(model, family, graph, Precision(prec), ws.runtimes.settings_for(model),
+                                          ws.runtimes.artifacts).path()
                  for prec in ("fp32", "fp16")}
         runners = {label: OvGraphRunner(str(files[src]), hint, args.threads) for label, (src, hint) in OPTIONS.items()}
         feeds = shaped_feeds(model, family, graph, ws.texts(model), 1, args.seq)

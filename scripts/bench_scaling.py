@@ -79,10 +79,10 @@ def corpus_size(model: str) -> int:
     """Sentences in the model's corpus (a run never judges more)."""
     from types import SimpleNamespace
 
-    from harness.judge.workspace import Workspace
+    from harness.judge.corpora import CorpusStore
     from harness.zoo.base import ModelCatalog
 
-    return len(Workspace.corpus(SimpleNamespace(spec=ModelCatalog().resolve(model))).sources)  # type: ignore[arg-type]
+    return len(CorpusStore.corpus(SimpleNamespace(spec=ModelCatalog().resolve(model))).sources)  # type: ignore[arg-type]
 
 
 def main() -> int:

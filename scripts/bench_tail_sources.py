@@ -4,7 +4,7 @@ In one process holding the harness's usual heap (the torch model, tokenizer, ref
 on one ONNX Runtime session and one batch, interleaved blocks (rotating order) of:
 
 * ``bare``: ``t = perf_counter(); session.run(None, feeds); ...`` with no collection;
-* ``collect-then-time``: the loop as it was before issue 29 -- ``gc.collect()`` right before
+* ``collect-then-time``: the loop as it was before the settle calls (``perf/loop.py``) -- ``gc.collect()`` right before
   the first timed call;
 * ``collect-freeze``: the loop of version 2 -- collect and freeze, then settle calls, then time;
 * ``harness``: ``time_calls`` today (loop version 3: freeze without collecting, then settle

@@ -56,7 +56,7 @@ def measure_cell(ws: Any, model: Any, family: Any, graph: Any, feeds: dict, refe
     from harness.perf.measure import time_calls
     from harness.runners.base import GraphRef
 
-    reason = ws.unavailable_reason(variant)
+    reason = ws.runtimes.unavailable_reason(variant)
     if reason:
         return {"skip": reason}
     runner = None
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         family = ws.family(model)
         graph = family.graphs(model)[0]
         feeds = shaped_feeds(model, family, graph, ws.texts(model), args.batch, args.seq)
-        reference = ws.reference(model, family, graph, dict(feeds))
+        reference = ws.refs.reference(model, family, graph, dict(feeds))
         for provider in providers:
             cells = {p.value: measure_cell(ws, model, family, graph, dict(feeds), reference, Variant(name, p, provider),
                                            args.iterations, args.warmup) for p in precisions}

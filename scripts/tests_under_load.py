@@ -3,7 +3,7 @@
 Starts ``--burners`` busy-loop processes (default 2), runs ``pytest tests -n 2`` (or the
 arguments after ``--``) beside them, and prints the outcome with the load it ran at: the
 1-minute load average sampled during the run, its peak, and the wall time. Exit status is
-pytest's. Evidence for issue 25: before its fixes this went red with five
+pytest's. Evidence for the reliability fixes (docs/reliability.md): before them this went red with five
 ``subprocess.TimeoutExpired`` in tests/test_interrupt.py.
 
 Usage:

@@ -23,7 +23,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -35,10 +34,10 @@ from train_numbers_translator import (  # noqa: E402
     SPLIT_PATTERN,
     WORD_BOUNDARY,
     Recipe,
-    library_versions,
     run,
     training_parser,
     vocabulary_texts,
+    write_training_record,
 )
 
 from harness.zoo.numbers import to_chinese, to_english  # noqa: E402
@@ -155,18 +154,7 @@ def save(result: dict, metrics: dict, args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     result["model"].save_pretrained(out)
     result["tokenizer"].save_pretrained(out)
-    record = {
-        **{name: getattr(args, name) for name in HYPERPARAMETERS},
-        "training_examples": args.steps * args.batch_size,
-        "params": result["params"],
-        "wall_s": round(result["wall_s"], 1),
-        "held_out_pairs": metrics["pairs"],
-        "held_out_exact_match": metrics["exact_match"],
-        "held_out_bleu": round(metrics["bleu"], 2),
-        "versions": library_versions(),
-    }
-    (out / "training.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    (out / "TRAINING.md").write_text(training_markdown(record, reproduce_command(args)), encoding="utf-8")
+    write_training_record(out, args, HYPERPARAMETERS, result, metrics, training_markdown)
 
 
 def training_markdown(record: dict, command: str) -> str:

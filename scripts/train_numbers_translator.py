@@ -246,17 +246,21 @@ def save(result: dict, metrics: dict, args: argparse.Namespace) -> None:
     # transformers 5 no longer writes this file; older loaders and tools still read it.
     special = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
     (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n", encoding="utf-8")
+    write_training_record(out, args, HYPERPARAMETERS, result, metrics, training_markdown)
+
+
+HYPERPARAMETERS = ("seed", "steps", "batch_size", "threads", "d_model", "layers", "heads", "lr", "warmup")
+
+
+def write_training_record(out: Path, args: argparse.Namespace, hyperparameters: tuple[str, ...], result: dict,
+                          metrics: dict, markdown: Callable[[dict, str], str]) -> None:
+    """training.json (what the tests replay) and TRAINING.md, from the run's arguments and measurements.
+
+    Shared by every numbers model's training script, so each records the same fields the same way.
+    """
     record = {
-        "seed": args.seed,
-        "steps": args.steps,
-        "batch_size": args.batch_size,
+        **{name: getattr(args, name) for name in hyperparameters},
         "training_examples": args.steps * args.batch_size,
-        "threads": args.threads,
-        "d_model": args.d_model,
-        "layers": args.layers,
-        "heads": args.heads,
-        "lr": args.lr,
-        "warmup": args.warmup,
         "params": result["params"],
         "wall_s": round(result["wall_s"], 1),
         "held_out_pairs": metrics["pairs"],
@@ -265,7 +269,7 @@ def save(result: dict, metrics: dict, args: argparse.Namespace) -> None:
         "versions": library_versions(),
     }
     (out / "training.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    (out / "TRAINING.md").write_text(training_markdown(record, reproduce_command(args)), encoding="utf-8")
+    (out / "TRAINING.md").write_text(markdown(record, reproduce_command(args)), encoding="utf-8")
 
 
 def training_markdown(record: dict, command: str) -> str:

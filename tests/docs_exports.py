@@ -36,7 +36,7 @@ def _opus_mt(target: Path) -> None:
 def _optimum_out(target: Path) -> None:
     """``./optimum-out/``: ``./opus-mt-en-de`` exported in optimum's layout and names (encoder,
     decoder, decoder with past), then dynamically quantized file by file as optimum's quantizer
-    does it (``--precision int8`` in the command): MatMul weights to INT8 per channel, 7-bit
+    does it (``--precisions int8`` in the command): MatMul weights to INT8 per channel, 7-bit
     (``reduce_range``: full 8-bit weights saturate ONNX Runtime's AVX2 kernels on a CPU without
     VNNI, docs/pitfalls.md 16)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic

@@ -86,13 +86,13 @@ MACHINE_DEPENDENT: dict[str, tuple[tuple[int, ...], str]] = {
                 "machine and its load"),
     # ONNX Runtime's u8s8 INT8 kernels on an x86 CPU without VNNI (AVX2 only) saturate (README.md, "On an x86
     # CPU without VNNI"): the documents' numbers are from a VNNI machine
-    "harness bisect --models marian-tiny --precision int8": (
+    "harness bisect --models marian-tiny --precisions int8": (
         (0, 1), "the default rule: marian-tiny INT8's first divergent node stays under 0.15 with VNNI (exit 0); "
                 "without it encoder layers.1/fc1 reads 0.17 (exit 1)"),
-    "harness bisect --models llama-tiny --precision int8 --suggest --target top1_agreement=0.99 --max-rebuilds 20": (
+    "harness bisect --models llama-tiny --precisions int8 --suggest --target top1_agreement=0.99 --max-rebuilds 20": (
         (0, 1), "with VNNI the search passes at 16 nodes (exit 0); without it the bisect has 13 candidates and all 13 "
                 "kept in FP32 reach top1_agreement 0.984 < 0.99: the best set, NOT verified (exit 1)"),
-    "harness bisect --models llama-tiny --precision int8 --suggest --target top1_agreement=0.99": (
+    "harness bisect --models llama-tiny --precisions int8 --suggest --target top1_agreement=0.99": (
         (0, 1), "with VNNI the search passes at 16 nodes (exit 0); without it the bisect has 13 candidates and all 13 "
                 "kept in FP32 reach top1_agreement 0.984 < 0.99: the best set, NOT verified (exit 1)"),
 }

@@ -32,7 +32,7 @@ def build_pages(root: Path) -> dict[str, Path]:
 
     run, db = make_run(root), make_history(root)
     pages = {name: root / "site" / f"{name}.html" for name in PAGES}
-    assert main(["report", str(run), "--html", str(pages["report"]), "--db", str(db)]) == 0
+    assert main(["report", str(run), "--html", str(pages["report"]), "--history-db", str(db)]) == 0
     # B: slower, onnxruntime upgraded, and a stricter FP32 bound that fails a case whose number
     # barely moved -- the compare page lists those causes first
     rows_b = records(root / "run-b", run_id="b", scale=1.3)
@@ -46,7 +46,7 @@ def build_pages(root: Path) -> dict[str, Path]:
     trends_db = root / "trends.sqlite"
     for n in P50:
         history.ingest(night(root / "trends", n), trends_db)
-    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--db", str(trends_db),
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--history-db", str(trends_db),
                  "--html", str(pages["trends"])]) == 0
     return pages
 

@@ -311,27 +311,27 @@ def test_baseline_blesses_accuracy_and_compare_gates_it(tmp_path, capsys, monkey
     monkeypatch.chdir(tmp_path)  # no harness.toml here
     store = str(tmp_path / "store")
     code, out, _ = cli(["baseline", "save", str(write(tmp_path / "a", fp16_run())), "--name", "rel",
-                        "--store", store], capsys)
+                        "--baseline-store", store], capsys)
     assert code == 0 and "0 perf record(s), 2 accuracy record(s)" in out
     meta = json.loads((tmp_path / "store" / "rel" / "baseline.json").read_text())
     assert meta["accuracy_records"] == 2 and meta["versions"]["onnxruntime"] == "1.32.0"
     assert meta["settings"]["batch_size"] == 8
     code, out, _ = cli(["baseline", "compare", str(write(tmp_path / "b", fp16_run())), "--name", "rel",
-                        "--store", store], capsys)
+                        "--baseline-store", store], capsys)
     assert code == 0 and "OK: no accuracy regression" in out
     js, md = tmp_path / "c.json", tmp_path / "c.md"
     code, out, _ = cli(["baseline", "compare", str(write(tmp_path / "c", fp16_run(scale=2.0))), "--name", "rel",
-                        "--store", store, "--json", str(js), "--markdown", str(md)], capsys)
+                        "--baseline-store", store, "--json", str(js), "--markdown", str(md)], capsys)
     assert code == 1 and "REGRESSION" in out and "norm_max_abs" in out
     doc = json.loads(js.read_text())
     assert doc["exit_code"] == 1 and doc["accuracy"]["counts"]["REGRESSION"] == 2
     assert "### Accuracy" in md.read_text()
     # a margin override on the command line loosens it (per precision and metric)
-    code, out, _ = cli(["baseline", "compare", str(tmp_path / "c"), "--name", "rel", "--store", store,
+    code, out, _ = cli(["baseline", "compare", str(tmp_path / "c"), "--name", "rel", "--baseline-store", store,
                         "--accuracy-margin", "fp16:norm_max_abs=150%", "--accuracy-margin", "fp16:rel_l2=150%"],
                        capsys)
     assert code == 0, out
-    code, _, err = cli(["baseline", "compare", str(tmp_path / "c"), "--name", "rel", "--store", store,
+    code, _, err = cli(["baseline", "compare", str(tmp_path / "c"), "--name", "rel", "--baseline-store", store,
                         "--accuracy-margin", "fp16:norm_max=1"], capsys)
     assert code == 2 and "did you mean 'norm_max_abs'" in err
 

@@ -182,7 +182,7 @@ def test_qa_answer_span_is_gated_and_a_moved_span_fails_while_the_logits_cosine_
     model = ws.model(register(spec_for_directory(tiny_dirs["distilbert"])).name)
     family = ws.family(model)
     (graph,) = family.graphs(model)
-    batches = ws.parity_batches(model, family, graph)
+    batches = ws.refs.parity_batches(model, family, graph)
     clean = OrtGraphRunner(exported, "CPUExecutionProvider")
     moved = _MovedEnd(clean, graph.derived[0], 2)
     try:

@@ -74,7 +74,7 @@ def write_run(path: Path, cache: ArtifactCache, *, extra: int = 0, env: dict[str
 
 def _compare(tmp_path: Path, run_dir: Path, store: Path, capsys: Any, *extra: str) -> tuple[int, dict[str, Any], str]:
     out_json = tmp_path / f"cmp-{run_dir.name}.json"
-    code, out, err = run(["baseline", "compare", str(run_dir), "--name", "main", "--store", str(store),
+    code, out, err = run(["baseline", "compare", str(run_dir), "--name", "main", "--baseline-store", str(store),
                           "--json", str(out_json), *extra], capsys)
     doc = json.loads(out_json.read_text()) if out_json.exists() else {}
     return code, doc, out + err
@@ -82,7 +82,7 @@ def _compare(tmp_path: Path, run_dir: Path, store: Path, capsys: Any, *extra: st
 
 def test_save_records_the_cache_keys_of_the_timed_artifacts(tmp_path, cache, capsys):
     run_dir = write_run(tmp_path / "main", cache)
-    code, out, _ = run(["baseline", "save", str(run_dir), "--name", "main", "--store", str(tmp_path / "b")], capsys)
+    code, out, _ = run(["baseline", "save", str(run_dir), "--name", "main", "--baseline-store", str(tmp_path / "b")], capsys)
     assert code == 0 and "recorded the cache keys of 1 timed artifact file(s)" in out
     meta = json.loads((tmp_path / "b" / "main" / "baseline.json").read_text())
     entry = next(cache.root.iterdir())
@@ -94,7 +94,7 @@ def test_save_records_the_cache_keys_of_the_timed_artifacts(tmp_path, cache, cap
 
 def test_keep_artifacts_copies_them_and_states_the_size(tmp_path, cache, capsys):
     run_dir = write_run(tmp_path / "main", cache)
-    code, out, _ = run(["baseline", "save", str(run_dir), "--name", "main", "--store", str(tmp_path / "b"),
+    code, out, _ = run(["baseline", "save", str(run_dir), "--name", "main", "--baseline-store", str(tmp_path / "b"),
                         "--keep-artifacts"], capsys)
     entry = next(cache.root.iterdir())
     kept = tmp_path / "b" / "main" / "artifacts" / entry.name / "model.onnx"
@@ -108,27 +108,27 @@ def test_keep_artifacts_copies_them_and_states_the_size(tmp_path, cache, capsys)
 def test_keep_artifacts_refuses_an_unwritable_or_full_store_in_one_line(tmp_path, cache, capsys, monkeypatch):
     run_dir = write_run(tmp_path / "main", cache)
     (tmp_path / "file").write_text("x")
-    code, _, err = run(["baseline", "save", str(run_dir), "--name", "main", "--store", str(tmp_path / "file" / "b"),
+    code, _, err = run(["baseline", "save", str(run_dir), "--name", "main", "--baseline-store", str(tmp_path / "file" / "b"),
                         "--keep-artifacts"], capsys)
-    assert code == 2 and "--store" in err and "not a directory" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "--baseline-store" in err and "not a directory" in err and len(err.strip().splitlines()) == 1
     import harness.core.writable as writable
 
     monkeypatch.setattr(writable, "free_bytes", lambda path: 4096)
-    code, _, err = run(["baseline", "save", str(run_dir), "--name", "main", "--store", str(tmp_path / "b"),
+    code, _, err = run(["baseline", "save", str(run_dir), "--name", "main", "--baseline-store", str(tmp_path / "b"),
                         "--keep-artifacts"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "only 4.00 KiB free, --keep-artifacts (1 files) needs about" in err
     assert not (tmp_path / "b" / "main").exists()  # nothing half-written
     shutil.rmtree(next(cache.root.iterdir()))  # the run's artifacts are gone: nothing to keep
     monkeypatch.undo()
-    code, _, err = run(["baseline", "save", str(run_dir), "--name", "main", "--store", str(tmp_path / "b"),
+    code, _, err = run(["baseline", "save", str(run_dir), "--name", "main", "--baseline-store", str(tmp_path / "b"),
                         "--keep-artifacts"], capsys)
     assert code == 2 and "--keep-artifacts: toy-fp32-ort_cpu model/model.onnx" in err and "is gone" in err
 
 
 def test_compare_perf_is_paired_passes_an_a_a_and_catches_an_extra_op(tmp_path, cache, capsys):
     store = tmp_path / "b"
-    run(["baseline", "save", str(write_run(tmp_path / "main", cache)), "--name", "main", "--store", str(store)], capsys)
+    run(["baseline", "save", str(write_run(tmp_path / "main", cache)), "--name", "main", "--baseline-store", str(store)], capsys)
     code, doc, out = _compare(tmp_path, write_run(tmp_path / "same", cache), store, capsys, "--perf", *FAST)
     assert doc["mode"] == "paired", out
     assert doc["mode_reason"].startswith("paired: 1 variant(s) re-timed interleaved in this job (10 pairs x 20 calls")
@@ -146,7 +146,7 @@ def test_compare_perf_is_paired_passes_an_a_a_and_catches_an_extra_op(tmp_path, 
 
 def test_compare_says_unpaired_and_why_and_falls_back_when_the_cache_was_cleared(tmp_path, cache, capsys):
     store = tmp_path / "b"
-    run(["baseline", "save", str(write_run(tmp_path / "main", cache)), "--name", "main", "--store", str(store)], capsys)
+    run(["baseline", "save", str(write_run(tmp_path / "main", cache)), "--name", "main", "--baseline-store", str(store)], capsys)
     blessed_entry = next(cache.root.iterdir())
     candidate = write_run(tmp_path / "cand", cache, extra=1)
     code, doc, out = _compare(tmp_path, candidate, store, capsys)  # no --perf: recorded runs
@@ -172,7 +172,7 @@ def test_compare_says_unpaired_and_why_and_falls_back_when_the_cache_was_cleared
 
 def test_kept_artifacts_pair_after_the_cache_is_gone_even_on_another_machine(tmp_path, cache, capsys):
     store = tmp_path / "b"
-    run(["baseline", "save", str(write_run(tmp_path / "main", cache)), "--name", "main", "--store", str(store),
+    run(["baseline", "save", str(write_run(tmp_path / "main", cache)), "--name", "main", "--baseline-store", str(store),
          "--keep-artifacts"], capsys)
     shutil.rmtree(next(cache.root.iterdir()))
     other = {**ENV, "fingerprint": "beef", "cpu": "Other CPU"}
@@ -203,7 +203,7 @@ def test_a_variant_timed_by_two_suites_is_compared_as_recorded_and_says_why(tmp_
     suite both timed cannot be re-timed paired; the comparison says that, not "other shapes"."""
     store = tmp_path / "b"
     run(["baseline", "save", str(_also_timed_as_an_artifact(write_run(tmp_path / "main", cache))), "--name", "main",
-         "--store", str(store)], capsys)
+         "--baseline-store", str(store)], capsys)
     code, doc, out = _compare(tmp_path, _also_timed_as_an_artifact(write_run(tmp_path / "same", cache)), store, capsys,
                               "--perf", *FAST)
     assert doc["mode"] == "unpaired", out

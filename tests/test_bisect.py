@@ -108,8 +108,8 @@ def bert_fp16(workspace):
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    settings = workspace.settings_for(model)
-    paths = [onnx_artifact(model, family, graph, p, settings, workspace.artifacts).path()
+    settings = workspace.runtimes.settings_for(model)
+    paths = [onnx_artifact(model, family, graph, p, settings, workspace.runtimes.artifacts).path()
              for p in (Precision.FP32, Precision.FP16)]
     return paths, family.feeds(model, graph, workspace.batches(model)[0])
 
@@ -131,7 +131,7 @@ def test_bert_tiny_fp16_tensor_metrics_and_tolerance(bert_fp16):
 
 
 def test_cli_exit_codes(tmp_path, capsys):
-    args = ["bisect", "--models", "bert-tiny", "--precision", "fp16", "--samples", "4"]
+    args = ["bisect", "--models", "bert-tiny", "--precisions", "fp16", "--samples", "4"]
     assert main(args + ["--out", str(tmp_path / "ok")]) == 0
     report = json.loads((tmp_path / "ok" / "bisect.json").read_text())
     assert report["first_divergent"] is None and report["graph"] == "model" and report["counts"]["compared"] > 50
@@ -142,10 +142,10 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--models", "bert-tyni", "--precision", "fp16"], "did you mean 'bert-tiny'"),
-    (["--models", "bert-tiny", "--precision", "fp32"], "fp32 is the reference"),
-    (["--models", "bert-tiny", "--precision", "int8", "--tolerance", "kl=1"], "unknown metric 'kl'"),
-    (["--models", "bert-tiny", "--precision", "int8", "--graph", "decoder"], "has no graph 'decoder'"),
+    (["--models", "bert-tyni", "--precisions", "fp16"], "did you mean 'bert-tiny'"),
+    (["--models", "bert-tiny", "--precisions", "fp32"], "fp32 is the reference"),
+    (["--models", "bert-tiny", "--precisions", "int8", "--tolerance", "kl=1"], "unknown metric 'kl'"),
+    (["--models", "bert-tiny", "--precisions", "int8", "--graph", "decoder"], "has no graph 'decoder'"),
 ])
 def test_cli_bad_usage_is_exit_2_one_line(argv, message, capsys, tmp_path):
     assert main(["bisect", *argv, "--out", str(tmp_path)]) == 2

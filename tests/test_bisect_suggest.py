@@ -27,7 +27,8 @@ def _modules(workspace, name: str, graph_name: str):
     model = workspace.model(name)
     family = workspace.family(model)
     graph = next(g for g in family.graphs(model) if g.name == graph_name)
-    entry = onnx_artifact(model, family, graph, Precision.FP32, workspace.settings_for(model), workspace.artifacts)
+    runtimes = workspace.runtimes
+    entry = onnx_artifact(model, family, graph, Precision.FP32, runtimes.settings_for(model), runtimes.artifacts)
     return graph_modules(workspace, model, family, graph, entry), dict(model.model.named_modules())
 
 
@@ -77,7 +78,7 @@ def test_scope_resolution_without_the_model_and_layer_grouping():
 
 def test_cli_reports_modules_per_layer_table_and_plot(tmp_path):
     out = tmp_path / "b"
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--samples", "4",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--samples", "4",
                  "--tolerance", "norm_max_abs=0.01", "--out", str(out)]) == 1
     report = json.loads((out / "bisect.json").read_text())
     first = report["first_divergent"]
@@ -134,7 +135,7 @@ def test_search_grows_then_prunes_to_a_minimal_set_within_the_budget():
 
 def test_suggest_fixes_the_planted_fp16_overflow_and_the_snippet_passes_harness_run(tmp_path):
     out = tmp_path / "suggest"
-    code = main(["bisect", "--models", "bert-fp16-overflow", "--precision", "fp16", "--samples", "4", "--suggest",
+    code = main(["bisect", "--models", "bert-fp16-overflow", "--precisions", "fp16", "--samples", "4", "--suggest",
                  "--max-rebuilds", "10", "--out", str(out)])
     assert code == 0
     found = json.loads((out / "suggest.json").read_text())
@@ -157,7 +158,7 @@ def test_suggest_reports_the_int8_improvement_it_achieved(tmp_path):
     """llama-tiny INT8 (top-1 agreement ~0.96) against a tightened gate, top1_agreement >= 0.99:
     the nodes left unquantised raise it (measured 0.962 -> 0.994 with 16 nodes)."""
     out = tmp_path / "int8"
-    code = main(["bisect", "--models", "llama-tiny", "--precision", "int8", "--samples", "4", "--suggest",
+    code = main(["bisect", "--models", "llama-tiny", "--precisions", "int8", "--samples", "4", "--suggest",
                  "--target", "top1_agreement=0.99", "--max-rebuilds", "5", "--out", str(out)])
     found = json.loads((out / "suggest.json").read_text())
     assert code == (0 if found["fixed"] else 1)
@@ -170,15 +171,15 @@ def test_suggest_reports_the_int8_improvement_it_achieved(tmp_path):
 
 
 def test_suggest_options_are_checked_before_work(tmp_path, capsys):
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--target", "cosine=0.9",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--target", "cosine=0.9",
                  "--out", str(tmp_path)]) == 2
     assert "only with --suggest" in capsys.readouterr().err
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--suggest", "--target", "cosin=0.9",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--suggest", "--target", "cosin=0.9",
                  "--out", str(tmp_path)]) == 2
     assert "cosin" in capsys.readouterr().err
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--max-rebuilds", "12",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--max-rebuilds", "12",
                  "--out", str(tmp_path)]) == 2
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--suggest", "--max-rebuilds", "0",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--suggest", "--max-rebuilds", "0",
                  "--out", str(tmp_path)]) == 2
     assert "--max-rebuilds: must be >= 1" in capsys.readouterr().err
 
@@ -202,7 +203,7 @@ int8_nodes_to_exclude = ["/model/bert/pooler/dense/MatMul"]
     options = build_options(rootdir=tmp_path)
     assert options.settings.int8_nodes_to_exclude == ("/model/classifier/MatMul",)
     ws = Workspace(replace(options, settings=replace(options.settings, fp16_node_block_list=("from_cli",))))
-    settings = ws.settings_for(ws.model("bert-tiny"))
+    settings = ws.runtimes.settings_for(ws.model("bert-tiny"))
     assert settings.fp16_node_block_list == ("from_cli", "/model/bert/encoder/layer.0/output/LayerNorm/LayerNormalization")
     assert settings.int8_nodes_to_exclude == ("/model/classifier/MatMul", "/model/bert/pooler/dense/MatMul")
     assert settings.as_dict()["int8_nodes_to_exclude"] == list(settings.int8_nodes_to_exclude)
@@ -240,11 +241,11 @@ def test_empty_node_lists_keep_every_artifact_key_and_a_list_makes_its_own_entry
     family = workspace.family(model)
     graph = family.graphs(model)[0]
     for precision, field in ((Precision.FP16, "fp16_node_block_list"), (Precision.INT8, "int8_nodes_to_exclude")):
-        plain = onnx_artifact(model, family, graph, precision, ExportSettings(), workspace.artifacts)
-        again = onnx_artifact(model, family, graph, precision, ExportSettings(**{field: ()}), workspace.artifacts)
+        plain = onnx_artifact(model, family, graph, precision, ExportSettings(), workspace.runtimes.artifacts)
+        again = onnx_artifact(model, family, graph, precision, ExportSettings(**{field: ()}), workspace.runtimes.artifacts)
         fixed = onnx_artifact(model, family, graph, precision,
                               ExportSettings(**{field: ("/model/bert/encoder/layer.0/output/dense/MatMul",)}),
-                              workspace.artifacts)
+                              workspace.runtimes.artifacts)
         assert plain.key == again.key and fixed.key != plain.key
     import onnx
 

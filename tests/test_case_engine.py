@@ -6,7 +6,8 @@ real MLServer (tests/serving/mlserver.py). A ``norm_max_abs`` bound no FP32 expo
 front end fail the same check: the negative control is the same three with the model's own tolerances,
 which pass. Identical across the three: the gated checks (metric and threshold), the verdict, the
 head's coverage, and the side outputs -- the worst failing batch as ``.npz`` with the same inputs and
-the same reference outputs; a repro bundle wherever there is a file to bundle (a served model has none).
+the same reference outputs; a repro bundle and (``--profile``) the session's profile, under the same
+graph name, wherever there is a file to bundle and a session to profile (a served model has neither).
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ def through_run(tmp: Path, bound: float | None) -> dict:
     config.write_text(f"[tolerances.fp32]\nnorm_max_abs = {bound}\n" if bound is not None else "")
     out = tmp / "run"
     main(["run", "--config", str(config), "--models", "bert-tiny", "--precisions", "fp32", "--providers", "ort_cpu",
-          "-k", "test_logits_parity", *SIZES, "--out", str(out)])
+          "-k", "test_logits_parity", "--profile", *SIZES, "--out", str(out)])
     return _record(out, "test_logits_parity")
 
 
 def through_check(tmp: Path, bound: float | None, *source: str) -> dict:
+    """``harness check`` on ``source`` (``--profile`` is in it where there is a session to profile)."""
     out = tmp / "check"
     tolerance = ["--tolerance", f"norm_max_abs={bound}"] if bound is not None else []
     main(["check", "--reference", "bert-tiny", *source, "--no-generation", *tolerance, *SIZES, "--out", str(out)])
@@ -87,13 +89,17 @@ def dumped(record: dict) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("bound", [IMPOSSIBLE, None], ids=["failing", "passing"])
 def test_one_case_three_front_ends_same_checks_coverage_and_evidence(artifact, server, tmp_path, bound):
     run = through_run(tmp_path / "a", bound)
-    files = through_check(tmp_path / "b", bound, "--onnx", str(artifact))
+    files = through_check(tmp_path / "b", bound, "--onnx", str(artifact), "--profile")
     served = through_check(tmp_path / "c", bound, "--endpoint", server.http, "--served-model", "bert")
     expected = "fail" if bound is not None else "pass"
     assert [r["verdict"] for r in (run, files, served)] == [expected] * 3, [r["reason"] for r in (run, files, served)]
     assert gated(run) == gated(files) == gated(served) and gated(run)
     assert coverage(run) == coverage(files) == coverage(served) and coverage(run)["required"] == ["model/logits"]
     assert run["data"]["coverage"] == files["data"]["coverage"]  # two files: the static checks too
+    # the profiling stage: one session per graph, named as the graph (a served model has no session here)
+    assert set(run["data"]["profile"]) == set(files["data"]["profile"]) == {"model"}
+    assert run["data"]["profile"]["model"].keys() == files["data"]["profile"]["model"].keys()
+    assert not served["data"].get("profile")
     for record in (files, served):  # the same numbers, up to the runtime serving them
         for key in gated(run):
             assert np.isclose(record["metrics"][key], run["metrics"][key], rtol=0.05, atol=1e-6), key

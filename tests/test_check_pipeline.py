@@ -163,14 +163,14 @@ def test_parity_batches_reuse_the_memoised_reference():
     model = ws.model("bert-tiny")
     family = ws.family(model)
     (graph,) = family.graphs(model)
-    first = ws.parity_batches(model, family, graph)
-    keys = {k for k in model.cache if k[0] == "reference"}
+    first = ws.refs.parity_batches(model, family, graph)
+    keys = ws.refs.held(model)
     assert len(first) == 2 and len(keys) == 2
-    again = ws.parity_batches(model, family, graph, ws.batches(model, 4))
-    assert {k for k in model.cache if k[0] == "reference"} == keys  # same feeds: no new reference run
+    again = ws.refs.parity_batches(model, family, graph, ws.batches(model, 4))
+    assert ws.refs.held(model) == keys  # same feeds: no new reference run
     assert all(a[1] is b[1] for a, b in zip(first, again))
-    halves = ws.parity_batches(model, family, graph, ws.batches(model, 2))
-    assert len(halves) == 4 and len({k for k in model.cache if k[0] == "reference"}) == 6
+    halves = ws.refs.parity_batches(model, family, graph, ws.batches(model, 2))
+    assert len(halves) == 4 and len(ws.refs.held(model)) == 6
 
 
 # -- one embedding judgement ----------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def store(tmp_path: Path) -> Path:
 
 def test_save_copies_only_perf_records_with_metadata(tmp_path: Path, store: Path, capsys) -> None:
     run_dir = write_run(tmp_path / "run1")
-    code, out, _ = run(["baseline", "save", str(run_dir), "--name", "nightly", "--store", str(store)], capsys)
+    code, out, _ = run(["baseline", "save", str(run_dir), "--name", "nightly", "--baseline-store", str(store)], capsys)
     assert code == 0 and "nightly" in out
     saved = [json.loads(line) for line in (store / "nightly" / "results.jsonl").read_text().splitlines()]
     # the perf records, and (issue 17) the accuracy record next to them for the accuracy gate
@@ -86,12 +86,12 @@ def test_save_copies_only_perf_records_with_metadata(tmp_path: Path, store: Path
 
 def test_save_refuses_to_overwrite_without_force(tmp_path: Path, store: Path, capsys) -> None:
     run_dir = write_run(tmp_path / "run1")
-    argv = ["baseline", "save", str(run_dir), "--name", "main", "--store", str(store)]
+    argv = ["baseline", "save", str(run_dir), "--name", "main", "--baseline-store", str(store)]
     assert run(argv, capsys)[0] == 0
     code, _, err = run(argv, capsys)
-    assert code == 2 and "already exists" in err and "--force" in err
+    assert code == 2 and "already exists" in err and "--baseline-force" in err
     write_run(tmp_path / "run1", rss=700 * 2**20)
-    assert run(argv + ["--force"], capsys)[0] == 0
+    assert run(argv + ["--baseline-force"], capsys)[0] == 0
     saved = [json.loads(line) for line in (store / "main" / "results.jsonl").read_text().splitlines()]
     assert next(r for r in saved if "perf" in r)["perf"]["peak_rss_bytes"] == 700 * 2**20
     assert sorted(p.name for p in store.iterdir()) == ["main"]  # no temporary leftovers
@@ -100,20 +100,20 @@ def test_save_refuses_to_overwrite_without_force(tmp_path: Path, store: Path, ca
 @pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "", "spaces here"])
 def test_save_rejects_unsafe_names(tmp_path: Path, store: Path, name: str, capsys) -> None:
     run_dir = write_run(tmp_path / "run1")
-    code, _, err = run(["baseline", "save", str(run_dir), "--name", name, "--store", str(store)], capsys)
+    code, _, err = run(["baseline", "save", str(run_dir), "--name", name, "--baseline-store", str(store)], capsys)
     assert code == 2 and "invalid baseline name" in err
     assert not (tmp_path / "escape").exists()
 
 
 def test_compare_same_run_passes_and_slow_run_fails(tmp_path: Path, store: Path, capsys) -> None:
-    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "b", "--store", str(store)], capsys)
+    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "b", "--baseline-store", str(store)], capsys)
     same = write_run(tmp_path / "same", seed=1)
-    code, out, _ = run(["baseline", "compare", str(same), "--name", "b", "--store", str(store)], capsys)
+    code, out, _ = run(["baseline", "compare", str(same), "--name", "b", "--baseline-store", str(store)], capsys)
     assert code == 0 and "OK" in out and "latency_ms.p50" in out
 
     slow = write_run(tmp_path / "slow", scale=1.3, seed=2)
     js, md = tmp_path / "out" / "cmp.json", tmp_path / "out" / "cmp.md"
-    code, out, _ = run(["baseline", "compare", str(slow), "--name", "b", "--store", str(store),
+    code, out, _ = run(["baseline", "compare", str(slow), "--name", "b", "--baseline-store", str(store),
                         "--json", str(js), "--markdown", str(md)], capsys)
     assert code == 1 and "REGRESSION" in out
     data = json.loads(js.read_text())
@@ -123,42 +123,45 @@ def test_compare_same_run_passes_and_slow_run_fails(tmp_path: Path, store: Path,
 
 
 def test_threshold_option_loosens_the_gate(tmp_path: Path, store: Path, capsys) -> None:
-    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "b", "--store", str(store)], capsys)
+    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "b", "--baseline-store", str(store)], capsys)
     slow = str(write_run(tmp_path / "slow", scale=1.3, seed=2))
-    loose = [f"--threshold={m}=40%" for m in ("p50", "p90", "p95")]
-    code, out, _ = run(["baseline", "compare", slow, "--name", "b", "--store", str(store), *loose], capsys)
+    loose = [f"--baseline-threshold={m}=40%" for m in ("p50", "p90", "p95")]
+    code, out, _ = run(["baseline", "compare", slow, "--name", "b", "--baseline-store", str(store), *loose], capsys)
     assert code == 0 and "below the +40% threshold" in out
-    code, _, err = run(["baseline", "compare", slow, "--name", "b", "--store", str(store), "--threshold", "p500=1%"], capsys)
+    code, _, err = run(["baseline", "compare", slow, "--name", "b",
+                       "--baseline-store", str(store), "--baseline-threshold", "p500=1%"], capsys)
     assert code == 2 and "did you mean 'p50'" in err
 
 
 def test_compare_refuses_other_environment_unless_forced(tmp_path: Path, store: Path, capsys) -> None:
-    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "b", "--store", str(store)], capsys)
+    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "b", "--baseline-store", str(store)], capsys)
     other = write_run(tmp_path / "other", seed=1, env={**ENV, "fingerprint": "beef", "cores": 16})
-    code, _, err = run(["baseline", "compare", str(other), "--name", "b", "--store", str(store)], capsys)
-    assert code == 2 and "cores: 2 -> 16" in err and "--force-env" in err
-    code, out, _ = run(["baseline", "compare", str(other), "--name", "b", "--store", str(store), "--force-env"], capsys)
+    code, _, err = run(["baseline", "compare", str(other), "--name", "b", "--baseline-store", str(store)], capsys)
+    assert code == 2 and "cores: 2 -> 16" in err and "--baseline-force-env" in err
+    code, out, _ = run(["baseline", "compare", str(other), "--name", "b",
+                       "--baseline-store", str(store), "--baseline-force-env"], capsys)
     assert code == 0 and "environment forced" in out
 
 
 def test_unknown_baseline_suggests_a_name(tmp_path: Path, store: Path, capsys) -> None:
-    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "nightly", "--store", str(store)], capsys)
-    code, _, err = run(["baseline", "compare", str(tmp_path / "base"), "--name", "nightyl", "--store", str(store)], capsys)
+    run(["baseline", "save", str(write_run(tmp_path / "base")), "--name", "nightly", "--baseline-store", str(store)], capsys)
+    code, _, err = run(["baseline", "compare", str(tmp_path / "base"), "--name", "nightyl",
+                       "--baseline-store", str(store)], capsys)
     assert code == 2 and "unknown baseline 'nightyl'" in err and "did you mean 'nightly'" in err
 
 
 def test_list_shows_saved_baselines(tmp_path: Path, store: Path, capsys) -> None:
-    code, out, _ = run(["baseline", "list", "--store", str(store)], capsys)
+    code, out, _ = run(["baseline", "list", "--baseline-store", str(store)], capsys)
     assert code == 0 and "no baselines" in out
     run_dir = write_run(tmp_path / "base")
     for name in ("alpha", "beta"):
-        run(["baseline", "save", str(run_dir), "--name", name, "--store", str(store)], capsys)
-    code, out, _ = run(["baseline", "list", "--store", str(store)], capsys)
+        run(["baseline", "save", str(run_dir), "--name", name, "--baseline-store", str(store)], capsys)
+    code, out, _ = run(["baseline", "list", "--baseline-store", str(store)], capsys)
     assert code == 0 and "alpha" in out and "beta" in out and "f00d" in out
 
 
 def test_missing_run_dir_is_one_line_error(tmp_path: Path, store: Path, capsys) -> None:
-    code, out, err = run(["baseline", "save", str(tmp_path / "nope"), "--name", "x", "--store", str(store)], capsys)
+    code, out, err = run(["baseline", "save", str(tmp_path / "nope"), "--name", "x", "--baseline-store", str(store)], capsys)
     assert code == 2
     assert err.strip() == f"harness: error: run directory not found: {tmp_path / 'nope'}"
     assert "Traceback" not in out + err
@@ -166,7 +169,7 @@ def test_missing_run_dir_is_one_line_error(tmp_path: Path, store: Path, capsys) 
 
 def test_run_dir_without_results_is_explained(tmp_path: Path, store: Path, capsys) -> None:
     (tmp_path / "empty").mkdir()
-    code, _, err = run(["baseline", "save", str(tmp_path / "empty"), "--name", "x", "--store", str(store)], capsys)
+    code, _, err = run(["baseline", "save", str(tmp_path / "empty"), "--name", "x", "--baseline-store", str(store)], capsys)
     assert code == 2 and "no results.jsonl" in err
 
 
@@ -175,7 +178,7 @@ def test_corrupt_results_line_is_reported_by_number(tmp_path: Path, store: Path,
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     lines[1] = lines[1][: len(lines[1]) // 2]  # a record cut off mid-write
     (run_dir / "results.jsonl").write_text("\n".join(lines) + "\n")
-    code, out, err = run(["baseline", "save", str(run_dir), "--name", "x", "--store", str(store)], capsys)
+    code, out, err = run(["baseline", "save", str(run_dir), "--name", "x", "--baseline-store", str(store)], capsys)
     assert code == 2 and "results.jsonl:2:" in err and "corrupt JSON" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
     assert not (store / "x").exists()
@@ -185,18 +188,18 @@ def test_run_without_perf_records_is_refused(tmp_path: Path, store: Path, capsys
     run_dir = tmp_path / "acc"
     run_dir.mkdir()
     (run_dir / "results.jsonl").write_text(json.dumps({"id": "t[a]", "variant": "a", "verdict": "pass"}) + "\n")
-    code, _, err = run(["baseline", "save", str(run_dir), "--name", "x", "--store", str(store)], capsys)
+    code, _, err = run(["baseline", "save", str(run_dir), "--name", "x", "--baseline-store", str(store)], capsys)
     assert code == 2 and "no performance records" in err
 
 
 def test_real_entry_point_maps_errors_and_exit_codes(tmp_path: Path, store: Path, capsys) -> None:
     from harness.cli import main
 
-    assert main(["baseline", "save", str(tmp_path / "nope"), "--name", "x", "--store", str(store)]) == 2
+    assert main(["baseline", "save", str(tmp_path / "nope"), "--name", "x", "--baseline-store", str(store)]) == 2
     assert capsys.readouterr().err.strip() == f"harness: error: run directory not found: {tmp_path / 'nope'}"
-    assert main(["baseline", "save", str(write_run(tmp_path / "b")), "--name", "x", "--store", str(store)]) == 0
+    assert main(["baseline", "save", str(write_run(tmp_path / "b")), "--name", "x", "--baseline-store", str(store)]) == 0
     assert main(["baseline", "compare", str(write_run(tmp_path / "s", scale=1.3, seed=3)), "--name", "x",
-                 "--store", str(store)]) == 1
+                 "--baseline-store", str(store)]) == 1
 
 
 def test_name_is_required(tmp_path: Path, capsys) -> None:

@@ -69,10 +69,10 @@ def test_versions_and_environment_are_differences(tmp_path: Path) -> None:
 def test_baseline_compare_lists_the_differences_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = _runs(tmp_path, strict=True)
     store = tmp_path / "store"
-    assert main(["baseline", "save", str(a), "--name", "main", "--store", str(store)]) == 0
+    assert main(["baseline", "save", str(a), "--name", "main", "--baseline-store", str(store)]) == 0
     capsys.readouterr()
     md = tmp_path / "cmp.md"
-    main(["baseline", "compare", str(b), "--name", "main", "--store", str(store), "--markdown", str(md)])
+    main(["baseline", "compare", str(b), "--name", "main", "--baseline-store", str(store), "--markdown", str(md)])
     out = capsys.readouterr().out
     assert out.startswith("differences from the baseline:\n  tolerance: model/logits cosine: >= 0.99 -> >= 0.99999")
     assert md.read_text().startswith("### Differences from the baseline\n\n- tolerance:")

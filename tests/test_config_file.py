@@ -254,5 +254,5 @@ fp16_op_block_list = ["Softmax"]
     spec = options.catalog.resolve("bert-tiny")
     assert spec.int8_per_channel and spec.fp16_op_block_list == ("Softmax",)
     ws = Workspace(replace(options, settings=replace(options.settings, fp16_block_list=("Pow",))))
-    settings = ws.settings_for(ws.model("bert-tiny"))
+    settings = ws.runtimes.settings_for(ws.model("bert-tiny"))
     assert settings.int8_per_channel and settings.fp16_op_block_list == ("Pow", "Softmax")

@@ -117,7 +117,7 @@ def _commands_in(lines: list[str], source: str, first_line: int) -> list[Command
         if not words or words[0] not in PROGRAMS:
             continue
         if len(words) > 1 and words[1].endswith(":") or "[--" in command:
-            continue  # output (`harness init: wrote ...`) or a usage synopsis (`[--provider P]`)
+            continue  # output (`harness init: wrote ...`) or a usage synopsis (`[--providers P]`)
         out.append(Command(f"{source}:{first_line + start}", command, expected_exit(lines, offset)))
     return out
 

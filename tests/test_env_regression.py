@@ -69,7 +69,7 @@ def _recorded(env: dict[str, str], model: Path) -> dict[str, Any]:
 
 def _gate(env: dict[str, str], run_dir: Path, store: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
-                           "baseline", "compare", str(run_dir), "--name", "main", "--store", str(store), "--perf",
+                           "baseline", "compare", str(run_dir), "--name", "main", "--baseline-store", str(store), "--perf",
                            *FAST, "--json", str(out), *extra], env=env, capture_output=True, text=True,
                           timeout=PATIENCE)
     return done.returncode, json.loads(out.read_text()), done.stdout + done.stderr
@@ -82,7 +82,7 @@ def test_a_slower_runtime_environment_fails_the_default_gate_and_a_a_passes(tmp_
     store = tmp_path / "store"
     write_run(tmp_path / "main", cache, seq=256, timed=_recorded(plain, model))
     saved = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
-                            "baseline", "save", str(main), "--name", "main", "--store", str(store)], env=plain,
+                            "baseline", "save", str(main), "--name", "main", "--baseline-store", str(store)], env=plain,
                            capture_output=True, text=True, timeout=PATIENCE)
     assert saved.returncode == 0, saved.stderr
 
@@ -111,7 +111,7 @@ def test_the_blessed_environment_paired_against_this_one_sees_the_slowdown_in_th
     main = write_run(tmp_path / "main", cache, seq=256)
     store = tmp_path / "store"
     saved = subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
-                            "baseline", "save", str(main), "--name", "main", "--store", str(store)], env=plain,
+                            "baseline", "save", str(main), "--name", "main", "--baseline-store", str(store)], env=plain,
                            capture_output=True, text=True, timeout=PATIENCE)
     assert saved.returncode == 0, saved.stderr
     blessed = f"env PYTHONPATH={plain['PYTHONPATH']} {sys.executable}"
@@ -132,10 +132,10 @@ def test_baseline_env_rebuilds_the_recorded_runtime_or_says_nothing_differs(tmp_
     def bless(name: str, recorded: dict[str, str]) -> subprocess.CompletedProcess[str]:
         run_dir = write_run(tmp_path / name, cache, env={"fingerprint": "f", "versions": recorded})
         subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
-                        "baseline", "save", str(run_dir), "--name", name, "--store", str(tmp_path / "store")],
+                        "baseline", "save", str(run_dir), "--name", name, "--baseline-store", str(tmp_path / "store")],
                        env=env, check=True, capture_output=True, timeout=PATIENCE)
         return subprocess.run([sys.executable, "-c", "from harness.cli import entrypoint; raise SystemExit(entrypoint())",
-                               "baseline", "env", "--name", name, "--store", str(tmp_path / "store"), "--dir",
+                               "baseline", "env", "--name", name, "--baseline-store", str(tmp_path / "store"), "--dir",
                                str(tmp_path / f"env-{name}")], env=env, capture_output=True, text=True, timeout=PATIENCE)
 
     same = bless("same", {k: here[k] for k in ("python", "numpy", "onnxruntime")})

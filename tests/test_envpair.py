@@ -53,7 +53,7 @@ def test_environment_pairs_detect_a_slower_runtime(tmp_path: Path, capsys: pytes
     plain.mkdir()
     (slow / "sitecustomize.py").write_text(SLOW, encoding="utf-8")
     out = tmp_path / "ab.json"
-    args = ["perf-compare", str(model), "--pairs", "10", "--block", "20", "--warmup", "5", "--batch", "8",
+    args = ["perf-compare", str(model), "--pairs", "10", "--block", "20", "--warmup", "5", "--batch-size", "8",
             "--threads", "1", "--stats", "p50"]
     assert main([*args, "--env-b", _env(slow), "--json", str(out)]) == 1
     text = capsys.readouterr().out

@@ -18,7 +18,7 @@ def test_graph_contract_and_dynamic_axes(workspace):
     model = workspace.model("marian-tiny")
     family = workspace.family(model)
     graph = next(g for g in family.graphs(model) if g.name == "decoder_with_past")
-    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(), workspace.artifacts)
+    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(), workspace.runtimes.artifacts)
     proto = onnx.load(str(entry.path()))
     inputs = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in proto.graph.input}
     assert list(inputs) == list(graph.input_names)
@@ -33,7 +33,7 @@ def test_exported_encoder_runs_at_other_shapes(workspace, batch, length):
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(), workspace.artifacts)
+    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(), workspace.runtimes.artifacts)
     runner = OrtGraphRunner(str(entry.path()), "CPUExecutionProvider")
     ids = np.full((batch, length), 7, dtype=np.int64)
     out = runner.run({"input_ids": ids, "attention_mask": np.ones_like(ids)})
@@ -44,8 +44,8 @@ def test_second_request_reuses_the_cached_artifact(workspace):
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    first = onnx_artifact(model, family, graph, Precision.INT8, ExportSettings(), workspace.artifacts)
-    second = onnx_artifact(model, family, graph, Precision.INT8, ExportSettings(), workspace.artifacts)
+    first = onnx_artifact(model, family, graph, Precision.INT8, ExportSettings(), workspace.runtimes.artifacts)
+    second = onnx_artifact(model, family, graph, Precision.INT8, ExportSettings(), workspace.runtimes.artifacts)
     assert not second.built and second.directory == first.directory
 
 
@@ -54,10 +54,10 @@ def test_int8_and_fp16_artifacts_are_smaller_and_valid(workspace):
     family = workspace.family(model)
     graph = family.graphs(model)[0]
     sizes = {}
-    calibration = tuple(workspace.calibration_texts(model))  # int8-static: sentences after the judged ones
+    calibration = tuple(workspace.corpora.calibration_texts(model))  # int8-static: sentences after the judged ones
     for precision in Precision:
         entry = onnx_artifact(model, family, graph, precision, ExportSettings(calibration_texts=calibration),
-                              workspace.artifacts)
+                              workspace.runtimes.artifacts)
         onnx.checker.check_model(str(entry.path()))
         sizes[precision] = entry.path().stat().st_size
     assert sizes[Precision.INT8] < sizes[Precision.FP16] < sizes[Precision.FP32]
@@ -91,9 +91,9 @@ def test_fp16_block_list_keeps_ops_in_fp32_and_changes_the_cache_key(workspace):
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    plain = onnx_artifact(model, family, graph, Precision.FP16, ExportSettings(), workspace.artifacts)
+    plain = onnx_artifact(model, family, graph, Precision.FP16, ExportSettings(), workspace.runtimes.artifacts)
     blocked = onnx_artifact(model, family, graph, Precision.FP16, ExportSettings(fp16_op_block_list=("Softmax",)),
-                            workspace.artifacts)
+                            workspace.runtimes.artifacts)
     assert plain.directory != blocked.directory
 
     def softmax_types(path):
@@ -109,10 +109,10 @@ def test_dynamo_exporter_is_selectable(workspace):
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(exporter="dynamo"), workspace.artifacts)
+    entry = onnx_artifact(model, family, graph, Precision.FP32, ExportSettings(exporter="dynamo"), workspace.runtimes.artifacts)
     runner = OrtGraphRunner(str(entry.path()), "CPUExecutionProvider")
     feeds = family.feeds(model, graph, ["a short one", "and a somewhat longer sentence to pad against"])
-    ref = workspace.reference(model, family, graph, feeds)
+    ref = workspace.refs.reference(model, family, graph, feeds)
     np.testing.assert_allclose(runner.run(feeds)["logits"], ref["logits"], atol=1e-5)
 
 

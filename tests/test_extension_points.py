@@ -109,7 +109,7 @@ def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backe
     assert backends()["toy"] is ToyBackend
     assert parse_provider("toy_cpu") is TOY and PROVIDERS["toy_cpu"] is TOY  # its providers are users' names
     v = Variant("encoder-custom", Precision.FP32, parse_provider("toy_cpu"))
-    assert workspace.unavailable_reason(v) is None
+    assert workspace.runtimes.unavailable_reason(v) is None
     result = numeric_parity(workspace, v)
     assert result.outputs and result.passed
     assert ToyBackend.loaded  # the parity ran the toy's runners

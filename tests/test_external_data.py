@@ -117,8 +117,8 @@ def test_bisect_and_check_run_on_forced_external_artifacts(workspace, tmp_path, 
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
     graph = family.graphs(model)[0]
-    settings = replace(workspace.settings_for(model), external_data="always")
-    fp32, fp16 = (onnx_artifact(model, family, graph, p, settings, workspace.artifacts)
+    settings = replace(workspace.runtimes.settings_for(model), external_data="always")
+    fp32, fp16 = (onnx_artifact(model, family, graph, p, settings, workspace.runtimes.artifacts)
                   for p in (Precision.FP32, Precision.FP16))
     assert "external_data" in json.loads((fp16.directory / "meta.json").read_text())["parts"]
     for entry in (fp32, fp16):
@@ -138,7 +138,7 @@ def test_bisect_and_check_run_on_forced_external_artifacts(workspace, tmp_path, 
     assert code == 0 and record["verdict"] == "pass", err + record["reason"]
     assert record["metrics"]["model.logits.norm_max_abs"] < 1e-5
     # harness bisect on the same forced artifacts (the CLI takes --external-data like harness run)
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "fp16", "--samples", "4", "--external-data",
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "fp16", "--samples", "4", "--external-data",
                  "always", "--out", str(tmp_path / "bisect")]) == 0
     bisected = json.loads((tmp_path / "bisect" / "bisect.json").read_text())
     bisected_fp16 = Path(bisected["artifacts"]["fp16"])

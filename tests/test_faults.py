@@ -53,7 +53,7 @@ def test_model_exported_in_training_mode_fails(workspace, tmp_path):
     batches = []
     for texts in workspace.batches(model):
         feeds = family.feeds(model, graph, texts)
-        ref = workspace.reference(model, family, graph, feeds)
+        ref = workspace.refs.reference(model, family, graph, feeds)
         batches.append((feeds, ref, family.valid_masks(graph, feeds, ref)))
     # Static: the training-mode Dropout is in the artifact whatever runtime loads it.
     lint = lint_result(graph.name, str(path))

@@ -95,7 +95,7 @@ def test_trend_of_nan_only_metric_is_empty_and_show_still_works(stored: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert history.trend(stored, metric_glob="metric:nan_metric").empty
     # it still renders, and says it compared nothing (exit 1: "nothing compared" is never OK)
-    assert main(["history", "show", "--metric", "metric:nan_metric", "--db", str(stored)]) == 1
+    assert main(["history", "show", "--metric", "metric:nan_metric", "--history-db", str(stored)]) == 1
     out = capsys.readouterr().out
     assert "night1" not in out and "nothing compared (0 series with two or more runs)" in out
 
@@ -117,13 +117,13 @@ def test_trend_unknown_variant_and_metric_suggest(stored: Path) -> None:
 def test_cli_add_show_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "h.sqlite"
     runs = [str(night(tmp_path, n)) for n in (1, 2, 3)]
-    assert main(["history", "add", *runs, "--db", str(db)]) == 0
+    assert main(["history", "add", *runs, "--history-db", str(db)]) == 0
     assert capsys.readouterr().out.count("added run") == 3
-    assert main(["history", "add", runs[0], "--db", str(db)]) == 0
+    assert main(["history", "add", runs[0], "--history-db", str(db)]) == 0
     assert "already stored" in capsys.readouterr().out
 
     csv = tmp_path / "out" / "trend.csv"
-    assert main(["history", "show", "--db", str(db), "--variant", "bert-fp32-ort_cpu",
+    assert main(["history", "show", "--history-db", str(db), "--variant", "bert-fp32-ort_cpu",
                  "--metric", "perf:latency_ms.p50", "--csv", str(csv)]) == 0
     out = capsys.readouterr().out
     assert "night3" in out and "+36.4%" in out and "+10.0%" in out  # 3.0 vs 2.2 (previous and median)
@@ -131,7 +131,7 @@ def test_cli_add_show_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert rows["value"].tolist() == [2.0, 2.2, 3.0]
     assert rows["run_id"].tolist() == ["night1", "night2", "night3"]
 
-    assert main(["history", "list", "--db", str(db)]) == 0
+    assert main(["history", "list", "--history-db", str(db)]) == 0
     listing = capsys.readouterr().out
     assert all(f"night{n}" in listing for n in (1, 2, 3))
 
@@ -139,27 +139,27 @@ def test_cli_add_show_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.parametrize("argv, message", [
     (["history", "show", "--variant", "bert-fp32-ort_cp"], "did you mean 'bert-fp32-ort_cpu'"),
     (["history", "show", "--metric", "nope:*"], "no stored metric matches 'nope:*'"),
-    (["history", "show", "--last", "0"], "--last must be at least 1"),
+    (["history", "show", "--last", "0"], "--last: must be >= 1, got 0"),
 ])
 def test_cli_show_usage_errors(stored: Path, argv: list[str], message: str,
                                capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([*argv, "--db", str(stored)]) == 2
+    assert main([*argv, "--history-db", str(stored)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("harness: error: ") and err.count("\n") == 1 and message in err
 
 
 def test_cli_bad_db_paths(tmp_path: Path, stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
     typo = stored.with_name("history.sqlit")
-    assert main(["history", "list", "--db", str(typo)]) == 2
+    assert main(["history", "list", "--history-db", str(typo)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"did you mean '{stored}'" in err and not typo.exists()
 
-    assert main(["history", "show", "--db", str(tmp_path)]) == 2
+    assert main(["history", "show", "--history-db", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
 
     junk = tmp_path / "junk.sqlite"
     junk.write_text("not a database " * 100)
-    assert main(["history", "add", str(tmp_path / "nightly-1"), "--db", str(junk)]) == 2
+    assert main(["history", "add", str(tmp_path / "nightly-1"), "--history-db", str(junk)]) == 2
     err = capsys.readouterr().err
     assert "not a usable history database" in err and err.count("\n") == 1
 
@@ -167,7 +167,7 @@ def test_cli_bad_db_paths(tmp_path: Path, stored: Path, capsys: pytest.CaptureFi
 def test_cli_add_bad_run_dir_still_adds_the_good_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "h.sqlite"
     good = night(tmp_path, 1)
-    assert main(["history", "add", str(tmp_path / "missing"), str(good), "--db", str(db)]) == 2
+    assert main(["history", "add", str(tmp_path / "missing"), str(good), "--history-db", str(db)]) == 2
     out, err = capsys.readouterr()
     assert "added run night1" in out and count(db, "runs") == 1
     assert err.startswith("harness: error: 1 of 2 run directories not added: run directory not found")

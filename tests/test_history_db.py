@@ -36,10 +36,10 @@ def test_history_and_baseline_commands_read_the_variables_database(tmp_path: Pat
     assert db.is_file() and not (tmp_path / HISTORY_DB).exists()
     assert main(["history", "list"]) == 0 and "night2" in capsys.readouterr().out
     store = tmp_path / "baselines"
-    assert main(["baseline", "save", "--history-last", "2", "--name", "nightly", "--store", str(store)]) == 0
+    assert main(["baseline", "save", "--history-last", "2", "--name", "nightly", "--baseline-store", str(store)]) == 0
     assert (store / "nightly").is_dir()
     assert history.runs()["run_id"].tolist() == ["night1", "night2"]  # the functions' default too
     # an explicit option still wins over the variable
-    assert main(["baseline", "save", "--history-last", "1", "--name", "other", "--store", str(store),
+    assert main(["baseline", "save", "--history-last", "1", "--name", "other", "--baseline-store", str(store),
                  "--history-db", str(tmp_path / "absent.sqlite")]) == 2
     assert "absent.sqlite" in capsys.readouterr().err

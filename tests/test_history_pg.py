@@ -72,8 +72,8 @@ def _count(db: str, table: str) -> int:
 
 def test_add_list_show_through_the_cli(db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = [run_dir(tmp_path, n) for n in (1, 2, 3)]
-    assert main(["history", "add", *map(str, runs), "--db", db]) == 0
-    assert main(["history", "add", str(runs[1]), "--db", db]) == 0  # idempotent
+    assert main(["history", "add", *map(str, runs), "--history-db", db]) == 0
+    assert main(["history", "add", str(runs[1]), "--history-db", db]) == 0  # idempotent
     assert "already stored" in capsys.readouterr().out
     assert (_count(db, "runs"), _count(db, "cases"), _count(db, "metric_values")) == (3, 9, 18)
     stored = history.runs(db)
@@ -81,7 +81,7 @@ def test_add_list_show_through_the_cli(db: str, tmp_path: Path, capsys: pytest.C
     wide = history.trend(db, metric_glob="metric:*.max_abs")
     assert list(wide[("m0-fp32-ort_cpu", "metric:model.logits.max_abs")]) == pytest.approx([0.001, 0.002, 0.003])
     assert history.durations(db)["test_logits_parity[m2-fp32-ort_cpu]"] == 3.5
-    assert main(["history", "show", "--metric", "metric:*.max_abs", "--db", db]) == 0
+    assert main(["history", "show", "--metric", "metric:*.max_abs", "--history-db", db]) == 0
 
 
 def test_version_table_says_current(db: str, tmp_path: Path) -> None:
@@ -147,6 +147,6 @@ def test_a_harness_0_1_database_is_migrated_keeping_its_data(db: str, tmp_path: 
 
 def test_unreachable_server_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     url = f"postgresql://nobody:secret@/x?host={tmp_path}&port=1"
-    assert main(["history", "list", "--db", url]) == 2
+    assert main(["history", "list", "--history-db", url]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a usable history database" in err and "secret" not in err

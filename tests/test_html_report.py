@@ -25,7 +25,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("report")
     run, db = make_run(root), make_history(root)
     out = root / "site" / "report.html"
-    assert main(["report", str(run), "--html", str(out), "--db", str(db)]) == 0
+    assert main(["report", str(run), "--html", str(out), "--history-db", str(db)]) == 0
     return run, db, out
 
 
@@ -101,8 +101,8 @@ def test_csv_has_the_headline_columns(site: tuple[Path, Path, Path], tmp_path: P
 
 
 def test_db_without_html_is_a_usage_error(site: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", str(site[0]), "--db", str(site[1])]) == 2
-    assert "--db" in capsys.readouterr().err
+    assert main(["report", str(site[0]), "--history-db", str(site[1])]) == 2
+    assert "--history-db" in capsys.readouterr().err
 
 
 def test_grid_cell_per_variant_coloured_by_worst_verdict(site: tuple[Path, Path, Path]) -> None:
@@ -153,7 +153,7 @@ def test_report_in_headless_chromium(site: tuple[Path, Path, Path]) -> None:
 
 def test_history_show_html_renders_trend_plots(site: tuple[Path, Path, Path], tmp_path: Path) -> None:
     out = tmp_path / "trend.html"
-    assert main(["history", "show", "--metric", "perf:*", "--db", str(site[1]), "--html", str(out)]) == 0
+    assert main(["history", "show", "--metric", "perf:*", "--history-db", str(site[1]), "--html", str(out)]) == 0
     page = out.read_text()
     labels = re.findall(r'<figure class="plot" aria-label="([^"]+)"><svg', page)
     assert "trend: perf:latency_ms.p50" in labels and "trend: perf:cold_start_ms.load" in labels
@@ -163,7 +163,7 @@ def test_history_show_html_renders_trend_plots(site: tuple[Path, Path, Path], tm
 def test_missing_history_store_is_one_line(site: tuple[Path, Path, Path], tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.html"
-    assert main(["report", str(site[0]), "--html", str(out), "--db", str(tmp_path / "nope.sqlite")]) == 2
+    assert main(["report", str(site[0]), "--html", str(out), "--history-db", str(tmp_path / "nope.sqlite")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no history database" in err and not out.exists()
 

@@ -74,9 +74,9 @@ def test_the_harness_int4_artifact_runs_and_stays_near_fp32(files):
 
 
 def test_int4_is_a_precision_by_name_and_the_loosest_of_a_mixed_set(files):
-    assert parse_precision("int4", option="--precision") is Precision.INT4
-    with pytest.raises(UsageError, match="--precision: unknown precision 'int3'.*int4"):
-        parse_precision("int3", option="--precision")
+    assert parse_precision("int4", option="--precisions") is Precision.INT4
+    with pytest.raises(UsageError, match="--precisions: unknown precision 'int3'.*int4"):
+        parse_precision("int3", option="--precisions")
     mixed = [read_artifact(files["fp32"]), read_artifact(files["nbits8"]), read_artifact(files["nbits4"])]
     precision, note = choose_precision(None, mixed)
     assert precision is Precision.INT4 and "judged at the loosest, int4" in note
@@ -123,6 +123,6 @@ def test_int4_in_the_matrix_is_judged_by_its_own_measured_gates(tmp_path):
 def test_bisect_refuses_int4_in_one_line(capsys):
     from harness.cli import main
 
-    assert main(["bisect", "--models", "numbers-llama", "--precision", "int4"]) == 2
+    assert main(["bisect", "--models", "numbers-llama", "--precisions", "int4"]) == 2
     err = capsys.readouterr().err
-    assert "--precision: int4 is not bisected" in err and "Traceback" not in err
+    assert "--precisions: int4 is not bisected" in err and "Traceback" not in err

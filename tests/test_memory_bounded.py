@@ -24,6 +24,7 @@ from waiting import PATIENCE
 
 from harness.core import Precision, RunOptions, Settings, Variant
 from harness.judge.pipeline import numeric_parity
+from harness.judge.references import ReferenceStore
 from harness.judge.workspace import Workspace
 from harness.results.record import Record
 from harness.runners import PROVIDERS
@@ -138,18 +139,18 @@ def test_release_models_keeps_one_fp32_copy_and_closes_sessions(tmp_path, monkey
     from harness.zoo.base import materialize
 
     ws = Workspace(options)
-    ws.references = ReferenceCache(tmp_path / "references")
+    ws.refs.references = ReferenceCache(tmp_path / "references")
     order = [Variant("llama-tiny", p, PROVIDERS[s]) for s in ("torch_cpu", "ort_cpu")
              for p in (Precision.FP32, Precision.FP16)]
     computed: list[str] = []
     running = [order[0].id]
-    real_reference = Workspace._compute_reference
+    real_reference = ReferenceStore._compute_reference
 
     def counting(model, graph, feeds):  # type: ignore[no-untyped-def]
         computed.append(running[0])
         return real_reference(model, graph, feeds)
 
-    monkeypatch.setattr(Workspace, "_compute_reference", staticmethod(counting))
+    monkeypatch.setattr(ReferenceStore, "_compute_reference", staticmethod(counting))
     from transformers import LlamaForCausalLM
 
     materialize(ws.spec("llama-tiny"))
@@ -161,7 +162,7 @@ def test_release_models_keeps_one_fp32_copy_and_closes_sessions(tmp_path, monkey
         numeric_parity(ws, variant)
         assert len(_fp32_modules(cls, before)) <= 1, f"{variant.id}: more than one FP32 copy alive"
         following = order[i + 1] if i + 1 < len(order) else None
-        ws.end_case(variant, following)
+        ws.memory.end_case(variant, following)
         alive = _fp32_modules(cls, before)
         if variant.backend == "pytorch" and following is not None and following.backend == "pytorch":
             assert len(alive) == 1  # the next case runs the module too: kept, its FP16 copy is made from it
@@ -175,12 +176,12 @@ def test_release_models_keeps_one_fp32_copy_and_closes_sessions(tmp_path, monkey
 
 
 def test_release_auto_follows_the_weight_size(workspace, monkeypatch):
-    from harness.judge import workspace as ws_mod
+    from harness.judge import memory
 
     model = workspace.model("llama-tiny")
-    assert workspace.options.settings.release_models == "auto" and not workspace.releases(model)  # a tiny model keeps it
-    monkeypatch.setattr(ws_mod, "RELEASE_BYTES", 1)
-    assert workspace.releases(model)
+    assert workspace.options.settings.release_models == "auto" and not workspace.memory.releases(model)  # a tiny model keeps it
+    monkeypatch.setattr(memory, "RELEASE_BYTES", 1)
+    assert workspace.memory.releases(model)
 
 
 # -- end to end: records and reports carry the peak ---------------------------------------------------

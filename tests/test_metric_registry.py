@@ -281,10 +281,10 @@ def test_cli_tolerance_parsers_accept_the_declared_metrics_of_their_scope():
     args = parser.parse_args(["check", "--reference", "bert-tiny", "--onnx", "x.onnx", *flags])
     assert list(parse_tolerances(args.tolerance)) == list(tolerance_names())
     flags = [a for name in tensor_metric_names() for a in ("--tolerance", f"{name}=0.5")]
-    args = parser.parse_args(["bisect", "--models", "bert-tiny", "--precision", "int8", *flags])
+    args = parser.parse_args(["bisect", "--models", "bert-tiny", "--precisions", "int8", *flags])
     assert list(_validate(args)[1]) == list(tensor_metric_names())
     for refused in ("kl", "top1_agreement", "mismatch_rate", "p50_ms"):  # logits-only, integer-only, a budget
-        args = parser.parse_args(["bisect", "--models", "bert-tiny", "--precision", "int8", "--tolerance",
+        args = parser.parse_args(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--tolerance",
                                   f"{refused}=0.5"])
         with pytest.raises(UsageError, match=f"unknown metric '{refused}'"):
             _validate(args)

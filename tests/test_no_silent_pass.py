@@ -39,16 +39,16 @@ def test_baseline_of_another_model_set_fails_accuracy_and_perf(tmp_path: Path,
     store = tmp_path / "baselines"
     blessed = write_run(tmp_path / "blessed", [logits("bert-fp32-ort_cpu", 2e-7), _latency("bert-fp32-ort_cpu", 1.0)])
     other = write_run(tmp_path / "other", [logits("gpt-fp32-ort_cpu", 2e-7), _latency("gpt-fp32-ort_cpu", 1.0)])
-    assert main(["baseline", "save", str(blessed), "--name", "release", "--store", str(store)]) == 0
+    assert main(["baseline", "save", str(blessed), "--name", "release", "--baseline-store", str(store)]) == 0
     capsys.readouterr()
-    assert main(["baseline", "compare", str(other), "--name", "release", "--store", str(store)]) == 1
+    assert main(["baseline", "compare", str(other), "--name", "release", "--baseline-store", str(store)]) == 1
     out = capsys.readouterr().out
     assert "OK:" not in out
     assert re.search(r"FAIL: nothing compared \(0 accuracy metrics\); missing in candidate: "
                      r"test_logits_parity\[bert-fp32-ort_cpu\]", out)
     assert re.search(r"FAIL: nothing compared \(0 perf rows\); missing in candidate: bert-fp32-ort_cpu", out)
     # the allowance is explicit and shows in the verdict line
-    assert main(["baseline", "compare", str(other), "--name", "release", "--store", str(store),
+    assert main(["baseline", "compare", str(other), "--name", "release", "--baseline-store", str(store),
                  "--allow-missing"]) == 0
     out = capsys.readouterr().out
     assert "OK: no accuracy regression" in out and "(--allow-missing: nothing compared (0 accuracy metrics)" in out
@@ -56,9 +56,9 @@ def test_baseline_of_another_model_set_fails_accuracy_and_perf(tmp_path: Path,
     partial = write_run(tmp_path / "partial", [logits("bert-fp32-ort_cpu", 2e-7)])
     store2 = tmp_path / "b2"
     both = write_run(tmp_path / "both", [logits("bert-fp32-ort_cpu", 2e-7), logits("bert-int8-ort_cpu", 0.05)])
-    assert main(["baseline", "save", str(both), "--name", "acc", "--store", str(store2)]) == 0
+    assert main(["baseline", "save", str(both), "--name", "acc", "--baseline-store", str(store2)]) == 0
     capsys.readouterr()
-    assert main(["baseline", "compare", str(partial), "--name", "acc", "--store", str(store2)]) == 1
+    assert main(["baseline", "compare", str(partial), "--name", "acc", "--baseline-store", str(store2)]) == 1
     assert "FAIL: 1 missing in candidate: test_logits_parity[bert-int8-ort_cpu]" in capsys.readouterr().out
 
 
@@ -377,13 +377,13 @@ def test_history_trend_of_a_single_run_compares_nothing(tmp_path: Path, capsys: 
     from test_history import night
 
     db = tmp_path / "h.sqlite"
-    assert main(["history", "add", str(night(tmp_path, 1)), "--db", str(db)]) == 0
+    assert main(["history", "add", str(night(tmp_path, 1)), "--history-db", str(db)]) == 0
     capsys.readouterr()
     for command in ("show", "changes"):
-        assert main(["history", command, "--db", str(db), "--metric", "perf:latency_ms.p50"]) == 1
+        assert main(["history", command, "--history-db", str(db), "--metric", "perf:latency_ms.p50"]) == 1
         out = capsys.readouterr().out
         assert "FAIL:" in out and "nothing compared (0 series with two or more runs)" in out
-        assert main(["history", command, "--db", str(db), "--metric", "perf:latency_ms.p50", "--allow-missing"]) == 0
+        assert main(["history", command, "--history-db", str(db), "--metric", "perf:latency_ms.p50", "--allow-missing"]) == 0
         assert "(--allow-missing: nothing compared" in capsys.readouterr().out
-    assert main(["history", "add", str(night(tmp_path, 2)), "--db", str(db)]) == 0
-    assert main(["history", "show", "--db", str(db), "--metric", "perf:latency_ms.p50"]) == 0
+    assert main(["history", "add", str(night(tmp_path, 2)), "--history-db", str(db)]) == 0
+    assert main(["history", "show", "--history-db", str(db), "--metric", "perf:latency_ms.p50"]) == 0

@@ -6,9 +6,7 @@ tokenizer's prompt template or the held-out split regressed, those tolerances wo
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from itertools import islice
 from pathlib import Path
 
@@ -18,19 +16,10 @@ import transformers
 from harness.data.corpus import load_corpus
 from harness.zoo.base import resolve
 from harness.zoo.numbers import to_english
+from tests.scripts_module import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_DIR = REPO / "harness" / "zoo" / "models" / "numbers-llama"
-
-
-def _script():
-    path = REPO / "scripts" / "train_numbers_decoder.py"
-    spec = importlib.util.spec_from_file_location("train_numbers_decoder", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_zoo_entry_is_the_committed_directory_small_and_complete():
@@ -51,7 +40,7 @@ def test_it_answers_held_out_prompts_from_left_padded_batches():
     corpus = load_corpus("numbers_en_zh")
     assert corpus.references is not None
     sources, refs = corpus.sources[:48], corpus.references[:48]
-    answers = _script().complete(model, tok, sources, batch_size=16)
+    answers = load_script("train_numbers_decoder").complete(model, tok, sources, batch_size=16)
     assert answers == refs
     # negative control: the prompt template matters (without the <zh> marker the model does not answer)
     enc = tok(sources[:8], padding=True, return_tensors="pt", add_special_tokens=False)
@@ -60,8 +49,8 @@ def test_it_answers_held_out_prompts_from_left_padded_batches():
 
 
 def test_training_never_sees_a_held_out_number():
-    script = _script()
-    shared = sys.modules["train_numbers_translator"]  # the stream both numbers models train on
+    script = load_script("train_numbers_decoder")
+    shared = load_script("train_numbers_translator")  # the stream both numbers models train on
     held_out = shared.held_out_sources()
     stream = shared.training_numbers(script.DEFAULT_SEED, held_out)
     assert not any(to_english(n) in held_out for n in islice(stream, 20000))

@@ -6,17 +6,15 @@ It is the zoo's one model with checkable output quality, so a silent regression 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from itertools import islice
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from harness.data.corpus import load_corpus
 from harness.zoo.numbers import to_chinese, to_english
+from tests.scripts_module import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL_DIR = REPO / "harness" / "zoo" / "models" / "numbers-en-zh"
@@ -34,16 +32,6 @@ REQUIRED_FILES = (
 import sacrebleu  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-
-
-def load_script() -> ModuleType:
-    path = REPO / "scripts" / "train_numbers_translator.py"
-    spec = importlib.util.spec_from_file_location("train_numbers_translator", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -122,13 +110,10 @@ def test_held_out_quality(model, tokenizer, record) -> None:
 
 
 def test_training_stream_excludes_held_out(record) -> None:
-    script = load_script()
+    script = load_script("train_numbers_translator")
     held_out = script.held_out_sources()
     assert held_out == frozenset(load_corpus("numbers_en_zh").sources)
-    sys.path.insert(0, str(REPO / "scripts"))
-    from make_numbers_corpus import held_out_numbers  # the corpus's numbers, as ints
-
-    held_out_ints = set(held_out_numbers())
+    held_out_ints = set(load_script("make_numbers_corpus").held_out_numbers())  # the corpus's numbers, as ints
     assert {to_english(n) for n in held_out_ints} == held_out
     used = record["steps"] * record["batch_size"]
     trained = list(islice(script.training_numbers(record["seed"], held_out), used))
@@ -140,7 +125,7 @@ def test_training_stream_excludes_held_out(record) -> None:
 
 
 def test_training_stream_is_deterministic() -> None:
-    script = load_script()
+    script = load_script("train_numbers_translator")
     a = list(islice(script.training_numbers(5, frozenset()), 200))
     b = list(islice(script.training_numbers(5, frozenset()), 200))
     assert a == b and a != list(islice(script.training_numbers(6, frozenset()), 200))

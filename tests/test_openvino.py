@@ -87,7 +87,7 @@ def _graph_path(workspace, model_name: str, graph_name: str, precision: Precisio
     model = workspace.model(model_name)
     family = workspace.family(model)
     graph = next(g for g in family.graphs(model) if g.name == graph_name)
-    entry = onnx_artifact(model, family, graph, precision, workspace.settings_for(model), workspace.artifacts)
+    entry = onnx_artifact(model, family, graph, precision, workspace.runtimes.settings_for(model), workspace.runtimes.artifacts)
     return model, family, graph, entry.path()
 
 
@@ -107,7 +107,7 @@ def test_the_f16_hint_computes_in_f16_and_fails_the_fp32_gate(workspace):
     from harness.judge.numeric import run_graph_parity
 
     model, family, graph, path = _graph_path(workspace, "encoder-custom", "model")
-    batches = workspace.parity_batches(model, family, graph)
+    batches = workspace.refs.parity_batches(model, family, graph)
     f16 = OvGraphRunner(str(path), "f16", threads=1)
     f32 = OvGraphRunner(str(path), "f32", threads=1)
     assert set(openvino_runner.runtime_precisions(f16.compiled)["FullyConnected"]) == {"f16"}
@@ -173,7 +173,7 @@ def test_latency_and_a_fresh_child_that_never_imports_torch(workspace, tmp_path)
 def test_check_judges_a_foreign_file_as_openvino_compiles_it(workspace, tmp_path, capsys):
     _, _, _, path = _graph_path(workspace, "bert-tiny", "model")
     out = tmp_path / "run"
-    code = main(["check", "--reference", "bert-tiny", "--onnx", str(path), "--provider", "ov_cpu", "--samples", "8",
+    code = main(["check", "--reference", "bert-tiny", "--onnx", str(path), "--providers", "ov_cpu", "--samples", "8",
                  "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err + captured.out
@@ -181,11 +181,11 @@ def test_check_judges_a_foreign_file_as_openvino_compiles_it(workspace, tmp_path
     assert record["id"] == "check[bert-tiny-fp32-ov_cpu]" and record["verdict"] == "pass"
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07not onnx")
-    code = main(["check", "--reference", "bert-tiny", "--onnx", str(bad), "--provider", "ov_cpu",
+    code = main(["check", "--reference", "bert-tiny", "--onnx", str(bad), "--providers", "ov_cpu",
                  "--out", str(tmp_path / "bad")])
     err = capsys.readouterr().err
     assert code == 2 and "bad.onnx" in err and "Traceback" not in err
-    code = main(["check", "--reference", "bert-tiny", "--onnx", str(path), "--provider", "torch_cpu",
+    code = main(["check", "--reference", "bert-tiny", "--onnx", str(path), "--providers", "torch_cpu",
                  "--out", str(tmp_path / "torch")])
     err = capsys.readouterr().err
     assert code == 2 and "does not run ONNX files; providers that do:" in err and "ov_cpu" in err

@@ -4,6 +4,7 @@ a record's rerun command parses back into the settings that produced the record.
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 from pathlib import Path
 
@@ -58,7 +59,9 @@ SAMPLE = {
 }
 
 
+@functools.cache
 def _run_parser() -> argparse.ArgumentParser:
+    """``harness run``'s parser, built once (a parser holds no state between parses)."""
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices["run"]
@@ -271,35 +274,3 @@ def test_generation_options_are_run_flags_config_keys_and_in_the_rerun():
     assert all(option(n).in_config for n in names)
     help_text = _run_parser().format_help()
     assert all(option(n).flag in help_text for n in names)
-
-
-#: subcommand flags spelled like a table option that mean something else there
-_OWN_MEANING = {("calibrate", "--out"): "the TOML snippet file, not a run directory",
-                ("bisect", "--models"): "exactly one model"}
-
-
-def test_subcommands_take_table_options_from_the_table():
-    """``harness check --samples``, ``bench --threads``, ``bisect --external-data`` ... are the
-    table's rows (``options.accept``), not re-declarations: same destination, kind, choices."""
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    by_flag = {o.flag: o for o in OPTIONS}
-    seen = 0
-    for command, cmd_parser in sub.choices.items():
-        parsers = [cmd_parser] + [p for a in cmd_parser._actions if isinstance(a, argparse._SubParsersAction)
-                                  for p in a.choices.values()]
-        for p in parsers:
-            for action in p._actions:
-                for flag in action.option_strings:
-                    o = by_flag.get(flag)
-                    if o is None or (command, flag) in _OWN_MEANING:
-                        continue
-                    seen += 1
-                    assert action.dest == o.name, (command, flag)
-                    if o.kind is Kind.CHOICE:
-                        assert tuple(action.choices or ()) == o.choices, (command, flag)
-                    if o.kind in (Kind.LIST, Kind.INT_LIST):
-                        assert action.nargs == "+", (command, flag)
-                    if o.kind is Kind.INT:
-                        assert action.type is int, (command, flag)
-    assert seen > len([o for o in OPTIONS if o.on_cli])  # harness run's own and the subcommands'

@@ -1,5 +1,5 @@
 """Outputs are checked before any work starts: an unwritable ``--out``, ``--harness-out``,
-``--html``/``--csv``/``--markdown``, ``--store``, ``--db``, ``--json`` is one line on stderr and
+``--html``/``--csv``/``--markdown``, ``--baseline-store``, ``--history-db``, ``--json`` is one line on stderr and
 exit 2 (pytest's usage exit 4 for the plugin's option), with nothing computed in vain.
 
 The tests run as root in CI, for whom a chmod'ed read-only directory is still writable; the
@@ -139,23 +139,23 @@ def test_report_refuses_an_unwritable_output_before_reading(tmp_path, a_file, ca
 
 def test_baseline_save_refuses_an_unwritable_store(tmp_path, a_file, capsys):
     assert main(["baseline", "save", str(tmp_path / "no-such-run"), "--name", "nightly",
-                 "--store", str(a_file / "store")]) == 2
-    _one_line_error(capsys.readouterr().err, "--store")
-    assert main(["baseline", "save", str(tmp_path / "no-such-run"), "--name", "nightly", "--store", str(a_file)]) == 2
-    _one_line_error(capsys.readouterr().err, "--store")
+                 "--baseline-store", str(a_file / "store")]) == 2
+    _one_line_error(capsys.readouterr().err, "--baseline-store")
+    assert main(["baseline", "save", str(tmp_path / "no-such-run"), "--name", "nightly", "--baseline-store", str(a_file)]) == 2
+    _one_line_error(capsys.readouterr().err, "--baseline-store")
 
 
 def test_baseline_compare_refuses_unwritable_outputs(tmp_path, a_file, capsys):
     for option in ("--json", "--markdown"):
         assert main(["baseline", "compare", str(tmp_path / "no-such-run"), "--name", "nightly",
-                     "--store", str(tmp_path), option, str(a_file / "out")]) == 2
+                     "--baseline-store", str(tmp_path), option, str(a_file / "out")]) == 2
         _one_line_error(capsys.readouterr().err, option)
 
 
 def test_history_refuses_an_unwritable_db_and_csv(tmp_path, a_file, capsys):
-    assert main(["history", "add", str(tmp_path / "no-such-run"), "--db", str(a_file / "h.sqlite")]) == 2
-    _one_line_error(capsys.readouterr().err, "--db")
-    assert main(["history", "show", "--db", str(tmp_path / "none.sqlite"), "--csv", str(a_file / "x.csv")]) == 2
+    assert main(["history", "add", str(tmp_path / "no-such-run"), "--history-db", str(a_file / "h.sqlite")]) == 2
+    _one_line_error(capsys.readouterr().err, "--history-db")
+    assert main(["history", "show", "--history-db", str(tmp_path / "none.sqlite"), "--csv", str(a_file / "x.csv")]) == 2
     _one_line_error(capsys.readouterr().err, "--csv")
 
 
@@ -166,7 +166,7 @@ def test_bisect_refuses_an_unwritable_out_before_loading(tmp_path, a_file, capsy
         raise AssertionError("a model was loaded for a run whose output cannot be written")
 
     monkeypatch.setattr(workspace.Workspace, "model", never)
-    assert main(["bisect", "--models", "bert-tiny", "--precision", "int8", "--out", str(a_file / "bisect")]) == 2
+    assert main(["bisect", "--models", "bert-tiny", "--precisions", "int8", "--out", str(a_file / "bisect")]) == 2
     _one_line_error(capsys.readouterr().err, "--out")
 
 

@@ -85,7 +85,7 @@ def test_init_shards_write_a_matrix_and_a_merge_job_that_gates(repo, capsys):
     gate_step = next(s for s in merge["steps"] if "harness merge" in s.get("run", ""))
     assert "|| true" not in gate_step["run"]  # the merge is the verdict
     assert main(["init", "models/intent model", "--shards", "0", "--force"]) == 2
-    assert "--shards 0" in capsys.readouterr().err
+    assert "--shards: must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_init_never_overwrites_without_force(repo, capsys):

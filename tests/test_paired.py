@@ -120,8 +120,8 @@ def test_perf_compare_cli_a_over_a_and_bad_input(tiny_onnx, tmp_path):
     assert "p50" in done.stdout and out.is_file()
     missing = _cli("perf-compare", str(tiny_onnx), str(tmp_path / "nope.onnx"))
     assert missing.returncode == 2 and "nope.onnx" in missing.stderr and "Traceback" not in missing.stderr
-    provider = _cli("perf-compare", str(tiny_onnx), str(tiny_onnx), "--provider", "torch_cpu")
-    assert provider.returncode == 2 and "--provider" in provider.stderr
+    provider = _cli("perf-compare", str(tiny_onnx), str(tiny_onnx), "--providers", "torch_cpu")
+    assert provider.returncode == 2 and "--providers" in provider.stderr
 
 
 def test_baseline_save_aggregates_several_run_dirs(tmp_path):
@@ -137,12 +137,12 @@ def test_baseline_save_aggregates_several_run_dirs(tmp_path):
             "perf": {"latency_ms": {"samples": samples}}})])
         dirs.append(str(run))
     store = tmp_path / "store"
-    done = _cli("baseline", "save", *dirs, "--name", "multi", "--store", str(store))
+    done = _cli("baseline", "save", *dirs, "--name", "multi", "--baseline-store", str(store))
     assert done.returncode == 0, done.stderr
     assert "2 runs (aggregated)" in done.stdout
     (rec,) = load_baseline("multi", store).records
     assert sorted(set(rec.perf["latency_ms"]["samples"])) == [1.0, 2.0] and rec.data["aggregated_runs"] == 2
-    empty = _cli("baseline", "save", "--name", "x", "--store", str(store))
+    empty = _cli("baseline", "save", "--name", "x", "--baseline-store", str(store))
     assert empty.returncode == 2 and "RUN_DIR" in empty.stderr
 
 

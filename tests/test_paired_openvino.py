@@ -18,7 +18,7 @@ from tests.test_cli_baseline import run
 from tests.test_paired import _cli
 
 #: one thread and 256 rows per call: the extra MatMuls' cost, not OpenVINO's per-call overhead, sets the ratio
-PAIRS = ["--pairs", "10", "--block", "20", "--warmup", "5", "--threads", "1", "--seq", "256"]
+PAIRS = ["--pairs", "10", "--block", "20", "--warmup", "5", "--threads", "1", "--seq-len", "256"]
 
 
 def _files(tmp_path: Path) -> tuple[Path, Path]:
@@ -31,13 +31,13 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_perf_compare_times_openvino_and_catches_extra_work(tmp_path):
     fast, slow = _files(tmp_path)
-    same = _cli("perf-compare", str(fast), str(fast), "--provider", "ov_cpu", *PAIRS, "--json", str(tmp_path / "aa.json"))
+    same = _cli("perf-compare", str(fast), str(fast), "--providers", "ov_cpu", *PAIRS, "--json", str(tmp_path / "aa.json"))
     assert same.returncode == 0, same.stdout + same.stderr
     assert "provider ov_cpu" in same.stdout
-    slower = _cli("perf-compare", str(fast), str(slow), "--provider", "ov_cpu", *PAIRS, "--json", str(tmp_path / "ab.json"))
+    slower = _cli("perf-compare", str(fast), str(slow), "--providers", "ov_cpu", *PAIRS, "--json", str(tmp_path / "ab.json"))
     rows = {r["stat"]: r for r in json.loads((tmp_path / "ab.json").read_text())["rows"]}
     assert slower.returncode == 1 and rows["p50"]["verdict"] == "REGRESSION" and rows["p50"]["ratio"] > 1.5, slower.stdout
-    refused = _cli("perf-compare", str(fast), str(fast), "--provider", "torch_cpu")
+    refused = _cli("perf-compare", str(fast), str(fast), "--providers", "torch_cpu")
     assert refused.returncode == 2 and "runs no ONNX files" in refused.stderr and "ov_cpu" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
 
@@ -45,7 +45,7 @@ def test_perf_compare_times_openvino_and_catches_extra_work(tmp_path):
 def test_environment_pairs_load_the_file_with_openvino(tmp_path):
     fast, slow = _files(tmp_path)
     done = _cli("perf-compare", str(fast), str(slow), "--env-a", sys.executable, "--env-b", sys.executable,
-                "--provider", "ov_cpu", "--pairs", "8", "--block", "20", "--warmup", "5", "--threads", "1", "--seq", "256")
+                "--providers", "ov_cpu", "--pairs", "8", "--block", "20", "--warmup", "5", "--threads", "1", "--seq-len", "256")
     assert "environment A:" in done.stdout and "openvino " in done.stdout and "onnxruntime" not in done.stdout.split(
         "paired A/B")[0], done.stdout + done.stderr
     assert done.returncode == 1 and "REGRESSION" in done.stdout, done.stdout
@@ -54,7 +54,7 @@ def test_environment_pairs_load_the_file_with_openvino(tmp_path):
 def test_baseline_compare_perf_pairs_an_openvino_variant(tmp_path, cache, capsys):
     store = tmp_path / "b"
     saved = write_run(tmp_path / "main", cache, provider="ov_cpu", seq=256)
-    run(["baseline", "save", str(saved), "--name", "main", "--store", str(store)], capsys)
+    run(["baseline", "save", str(saved), "--name", "main", "--baseline-store", str(store)], capsys)
     code, doc, out = _compare(tmp_path, write_run(tmp_path / "same", cache, provider="ov_cpu", seq=256), store, capsys,
                               "--perf", *FAST)
     assert doc["mode"] == "paired" and doc["pairing"] == {"toy-fp32-ov_cpu": "paired (from the cache)"}, out

@@ -95,10 +95,10 @@ def test_fresh_references_option_recomputes(tmp_path, small_options):
     model = ws.model("bert-tiny")
     family = ws.family(model)
     graph = family.graphs(model)[0]
-    ws.parity_batches(model, family, graph)
+    ws.refs.parity_batches(model, family, graph)
     again = Workspace(replace(options, settings=replace(options.settings, fresh_references=True)), tmp_path)
     m2 = again.model("bert-tiny")
-    again.parity_batches(m2, again.family(m2), graph)
+    again.refs.parity_batches(m2, again.family(m2), graph)
     assert again.references.misses == 1 and m2.model_loaded
 
 

@@ -176,7 +176,7 @@ def test_history_refuses_another_applications_database_untouched(tmp_path, capsy
     before = db.read_bytes()
     run = _run_dir(tmp_path / "run")
     for argv in (["add", str(run)], ["list"], ["show"]):
-        code, out, err = _cli(["history", *argv, "--db", str(db)], capsys)
+        code, out, err = _cli(["history", *argv, "--history-db", str(db)], capsys)
         assert "is not a harness history database" in _one_line_refusal(code, out, err)
         assert db.read_bytes() == before
 
@@ -184,16 +184,16 @@ def test_history_refuses_another_applications_database_untouched(tmp_path, capsy
 def test_history_refuses_a_file_that_is_not_sqlite_untouched(tmp_path, capsys):
     db = tmp_path / "notes.sqlite"
     db.write_text("just some notes\n" * 100)
-    code, out, err = _cli(["history", "add", str(_run_dir(tmp_path / "run")), "--db", str(db)], capsys)
+    code, out, err = _cli(["history", "add", str(_run_dir(tmp_path / "run")), "--history-db", str(db)], capsys)
     assert "is not a usable history database" in _one_line_refusal(code, out, err)
     assert db.read_text() == "just some notes\n" * 100
 
 
 def test_history_still_opens_its_own_database(tmp_path, capsys):
     db = tmp_path / "history.sqlite"
-    assert _cli(["history", "add", str(_run_dir(tmp_path / "run")), "--db", str(db)], capsys)[0] == 0
-    assert _cli(["history", "add", str(tmp_path / "run"), "--db", str(db)], capsys)[0] == 0  # idempotent, reopened
-    assert _cli(["history", "list", "--db", str(db)], capsys)[0] == 0
+    assert _cli(["history", "add", str(_run_dir(tmp_path / "run")), "--history-db", str(db)], capsys)[0] == 0
+    assert _cli(["history", "add", str(tmp_path / "run"), "--history-db", str(db)], capsys)[0] == 0  # idempotent, reopened
+    assert _cli(["history", "list", "--history-db", str(db)], capsys)[0] == 0
 
 
 # -- inputs: CLI values judged as their config counterparts ---------------------------------------------
@@ -202,7 +202,7 @@ BAD_TOLERANCES = [("norm_max_abs=-1", "an error bound must be >= 0"), ("cosine=n
 
 
 @pytest.mark.parametrize("command", [["check", "--reference", "absent-model", "--onnx", "absent.onnx"],
-                                     ["bisect", "--models", "absent-model", "--precision", "int8"]],
+                                     ["bisect", "--models", "absent-model", "--precisions", "int8"]],
                          ids=["check", "bisect"])
 @pytest.mark.parametrize("value,message", BAD_TOLERANCES)
 def test_cli_tolerance_is_validated_as_the_config_validates_it(command, value, message, project, capsys):
@@ -225,8 +225,8 @@ def test_cli_tolerance_is_validated_as_the_config_validates_it(command, value, m
     (["check", "--reference", "x", "--onnx", "y", "--gen-samples", "0"], "--gen-samples: must be >= 1, got 0"),
     (["bench", "--threads", "-3"], "--threads: must be >= 1, got -3"),
     (["bench", "--rounds", "0"], "--rounds: must be >= 1, got 0"),
-    (["bisect", "--models", "x", "--precision", "int8", "--samples", "0"], "--samples: must be >= 1, got 0"),
-    (["bisect", "--models", "x", "--precision", "int8", "--top", "0"], "--top: must be >= 1, got 0"),
+    (["bisect", "--models", "x", "--precisions", "int8", "--samples", "0"], "--samples: must be >= 1, got 0"),
+    (["bisect", "--models", "x", "--precisions", "int8", "--top", "0"], "--top: must be >= 1, got 0"),
 ])
 def test_every_subcommands_int_options_are_validated(argv, message, capsys):
     """``--threads -3`` and friends: refused by the option table's minimum, as the config's [run]."""
@@ -235,7 +235,7 @@ def test_every_subcommands_int_options_are_validated(argv, message, capsys):
 
 @pytest.mark.parametrize("value", ["p50=nan", "p50=-5%", "p50=inf"])
 def test_baseline_threshold_that_would_switch_the_gate_off_is_refused(value):
-    """Found while checking every CLI value: ``--threshold p50=nan`` silently disabled the perf gate."""
+    """Found while checking every CLI value: ``--baseline-threshold p50=nan`` silently disabled the perf gate."""
     from harness.gate.compare import parse_threshold
 
     with pytest.raises(UsageError, match="an effect threshold must be a finite fraction >= 0"):
@@ -320,7 +320,7 @@ def test_records_with_nonfinite_numbers_and_older_shapes_still_read(tmp_path, ca
 
 
 # -- errors on stderr -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("argv", [["report", "does-not-exist"], ["history", "list", "--db", "absent.sqlite"],
+@pytest.mark.parametrize("argv", [["report", "does-not-exist"], ["history", "list", "--history-db", "absent.sqlite"],
                                   ["run", "--precisions", "fp64"], ["check", "--onnx", "x"]])
 def test_refusals_go_to_stderr_not_stdout(argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -122,7 +122,7 @@ def test_example_runtime_config_loads_and_every_case_records_its_settings():
     assert cuda["provider_options"]["ort_cuda"]["gpu_mem_limit"] == "8589934592"  # the run's stays
     assert cuda["intra_op_threads"] == 2 and cuda["graph_optimization"] == "extended"
     # no GPU here: the CUDA / TensorRT cases skip with the exact reason, at run time
-    reason = ws.unavailable_reason(variants["encoder-custom-12x768-fp32-ort_cuda"])
+    reason = ws.runtimes.unavailable_reason(variants["encoder-custom-12x768-fp32-ort_cuda"])
     assert reason is None or "CUDAExecutionProvider not available" in reason
 
 
@@ -232,7 +232,7 @@ def test_calibration_sentences_never_overlap_the_judged_ones():
 
     ws = Workspace(build_options(models=["bert-tiny"], samples=8))
     model = ws.model("bert-tiny")
-    judged, calibration = ws.texts(model), ws.calibration_texts(model)
+    judged, calibration = ws.texts(model), ws.corpora.calibration_texts(model)
     assert calibration and not set(judged) & set(calibration)
 
 

@@ -138,8 +138,8 @@ def test_faithful_served_model_passes_with_metadata_and_a_sweep(server, tmp_path
     assert "concurrency  2: p50" in text
     # the sweep's records go through the baseline gate and the HTML report like any perf record
     store = tmp_path / "baselines"
-    assert main(["baseline", "save", str(out), "--name", "served", "--store", str(store)]) == 0
-    assert main(["baseline", "compare", str(out), "--name", "served", "--store", str(store)]) == 0
+    assert main(["baseline", "save", str(out), "--name", "served", "--baseline-store", str(store)]) == 0
+    assert main(["baseline", "compare", str(out), "--name", "served", "--baseline-store", str(store)]) == 0
     assert main(["report", str(out), "--html", str(tmp_path / "r.html")]) == 0
     assert "latency_ms[concurrency=2]" in (tmp_path / "r.html").read_text()
 

@@ -64,7 +64,7 @@ def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(server, tmp_pat
     # gateable against a baseline: the served cost per request (1000 / sustainable rate) is a gated
     # number; the same run passes, a run whose sustainable rate halved is a regression
     store = tmp_path / "baselines"
-    assert main(["baseline", "save", str(out), "--name", "served-rate", "--store", str(store)]) == 0
+    assert main(["baseline", "save", str(out), "--name", "served-rate", "--baseline-store", str(store)]) == 0
     assert _gate_row(out, store, tmp_path / "same.json") == (0, "PASS")
     slower = tmp_path / "slower"
     slower.mkdir()
@@ -86,7 +86,7 @@ def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(server, tmp_pat
 
 
 def _gate_row(run: Path, store: Path, report: Path) -> tuple[int, str]:
-    code = main(["baseline", "compare", str(run), "--name", "served-rate", "--store", str(store), "--json", str(report)])
+    code = main(["baseline", "compare", str(run), "--name", "served-rate", "--baseline-store", str(store), "--json", str(report)])
     rows = [r for r in json.loads(report.read_text())["rows"] if r["metric"] == "serving_rate.ms_per_request"]
     assert len(rows) == 1, rows
     return code, rows[0]["verdict"]

@@ -90,9 +90,9 @@ def test_int8_artifacts_are_told_apart_by_their_ops(workspace, tmp_path):
     from harness.export.artifacts import onnx_artifact
 
     model, family, graph = _bert_graph(workspace)
-    settings = workspace.settings_for(model)
-    int8 = onnx_artifact(model, family, graph, Precision.INT8, settings, workspace.artifacts)
-    fp32 = onnx_artifact(model, family, graph, Precision.FP32, settings, workspace.artifacts)
+    settings = workspace.runtimes.settings_for(model)
+    int8 = onnx_artifact(model, family, graph, Precision.INT8, settings, workspace.runtimes.artifacts)
+    fp32 = onnx_artifact(model, family, graph, Precision.FP32, settings, workspace.runtimes.artifacts)
     assert quantization_kind(trt_engine.onnx_op_types(int8.path())) == "dynamic"  # the harness's CPU recipe
     assert quantization_kind(trt_engine.onnx_op_types(fp32.path())) == "none"
     assert quantization_kind(trt_engine.onnx_op_types(_qdq_onnx(tmp_path / "q.onnx"))) == "qdq"

@@ -52,7 +52,7 @@ def db(tmp_path: Path) -> Path:
 
 def _trend_page(db: Path, tmp_path: Path) -> str:
     out = tmp_path / "trend.html"
-    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--db", str(db), "--html", str(out)]) == 0
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--history-db", str(db), "--html", str(out)]) == 0
     return out.read_text(encoding="utf-8")
 
 
@@ -108,7 +108,7 @@ def test_detect_finds_a_level_shift_and_not_noise() -> None:
 
 
 def test_history_changes_lists_change_points_per_variant(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["history", "changes", "--metric", "perf:latency_ms.p50", "--db", str(db)]) == 0
+    assert main(["history", "changes", "--metric", "perf:latency_ms.p50", "--history-db", str(db)]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "bert-tiny-fp32-ort_cpu" in line)
     assert "night2" in row and "2026-03-05" in row and "+50.0%" in row and "worse" in row
@@ -117,7 +117,7 @@ def test_history_changes_lists_change_points_per_variant(db: Path, capsys: pytes
 
 
 def test_history_changes_unknown_metric_is_one_line(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["history", "changes", "--metric", "perf:latency_ms.p5O", "--db", str(db)]) == 2
+    assert main(["history", "changes", "--metric", "perf:latency_ms.p5O", "--history-db", str(db)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no stored metric matches" in err
 
@@ -137,6 +137,6 @@ def test_screenshot_script_photographs_the_pages(tmp_path: Path) -> None:
 def test_history_show_keeps_metric_names_whole_on_a_narrow_terminal(db: Path, monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("COLUMNS", "70")
-    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--db", str(db)]) == 0
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--history-db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "perf:latency_ms.p50" in out and "marian-tiny-int8-ort_cpu" in out

@@ -47,7 +47,7 @@ from harness.judge.workspace import Workspace
 from harness.repro import EmbeddingDerived
 from harness.results.collector import Case
 from harness.results.outcome import CaseResult
-from harness.results.record import run_green
+from harness.results.record import Record, run_green
 from harness.runners.base import GraphRunner
 from harness.runners.prebuilt import MappedRunner
 from harness.zoo.base import ModelSpec
@@ -92,8 +92,8 @@ class CheckOutcome:
     perf: dict[str, Any] | None = None
 
     @property
-    def records(self) -> list[dict[str, Any]]:
-        return [r.record.to_dict() for r in self.results]
+    def records(self) -> list[Record]:
+        return [r.record for r in self.results]
 
     @property
     def exit_code(self) -> int:
@@ -112,10 +112,10 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     def feeds(texts: Sequence[str]) -> dict[str, np.ndarray]:
         # through the reference cache: a seq2seq decoder's feeds hold PyTorch encoder states, so a
         # warm check that recomputed them loaded the module (and transformers) for nothing
-        return ws.check_feeds(model, family, job.graph, job.mode, [texts])[0]
+        return ws.refs.check_feeds(model, family, job.graph, job.mode, [texts])[0]
 
     feeds0 = feeds(ws.batches(model)[0])
-    ref0 = ws.references_for(model, family, job.graph, [feeds0])[0]
+    ref0 = ws.refs.references_for(model, family, job.graph, [feeds0])[0]
     ref_in = reference_info({n: feeds0[n] for n in job.graph.input_names if n in feeds0})
     art = job.artifact
     protocol = resolve_protocol(art, protocol_table, protocol_origin, maps)
@@ -165,8 +165,8 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     def fitted(texts: Sequence[str]) -> dict[str, np.ndarray]:
         return fit_sequence(feeds(texts), static_seq, pad) if static_seq else feeds(texts)
 
-    ws.check_feeds(model, family, job.graph, job.mode, chunks)  # every batch's feeds: one cache entry
-    batches = ws.parity_batches(model, family, job.graph, chunks, fitted)
+    ws.refs.check_feeds(model, family, job.graph, job.mode, chunks)  # every batch's feeds: one cache entry
+    batches = ws.refs.parity_batches(model, family, job.graph, chunks, fitted)
     # shape probes (target != source length, other past lengths) where the file's shapes are dynamic
     probes = probe_batches(ws, model, family, job.graph, batches[0][0]) if not (static_seq or static_batch) else []
     if protocol.logits is Logits.LAST and logits_ref:  # the reference adapts: its last token only
@@ -227,8 +227,8 @@ def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list
     runners, use_cache, why = generation_runners(family, jobs)
     if why:
         return None, f"generation parity skipped: {why}"
-    assert ws.prebuilt is not None
-    ws.prebuilt.serve(runners)
+    assert ws.runtimes.prebuilt is not None
+    ws.runtimes.prebuilt.serve(runners)
     request = replace(base or GenerationRequest(), use_cache=use_cache)
     if samples is not None:
         request = replace(request, samples=samples)

@@ -60,7 +60,7 @@ def measure_prebuilt(ws: "Workspace", variant: "Variant", model: "LoadedModel", 
     runs, args = _fresh(ws, variant, runners, points, settings, side_dir)
     perf.update(coldstart.cold_start_fields(runs))
     perf.update(memory.memory_fields(runs, memory.floors(variant.backend)))
-    records = ws.prebuilt.records if ws.prebuilt else {}
+    records = ws.runtimes.prebuilt.records if ws.runtimes.prebuilt else {}
     files = {name: int(info["bytes"]) for name, info in records.items() if isinstance(info, Mapping) and "bytes" in info}
     perf.update(artifact_bytes=sum(files.values()), artifact_files=files)
     if generation_runners:

@@ -88,9 +88,9 @@ def _print_perf(perf: Any, console: Console) -> None:
 
 def _print_verdicts(outcome: CheckOutcome, console: Console) -> None:
     for record in outcome.records:
-        verdict = record["verdict"]
-        lines = record["reason"].splitlines() if record["reason"] else []
-        console.print(f"[{STYLE.get(verdict, '')}]{verdict.upper()}[/] {escape(record['id'])}"
+        verdict = record.verdict
+        lines = record.reason.splitlines() if record.reason else []
+        console.print(f"[{STYLE.get(verdict, '')}]{verdict.upper()}[/] {escape(record.id)}"
                       + (f": {_safe(lines[0])}" if lines else ""))
         for line in lines[1:8]:
             console.print(f"  {_safe(line.strip())}")

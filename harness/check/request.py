@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.check.layout import ArtifactFile, discover
 from harness.core import Precision, Provider, RunOptions, Settings, UsageError, Variant, parse_precision
-from harness.judge.workspace import Workspace
+from harness.judge.runtimes import RuntimeStore
 from harness.runners import backends, parse_provider, provider_table
 from harness.runners.prebuilt import runs_onnx_files
 from harness.zoo.base import ModelCatalog, ModelSpec
@@ -119,7 +119,7 @@ def reference_spec(text: str) -> ModelSpec:
 
 def choose_precision(given: str | None, artifacts: list[ArtifactFile]) -> tuple[Precision, str]:
     if given:
-        return parse_precision(given, option="--precision"), "given"
+        return parse_precision(given, option="--precisions"), "given"
     found = {a.path.name: Precision(a.precision) for a in artifacts}
     loosest = max(found.values(), key=lambda p: p.accuracy_rank)  # mixed files: judged at the loosest
     details = "; ".join(f"{a.path.name}: {a.precision} ({a.precision_reason})" for a in artifacts)
@@ -129,14 +129,14 @@ def choose_precision(given: str | None, artifacts: list[ArtifactFile]) -> tuple[
 
 
 def onnx_provider(name: str) -> Provider:
-    """``--provider``: a provider whose backend runs ONNX files, available here."""
-    provider = parse_provider(name, option="--provider")
+    """``--providers``: a provider whose backend runs ONNX files, available here."""
+    provider = parse_provider(name, option="--providers")
     if not runs_onnx_files(backends().get(provider.backend)):
         runs = [short for short, p in provider_table().items() if runs_onnx_files(backends().get(p.backend))]
-        raise UsageError(f"--provider: {name!r} does not run ONNX files; providers that do: {', '.join(runs)}")
-    reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
+        raise UsageError(f"--providers: {name!r} does not run ONNX files; providers that do: {', '.join(runs)}")
+    reason = RuntimeStore.unavailable_reason(Variant("check", Precision.FP32, provider))
     if reason:
-        raise UsageError(f"--provider: {name}: {reason}")
+        raise UsageError(f"--providers: {name}: {reason}")
     return provider
 
 

@@ -28,7 +28,7 @@ def synthesizers(model: LoadedModel, family: Family) -> dict[str, tuple[str, Fac
 
     Sizes come from the model's ``config.json`` (``LoadedModel.config``), never from the PyTorch
     module: a check whose references are cached must not load it (importing transformers and
-    building the module was 40 % of ``harness check``'s wall time on a cached Marian, issue 26)."""
+    building the module was 40 % of ``harness check``'s wall time on a cached Marian)."""
     cfg: Mapping[str, Any] = model.config or {}  # a plain torch module's has no sizes and needs none
 
     def batch(feeds: Mapping[str, np.ndarray]) -> int:

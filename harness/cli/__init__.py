@@ -74,6 +74,8 @@ class _Parser(argparse.ArgumentParser):
         while parsers:
             parser = parsers.pop()
             for action in parser._actions:
+                if action.help == argparse.SUPPRESS:  # a deprecated spelling: the hint names the current one
+                    continue
                 flags += [flag for flag in action.option_strings if flag.startswith("--") and flag not in flags]
                 if isinstance(action, argparse._SubParsersAction):
                     parsers += list(action.choices.values())
@@ -97,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse already printed a one-line usage error
             return EXIT_USAGE if exc.code not in (0, None) else EXIT_OK
+        from harness.settings.commands import check_limits
+
+        check_limits(args)  # the table's ranges (argparse checks types and choices only)
         args.signal_guard = guard  # a subcommand asks it which signal stopped it (harness run)
         args.started = started
         out_dir_of = getattr(args, "out_dir_of", None)

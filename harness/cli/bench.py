@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 
 from harness.core import UsageError
 
@@ -26,25 +25,11 @@ SMOKE_MODELS = ["bert-tiny", "llama-tiny"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("bench", help="headline ratios: ORT (and OpenVINO) vs PyTorch, INT8/FP16 vs FP32 (latency, size)",
                        description=__doc__.splitlines()[0])
-    accept(p, "models",
-                   help=f"default: {DEFAULT_ENCODER} and {TRANSLATOR} (or {TRANSLATOR_FALLBACK} if absent)")
-    accept(p, "providers",
-                   help="providers to compare (default: torch_cpu, ort_cpu and every other CPU provider that runs "
-                        "ONNX files here, e.g. ov_cpu)")
-    accept(p, "batch_size", default=1, help="sentences per timed call (default 1)")
-    p.add_argument("--seq-len", type=int, default=32, help="encoder input length in tokens (default 32)")
-    p.add_argument("--new-tokens", type=int, default=16, help="tokens per timed generation (default 16)")
-    p.add_argument("--rounds", type=int, default=20, help="interleaved rounds (default 20)")
-    p.add_argument("--calls", type=int, default=10, help="samples per contender per round (default 10)")
-    accept(p, "threads",
-                   help="intra-op threads for torch and ORT alike (default: each library's own default)")
-    accept(p, "cache")
-    p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write rows and summaries as JSON")
-    p.add_argument("--markdown", type=Path, default=None, metavar="OUT", help="also write the table as Markdown")
+    add_command_options(p, "bench")
     p.set_defaults(func=bench)
 
 

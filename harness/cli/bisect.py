@@ -1,6 +1,6 @@
 """``harness bisect``: the first node where an FP16/INT8 artifact diverges from the FP32 one.
 
-    harness bisect --models marian-tiny --precision int8 [--graph encoder] [--tolerance norm_max_abs=0.01]
+    harness bisect --models marian-tiny --precisions int8 [--graph encoder] [--tolerance norm_max_abs=0.01]
 
 Exit 0 no activation exceeds the tolerance, 1 a divergent node was found, 2 bad usage.
 See docs/bisect.md for the rule.
@@ -21,39 +21,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("bisect", help="find the first ONNX node where FP16/INT8 diverges from FP32",
                        description="Run the FP32 and the FP16/INT8 ONNX artifact of one graph with every "
                                    "intermediate activation as an output, compare them tensor by tensor and report "
                                    "the first node (topological order) whose output exceeds the tolerance. "
                                    "Writes DIR/bisect.json and DIR/bisect.md. Exit 0 none, 1 found, 2 bad usage.")
-    p.add_argument("--models", required=True, metavar="MODEL", help="one zoo name or local HF model dir")
-    p.add_argument("--precision", required=True, help="fp16 or int8")
-    p.add_argument("--graph", default=None, help="graph of the model (default: its first, e.g. encoder)")
-    accept(p, "samples", default=8, help="corpus sentences in the one batch that is run (default 8)")
-    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
-                   help="override a per-tensor threshold, e.g. norm_max_abs=0.01 or cosine=0.999 (repeatable)")
-    p.add_argument("--top", type=int, default=10, help="tensors listed by error (default 10)")
-    accept(p, "out", help="report directory (default: reports/bisect-<time>)")
-    accept(p, "external_data", default="auto",
-                   help="bisect the artifacts built with this --external-data mode (as `harness run`; default auto)")
-    accept(p, "config",
-                   help="suite config (harness.toml / pyproject.toml [tool.harness]) as `harness run` reads it; "
-                        "default: harness.toml in the working directory if present. Its models, exporter and node "
-                        "lists apply, so the artifact bisected is the one the run judges")
-    p.add_argument("--suggest", action="store_true",
-                   help="search the smallest set of nodes to keep in FP32 (fp16: node_block_list) or leave "
-                        "unquantised (int8: nodes_to_exclude) that makes the case pass: each set is rebuilt by the "
-                        "harness and re-judged on the corpus with `harness run`'s thresholds; prints the before/after "
-                        "verdict and the harness.toml lines that apply it (exit 0 fixed, 1 not)")
-    p.add_argument("--max-rebuilds", type=int, default=None, metavar="N",
-                   help="--suggest: rebuild-and-judge steps at most (default 12)")
-    p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
-                   help="--suggest: also require this output threshold (e.g. top1_agreement=0.99): tighten the gate "
-                        "and find the nodes that meet it; written into the suggested [models.<name>.tolerances]")
-    p.add_argument("--provider", default="ort_cpu", help="--suggest: the provider the fix is judged on "
-                                                          "(default ort_cpu)")
+    add_command_options(p, "bisect")
     p.set_defaults(func=bisect)
 
 
@@ -65,11 +40,11 @@ def parse_tolerances(values: list[str]) -> dict[str, float]:
 
 def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     """Everything checkable before loading a model, so typos cost nothing."""
-    precision = parse_precision(args.precision, option="--precision")
+    precision = parse_precision(args.precisions, option="--precisions")
     if precision is Precision.FP32:
-        raise UsageError("--precision: fp32 is the reference; bisect fp16 or int8 against it")
+        raise UsageError("--precisions: fp32 is the reference; bisect fp16 or int8 against it")
     if precision is Precision.INT4:
-        raise UsageError("--precision: int4 is not bisected (its fixes would be MatMulNBits exclusions, which "
+        raise UsageError("--precisions: int4 is not bisected (its fixes would be MatMulNBits exclusions, which "
                          "bisect does not rebuild); bisect fp16, int8 or int8-static")
     from harness.settings.options import option
 
@@ -84,7 +59,7 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     from harness.metrics.registry import METRICS, Scope
     from harness.runners import parse_provider
 
-    parse_provider(args.provider, option="--provider")
+    parse_provider(args.providers, option="--providers")
     args.targets = parse_metric_values(args.target, list(METRICS.as_dict(Scope.NUMERIC)))
     from harness.core.writable import ensure_writable_dir
 
@@ -115,10 +90,10 @@ def bisect(args: argparse.Namespace) -> int:
         raise UsageError(f"--graph: {args.models} has no graph {name!r}{did_you_mean(name, graphs)}; "
                          f"valid: {', '.join(graphs)}")
     graph = graphs[name]
-    settings = ws.settings_for(model)
-    fp32_entry = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.artifacts)
+    settings = ws.runtimes.settings_for(model)
+    fp32_entry = onnx_artifact(model, family, graph, Precision.FP32, settings, ws.runtimes.artifacts)
     fp32 = fp32_entry.path()
-    candidate = onnx_artifact(model, family, graph, precision, settings, ws.artifacts).path()
+    candidate = onnx_artifact(model, family, graph, precision, settings, ws.runtimes.artifacts).path()
     feeds = family.feeds(model, graph, ws.batches(model)[0])
     tolerance = bisect_tolerance(precision, overrides)
     modules = graph_modules(ws, model, family, graph, fp32_entry)
@@ -148,7 +123,7 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
     candidates = candidates_for(precision, result)
     modules = {t.node: (f"{t.module} ({t.module_class})" if t.module_class else t.module) for t in result.tensors}
     print(f"\nsuggest: {len(candidates)} candidate nodes from the bisect; each step rebuilds the {precision.value} "
-          f"artifact and judges {args.models}-{precision.value}-{args.provider} on the corpus "
+          f"artifact and judges {args.models}-{precision.value}-{args.providers} on the corpus "
           f"(budget {args.max_rebuilds} rebuilds)")
 
     def report(trial: Any, number: int) -> None:
@@ -157,7 +132,7 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
             f"step {number} ({trial.step}): {len(trial.nodes)} node(s)"
         print(f"  {label} -> {verdict}  [{trial.seconds:.1f}s]", flush=True)
 
-    judge = harness_judge(args.models, precision, args.provider, {"config": args.config} if args.config else {},
+    judge = harness_judge(args.models, precision, args.providers, {"config": args.config} if args.config else {},
                           args.targets)
     found = search(precision, candidates, judge, args.max_rebuilds, report)
     before, best = found.before, found.best
@@ -215,7 +190,7 @@ def graph_modules(ws: Any, model: Any, family: Any, graph: Any, fp32_entry: Any)
             return target
 
         label = fp32_entry.directory.name.rsplit("-", 1)[0]
-        entry = ws.artifacts.get_or_build(f"{label}-scopes", {"kind": "module-scopes", "source": fp32_entry.key,
+        entry = ws.runtimes.artifacts.get_or_build(f"{label}-scopes", {"kind": "module-scopes", "source": fp32_entry.key,
                                                               "opset": 18}, build)
         loaded: dict[str, list[str]] = json.loads(entry.path("scopes.json").read_text())
         return loaded

@@ -21,34 +21,22 @@ from typing import Any
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("cache", help="size, integrity and pruning of the model/artifact/reference cache",
                        description="Inspect, verify and prune $HARNESS_CACHE (zoo models, exported artifacts, "
                                    "reference outputs). Runs never delete entries; this command does.")
     actions = p.add_subparsers(dest="cache_action", metavar="ACTION", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    accept(common, "cache",
-                        help="cache root (default: $HARNESS_CACHE, else ~/.cache/model-harness)")
-    common.add_argument("--area", action="append", default=[], metavar="AREA",
-                        help="only this area: zoo, artifacts, references or verdicts (repeatable; default all)")
-    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-    info = actions.add_parser("info", parents=[common], help="entries and bytes per area, least recent use")
-    info.add_argument("--top", type=int, default=10, help="largest entries listed (default 10; 0 none)")
+    info = actions.add_parser("info", help="entries and bytes per area, least recent use")
+    add_command_options(info, "cache info")
     info.set_defaults(func=cmd_info)
 
-    verify = actions.add_parser("verify", parents=[common], help="hash every entry against its record")
-    verify.add_argument("--remove", action="store_true",
-                        help="delete corrupt entries (a run would rebuild them anyway) instead of failing")
+    verify = actions.add_parser("verify", help="hash every entry against its record")
+    add_command_options(verify, "cache verify")
     verify.set_defaults(func=cmd_verify)
 
-    prune = actions.add_parser("prune", parents=[common], help="remove least recently used entries")
-    prune.add_argument("--older-than", default=None, metavar="AGE",
-                       help="remove entries unused for longer than AGE (30d, 12h, 2w; a bare number is days)")
-    prune.add_argument("--max-size", default=None, metavar="SIZE",
-                       help="then remove least recently used entries until the areas fit in SIZE (10G, 500M)")
-    prune.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
+    prune = actions.add_parser("prune", help="remove least recently used entries")
+    add_command_options(prune, "cache prune")
     prune.set_defaults(func=cmd_prune)
 
     key = actions.add_parser("key", help="the CI cache key: a hash of the config and every model file it names",
@@ -56,7 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                          "every file of every model directory and artifact the config names: the "
                                          "key of the workflow's cache of $HARNESS_CACHE, so adding or retraining "
                                          "any model invalidates it.")
-    accept(key, "config", help="the config (default: harness.toml or pyproject.toml [tool.harness] here)")
+    add_command_options(key, "cache key")
     key.set_defaults(func=cmd_key)
 
 
@@ -88,7 +76,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         rows.append({"area": area.name, "what": area.what, "entries": len(mine), "bytes": sum(e.bytes for e in mine),
                      "least_recent_use_days": round(mine[0].age_days(now), 2) if mine else None})
     largest = sorted(found, key=lambda e: -e.bytes)[:max(0, args.top)]
-    if args.json:
+    if args.print_json:
         print(json.dumps({"cache": str(root), "areas": rows,
                           "largest": [{"area": e.area, "entry": e.path.name, "bytes": e.bytes,
                                        "unused_days": round(e.age_days(now), 2)} for e in largest]}, indent=2))
@@ -133,7 +121,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 item["problem"] += " (in use by a build: not removed)"
         bad.append(item)
     kept_bad = [b for b in bad if not b["removed"]]
-    if args.json:
+    if args.print_json:
         print(json.dumps({"cache": str(root), "checked": len(found), "corrupt": bad}, indent=2))
     else:
         for b in bad:
@@ -165,7 +153,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             busy.append(entry)
     freed = sum(e.bytes for e in removed)
     left = sum(e.bytes for e in found) - freed
-    if args.json:
+    if args.print_json:
         print(json.dumps({"cache": str(root), "dry_run": args.dry_run, "freed_bytes": freed, "left_bytes": left,
                           "removed": [{"area": e.area, "entry": e.path.name, "bytes": e.bytes,
                                        "unused_days": round(e.age_days(now), 2)} for e in removed],

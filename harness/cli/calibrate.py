@@ -54,8 +54,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.gate.calibrate import DEFAULT_HEADROOM, DEFAULT_MIN_RUNS
-    from harness.settings.options import accept, add_cli_arguments
+    from harness.settings.commands import add_command_options
 
     parser = subparsers.add_parser("calibrate", help="propose per-model tolerances (harness.toml) from a known-good run",
                                    description="Propose per-model tolerances from a known-good run: each gated "
@@ -65,12 +64,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                                "(docs/accuracy-gate.md). The --accuracy-margin floors apply.")
     parser.add_argument("run_dir", metavar="RUN_DIR", nargs="+",
                         help="known-good runs of one build; their spread is the measured noise")
-    parser.add_argument("--min-runs", type=int, default=DEFAULT_MIN_RUNS, metavar="N",
-                        help=f"runs needed before anything is proposed (default {DEFAULT_MIN_RUNS}; fewer: the "
-                             "observed intervals are reported and the exit code is 1)")
-    parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM, metavar="X",
-                        help=f"observed error x X becomes the bound (default {DEFAULT_HEADROOM:g}; >= 1)")
-    accept(parser, "models", help="only these models (default: every model)")
-    parser.add_argument("--out", metavar="FILE", help="write the snippet here instead of stdout")
-    add_cli_arguments(parser, names=("accuracy_margin",))
+    add_command_options(parser, "calibrate")
     parser.set_defaults(func=cmd_calibrate)

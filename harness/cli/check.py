@@ -1,6 +1,6 @@
 """``harness check``: judge ONNX artifacts built elsewhere against the PyTorch reference.
 
-    harness check --reference ./my-model --onnx ./exported/ [--precision int8] [--provider ort_cpu]
+    harness check --reference ./my-model --onnx ./exported/ [--precisions int8] [--providers ort_cpu]
     harness check --config harness.toml          # every [models.<name>.artifacts] entry
     harness check --reference ./my-model --endpoint http://127.0.0.1:8000 --served-model bert [--perf]
 
@@ -24,61 +24,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.check.request import CheckRequest
     from harness.core import Provider
     from harness.engine import JobSource
+    from harness.results.record import Record
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("check", help="judge pre-built ONNX artifacts (any exporter) against the PyTorch reference",
                        description="Judge ONNX artifacts that were built outside the harness (optimum-cli, "
                                    "torch.onnx.export, vendor tools) against the PyTorch FP32 reference on real "
                                    "corpus batches: numeric parity per output and, for seq2seq / decoder-only "
                                    "models, generation parity. Exit 0 pass, 1 fail, 2 bad input.")
-    p.add_argument("--reference", metavar="DIR", help="the HF model directory the artifact was exported from "
-                                                      "(or a zoo model name)")
-    p.add_argument("--onnx", metavar="PATH", type=Path,
-                   help="an .onnx file, or a directory in optimum's layout (encoder_model.onnx, decoder_model.onnx, "
-                        "decoder_with_past_model.onnx, decoder_model_merged.onnx, model.onnx)")
-    accept(p, "config",
-                   help="check every [models.<name>.artifacts] and [models.<name>.endpoint] entry of a suite "
-                        "config instead")
-    from harness.serving.options import add_endpoint_arguments
-
-    add_endpoint_arguments(p)
-    accept(p, "models", help="with --config: only these models")
-    p.add_argument("--precision", default=None, help=f"{', '.join(prec.value for prec in Precision)}: which tolerances "
-                                                     "apply (default: detected from the files)")
-    p.add_argument("--provider", default="ort_cpu",
-                   help="a provider that runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native; "
-                        "default ort_cpu")
-    accept(p, "corpus", help="corpus name or .txt/.tsv file (default: the model's)")
-    accept(p, "samples", help="corpus sentences for numeric parity (default 32)")
-    accept(p, "batch_size")
-    accept(p, "gen_samples", help="sentences to decode for generation parity")
-    p.add_argument("--no-generation", action="store_true", help="numeric parity only")
-    p.add_argument("--map", action="append", default=[], metavar="REFERENCE=ARTIFACT",
-                   help="pair a reference input/output with an artifact one by hand (repeatable; the protocol's "
-                        "names)")
-    p.add_argument("--io-protocol", type=Path, default=None, metavar="FILE",
-                   help="the artifact's I/O protocol (TOML): mask form, padding, logits, cache naming, static "
-                        "shapes, names; overrides what is inferred from the file (docs/check.md)")
-    p.add_argument("--tolerance", action="append", default=[], metavar="METRIC=VALUE",
-                   help="override a threshold at the judged precision, e.g. cosine=0.999 (repeatable)")
-    accept(p, "threads")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="allow the reference directory's own Python code to run (off: such directories are refused)")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="accept pickle weights (read with torch.load(weights_only=True)); off: safetensors only")
-    accept(p, "out", help="run directory (default: reports/check-<time>)")
-    from harness.settings.options import Group, add_cli_arguments
-
-    # --perf and its sizes (a check_perf record: latency distribution, cold start, memory, TTFT/TPOT);
-    # the runtime settings the files are judged and timed with
-    add_cli_arguments(p, groups=(Group.PERF,))
-    add_cli_arguments(p, names=RUNTIME_FLAGS)
-    # the evidence a failing check leaves, as a failing suite case does (docs/repro.md)
-    add_cli_arguments(p, names=EVIDENCE_FLAGS)
-    add_cli_arguments(p, names=ADMISSION_FLAGS)
+    add_command_options(p, "check")
     p.set_defaults(func=check)
 
 
@@ -117,12 +74,12 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
             raise UsageError("--endpoint: give either --onnx PATH or --endpoint URL, not both")
         if not args.reference:
             raise UsageError("--endpoint: give --reference DIR (the model the served one was built from)")
-        return [CheckRequest(reference=args.reference, endpoint=endpoint, precision=args.precision,
+        return [CheckRequest(reference=args.reference, endpoint=endpoint, precision=args.precisions,
                              samples=args.samples, batch_size=args.batch_size, threads=args.threads,
                              **{**common, "perf": sweep_settings(args, common["perf"])})]
     if not args.reference or not args.onnx:
         raise UsageError("give --reference DIR and --onnx PATH or --endpoint URL (or --config FILE)")
-    return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precision, provider=args.provider,
+    return [CheckRequest(reference=args.reference, onnx=args.onnx, precision=args.precisions, provider=args.providers,
                          samples=args.samples, batch_size=args.batch_size, threads=args.threads, **common)]
 
 
@@ -150,15 +107,6 @@ def protocol_option(path: Path | None) -> dict[str, Any]:
     return {"protocol": table, "protocol_origin": origin}
 
 
-#: the side-output options ``harness check`` takes: its failing jobs are bundled as a suite case's are
-EVIDENCE_FLAGS = ("repro_bundles",)
-#: the runtime options ``harness check`` takes (``--threads`` is its own, older flag)
-#: the admission policy (harness.core.admission): what an input may take before it is loaded
-ADMISSION_FLAGS = ("max_memory", "max_nodes")
-RUNTIME_FLAGS = ("graph_optimization", "inter_threads", "execution_mode", "mem_pattern", "cpu_arena",
-                 "custom_op_library", "provider_options", "profile")
-
-
 def perf_settings(args: argparse.Namespace) -> Any:
     """PerfSettings when ``--perf`` was given, else None."""
     from harness.perf.measure import PerfSettings
@@ -178,11 +126,10 @@ def sweep_settings(args: argparse.Namespace, perf: Any) -> Any:
 def runtime_settings(args: argparse.Namespace) -> Any:
     """The check's RuntimeSettings (None: defaults); one level of graph optimisation per check."""
     from harness.settings.options import cli_values
-    from harness.settings.runtime import build_runtime
+    from harness.settings.runtime import build_runtime, runtime_keys
 
-    values = {k: v for k, v in cli_values(args).items() if k in RUNTIME_FLAGS}
-    if args.threads:
-        values["threads"] = args.threads
+    # the runtime rows of the table this command takes (harness/settings/options.py: commands=)
+    values = {k: v for k, v in cli_values(args).items() if k in runtime_keys()}
     if not values:
         return None
     runtime, axes = build_runtime(values)
@@ -215,13 +162,13 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
 
             served = endpoint_from_table(table, f"{args.config}: [models.{name}.endpoint]")
             out.append(CheckRequest(reference=name, spec=spec, endpoint=served,
-                                    precision=args.precision or table.get("precision"),
+                                    precision=args.precisions or table.get("precision"),
                                     samples=options.settings.samples, batch_size=options.settings.batch_size,
                                     threads=options.settings.threads,
                                     **{**common, "perf": sweep_settings(args, common["perf"])}))
         own = config_protocol(spec.extra.get("io_protocol"), f"{args.config}: [models.{name}.io_protocol]")
         for precision, path in (spec.extra.get("artifacts") or {}).items():
-            if (args.precision and precision != args.precision) or \
+            if (args.precisions and precision != args.precisions) or \
                     (wanted is not None and precision.split("-")[0] not in wanted):
                 continue
             for provider in providers:
@@ -259,8 +206,8 @@ def refuse_unhonoured_keys(path: Path) -> set[str]:
 def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
     it names none); the others are skipped with a note, as the suites skip their variants."""
-    from harness.core import Precision, Variant
-    from harness.judge.workspace import Workspace
+    from harness.core import Variant
+    from harness.judge.runtimes import RuntimeStore
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
 
@@ -268,7 +215,7 @@ def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     wanted = [p for p in providers if runs_onnx_files(known.get(p.backend))]
     usable = []
     for provider in wanted:
-        reason = Workspace.unavailable_reason(Variant("check", Precision.FP32, provider))
+        reason = RuntimeStore.unavailable_reason(Variant("check", Precision.FP32, provider))
         if reason:
             print(f"note: skipping {provider.short}: {reason}")
         else:
@@ -317,7 +264,7 @@ def check(args: argparse.Namespace) -> int:
     out = ensure_writable_dir(args.out or default_run_dir("check"), "--out")
     console = cli_console()
     writer = ResultsWriter(out)
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     code = 0
     run_id = new_run_id()  # one run: every request's records share it
     for request in todo:

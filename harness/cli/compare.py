@@ -51,12 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                                "the statistical gate).")
     parser.add_argument("run_a", metavar="RUN_A", help="the earlier / reference run directory")
     parser.add_argument("run_b", metavar="RUN_B", help="the later / candidate run directory")
-    parser.add_argument("--markdown", metavar="OUT", help="also write the comparison as Markdown")
-    parser.add_argument("--html", metavar="OUT", help="also write the comparison as a self-contained HTML page")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 when a case newly fails, a gating perf metric regressed or an accuracy metric "
-                             "moved past its margin")
-    from harness.settings.options import add_cli_arguments
+    from harness.settings.commands import add_command_options
 
-    add_cli_arguments(parser, names=("accuracy_margin", "config", "allow_missing"))  # as `baseline compare`
+    add_command_options(parser, "compare")
     parser.set_defaults(func=cmd_compare)

@@ -15,14 +15,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="versions, execution providers, and which variants would be skipped")
-    from harness.settings.options import add_cli_arguments
+    from harness.settings.commands import add_command_options
 
-    add_cli_arguments(p, names=("models", "precisions", "providers", "config"))
+    add_command_options(p, "doctor")
     p.set_defaults(func=doctor)
 
 
 def doctor(args: argparse.Namespace) -> int:
-    from harness.judge.workspace import Workspace
+    from harness.judge.runtimes import RuntimeStore
     from harness.report.console import cli_console
     from harness.results.envinfo import environment
     from harness.runners import PROVIDERS, backends
@@ -58,7 +58,7 @@ def doctor(args: argparse.Namespace) -> int:
     for name, reason in unavailable_models().items():  # known, but its extra is not installed
         zoo.add_row(name, "?", "unavailable", f"[yellow]{escape(reason)}[/]")
     console.print(zoo)
-    console.print(variants_table(matrix(options), Workspace.unavailable_reason))
+    console.print(variants_table(matrix(options), RuntimeStore.unavailable_reason))
     return 0
 
 

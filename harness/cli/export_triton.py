@@ -19,15 +19,9 @@ from typing import Any
 
 from harness.core import UsageError, Variant
 
-#: the option table's rows this command takes (what decides the artifact and how it runs)
-OPTION_NAMES = ("models", "precisions", "providers", "config", "opset", "exporter", "threads", "fp16_block_list",
-                "int8_per_channel", "graph_optimization", "inter_threads", "execution_mode", "mem_pattern",
-                "cpu_arena", "provider_options", "trt_profile", "trt_engine_cache", "trt_timing_cache",
-                "trt_max_batch", "trt_max_seq", "external_data", "cache")
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import add_cli_arguments
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("export-triton", help="write a Triton model repository (model.onnx + config.pbtxt) of the "
                                              "variants a run judges",
@@ -36,23 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "ONNX Runtime / TensorRT backend settings of the variant's runtime settings), "
                                    "each config parsed back with Triton's model-config protobuf. Exit 0 written, "
                                    "2 bad input.")
-    p.add_argument("--out", type=Path, default=Path("model_repository"), help="repository directory "
-                                                                            "(default: model_repository)")
-    p.add_argument("--max-batch-size", type=int, default=8, metavar="N", help="Triton max_batch_size (0: Triton "
-                                                                            "does not batch); default 8")
-    p.add_argument("--preferred-batch-sizes", type=int, nargs="+", default=None, metavar="N",
-                   help="dynamic batching's preferred sizes (default: half the maximum and the maximum)")
-    p.add_argument("--max-queue-delay-us", type=int, default=100, metavar="US",
-                   help="how long the dynamic batcher waits to fill a batch (default 100 microseconds)")
-    p.add_argument("--instances", type=int, default=1, metavar="N", help="model instances (instance_group count)")
-    p.add_argument("--version", type=int, default=1, metavar="V", help="the model version folder (default 1)")
-    p.add_argument("--run", type=Path, default=None, metavar="RUN_DIR",
-                   help="export the variants this run directory judged and passed (its results.jsonl: "
-                        "ONNX Runtime variants with verdict pass), instead of --models/--precisions/--providers")
-    p.add_argument("--plan", type=Path, default=None, metavar="ENGINE",
-                   help="a TensorRT engine (trtexec --saveEngine) to ship as model.plan instead of model.onnx "
-                        "(one model, one precision, one graph)")
-    add_cli_arguments(p, names=OPTION_NAMES)
+    add_command_options(p, "export-triton")
     p.set_defaults(func=export_triton)
 
 
@@ -104,11 +82,12 @@ def export_triton(args: argparse.Namespace) -> int:
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
     from harness.serving.triton import TritonSettings
+    from harness.settings.commands import value_of
     from harness.settings.options import cli_values
     from harness.settings.resolve import build_options
 
-    settings = TritonSettings(args.max_batch_size, tuple(args.preferred_batch_sizes or ()), args.max_queue_delay_us,
-                              args.instances, args.version)
+    settings = TritonSettings(args.max_batch_size, tuple(value_of(args, "preferred_batch_sizes") or ()),
+                              args.max_queue_delay_us, args.instances, args.model_version)
     settings.validate()
     options = build_options(cli_values(args), rootdir=Path.cwd())
     if len(options.precisions) * len(options.models) > 1 and args.plan:
@@ -125,7 +104,7 @@ def export_triton(args: argparse.Namespace) -> int:
     ws = Workspace(options)
     out = Path(args.out)
     written = []
-    todo = (judged_variants(Path(args.run)) if args.run is not None else
+    todo = (judged_variants(Path(args.from_run)) if args.from_run is not None else
             [Variant(name, precision, provider) for name in options.models for precision in options.precisions
              for provider in providers])
     for variant in todo:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core import UsageError
-from harness.core.rundirs import HISTORY_DB_HELP, history_db
+from harness.core.rundirs import history_db
 from harness.results import history
 
 if TYPE_CHECKING:
@@ -34,12 +34,12 @@ def cmd_add(args: argparse.Namespace) -> int:
     not stall forever behind one interrupted night. Then fails (one line) naming the first bad one."""
     from harness.core.writable import ensure_writable_file
 
-    if not history.is_url(args.db):
-        ensure_writable_file(args.db, "--db")  # before any directory is read
+    if not history.is_url(_db(args)):
+        ensure_writable_file(_db(args), "--history-db")  # before any directory is read
     failed: list[str] = []
     for run_dir in args.run_dirs:
         try:
-            stored = history.ingest(run_dir, args.db)
+            stored = history.ingest(run_dir, _db(args))
         except history.HistoryError:
             raise  # the database itself is unusable: no point trying the other directories
         except UsageError as exc:
@@ -94,14 +94,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     for option in ("csv", "html"):
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
-    wide = history.trend(args.db, variant=args.variant, metric_glob=args.metric, last=args.last)
+    wide = history.trend(_db(args), variant=args.variant, metric_glob=args.metric, last=args.last)
     if args.html:
         _write_html(args, wide)
     rows = show_rows(wide)
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"history of {args.metric!r} over the last {len(wide)} run(s) in {history.describe(args.db)}"))
+    table = Table(title=Text(f"history of {args.metric!r} over the last {len(wide)} run(s) in {history.describe(_db(args))}"))
     for column in ("variant", "metric", "run", "finished", "value", "vs previous", "vs window median"):
         # names are never cut mid-word: the other columns give way (a narrow terminal wraps the line)
         table.add_column(column, justify="right" if column.startswith(("value", "vs")) else "left",
@@ -150,8 +150,8 @@ def _write_html(args: argparse.Namespace, wide: pd.DataFrame) -> None:
     from harness.report.html.trends import render_trends
 
     wanted = [(str(variant), str(metric)) for variant, metric in wide.columns]
-    body = render_trends(args.db, wanted, last=args.last or 30, max_plots=args.max_plots)
-    title = f"history of {args.metric!r} in {history.describe(args.db)}"
+    body = render_trends(_db(args), wanted, last=args.last or 30, max_plots=args.max_plots)
+    title = f"history of {args.metric!r} in {history.describe(_db(args))}"
     out = Path(args.html)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render("history_page.html.j2", title=title, css=markup(CSS), body=markup(body)), encoding="utf-8")
@@ -174,14 +174,14 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from harness.gate.changepoints import series_changes
     from harness.report.units import fmt, quantity
 
-    wide = history.trend(args.db, variant=args.variant, metric_glob=args.metric, last=args.last)
+    wide = history.trend(_db(args), variant=args.variant, metric_glob=args.metric, last=args.last)
     found = []
     for variant, metric in wide.columns:
         q = quantity(str(metric))
         found += [(c, q) for c in series_changes(wide[(variant, metric)].dropna(), str(variant), str(metric),
                                                  higher_is_better=q.higher_is_better)]
     table = Table(title=Text(f"change points of {args.metric!r} over the last {len(wide)} run(s) in "
-                             f"{history.describe(args.db)}"))
+                             f"{history.describe(_db(args))}"))
     for column in ("variant", "metric", "from run", "finished", "before", "after", "change", "direction"):
         table.add_column(column, justify="right" if column in ("before", "after", "change") else "left",
                          overflow="fold")
@@ -201,14 +201,14 @@ def cmd_changes(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    stored = history.runs(args.db)
+    stored = history.runs(_db(args))
     if stored.empty:
-        print(f"no runs in {history.describe(args.db)}")
+        print(f"no runs in {history.describe(_db(args))}")
         return 0
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"runs in {history.describe(args.db)}"))
+    table = Table(title=Text(f"runs in {history.describe(_db(args))}"))
     for column in stored.columns:
         table.add_column(column)
     for row in stored.itertuples(index=False):
@@ -217,15 +217,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=history_db(), metavar="PATH|URL",
-                        help=f"history store: a SQLite file or a postgresql://user@host/db URL ({HISTORY_DB_HELP})")
-
-
-def _allow_missing(parser: argparse.ArgumentParser) -> None:
-    from harness.core.compared import ALLOW_MISSING_FLAG, ALLOW_MISSING_HELP
-
-    parser.add_argument(ALLOW_MISSING_FLAG, action="store_true", help=ALLOW_MISSING_HELP)
+def _db(args: argparse.Namespace) -> str:
+    """The history store: ``--history-db``, else ``$HARNESS_HISTORY_DB``, else the default file."""
+    return history_db(args.history_db)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -234,32 +228,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="history_command", metavar="{add,show,changes,list}", required=True)
 
+    from harness.settings.commands import add_command_options
+
     add = actions.add_parser("add", help="store the records of one or more run directories (idempotent)")
     add.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    _db_option(add)
+    add_command_options(add, "history add")
     add.set_defaults(func=cmd_add)
 
     show = actions.add_parser("show", help="each metric per run, with the change vs the previous run and the median")
-    show.add_argument("--variant", help="only this variant, e.g. bert-tiny-fp32-ort_cpu")
-    show.add_argument("--metric", default="*", metavar="GLOB",
-                      help="metric name glob, e.g. 'perf:latency_ms.p50' or 'metric:*.top1_agreement'")
-    show.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
-    show.add_argument("--csv", metavar="OUT", help="also write the rows shown as CSV")
-    show.add_argument("--html", metavar="OUT", help="also write trend plots (baseline band shaded) as an HTML page")
-    show.add_argument("--max-plots", type=int, default=24, metavar="N", help="at most N metrics plotted in --html")
-    _db_option(show)
-    _allow_missing(show)
+    add_command_options(show, "history show")
     show.set_defaults(func=cmd_show)
 
     changes = actions.add_parser("changes", help="change points per variant: the run where each new level started")
-    changes.add_argument("--variant", help="only this variant, e.g. bert-tiny-fp32-ort_cpu")
-    changes.add_argument("--metric", default="perf:latency_ms.p50", metavar="GLOB",
-                         help="metric name glob (default perf:latency_ms.p50)")
-    changes.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
-    _db_option(changes)
-    _allow_missing(changes)
+    add_command_options(changes, "history changes")
     changes.set_defaults(func=cmd_changes)
 
     listing = actions.add_parser("list", help="show stored runs")
-    _db_option(listing)
+    add_command_options(listing, "history list")
     listing.set_defaults(func=cmd_list)

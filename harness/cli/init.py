@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("init", help="write harness.toml, a CI workflow and .gitignore entries for a model",
                        description="Add the harness to this repository: a commented harness.toml for MODEL_DIR "
@@ -25,20 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "entries. Existing files are never replaced without --force.")
     p.add_argument("model_dir", nargs="?", type=Path, default=None, metavar="MODEL_DIR",
                    help="the model to gate: an HF directory with config.json (inside --dir)")
-    p.add_argument("--add", type=Path, default=None, metavar="MODEL_DIR",
-                   help="add this model to the existing harness.toml (its name to run.models, its table at the end); "
-                        "the workflow needs no change: its cache key covers every model the config names")
-    p.add_argument("--dir", type=Path, default=Path("."), help="repository root to write into (default: .)")
-    p.add_argument("--name", default=None, help="the model's name in harness.toml (default: the directory's name)")
-    p.add_argument("--family", default=None, help="model family when config.json does not tell it")
-    accept(p, "precisions", help="precisions to gate "
-                   "(default fp32 fp16 int8)")
-    accept(p, "providers", help="providers to gate on "
-                   "(default torch_cpu ort_cpu)")
-    p.add_argument("--ci", choices=("github", "none"), default="github", help="CI workflow to write (default github)")
-    p.add_argument("--shards", type=int, default=1, metavar="N",
-                   help="split the CI gate over N parallel jobs merged by `harness merge` (default 1: one job)")
-    p.add_argument("--force", action="store_true", help="replace harness.toml and the workflow if they exist")
+    add_command_options(p, "init")
     p.set_defaults(func=init)
 
 
@@ -51,16 +38,14 @@ def init(args: argparse.Namespace) -> int:
     from harness.scaffold.install import installed_spec
     from harness.scaffold.workflow import DEFAULT_PATH, WorkflowSpec, render_workflow
 
-    root: Path = args.dir
-    if args.shards < 1:
-        raise UsageError(f"--shards {args.shards}: must be 1 (one job) or more")
+    root: Path = args.repo_dir
     if root.exists() and not root.is_dir():
         raise UsageError(f"--dir {root}: not a directory")
     if args.add is not None:
         return _add(args)
     precisions = tuple(parse_precision(p).value for p in split_csv(args.precisions)) or None
     providers = tuple(parse_provider(p).short for p in split_csv(args.providers)) or None
-    facts = model_facts(args.model_dir, root, family=args.family, name=args.name) if args.model_dir else None
+    facts = model_facts(args.model_dir, root, family=args.family, name=args.model_name) if args.model_dir else None
     config_text = render_config(facts, precisions=precisions, providers=providers)
     _validate(config_text, root)
     planned = [Planned(root / "harness.toml", config_text)]
@@ -88,13 +73,13 @@ def _add(args: argparse.Namespace) -> int:
     from harness.core import UsageError
     from harness.scaffold.config import add_model, model_facts
 
-    root: Path = args.dir
+    root: Path = args.repo_dir
     config = root / "harness.toml"
     if args.model_dir is not None:
         raise UsageError(f"harness init: give MODEL_DIR ({args.model_dir}) or --add {args.add}, not both")
     if not config.is_file():
         raise UsageError(f"harness init --add: {config} not found (harness init MODEL_DIR writes it first)")
-    facts = model_facts(args.add, root, family=args.family, name=args.name)
+    facts = model_facts(args.add, root, family=args.family, name=args.model_name)
     text = add_model(config.read_text(encoding="utf-8"), facts)
     _validate(text, root)
     config.write_text(text, encoding="utf-8")

@@ -40,17 +40,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
-
     """Add ``merge`` to the top-level parser."""
+    from harness.settings.commands import add_command_options
+
     parser = subparsers.add_parser("merge", help="combine shard run directories into one run, summary and report",
                                    description="Combine the shard directories of one split run (harness run --shard K/N) into "
                                                "one run directory with results.jsonl, summary.md and report.html.")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    accept(parser, "out", help="merged run directory (default: reports/merged-<time>)")
-    parser.add_argument("--force", action="store_true",
-                        help="merge despite overlapping/missing shards, mixed environments or settings")
-    from harness.core.compared import ALLOW_MISSING_FLAG, ALLOW_MISSING_HELP
-
-    parser.add_argument(ALLOW_MISSING_FLAG, action="store_true", help=ALLOW_MISSING_HELP)
+    add_command_options(parser, "merge")
     parser.set_defaults(func=cmd_merge)

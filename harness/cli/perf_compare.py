@@ -1,7 +1,7 @@
 """``harness perf-compare``: paired, interleaved A/B timing of two ONNX builds in one session.
 
     harness perf-compare baseline.onnx candidate.onnx --pairs 30 --block 50
-    harness perf-compare old/model.onnx new/model.onnx --provider ort_cpu --threads 1 --json ab.json
+    harness perf-compare old/model.onnx new/model.onnx --providers ort_cpu --threads 1 --json ab.json
     harness perf-compare model.onnx --env-a /venv-ort132/bin/python --env-b /venv-ort133/bin/python
 
 With ``--env-a``/``--env-b`` (an interpreter command each; default this one) the comparison is of
@@ -9,8 +9,8 @@ two *environments* -- an ONNX Runtime upgrade -- on the same file (or on two): o
 per environment (``harness.gate.envpair``), asked for blocks in turn.
 
 Both files are opened on the same provider through its backend (ONNX Runtime, OpenVINO: any that
-runs ONNX files; timed as the perf suite times it, the runner's ``timed_call``), fed the same inputs (``--batch`` x
-``--seq``: integer inputs get token ids, ``*mask*`` inputs ones, float inputs N(0, 1)),
+runs ONNX files; timed as the perf suite times it, the runner's ``timed_call``), fed the same inputs (``--batch-size`` x
+``--seq-len``: integer inputs get token ids, ``*mask*`` inputs ones, float inputs N(0, 1)),
 and timed in alternating blocks (``harness.gate.paired``). Exit 0 no gated regression, 1 a
 gated REGRESSION (p50/p90 by default), 2 bad usage. Use it when a recorded baseline cannot
 be trusted -- a shared CI runner, a noisy night -- or to compare two builds before either
@@ -30,44 +30,15 @@ from harness.core import UsageError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("perf-compare", help="paired interleaved A/B timing of two ONNX files (exit 1 on a regression)",
                        description=__doc__.splitlines()[0])
     p.add_argument("baseline", type=Path, help="the baseline ONNX file (A)")
     p.add_argument("candidate", type=Path, nargs="?", default=None,
                    help="the candidate ONNX file (B); default: the baseline file (with --env-b)")
-    p.add_argument("--env-a", metavar="PYTHON", default=None,
-                   help="interpreter command of environment A, e.g. /venv-old/bin/python (pairs environments)")
-    p.add_argument("--env-b", metavar="PYTHON", default=None,
-                   help="interpreter command of environment B, e.g. '/venv-new/bin/python' (pairs environments)")
-    p.add_argument("--provider", default="ort_cpu",
-                   help="provider both files run on (default ort_cpu; any that runs ONNX files, e.g. ov_cpu)")
-    p.add_argument("--precision", default="fp32",
-                   help="precision the backend runs the files at (default fp32; OpenVINO's inference hint)")
-    accept(p, "threads", help="intra-op threads for both sessions")
-    p.add_argument("--batch", type=int, default=1, help="batch size of the generated inputs (default 1)")
-    p.add_argument("--seq", type=int, default=32, help="sequence length of the generated inputs (default 32)")
-    add_pairing_arguments(p)
-    p.add_argument("--stats", default="p50,p90", help="statistics to judge (default p50,p90; p99 advisory)")
-    p.add_argument("--threshold", action="append", default=[], metavar="METRIC=FRACTION",
-                   help="override an effect threshold, e.g. p50=8%% (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="block order and inputs")
-    p.add_argument("--json", metavar="OUT", help="also write the verdicts and raw samples as JSON")
+    add_command_options(p, "perf-compare")
     p.set_defaults(func=run)
-
-
-def add_pairing_arguments(p: argparse.ArgumentParser, *, pairs: int = 30, block: int = 50) -> None:
-    """``--pairs``, ``--block``, ``--warmup``: how a paired A/B is timed (``harness.gate.paired``);
-    shared by ``perf-compare`` and ``baseline compare --perf``."""
-    p.add_argument("--pairs", type=int, default=pairs, help=f"block pairs (default {pairs}; >= 8 for a verdict)")
-    p.add_argument("--block", type=int, default=block, help=f"calls per block (default {block})")
-    p.add_argument("--warmup", type=int, default=20, help="untimed calls of each side first (default 20)")
-
-
-def check_pairing(args: argparse.Namespace) -> None:
-    if args.pairs < 1 or args.block < 1:
-        raise UsageError("--pairs and --block must be >= 1")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,24 +46,23 @@ def run(args: argparse.Namespace) -> int:
     from harness.gate.onnxpair import FileRuntime, same_inputs, synthetic_feeds
     from harness.gate.paired import exit_code, interleave, judge_paired
 
-    check_pairing(args)
     if args.json:
         from harness.core.writable import ensure_writable_file
 
         ensure_writable_file(args.json, "--json")
     stats = [s.strip() for s in args.stats.split(",") if s.strip()]
-    policies = {p.name: p for p in (parse_threshold(t) for t in args.threshold)}
+    policies = {p.name: p for p in (parse_threshold(t) for t in args.baseline_threshold)}
     envs = args.env_a is not None or args.env_b is not None
     if args.candidate is None and not envs:
         raise UsageError("perf-compare: give a candidate ONNX file, or --env-b to time the same file in another "
                          "environment")
     candidate = args.candidate if args.candidate is not None else args.baseline
-    runtime = FileRuntime.named(args.provider, precision=args.precision, threads=args.threads)
+    runtime = FileRuntime.named(args.providers, precision=args.precisions, threads=args.threads)
     for path in (args.baseline, candidate):
         if not path.is_file():
             raise UsageError(f"{path}: no such ONNX file")
     try:
-        feeds = synthetic_feeds(args.baseline, args.batch, args.seq, args.seed)
+        feeds = synthetic_feeds(args.baseline, args.batch_size, args.seq_len, args.seed)
     except UsageError as exc:
         raise UsageError(f"perf-compare: {exc}") from None
     same_inputs(args.baseline, candidate, feeds, "perf-compare")
@@ -121,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
     process_pairs = len(set(samples.groups))
     mode = (f"environments, two processes alternating in blocks, {process_pairs} fresh process pairs" if envs
             else "one process, sessions alternating")
-    print(f"paired A/B ({mode}): {args.pairs} pairs x {args.block} calls per side, provider {args.provider}, "
-          f"inputs batch {args.batch} x seq {args.seq}")
+    print(f"paired A/B ({mode}): {args.pairs} pairs x {args.block} calls per side, provider {args.providers}, "
+          f"inputs batch {args.batch_size} x seq {args.seq_len}")
     print(f"{'stat':<6} {'A ms':>9} {'B ms':>9} {'B/A':>7} {'interval':>17} {'p':>9}  verdict")
     for r in rows:
         interval = f"[{r.ci_lo:.3f}, {r.ci_hi:.3f}]" if np.isfinite(r.ci_lo) else "–"
@@ -131,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
               f"{r.verdict.value}{tag}: {r.reason}")
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "baseline": str(args.baseline), "candidate": str(candidate), "provider": args.provider,
+            "baseline": str(args.baseline), "candidate": str(candidate), "provider": args.providers,
             "mode": "environments" if envs else "files", "environments": env_info,
             "pairs": args.pairs, "block": args.block, "process_pairs": process_pairs or None,
             "groups": list(samples.groups), "rows": [r.as_dict() for r in rows],

@@ -22,16 +22,16 @@ def _write(path: str, text: str) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.core.writable import ensure_writable_file
 
-    if args.db and not args.html:
-        raise UsageError("--db: trend plots go into the HTML report; add --html OUT")
+    if args.history_db and not args.html:
+        raise UsageError("--history-db: trend plots go into the HTML report; add --html OUT")
     for option in ("csv", "html", "markdown"):  # before reading: an unwritable OUT is one line, exit 2
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
     records = read_results(args.run_dir)  # one-line UsageError for a missing dir or corrupt line
-    if args.db:  # a missing or foreign store is one line, exit 2 (an empty one only says so in the page)
+    if args.history_db:  # a missing or foreign store is one line, exit 2 (an empty one only says so in the page)
         from harness.results import history
 
-        history.runs(args.db)
+        history.runs(args.history_db)
     from harness.core.interrupts import read_marker
     from harness.report import tables
 
@@ -43,7 +43,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from harness.report.html import render_report
 
         _write(args.html, render_report(records, title=f"model deployment gate: {Path(args.run_dir).name}",
-                                        run_dir=Path(args.run_dir), report_path=Path(args.html), history_db=args.db,
+                                        run_dir=Path(args.run_dir), report_path=Path(args.html), history_db=args.history_db,
                                         interruption=stopped))
     if args.markdown:
         from harness.report.summary import render_summary
@@ -59,7 +59,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
             print(status_line(records, interruption=stopped))
     else:
-        written = ", ".join(p for p in (args.csv, args.html, args.markdown) if p)
+        written = ", ".join(str(p) for p in (args.csv, args.html, args.markdown) if p)
         print(f"{len(records)} case(s) from {args.run_dir} -> {written}")
     return 0
 
@@ -69,10 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("report", help="re-render a run's results as CSV, HTML or Markdown",
                                    description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", metavar="RUN_DIR")
-    parser.add_argument("--csv", metavar="OUT", help="one row per case, every metric and perf number a column")
-    parser.add_argument("--html", metavar="OUT", help="a self-contained HTML page: verdict banner, overview grid, "
-                        "failures first, performance plots (docs/report.md)")
-    parser.add_argument("--db", metavar="PATH|URL", help="history store (SQLite path or postgresql:// URL): "
-                        "adds trend plots with baseline bands to --html")
-    parser.add_argument("--markdown", metavar="OUT", help="summary.md as the run wrote it")
+    from harness.settings.commands import add_command_options
+
+    add_command_options(parser, "report")
     parser.set_defaults(func=cmd_report)

@@ -20,7 +20,7 @@ from harness.report.text import say
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.options import accept
+    from harness.settings.commands import add_command_options
 
     p = sub.add_parser("repro", help="re-judge a failing case's repro bundle (no zoo, no cache needed)",
                        description="Load the bundled ONNX artifact with the recorded runtime settings, run the "
@@ -34,10 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "is run (or decoded) again (same error type and normalised message?). "
                                    "Exit 0 does not reproduce, 1 reproduces, 2 bad bundle.")
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="a repro bundle directory (or its bundle.json)")
-    p.add_argument("--provider", default=None,
-                   help="run on another provider than the recorded one (e.g. ort_cuda to compare devices)")
-    accept(p, "threads", help="intra-op threads (default: the recorded ones)")
-    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the outcome as JSON here")
+    add_command_options(p, "repro")
     p.set_defaults(func=repro)
 
 
@@ -62,7 +59,7 @@ def repro(args: argparse.Namespace) -> int:
     m = bundle.manifest
     if bundle.kind != "numeric":
         return _other_kind(bundle, args)
-    result = rejudge(bundle, args.provider, args.threads)  # judged before printing: a bad bundle is one line
+    result = rejudge(bundle, args.providers, args.threads)  # judged before printing: a bad bundle is one line
     _header(bundle, args)
     say(f"artifact: {result.artifact_source}")
     recorded = {(f["output"], f["metric"]): f for f in m["verdict"]["failures"]}
@@ -99,7 +96,7 @@ def repro(args: argparse.Namespace) -> int:
 def _header(bundle: Any, args: argparse.Namespace) -> None:
     m = bundle.manifest
     say(f"bundle: {bundle.directory}")
-    provider = args.provider or m["provider"]
+    provider = args.providers or m["provider"]
     moved = f" (recorded on {m['provider']})" if provider != m["provider"] else ""
     where = f"graph: {m['graph']}  " if m.get("graph") else ""
     say(f"case: {m.get('case')}  kind: {bundle.kind}  {where}precision: {m['precision']}  provider: {provider}{moved}")
@@ -109,7 +106,7 @@ def _other_kind(bundle: Any, args: argparse.Namespace) -> int:
     """Generation, perf and error bundles: each kind's module judges and words its lines."""
     from importlib import import_module
 
-    done = import_module(f"harness.repro.{bundle.kind}").outcome(bundle, args.provider, args.threads)
+    done = import_module(f"harness.repro.{bundle.kind}").outcome(bundle, args.providers, args.threads)
     _header(bundle, args)
     for line in done.lines:
         say(line)

@@ -10,10 +10,6 @@ from pathlib import Path
 from harness.core import RunOptions, UsageError
 from harness.core.rundirs import default_run_dir
 
-#: set while ``harness run`` runs pytest in-process: the command line already checked the options,
-#: and messages from inside pytest name this command's flags (``harness.settings.spelling``)
-from harness.settings.spelling import FRONT_END
-
 
 def suites_dir() -> Path:
     """The suites a run collects when ``--suites`` is not given: ``$HARNESS_SUITES``, else the
@@ -33,15 +29,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "and DIR/summary.md. Exit 0 all passed/skipped, 1 any failed, 2 bad usage, "
                                    "128+N stopped by signal N (130 SIGINT/Ctrl-C, 143 SIGTERM, 129 SIGHUP; "
                                    "finished records kept, summary.md says INTERRUPTED).")
-    from harness.settings.options import add_cli_arguments
+    from harness.settings.commands import add_command_options
 
-    add_cli_arguments(p)
-    p.add_argument("--suites", type=Path, nargs="+", default=None, metavar="PATH",
-                   help="suite directories or files (default: the built-in suites; --builtin-suites adds them "
-                        "to yours)")
-    p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression to select cases")
-    p.add_argument("-n", dest="workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
-    p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed to pytest verbatim")
+    add_command_options(p, "run")
     p.set_defaults(func=run, out_dir_of=run_dir)
 
 
@@ -60,6 +50,7 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     given.pop("out", None)
     # Validate before starting pytest so a typo is one line and exit 2, not a pytest usage dump.
     options = build_options(given, rootdir=Path.cwd())
+    options.command = "run"  # messages from inside the session name this command's flags
     if values.get("shard"):  # a bad K/N or durations source is one line before pytest starts
         from harness.shard.plan import ShardSpec, load_durations
 
@@ -162,11 +153,9 @@ def run(args: argparse.Namespace) -> int:
     suites = list(args.suites or [])
     forget_stale(suites)
     before = set(sys.modules)
-    os.environ[FRONT_END] = "run"  # how messages from inside pytest spell an option (harness.settings.spelling)
     try:
         code = pytest.main(argv, plugins=[Handoff(options)])  # not rebuilt, re-checked or re-warned by the plugin
     finally:
-        os.environ.pop(FRONT_END, None)
         forget_imported(suites, before)  # a later run in this process imports its own same-named files
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)

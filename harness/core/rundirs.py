@@ -16,14 +16,14 @@ from pathlib import Path
 REPORTS = Path("reports")
 #: where baselines live unless ``--baseline-store`` says otherwise
 BASELINE_STORE = REPORTS / "baselines"
-#: the history database unless ``--db`` / ``$HARNESS_HISTORY_DB`` says otherwise (``harness.results.history``)
+#: the history database unless ``--history-db`` / ``$HARNESS_HISTORY_DB`` says otherwise (``harness.results.history``)
 HISTORY_DB = REPORTS / "history.sqlite"
 #: environment variable naming the history database (a path or URL), so a team sets it once in CI
 HISTORY_DB_ENV = "HARNESS_HISTORY_DB"
 
 
 def history_db(given: str | os.PathLike[str] | None = None) -> str:
-    """The history database a command uses: the one it was given (``--db``, ``--history-db``),
+    """The history database a command uses: the one it was given (``--history-db``),
     else ``$HARNESS_HISTORY_DB``, else ``reports/history.sqlite``. Every command and function that
     reads or writes the history resolves it here (``baseline save --history-db`` once ignored the
     variable that ``harness history`` honoured)."""

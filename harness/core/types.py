@@ -190,6 +190,10 @@ class RunOptions:
     runtime: "RuntimeSettings" = field(default_factory=lambda: _runtime_default())
     #: runtime axes of the matrix: setting -> values (one case per value where the backend honours it)
     runtime_axes: dict[str, list[str]] = field(default_factory=dict)
+    #: the command whose flags the user typed (``run``: ``harness run``; '' a plain pytest session):
+    #: a message from inside the session names an option as that command spells it
+    #: (``harness.settings.spelling.user_flag``: ``--perf``, not pytest's ``--harness-perf``)
+    command: str = ""
 
     @property
     def exporter(self) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.check.jobs import plan_jobs
-from harness.check.judge import CheckOutcome, job_protocols, judge_generation, judge_job, numeric_case
+from harness.check.judge import CheckOutcome, JobResult, job_protocols, judge_generation, judge_job, numeric_case
 from harness.core import describe_error
 from harness.engine.source import JobRun, JobSource
 from harness.judge.coverage import numeric_coverage
@@ -91,11 +91,22 @@ def numeric_stage(run: JobRun, began: float) -> CaseResult:
             write_side_outputs(ws, variant, run.model, j.judged, case.case_dir(), parity.side)
         if j.broke is not None:
             error_bundle_stage(ws, variant, run.model, j.broke, case.case_dir(), parity.side)
-    parity.side.profiles.update(run.source.profiles())
+    parity.side.profiles.update(by_graph(run.source.profiles(), outcome.jobs))
     numeric_case(case, outcome, parity, run.source.records)
     run.source.annotate(case)
     errors = [j.error for j in outcome.jobs if j.error]
     return conclude(run, case, "check", decide(parity.assert_ok, errors), began, parity)
+
+
+def by_graph(profiles: dict[str, dict[str, Any]], jobs: list[JobResult]) -> dict[str, dict[str, Any]]:
+    """A source's profiles (one per artifact file) under the name of the graph judged on that file, as
+    a suite case names its graphs' profiles, dumps and bundles; a file that served several graphs
+    (a merged decoder's modes) keeps its file name: its one session profiled them all."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, summary in profiles.items():
+        keys = [j.job.key for j in jobs if j.job.artifact.path.name == name]
+        out[keys[0] if len(keys) == 1 else name] = summary
+    return out
 
 
 def generation_stage(run: JobRun) -> CaseResult | None:
@@ -135,4 +146,4 @@ def compose_case(case: Case, suite: str, decision: Decision, started: float, set
     return CaseResult(suite, decision, record, parity)
 
 
-__all__ = ["common_settings", "compose_case", "conclude", "generation_stage", "numeric_stage", "run_job"]
+__all__ = ["by_graph", "common_settings", "compose_case", "conclude", "generation_stage", "numeric_stage", "run_job"]

@@ -38,7 +38,7 @@ class ExportSettings:
     calibration_batch_size: int = 8
     #: ``--external-data``: auto (by size) / always / never (``harness.export.external``)
     external_data: str = "auto"
-    #: issue 14: node names kept in FP32 by the FP16 conversion / left unquantised by INT8
+    #: node names kept in FP32 by the FP16 conversion / left unquantised by INT8
     #: (``harness bisect --suggest`` finds them); part of the keys only when non-empty
     fp16_node_block_list: tuple[str, ...] = ()
     int8_nodes_to_exclude: tuple[str, ...] = ()

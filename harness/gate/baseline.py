@@ -156,7 +156,7 @@ def save_baseline(
     root = Path(store)
     target = root / name
     if target.exists() and not force:
-        raise BaselineError(f"baseline {name!r} already exists in {root}; pass --force to replace it")
+        raise BaselineError(f"baseline {name!r} already exists in {root}; pass --baseline-force to replace it")
     kept = (0, 0)
     if keep_artifacts:
         files = _plan_keep(files, run_dir, root)
@@ -218,7 +218,7 @@ def _plan_keep(files: dict[str, dict[str, TimedFile]], run_dir: str | os.PathLik
         raise BaselineError(f"--keep-artifacts: {'; '.join(problems[:2])}{more} (rerun `harness run --perf` "
                             "and save from that run)")
     count, size = blessed.kept_bytes(planned)
-    ensure_free_space(root, size + (1 << 20), "--store", f"--keep-artifacts ({count} files)")
+    ensure_free_space(root, size + (1 << 20), "--baseline-store", f"--keep-artifacts ({count} files)")
     return planned
 
 

@@ -43,11 +43,12 @@ from harness.core import Precision, UsageError
 from harness.metrics.margins import MarginTable, fmt_value
 from harness.metrics.registry import METRICS, MetricSpec
 from harness.results.record import MetricKey, RecordLike, readable_records
+from harness.settings.commands import default_for
 
-DEFAULT_HEADROOM = 2.0
+DEFAULT_HEADROOM: float = default_for("headroom", "calibrate")
 #: runs of one build a calibration needs before it proposes anything (the spread across them is
 #: the measured noise; one run has none to measure)
-DEFAULT_MIN_RUNS = 3
+DEFAULT_MIN_RUNS: int = default_for("min_runs", "calibrate")
 
 
 @dataclass(frozen=True)

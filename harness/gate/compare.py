@@ -78,14 +78,15 @@ class EnvironmentMismatch(UsageError):
     """Baseline and candidate ran on different machines or library versions.
 
     Timings from different environments differ for reasons that are not the model,
-    so comparing them would blame the candidate for the hardware. ``--force-env``
+    so comparing them would blame the candidate for the hardware. ``--baseline-force-env``
     overrides, and the report then says so.
     """
 
     def __init__(self, differences: list[str]):
         self.differences = differences
         shown = "; ".join(differences[:4]) + (f"; +{len(differences) - 4} more" if len(differences) > 4 else "")
-        super().__init__(f"environment differs from the baseline ({shown}); rerun on the baseline's machine or pass --force-env")
+        super().__init__(f"environment differs from the baseline ({shown}); rerun on the baseline's machine "
+                         "or pass --baseline-force-env")
 
 
 #: The gate's default policy per metric, derived from the metric registry: each is declared on its
@@ -93,7 +94,7 @@ class EnvironmentMismatch(UsageError):
 #: The defaults and their reasons are documented in docs/perf-gate.md (its table is generated from
 #: the registry); the numbers come from scripts/bench_gate_power.py on a shared 2-core CPU box.
 DEFAULT_POLICIES: dict[str, MetricPolicy] = perf_policies()
-#: a budget's name -> the gate's name of its number (``p50_ms`` -> ``p50``): ``--threshold`` takes either
+#: a budget's name -> the gate's name of its number (``p50_ms`` -> ``p50``): ``--baseline-threshold`` takes either
 _BY_BUDGET: dict[str, str] = {spec.name: spec.gate_name for spec in METRICS.of(Scope.PERF_BUDGET)
                               if spec.perf_gate is not None}
 
@@ -118,21 +119,21 @@ def parse_threshold(text: str) -> MetricPolicy:
     name, sep, value = text.partition("=")
     name = name.strip()
     if not sep or not value.strip():
-        raise UsageError(f"--threshold {text!r}: expected NAME=FRACTION, e.g. p50=0.08 or p50=8%")
+        raise UsageError(f"--baseline-threshold {text!r}: expected NAME=FRACTION, e.g. p50=0.08 or p50=8%")
     name = _BY_BUDGET.get(name, name)
     if name not in DEFAULT_POLICIES:
         known = [*DEFAULT_POLICIES, *_BY_BUDGET]
         raise UsageError(
-            f"--threshold: unknown metric {name!r}{did_you_mean(name, known)}; "
+            f"--baseline-threshold: unknown metric {name!r}{did_you_mean(name, known)}; "
             f"valid: {', '.join(f'{n} ({b})' for b, n in _BY_BUDGET.items())}"
         )
     raw = value.strip()
     try:
         effect = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise UsageError(f"--threshold {text!r}: {raw!r} is not a number") from None
+        raise UsageError(f"--baseline-threshold {text!r}: {raw!r} is not a number") from None
     if not math.isfinite(effect) or effect < 0:  # NaN would switch the gate off without a word
-        raise UsageError(f"--threshold {text!r}: an effect threshold must be a finite fraction >= 0")
+        raise UsageError(f"--baseline-threshold {text!r}: an effect threshold must be a finite fraction >= 0")
     return replace(DEFAULT_POLICIES[name], min_effect=effect)
 
 

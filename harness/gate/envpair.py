@@ -2,7 +2,7 @@
 
 An ONNX Runtime or torch upgrade is a change of environment, not of artifact: ``perf-compare``
 on two files in one process cannot see it, and two recorded runs carry the machine's drift
-between them (issue 26: -39 % .. +68 % between runs of the same build here). This module starts
+between them (-39 % .. +68 % between runs of the same build here). This module starts
 one timing child per environment (``harness/perf/envchild.py``, run by path with each
 environment's interpreter command, so the other environment needs only numpy and its runtime; the
 child loads the file with the backend's own loader, so any backend that runs files can be paired)

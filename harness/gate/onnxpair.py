@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, UsageError, Variant
 from harness.core.types import parse_precision
+from harness.settings.commands import default_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
@@ -28,8 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: the pairing ``baseline compare --perf`` uses unless told (``harness.gate.retime``): 20 pairs of
 #: 50 calls per side, the setting whose power ``scripts/bench_gate_power.py`` measured in its
 #: paired mode (0/10 false alarms, 10/10 detections of +30 %, docs/perf-gate.md)
-DEFAULT_PAIRS = 20
-DEFAULT_BLOCK = 50
+DEFAULT_PAIRS: int = default_for("pairs", "baseline compare")
+DEFAULT_BLOCK: int = default_for("block", "baseline compare")
 
 #: the graph name a single file is loaded under (in a timing child's spec and feeds)
 GRAPH = "model"
@@ -46,7 +47,7 @@ class FileRuntime:
 
     @classmethod
     def named(cls, provider: str, *, precision: str = "fp32", threads: int | None = None,
-              option: str = "--provider") -> "FileRuntime":
+              option: str = "--providers") -> "FileRuntime":
         """From a provider short name; a provider whose backend cannot run ONNX files is one line."""
         from harness.runners import backends, parse_provider
         from harness.runners.prebuilt import runs_onnx_files
@@ -56,7 +57,7 @@ class FileRuntime:
             able = sorted(p.short for b in backends().values() if runs_onnx_files(b) for p in b.providers)
             raise UsageError(f"{option}: {provider!r} runs no ONNX files (backend {found.backend}); one of "
                              f"{', '.join(able)}")
-        return cls(found, parse_precision(precision, option="--precision"), threads or None)
+        return cls(found, parse_precision(precision, option="--precisions"), threads or None)
 
     @property
     def backend(self) -> "type[Backend]":

@@ -2,7 +2,7 @@
 
 A baseline recorded on another night carries that night's noise: with a baseline recorded
 while the machine was busy, the unpaired gate (``gate.compare``) said INCONCLUSIVE to a real
-+30% slowdown 3 times out of 3 (issue 13). Timing both builds in the same session, in
++30% slowdown 3 times out of 3. Timing both builds in the same session, in
 alternating blocks (A B, then B A, order drawn per pair), makes machine drift hit both
 sides of every pair alike; the comparison is then on *per-pair ratios*, where the drift
 cancels -- the standard way to compare two builds on shared hardware (what ``perf stat

@@ -1,6 +1,6 @@
 """``baseline compare --perf``: the blessed artifacts and the candidate's re-timed, interleaved, here.
 
-Two recorded runs carry the machine's drift between them (issue 26 measured -39 % .. +68 % on
+Two recorded runs carry the machine's drift between them (measured: -39 % .. +68 % on
 A/A pairs of runs of one build on this VM); the canary (``gate.canary``) can only call such a
 comparison INCONCLUSIVE. When the files the baseline timed are still at hand -- kept beside the
 baseline (``baseline save --keep-artifacts``) or in this machine's export cache under their

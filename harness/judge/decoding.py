@@ -30,9 +30,8 @@ def decode_parts(ws: "Workspace", model: "LoadedModel", family: "Family", indice
     from harness.core.cachedir import package_digest, source_digest
     from harness.families import steppers
     from harness.judge.refcache import texts_digest
-    from harness.judge.workspace import _model_files
 
-    return {"weights": model.weights_sha256, "model_files": _model_files(model),
+    return {"weights": model.weights_sha256, "model_files": ws.refs.files_digest(model),
             "family": f"{type(family).__module__}.{type(family).__qualname__}",
             "family_source": source_digest(type(family)), "indices": list(indices),
             "texts": texts_digest(list(texts)), "settings": settings.describe(), "batch_size": batch_size,

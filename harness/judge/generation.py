@@ -16,7 +16,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from harness.core import Check, Precision, Settings, Variant, precision_overrides
 from harness.core.phases import phase
@@ -34,6 +34,7 @@ from harness.metrics.text import (
     worst_pairs,
 )
 from harness.results.checks import CheckResult, raise_failures
+from harness.results.coverage import Coverage
 from harness.results.sections import Generation
 from harness.runners import PROVIDERS
 from harness.runners.base import GraphRef
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
     from harness.families.steppers import Start
     from harness.generation.forensics import SentenceForensics
-    from harness.judge.cached_decoding import RecordedSide
+    from harness.judge.cached_decoding import CachedDecoding, RecordedSide
     from harness.judge.workspace import Workspace
     from harness.zoo.loading import LoadedModel
 
@@ -233,9 +234,9 @@ class GenerationResult:
     forensics: list["SentenceForensics"] = field(default_factory=list)
     forensics_note: str | None = None  # why a failing case has no forensics (the replay itself failed)
     #: whether generation was gated at all (``harness.judge.coverage``); None: not accounted
-    coverage: Any = None
+    coverage: Coverage | None = None
     #: the closed-loop cached-decoding check (``harness.judge.cached_decoding``); None: not run
-    cached: Any = None
+    cached: CachedDecoding | None = None
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passes(self.metrics.get(c.metric, math.nan))]
@@ -337,13 +338,13 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     graphs = [g for g in family.graphs(model) if g.name in wanted]
     keys = {g.name: backend.outputs_key(GraphRef(model, family, g, variant)) for g in graphs}
     if any(k is None for k in keys.values()):
-        ws.before_session(backend, model, family, variant, graphs)
+        ws.memory.before_session(backend, model, family, variant, graphs)
         return decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws))
     parts = {**decode_parts(ws, model, family, indices, texts, settings, batch_size), "variant": keys}
     fresh: list[Decoded] = []
 
     def compute() -> dict[str, Any]:
-        ws.before_session(backend, model, family, variant, graphs)
+        ws.memory.before_session(backend, model, family, variant, graphs)
         fresh.append(decode_texts(backend, model, family, variant, texts, settings, batch_size, decode_threads(ws)))
         return _as_json(fresh[0])
 
@@ -355,13 +356,6 @@ def variant_decode(ws: "Workspace", model: "LoadedModel", family: "Family", vari
     decoded.artifacts = {k: v for g in graphs for k, v in backend.artifacts(GraphRef(model, family, g, variant)).items()}
     decoded.replayed = True
     return decoded
-
-
-def corpus_for(model: "LoadedModel") -> "Corpus":
-    """Deprecated: ``Workspace.corpus`` (kept for callers outside the harness)."""
-    from harness.judge.workspace import Workspace
-
-    return Workspace.corpus(model)
 
 
 def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationRequest | None
@@ -378,7 +372,7 @@ def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationReques
                      option="generation max_new_tokens")
     # a decoder-only prompt is cut so prompt + new tokens fit the positions (recorded)
     wanted = {**wanted, "budget": ws.family(model).generation_budget(model, settings.max_new_tokens).as_dict()}
-    corpus = ws.corpus(model)
+    corpus = ws.corpora.corpus(model)
     indices = select_indices(len(corpus.sources), wanted["samples"])
     return wanted, settings, indices, [corpus.sources[i] for i in indices]
 
@@ -389,7 +383,7 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     model = ws.model(variant.model)
     family = family or ws.family(model)
     wanted, settings, indices, texts = decode_plan(ws, model, request)
-    corpus = ws.corpus(model)
+    corpus = ws.corpora.corpus(model)
     began = time.perf_counter()
     # the variant's own cache, fed back (closed loop): a backend running the PyTorch module itself
     # decodes with transformers' cache, the reference's own code
@@ -502,7 +496,19 @@ def _judged(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Co
     return result
 
 
-def record(case: Any, result: GenerationResult) -> None:
+class RecordedCase(Protocol):
+    """What a generation result is recorded into (a suite case, a check's record builder): the
+    record's sections and a file beside it for the decoded text."""
+
+    metrics: dict[str, float]
+    thresholds: dict[str, dict[str, Any]]
+    artifacts: dict[str, dict[str, Any]]
+    data: dict[str, Any]
+
+    def side_file(self, name: str) -> Path: ...
+
+
+def record(case: RecordedCase, result: GenerationResult) -> None:
     """Put everything into the case's record, and the decoded text next to it."""
     case.metrics.update(result.metrics)
     case.thresholds.update(result.thresholds())

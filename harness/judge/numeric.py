@@ -27,7 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.families.base import DerivedOutput
     from harness.judge.workspace import Workspace
+    from harness.results.coverage import Coverage
     from harness.runners.base import GraphRunner
+    from harness.zoo.loading import LoadedModel
 
 #: one parity batch: feeds, reference outputs, valid-position masks (None: every position)
 Batch = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray], Mapping[str, "np.ndarray | None"]]
@@ -97,7 +99,7 @@ class ParityResult:
     shapes: list[dict[str, Any]] = field(default_factory=list)
     replayed: list[str] = field(default_factory=list)  # graphs whose outputs came from the output cache
     #: what was gated of the head's outputs (``harness.judge.coverage``); None: not accounted
-    coverage: Any = None
+    coverage: Coverage | None = None
     #: what the side-output stages wrote (failing-batch dumps, repro bundles, profiling summaries)
     side: SideOutputs = field(default_factory=SideOutputs)
 
@@ -305,7 +307,7 @@ def lint_result(graph_name: str, path: str, graph: "GraphSpec | None" = None,
     return result
 
 
-def probe_batches(ws: "Workspace", model: Any, family: "Family", graph: "GraphSpec",
+def probe_batches(ws: "Workspace", model: "LoadedModel", family: "Family", graph: "GraphSpec",
                   base: Mapping[str, np.ndarray], variant: Variant | None = None) -> list[tuple[str, Batch]]:
     """Shape probes, each with its memoised FP32 reference and masks: the family's (target length
     != source length, other past lengths...) derived from one batch's feeds, then a sweep of a
@@ -320,18 +322,18 @@ def probe_batches(ws: "Workspace", model: Any, family: "Family", graph: "GraphSp
         except ValueError:  # a length the tokenizer cannot fill exactly: not a shape of this model
             continue
     # through the reference cache (one entry for all of a graph's probes): a warm rerun loads no module
-    refs = ws.references_for(model, family, graph, [dict(feeds) for _, feeds in probes]) if probes else []
+    refs = ws.refs.references_for(model, family, graph, [dict(feeds) for _, feeds in probes]) if probes else []
     return [(label, (feeds, ref, family.valid_masks(graph, feeds, ref))) for (label, feeds), ref in zip(probes, refs)]
 
 
-def family_entry(model: Any) -> str:
+def family_entry(model: "LoadedModel") -> str:
     """The name of the model's entry graph (the one fed by token ids)."""
     from harness.families import family_for
 
     return str(family_for(model.family).graphs(model)[0].name)
 
 
-def sweep_shapes(ws: "Workspace", model: Any, graph: "GraphSpec",
+def sweep_shapes(ws: "Workspace", model: "LoadedModel", graph: "GraphSpec",
                  variant: Variant | None = None) -> list[tuple[str, int, int]]:
     """(label, batch, sequence) across a token-fed graph's dynamic range: batch 1 at the shortest
     sequence the tokenizer can fill (its special tokens + 1) and at a short one, the largest batch
@@ -428,7 +430,7 @@ def against_unfused(ws: "Workspace", ref: GraphRef, runner: "GraphRunner", twin:
     same file) on the corpus batches, with the precision's thresholds: outputs ``<name>_vs_unfused``."""
     model, graph, variant = ref.model, ref.graph, ref.variant
     twin_backend = ws.backend(twin, model)
-    twin_runner = ws.variant_runner(twin_backend, GraphRef(model, ref.family, graph, twin), [dict(b[0]) for b in batches])
+    twin_runner = ws.refs.variant_runner(twin_backend, GraphRef(model, ref.family, graph, twin), [dict(b[0]) for b in batches])
     try:
         with phase("variant"):
             twin_batches = [(feeds, dict(twin_runner.run(feeds)), masks) for feeds, _, masks in batches]

@@ -13,9 +13,10 @@ as a failing suite case: the worst batch as ``.npz``, a repro bundle ``harness r
 without the model or the cache, the profiling summary. Side outputs are stages here, never calls
 hidden inside a comparison: ``run_graph_parity`` only compares.
 
-This module is the case: ``numeric_parity`` (a numeric case's graphs through every stage) and
-``generation_case`` (a generation case's) run the comparisons of ``judge.numeric`` /
-``judge.generation``, which write nothing, and then the evidence writers of ``harness.repro``.
+This module is the case: ``numeric_parity`` / ``numeric_case`` (a numeric case's graphs through every
+stage), ``embedding_case`` (a sentence-embedding case's) and ``generation_case`` (a generation case's)
+run the comparisons of ``judge.numeric`` / ``judge.embedding`` / ``judge.generation``, which write
+nothing, and then the evidence writers of ``harness.repro``; the suites only call them.
 So it sits above both (tests/test_import_layers.py): the comparisons never import a bundle writer.
 """
 
@@ -24,10 +25,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
 
 from harness.core import Variant
 from harness.core.phases import phase
+from harness.judge.embedding import embedding_parity
 from harness.judge.generation import GenerationRequest, GenerationResult, decode_plan, generation_parity
 from harness.judge.generation import record as record_generation
 from harness.judge.numeric import (
@@ -40,18 +44,18 @@ from harness.judge.numeric import (
     run_graph_parity,
     unfused_twin,
 )
+from harness.repro import EmbeddingDerived
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Evidence
 from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
 
     from harness.families import Family, GraphSpec
     from harness.judge.numeric import Batch, OutputResult
     from harness.judge.workspace import Workspace
-    from harness.repro import EmbeddingDerived
     from harness.results.collector import Case
+    from harness.runners import Backend
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -161,7 +165,7 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
         into.profiles[graph] = summarise_trace(trace)
 
 
-def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseException,
+def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Backend, exc: BaseException,
                      case_dir: Path) -> Path | None:
     """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``;
     None when not written (bundles off, no artifact file, or the file does not raise it itself).
@@ -178,7 +182,7 @@ def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Any, exc: BaseExce
                 and str(i.get("path", "")).endswith(".onnx")]
         if len(onnx) != 1:
             return None
-        batches = [dict(b[0]) for b in ws.parity_batches(model, family, graph)]
+        batches = [dict(b[0]) for b in ws.refs.parity_batches(model, family, graph)]
         with phase("metrics"):
             return write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
                                       artifact=onnx[0], batches=batches, exc=exc,
@@ -217,12 +221,12 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
     backend = ws.backend(variant, model, profile_dir=dump_dir)
     for graph in family.graphs(model):
         judging.append(graph)
-        batches = ws.parity_batches(model, family, graph)
+        batches = ws.refs.parity_batches(model, family, graph)
         probes = probe_batches(ws, model, family, graph, batches[0][0], variant) if batches else []
         start = time.perf_counter()
         # the shape probes' outputs are cached with the corpus's (a refusal too): a warm rerun opens no session
         ref = GraphRef(model, family, graph, variant)
-        runner = ws.variant_runner(backend, ref, [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
+        runner = ws.refs.variant_runner(backend, ref, [dict(b[0]) for b in batches] + [dict(b[0]) for _, b in probes])
         result.seconds[f"{graph.name}.load"] = time.perf_counter() - start
         result.artifacts.update(backend.artifacts(ref))
         if runner.replayed:
@@ -267,6 +271,48 @@ def numeric_case(case: Case, family: "Family | None" = None) -> ParityResult:
         case.conclude(Decision.of_exception(exc))
         raise
     case.record_parity(result)
+    case.conclude(decide(result.assert_ok))
+    return result
+
+
+# -- an embedding case -----------------------------------------------------------------------------------
+def embedding_case(case: Case) -> ParityResult:
+    """A sentence-embedding case's stages: resolve the encoder graph whose token states the model's
+    pooling recipe reads (through the workspace's source, outputs replayed where cached), run it on the
+    corpus batches, compare the pooled sentence vectors (``judge.embedding``), then the side outputs (a
+    failing vector's repro bundle, the profile), the record and the decision; ``assert_ok()`` gates it."""
+    assert case.variant is not None, "embedding parity needs a variant"
+    ws, variant, model = case.workspace, case.variant, case.model
+    family = ws.family(model)
+    (graph,) = [g for g in family.graphs(model) if family.sentence_pooling(model, g) is not None]
+    pooling = family.sentence_pooling(model, graph)
+    assert pooling is not None, "the graph was chosen for its pooling recipe"
+    backend = ws.backend(variant, model, profile_dir=case.case_dir())
+    ref = GraphRef(model, family, graph, variant)
+    batches = ws.refs.parity_batches(model, family, graph)
+    runner = ws.refs.variant_runner(backend, ref, [feeds for feeds, _, _ in batches])
+    case.artifacts.update(backend.artifacts(ref))
+    outputs: list[dict[str, np.ndarray]] = []
+    seconds = 0.0
+    result = ParityResult(variant.id)
+    try:
+        with phase("variant"):
+            for feeds, _, _ in batches:
+                start = time.perf_counter()
+                outputs.append(runner.run(feeds))
+                seconds += time.perf_counter() - start
+        with phase("metrics"):
+            judged = embedding_parity(graph.name, pooling, batches, outputs, variant.precision, model.spec.tolerances)
+        result.outputs.append(judged.output)
+        write_side_outputs(ws, variant, model, GraphJudgement(graph, runner, batches, [judged.output],
+                                                              EmbeddingDerived(pooling.mode, pooling.normalize)),
+                           case.case_dir(), result.side)
+    finally:
+        close_stage(runner, graph.name, result.side)
+    case.record_parity(result)
+    texts = [t for batch in ws.batches(model) for t in batch]
+    case.data.update(pooling=judged.pooling.describe(), sentences=len(texts), run_seconds=round(seconds, 4),
+                     worst={f"{graph.name}.{judged.output.output}": judged.describe_worst(texts)})
     case.conclude(decide(result.assert_ok))
     return result
 
@@ -327,5 +373,5 @@ def _decode_error_bundle(case: Case, request: GenerationRequest | None, family: 
 
 
 __all__ = ["GraphError", "GraphJudgement", "SideOutputs", "bundle_stage", "close_stage", "dump_stage",
-           "error_bundle_for", "error_bundle_stage", "generation_case", "numeric_case", "numeric_parity",
+           "embedding_case", "error_bundle_for", "error_bundle_stage", "generation_case", "numeric_case", "numeric_parity",
            "write_side_outputs"]

@@ -133,7 +133,7 @@ METRICS = MetricRegistry([
     MetricSpec("training_mode_ops", LOWER, Scope.ARTIFACT_LINT, "Training-mode Dropout / random ops in the "
                "exported ONNX graph; must be 0 whatever the runtime's optimisations would delete.", "nodes",
                Thresholds.uniform(0.0)),
-    # --- issue 10: shape coverage (harness/export/lint.py tied_axes, gated by harness.judge.numeric.lint_result) ---
+    # --- shape coverage (harness/export/lint.py tied_axes, gated by harness.judge.numeric.lint_result) ---
     MetricSpec("tied_axes", LOWER, Scope.ARTIFACT_LINT, "Dynamic axes the artifact names alike although the "
                "model's graph declares them as different lengths (a decoder whose target and source length share "
                "one name, as a widely copied Marian export recipe does): the file fails as soon as they differ. "
@@ -145,7 +145,6 @@ METRICS = MetricRegistry([
                "static-shape artifact bakes in (cut to fit it): the file cannot take them. Must be 0 unless the "
                "artifact's protocol declares the static shape intended (then reported only).", "sentences",
                Thresholds.uniform(0.0)),
-    # --- end issue 10 ---
     # -- sentence embeddings (harness/zoo/minilm.py: embedding_metrics, models with a pooling recipe) -----------
     MetricSpec("embedding_cosine", HIGHER, Scope.EMBEDDING, "Mean over sentences of the cosine between the "
                "reference's and the variant's pooled sentence embeddings.", "",
@@ -254,7 +253,7 @@ METRICS = MetricRegistry([
 ])
 
 
-# --- issue 17: accuracy-baseline margins (harness.gate.accuracy; docs/accuracy-gate.md) --------------------
+# --- accuracy-baseline margins (harness.gate.accuracy; docs/accuracy-gate.md) --------------------
 # How far each metric may move against a blessed baseline: its badness (distance from the ideal) may
 # grow by at most max(rel x baseline badness, floor at the precision). Floors of continuous metrics come
 # from scripts/measure_accuracy_noise.py on the default zoo (32 sentences): FP32 = 2 x the largest
@@ -330,7 +329,6 @@ _MARGINS: dict[str, Margin] = {
 METRICS = MetricRegistry(replace(s, margin=_MARGINS.pop(s.name, s.margin)) for s in METRICS)
 if _MARGINS:  # pragma: no cover - a typo in the table above
     raise ValueError(f"margins declared for unknown metrics: {', '.join(_MARGINS)}")
-# --- end issue 17 -------------------------------------------------------------------------------------------
 
 def metric(name: str) -> MetricSpec:
     """The declaration of ``name``; an unknown name is a UsageError with a did-you-mean."""

@@ -120,7 +120,7 @@ def tolerance_list() -> str:
 
 
 def margins_table() -> str:
-    """docs/accuracy-gate.md: every metric's accuracy-gate margin (issue 17)."""
+    """docs/accuracy-gate.md: every metric's accuracy-gate margin."""
     rows = []
     for spec in METRICS:
         m = spec.margin
@@ -155,6 +155,8 @@ BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
     "options-gen": (lambda: _options_table("gen"), False),
     "options-config": (lambda: _config_table(), False),
     "options-relations": (lambda: _relations_table(), False),
+    "options-commands": (lambda: _command_docs(), False),
+    "options-renamed": (lambda: _renamed_table(), False),
     "margins": (margins_table, False),
     # every runtime setting, from the backends' own settings sections (docs/runtime.md)
     "runtime-settings": (lambda: _runtime_table(), False),
@@ -171,6 +173,18 @@ def _relations_table() -> str:
     from harness.settings.relations import docs_table
 
     return docs_table()
+
+
+def _command_docs() -> str:
+    from harness.settings.commands import command_docs
+
+    return command_docs()
+
+
+def _renamed_table() -> str:
+    from harness.settings.commands import renamed_table
+
+    return renamed_table()
 
 
 def _config_table() -> str:

@@ -3,7 +3,7 @@
 An unpaired comparison (a baseline recorded on another night) cannot tell a slower model from a
 slower machine: on the shared 2-core box the same build's p50 moved -39 %, -21 % and -8 % between
 runs, and with a neighbour process during the candidate an A/A comparison said REGRESSION twice
-in three tries (issue 26). The canary is the same code on every run and every machine the
+in three tries. The canary is the same code on every run and every machine the
 harness ships to, timed right before and right after each latency metric, so a baseline and a
 candidate carry a second pair of samples that differ only by what the machine did
 (``harness.gate.canary`` judges them).

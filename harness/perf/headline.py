@@ -45,7 +45,7 @@ class Contender:
 def default_providers() -> list[Provider]:
     """``BASE_PROVIDERS`` plus every other non-GPU provider whose backend runs ONNX files and
     can run here (derived from the backend registry, so a new CPU runtime joins the table)."""
-    from harness.judge.workspace import Workspace
+    from harness.judge.runtimes import RuntimeStore
     from harness.runners import backends
 
     table = dict(PROVIDERS)
@@ -55,7 +55,7 @@ def default_providers() -> list[Provider]:
         backend = known.get(provider.backend)
         if provider in chosen or provider.needs_gpu or backend is None or not backend.runs_onnx_files:
             continue
-        if Workspace.unavailable_reason(Variant("bench", Precision.FP32, provider)) is None:
+        if RuntimeStore.unavailable_reason(Variant("bench", Precision.FP32, provider)) is None:
             chosen.append(provider)
     return chosen
 
@@ -142,7 +142,7 @@ def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized
         unit = f"one forward call, batch {batch_size} x {seq_len} tokens"
     for contender in contenders:
         name, variant = contender.name, Variant(model_name, contender.precision, contender.provider)
-        reason = ws.unavailable_reason(variant)
+        reason = ws.runtimes.unavailable_reason(variant)
         if reason:
             notes.append(f"{model_name} {name}: not measured ({reason})")
             continue

@@ -29,13 +29,13 @@ Clock = Callable[[], int]
 #: encoder-custom (ORT, 1 thread, 40 blocks of 100 calls) after a full ``gc.collect()`` -- the
 #: worst case, which walks 200-500k objects: the first call was 1.52x the median of the rest, the
 #: second 1.16x, the third 1.05x, the fourth and fifth within 1.01x -- 1-2 calls per 100 land
-#: exactly at p99, which is how the loop of issue 13 (collect, then time) read +40 % at p99.
+#: exactly at p99, which is how version 1 of the loop (collect, then time) read +40 % at p99.
 SETTLE_CALLS = 5
 
 #: What the timing loop does, stored with every latency entry (``loop``), so numbers stay
 #: comparable across harness versions. Version 2 collected the heap (``gc.collect()``, 0.1-0.25 s
 #: and a cold cache per loop) before freezing it; version 3 freezes without collecting. A record
-#: without ``loop`` was timed by the loop of issue 13 (warm-up, then a full collection, then
+#: without ``loop`` was timed by version 1 (warm-up, then a full collection, then
 #: timing -- its p99 carries the collection's cache misses).
 LOOP = {
     "version": 3,

@@ -1,7 +1,7 @@
 """When a latency metric has enough samples: a count, a precision the gate can use, or a time budget.
 
 A fixed sample count costs whatever the call costs: 300 calls of a 0.2 ms ORT graph take 60 ms,
-300 calls of each graph of a Marian in PyTorch FP16 on the CPU took 67 s (issue 26). The rule
+300 calls of each graph of a Marian in PyTorch FP16 on the CPU took 67 s. The rule
 below keeps the count for cheap metrics and bounds the expensive ones:
 
 1. **Calibrate** (pytest-benchmark's anchor: it times the timer and a few rounds before choosing

@@ -1,7 +1,7 @@
 """Performance options and the baseline gate, as a pytest plugin.
 
 The performance suites are opt-in (``--harness-perf``): without it a suite module skips
-itself as a whole at collection (``if not perf_requested(): pytest.skip(skip_reason(),
+itself as a whole at collection (``if not perf_requested(): pytest.skip(skip_reason(config),
 allow_module_level=True)``), with one line of reason and no records, so a default run is
 neither slower nor cluttered. The baseline options imply
 ``--harness-perf`` (a baseline of a run without perf records would be empty).
@@ -26,11 +26,12 @@ from harness.core import UsageError
 from harness.core.rundirs import BASELINE_STORE
 
 
-def skip_reason() -> str:
+def skip_reason(config: pytest.Config) -> str:
     """Why a performance suite skipped, with the flag as this session's user types it."""
+    from harness.plugin import command_of
     from harness.settings.spelling import user_flag
 
-    return f"performance suite not requested (use {user_flag('perf')})"
+    return f"performance suite not requested (use {user_flag('perf', command_of(config))})"
 
 PERF = pytest.StashKey[Any]()  # PerfSettings | None
 GATE = pytest.StashKey["GateRequest"]()
@@ -44,7 +45,7 @@ class GateRequest:
     force: bool = False
     force_env: bool = False
     thresholds: tuple[str, ...] = ()
-    margins: tuple[str, ...] = ()  # --harness-accuracy-margin (issue 17)
+    margins: tuple[str, ...] = ()  # --harness-accuracy-margin
     allow_missing: bool = False  # --harness-allow-missing: a partial comparison passes (and says so)
 
     @property
@@ -55,7 +56,7 @@ class GateRequest:
 @dataclass
 class GateOutcome:
     comparison: Any = None
-    accuracy: Any = None  # AccuracyComparison against the same baseline (issue 17)
+    accuracy: Any = None  # AccuracyComparison against the same baseline
     saved: Any = None
     messages: list[str] = field(default_factory=list)
     error: str | None = None
@@ -192,7 +193,8 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
         return None
     if not marked:
         return None
-    return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, f"Skipped: {skip_reason()}"), [])
+    reason = f"Skipped: {skip_reason(collector.config)}"
+    return pytest.CollectReport(collector.nodeid, "skipped", (str(collector.path), 0, reason), [])
 
 
 @pytest.fixture
@@ -200,7 +202,7 @@ def perf_settings(request: pytest.FixtureRequest) -> Any:
     """The run's PerfSettings (skips when performance was not requested)."""
     settings = request.config.stash.get(PERF, None)
     if settings is None:
-        pytest.skip(skip_reason())
+        pytest.skip(skip_reason(request.config))
     return settings
 
 

@@ -68,13 +68,12 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(PhaseFile(Path(folder), _worker_id(config)),
                                           f"harness-phase-file-{id(config)}")
         return
-    from harness.plugin import _asked_for
-    from harness.settings.spelling import front_end
+    from harness.plugin import _asked_for, command_of
 
     mode = _mode(config)
     # `harness run` is a harness session whatever options it was given (a bare `harness run` too);
     # a plain pytest session shows progress when it configures the harness
-    if mode == "off" or (mode == "auto" and not (front_end() == "run" or _asked_for(config))):
+    if mode == "off" or (mode == "auto" and not (command_of(config) == "run" or _asked_for(config))):
         return
     folder = Path(tempfile.mkdtemp(prefix="harness-progress-"))
     display: Tally

@@ -590,7 +590,7 @@ def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = N
 
     m = bundle.manifest
     path, source = bundle.artifact()
-    prov = parse_provider(provider or m["provider"], option="--provider")
+    prov = parse_provider(provider or m["provider"], option="--providers")
     runtime = runtime_from(m.get("runtime"))
     workers = threads if threads is not None else m.get("threads")
     runner = open_onnx(path, prov, workers, bundle.precision, runtime)

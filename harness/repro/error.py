@@ -156,7 +156,7 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
 
     m = bundle.manifest
     path, source = resolve_artifact(bundle.directory, m["artifact"])
-    prov = parse_provider(provider or m["provider"], option="--provider")
+    prov = parse_provider(provider or m["provider"], option="--providers")
     workers = threads if threads is not None else m.get("threads")
     err = m["error"]
     batches = _batches(bundle)

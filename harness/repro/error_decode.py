@@ -265,7 +265,7 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
     m = bundle.manifest
     decode, err = m["decode"], m["error"]
     files, sources = bundle.graph_artifacts()
-    prov = parse_provider(provider or m["provider"], option="--provider")
+    prov = parse_provider(provider or m["provider"], option="--providers")
     workers = threads if threads is not None else m.get("threads")
     model = bundled_model(bundle)
     family = family_for(str(m["family"]))

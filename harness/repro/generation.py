@@ -256,7 +256,7 @@ def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int
     model = bundled_model(bundle)
     family = family_for(str(m["family"]))
     files, sources_of = bundle.graph_artifacts()
-    prov = parse_provider(provider or m["provider"], option="--provider")
+    prov = parse_provider(provider or m["provider"], option="--providers")
     workers = threads if threads is not None else m.get("threads")
     precision = Precision(m["precision"])
     settings = _settings(m)

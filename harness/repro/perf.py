@@ -139,7 +139,7 @@ def remeasure(bundle: Bundle, provider: str | None, threads: int | None) -> tupl
 
     m = bundle.manifest
     path, source = resolve_artifact(bundle.directory, m["artifact"])
-    prov = parse_provider(provider or m["provider"], option="--provider")
+    prov = parse_provider(provider or m["provider"], option="--providers")
     workers = threads if threads is not None else m.get("threads")
     try:
         with np.load(bundle.directory / DATA, allow_pickle=False) as data:

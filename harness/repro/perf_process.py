@@ -117,7 +117,7 @@ def _remeasure_fresh(bundle: Bundle, provider: str | None, threads: int | None
 
     m = bundle.manifest
     if provider is not None and provider != m["provider"]:
-        raise UsageError(f"--provider: a fresh-process bundle is measured on its recorded provider {m['provider']} "
+        raise UsageError(f"--providers: a fresh-process bundle is measured on its recorded provider {m['provider']} "
                          "(its load spec was derived for it); the case's rerun command measures another")
     if threads is not None:
         raise UsageError("--threads: a fresh-process bundle replays its recorded load spec, threads included")
@@ -220,7 +220,7 @@ def _remeasure_decode(bundle: Bundle, provider: str | None, threads: int | None
 
     m = bundle.manifest
     files, sources = bundle.graph_artifacts()
-    prov = parse_provider(provider or m["provider"], option="--provider")
+    prov = parse_provider(provider or m["provider"], option="--providers")
     workers = threads if threads is not None else m.get("threads")
     model = bundled_model(bundle)
     family = family_for(str(m["family"]))

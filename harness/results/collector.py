@@ -23,6 +23,9 @@ from harness.results.sections import Evidence, Judged
 from harness.settings.options import rerun_command
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pytest
+
+    from harness.core.writable import DiskFull
     from harness.families import Family
     from harness.judge.numeric import ParityResult
     from harness.judge.workspace import Workspace
@@ -96,12 +99,12 @@ class Case:
 
         options = self.workspace.options
         exporter, per_channel = options.exporter, options.settings.int8_per_channel
-        fixes: dict[str, Any] = {}  # issue 14: the node lists this model's artifacts were built with
+        fixes: dict[str, Any] = {}  # the node lists this model's artifacts were built with
         inputs: dict[str, Any] = {}
         if self.variant is not None:
             try:  # what this model really used (a model may default to dynamo / per-channel INT8)
                 model = self.workspace.model(self.variant.model)
-                effective = self.workspace.settings_for(model)
+                effective = self.workspace.runtimes.settings_for(model)
                 exporter, per_channel = effective.exporter, effective.int8_per_channel
                 fixes = {k: list(v) for k, v in (("fp16_node_block_list", effective.fp16_node_block_list),
                                                   ("int8_nodes_to_exclude", effective.int8_nodes_to_exclude)) if v}
@@ -117,7 +120,7 @@ class Case:
         calibration: dict[str, Any] = {}
         if self.variant is not None and self.variant.precision.value == "int8-static":
             try:  # which sentences calibrated the static INT8 artifact (disjoint from the judged ones)
-                texts = self.workspace.calibration_texts(self.workspace.model(self.variant.model))
+                texts = self.workspace.corpora.calibration_texts(self.workspace.model(self.variant.model))
                 calibration = {"method": options.settings.int8_calibration, "sentences": len(texts),
                                "first_index": options.settings.samples, "judged_sentences": options.settings.samples,
                                "sha256": _sha256_lines(texts)}
@@ -129,8 +132,8 @@ class Case:
                 "batch_size": options.settings.batch_size, "num_samples": inputs.pop("sentences", options.settings.samples),
                 "fp16_op_block_list": list(options.settings.fp16_block_list), "int8_per_channel": per_channel,
                 "int8_per_channel_forced": options.settings.int8_per_channel,
-                "int8_reduce_range": self.workspace.reduce_range(per_channel).enabled,
-                "int8_reduce_range_why": self.workspace.reduce_range(per_channel).why,
+                "int8_reduce_range": self.workspace.runtimes.reduce_range(per_channel).enabled,
+                "int8_reduce_range_why": self.workspace.runtimes.reduce_range(per_channel).why,
                 "options": recordable(options.given),
                 "external_data": options.settings.external_data,
                 **fixes, **inputs}
@@ -141,7 +144,7 @@ class Case:
         many sentences it cut."""
         from harness.families.base import input_token_limit, truncated_count
 
-        corpus = self.workspace.corpus(model)
+        corpus = self.workspace.corpora.corpus(model)
         texts = self.workspace.texts(model)
         return {"sentences": len(texts), "samples_requested": self.workspace.options.settings.samples,
                 "corpus": corpus.name, "corpus_sha256": corpus.sha256, "corpus_size": len(corpus),
@@ -193,11 +196,11 @@ class RecordCollector:
         self.identities: dict[str, Mapping[str, Any]] = {}
         #: the filesystem filled up: the first write that failed (``DiskFull``), and the ids of
         #: the cases whose record could not be written
-        self.disk_full: Any = None
+        self.disk_full: DiskFull | None = None
         self.lost: list[str] = []
         #: a record a team's ``harness_record`` hook was refused for (``harness.core.hooks``): the run stops
         self.refused: UsageError | None = None
-        self.session: Any = None
+        self.session: pytest.Session | None = None
         #: suite files that fail to collect become ``error`` records (harness sessions only: the
         #: plugin is installed in every pytest session, whose own collection errors are pytest's)
         self.record_collection_errors = False
@@ -214,10 +217,10 @@ class RecordCollector:
         """Expected cases that never finished (not started, or cut off while running)."""
         return [n for n in self.expected if n not in self.finished]
 
-    def pytest_sessionstart(self, session: Any) -> None:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
 
-    def pytest_collectreport(self, report: Any) -> None:
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A suite file that could not be collected (a syntax error, a failing import, pytest's
         "import file mismatch") in a harness session: an ``error`` record naming the file and the
         first line of why, so results.jsonl, summary.md and junit.xml say so instead of holding
@@ -239,11 +242,11 @@ class RecordCollector:
         with signals_held():
             self._store(record)
 
-    def pytest_runtest_logreport(self, report: Any) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """pytest hook (the collector is registered as a plugin of its session)."""
         self.on_report(report)
 
-    def on_report(self, report: Any) -> None:
+    def on_report(self, report: pytest.TestReport) -> None:
         state = self._state.setdefault(report.nodeid, {"props": {}, "phases": {}, "duration": 0.0})
         for key, value in getattr(report, "user_properties", []) or []:
             state["props"][key] = value
@@ -335,7 +338,7 @@ def _sha256_lines(texts: list[str]) -> str:
     return hashlib.sha256("\n".join(texts).encode()).hexdigest()
 
 
-def _short(report: Any) -> str:
+def _short(report: pytest.TestReport) -> str:
     if report.passed:
         return ""
     longrepr = report.longrepr

@@ -15,9 +15,12 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.results.record import Record, Verdict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core import Variant
 
 
 def new_run_id() -> str:
@@ -54,9 +57,9 @@ class CaseIdentity:
                    get("execution_provider"), get("suite"), get("runtime"))
 
     @classmethod
-    def of_variant(cls, variant: Any, suite: str, display_id: str | None = None) -> CaseIdentity:
+    def of_variant(cls, variant: "Variant", suite: str, display_id: str | None = None) -> CaseIdentity:
         """From a ``harness.core.Variant`` (``display_id``: the id shown for a local-path model)."""
-        axes = ",".join(f"{k}={v}" for k, v in getattr(variant, "runtime", ()) or ()) or None
+        axes = ",".join(f"{k}={v}" for k, v in variant.runtime) or None
         return cls(display_id or variant.id, variant.model, variant.precision.value, variant.backend,
                    variant.provider.short, variant.provider.device, suite, axes)
 
@@ -113,7 +116,7 @@ class StandaloneCase(Protocol):
     """What ``compose_standalone`` needs of a case (``harness.results.collector.Case``)."""
 
     @property
-    def variant(self) -> Any: ...
+    def variant(self) -> "Variant | None": ...
 
     def payload(self) -> dict[str, Any]: ...
 

@@ -80,22 +80,23 @@ def _url(db: str | Path, *, create: bool) -> str:
         try:
             url = make_url(str(db))
         except ArgumentError:
-            raise HistoryError(f"--db {describe(db)}: not a database URL (postgresql://user@host/db) or a file path") from None
+            raise HistoryError(f"--history-db {describe(db)}: not a database URL (postgresql://user@host/db) "
+                               "or a file path") from None
         if url.drivername in ("postgresql", "postgres"):
             url = url.set(drivername="postgresql+psycopg")
         if url.get_backend_name() not in ("postgresql", "sqlite"):
-            raise HistoryError(f"--db {describe(db)}: unsupported database {url.get_backend_name()!r} "
+            raise HistoryError(f"--history-db {describe(db)}: unsupported database {url.get_backend_name()!r} "
                                "(SQLite file paths and postgresql:// URLs are supported)")
         if url.get_backend_name() == "postgresql":
             try:
                 import psycopg  # noqa: F401
             except ImportError:
-                raise HistoryError("--db postgresql://... needs the psycopg driver: "
+                raise HistoryError("--history-db postgresql://... needs the psycopg driver: "
                                    "pip install 'model-harness[postgres]'") from None
         return url.render_as_string(hide_password=False)
     path = Path(db)
     if path.is_dir():
-        raise HistoryError(f"history database {path} is a directory; pass a file path with --db")
+        raise HistoryError(f"history database {path} is a directory; pass a file path with --history-db")
     if not path.exists():
         if not create:
             siblings = [str(p) for p in path.parent.glob("*.sqlite")] if path.parent.is_dir() else []
@@ -148,7 +149,7 @@ def _open(given: str | Path | None, *, create: bool) -> Iterator[Engine]:
                     raise HistoryError(f"{describe(db)} holds no history yet; create it with `harness history add RUN_DIR`")
                 schema.prepare(conn, _now())
         except schema.ForeignDatabase as exc:
-            raise HistoryError(f"{describe(db)} is not a harness history database ({exc}); pass another --db") from None
+            raise HistoryError(f"{describe(db)} is not a harness history database ({exc}); pass another --history-db") from None
         except SQLAlchemyError as exc:
             raise HistoryError(f"{describe(db)} is not a usable history database ({_reason(exc)})") from None
         try:

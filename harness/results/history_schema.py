@@ -1,6 +1,6 @@
 """The history store's schema, its version table and the migrations between versions.
 
-One SQLAlchemy ``MetaData`` serves SQLite (the default file) and PostgreSQL (``--db
+One SQLAlchemy ``MetaData`` serves SQLite (the default file) and PostgreSQL (``--history-db
 postgresql://...``), so a team can move from a file on one machine to a shared server without a
 second schema to keep in step. ``harness_schema`` holds the version; ``prepare`` brings any
 database this or an earlier harness wrote up to ``VERSION`` inside one transaction taken under a

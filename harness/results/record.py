@@ -150,7 +150,7 @@ class Record:
     #: seconds per phase of the case (build, export, reference, variant, metrics, perf); omitted when empty
     phases: dict[str, float] = field(default_factory=dict)
     #: resident memory of the case (``harness.core.rss``): ``peak_rss_bytes``, ``start_rss_bytes``,
-    #: ``end_rss_bytes``, ``process_peak_rss_bytes``, ``source``; omitted when empty (issue 16)
+    #: ``end_rss_bytes``, ``process_peak_rss_bytes``, ``source``; omitted when empty
     memory: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know, kept as read
 

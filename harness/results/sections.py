@@ -114,7 +114,7 @@ class Generation:
     decoded: str | None = None
     worst_pairs: tuple[dict[str, Any], ...] = ()
     forensics: tuple[dict[str, Any], ...] = ()
-    first_divergence: Any = None
+    first_divergence: str | None = None
 
     @classmethod
     def of(cls, record: Record) -> Generation:

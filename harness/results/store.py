@@ -16,12 +16,15 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from filelock import FileLock
 
 from harness.results.jsonsafe import dumps
 from harness.results.record import Record, RecordError, RecordLike, decode_record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core.writable import DiskFull
 
 RESULTS_FILE = "results.jsonl"
 #: disk space a run directory sets aside for its last records and summary (``ResultsWriter``)
@@ -55,7 +58,7 @@ class ResultsWriter:
         self.reserve_bytes = reserve_bytes
         self.reserve = self.out_dir / RESERVE_FILE
         #: the first ENOSPC met (``harness.core.writable.DiskFull``), None while there is room
-        self.full: Any = None
+        self.full: DiskFull | None = None
 
     def append(self, record: RecordLike) -> None:
         """Append one record; raises ``DiskFull`` when it could not be written even with the

@@ -243,7 +243,7 @@ class Backend(abc.ABC):
     providers: tuple["Provider", ...] = ()
 
     #: runs the model's PyTorch module itself (or a copy made from it): the workspace keeps a large
-    #: model's module loaded between two cases of such a backend (``Workspace.end_case``)
+    #: model's module loaded between two cases of such a backend (``ModuleMemory.end_case``)
     uses_torch_module: ClassVar[bool] = False
 
     #: the RuntimeSettings fields this backend honours: shared ones (``intra_op_threads``, ...) and

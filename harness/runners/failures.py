@@ -42,7 +42,7 @@ KNOWN: tuple[KnownFailure, ...] = (
     KnownFailure("missing_kernel", re.compile(r"Could not find an implementation for (\w+)", re.S),
                  "an op with no kernel on this execution provider (a contrib op or fusion made for another "
                  "provider, e.g. an optimizer run for CUDA or with --float16)",
-                 "judge the file on the provider it was optimized for (--provider), or re-optimize it for this one"),
+                 "judge the file on the provider it was optimized for (--providers), or re-optimize it for this one"),
     KnownFailure("static_dims", re.compile(r"Got invalid dimensions for input: (\S+).*?Got: (\d+) Expected: (\d+)",
                                            re.S),
                  "the file bakes a dimension the feeds differ from (a static batch or sequence length)",

@@ -13,7 +13,7 @@ computes implicitly, so parity code and decoding run a foreign file exactly as t
 harness's own exports. The backend is not in the name registry: it has no provider of its
 own, it stands in for the run's variants whose backend runs ONNX files (ONNX Runtime, OpenVINO)
 when a workspace has files to judge; each file is opened by that backend
-(``Backend.open_onnx_file``), so ``--provider ov_cpu`` judges the file as OpenVINO compiles it.
+(``Backend.open_onnx_file``), so ``--providers ov_cpu`` judges the file as OpenVINO compiles it.
 """
 
 from __future__ import annotations

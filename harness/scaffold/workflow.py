@@ -249,9 +249,9 @@ def compare_script(spec: WorkflowSpec) -> str:
             'compared"\n'
             '  exit 0\n'
             'fi\n'
-            f'blessed_env="$(harness baseline env --name {name} --store {store} --dir .harness-blessed-env)"\n'
+            f'blessed_env="$(harness baseline env --name {name} --baseline-store {store} --dir .harness-blessed-env)"\n'
             'status=0\n'
-            f'harness baseline compare reports/gate --name {name} --store {store} --perf --baseline-env "$blessed_env" '
+            f'harness baseline compare reports/gate --name {name} --baseline-store {store} --perf --baseline-env "$blessed_env" '
             f'--json {out}.json --markdown {out}.md || status=$?\n'
             f'if [ -n "${{GITHUB_STEP_SUMMARY:-}}" ] && [ -f {out}.md ]; then cat {out}.md >> "$GITHUB_STEP_SUMMARY"; fi\n'
             'exit $status\n')
@@ -259,8 +259,8 @@ def compare_script(spec: WorkflowSpec) -> str:
 
 def bless_command(spec: WorkflowSpec) -> str:
     """The default branch's run becomes the baseline, its timed artifacts copied into it."""
-    return (f"harness baseline save reports/gate --name {spec.default_branch} --store {spec.baseline_store} "
-            "--keep-artifacts --force")
+    return (f"harness baseline save reports/gate --name {spec.default_branch} --baseline-store {spec.baseline_store} "
+            "--keep-artifacts --baseline-force")
 
 
 def render_workflow(spec: WorkflowSpec | None = None) -> str:

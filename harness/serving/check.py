@@ -129,7 +129,7 @@ def concurrency_parity(run: JobRun, job: JobResult) -> tuple[list[OutputResult],
     def feeds(texts: Any) -> Any:
         return family.check_feeds(model, graph, job.job.mode, texts)
 
-    batches = ws.parity_batches(model, family, graph, ws.batches(model), feeds)
+    batches = ws.refs.parity_batches(model, family, graph, ws.batches(model), feeds)
     whole = [(f, mapped.run(f), masks) for f, _, masks in batches]  # the sequential pass: one request per batch
     workers = min(CONCURRENT_REQUESTS, max(len(next(iter(f.values()))) for f, _, _ in batches))
     split = ConcurrentRunner(job.runner.session, workers)

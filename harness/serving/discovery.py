@@ -50,7 +50,7 @@ def complete_io(ws: Workspace, model: LoadedModel, family: Family, source: Endpo
             out.append(art)
             continue
         job = plan_jobs([art], family, model)[0]
-        feeds = ws.check_feeds(model, family, job.graph, job.mode, [ws.batches(model)[0]])[0]
+        feeds = ws.refs.check_feeds(model, family, job.graph, job.mode, [ws.batches(model)[0]])[0]
         reference = {maps.get(n, n): feeds[n] for n in job.graph.input_names if n in feeds}
         io_source = dict(served.io_source)
         inputs = served.inputs

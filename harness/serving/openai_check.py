@@ -83,7 +83,7 @@ def run_openai_check(req: CheckRequest, run_dir: Path, run_id: str | None = None
     got = Decoded([retokenised(a.text) for a in answers], [a.text for a in answers], sum(a.seconds for a in answers),
                   len(answers))
     ref = Decoded([retokenised(t) for t in reference.texts], list(reference.texts), reference.seconds, reference.calls)
-    result = _judged(ws, variant, model, ws.corpus(model), indices, texts, gen, wanted, ref, got, ref_seconds)
+    result = _judged(ws, variant, model, ws.corpora.corpus(model), indices, texts, gen, wanted, ref, got, ref_seconds)
     result.settings.update(tokens="both sides' text tokenised again with the reference tokenizer (the API returns text)")
     ttft = [a.ttft_ms for a in answers if a.ttft_ms is not None]
     if ttft:

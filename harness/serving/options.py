@@ -1,9 +1,7 @@
-"""``harness check``'s endpoint and load-sweep flags, and what they parse into.
+"""What ``harness check``'s endpoint and load-sweep flags parse into (``Endpoint``, ``SweepSettings``).
 
-The option table (``harness.settings.options``) generates flags for ``harness run`` and
-pytest, which judge what the harness builds; these flags exist only on ``harness check``
-(a served model is judged there), so they are declared here, once, beside the records they
-fill (``Endpoint``, ``SweepSettings``).
+The flags themselves are rows of the option table (``harness.settings.commands``), as every
+command's are; this module turns their values into the records the served-model check reads.
 """
 
 from __future__ import annotations
@@ -12,48 +10,12 @@ import argparse
 from typing import TYPE_CHECKING
 
 from harness.core import UsageError
-from harness.settings.endpoint import PROTOCOLS, Endpoint, parse_endpoint
+from harness.settings.commands import value_of
+from harness.settings.endpoint import Endpoint, parse_endpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.serving.rate import RateSettings
     from harness.serving.sweep import SweepSettings
-
-
-def add_endpoint_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("served model (Open Inference Protocol / KServe v2: Triton, KServe, MLServer)")
-    g.add_argument("--endpoint", metavar="URL", default=None,
-                   help="judge the model a server serves instead of files: http://HOST:PORT or grpc://HOST:PORT")
-    g.add_argument("--served-model", action="append", default=[], metavar="[ROLE=]NAME",
-                   help="the served model's name; ROLE=NAME (encoder=, decoder=, decoder_with_past=) for a "
-                        "seq2seq split served as several models (repeatable)")
-    g.add_argument("--protocol", choices=PROTOCOLS, default=None, help="transport when the URL has no scheme "
-                                                                       "(default http)")
-    g.add_argument("--served-version", default=None, metavar="V", help="the model version (default: the server's)")
-    g.add_argument("--request-timeout", type=float, default=None, metavar="S",
-                   help="seconds one request may take (default 30); slower is a counted error")
-    g.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="N",
-                   help="with --perf: the load sweep's concurrency levels (default 1 2 4 8 16)")
-    g.add_argument("--sweep-window", type=float, default=None, metavar="S",
-                   help="with --perf: seconds per measurement window (default 1)")
-    g.add_argument("--step-budget", type=float, default=None, metavar="S",
-                   help="with --perf: seconds a level may take before it is recorded as not stable (default 15)")
-    g.add_argument("--sweep-budget", type=float, default=None, metavar="S",
-                   help="with --perf: seconds the whole sweep may take (default 120)")
-    g.add_argument("--request-rate", nargs="+", default=None, metavar="R",
-                   help="with --perf: offer these request rates (requests/s, or START:END:STEP as perf_analyzer's "
-                        "--request-rate-range) instead of concurrency levels")
-    g.add_argument("--arrival", choices=("constant", "poisson"), default=None,
-                   help="with --request-rate: fixed intervals or Poisson arrivals (default poisson)")
-    g.add_argument("--p99-budget", type=float, default=None, metavar="MS",
-                   help="with --request-rate: the p99 latency a rate must meet; the highest that does is the "
-                        "sustainable rate, and the sweep stops after the first that does not")
-    g.add_argument("--openai-route", choices=("completions", "chat"), default="completions",
-                   help="with --endpoint openai://: judge /v1/completions (the raw prompt; default) or "
-                        "/v1/chat/completions (one user message; the server's chat template applies)")
-    g.add_argument("--no-stream", action="store_true",
-                   help="with --endpoint openai://: ask for whole answers (no TTFT / TPOT) instead of streamed ones")
-    g.add_argument("--load-host", action="append", default=[], metavar="HOST",
-                   help="a non-loopback host the load sweep may target (the configured server's own)")
 
 
 def endpoint_of(args: argparse.Namespace) -> Endpoint | None:
@@ -74,15 +36,14 @@ def sweep_of(args: argparse.Namespace) -> SweepSettings:
     """``--perf`` against an endpoint: the sweep's bounds (``--perf-batch-sizes`` / ``--perf-seq-lens``'
     first values size each request)."""
     given: dict[str, object] = {}
-    if args.concurrency:
-        if any(c < 1 or c > 256 for c in args.concurrency):
-            raise UsageError(f"--concurrency: levels must be in 1..256, got {args.concurrency}")
-        given["concurrency"] = tuple(args.concurrency)
+    levels = value_of(args, "concurrency")
+    if levels:
+        if any(c > 256 for c in levels):
+            raise UsageError(f"--concurrency: levels must be in 1..256, got {levels}")
+        given["concurrency"] = tuple(levels)
     for flag, key in (("sweep_window", "window_s"), ("step_budget", "step_budget_s"), ("sweep_budget", "budget_s")):
         value = getattr(args, flag)
-        if value is not None:
-            if not value > 0:
-                raise UsageError(f"--{flag.replace('_', '-')}: must be > 0 seconds, got {value}")
+        if value is not None:  # > 0: the table's bound, checked when the command line was parsed
             given[key] = float(value)
     if getattr(args, "perf_batch_sizes", None):
         given["batch_size"] = int(args.perf_batch_sizes[0])

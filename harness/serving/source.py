@@ -93,11 +93,11 @@ def detect_precision(served: ServedModel) -> tuple[str, str]:
     if declared in {p.value for p in Precision}:
         return declared, f"declared by the server's model parameters (precision={declared})"
     if not served.described:
-        return "fp32", "the server publishes no tensor metadata: fp32 assumed (give --precision)"
+        return "fp32", "the server publishes no tensor metadata: fp32 assumed (give --precisions)"
     floats = {t.dtype for t in served.outputs + served.inputs if t.dtype.startswith(("float", "bfloat"))}
     if floats & {"float16", "bfloat16"}:
         return "fp16", f"served tensors are {'/'.join(sorted(floats))}"
-    return "fp32", "served tensors are FP32 (quantised weights inside a model are not visible: give --precision)"
+    return "fp32", "served tensors are FP32 (quantised weights inside a model are not visible: give --precisions)"
 
 
 class EndpointGraphs(PrebuiltGraphs):

@@ -70,11 +70,11 @@ class ModelEntry:
     #: ``[models.<name>.io_protocol]``: the artifacts' I/O protocol overrides (docs/check.md), read by
     #: ``harness check --config``, which validates it
     io_protocol: Mapping[str, Any] | None = None
-    #: accuracy-gate margin overrides for this model (``[models.<name>.margins]``, issue 17)
+    #: accuracy-gate margin overrides for this model (``[models.<name>.margins]``)
     margins: tuple[MarginRule, ...] = ()
     #: ``[models.<name>.runtime]``: RuntimeSettings fields this model runs with (over the run's)
     runtime: Mapping[str, Any] = field(default_factory=dict)
-    #: issue 14: node names this model keeps in FP32 (FP16) / leaves unquantised (INT8)
+    #: node names this model keeps in FP32 (FP16) / leaves unquantised (INT8)
     fp16_node_block_list: tuple[str, ...] = ()
     int8_nodes_to_exclude: tuple[str, ...] = ()
 
@@ -91,7 +91,7 @@ class SuiteConfig:
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     budgets: Mapping[str, float] = field(default_factory=dict)
     entries: Mapping[str, ModelEntry] = field(default_factory=dict)
-    #: accuracy-gate margin overrides for every model (``[margins]``, issue 17)
+    #: accuracy-gate margin overrides for every model (``[margins]``)
     margins: tuple[MarginRule, ...] = ()
 
     def value(self, name: str) -> Any:

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.core import DEFAULT_PRECISIONS, Precision, UsageError, split_csv
+from harness.core.compared import ALLOW_MISSING_HELP
 from harness.core.markdown import table
+from harness.core.rundirs import BASELINE_STORE
 from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
 from harness.runners import DEFAULT_PROVIDERS
 
@@ -37,6 +39,8 @@ class Kind(str, enum.Enum):
     LIST = "list"  # names: ``--models a b`` on the CLI, ``--harness-models=a,b`` in pytest, a TOML list
     INT_LIST = "int_list"  # ``--perf-batch-sizes 1 8`` / ``--harness-perf-batch-sizes=1,8``
     PAIRS = "pairs"  # repeatable ``NAME=VALUE``
+    PATH_LIST = "path_list"  # ``--suites a/ b.py``: paths, one per argument
+    REST = "rest"  # every argument after the flag, verbatim (``--pytest-args -x -q``)
 
 
 class Rerun(str, enum.Enum):
@@ -53,6 +57,24 @@ class Group(str, enum.Enum):
     PERF = "perf"
     GATE = "gate"
     GEN = "gen"  # generation parity (``--harness-gen-*``): None leaves each model's own choice
+
+
+@dataclass(frozen=True)
+class Use:
+    """A command other than ``harness run`` that takes an option, and what differs there: its own
+    default or wording, a required option, one value of a list option (``harness bisect
+    --precisions int8``: one precision is bisected), and ``was``, the spelling the command had
+    before the option table made it one (``--precision``): accepted for one release as a hidden
+    alias that prints one line naming the new spelling, so a team's CI script keeps working and
+    says what to change."""
+
+    command: str  # as typed after ``harness``: ``check``, ``baseline compare``
+    help: str | None = None
+    default: Any = None  # None: the row's default (an option of ``harness run``: unset, the config fills it)
+    required: bool = False
+    single: bool = False
+    metavar: str | None = None
+    was: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +102,12 @@ class Option:
     #: a LIST whose items may hold spaces (paths: ``--models "/models/my model"``): items are
     #: separated by commas and repeated arguments only, never by whitespace
     spaced_items: bool = False
+    #: the commands besides ``harness run`` that take it (a name, or a :class:`Use` where it differs)
+    commands: tuple[str | Use, ...] = ()
+
+    @property
+    def uses(self) -> tuple[Use, ...]:
+        return tuple(u if isinstance(u, Use) else Use(u) for u in self.commands)
 
     @property
     def flag(self) -> str:
@@ -98,11 +126,7 @@ class Option:
         return self.rerun is not Rerun.NEVER
 
     def describe_default(self) -> str:
-        if self.default is None:
-            return ""
-        if isinstance(self.default, (list, tuple)):
-            return ",".join(str(v) for v in self.default)
-        return str(self.default)
+        return "" if self.default is None else describe(self.default)
 
     # -- values --------------------------------------------------------------------------
     def parse(self, raw: Any, where: str | None = None) -> Any:
@@ -187,41 +211,113 @@ _PARSERS: dict[Kind, Callable[[Option, Any, str], Any]] = {
     Kind.LIST: _names,
     Kind.INT_LIST: _integers,
     Kind.PAIRS: _pairs,
+    Kind.PATH_LIST: lambda o, raw, where: [Path(str(p)).expanduser() for p in ([raw] if isinstance(raw, str) else raw)] or None,
+    Kind.REST: lambda o, raw, where: [str(p) for p in raw] or None,
 }
 
+
+_CACHE_ROOT = "cache root (default: $HARNESS_CACHE, else ~/.cache/model-harness)"
 
 #: The table. Order is the order of ``--help``.
 OPTIONS: tuple[Option, ...] = (
     # -- what runs ------------------------------------------------------------------------
     Option("models", Kind.LIST, "models to judge: zoo names or local HF dirs (default: the built-in zoo)",
-           in_config=True, rerun=Rerun.CASE, metavar="NAMES", spaced_items=True),
+           in_config=True, rerun=Rerun.CASE, metavar="NAMES", spaced_items=True,
+           commands=(
+               "doctor",
+               "export-triton",
+               Use("check", help="with --config: only these models"),
+               Use("bench", help="default: the bench's own encoder and translator"),
+               Use("calibrate", help="only these models (default: every model)"),
+               Use("bisect", required=True, single=True, metavar="MODEL", help="one zoo name or local HF model dir"),
+           )),
     Option("precisions", Kind.LIST, " ".join(p.value for p in Precision), default=tuple(p.value for p in DEFAULT_PRECISIONS),
-           in_config=True, rerun=Rerun.CASE, metavar="LIST"),
+           in_config=True, rerun=Rerun.CASE, metavar="LIST",
+           commands=(
+               "doctor",
+               "export-triton",
+               Use("init", help="precisions to gate (default fp32 fp16 int8)"),
+               Use("check", single=True, metavar="PRECISION", was="--precision", help=f"{', '.join(p.value for p in Precision)}: "
+                       "which tolerances apply (default: detected from the files)"),
+               Use("bisect", single=True, required=True, metavar="PRECISION", was="--precision", help="fp16 or int8"),
+               Use("perf-compare", single=True, default="fp32", metavar="PRECISION", was="--precision", help="precision "
+                       "the backend runs the files at (OpenVINO's inference hint)"),
+           )),
     Option("providers", Kind.LIST, "torch_cpu ort_cpu ov_cpu ort_cuda ort_trt trt_native ...",
-           default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST"),
+           default=DEFAULT_PROVIDERS, in_config=True, rerun=Rerun.CASE, metavar="LIST",
+           commands=(
+               "doctor",
+               "export-triton",
+               Use("init", help="providers to gate on (default torch_cpu ort_cpu)"),
+               Use("bench", help="providers to compare (default: torch_cpu, ort_cpu and every other CPU provider that "
+                       "runs ONNX files here, e.g. ov_cpu)"),
+               Use("check", single=True, default="ort_cpu", metavar="PROVIDER", was="--provider", help="a provider that "
+                       "runs ONNX files: ort_* (ONNX Runtime), ov_cpu (OpenVINO), trt_native"),
+               Use("bisect", single=True, default="ort_cpu", metavar="PROVIDER", was="--provider", help="--suggest: the "
+                       "provider the fix is judged on"),
+               Use("perf-compare", single=True, default="ort_cpu", metavar="PROVIDER", was="--provider", help="provider "
+                       "both files run on (any that runs ONNX files, e.g. ov_cpu)"),
+               Use("repro", single=True, metavar="PROVIDER", was="--provider", help="run on another provider than the "
+                       "recorded one (e.g. ort_cuda to compare devices)"),
+           )),
     Option("config", Kind.PATH, "declarative suite config (harness.toml or pyproject.toml [tool.harness]); "
-           "default: harness.toml in the rootdir if present", metavar="FILE"),
+           "default: harness.toml in the rootdir if present", metavar="FILE",
+           commands=(
+               "doctor",
+               "export-triton",
+               "baseline compare",
+               "compare",
+               Use("check", help="check every [models.<name>.artifacts] and [models.<name>.endpoint] entry of a suite "
+                       "config instead"),
+               Use("bisect", help="suite config (harness.toml / pyproject.toml [tool.harness]) as `harness run` reads "
+                       "it; default: harness.toml in the working directory if present. Its models, exporter and node "
+                       "lists apply, so the artifact bisected is the one the run judges"),
+               Use("cache key", help="the config (default: harness.toml or pyproject.toml [tool.harness] here)"),
+           )),
     # -- how data and artifacts are made: these change numbers ------------------------------
     Option("samples", Kind.INT, "corpus sentences per model", default=32, minimum=1, in_config=True,
-           rerun=Rerun.ALWAYS),
+           rerun=Rerun.ALWAYS,
+           commands=(
+               Use("check", help="corpus sentences for numeric parity (default 32)"),
+               Use("bisect", default=8, help="corpus sentences in the one batch that is run"),
+           )),
     Option("batch_size", Kind.INT, "sentences per batch", default=8, minimum=1, in_config=True,
-           rerun=Rerun.ALWAYS),
-    Option("opset", Kind.INT, "ONNX opset", default=17, minimum=11, in_config=True, rerun=Rerun.ALWAYS),
+           rerun=Rerun.ALWAYS,
+           commands=(
+               "check",
+               Use("bench", default=1, help="sentences per timed call"),
+               Use("perf-compare", default=1, was="--batch", help="batch size of the generated inputs"),
+           )),
+    Option("opset", Kind.INT, "ONNX opset", default=17, minimum=11, in_config=True, rerun=Rerun.ALWAYS,
+           commands=("export-triton",)),
     Option("exporter", Kind.CHOICE, "torch.onnx exporter (default: torchscript, or the model's own default)",
-           choices=("torchscript", "dynamo"), in_config=True),
-    Option("threads", Kind.INT, "intra-op threads for ONNX Runtime, OpenVINO and torch", minimum=1, in_config=True),
+           choices=("torchscript", "dynamo"), in_config=True,
+           commands=("export-triton",)),
+    Option("threads", Kind.INT, "intra-op threads for ONNX Runtime, OpenVINO and torch", minimum=1, in_config=True,
+           commands=(
+               "export-triton",
+               "check",
+               Use("bench", help="intra-op threads for torch and ORT alike (default: each library's own default)"),
+               Use("perf-compare", help="intra-op threads for both sessions"),
+               Use("repro", help="intra-op threads (default: the recorded ones)"),
+           )),
     Option("corpus", Kind.TEXT, "default corpus (a manifest name or a .txt/.tsv file) of the models the config "
-           "file defines (otherwise sentences_en)", in_config=True, on_cli=False),
+           "file defines (otherwise sentences_en)", in_config=True, on_cli=False,
+           commands=(Use("check", help="corpus name or .txt/.tsv file (default: the model's)"),)),
     Option("fp16_block_list", Kind.LIST, "ONNX op types kept in FP32 by the FP16 conversion (e.g. Softmax Pow)",
-           metavar="OPS"),
+           metavar="OPS",
+           commands=("export-triton",)),
     Option("int8_per_channel", Kind.FLAG, "INT8 with per-channel weight scales (default: per tensor, or the "
-           "model's own choice)"),
+           "model's own choice)",
+           commands=("export-triton",)),
     Option("int8_reduce_range", Kind.CHOICE, "INT8 weights in 7 bits (ONNX Runtime's remedy for x86 CPUs without "
            "VNNI, whose u8s8 kernels saturate): auto = on for per-channel INT8 on such a CPU",
            choices=REDUCE_RANGE_CHOICES, default="auto", in_config=True, rerun=Rerun.ALWAYS),
-    Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1),
-    Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=128, minimum=1),
-    # --- issue 9: the harness in a team's own repository and CI ---------------------------------
+    Option("trt_max_batch", Kind.INT, "TensorRT profile: largest batch (default: the batch size)", minimum=1,
+           commands=("export-triton",)),
+    Option("trt_max_seq", Kind.INT, "TensorRT profile: longest sequence in tokens", default=128, minimum=1,
+           commands=("export-triton",)),
+    # --- the harness in a team's own repository and CI ---------------------------------
     Option("target_lang", Kind.TEXT, "language of the generated text, for BLEU's tokenizer (zh, ja, ko, en, ...; "
            "default: the model's own, else detected from the references or outputs)", in_config=True, metavar="LANG"),
     Option("allow_skip", Kind.FLAG, "a requested variant that cannot run here (no such provider) is a skip; "
@@ -230,77 +326,104 @@ OPTIONS: tuple[Option, ...] = (
            "or --suites", in_config=True, rerun=Rerun.NEVER),
     Option("junit_xml", Kind.PATH, "also write the run's JUnit XML here (always written as junit.xml in the "
            "run directory)", rerun=Rerun.NEVER, metavar="FILE"),
-    # --- issue 10: runtime settings (harness.core.runtime.RuntimeSettings), profiling, static INT8 ---
+    # --- runtime settings (harness.core.runtime.RuntimeSettings), profiling, static INT8 ---
     Option("graph_optimization", Kind.LIST, "ONNX Runtime graph optimisation level(s): disabled basic extended all; "
            "several make it a matrix axis (ids get -opt_<level> for non-default levels)", default=("all",),
-           in_config=True, rerun=Rerun.CASE, metavar="LEVELS"),
+           in_config=True, rerun=Rerun.CASE, metavar="LEVELS",
+           commands=("check", "export-triton")),
     Option("inter_threads", Kind.INT, "inter-op threads for ONNX Runtime (parallel execution mode)", minimum=1,
-           in_config=True),
+           in_config=True,
+           commands=("check", "export-triton")),
     Option("execution_mode", Kind.CHOICE, "ONNX Runtime execution mode", choices=("sequential", "parallel"),
-           default="sequential", in_config=True),
+           default="sequential", in_config=True,
+           commands=("check", "export-triton")),
     Option("mem_pattern", Kind.CHOICE, "ONNX Runtime memory pattern optimisation", choices=("on", "off"),
-           default="on", in_config=True),
+           default="on", in_config=True,
+           commands=("check", "export-triton")),
     Option("cpu_arena", Kind.CHOICE, "ONNX Runtime CPU memory arena", choices=("on", "off"), default="on",
-           in_config=True),
+           in_config=True,
+           commands=("check", "export-triton")),
     Option("max_memory", Kind.TEXT, "refuse a model directory or ONNX file whose estimated memory (declared "
            "sizes at the judged batch and length) exceeds this, e.g. 16G (default: the memory this machine has "
-           "available)", in_config=True, rerun=Rerun.NEVER, metavar="SIZE"),
+           "available)", in_config=True, rerun=Rerun.NEVER, metavar="SIZE",
+           commands=("check",)),
     Option("max_nodes", Kind.INT, "refuse an ONNX graph with more nodes than this (subgraphs included)",
-           default=500_000, minimum=1, in_config=True, rerun=Rerun.NEVER, metavar="N"),
+           default=500_000, minimum=1, in_config=True, rerun=Rerun.NEVER, metavar="N",
+           commands=("check",)),
     Option("custom_op_library", Kind.PATH, "a shared library of ONNX Runtime custom-op kernels to load "
            "(onnxruntime-extensions, a vendor's ops); without it a graph that uses a custom-op domain is "
-           "refused and no library is ever loaded", metavar="LIB"),
+           "refused and no library is ever loaded", metavar="LIB",
+           commands=("check",)),
     Option("provider_options", Kind.PAIRS, "an execution-provider option, PROVIDER:KEY=VALUE "
            "(e.g. ort_cuda:cudnn_conv_algo_search=HEURISTIC; repeatable; validated by the provider's backend)",
-           in_config=True, metavar="PROVIDER:KEY=VALUE", cli_flag="--provider-option"),
+           in_config=True, metavar="PROVIDER:KEY=VALUE", cli_flag="--provider-option",
+           commands=("check", "export-triton")),
     Option("trt_profile", Kind.PAIRS, "TensorRT optimisation profile of one input, trtexec-like "
            "INPUT:MIN,OPT,MAX (e.g. input_ids:1x16,8x64,16x256; repeatable; <graph>.INPUT for one graph)",
-           in_config=True, metavar="INPUT:MIN,OPT,MAX"),
+           in_config=True, metavar="INPUT:MIN,OPT,MAX",
+           commands=("export-triton",)),
     Option("trt_engine_cache", Kind.PATH, "TensorRT engine cache directory (default: beside the artifact)",
-           in_config=True, metavar="DIR"),
-    Option("trt_timing_cache", Kind.PATH, "TensorRT timing cache directory", in_config=True, metavar="DIR"),
+           in_config=True, metavar="DIR",
+           commands=("export-triton",)),
+    Option("trt_timing_cache", Kind.PATH, "TensorRT timing cache directory", in_config=True, metavar="DIR",
+           commands=("export-triton",)),
     Option("profile", Kind.FLAG, "ONNX Runtime profiling of each judged session: top ops, share per op type, "
-           "first run vs steady in the record and summary; the trace stays in the case directory"),
+           "first run vs steady in the record and summary; the trace stays in the case directory",
+           commands=("check",)),
     Option("int8_calibration", Kind.CHOICE, "int8-static calibration method", choices=("minmax", "entropy",
            "percentile"), default="minmax", in_config=True),
     Option("int8_calibration_samples", Kind.INT, "int8-static calibration sentences, taken from the corpus after "
            "the judged ones (never the same sentences)", default=32, minimum=1, in_config=True, metavar="N"),
-    # --- end issue 10 ---
-    # --- issue 16: models over 2 GB (harness/export/external.py, docs/large-models.md) ---
+    # --- models over 2 GB (harness/export/external.py, docs/large-models.md) ---
     Option("external_data", Kind.CHOICE, "store ONNX artifacts' weights in a model.onnx.data file beside the graph: "
            "auto (above 1.5 GB of weights), always, never", choices=("auto", "always", "never"), default="auto",
-           in_config=True),
+           in_config=True,
+           commands=(
+               "export-triton",
+               Use("bisect", default="auto", help="bisect the artifacts built with this --external-data mode (as `harness run`)"),
+           )),
     Option("release_models", Kind.CHOICE, "free a model's PyTorch module and its FP16/INT8 copies when a case "
            "ends (loaded again by the next case that needs it): auto (models of 1 GB or more of weights), "
            "always, never", choices=("auto", "always", "never"), default="auto", in_config=True,
            rerun=Rerun.NEVER),
-    # --- end issue 16 ---
-    # --- issue 14: precision fixes (`harness bisect --suggest` finds them, docs/bisect.md) ---
+    # --- precision fixes (`harness bisect --suggest` finds them, docs/bisect.md) ---
     Option("fp16_node_block_list", Kind.LIST, "ONNX node names kept in FP32 by the FP16 conversion "
            "(onnxconverter-common node_block_list; a name applies to every graph of the model that has it)",
            in_config=True, metavar="NODES", spaced_items=True),
     Option("int8_nodes_to_exclude", Kind.LIST, "ONNX node names INT8 quantisation leaves in FP32 (onnxruntime "
            "nodes_to_exclude, dynamic and static)", in_config=True, metavar="NODES", spaced_items=True),
-    # --- end issue 14 (fixes) ---
     # -- where things go: no effect on numbers ------------------------------------------------
-    # --- issue 14: repro bundles of failing cases (harness/repro/, docs/repro.md) ---
+    # --- repro bundles of failing cases (harness/repro/, docs/repro.md) ---
     Option("repro_bundles", Kind.CHOICE, "repro bundle of each failing numeric, embedding, generation, "
            "perf-budget or erroring case (cases/<id>/repro-*/, re-judged by `harness repro`): auto copies the "
            "ONNX file when <= 32 MiB, else path+sha256; bytes always copies it; off writes none",
            choices=("auto", "bytes", "off"), default="auto", in_config=True,
-           rerun=Rerun.NEVER),
-    # --- end issue 14 ---
+           rerun=Rerun.NEVER,
+           commands=("check",)),
     Option("out", Kind.PATH, "run directory for results.jsonl and summary.md (default: reports/run-<time>)",
-           rerun=Rerun.NEVER, metavar="DIR"),
+           rerun=Rerun.NEVER, metavar="DIR",
+           commands=(
+               Use("check", help="run directory (default: reports/check-<time>)"),
+               Use("bisect", help="report directory (default: reports/bisect-<time>)"),
+               Use("merge", help="merged run directory (default: reports/merged-<time>)"),
+               Use("calibrate", metavar="FILE", help="write the snippet here instead of stdout"),
+               Use("export-triton", default=Path("model_repository"), help="repository directory"),
+           )),
     Option("cache", Kind.PATH, "cache for built models and artifacts (default: $HARNESS_CACHE or "
-           "~/.cache/model-harness)", rerun=Rerun.NEVER, metavar="DIR"),
-    # --- issue 12: sharding across machines (harness/shard/, docs/sharding.md) ---
+           "~/.cache/model-harness)", rerun=Rerun.NEVER, metavar="DIR",
+           commands=(
+               "export-triton",
+               "bench",
+               Use("cache info", help=_CACHE_ROOT),
+               Use("cache verify", help=_CACHE_ROOT),
+               Use("cache prune", help=_CACHE_ROOT),
+           )),
+    # --- sharding across machines (harness/shard/, docs/sharding.md) ---
     Option("shard", Kind.TEXT, "run only shard K of N of the case matrix (deterministic; combine the shard "
            "directories with `harness merge`)", rerun=Rerun.NEVER, metavar="K/N"),
     Option("shard_durations", Kind.TEXT, "balance shards by the case durations of a run directory or a history "
            "database (path or URL); every shard must be given the same one", rerun=Rerun.NEVER, metavar="SOURCE"),
-    # --- end issue 12 ---
-    # --- issue 13: reference cache, where the time goes ---
+    # --- reference cache, where the time goes ---
     Option("fresh_references", Kind.FLAG, "recompute the PyTorch FP32 references (outputs, decodes) and the cached "
            "outputs of CPU variants instead of reading them from the reference cache, and rewrite the entries",
            rerun=Rerun.NEVER),
@@ -313,28 +436,42 @@ OPTIONS: tuple[Option, ...] = (
            choices=("auto", "lines", "off"), default="auto", rerun=Rerun.NEVER),
     # -- performance ------------------------------------------------------------------------
     Option("perf", Kind.FLAG, "run the performance suites: latency, fresh-process cold start and memory, generation",
-           group=Group.PERF),
+           group=Group.PERF,
+           commands=(
+               "check",
+               Use("baseline compare", help="re-time the blessed artifacts and the candidate's interleaved in this job "
+                       "(paired) where both are at hand; the rest unpaired (the output says which and why)"),
+           )),
     Option("perf_samples", Kind.INT, "timed calls per latency metric (p99 needs >= 1000 to be trusted)",
-           group=Group.PERF, default=300, minimum=1, metavar="N"),
+           group=Group.PERF, default=300, minimum=1, metavar="N",
+           commands=("check",)),
     Option("perf_warmup", Kind.INT, "untimed calls before each latency metric", group=Group.PERF, default=20,
-           minimum=0, metavar="N"),
+           minimum=0, metavar="N",
+           commands=("check",)),
     Option("perf_time_budget", Kind.INT, "seconds of timed calls per latency case, shared by its metrics: an "
            "expensive metric stops early (never below 40 calls) and records why (0: no limit)",
-           group=Group.PERF, default=30, minimum=0, metavar="S"),
+           group=Group.PERF, default=30, minimum=0, metavar="S",
+           commands=("check",)),
     Option("perf_batch_sizes", Kind.INT_LIST, "batch sizes to time (the first is the gated latency_ms)",
-           group=Group.PERF, default=(1,), minimum=1, metavar="LIST"),
+           group=Group.PERF, default=(1,), minimum=1, metavar="LIST",
+           commands=("check",)),
     Option("perf_seq_lens", Kind.INT_LIST, "sequence-length buckets in tokens", group=Group.PERF, default=(32,),
-           minimum=1, metavar="LIST"),
+           minimum=1, metavar="LIST",
+           commands=("check",)),
     Option("perf_repeats", Kind.INT, "fresh processes per variant for cold start and memory", group=Group.PERF,
-           default=3, minimum=1, metavar="N"),
+           default=3, minimum=1, metavar="N",
+           commands=("check",)),
     Option("perf_new_tokens", Kind.INT, "tokens per timed generation", group=Group.PERF, default=16, minimum=2,
-           metavar="N"),
+           metavar="N",
+           commands=("check",)),
     Option("perf_tail_seconds", Kind.INT, "extra seconds per latency metric to time until its p99 interval is "
            "narrower than the gate's p99 threshold (0: time --perf-samples calls only; p99 stays advisory)",
-           group=Group.PERF, default=2, minimum=0, metavar="S"),
+           group=Group.PERF, default=2, minimum=0, metavar="S",
+           commands=("check",)),
     # -- generation parity (harness/judge/generation.py): unset leaves each model's own choice ----
     Option("gen_samples", Kind.INT, "sentences decoded per model, spread over its corpus; 0 = all (default: 48, "
-           "numbers-en-zh: all)", group=Group.GEN, minimum=0, in_config=True, metavar="N"),
+           "numbers-en-zh: all)", group=Group.GEN, minimum=0, in_config=True, metavar="N",
+           commands=(Use("check", help="sentences to decode for generation parity"),)),
     Option("gen_max_new_tokens", Kind.INT, "new tokens per sentence (default 32; numbers-en-zh 40)",
            group=Group.GEN, minimum=1, in_config=True, metavar="N"),
     Option("gen_beams", Kind.INT, "beam width; 1 = greedy (default)", group=Group.GEN, minimum=1, in_config=True,
@@ -353,22 +490,43 @@ OPTIONS: tuple[Option, ...] = (
     Option("baseline_compare", Kind.TEXT, "at session end, compare with baseline NAME; exit 1 on a confirmed "
            "regression", group=Group.GATE, rerun=Rerun.NEVER, metavar="NAME"),
     Option("baseline_store", Kind.PATH, "where baselines live (default: reports/baselines)", group=Group.GATE,
-           rerun=Rerun.NEVER, metavar="DIR"),
+           rerun=Rerun.NEVER, metavar="DIR",
+           commands=(
+               Use("baseline save", default=BASELINE_STORE, was="--store"),
+               Use("baseline compare", default=BASELINE_STORE, was="--store"),
+               Use("baseline env", default=BASELINE_STORE, was="--store"),
+               Use("baseline list", default=BASELINE_STORE, was="--store"),
+           )),
     Option("baseline_force", Kind.FLAG, "let a baseline save replace an existing baseline", group=Group.GATE,
-           rerun=Rerun.NEVER),
+           rerun=Rerun.NEVER,
+           commands=(Use("baseline save", was="--force", help="replace an existing baseline of the same name"),)),
     Option("baseline_force_env", Kind.FLAG, "compare even though the environment fingerprints differ",
-           group=Group.GATE, rerun=Rerun.NEVER),
+           group=Group.GATE, rerun=Rerun.NEVER,
+           commands=(Use("baseline compare", was="--force-env"),)),
     Option("allow_missing", Kind.FLAG, "the session-end baseline gate (and `harness baseline compare`, "
            "`compare`) passes although the candidate lacks cases the baseline has, or nothing was compared "
            "(the verdict line says so); without it either is a failure",
-           group=Group.GATE, rerun=Rerun.NEVER),
+           group=Group.GATE, rerun=Rerun.NEVER,
+           commands=(
+               Use("baseline compare", help=ALLOW_MISSING_HELP),
+               Use("compare", help=ALLOW_MISSING_HELP),
+               Use("merge", help=ALLOW_MISSING_HELP),
+               Use("history show", help=ALLOW_MISSING_HELP),
+               Use("history changes", help=ALLOW_MISSING_HELP),
+           )),
     Option("baseline_threshold", Kind.PAIRS, "override a gate threshold, e.g. p50=8%% (repeatable)",
-           group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION"),
-    # --- issue 17: accuracy gate against a blessed baseline (docs/accuracy-gate.md) ---
+           group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION",
+           commands=(
+               Use("baseline compare", was="--threshold", help="override an effect threshold, e.g. p50=8%% (repeatable; "
+                       "see docs/perf-gate.md)"),
+               Use("perf-compare", was="--threshold", help="override an effect threshold, e.g. p50=8%% (repeatable)"),
+           )),
+    # --- accuracy gate against a blessed baseline (docs/accuracy-gate.md) ---
     Option("accuracy_margin", Kind.PAIRS, "override an accuracy-gate margin against the baseline, e.g. "
            "int8:embedding_cosine=10%%,0.002 or minilm-l6:int8:cosine=rel=5%% or fp32:top1_agreement=exact "
            "(repeatable; [margins] in harness.toml)", group=Group.GATE, rerun=Rerun.NEVER,
-           metavar="[MODEL:][PREC:]METRIC=REL[,ABS]"),
+           metavar="[MODEL:][PREC:]METRIC=REL[,ABS]",
+           commands=("baseline compare", "compare", "calibrate")),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
@@ -386,8 +544,28 @@ def in_group(group: Group) -> tuple[Option, ...]:
 
 # -- generated front ends -------------------------------------------------------------------------
 def _help(o: Option) -> str:
-    default = o.describe_default()
-    return f"{o.help} (default {default})" if default and "default" not in o.help else o.help
+    return help_text(o)
+
+
+def help_text(o: Option, wording: str | None = None, default: Any = None, *, row_default: bool = True) -> str:
+    """An option's ``--help`` line: the command's own ``wording`` or the row's help, with the default
+    the command applies (``default``, else the row's unless ``row_default`` is False) unless the
+    wording already says it."""
+    text = wording or o.help
+    shown = describe(default) if not unset(default) else \
+        (o.describe_default() if row_default else "")
+    return f"{text} (default {shown})" if shown and "default" not in text else text
+
+
+def unset(value: Any) -> bool:
+    """No value to show: None, False, an empty list or text (0 is a value)."""
+    return value is None or value is False or (isinstance(value, (list, tuple, str)) and not value)
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def add_pytest_options(parser: Any, group: Group, *, title: str, description: str) -> None:
@@ -405,11 +583,11 @@ def add_pytest_options(parser: Any, group: Group, *, title: str, description: st
         if o.kind in (Kind.LIST, Kind.INT_LIST, Kind.PAIRS):
             kwargs["action"] = "append"
         elif o.kind is not Kind.PATH:
-            kwargs.update(_scalar_parsing(o))
+            kwargs.update(scalar_parsing(o))
         pgroup.addoption(o.pytest_flag, default=None, metavar=o.metavar or o.name.upper(), **kwargs)
 
 
-def _scalar_parsing(o: Option) -> dict[str, Any]:
+def scalar_parsing(o: Option) -> dict[str, Any]:
     """argparse's ``type`` / ``choices`` for a scalar row: the one place both the pytest options
     and the subcommands' flags derive them from (``Option.parse`` still checks limits)."""
     if o.kind is Kind.INT:
@@ -456,40 +634,6 @@ def pytest_values(config: Any, group: Group | None = None) -> dict[str, Any]:
         if value is not None and value is not False:
             out[o.name] = value
     return out
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser, groups: Sequence[Group] = tuple(Group),
-                      names: Sequence[str] | None = None) -> None:
-    """Add the options of ``groups`` (or just ``names``) to a subcommand (``harness run``,
-    ``harness doctor``)."""
-    for o in OPTIONS:
-        if (names is not None and o.name not in names) or o.group not in groups or not o.on_cli:
-            continue
-        accept(parser, o.name)
-
-
-def accept(parser: argparse.ArgumentParser, name: str, **overrides: Any) -> None:
-    """A subcommand takes the table's option ``name``: its flag, type, choices and metavar come
-    from the row (``harness check --samples`` is ``harness run --samples``); ``overrides`` are the
-    subcommand's own wording or default (``help=``, ``default=``, ``required=``). Config-only
-    options may be accepted by a subcommand too (``harness check --corpus``)."""
-    o = option(name)
-    kwargs: dict[str, Any] = {"dest": o.name, "help": _help(o)}
-    if o.kind is Kind.FLAG:
-        parser.add_argument(o.flag, action="store_true", default=False, **{**kwargs, **overrides})
-        return
-    kwargs["default"] = None
-    if o.metavar:
-        kwargs["metavar"] = o.metavar
-    if o.kind in (Kind.LIST, Kind.INT_LIST):
-        kwargs["nargs"] = "+"
-    elif o.kind is Kind.PAIRS:
-        kwargs["action"] = "append"
-    elif o.kind in (Kind.INT, Kind.FLOAT, Kind.CHOICE):
-        kwargs.update(_scalar_parsing(o))
-    elif o.kind is Kind.PATH:
-        kwargs["type"] = Path
-    parser.add_argument(o.flag, **{**kwargs, **overrides})
 
 
 def cli_values(args: argparse.Namespace) -> dict[str, Any]:

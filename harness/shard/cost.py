@@ -3,7 +3,7 @@
 Without ``--shard-durations`` every case used to weigh 1, and LPT over equal weights in id order
 deals the sorted ids out alternately: ``...-fp32-ort_cpu`` and ``...-fp32-torch_cpu`` sit next to
 each other, so ``--shard 1/2`` of the default run got every ``ort_cpu`` case and ``2/2`` every
-``torch_cpu`` one (issue 26), and a perf case (seconds to a minute) weighed what a parity case
+``torch_cpu`` one, and a perf case (seconds to a minute) weighed what a parity case
 (a fraction of a second) does. The estimate below is a relative weight, not seconds: only the
 ratio between cases decides a split. Its factors, from the default run's durations on the 2-core
 box (docs/sharding.md, "Estimated cost"):

@@ -55,7 +55,7 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
     ws, model, family, points, skipped = _graphs_and_plan(harness, perf_settings)
     backend = ws.backend(variant, model)
     graphs = list({p.graph.name: p.graph for p in points}.values())
-    ws.before_session(backend, model, family, variant, graphs)  # a large model's module is not timed beside
+    ws.memory.before_session(backend, model, family, variant, graphs)  # a large model's module is not timed beside
     runners = {}
     try:
         for graph in graphs:
@@ -102,7 +102,7 @@ def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSet
     ws, model = harness.workspace, harness.model
     family = ws.family(model)
     backend = ws.backend(variant, model)
-    ws.before_session(backend, model, family, variant)
+    ws.memory.before_session(backend, model, family, variant)
     runners = {}
     try:
         for graph in family.graphs(model):

@@ -8,7 +8,7 @@ table it writes is ``docs/architectures.md``. The CI subset (``CI_SUBSET``) runs
 Nothing here is registered in the zoo: these directories are judged the way a team's own model
 is (``--models ./dir``), detection from ``config.json`` included. Chosen by usage: the most
 common text families of transformers' model list -- encoders with every head the harness judges,
-decoder-only LMs, encoder-decoders -- and the seven architectures issue 23 was found with.
+decoder-only LMs, encoder-decoders -- and seven architectures outside the zoo that its coverage accounting was first tried on.
 """
 
 from __future__ import annotations

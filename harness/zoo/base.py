@@ -68,7 +68,7 @@ class ModelSpec:
     int8_per_channel: bool = False
     #: ONNX ops this model keeps in FP32 when converted to FP16 (added to the run's list)
     fp16_op_block_list: tuple[str, ...] = ()
-    #: issue 14: ONNX node names this model keeps in FP32 (FP16) / leaves unquantised (INT8), added
+    #: ONNX node names this model keeps in FP32 (FP16) / leaves unquantised (INT8), added
     #: to the run's lists (what ``harness bisect --suggest`` prints for ``[models.<name>]``)
     fp16_node_block_list: tuple[str, ...] = ()
     int8_nodes_to_exclude: tuple[str, ...] = ()

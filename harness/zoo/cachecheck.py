@@ -1,4 +1,4 @@
-"""The cache is checked before work like an output is (issue 25).
+"""The cache is checked before work like an output is.
 
 A read-only, full or misplaced ``$HARNESS_CACHE`` used to surface as an ``error`` verdict with
 a pytest traceback (``OSError: [Errno 30] Read-only file system: '.../zoo'``) in every case.

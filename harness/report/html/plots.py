@@ -263,7 +263,7 @@ def trend_panels(data: TrendData, title: str) -> str:
     return to_svg(fig, title)
 
 
-# --- issue 14: `harness bisect` error along the graph (harness/debug/report.py) ---
+# --- `harness bisect` error along the graph (harness/debug/report.py) ---
 def error_along_graph(points: Sequence[tuple[int, float, bool]], bands: Sequence[tuple[int, int, str]],
                       threshold: float | None, first: tuple[int, str] | None, title: str,
                       overflow: tuple[int, str] | None = None) -> str:

@@ -3,7 +3,7 @@ precision/provider), every point at its run's real time, the y axis in the metri
 variant's baseline band shaded and its change points marked; a table of the same numbers under
 each plot, and a line naming the first bad run of each regression.
 
-Why this shape (issue 28): a series drawn over ``range(len(points))`` put a variant stored in 2 of
+Why this shape: a series drawn over ``range(len(points))`` put a variant stored in 2 of
 4 runs over runs 0-1; a run index says nothing about *when*; and 14 lines in one axis with one
 legend could not be told apart. The data are aligned here once (:class:`TrendData`) and both the
 plot and the table are drawn from the same object.
