@@ -23,11 +23,21 @@ import pytest  # noqa: E402
 from harness.core import RunOptions, UsageError, Variant  # noqa: E402
 from harness.core.rundirs import default_run_dir  # noqa: E402
 from harness.results import SCHEMA, ResultsWriter  # noqa: E402
+from harness.session import (  # noqa: E402
+    COLLECTOR,
+    HANDED,
+    OPTIONS,
+    RUN_DIR,
+    asked_for,
+    command_of,
+    run_options,
+    variant_of,
+    workspace,
+)
 from harness.settings.matrix import matrix  # noqa: E402
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.judge.workspace import Workspace
-    from harness.results.collector import Case, RecordCollector
+    from harness.case.collector import Case, RecordCollector
 
 
 
@@ -44,60 +54,17 @@ def _feature_plugins() -> list[str]:
 
 pytest_plugins = _feature_plugins()
 
-OPTIONS = pytest.StashKey[RunOptions]()
-WORKSPACE: pytest.StashKey[Workspace] = pytest.StashKey()
-COLLECTOR: pytest.StashKey[RecordCollector] = pytest.StashKey()
 EXCEPTION = pytest.StashKey[dict[str, Any]]()
-RUN_DIR = pytest.StashKey[Path]()
 GUARD = pytest.StashKey[Any]()
 STARTED = pytest.StashKey[float]()  # when this session's configuration began (time.time())
 INTERRUPT = pytest.StashKey[int]()  # the signal that stopped the session
 MEMORY_CAP = pytest.StashKey[Any]()  # puts this process's data-memory limit back (--max-memory)
 NEXT_ITEM = pytest.StashKey[Any]()  # the item this process runs after this one (None: last, or not known)
 RSS = pytest.StashKey[Any]()  # this process's per-case peak-RSS tracker (harness.core.rss.PeakRss)
-#: the run's options came whole from a front end (``harness run``) that already checked and warned about them
-HANDED = pytest.StashKey[bool]()
-
-
-class Handoff:
-    """A front end's resolved options, handed whole to this session (``pytest.main(argv, plugins=[Handoff(options)])``).
-
-    The controller then neither rebuilds the options from pytest's flags nor checks (and warns about)
-    again what the front end checked; pytest-xdist workers, other processes, still build theirs from
-    the same flags (the front end passes them for that)."""
-
-    def __init__(self, options: RunOptions) -> None:
-        self.options = options
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config: pytest.Config) -> None:
-        config.stash[OPTIONS] = self.options
-        config.stash[HANDED] = True
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     from harness.settings.options import Group, add_pytest_options
 
     add_pytest_options(parser, Group.RUN, title="harness", description="model deployment regression gate")
-
-
-def _options(config: pytest.Config) -> RunOptions:
-    from harness.settings.options import pytest_values
-    from harness.settings.resolve import build_options
-
-    options = build_options(pytest_values(config), rootdir=Path(str(config.rootpath)))
-    options.command = command_of(config)  # an xdist worker of `harness run` spells flags as its controller
-    return options
-
-
-def command_of(config: pytest.Config) -> str:
-    """The command whose flags this session's user typed (``run`` under ``harness run``, '' for
-    pytest), without building the options: handed with them, or to a worker by its controller."""
-    handed = config.stash.get(OPTIONS, None)
-    if handed is not None:
-        return handed.command
-    worker = getattr(config, "workerinput", None)
-    return str(worker.get("harness_command", "")) if worker else ""
 
 
 def out_dir(config: pytest.Config) -> Path:
@@ -139,7 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = config.getoption("harness_cache")
     if cache:
         os.environ["HARNESS_CACHE"] = str(cache)
-    if _asked_for(config):  # validate now: a typo is a usage error before anything runs
+    if asked_for(config):  # validate now: a typo is a usage error before anything runs
         options = run_options(config)
         from harness.core.admission import limits_from, set_limits
 
@@ -153,14 +120,14 @@ def pytest_configure(config: pytest.Config) -> None:
         if not hasattr(config, "workerinput") and not config.stash.get(HANDED, False):
             _preflight(options)
     config.stash[RUN_DIR] = out_dir(config)
-    if not hasattr(config, "workerinput") and (_out_given(config) or _asked_for(config)):
+    if not hasattr(config, "workerinput") and (_out_given(config) or asked_for(config)):
         _check_out(config)  # an unwritable run dir is one line now, not an INTERNALERROR after the work
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
-        from harness.results.collector import RecordCollector
+        from harness.case.collector import RecordCollector
         from harness.results.store import RESERVE_BYTES
 
         collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR], reserve_bytes=RESERVE_BYTES))
-        collector.record_collection_errors = _out_given(config) or _asked_for(config)
+        collector.record_collection_errors = _out_given(config) or asked_for(config)
         config.stash[COLLECTOR] = collector
         # registered per session (its pytest_runtest_logreport sees this session's reports only,
         # also when pytest runs nested in-process)
@@ -264,7 +231,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _harness_session(config: pytest.Config) -> bool:
     try:
-        return _out_given(config) or _asked_for(config)
+        return _out_given(config) or asked_for(config)
     except Exception:  # noqa: BLE001 - interrupted half-way through configuring: say nothing, not fail again
         return False
 
@@ -274,41 +241,6 @@ def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker writes its side files into the controller's run dir."""
     node.workerinput["harness_out"] = str(node.config.stash[RUN_DIR])
     node.workerinput["harness_command"] = command_of(node.config)
-
-
-def _asked_for(config: pytest.Config) -> bool:
-    """Whether this session explicitly configures the harness (options or a config file)."""
-    from harness.settings.options import Group, in_group
-
-    if any(config.getoption(o.pytest_dest) not in (None, False) for o in in_group(Group.RUN)
-           if o.on_cli and o.name not in ("out", "cache")):
-        return True
-    from harness.settings.config_file import find_config
-
-    try:
-        return find_config(None, Path(str(config.rootpath))) is not None
-    except UsageError:
-        return True  # a broken config: let run_options report it
-
-
-def run_options(config: pytest.Config) -> RunOptions:
-    """The run's options, built on first need: the plugin is installed in environments whose
-    test sessions never touch a model, and building options imports the zoo (torch)."""
-    if OPTIONS not in config.stash:
-        try:
-            options = _options(config)
-        except UsageError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        config.stash[OPTIONS] = options
-    return config.stash[OPTIONS]
-
-
-def workspace(config: pytest.Config) -> Workspace:
-    if WORKSPACE not in config.stash:
-        from harness.judge.workspace import Workspace
-
-        config.stash[WORKSPACE] = Workspace(run_options(config))
-    return config.stash[WORKSPACE]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -379,12 +311,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     item.stash[NEXT_ITEM] = nextitem
 
 
-def _variant_of(item: pytest.Item | None) -> Variant | None:
-    callspec = getattr(item, "callspec", None)
-    variant = callspec.params.get("variant") if callspec is not None else None
-    return variant if isinstance(variant, Variant) else None
-
-
 def _rss_tracker(config: pytest.Config) -> Any:
     if RSS not in config.stash:
         from harness.core.rss import PeakRss
@@ -396,7 +322,7 @@ def _rss_tracker(config: pytest.Config) -> Any:
 @pytest.fixture
 def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     """The current case: its workspace, variant and record. Skips unavailable variants."""
-    from harness.results.collector import Case
+    from harness.case.collector import Case
 
     ws = workspace(request.config)
     variant = getattr(request.node, "callspec", None) and request.node.callspec.params.get("variant")
@@ -420,7 +346,7 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
     finally:
         phases.stop(token)
         if isinstance(variant, Variant):  # free what the next case does not need (--release-models)
-            ws.memory.end_case(variant, _variant_of(request.node.stash.get(NEXT_ITEM, None)))
+            ws.memory.end_case(variant, variant_of(request.node.stash.get(NEXT_ITEM, None)))
         case.memory = tracker.stop()
     case.exception = request.node.stash.get(EXCEPTION, None)
     request.node.user_properties.append(("harness_record", case.payload()))
@@ -465,7 +391,7 @@ def interruption(config: pytest.Config) -> Any:
     signum = config.stash.get(INTERRUPT, None)
     if collector is None or signum is None:
         return None
-    if not (collector.harness_seen or collector.expected or _out_given(config) or _asked_for(config)):
+    if not (collector.harness_seen or collector.expected or _out_given(config) or asked_for(config)):
         return None  # not a harness session (the plugin is installed everywhere): pytest's own status
     from harness.core.interrupts import Interruption
 
@@ -572,4 +498,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         terminalreporter.write_line(f"harness: {status_line(collector.records)}", red=True, bold=True)
 
 
-__all__ = ["HANDED", "SCHEMA", "Handoff", "harness", "matrix"]
+__all__ = ["SCHEMA", "harness"]

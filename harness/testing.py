@@ -22,13 +22,13 @@ matrix. See docs/own-repository.md and examples/test_own_model.py.
 
 from __future__ import annotations
 
+from harness.case.collector import Case
+from harness.case.pipeline import generation_case as judge
 from harness.core import Precision, Provider, Variant
 from harness.judge.generation import GenerationRequest
-from harness.judge.pipeline import generation_case as judge
 from harness.perf.measure import PerfSettings
 from harness.results import Record, fail
 from harness.results.checks import GateFailure
-from harness.results.collector import Case
 from harness.runners.base import GraphRef
 from harness.suites import suites_dir
 from harness.zoo.base import ModelSpec

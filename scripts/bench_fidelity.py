@@ -65,7 +65,7 @@ import pytest
 
 from harness.core import Precision, RunOptions, Settings, Variant
 from harness.runners import PROVIDERS
-from harness.perf.feeds import shaped_feeds
+from harness.families.shaped_feeds import shaped_feeds
 from harness.perf.measure import BenchmarkEngine, HarnessEngine, timed_call
 from harness.judge.workspace import Workspace
 from harness.perf.contention import probe

@@ -35,10 +35,10 @@ def main() -> int:
 
     smoke.announce(smoke.shrink(args, models=["bert-tiny"], samples=2, calibration_samples=2, rounds=2, batch_size=2, seq_len=8))
 
+    from harness.case.pipeline import numeric_parity
     from harness.core import Precision, Variant
-    from harness.judge.pipeline import numeric_parity
+    from harness.families.shaped_feeds import shaped_feeds
     from harness.judge.workspace import Workspace
-    from harness.perf.feeds import shaped_feeds
     from harness.runners import PROVIDERS
     from harness.runners.base import GraphRef
     from harness.settings.resolve import build_options

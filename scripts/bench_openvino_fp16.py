@@ -45,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.core import Precision, RunOptions, Settings
     from harness.export.artifacts import onnx_artifact
+    from harness.families.shaped_feeds import shaped_feeds
     from harness.judge.numeric import run_graph_parity
     from harness.judge.workspace import Workspace
     from harness.perf import bench
-    from harness.perf.feeds import shaped_feeds
     from harness.perf.measure import time_calls
     from harness.runners.openvino_runner import OvGraphRunner, runtime_precisions
 

@@ -96,8 +96,8 @@ def main() -> int:
     smoke.announce(smoke.shrink(args, models=["bert-tiny"], concurrency=[1, 2], step_budget=0.5))
 
     from harness.core import Precision, RunOptions, Settings, Variant
+    from harness.families.shaped_feeds import shaped_feeds
     from harness.judge.workspace import Workspace
-    from harness.perf.feeds import shaped_feeds
     from harness.runners import PROVIDERS
     from harness.serving.artifacts import variant_files
     from harness.serving.client import OipClient

@@ -44,8 +44,8 @@ def main() -> int:  # noqa: C901 -- one closure per loop measured, side by side
     smoke.announce(smoke.shrink(args, model="bert-tiny", rounds=2, calls=10))
 
     from harness.core import Precision, RunOptions, Settings, Variant
+    from harness.families.shaped_feeds import shaped_feeds
     from harness.judge.workspace import Workspace
-    from harness.perf.feeds import shaped_feeds
     from harness.perf.measure import time_calls, timed_call
     from harness.runners import PROVIDERS
     from harness.runners.base import GraphRef

@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"gpu_check: error: {exc}", file=sys.stderr)
         return 2
+    from harness.families.shaped_feeds import shaped_feeds
     from harness.judge.workspace import Workspace
-    from harness.perf.feeds import shaped_feeds
     from harness.results.envinfo import environment
 
     options = RunOptions(models=list(args.models), settings=Settings(threads=args.threads, trt_max_batch=max(8, args.batch),

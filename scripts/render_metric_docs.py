@@ -1,7 +1,7 @@
 """Re-render the metric tables in docs/*.md and README.md from harness/metrics/registry.py.
 
 The pages mark each generated region ``<!-- metrics:NAME -->`` ... ``<!-- /metrics:NAME -->``
-(``harness/metrics/tables.py`` lists the names). Run after declaring or changing a metric;
+(``harness/settings/doc_tables.py`` lists the names). Run after declaring or changing a metric;
 ``--check`` rewrites nothing and exits 1 naming the stale pages (CI and a test run it).
 
 Usage:
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.metrics.tables import rewrite, stale  # noqa: E402  (runnable without an install)
+from harness.settings.doc_tables import rewrite, stale  # noqa: E402  (runnable without an install)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""``harness check`` goes through the run's pipeline stages (``harness.judge.pipeline``), so a failing
+"""``harness check`` goes through the run's pipeline stages (``harness.case.pipeline``), so a failing
 foreign artifact leaves the same evidence as a failing suite case: the worst batch as ``.npz`` and a
 repro bundle that ``harness repro`` judges again in a fresh process with an empty cache -- the
 bundle is written in the *file's* own I/O names (``tokens``/``attn_mask``/``scores``), not the

@@ -141,8 +141,8 @@ def test_a_message_names_the_option_as_the_command_that_parsed_it() -> None:
     """``harness run`` hands its command with the options (and to each xdist worker): a skip reason
     names ``--perf`` to its user; a plain pytest session's user reads ``--harness-perf``."""
     from harness.core import RunOptions
-    from harness.plugin import OPTIONS
     from harness.plugins.perf import skip_reason
+    from harness.session import OPTIONS
 
     handed = SimpleNamespace(stash=pytest.Stash())
     handed.stash[OPTIONS] = RunOptions(command="run")

@@ -127,7 +127,7 @@ def _cpu_has_vnni() -> bool:
 @pytest.mark.skipif(not _cpu_has_vnni(), reason="CPU without VNNI: ONNX Runtime's U8S8 INT8 kernels (AVX2 VPMADDUBSW) "
                     "saturate, and per-channel weights measured 2.9x the per-tensor error here (rel_l2 0.075 vs 0.026)")
 def test_int8_per_channel_is_a_separate_artifact_and_at_least_as_accurate(workspace):
-    from harness.judge.pipeline import numeric_parity
+    from harness.case.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
 
     per_tensor = numeric_parity(workspace, variant("bert-tiny", "int8"))

@@ -103,7 +103,7 @@ def toy_backend():
 
 
 def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backend):
-    from harness.judge.pipeline import numeric_parity
+    from harness.case.pipeline import numeric_parity
     from harness.runners import PROVIDERS, parse_provider
 
     assert backends()["toy"] is ToyBackend
@@ -116,7 +116,7 @@ def test_a_registered_backend_is_found_and_judged_by_parity(workspace, toy_backe
 
 
 def test_parity_fails_when_the_registered_backend_is_wrong(workspace):
-    from harness.judge.pipeline import numeric_parity
+    from harness.case.pipeline import numeric_parity
 
     unregister_backend("toy")  # a second backend of one name is an error: replace explicitly
     register_backend(OffByHalf)

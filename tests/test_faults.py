@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from harness.case.pipeline import numeric_parity
 from harness.core import Precision, RunOptions, Settings
 from harness.families.seq2seq import Seq2SeqFamily
 from harness.judge.numeric import GateFailure, lint_result, run_graph_parity
-from harness.judge.pipeline import numeric_parity
 from harness.judge.workspace import Workspace
 from harness.runners.ort_runner import OrtGraphRunner
 from tests.conftest import variant

@@ -210,7 +210,7 @@ def test_check_model_dir_raises_usage_errors_only(tmp_path):
 # -- artifacts: cache_hit ------------------------------------------------------------------------------
 def test_cache_hit_is_false_for_artifacts_this_case_built(private_cache, small_options):
     """Why: ``cache_hit: true`` was recorded for artifacts that were just built."""
-    from harness.judge.pipeline import numeric_parity
+    from harness.case.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
     from tests.conftest import variant
 

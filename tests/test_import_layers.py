@@ -1,80 +1,88 @@
-"""The layers of docs/architecture.md, held by the import graph.
+"""The layers of docs/architecture.md, held by the import graph, folder by folder.
 
-Every ``import harness...`` of every module counts -- at import time or inside a function (a
-lazy import is still a dependency; only ``if TYPE_CHECKING:`` blocks, which never run, are left
-out). A module belongs to the longest prefix in ``LAYERS`` (its *unit*); an import may go to the
-same layer or down, never up, and no set of units may import each other in a circle (units of one
-layer included). There is no allow-list: an upward edge is fixed by moving code to the layer that
-owns it, by inverting the dependency, or by changing ``LAYERS`` with its reason written beside it
-and in docs/architecture.md (the counts before and after are there too).
+A *unit* is a folder of ``harness/`` (or one of its top-level modules: ``plugin.py``,
+``session.py``, ``testing.py``, ``cacheadmin.py``; ``harness`` is the package's own
+``__init__``), never a sub-module: a module that belongs to another layer than its folder moves to
+that layer's folder, so the folders show the layers. Every ``import harness...`` of every module
+counts -- at import time or inside a function (a lazy import is still a dependency; only
+``if TYPE_CHECKING:`` blocks, which never run, are left out).
+
+Two checks, no allow-list: every import goes to its own unit, its own layer or down (``LAYERS``,
+lowest first), and no two units import each other, directly or round a circle (zero cyclic
+package pairs, units of one layer included). An upward edge is fixed by moving code to the folder
+of the layer that owns it, by inverting the dependency (the lower layer declares the value,
+protocol or registry, the upper one fills it), or by changing ``LAYERS`` with its reason beside it.
+
+docs/architecture.md's layer table is rendered from ``LAYERS`` and each unit's docstring
+(its first sentence says the unit's job, declared once in the code); ``python
+tests/test_import_layers.py`` rewrites it, this test fails when it is stale.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from collections import defaultdict
 from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "harness"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
-#: lowest first; a unit is a module prefix (the longest one that matches wins)
+#: the units of each layer, lowest first
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("harness", "harness.core"),
-    ("harness.metrics", "harness.data"),
+    ("harness", "core"),
+    ("metrics", "data"),
     # the kinds of model (detection from config.json, graphs, feeds, limits, pooling) below the
     # catalogue of concrete models: a ModelSpec names its family, loading a model builds its
     # family's HF class and a directory's family is detected by the family registry
-    ("harness.families",),
-    ("harness.zoo",),
-    ("harness.export",),
-    ("harness.runners",),
-    ("harness.generation",),
-    ("harness.settings",),
-    # the record format and its readers (record, store, sections, checks, history): what every
-    # layer above writes or reads
-    ("harness.results",),
-    # input shapes and ONNX Runtime profiles: measurement helpers the judge uses too (they import
-    # nothing of the harness above families)
-    ("harness.perf.feeds", "harness.perf.profiling"),
-    ("harness.judge",),
-    ("harness.perf",),
-    ("harness.repro",),
-    # a case's stages in order (compare, then the side outputs: dumps, repro bundles, profiles):
-    # above the comparisons of judge/ and the bundle writers of repro/ it runs
-    ("harness.judge.pipeline",),
-    ("harness.results.collector",),  # composes a case's record from the judge's run state
-    ("harness.gate",),
-    ("harness.report",),
-    ("harness.compare", "harness.shard", "harness.debug", "harness.check", "harness.cacheadmin", "harness.scaffold"),
-    # the case engine: a case job's stages in order over any artifact source (check's matching and
-    # feeding, the judge's comparisons and side outputs), one composer for its records
-    ("harness.engine",),
-    ("harness.serving",),  # a served endpoint: a source of the engine
-    ("harness.suites",),
+    ("families",),
+    ("zoo",),
+    ("export",),
+    ("runners",),
+    ("generation",),
+    # the option table names the backends' runtime sections, the zoo's models and the families:
+    # it sits above the registries it reads
+    ("settings",),
+    # the record format and its readers: what every layer above writes or reads
+    ("results",),
+    ("judge",),
+    ("perf",),
+    ("repro",),
+    # a case's stages in order (compare, then the side outputs) and its record: above the
+    # comparisons of judge/, the measurements of perf/ and the bundle writers of repro/ it runs
+    ("case",),
+    ("gate",),
+    ("report",),
+    ("compare", "shard", "debug", "check", "cacheadmin", "scaffold"),
+    # the case engine: a case job's stages over any artifact source (check's matching and
+    # feeding, the case's comparisons and side outputs)
+    ("engine",),
+    ("serving",),  # a served endpoint: a source of the engine
+    ("suites",),
+    # one pytest session's shared state, below every front end that starts or reads a session
+    ("session",),
     # the pytest entry point (it names the feature plugins by file, importing none) ...
-    ("harness.plugin",),
-    # ... then the feature plugins, which read the entry point's run state
-    ("harness.plugins",),
-    ("harness.testing", "harness.cli",
-     "harness.metrics.tables"),  # metrics.tables renders the docs of every declaration (metrics, options)
+    ("plugin",),
+    # ... then the feature plugins, which read the session's state (never the entry point's names)
+    ("plugins",),
+    ("testing", "cli"),
 )
 
-def _layer_of() -> dict[str, int]:
-    return {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+# -- the walker ------------------------------------------------------------------------------------
 
 
-def unit(module: str, ranks: dict[str, int]) -> str:
-    """The unit of ``module``: ``<package>:init`` names a package's ``__init__`` alone."""
-    if f"{module}:init" in ranks:
-        return f"{module}:init"
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit(module: str) -> str:
+    """The folder (or top-level module) of ``harness`` that ``module`` sits in."""
     parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:n])
-        if prefix in ranks:
-            return prefix
-    raise AssertionError(f"{module}: in no layer of LAYERS (add its package)")
+    return parts[1] if len(parts) > 1 else parts[0]
 
 
 def _type_checking(node: ast.If) -> bool:
@@ -83,63 +91,87 @@ def _type_checking(node: ast.If) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports(path: Path) -> set[str]:
+def imports(path: Path, root: Path) -> set[str]:
     """Every harness module ``path`` imports, lazily or not (``TYPE_CHECKING`` blocks aside)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _type_checking(block)
                for n in ast.walk(block)}
-    me = module_name(path).split(".")
+    me = module_name(path, root).split(".")
     package = me if path.name == "__init__.py" else me[:-1]
     out: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.startswith("harness"))
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "harness")
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
-            if base.startswith("harness"):
+            if base.split(".")[0] == "harness":
                 # `from harness.x import y` may name a submodule y
                 for alias in node.names:
                     candidate = f"{base}.{alias.name}"
-                    sub = ROOT.joinpath(*candidate.split("."))
+                    sub = root.joinpath(*candidate.split("."))
                     out.add(candidate if sub.with_suffix(".py").is_file() or sub.is_dir() else base)
     return out
 
 
-@cache
-def graph() -> dict[str, set[str]]:
-    return {module_name(p): imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+def private_imports(path: Path, root: Path) -> list[str]:
+    """``from harness.<other unit>... import _name``: a private name read across units."""
+    me = unit(module_name(path, root))
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "harness":
+            theirs = unit(node.module or "")
+            found += [f"{module_name(path, root)}: from {node.module} import {a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__") and theirs != me]
+    return found
 
 
-def upward_edges(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
-    ranks = _layer_of()
+def module_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the harness modules it imports, for the ``harness`` package under ``root``."""
+    return {module_name(p, root): imports(p, root) for p in sorted((root / "harness").rglob("*.py"))}
+
+
+def unit_edges(modules: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(unit, unit it imports) -> the module imports behind that edge."""
     out: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for module, targets in edges.items():
-        a = unit(module, ranks)
+    for module, targets in modules.items():
         for target in targets:
-            b = unit(target, ranks)
-            if ranks[b] > ranks[a]:
-                out[(a, b)].append(f"{module} -> {target}")
-    return dict(out)
-
-
-def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected sets of more than one layer unit (Tarjan), each a circle of imports."""
-    ranks = _layer_of()
-    g: dict[str, set[str]] = defaultdict(set)
-    for module, targets in edges.items():
-        for target in targets:
-            a, b = unit(module, ranks), unit(target, ranks)
+            a, b = unit(module), unit(target)
             if a != b:
-                g[a].add(b)
+                out[(a, b)].append(f"{module} -> {target}")
+    return {edge: sorted(sites) for edge, sites in out.items()}
+
+
+@cache
+def harness_edges() -> dict[tuple[str, str], list[str]]:
+    return unit_edges(module_graph(ROOT))
+
+
+def units_on_disk(root: Path) -> set[str]:
+    return {unit(module_name(p, root)) for p in (root / "harness").rglob("*.py")}
+
+
+# -- the two checks ---------------------------------------------------------------------------------
+
+
+def ranks(layers: tuple[tuple[str, ...], ...] = LAYERS) -> dict[str, int]:
+    return {u: i for i, layer in enumerate(layers) for u in layer}
+
+
+def upward_edges(edges: dict[tuple[str, str], list[str]],
+                 layers: tuple[tuple[str, ...], ...] = LAYERS) -> dict[tuple[str, str], list[str]]:
+    rank = ranks(layers)
+    return {(a, b): sites for (a, b), sites in edges.items() if rank[b] > rank[a]}
+
+
+def cycles(edges: dict[tuple[str, str], list[str]]) -> list[list[str]]:
+    """Strongly connected sets of more than one unit (Tarjan): each a circle of imports."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b in edges:
+        graph[a].add(b)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -150,63 +182,165 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on.add(v)
-        for w in sorted(g[v]):
+        for w in sorted(graph[v]):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
             elif w in on:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
-            comp = []
+            component = []
             while True:
                 w = stack.pop()
                 on.discard(w)
-                comp.append(w)
+                component.append(w)
                 if w == v:
                     break
-            if len(comp) > 1:
-                found.append(sorted(comp))
+            if len(component) > 1:
+                found.append(sorted(component))
 
-    for v in sorted(g):
+    for v in sorted(graph):
         if v not in index:
             visit(v)
-    return found
+    return sorted(found)
 
 
-def test_every_module_is_in_a_layer():
-    ranks = _layer_of()
-    for module in graph():
-        unit(module, ranks)
+def cyclic_pairs(edges: dict[tuple[str, str], list[str]]) -> int:
+    """How many pairs of units reach each other (the pairs inside every circle)."""
+    return sum(len(c) * (len(c) - 1) // 2 for c in cycles(edges))
 
 
-def _listed(up: dict[tuple[str, str], list[str]]) -> str:
-    return "\n".join(f"  {a} -> {b}: {'; '.join(sorted(sites))}" for (a, b), sites in sorted(up.items()))
+# -- the docs table ---------------------------------------------------------------------------------
+
+_TABLE = re.compile(r"(<!-- layers:table -->\n)(.*?)(<!-- /layers:table -->)", re.S)
 
 
-def test_no_upward_import():
-    up = upward_edges(graph())
+def _source_of(name: str, root: Path) -> Path:
+    folder = root / "harness" / name
+    if name == "harness":
+        return root / "harness" / "__init__.py"
+    return folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
+
+
+def job_of(name: str, root: Path = ROOT) -> str:
+    """A unit's job: the first sentence of its docstring (the unit declares it, once)."""
+    doc = ast.get_docstring(ast.parse(_source_of(name, root).read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    match = re.match(r"(.+?\.)(\s|$)", paragraph)
+    return (match.group(1) if match else paragraph).rstrip(".").replace("``", "`")
+
+
+def layer_table(root: Path = ROOT) -> str:
+    rows = ["| layer | unit | its job (the first sentence of its docstring) |", "|---|---|---|"]
+    for number, layer in enumerate(LAYERS, start=1):
+        for name in layer:
+            shown = "`harness/__init__.py`" if name == "harness" else \
+                f"`{name}/`" if (root / "harness" / name).is_dir() else f"`{name}.py`"
+            rows.append(f"| {number} | {shown} | {job_of(name, root)} |")
+    return "\n".join(rows) + "\n"
+
+
+def docs_with_table(text: str, table: str) -> str:
+    return _TABLE.sub(lambda m: m.group(1) + table + m.group(3), text)
+
+
+# -- the tests --------------------------------------------------------------------------------------
+
+
+def _listed(edges: dict[tuple[str, str], list[str]]) -> str:
+    return "\n".join(f"  {a} -> {b}: {'; '.join(sites)}" for (a, b), sites in sorted(edges.items()))
+
+
+def test_every_unit_is_in_exactly_one_layer():
+    listed = [u for layer in LAYERS for u in layer]
+    assert len(listed) == len(set(listed)), "a unit listed twice in LAYERS"
+    on_disk = units_on_disk(ROOT)
+    assert sorted(on_disk - set(listed)) == [], "folders in no layer of LAYERS (add them)"
+    assert sorted(set(listed) - on_disk) == [], "LAYERS names folders that are gone"
+
+
+def test_imports_point_only_down():
+    up = upward_edges(harness_edges())
     assert not up, "imports that go up a layer (docs/architecture.md):\n" + _listed(up)
 
 
-def test_no_import_circle():
-    assert cycles(graph()) == []
+def test_zero_cyclic_package_pairs():
+    edges = harness_edges()
+    circles = cycles(edges)
+    inside = {(a, b): s for (a, b), s in edges.items() if any(a in c and b in c for c in circles)}
+    assert circles == [], f"{cyclic_pairs(edges)} cyclic package pairs in {circles}:\n" + _listed(inside)
 
 
-def test_the_checks_find_an_upward_edge_and_a_circle():
-    """Negative controls for the two checks, on made-up graphs: an import from core into runners
-    goes up; two units of one layer (check, compare) importing each other are a circle, not an
-    upward edge; a circle inside one unit is the unit's own business."""
-    assert upward_edges({"harness.core.types": {"harness.runners.base", "harness.core.errors"}}) == {
-        ("harness.core", "harness.runners"): ["harness.core.types -> harness.runners.base"]}
-    same_layer = {"harness.check.judge": {"harness.compare.diff"}, "harness.compare.diff": {"harness.check.report"}}
-    assert upward_edges(same_layer) == {}
-    assert cycles(same_layer) == [["harness.check", "harness.compare"]]
-    assert cycles({"harness.check.judge": {"harness.check.report"}, "harness.check.report": {"harness.check.judge"},
-                   "harness.compare.diff": {"harness.check.judge"}}) == []
+def test_no_unit_reads_another_units_private_names_and_nothing_imports_the_plugin():
+    """A name with a leading underscore is its unit's own business; the pytest entry point is
+    loaded by pytest alone (the CLI and the feature plugins share harness.session, below both)."""
+    assert [line for p in sorted((ROOT / "harness").rglob("*.py")) for line in private_imports(p, ROOT)] == []
+    assert sorted(a for (a, b) in harness_edges() if b == "plugin") == []
 
 
-def test_the_walker_sees_lazy_imports_and_ignores_type_checking(tmp_path):
-    """A negative control for the walker itself."""
-    found = imports(PACKAGE / "runners" / "torch_runner.py")
-    assert "harness.zoo.loading" in found  # inside TorchBackend.child_load(): lazy, still counted
-    assert "harness.families.base" not in found  # under `if TYPE_CHECKING:` only
+def test_the_docs_layer_table_is_rendered_from_the_code():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert _TABLE.search(text), "docs/architecture.md has no <!-- layers:table --> block"
+    assert docs_with_table(text, layer_table()) == text, \
+        "docs/architecture.md's layer table is stale: python tests/test_import_layers.py rewrites it"
+
+
+def _plant(root: Path, files: dict[str, str]) -> None:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+
+
+def test_a_planted_upward_import_and_a_planted_circle_are_caught(tmp_path):
+    """Negative controls, on a made-up package tree walked like the real one: a lazy import from
+    core into runners (inside a function, relative) goes up; check and compare (one layer, the
+    way back lazy)
+    importing each other are a circle, not an upward edge; an import under ``TYPE_CHECKING``
+    counts for neither; a circle inside one folder is that folder's own business."""
+    _plant(tmp_path, {
+        "harness/__init__.py": "",
+        "harness/core/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import harness.cli\n",
+        "harness/core/types.py": "def load():\n    from ..runners import base\n    return base\n",
+        "harness/runners/__init__.py": "from harness.core import types\n",
+        "harness/runners/base.py": "import harness.core.types\n",
+        "harness/check/__init__.py": "",
+        "harness/check/judge.py": "from harness.compare.diff import moved\nfrom . import report\n",
+        "harness/check/report.py": "from harness.check import judge\n",
+        "harness/compare/__init__.py": "",
+        "harness/compare/diff.py": "moved = 1\ndef back():\n    from harness.check import report\n",
+        "harness/cli/__init__.py": "import harness.check.judge\nfrom harness.compare.diff import _private\n",
+    })
+    assert private_imports(tmp_path / "harness/cli/__init__.py", tmp_path) == [
+        "harness.cli: from harness.compare.diff import _private"]
+    assert private_imports(tmp_path / "harness/check/judge.py", tmp_path) == []
+    edges = unit_edges(module_graph(tmp_path))
+    assert upward_edges(edges) == {("core", "runners"): ["harness.core.types -> harness.runners.base"]}
+    # runners imports core, so the upward import closes a circle too
+    assert cycles(edges) == [["check", "compare"], ["core", "runners"]] and cyclic_pairs(edges) == 2
+    assert ("core", "cli") not in edges  # TYPE_CHECKING only
+    assert ("check", "check") not in edges  # judge <-> report: inside one unit
+
+    # the same tree with the two edges removed passes both checks
+    (tmp_path / "harness/core/types.py").write_text("def load():\n    return None\n", encoding="utf-8")
+    (tmp_path / "harness/compare/diff.py").write_text("moved = 1\n", encoding="utf-8")
+    edges = unit_edges(module_graph(tmp_path))
+    assert upward_edges(edges) == {} and cycles(edges) == [] and cyclic_pairs(edges) == 0
+
+
+def test_a_stale_docs_table_is_caught(tmp_path):
+    """Negative control for the docs check: a layer table with a row missing is not the rendered one."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    fresh = layer_table()
+    stale = fresh.replace(fresh.splitlines()[-1] + "\n", "")
+    assert docs_with_table(text, stale) != text
+    assert docs_with_table(docs_with_table(text, stale), fresh) == text
+
+
+if __name__ == "__main__":  # rewrite docs/architecture.md's layer table and print the unit graph
+    ARCHITECTURE.write_text(docs_with_table(ARCHITECTURE.read_text(encoding="utf-8"), layer_table()), encoding="utf-8")
+    all_edges = harness_edges()
+    for (a, b), sites in sorted(all_edges.items()):
+        print(f"{a} -> {b} ({len(sites)})")
+    print(f"cyclic package pairs: {cyclic_pairs(all_edges)}; upward edges: {len(upward_edges(all_edges))}",
+          file=sys.stderr)

@@ -22,8 +22,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from waiting import PATIENCE
 
+from harness.case.pipeline import numeric_parity
 from harness.core import Precision, RunOptions, Settings, Variant
-from harness.judge.pipeline import numeric_parity
 from harness.judge.references import ReferenceStore
 from harness.judge.workspace import Workspace
 from harness.results.record import Record

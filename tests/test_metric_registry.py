@@ -33,8 +33,8 @@ from harness.metrics.registry import (
     tensor_metric_names,
     tolerance_names,
 )
-from harness.metrics.tables import BLOCKS, blocks_in, doc_files, render_text, stale
 from harness.runners import PROVIDERS
+from harness.settings.doc_tables import BLOCKS, blocks_in, doc_files, render_text, stale
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -91,7 +91,7 @@ def test_pytest_knows_every_command_line_option_and_no_config_only_one(pytestcon
 
 
 def test_generated_docs_list_every_option():
-    from harness.metrics.tables import stale
+    from harness.settings.doc_tables import stale
 
     root = Path(__file__).resolve().parents[1]
     options_doc = (root / "docs" / "options.md").read_text()

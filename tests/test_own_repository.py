@@ -193,9 +193,9 @@ def test_truncation_respects_the_models_positions(repo, bert_dir):
     lookup with IndexError), parity runs, and the record says how many sentences were cut."""
     from transformers import BertConfig, BertForSequenceClassification
 
+    from harness.case.collector import Case
     from harness.families.base import input_token_limit, tokenize, truncated_count
     from harness.judge.workspace import Workspace
-    from harness.results.collector import Case
     from tests.conftest import variant
 
     cfg = json.loads((bert_dir / "config.json").read_text())
@@ -221,8 +221,8 @@ def test_truncation_respects_the_models_positions(repo, bert_dir):
 
 def test_recorded_sample_count_is_what_was_used(tmp_path):
     """A corpus shorter than the default request: the record says how many sentences ran."""
+    from harness.case.collector import Case
     from harness.judge.workspace import Workspace
-    from harness.results.collector import Case
     from tests.conftest import variant
 
     corpus = tmp_path / "five.txt"

@@ -17,8 +17,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from harness.core import Precision, UsageError, Variant
+from harness.families.shaped_feeds import shapeable, shaped_feeds
 from harness.perf import bench, budgets, coldstart, latency, memory
-from harness.perf.feeds import shapeable, shaped_feeds
 from harness.perf.generation import sample_generation
 from harness.perf.measure import (
     LOOP,

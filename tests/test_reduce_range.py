@@ -64,7 +64,7 @@ def _without_vnni() -> bool:
 def test_without_vnni_seven_bit_weights_keep_int8_inside_its_tolerance(small_options):
     """encoder-custom's per-tensor INT8 fails on such a CPU (norm_max_abs 0.209 > 0.15); with
     ``--int8-reduce-range on`` it measured 0.018. Both artifacts are real ORT builds, judged for real."""
-    from harness.judge.pipeline import numeric_parity
+    from harness.case.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
 
     results = {}

@@ -70,8 +70,8 @@ def test_feeds_digest_sees_dtype_shape_and_bytes():
 def test_warm_workspace_replays_without_loading_the_torch_module(tmp_path, small_options):
     """A second workspace (a rerun) gets the same references and ORT outputs from the cache,
     and never loads the PyTorch module; the records' metrics are identical."""
+    from harness.case.pipeline import numeric_parity
     from harness.core import Precision, Variant
-    from harness.judge.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
     from harness.runners import PROVIDERS
 

@@ -251,8 +251,8 @@ def test_parity_failure_of_a_nan_metric_is_a_gate_failure() -> None:
 
 # -- one composer --------------------------------------------------------------------------------------
 def test_collector_and_check_compose_the_same_record_shape(tmp_path: Path) -> None:
+    from harness.case.collector import RecordCollector
     from harness.core import Precision, Variant
-    from harness.results.collector import RecordCollector
     from harness.runners import PROVIDERS
 
     payload = {"model_sha256": "s", "metrics": {"a.b.c": 1.0}, "thresholds": {}, "artifacts": {}, "data": {},
@@ -279,10 +279,10 @@ def test_collector_and_check_compose_the_same_record_shape(tmp_path: Path) -> No
 
 
 def test_run_id_is_per_session_not_per_module() -> None:
-    import harness.results.collector
-    from harness.results.collector import RecordCollector
+    import harness.case.collector
+    from harness.case.collector import RecordCollector
 
-    assert not hasattr(harness.results.collector, "RUN_ID")
+    assert not hasattr(harness.case.collector, "RUN_ID")
     first, second = RecordCollector(ResultsWriter(Path("unused"))), RecordCollector(ResultsWriter(Path("unused")))
     assert first.run_id != second.run_id and len(new_run_id()) == 12
 
@@ -316,9 +316,9 @@ def test_a_signal_while_a_record_is_written_leaves_disk_and_summary_agreeing(tmp
     import os
     import signal
 
+    from harness.case.collector import RecordCollector
     from harness.core import Precision, Variant
     from harness.core.interrupts import signals_held
-    from harness.results.collector import RecordCollector
     from harness.runners import PROVIDERS
 
     class SignalledWriter(ResultsWriter):

@@ -267,10 +267,10 @@ def test_summary_makes_text_from_corpora_and_models_inert() -> None:
 
 
 def test_summary_keeps_comparisons_and_identifiers_readable() -> None:
-    from harness.report.summary import _md
+    from harness.report.summary import md_cell
 
-    assert _md("max_abs 0.5 <= 0.01 and cosine >= 0.99") == "max_abs 0.5 <= 0.01 and cosine >= 0.99"
-    assert _md("a & b, <b>bold</b>") == "a & b, &lt;b>bold&lt;/b>"
+    assert md_cell("max_abs 0.5 <= 0.01 and cosine >= 0.99") == "max_abs 0.5 <= 0.01 and cosine >= 0.99"
+    assert md_cell("a & b, <b>bold</b>") == "a & b, &lt;b>bold&lt;/b>"
 
 
 def test_terminal_table_shows_control_characters_as_escapes() -> None:

@@ -180,7 +180,7 @@ def test_session_options_reach_onnx_runtime(tmp_path):
     assert live["enable_mem_pattern"] is False and live["enable_cpu_mem_arena"] is False
     for _ in range(3):
         runner.run({"x": np.array([-1.0, 2.0], np.float32)})
-    from harness.perf.profiling import summarise_trace
+    from harness.runners.profiling import summarise_trace
 
     summary = summarise_trace(runner.end_profiling())
     assert summary["runs"] == 3 and summary["first_run_ms"] is not None and summary["steady_run_ms"] is not None

@@ -17,6 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from harness.case.collector import Case
+from harness.case.pipeline import GraphError, GraphJudgement
 from harness.check.io_match import IOMatch, match_io, reference_info
 from harness.check.jobs import Job, fit_sequence
 from harness.check.layout import ArtifactFile
@@ -42,10 +44,8 @@ from harness.judge.numeric import (
     probe_batches,
     run_graph_parity,
 )
-from harness.judge.pipeline import GraphError, GraphJudgement
 from harness.judge.workspace import Workspace
 from harness.repro import EmbeddingDerived
-from harness.results.collector import Case
 from harness.results.outcome import CaseResult
 from harness.results.record import Record, run_green
 from harness.runners.base import GraphRunner

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, list[str]]:
     """The run's options, resolved and checked once here (one line and exit 2 for a mistake), and
-    pytest's command line; the plugin receives the options whole (``harness.plugin.Handoff``)."""
+    pytest's command line; the plugin receives the options whole (``harness.session.Handoff``)."""
     from harness.settings.options import cli_values, option, pytest_argv, pytest_form_values
     from harness.settings.resolve import build_options, preflight
 
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
     options, argv = session_options(args, out)
     from harness.cli.suite_imports import forget_imported, forget_stale
-    from harness.plugin import Handoff
+    from harness.session import Handoff
 
     suites = list(args.suites or [])
     forget_stale(suites)

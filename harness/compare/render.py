@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from harness.compare.diff import MetricDelta, RunComparison, VerdictChange
 from harness.core.markdown import table
 from harness.gate.causes import difference_lines
-from harness.gate.compare import _ordered, fmt_change, fmt_ci, fmt_p, fmt_value
-from harness.report.summary import _code, _md
+from harness.gate.compare import fmt_change, fmt_ci, fmt_p, fmt_value, gating_first
+from harness.report.summary import md_cell, md_code
 from harness.report.text import printable
 from harness.report.units import metric_text
 
@@ -51,7 +51,7 @@ def _perf_cells(cmp: RunComparison) -> list[list[str]]:
         return []
     return [[r.variant, r.metric, fmt_value(r.base, r.kind), fmt_value(r.cand, r.kind), fmt_change(r.ratio),
              fmt_ci(r.ci_lo, r.ci_hi), fmt_p(r.p_value), r.verdict.value + (" (advisory)" if r.advisory else ""),
-             r.reason] for r in _ordered(cmp.perf.rows)]
+             r.reason] for r in gating_first(cmp.perf.rows)]
 
 
 def _no_moves(cmp: RunComparison) -> str:
@@ -75,19 +75,19 @@ PERF_HEADER = ["variant", "metric", "A", "B", "change", "95% CI", "p", "verdict"
 
 
 def to_markdown(cmp: RunComparison) -> str:
-    lines = [f"# Compare {_code(cmp.name_a)} → {_code(cmp.name_b)}", "", f"**{_md(cmp.headline())}**", ""]
-    lines += ["## Differences between the runs", ""] + [f"- {_md(d)}" for d in _differences(cmp)] + [""]
+    lines = [f"# Compare {md_code(cmp.name_a)} → {md_code(cmp.name_b)}", "", f"**{md_cell(cmp.headline())}**", ""]
+    lines += ["## Differences between the runs", ""] + [f"- {md_cell(d)}" for d in _differences(cmp)] + [""]
     lines += ["## Verdict changes", ""]
     if cmp.verdicts:
         lines += table(["case", "A", "B", "runtime settings", "reason (B)"],
-                       [[_code(v.case), _v(v.before), f"**{_v(v.after)}**" if v.worse else _v(v.after),
-                         _md(_setting(v)), _md(v.reason[:160])] for v in cmp.verdicts])
+                       [[md_code(v.case), _v(v.before), f"**{_v(v.after)}**" if v.worse else _v(v.after),
+                         md_cell(_setting(v)), md_cell(v.reason[:160])] for v in cmp.verdicts])
     else:
         lines.append(f"none ({cmp.unchanged_cases} case(s) with the same verdict)")
     lines += ["", "## Accuracy metrics that moved", ""]
     if cmp.accuracy:
         cells = [_accuracy_cells(d) for d in cmp.accuracy[:MAX_ROWS]]
-        lines += table(ACCURACY_HEADER, [[_code(c[0]), _code(c[1]), *(_md(x) for x in c[2:])] for c in cells],
+        lines += table(ACCURACY_HEADER, [[md_code(c[0]), md_code(c[1]), *(md_cell(x) for x in c[2:])] for c in cells],
                        align="llrrrrl")
         if len(cmp.accuracy) > MAX_ROWS:
             lines.append(f"\n… and {len(cmp.accuracy) - MAX_ROWS} more (all in the HTML/JSON output)")
@@ -98,7 +98,7 @@ def to_markdown(cmp: RunComparison) -> str:
     lines += ["", "## Performance (statistical gate)", ""]
     rows = _perf_cells(cmp)
     if rows:
-        lines += table(PERF_HEADER, [[_md(c) for c in row] for row in rows], align="llrrrlrll")
+        lines += table(PERF_HEADER, [[md_cell(c) for c in row] for row in rows], align="llrrrlrll")
     else:
         lines.append("no performance measurements on both sides (run both with `--perf`)")
     return "\n".join(lines) + "\n"

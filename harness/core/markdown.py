@@ -1,8 +1,8 @@
 """The one Markdown table writer: summary.md and its sections, the gates' reports (perf, accuracy),
 `harness compare`, `harness bench`, the check report and the generated docs tables.
 
-Cells arrive as text the caller made safe for its column (``summary._md`` for corpus text,
-``summary._code`` for ids); the writer only escapes a pipe that would end a cell early and
+Cells arrive as text the caller made safe for its column (``summary.md_cell`` for corpus text,
+``summary.md_code`` for ids); the writer only escapes a pipe that would end a cell early and
 joins. ``align`` is one letter per column: ``l`` (default) or ``r`` (numbers).
 """
 

@@ -3,7 +3,7 @@
 FP16: onnxconverter-common's ``node_block_list`` (the option ``fp16_node_block_list``); INT8:
 onnxruntime's ``nodes_to_exclude`` (``int8_nodes_to_exclude``). Every trial is a real fix:
 the variant is rebuilt by the harness's own artifact builder (the node list is part of the
-artifact's cache key) and re-judged by ``harness.judge.pipeline.numeric_parity`` on the run's
+artifact's cache key) and re-judged by ``harness.case.pipeline.numeric_parity`` on the run's
 corpus with the thresholds ``harness run`` applies (the model's own tolerances, a
 ``harness.toml`` in the working directory, plus ``--target`` overrides), so a suggestion that
 passes here passes there.
@@ -233,8 +233,8 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
     ``targets`` (metric -> threshold) added to the model's own spec in the run's catalog."""
     import time
 
+    from harness.case.pipeline import numeric_parity
     from harness.core import Variant
-    from harness.judge.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
     from harness.runners import parse_provider
     from harness.settings.resolve import build_options, merge_tolerances

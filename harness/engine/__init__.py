@@ -7,7 +7,7 @@ variant it is judged as, and the case's stages in order -- resolve, run, compare
 ``harness check`` on files, ``harness check --endpoint`` and the artifact suites are front ends: they
 pick a source, call :func:`run_job`, and read verdicts from its results. A suite case of ``harness run``
 (the harness's own builds) goes through the same stage functions and the same ``Decision`` in
-``harness.judge.pipeline.numeric_case`` / ``generation_case``, one layer below: the pytest plugin only
+``harness.case.pipeline.numeric_case`` / ``generation_case``, one layer below: the pytest plugin only
 hands the case over and writes the record the case decided.
 
 A new source is one module: a :class:`JobSource` subclass (``files.py`` here, ``serving/check.py``

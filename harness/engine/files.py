@@ -31,7 +31,7 @@ class FileJobs(JobSource):
 
     @classmethod
     def open(cls, req: CheckRequest, run_dir: Path) -> FileJobs:
-        from harness.results.collector import case_dir_name
+        from harness.case.collector import case_dir_name
 
         setup = resolve(req)  # bad files, options and references fail here, before the model loads
         records = {a.path.name: a.record() for a in setup.artifacts}
@@ -48,7 +48,7 @@ class FileJobs(JobSource):
         traces = self.graphs.end_profiling()
         if not traces:
             return {}
-        from harness.perf.profiling import summarise_trace
+        from harness.runners.profiling import summarise_trace
 
         return {name: summarise_trace(trace) for name, trace in traces.items()}
 

@@ -19,7 +19,7 @@ from harness.engine.job import run_job
 from harness.results.outcome import Decision
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.results.collector import Case
+    from harness.case.collector import Case
 
 
 def config_artifact_request(variant: Variant, case: Case, **given: Any) -> CheckRequest:

@@ -3,7 +3,7 @@
 ``run_job`` opens the source (every refusal before the model loads), judges each artifact job with
 the check's own matching and feeding (``harness.check.judge.judge_job``) and the run's comparison
 (``harness.judge.numeric``), accounts the head's outputs (``parity.coverage``), runs the side-output
-stages of ``harness.judge.pipeline`` (failing-batch dump, repro bundle, error bundle, profile) --
+stages of ``harness.case.pipeline`` (failing-batch dump, repro bundle, error bundle, profile) --
 the same for every source -- and composes each record once (:func:`conclude`). Then generation,
 the source's own stages, and ``--perf``.
 """
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.case.pipeline import error_bundle_stage, write_side_outputs
 from harness.check.jobs import plan_jobs
 from harness.check.judge import CheckOutcome, JobResult, job_protocols, judge_generation, judge_job, numeric_case
 from harness.core import describe_error
@@ -21,15 +22,14 @@ from harness.engine.source import JobRun, JobSource
 from harness.judge.coverage import numeric_coverage
 from harness.judge.generation import record as record_generation
 from harness.judge.numeric import ParityResult, lint_result
-from harness.judge.pipeline import error_bundle_stage, write_side_outputs
 from harness.judge.workspace import Workspace
 from harness.results import compose_standalone, new_run_id
 from harness.results.outcome import CaseResult, Decision, decide
 from harness.results.sections import Protocols
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.case.collector import Case
     from harness.check.request import CheckRequest
-    from harness.results.collector import Case
 
 
 def run_job(req: CheckRequest, source_type: type[JobSource], run_dir: Path, run_id: str | None = None) -> CheckOutcome:

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.case.collector import Case
     from harness.check.judge import CheckOutcome
     from harness.check.layout import ArtifactFile
     from harness.check.request import CheckRequest, CheckSetup
     from harness.families import Family
     from harness.judge.workspace import Workspace
-    from harness.results.collector import Case
     from harness.results.outcome import CaseResult
     from harness.runners.base import GraphRunner
     from harness.runners.prebuilt import PrebuiltGraphs
@@ -43,7 +43,7 @@ class JobRun:
 
     def case(self, suite: str) -> Case:
         """A fresh record builder for one of this job's records (``<suite>[<variant>]``)."""
-        from harness.results.collector import Case
+        from harness.case.collector import Case
 
         variant = self.outcome.variant
         return Case(self.ws, variant, self.run_dir, f"{suite}[{variant.id}]")

@@ -272,13 +272,13 @@ class Comparison:
         lines += [f"- {note}" for note in self.notes()]
         if self.notes():
             lines.append("")
-        rows = [_markdown_row(r) for r in _ordered(self.rows)]
+        rows = [_markdown_row(r) for r in gating_first(self.rows)]
         lines += table(["variant", "metric", "baseline", "candidate", "change", "95% CI", "p", "verdict", "reason"],
                        rows, align="llrrrlrll")
         if self.recorded:
             lines += ["", f"**{RECORDED_TITLE}**", ""]
             lines += table(["variant", "metric", "baseline", "candidate", "change", "95% CI", "p", "verdict", "reason"],
-                           [_markdown_row(r) for r in _ordered(self.recorded)], align="llrrrlrll")
+                           [_markdown_row(r) for r in gating_first(self.recorded)], align="llrrrlrll")
         return "\n".join(lines) + "\n"
 
     def render_table(self, console: "Console") -> None:
@@ -315,7 +315,7 @@ def _rich_table(title: str, rows: list[Row]) -> "Table":
     for header, justify in (("variant", "left"), ("metric", "left"), ("baseline", "right"), ("candidate", "right"),
                             ("change", "right"), ("95% CI", "left"), ("p", "right"), ("verdict", "left"), ("reason", "left")):
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
-    for r in _ordered(rows):
+    for r in gating_first(rows):
         style = "dim" if r.advisory and r.verdict is not Verdict.REGRESSION else styles[r.verdict]
         verdict = Text(f"{r.verdict.value}{' (adv)' if r.advisory else ''}", style=style)
         # Text, not markup: names like "latency_ms[bs=8]" would otherwise be eaten as style tags.
@@ -325,7 +325,7 @@ def _rich_table(title: str, rows: list[Row]) -> "Table":
     return table
 
 
-def _ordered(rows: list[Row]) -> list[Row]:
+def gating_first(rows: list[Row]) -> list[Row]:
     """Gating regressions first, so the reason a build failed is the first thing read."""
     return sorted(rows, key=lambda r: (not r.gating_regression, r.variant))  # stable: keeps p50, p90, ... order
 

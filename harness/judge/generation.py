@@ -399,7 +399,8 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     with phase("variant"):
         got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     with phase("metrics"):
-        result = _judged(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
+        result = judged_generation(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got,
+                                   ref_seconds)
     if closed_loop:
         recorded = steps.sides(reference.tokens, int(wanted["batch_size"])) if steps is not None else None
         with phase("variant"):
@@ -467,7 +468,7 @@ def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family"
                            settings, batch_size, model.tokenizer.convert_ids_to_tokens)
 
 
-def _judged(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Corpus", indices: Sequence[int],
+def judged_generation(ws: "Workspace", variant: Variant, model: "LoadedModel", corpus: "Corpus", indices: Sequence[int],
             texts: Sequence[str], settings: GenerationSettings, wanted: Mapping[str, Any], reference: Decoded,
             got: Decoded, ref_seconds: float) -> GenerationResult:
     refs = [corpus.references[i] for i in indices] if corpus.references is not None else None

@@ -312,7 +312,7 @@ def probe_batches(ws: "Workspace", model: "LoadedModel", family: "Family", graph
     """Shape probes, each with its memoised FP32 reference and masks: the family's (target length
     != source length, other past lengths...) derived from one batch's feeds, then a sweep of a
     token-fed graph's declared dynamic range (:func:`sweep_shapes`)."""
-    from harness.perf.feeds import shaped_feeds
+    from harness.families.shaped_feeds import shaped_feeds
 
     probes = list(family.shape_probes(model, graph, base))
     texts = ws.texts(model)
@@ -340,7 +340,7 @@ def sweep_shapes(ws: "Workspace", model: "LoadedModel", graph: "GraphSpec",
     at the longest sequence (``--trt-max-batch`` or the batch size x ``--trt-max-seq``, capped by the
     model's positions), and a declared TensorRT profile's min / opt / max of ``input_ids``. The
     corpus batches cover the lengths in between."""
-    from harness.perf.feeds import max_positions, shapeable
+    from harness.families.shaped_feeds import max_positions, shapeable
 
     entry = family_entry(model)
     if graph.name != entry or not shapeable(graph) or "input_ids" not in graph.dynamic_axes:

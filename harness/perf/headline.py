@@ -118,7 +118,7 @@ class HeadlineResult:
 def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized: set[str], batch_size: int,
             seq_len: int, new_tokens: int, notes: list[str]
             ) -> tuple[dict[str, Callable[[int], list[float]]], str, list[Any], dict[str, int]]:
-    from harness.perf.feeds import shaped_feeds
+    from harness.families.shaped_feeds import shaped_feeds
     from harness.perf.generation import generate_timed, starter
     from harness.perf.memory import artifact_fields
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from harness.families.shaped_feeds import family_feeds, max_positions, shapeable, shaped_feeds
 from harness.perf import contention
-from harness.perf.feeds import family_feeds, max_positions, shapeable, shaped_feeds
 from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, timed_call
 from harness.perf.tail import DEFAULT_TAIL_TARGET, sample_for_tail
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.core import UsageError
+from harness.session import run_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.generation import GenerationRequest
@@ -39,6 +40,5 @@ def pytest_configure(config: pytest.Config) -> None:
 def generation_request(request: pytest.FixtureRequest) -> "GenerationRequest":
     """What this run asks of generation parity: the ``gen_*`` settings (options, then config)."""
     from harness.judge.generation import GenerationRequest
-    from harness.plugin import run_options
 
     return GenerationRequest.from_settings(run_options(request.config).settings)

@@ -24,11 +24,11 @@ import pytest
 
 from harness.core import UsageError
 from harness.core.rundirs import BASELINE_STORE
+from harness.session import HANDED, RUN_DIR, command_of, run_options
 
 
 def skip_reason(config: pytest.Config) -> str:
     """Why a performance suite skipped, with the flag as this session's user types it."""
-    from harness.plugin import command_of
     from harness.settings.spelling import user_flag
 
     return f"performance suite not requested (use {user_flag('perf', command_of(config))})"
@@ -138,7 +138,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "harness_perf_suite: a performance suite module, collected only with "
                             "--harness-perf (or a baseline option)")
     if not hasattr(config, "workerinput"):
-        from harness.plugin import HANDED
         from harness.settings.options import option
         from harness.settings.relations import check_relations
 
@@ -230,7 +229,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         outcome.messages.append(f"baseline gate not run: the session ended with {pytest.ExitCode(session.exitstatus).name}")
         return
-    from harness.plugin import RUN_DIR
 
     run_dir = config.stash[RUN_DIR]
     try:
@@ -277,7 +275,6 @@ def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) ->
     run's config file and ``--harness-accuracy-margin``; None when the baseline blessed no accuracy."""
     from harness.gate.accuracy import compare_accuracy, margin_table
     from harness.gate.baseline import accuracy_records, load_baseline
-    from harness.plugin import run_options
     from harness.results.rundir import read_results
 
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]

@@ -41,6 +41,8 @@ from typing import Any, Mapping, Sequence
 
 import pytest
 
+from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
+
 #: a case running longer than this gets a heartbeat line (and another every this many seconds);
 #: ``HARNESS_PROGRESS_HEARTBEAT_S`` overrides it (the tests use 1 s)
 HEARTBEAT_S = 30.0
@@ -68,12 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(PhaseFile(Path(folder), _worker_id(config)),
                                           f"harness-phase-file-{id(config)}")
         return
-    from harness.plugin import _asked_for, command_of
 
     mode = _mode(config)
     # `harness run` is a harness session whatever options it was given (a bare `harness run` too);
     # a plain pytest session shows progress when it configures the harness
-    if mode == "off" or (mode == "auto" and not (command_of(config) == "run" or _asked_for(config))):
+    if mode == "off" or (mode == "auto" and not (command_of(config) == "run" or asked_for(config))):
         return
     folder = Path(tempfile.mkdtemp(prefix="harness-progress-"))
     display: Tally
@@ -272,7 +273,6 @@ def history_durations(config: pytest.Config) -> dict[str, float]:
     try:
         if given:
             return load_durations(given)
-        from harness.plugin import RUN_DIR
 
         run_dir = config.stash.get(RUN_DIR, None)
         if run_dir is None or not run_dir.parent.is_dir():
@@ -320,7 +320,6 @@ class Tally:
 
     def _weigh(self) -> None:
         """Each case's cost (the shard planner's model), read once the cases are known."""
-        from harness.plugin import run_options
 
         try:
             catalog = run_options(self.config).catalog
@@ -366,7 +365,6 @@ class Tally:
     # -- helpers -------------------------------------------------------------------------------------
     def _verdict(self, nodeid: str) -> str | None:
         """The harness's own verdict of the case (not-run, error vs fail), from its record."""
-        from harness.plugin import COLLECTOR
 
         collector = self.config.stash.get(COLLECTOR, None)
         records = getattr(collector, "records", None)

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.session import RUN_DIR, run_options
+
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.export.cache import ArtifactCache, CacheEntry
@@ -139,7 +141,6 @@ def directory_digest(path: Path) -> str:
 
 def case_parts(item: pytest.Item, variant: Variant) -> dict[str, Any] | None:
     """The key of ``item``'s case, or None when its verdict may change on a rerun."""
-    from harness.plugin import run_options
     from harness.runners import backends
     from harness.settings.config_file import find_config
     from harness.zoo.base import ModelCatalog
@@ -184,7 +185,7 @@ def _store() -> ArtifactCache:
 
 
 def _label(item: pytest.Item) -> str:
-    from harness.results.collector import case_dir_name
+    from harness.case.collector import case_dir_name
 
     return case_dir_name(item.name)[:96]
 
@@ -241,8 +242,7 @@ class CaseReplay:
                 self._keep(report.nodeid, pending)
 
     def _keep(self, nodeid: str, pending: Pending) -> None:
-        from harness.plugin import RUN_DIR
-        from harness.results.collector import case_dir_name
+        from harness.case.collector import case_dir_name
 
         run_dir = Path(self.config.stash[RUN_DIR]).resolve()
         case_dir = run_dir / "cases" / case_dir_name(nodeid.split("::")[-1])
@@ -263,7 +263,6 @@ class CaseReplay:
 
 def replay(item: pytest.Item, entry: CacheEntry) -> None:
     """Send the kept reports through pytest's hooks as if the case ran now, into this run."""
-    from harness.plugin import RUN_DIR
 
     began = time.perf_counter()
     kept = json.loads((entry.directory / REPORTS).read_text(encoding="utf-8"))
@@ -274,7 +273,7 @@ def replay(item: pytest.Item, entry: CacheEntry) -> None:
     reports = json.loads(text)
     files = entry.directory / CASE_FILES
     if files.is_dir():
-        from harness.results.collector import case_dir_name
+        from harness.case.collector import case_dir_name
 
         shutil.copytree(files, run_dir / "cases" / case_dir_name(item.name), dirs_exist_ok=True)
     hook = item.ihook

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.session import RUN_DIR, asked_for, run_options, variant_of
+
 
 def _case(item: pytest.Item) -> str | None:
     """The case id a record gets (``test_x[variant]``); None for an item that writes no record
@@ -13,9 +15,8 @@ def _case(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(trylast=True)  # after harness.plugin has tagged the cases
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from harness.plugin import RUN_DIR, _asked_for, run_options
 
-    if not _asked_for(config):
+    if not asked_for(config):
         return
     given = run_options(config).given
     if not given.get("shard"):
@@ -45,14 +46,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _estimates(config: pytest.Config, items: list[pytest.Item], keys: list[str | None]) -> dict[str, float]:
     """Case id -> estimated cost (``harness.shard.cost``), for a split without durations."""
-    from harness.plugin import _variant_of, run_options
     from harness.shard.cost import case_cost
 
     catalog = run_options(config).catalog
     sizes: dict[str, int] = {}
     out: dict[str, float] = {}
     for item, key in zip(items, keys):
-        variant = _variant_of(item)
+        variant = variant_of(item)
         if key is not None and variant is not None:
             test = getattr(item, "originalname", None) or item.name.split("[", 1)[0]
             out[key] = case_cost(test, variant, catalog, sizes).weight
@@ -63,7 +63,6 @@ def _estimates(config: pytest.Config, items: list[pytest.Item], keys: list[str |
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """An empty shard (``harness.shard.plan.EmptyShard``) writes its empty ``results.jsonl``,
     summary and JUnit file, and exits 0 where pytest would say "no tests collected"."""
-    from harness.plugin import RUN_DIR
     from harness.shard.plan import empty_shard
 
     out = session.config.stash.get(RUN_DIR, None)

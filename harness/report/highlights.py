@@ -55,7 +55,7 @@ def generation_text(perf: Mapping[str, Any]) -> str:
 
 
 def profile_text(data: Mapping[str, Any]) -> str:
-    from harness.perf.profiling import headline
+    from harness.runners.profiling import headline
 
     profiles = data.get("profile")
     if not isinstance(profiles, Mapping):

@@ -36,10 +36,10 @@ def attention(records: Iterable[Record]) -> list[Record]:
 def attention_lines(records: Iterable[Record], interruption: Interruption | None = None) -> list[str]:
     """One Markdown line per case that needs attention: verdict, case id, then the failing metric
     with its value and threshold (``reason_line``)."""
-    lines = [f"- **{r.verdict}** {_code(r.id)}: {_md(reason_line(r)[:300])}" for r in attention(records)]
+    lines = [f"- **{r.verdict}** {md_code(r.id)}: {md_cell(reason_line(r)[:300])}" for r in attention(records)]
     if interruption is not None:
         stopped = interruption.not_run
-        lines += [f"- **not-run** {_code(nodeid.split('::')[-1])}: stopped by {_md(interruption.signal)}"
+        lines += [f"- **not-run** {md_code(nodeid.split('::')[-1])}: stopped by {md_cell(interruption.signal)}"
                   for nodeid in stopped[:NOT_RUN_LISTED]]
         if len(stopped) > NOT_RUN_LISTED:
             lines.append(f"- … and {len(stopped) - NOT_RUN_LISTED} more not run")
@@ -64,7 +64,7 @@ def status_line(records: list[Record], interruption: Interruption | None = None)
 
 def _headline(recs: list[Record], interruption: Interruption | None, problem: str | None) -> str:
     """The bold status line; a run cut short by ``problem`` (a full disk) says STOPPED and why."""
-    head, sep, rest = ("STOPPED", " — ", _md(problem)) if problem else \
+    head, sep, rest = ("STOPPED", " — ", md_cell(problem)) if problem else \
         status_line(recs, interruption).partition(" — ")
     return f"**{head}**{sep}{rest}"
 
@@ -84,36 +84,37 @@ def render_summary(records: Iterable[RecordLike], title: str = "Model deployment
                      "one (docs/reliability.md).")
         lines.append("")
     if env:
-        lines.append(f"Environment: {_md(env.get('cpu', '?'))}, {_md(env.get('cores', '?'))} cores, "
-                     + ", ".join(f"{_md(k)} {_md(v)}" for k, v in versions.items())
-                     + f" (fingerprint {_code(env.get('fingerprint'))})")
+        lines.append(f"Environment: {md_cell(env.get('cpu', '?'))}, {md_cell(env.get('cores', '?'))} cores, "
+                     + ", ".join(f"{md_cell(k)} {md_cell(v)}" for k, v in versions.items())
+                     + f" (fingerprint {md_code(env.get('fingerprint'))})")
         lines.append("")
     needs = attention_lines(recs, interruption)
     if needs:
         lines += [f"## Needs attention ({len(needs)})", "", *needs, ""]
     lines += ["## All cases", ""]
     lines += table(["case", "verdict", "worst checks", "reason"],
-                   [(_code(r.id), r.verdict, _md(format_checks(r)), _md(reason_line(r)[:160]))
+                   [(md_code(r.id), r.verdict, md_cell(format_checks(r)), md_cell(reason_line(r)[:160]))
                     for r in sorted(recs, key=lambda r: (r.suite or "", r.id))])
     lit = [(r, h) for r in sorted(recs, key=lambda r: (r.suite or "", r.id)) if any((h := highlights(r)).values())]
     if lit:
         lines += ["", "## Performance and runtime settings", ""]
         lines += table(["case", "latency", "generation", "runtime settings", "profile"],
-                       [(_code(r.id), _md(h["latency"]), _md(h["generation"]), _md(h["runtime"]), _md(h["profile"]))
+                       [(md_code(r.id), md_cell(h["latency"]), md_cell(h["generation"]), md_cell(h["runtime"]),
+                         md_cell(h["profile"]))
                         for r, h in lit])
     failed = [r for r in recs if r.failed]
     if failed:
         lines += ["", "## Failures", ""]
         for r in failed:
-            lines.append(f"### {_code(r.id)} ({r.verdict})")
+            lines.append(f"### {md_code(r.id)} ({r.verdict})")
             lines.append("")
             lines += _block(r.reason.strip())
             for output, where in Judged.of(r).worst.items():
-                lines.append(f"- worst element of {_code(output)}: {_md(where)}")
+                lines.append(f"- worst element of {md_code(output)}: {md_cell(where)}")
             lines.append("")
     if interruption is not None and interruption.not_run:
         lines += ["", "## Not run", ""]
-        lines += [f"- `{_md(nodeid.split('::')[-1])}`" for nodeid in interruption.not_run[:NOT_RUN_LISTED]]
+        lines += [f"- `{md_cell(nodeid.split('::')[-1])}`" for nodeid in interruption.not_run[:NOT_RUN_LISTED]]
         if len(interruption.not_run) > NOT_RUN_LISTED:
             lines.append(f"- … and {len(interruption.not_run) - NOT_RUN_LISTED} more")
         lines.append("")
@@ -130,17 +131,18 @@ def render_summary(records: Iterable[RecordLike], title: str = "Model deployment
     if pairs:
         lines += ["", "## Worst sentences per generation case", ""]
         for r in pairs:
-            lines.append(f"### {_code(r.id)}")
+            lines.append(f"### {md_code(r.id)}")
             lines.append("")
             lines += table(["#", "source", "reference", "PyTorch", "variant", "edit"],
-                           [(_md(p.get("index", "")), _md(p.get("source")), _md(p.get("reference")), _md(p.get("pytorch")),
-                             _md(p.get("variant")), f"{p.get('edit_distance')} ({p.get('norm_edit_distance', 0):.2f})")
+                           [(md_cell(p.get("index", "")), md_cell(p.get("source")), md_cell(p.get("reference")),
+                             md_cell(p.get("pytorch")), md_cell(p.get("variant")),
+                             f"{p.get('edit_distance')} ({p.get('norm_edit_distance', 0):.2f})")
                             for p in Generation.of(r).worst_pairs])
             lines.append("")
     return "\n".join(lines) + "\n"
 
 
-def _md(text: object) -> str:
+def md_cell(text: object) -> str:
     """One table cell of text from a corpus, a model or a record: control characters escaped, HTML
     inert (a ``<`` that could open a tag and an ``&`` that could start an entity written as entities:
     a corpus line ``<img src=x onerror=...>`` must not become markup in a rendered summary, while
@@ -158,7 +160,7 @@ _ENTITY = re.compile(r"&(?=#?\w+;)")
 _MD_SPECIAL = re.compile(r"[\\`*|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
-def _code(text: object) -> str:
+def md_code(text: object) -> str:
     """Inline code for an id or a name (it may come from a config's model name): a fence longer
     than any run of backticks inside it, control characters escaped."""
     cleaned = printable(str(text if text is not None else "").replace("\n", " "))

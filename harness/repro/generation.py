@@ -206,7 +206,7 @@ def bundled_model(bundle: Bundle) -> "LoadedModel":
     import json
 
     from harness.zoo.base import ModelSpec
-    from harness.zoo.loading import LoadedModel, _load_tokenizer
+    from harness.zoo.loading import LoadedModel, load_tokenizer
 
     m = bundle.manifest
     path = bundle.directory / str((m.get("tokenizer") or {}).get("dir") or TOKENIZER)
@@ -220,7 +220,7 @@ def bundled_model(bundle: Bundle) -> "LoadedModel":
     def no_weights() -> Any:
         raise BundleError(f"{bundle.directory}: a repro bundle carries no PyTorch weights")
 
-    tokenizer = _load_tokenizer(path, False, config.get("model_type") == "harness-encoder-custom")
+    tokenizer = load_tokenizer(path, False, config.get("model_type") == "harness-encoder-custom")
     return LoadedModel(spec, path, no_weights, tokenizer, config, str(m.get("model_sha256") or ""))
 
 

@@ -5,7 +5,6 @@
 - ``store``: append-only ``results.jsonl`` writer and readers (typed and dict);
 - ``checks``: ``CheckResult``, the ``<subject>: N check(s) failed`` text and ``GateFailure``;
 - ``jsonsafe``: strict JSON (non-finite floats as ``"NaN"``/``"Infinity"``/``"-Infinity"``);
-- ``collector``: the suite ``Case`` (the ``harness`` fixture) and the pytest-side ``RecordCollector``;
 - ``envinfo``: the environment fingerprint every record carries;
 - ``history``: the nightly history store (SQLite) and trends over many runs.
 

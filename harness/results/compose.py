@@ -113,7 +113,7 @@ def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, p
 
 
 class StandaloneCase(Protocol):
-    """What ``compose_standalone`` needs of a case (``harness.results.collector.Case``)."""
+    """What ``compose_standalone`` needs of a case (``harness.case.collector.Case``)."""
 
     @property
     def variant(self) -> "Variant | None": ...

@@ -1,6 +1,6 @@
 """Where a variant's graphs come from: the artifact source, the first stage of every case.
 
-A case is *resolve artifacts -> run -> compare -> record -> side outputs* (``harness.judge.pipeline``).
+A case is *resolve artifacts -> run -> compare -> record -> side outputs* (``harness.case.pipeline``).
 Only the first stage differs between the harness's entry points, and it differs in one way: which
 ``Backend`` object serves a variant's graphs. ``harness run`` builds them (the harness's own exports
 in the content-addressed cache: :class:`BuiltArtifacts`); ``harness check`` serves files built

@@ -22,12 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.case.collector import Case
 from harness.check.judge import JobResult
 from harness.check.request import CheckRequest, resolve
 from harness.core import UsageError, describe_error
 from harness.engine import JobRun, JobSource, conclude
 from harness.judge.numeric import OutputResult, ParityResult, run_graph_parity
-from harness.results.collector import Case
 from harness.results.outcome import CaseResult, Decision, decide
 from harness.results.sections import Served
 from harness.runners.prebuilt import MappedRunner

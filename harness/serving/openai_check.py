@@ -10,18 +10,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.case.collector import Case
 from harness.check.judge import CheckOutcome
 from harness.check.layout import ArtifactFile
 from harness.check.request import CheckRequest, resolve
 from harness.core import UsageError, describe_error
 from harness.engine.job import compose_case
 from harness.generation.decode import Decoded
-from harness.judge.generation import GenerationRequest, _judged, decode_plan, reference_decode
+from harness.judge.generation import GenerationRequest, decode_plan, judged_generation, reference_decode
 from harness.judge.generation import record as record_generation
 from harness.judge.workspace import Workspace
 from harness.perf.measure import latency_entry, latency_key
 from harness.results import new_run_id
-from harness.results.collector import Case
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Served
 from harness.serving.client import EndpointRefused, ServingError
@@ -83,7 +83,7 @@ def run_openai_check(req: CheckRequest, run_dir: Path, run_id: str | None = None
     got = Decoded([retokenised(a.text) for a in answers], [a.text for a in answers], sum(a.seconds for a in answers),
                   len(answers))
     ref = Decoded([retokenised(t) for t in reference.texts], list(reference.texts), reference.seconds, reference.calls)
-    result = _judged(ws, variant, model, ws.corpora.corpus(model), indices, texts, gen, wanted, ref, got, ref_seconds)
+    result = judged_generation(ws, variant, model, ws.corpora.corpus(model), indices, texts, gen, wanted, ref, got, ref_seconds)
     result.settings.update(tokens="both sides' text tokenised again with the reference tokenizer (the API returns text)")
     ttft = [a.ttft_ms for a in answers if a.ttft_ms is not None]
     if ttft:

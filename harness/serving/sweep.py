@@ -34,9 +34,9 @@ from harness.serving.client import OipClient, ServedModel, ServingError
 from harness.serving.rate import RateSettings
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.case.collector import Case
     from harness.check.judge import CheckOutcome
     from harness.engine import JobRun
-    from harness.results.collector import Case
     from harness.results.outcome import CaseResult
     from harness.serving.source import EndpointGraphs, EndpointRunner
 
@@ -284,7 +284,7 @@ def judge_sweep(run: JobRun, source: EndpointGraphs, served: dict[str, Any]) -> 
     perf budgets gate it; a server that stopped answering makes it ``error`` (steps kept)."""
     from harness.core import describe_error
     from harness.engine import conclude
-    from harness.perf.feeds import shaped_feeds
+    from harness.families.shaped_feeds import shaped_feeds
     from harness.serving.source import EndpointRunner
 
     sweep_settings: SweepSettings = run.req.perf

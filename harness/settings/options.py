@@ -664,7 +664,7 @@ class _ArgparseGroup:
 def pytest_form_values(args: Sequence[str]) -> dict[str, Any]:
     """The options set in pytest's form (``--harness-x``) among ``args`` (``harness run --pytest-args``),
     parsed as the plugin parses them; other arguments are pytest's and ignored here. A front end that
-    hands its options whole to the session (``harness.plugin.Handoff``) must fold these in: the
+    hands its options whole to the session (``harness.session.Handoff``) must fold these in: the
     session does not rebuild its options from pytest's flags (xdist workers do)."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for group in Group:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.case.collector import Case
 from harness.core import Variant
-from harness.results.collector import Case
 from harness.suites import has_config_artifacts, runs_config_artifact
 
 

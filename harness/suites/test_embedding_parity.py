@@ -10,10 +10,10 @@ or the reverse for a pooling bug. One case per model x precision x provider
 
 import pytest
 
+from harness.case.collector import Case
+from harness.case.pipeline import embedding_case
 from harness.core import Variant
 from harness.families.pooling import sentence_pooling
-from harness.judge.pipeline import embedding_case
-from harness.results.collector import Case
 from harness.zoo.base import ModelSpec, materialize
 
 

@@ -8,10 +8,10 @@ the decoded text of every sentence is kept in the case's ``decoded.jsonl``.
 
 import pytest
 
+from harness.case.collector import Case
+from harness.case.pipeline import generation_case as judge
 from harness.core import Variant
 from harness.judge.generation import GenerationRequest
-from harness.judge.pipeline import generation_case as judge
-from harness.results.collector import Case
 
 
 @pytest.mark.harness(generates=True)

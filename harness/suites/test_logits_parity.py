@@ -4,8 +4,8 @@ One case per model x precision x provider (``test_logits_parity[marian-tiny-int8
 the record holds every metric of every output, the thresholds and the worst element.
 """
 
+from harness.case.collector import Case
 from harness.core import Variant
-from harness.results.collector import Case
 
 
 def test_logits_parity(variant: Variant, harness: Case) -> None:

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.case.collector import Case
 from harness.core import Variant
 from harness.core.phases import phase
 from harness.perf import budgets, coldstart, generation, latency, memory
 from harness.perf.measure import PerfSettings, engine_for, latency_key
 from harness.repro.perf import bundle_on_breach, cold_start_on_breach, generation_on_breach
-from harness.results.collector import Case
 from harness.results.sections import PerfSetup
 from harness.runners.base import GraphRef
 from harness.suites import has_config_artifacts, runs_config_artifact

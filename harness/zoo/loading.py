@@ -182,7 +182,7 @@ def _load_model(spec: ModelSpec, trust_remote_code: bool, allow_pickle: bool, la
         assert not module.training, f"{spec.name}: reference model must be in eval mode"
         return module
 
-    tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
+    tokenizer = load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
     check_tokenizer(path, config, tokenizer)  # ids past the embedding: one line now, not an IndexError per case
     limits = model_limits(spec, path, config, tokenizer)
     loaded = LoadedModel(spec, path, load_module if lazy else load_module(), tokenizer, config, weights_digest(path))
@@ -222,7 +222,7 @@ def check_intake(spec: ModelSpec) -> None:
     _quiet_transformers()
     trust_remote_code = spec.extra.get("trust_remote_code") is True
     path, config, _ = _intake(spec, trust_remote_code, spec.extra.get("allow_pickle") is True)
-    tokenizer = _load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
+    tokenizer = load_tokenizer(path, trust_remote_code, config.get("model_type") == "harness-encoder-custom")
     check_tokenizer(path, config, tokenizer)
     model_limits(spec, path, config, tokenizer)
 
@@ -316,7 +316,7 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust
         raise UsageError(f"{path}: cannot load model ({describe_error(exc)})") from None
 
 
-def _load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -> Any:
+def load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) -> Any:
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     if custom:  # not an HF architecture: AutoTokenizer would guess from config.json

@@ -66,7 +66,7 @@ def _files(record: Record, run_dir: Path | None, report_dir: Path | None) -> lis
         if found is not None:
             out.append((label, _href(found, report_dir)))
     if run_dir is not None:
-        from harness.results.collector import case_dir_name
+        from harness.case.collector import case_dir_name
 
         case_dir = run_dir / "cases" / case_dir_name(record.id)
         shown = {h for _, h in out}

@@ -59,9 +59,9 @@ class Case:
 
     def numeric_parity(self, family: Family | None = None) -> ParityResult:
         """Judge the variant's graphs against PyTorch FP32 through the case's stages
-        (``harness.judge.pipeline.numeric_case``): records everything, decides the case, returns the
+        (``harness.case.pipeline.numeric_case``): records everything, decides the case, returns the
         result (whose ``assert_ok`` tells pytest)."""
-        from harness.judge.pipeline import numeric_case
+        from harness.case.pipeline import numeric_case
 
         return numeric_case(self, family)
 
@@ -70,7 +70,7 @@ class Case:
         self.decision = decision.worse(self.decision)
 
     def record_parity(self, result: ParityResult) -> None:
-        """The record stage of a numeric case (``harness.judge.pipeline``), for the suites and
+        """The record stage of a numeric case (``harness.case.pipeline``), for the suites and
         ``harness check`` alike: metrics, thresholds, artifacts, the worst elements, and what the
         side-output stages wrote (failing-batch dumps, repro bundles, profiles)."""
         self.metrics.update(result.metrics())

@@ -47,14 +47,14 @@ from harness.judge.numeric import (
 from harness.repro import EmbeddingDerived
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Evidence
-from harness.runners.base import GraphRef
+from harness.runners.base import FileView, GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
 
+    from harness.case.collector import Case
     from harness.families import Family, GraphSpec
     from harness.judge.numeric import Batch, OutputResult
     from harness.judge.workspace import Workspace
-    from harness.results.collector import Case
     from harness.runners import Backend
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
@@ -135,22 +135,29 @@ def error_bundle_stage(ws: Workspace, variant: Variant, model: LoadedModel, brok
     """The error bundle (``harness.repro.error``) of a graph whose file raised, when the file raises
     it by itself on these feeds (under its own input names: ``GraphRunner.file_view``). Best-effort:
     the case's own error is what its record says either way."""
-    view = broke.runner.file_view()
+    bundle = _error_bundle(ws, variant, model, broke.graph, broke.runner.file_view(), broke.feeds, broke.exc, case_dir)
+    if bundle is not None:
+        into.bundles[broke.graph] = str(bundle)
+
+
+def _error_bundle(ws: Workspace, variant: Variant, model: LoadedModel, graph: str, view: FileView | None,
+                  feeds: Sequence[Mapping[str, np.ndarray]], exc: BaseException, case_dir: Path) -> Path | None:
+    """The one writer of an error bundle for every source: ``view``'s file re-run on ``feeds`` (under
+    its own input names) in ``case_dir/repro-<graph>``; None when not written (bundles off, no file,
+    the file does not raise by itself). Never raises: the case's own error stands either way."""
     mode = ws.options.settings.repro_bundles
     if mode == "off" or view is None:
-        return
+        return None
     from harness.repro.error import write_error_bundle
 
     try:
         with phase("metrics"):
-            bundle = write_error_bundle(case_dir / f"repro-{broke.graph}", variant=variant, graph=broke.graph,
-                                        artifact=Path(view.path), batches=[view.feeds(f) for f in broke.feeds],
-                                        exc=broke.exc, runtime=ws.runtime_for(variant, model),
-                                        threads=ws.options.settings.threads, mode=mode)
+            return write_error_bundle(case_dir / f"repro-{graph}", variant=variant, graph=graph,
+                                      artifact=Path(view.path), batches=[view.feeds(f) for f in feeds], exc=exc,
+                                      runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
+                                      mode=mode)
     except Exception:  # noqa: BLE001 - evidence is best-effort; the case's error stands
-        return
-    if bundle is not None:
-        into.bundles[broke.graph] = str(bundle)
+        return None
 
 
 def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
@@ -160,36 +167,28 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
     finally:
         runner.close()
     if trace:
-        from harness.perf.profiling import summarise_trace
+        from harness.runners.profiling import summarise_trace
 
         into.profiles[graph] = summarise_trace(trace)
 
 
 def error_bundle_for(ws: "Workspace", ref: GraphRef, backend: Backend, exc: BaseException,
                      case_dir: Path) -> Path | None:
-    """The error bundle (``harness.repro.error``) of ``ref``'s graph, whose artifact raised ``exc``;
-    None when not written (bundles off, no artifact file, or the file does not raise it itself).
-    Never raises: the case's own error is what the record must say."""
-    mode = ws.options.settings.repro_bundles
-    if mode == "off":
+    """The error bundle of ``ref``'s graph, whose artifact raised ``exc`` before a runner existed to
+    name its file (the runtime refused it while the outputs were computed): the backend's one ONNX
+    file of the graph, fed the corpus batches (``_error_bundle``). None when not written."""
+    if ws.options.settings.repro_bundles == "off":
         return None
-    model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
     try:
-        from harness.repro.error import write_error_bundle
-
         files = backend.artifacts(ref)
-        onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{graph.name}/")
+        onnx = [str(i["path"]) for k, i in files.items() if k.startswith(f"{ref.graph.name}/")
                 and str(i.get("path", "")).endswith(".onnx")]
         if len(onnx) != 1:
             return None
-        batches = [dict(b[0]) for b in ws.refs.parity_batches(model, family, graph)]
-        with phase("metrics"):
-            return write_error_bundle(case_dir / f"repro-{graph.name}", variant=variant, graph=graph.name,
-                                      artifact=onnx[0], batches=batches, exc=exc,
-                                      runtime=ws.runtime_for(variant, model), threads=ws.options.settings.threads,
-                                      mode=mode)
+        feeds = [dict(b[0]) for b in ws.refs.parity_batches(ref.model, ref.family, ref.graph)]
     except Exception:  # noqa: BLE001 - the evidence is best-effort; the case's error stands either way
         return None
+    return _error_bundle(ws, ref.variant, ref.model, ref.graph.name, FileView(onnx[0]), feeds, exc, case_dir)
 
 
 def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = None,
@@ -215,7 +214,7 @@ def numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None" = 
 def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", dump_dir: Path | None,
                     judging: list["GraphSpec"], result: ParityResult) -> ParityResult:
     """The pipeline's stages per graph: resolve (the workspace's source serves the backend), run and
-    compare, the unfused twin's comparison, then the side outputs (``harness.judge.pipeline``)."""
+    compare, the unfused twin's comparison, then the side outputs (``harness.case.pipeline``)."""
     model = ws.model(variant.model)
     family = family or ws.family(model)
     backend = ws.backend(variant, model, profile_dir=dump_dir)
