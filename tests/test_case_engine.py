@@ -99,6 +99,10 @@ def test_one_case_three_front_ends_same_checks_coverage_and_evidence(artifact, s
     # the profiling stage: one session per graph, named as the graph (a served model has no session here)
     assert set(run["data"]["profile"]) == set(files["data"]["profile"]) == {"model"}
     assert run["data"]["profile"]["model"].keys() == files["data"]["profile"]["model"].keys()
+    trace = Path(files["data"]["profile"]["model"]["trace"])  # the file's own ONNX Runtime trace, in its case directory
+    assert trace.is_file() and trace.parent == tmp_path / "b" / "check" / "cases" / files["id"]
+    assert files["settings"]["runtime"]["profile"] is True
+    assert files["data"]["profile"]["model"]["runs"] >= 2  # every corpus batch and shape probe ran on the profiled session
     assert not served["data"].get("profile")
     for record in (files, served):  # the same numbers, up to the runtime serving them
         for key in gated(run):

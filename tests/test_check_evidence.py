@@ -86,20 +86,6 @@ def test_passing_check_and_bundles_off_leave_no_evidence(files, tmp_path):
     assert code == 1 and "repro_bundles" not in record["data"] and set(record["data"]["failing_batches"]) == {"model"}
 
 
-def test_check_profile_summarises_each_files_session(files, tmp_path):
-    """``--profile``: the profiling stage of the pipeline, as in ``harness run`` -- each file's ONNX
-    Runtime trace in the case directory, summarised into ``data.profile`` under the graph judged on the
-    file, as ``harness run`` names its graphs' profiles (and check its dumps and bundles)."""
-    code, record = _check(files["good"], tmp_path / "prof", "--profile")
-    assert code == 0 and record["settings"]["runtime"]["profile"] is True
-    (graph,) = record["data"]["profile"]
-    summary = record["data"]["profile"][graph]
-    assert graph == "model" == next(iter(record["data"]["jobs"]))
-    trace = Path(summary["trace"])
-    assert trace.is_file() and trace.parent == tmp_path / "prof" / "cases" / record["id"]
-    assert summary["runs"] >= 2  # every corpus batch and shape probe ran on the profiled session
-
-
 def _breaking_onnx(path: Path) -> Path:
     """A file that loads and matches the reference's I/O but raises when it runs: its output is a
     Reshape to a fixed 5x3, which no corpus batch fills."""
