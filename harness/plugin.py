@@ -22,7 +22,10 @@ import pytest  # noqa: E402
 
 from harness.core import RunOptions, UsageError, Variant  # noqa: E402
 from harness.core.rundirs import default_run_dir  # noqa: E402
-from harness.results import SCHEMA, ResultsWriter  # noqa: E402
+from harness.results import SCHEMA, CaseIdentity, ResultsWriter  # noqa: E402
+from harness.results.checks import GateFailure  # noqa: E402
+from harness.results.record import run_green  # noqa: E402
+from harness.results.store import RESERVE_BYTES  # noqa: E402
 from harness.session import (  # noqa: E402
     COLLECTOR,
     HANDED,
@@ -124,7 +127,6 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_out(config)  # an unwritable run dir is one line now, not an INTERNALERROR after the work
     if not hasattr(config, "workerinput"):  # the controller (or a serial run) writes records
         from harness.case.collector import RecordCollector
-        from harness.results.store import RESERVE_BYTES
 
         collector = RecordCollector(ResultsWriter(config.stash[RUN_DIR], reserve_bytes=RESERVE_BYTES))
         collector.record_collection_errors = _out_given(config) or asked_for(config)
@@ -277,8 +279,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         variant = item.callspec.params.get("variant")
         if isinstance(variant, Variant):
-            from harness.results import CaseIdentity
-
             module = item.module.__name__ if item.module else ""
             identity = CaseIdentity.of_variant(variant, module.rsplit(".", 1)[-1], display_id=_display_id(variant))
             # a dict: xdist ships it; the module says whether the suite is a built-in one (its node id
@@ -290,8 +290,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                                ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     if call.when == "call" and call.excinfo is not None:
-        from harness.results.checks import GateFailure
-
         exc = call.excinfo.value
         item.stash[EXCEPTION] = {"type": type(exc).__name__, "gate": isinstance(exc, GateFailure),
                                  "skip": call.excinfo.errisinstance(pytest.skip.Exception),
@@ -452,8 +450,6 @@ def disk_full_problem(collector: RecordCollector) -> str:
 def _not_green(records: list[Any]) -> bool:
     """A requested variant that did not run (``not-run``), or a run that judged nothing: pytest
     itself saw only skips and would exit 0, but a gate must not read as passed."""
-    from harness.results.record import run_green
-
     return not run_green(r.verdict for r in records)
 
 

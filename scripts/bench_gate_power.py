@@ -114,9 +114,13 @@ def collect(call: Callable[[], Any], n: int, extra_ns: int = 0) -> list[float]:
     return time_calls(slowed(call, extra_ns) if extra_ns else call, n)
 
 
-def record(samples: list[float], size: int, canary: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One results.jsonl-shaped record, so the benchmark exercises the real reader."""
+def record(samples: list[float], size: int, canary: dict[str, Any] | None = None,
+           segments: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One results.jsonl-shaped record, so the benchmark exercises the real reader; ``segments``: the
+    canary interleaved with the samples (``harness.perf.canary.Interleaved``), as ``test_latency`` keeps it."""
     perf: dict[str, Any] = {"latency_ms": {"samples": samples, "warmup": 0}, "artifact_bytes": size}
+    if segments is not None:
+        perf["latency_ms"]["canary"] = segments
     if canary is not None:
         perf["canary_ms"] = canary
     return {
@@ -193,24 +197,27 @@ def trial_unpaired(call: Callable[[], Any], cand: Callable[[], Any], args: argpa
     return result.exit_code, summarise_trial("", result)
 
 
-def with_canary(call: Callable[[], Any], n: int) -> tuple[list[float], dict[str, Any]]:
-    """``n`` samples with a canary block right before and right after, as ``test_latency`` times them."""
-    from harness.perf.canary import Canary
+def with_canary(call: Callable[[], Any], n: int) -> tuple[list[float], dict[str, Any], dict[str, Any] | None]:
+    """``n`` samples as ``test_latency`` times them: a canary block right before and right after, and
+    a short canary block before every segment of the calls (``harness.perf.canary.Interleaved``)."""
+    from harness.perf.canary import Canary, Interleaved
+    from harness.perf.loop import time_calls
 
     canary = Canary()
     canary.block()
-    samples = collect(call, n)
+    interleaved = Interleaved(canary)
+    samples = interleaved.rounds(lambda k, warmup: time_calls(call, k, warmup))(n, 0)
     canary.block()
-    return samples, canary.entry()
+    return samples, canary.entry(), interleaved.entry(samples)
 
 
 def trial_neighbour(call: Callable[[], Any], cand: Callable[[], Any], args: argparse.Namespace,
                     size: int) -> tuple[int, dict[str, Any]]:
     """Quiet single-run baseline; the candidate recorded beside a busy neighbour; canaries on both."""
-    base, base_canary = with_canary(call, args.samples)
+    base = with_canary(call, args.samples)
     with Burner(args.burners):
-        cand_samples, cand_canary = with_canary(cand, args.samples)
-    result = compare_runs([record(base, size, base_canary)], [record(cand_samples, size, cand_canary)])
+        candidate = with_canary(cand, args.samples)
+    result = compare_runs([record(base[0], size, *base[1:])], [record(candidate[0], size, *candidate[1:])])
     info = summarise_trial("", result)
     info["canary"] = next(iter(result.drift.values()), {})
     return result.exit_code, info
@@ -305,11 +312,12 @@ def slow_artifact(workdir: Path, seed: int) -> Path:
     return path
 
 
-def retime_record(samples: list[float], canary: dict[str, Any] | None, artifact: Path, threads: int) -> dict[str, Any]:
-    """A latency record as ``test_latency`` writes it: samples, the canary, the timed graph and its file."""
+def retime_record(timed: tuple[list[float], dict[str, Any], dict[str, Any] | None], artifact: Path,
+                  threads: int) -> dict[str, Any]:
+    """A latency record as ``test_latency`` writes it: samples, the canaries, the timed graph and its file."""
     from harness.core.cachedir import file_sha256
 
-    rec = record(samples, artifact.stat().st_size, canary)
+    rec = record(timed[0], artifact.stat().st_size, *timed[1:])
     rec["perf"]["latency_ms"].update({"graph": "model", "batch_size": 16, "seq_len": None})
     rec["perf"]["settings"] = {"threads": {"ort_intra_op_threads": threads}}
     rec.update({"backend": "onnxruntime", "provider": "ort_cpu", "artifacts": {"model/model.onnx": {
@@ -359,10 +367,10 @@ def trial_retime(workdir: Path, call: Callable[[], Any], kind: str, args: argpar
     artifact_ab = kind == "A/B" and not env_ns
     blessed, candidate = workdir / "mlp.onnx", workdir / ("mlp-slow.onnx" if artifact_ab else "mlp.onnx")
     with Burner(args.burners if not env_ns else 0):
-        base = [retime_record(*with_canary(call, args.samples), blessed, args.threads)]
+        base = [retime_record(with_canary(call, args.samples), blessed, args.threads)]
     environment = slower_runtime(env_ns) if kind == "A/B" and env_ns else nullcontext()
     with environment:
-        cand = [retime_record(*with_canary(call, args.samples), candidate, args.threads)]
+        cand = [retime_record(with_canary(call, args.samples), candidate, args.threads)]
         baseline = Baseline(BaselineInfo("bench", workdir, "", "", "bench", "", 1), [Record.from_dict(r) for r in base],
                             timed_files(base))
         block = max(args.samples // args.pairs, 10)

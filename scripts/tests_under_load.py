@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burners", type=int, default=2, help="busy-loop processes beside the tests (default 2)")
     args = parser.parse_args(own)
     pytest_args = extra or ["tests", "-n", "2", "-q", "-p", "no:cacheprovider"]
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)]
+    # a busy loop that ends with this process: a killed script (a test's timeout) leaves no burner behind
+    burn = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(args.burners)]
     loads: list[float] = []
     done = threading.Event()
 

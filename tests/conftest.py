@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 import torch
 
 from harness.core import Precision, RunOptions, Settings, Variant
 from harness.runners import PROVIDERS
+from tests.scheduling import SharedSetupScheduling, setup_unit
+from tests.serving import mlserver as ms
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
 
 # Two cores, often two xdist workers: one thread per process avoids oversubscription, which
 # on this machine made torch an order of magnitude slower (numbers-en-zh decode: 11.3 s with
@@ -28,20 +34,46 @@ def workspace(small_options):
     return Workspace(small_options)
 
 
+@pytest.fixture(scope="session")
+def mlserver_bert(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ms.Server]:
+    """A real MLServer serving bert-tiny's FP32 export (the harness's own build) as ``bert``, plain (no
+    adaptive batching, no faults): one server for every module that judges that served model. The modules
+    using it are one unit of work (tests/scheduling.py), so their tests run on the worker that started
+    it. Skips (fails under ``HARNESS_REQUIRE_MLSERVER=1``) without MLServer."""
+    from tests.serving.faults import bert_tiny_fp32
+
+    server = ms.start_or_skip(tmp_path_factory.mktemp("mlserver-bert"), [ms.ServedFile("bert", bert_tiny_fp32())])
+    yield server
+    server.stop()
+
+
 def variant(model: str, precision: str = "fp32", provider: str = "ort_cpu") -> Variant:
     return Variant(model, Precision(precision), PROVIDERS[provider])
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> SharedSetupScheduling | None:
+    """``-n N`` (xdist's ``load``) schedules by shared set-up (tests/scheduling.py): a module's
+    module-scoped fixtures, and conftest's shared servers, set up on one worker, once."""
+    return SharedSetupScheduling(config, log) if config.option.dist == "load" else None
+
+
 #: test modules that take minutes on two cores (subprocess runs beside busy loops, whole scaffolded
-#: workflows, pseudo-terminal runs, a crashing xdist worker): collected first, so pytest-xdist's load
-#: scheduling starts them while the short tests fill the other worker (longest first), instead of one
-#: worker running a 4-minute test alone at the end of CI
+#: workflows, pseudo-terminal runs, a crashing xdist worker): handed out first, so they run while the
+#: short tests fill the other worker, instead of one worker running a 4-minute test alone at the end
 HEAVY_FIRST = ("test_under_load.py", "test_init_paired_gate.py", "test_progress_live.py", "test_native_crash.py",
                "test_docs_commands.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Whole modules keep their order and stay contiguous (module fixtures are set up once); the
-    reordering is deterministic, so every xdist worker collects the same list."""
+    """HEAVY_FIRST's modules first, then the modules run as one unit (tests/scheduling.py: the long
+    units), then the rest, each in collection order; deterministic, so every xdist worker collects
+    the same list."""
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+    def order(item: pytest.Item) -> int:
+        if item.path.name in rank:
+            return rank[item.path.name]
+        return len(rank) if setup_unit(str(item.path)) is not None else len(rank) + 1
+
+    items.sort(key=order)

@@ -47,6 +47,9 @@ VARIABLES = {"out": "reports/nightly-2026-12-01"}
 NOT_RUN: dict[str, str] = {
     "pytest tests -n 2": "the harness's own test suite, which this test is part of: run by CI, whose .ci/run "
                          "ends with exactly this command (test_docs_commands asserts it)",
+    "python scripts/tests_under_load.py --burners 4 -- tests -n 2 --random-order":
+        "the same suite beside four busy loops in a shuffled order: the release check of the suite, run by hand, "
+        "not inside itself (its script runs under tests/test_under_load.py, on the tests that wait for events)",
 }
 
 
@@ -65,6 +68,7 @@ class Needs(enum.Enum):
 #: the :class:`Needs` of each :data:`NOT_RUN` entry (every entry has one)
 NEEDS: dict[str, Needs] = {
     "pytest tests -n 2": Needs.SUITE,
+    "python scripts/tests_under_load.py --burners 4 -- tests -n 2 --random-order": Needs.SUITE,
 }
 
 

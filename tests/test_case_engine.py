@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
 
 from harness.cli import main
-from tests.serving import mlserver as ms
 from tests.serving.faults import bert_tiny_fp32
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
@@ -34,13 +32,6 @@ IMPOSSIBLE = 1e-12
 def artifact() -> Path:
     """bert-tiny's FP32 ONNX file, as the harness builds it (the cache's own file)."""
     return Path(bert_tiny_fp32())
-
-
-@pytest.fixture(scope="module")
-def server(artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ms.Server]:
-    srv = ms.start_or_skip(tmp_path_factory.mktemp("mlserver"), [ms.ServedFile("bert", artifact)])
-    yield srv
-    srv.stop()
 
 
 def _record(out: Path, suite: str) -> dict:
@@ -87,10 +78,10 @@ def dumped(record: dict) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("bound", [IMPOSSIBLE, None], ids=["failing", "passing"])
-def test_one_case_three_front_ends_same_checks_coverage_and_evidence(artifact, server, tmp_path, bound):
+def test_one_case_three_front_ends_same_checks_coverage_and_evidence(artifact, mlserver_bert, tmp_path, bound):
     run = through_run(tmp_path / "a", bound)
     files = through_check(tmp_path / "b", bound, "--onnx", str(artifact), "--profile")
-    served = through_check(tmp_path / "c", bound, "--endpoint", server.http, "--served-model", "bert")
+    served = through_check(tmp_path / "c", bound, "--endpoint", mlserver_bert.http, "--served-model", "bert")
     expected = "fail" if bound is not None else "pass"
     assert [r["verdict"] for r in (run, files, served)] == [expected] * 3, [r["reason"] for r in (run, files, served)]
     assert gated(run) == gated(files) == gated(served) and gated(run)

@@ -275,8 +275,8 @@ def test_every_command_is_run_or_has_a_reason() -> None:
 
 #: what the documents hold today (README.md, docs/, examples/): a change to the docs changes these
 #: counts on purpose; a command that stops running (or a new one that does not run) fails here
-FOUND, RUN_HERE = 166, 163
-NOT_RUN_BY_NEED = {"GPU": 2, "SUITE": 1}
+FOUND, RUN_HERE = 168, 163
+NOT_RUN_BY_NEED = {"GPU": 2, "SUITE": 3}
 
 
 def test_every_command_that_needs_no_gpu_runs() -> None:
@@ -297,14 +297,20 @@ def test_every_command_that_needs_no_gpu_runs() -> None:
           f"{by_need.get('SUITE', 0)} run by CI (the suite); not run: {by_need}")
 
 
-def test_the_suite_command_is_what_ci_runs() -> None:
+def test_the_suite_commands_are_what_ci_and_the_load_check_run() -> None:
     """``pytest tests -n 2`` (README.md) is the suite this test is part of: it cannot run inside
-    itself, and it is run -- by CI, whose .ci/run runs exactly that command line."""
-    suite = [s for steps in STEPS.values() for s in steps if s.not_run() and s.not_run()[0] is docs_run.Needs.SUITE]
-    assert [s.text for s in suite] == ["pytest tests -n 2"], suite
+    itself, and it is run -- by CI, whose .ci/run runs exactly that command line. The load check
+    beside it runs the same suite (``tests -n 2`` after its ``--``) through
+    scripts/tests_under_load.py, the script tests/test_under_load.py runs."""
+    suite = sorted({s.text for steps in STEPS.values() for s in steps
+                    if s.not_run() and s.not_run()[0] is docs_run.Needs.SUITE})
+    ci, under_load = "pytest tests -n 2", "python scripts/tests_under_load.py --burners 4 -- tests -n 2 --random-order"
+    assert suite == sorted([ci, under_load]), suite
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert suite[0].text in [line for line in lines if line and not line.startswith("#")], (
-        f".ci/run does not run `{suite[0].text}`, the README's test command")
+    assert ci in [line for line in lines if line and not line.startswith("#")], (
+        f".ci/run does not run `{ci}`, the README's test command")
+    assert under_load.split(" -- ")[1].startswith(ci.removeprefix("pytest ")), "the load check runs another suite"
+    assert "tests_under_load.py" in (ROOT / "tests" / "test_under_load.py").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -29,24 +29,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: what ``test_latency`` records of one metric, in whatever environment runs it: the toy graph timed
 #: by the harness's loop through its runner (256 rows a call: ~0.1 ms, not the ~15 us whose calls a
-#: busy machine preempts by the third), a canary block right before and right after
+#: busy machine preempts by the third), a canary block right before and right after, and one before
+#: every segment of the calls (harness.perf.canary.Interleaved): the rows are canary-adjusted
 RECORD = """
 import json, sys
 from pathlib import Path
 from harness.gate.onnxpair import FileRuntime, synthetic_feeds
-from harness.perf.canary import Canary
+from harness.perf.canary import Canary, Interleaved
 from harness.perf.loop import time_calls
 from harness.perf.measure import latency_entry
 
 model = Path(sys.argv[1])
 feeds = synthetic_feeds(model, 1, 256, 0)
 canary = Canary()
+interleaved = Interleaved(canary)
 with FileRuntime.named("ort_cpu", threads=1).open(model) as runner:
     call = runner.timed_call(feeds)
     canary.block()
-    samples = time_calls(call, 400, 20)
+    samples = interleaved.rounds(lambda n, warmup: time_calls(call, n, warmup))(400, 20)
     canary.block()
-entry = latency_entry(samples, warmup=20, engine="harness", graph="model", batch_size=1, seq_len=256)
+entry = latency_entry(samples, warmup=20, engine="harness", graph="model", batch_size=1, seq_len=256,
+                      canary=interleaved.entry(samples))
 print(json.dumps({"latency_ms": entry, "canary_ms": canary.entry()}))
 """
 
@@ -99,6 +102,7 @@ def test_a_slower_runtime_environment_fails_the_default_gate_and_a_a_passes(tmp_
     recorded = next(r for r in doc["recorded_rows"] if r["metric"] == "latency_ms.p50")
     assert paired["verdict"] != "REGRESSION" and paired["ratio"] < 1.5, paired  # both artifacts slowed alike
     assert recorded["verdict"] == "REGRESSION" and recorded["ratio"] > 1.5, recorded
+    assert "canary-adjusted" in recorded["reason"] and recorded["evidence"] == "two-runs", recorded
     assert "the candidate's environment (or its machine, beyond the canary) is slower" in recorded["reason"]
     assert code == 1 and "in the recorded runs beside the paired re-timing" in doc["headline"], out
 

@@ -142,7 +142,7 @@ def test_noise_widens_the_interval_but_vetoes_no_slowdown_far_beyond_it() -> Non
     """Block noise of 30 % (every 50 calls at their own speed): a +25 % slowdown that measured
     +38 % keeps a lower bound of +13 % with the noise added, more than twice the threshold, and is
     a REGRESSION that says it was widened; the same noise around no change (negative control, and
-    20 seeds) or around +8 % is INCONCLUSIVE "too noisy", as the noise rule always said."""
+    8 seeds) or around +8 % is INCONCLUSIVE "too noisy", as the noise rule always said."""
     base = rec(calls(1, block_noise=0.3))
     result = compare_runs([base], [rec(calls(2, scale=1.25, block_noise=0.3))])
     p50 = row(result, "latency_ms.p50")
@@ -150,7 +150,7 @@ def test_noise_widens_the_interval_but_vetoes_no_slowdown_far_beyond_it() -> Non
     assert "; noisy: block-median CV 26.8% > 10%: interval widened to [+13.0%" in p50.reason
     assert result.exit_code == 1
     for scale in (1.0, 1.08):
-        for seed in range(20 if scale == 1.0 else 5):
+        for seed in range(8 if scale == 1.0 else 3):
             same = compare_runs([rec(calls(100 + seed, block_noise=0.3))],
                                 [rec(calls(200 + seed, scale=scale, block_noise=0.3))])
             judged = row(same, "latency_ms.p50")

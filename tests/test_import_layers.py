@@ -91,9 +91,15 @@ def _type_checking(node: ast.If) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every check of this file."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports(path: Path, root: Path) -> set[str]:
     """Every harness module ``path`` imports, lazily or not (``TYPE_CHECKING`` blocks aside)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     skipped = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _type_checking(block)
                for n in ast.walk(block)}
     me = module_name(path, root).split(".")
@@ -121,7 +127,7 @@ def private_imports(path: Path, root: Path) -> list[str]:
     """``from harness.<other unit>... import _name``: a private name read across units."""
     me = unit(module_name(path, root))
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "harness":
             theirs = unit(node.module or "")
             found += [f"{module_name(path, root)}: from {node.module} import {a.name}" for a in node.names
@@ -324,6 +330,7 @@ def test_a_planted_upward_import_and_a_planted_circle_are_caught(tmp_path):
     # the same tree with the two edges removed passes both checks
     (tmp_path / "harness/core/types.py").write_text("def load():\n    return None\n", encoding="utf-8")
     (tmp_path / "harness/compare/diff.py").write_text("moved = 1\n", encoding="utf-8")
+    parsed.cache_clear()  # the two files changed on disk
     edges = unit_edges(module_graph(tmp_path))
     assert upward_edges(edges) == {} and cycles(edges) == [] and cyclic_pairs(edges) == 0
 

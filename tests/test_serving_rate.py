@@ -13,13 +13,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from harness.cli import main
-from tests.serving import mlserver as ms
-from tests.serving.faults import bert_tiny_fp32
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
@@ -27,22 +24,9 @@ CHROMIUM = "/usr/bin/chromium"
 LOW, HIGH, BUDGET_MS = 5.0, 2000.0, 1500.0
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[ms.Server]:
-    fp32 = bert_tiny_fp32()
-    try:
-        srv = ms.start(tmp_path_factory.mktemp("mlserver-rate"), [ms.ServedFile("bert", fp32)])
-    except ms.Unavailable as exc:
-        if os.environ.get(ms.REQUIRE_ENV) == "1":
-            pytest.fail(f"{ms.REQUIRE_ENV}=1 but no MLServer: {exc}")
-        pytest.skip(f"no MLServer here: {exc}")
-    yield srv
-    srv.stop()
-
-
-def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(server, tmp_path, capsys):
+def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(mlserver_bert, tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["check", "--reference", "bert-tiny", "--endpoint", server.grpc, "--served-model", "bert",
+    code = main(["check", "--reference", "bert-tiny", "--endpoint", mlserver_bert.grpc, "--served-model", "bert",
                  "--samples", "8", "--batch-size", "4", "--perf", "--request-rate", f"{LOW:g}", f"{HIGH:g}",
                  "--arrival", "poisson", "--p99-budget", f"{BUDGET_MS:g}", "--sweep-window", "0.5",
                  "--step-budget", "6", "--out", str(out)])
@@ -56,7 +40,9 @@ def test_rate_sweep_reports_the_sustainable_rate_at_a_p99_budget(server, tmp_pat
     low, high = summary["levels"]
     assert low["meets_budget"] and low["errors"] == 0 and low["backlog"] == 0 and low["sent"] > 0
     assert not high["meets_budget"] and (high["backlog"] > 0 or high["achieved"] < 0.9 * HIGH)
-    assert high["sent"] > low["sent"]  # the high level offered far more requests in its time
+    # the high level offered far more requests in its time: sent (answered or failed) plus never sent; its
+    # answered count alone depends on how fast a loaded machine answers (14 against the low level's 19 at load 22)
+    assert high["sent"] + high["backlog"] > 10 * (low["sent"] + low["backlog"])
     entry = perf[f"latency_ms[rate={LOW:g},arrival=poisson]"]
     assert entry["offered_rate"] == LOW and entry["samples"] and entry["engine"] == "oip-grpc"
     assert f"sustainable rate at p99 <= {BUDGET_MS:g} ms: {LOW:g} requests/s" in text

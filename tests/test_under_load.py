@@ -5,7 +5,9 @@ interrupt tests, whose waits were fixed (90 s for a process to exit, a 1 s sleep
 worker is in the hanging case"). Tests now wait for events (``tests/waiting.py``) bounded only
 by ``PATIENCE``. This module proves it twice: no test file sets a short literal timeout, and the
 interrupt and subprocess tests pass with CPU-burning neighbours taking the cores.
-``scripts/tests_under_load.py`` does the same for the whole suite (``pytest tests -n 2``).
+The interrupt tests run through ``scripts/tests_under_load.py``, the script that runs the whole
+suite beside busy loops (README: ``python scripts/tests_under_load.py --burners 4 -- tests -n 2
+--random-order``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from waiting import PATIENCE, burners, kill_group
+from waiting import PATIENCE
 
 TESTS = Path(__file__).resolve().parent
 
@@ -48,13 +50,13 @@ def test_interrupt_and_subprocess_tests_pass_beside_cpu_burning_neighbours(tmp_p
                  f"{TESTS / 'test_interrupt.py'}::test_interrupted_run_says_interrupted[harness-2-SIGTERM]",
                  f"{TESTS / 'test_interrupt.py'}::test_killed_run_keeps_finished_records",
                  f"{TESTS / 'test_refusals.py'}::test_an_argparse_error_is_one_line_without_the_usage"]
-    neighbours = burners(2)
-    try:
-        proc = subprocess.run([sys.executable, "-m", "pytest", *selection, "-q", "-n", "0", "-p", "no:cacheprovider",
-                               "--basetemp", str(tmp_path / "inner")], capture_output=True, text=True,
-                              cwd=TESTS.parent, timeout=PATIENCE * 4)
-    finally:
-        for burner in neighbours:
-            kill_group(burner)
+    script = TESTS.parent / "scripts" / "tests_under_load.py"
+    proc = subprocess.run([sys.executable, str(script), "--burners", "2", "--", *selection, "-q", "-n", "0",
+                           "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "inner")], capture_output=True,
+                          text=True, cwd=TESTS.parent, timeout=PATIENCE * 4)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert re.search(rf"\b{len(selection)} passed\b", proc.stdout), proc.stdout[-1000:]
+    # the script's closing line: the same exit, beside the burners asked for, with the load it saw
+    closing = re.search(r"^tests_under_load: .* beside 2 busy loop\(s\) on \d+ cores: exit 0, \d+ s, "
+                        r"load average mean [\d.]+, peak [\d.]+$", proc.stdout, re.MULTILINE)
+    assert closing, proc.stdout[-1000:]

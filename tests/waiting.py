@@ -87,11 +87,3 @@ def kill_group(proc: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
         proc.wait()
-
-
-def burners(count: int) -> list[subprocess.Popen]:
-    """``count`` busy-loop processes: the CPU-burning neighbours of the load tests."""
-    import sys
-
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-            for _ in range(count)]

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 from harness.core import UsageError, Variant
 from harness.core.interrupts import signals_held
 from harness.core.phases import PhaseClock
+from harness.core.writable import DiskFull
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
 from harness.results.outcome import Decision
+from harness.results.record import as_verdict
 from harness.results.sections import Evidence, Judged
-from harness.settings.options import rerun_command
+from harness.settings.options import recordable, rerun_command
 
 if TYPE_CHECKING:  # pragma: no cover
     import pytest
@@ -95,8 +97,6 @@ class Case:
         return directory / name
 
     def _settings(self) -> dict[str, Any]:
-        from harness.settings.options import recordable
-
         options = self.workspace.options
         exporter, per_channel = options.exporter, options.settings.int8_per_channel
         fixes: dict[str, Any] = {}  # the node lists this model's artifacts were built with
@@ -270,8 +270,6 @@ class RecordCollector:
     def _store(self, record: Record) -> None:
         """The one write of a finished case's record: appended, or counted as lost on a full disk
         (which stops the session: later cases could not be recorded either)."""
-        from harness.core.writable import DiskFull
-
         try:
             self.writer.append(record)
         except DiskFull as exc:
@@ -309,8 +307,6 @@ class RecordCollector:
 
         exception = exception or {}
         if self.disk_full is None and exception.get("errno") in (errno.ENOSPC, errno.EDQUOT):
-            from harness.core.writable import DiskFull
-
             self.disk_full = DiskFull(exception.get("filename") or self.writer.out_dir)
 
     def compose(self, nodeid: str, state: dict[str, Any]) -> Record | None:
@@ -381,7 +377,6 @@ def _decision(raw: Mapping[str, Any] | None) -> Decision | None:
     """The engine's decision as the payload carries it (a dict: xdist ships payloads as JSON-like values)."""
     if not raw:
         return None
-    from harness.results.record import as_verdict
 
     return Decision(as_verdict(raw.get("verdict")), str(raw.get("reason") or ""))
 

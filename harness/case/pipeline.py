@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
-from harness.core import Variant
+from harness.core import Variant, describe_error
 from harness.core.phases import phase
+from harness.judge.coverage import numeric_coverage
 from harness.judge.embedding import embedding_parity
 from harness.judge.generation import GenerationRequest, GenerationResult, decode_plan, generation_parity
 from harness.judge.generation import record as record_generation
@@ -39,15 +40,20 @@ from harness.judge.numeric import (
     ParityResult,
     SideOutputs,
     against_unfused,
+    dump_failing_batch,
     lint_result,
     probe_batches,
     run_graph_parity,
     unfused_twin,
 )
-from harness.repro import EmbeddingDerived
+from harness.repro import EmbeddingDerived, write_bundle
+from harness.repro.error import write_error_bundle
+from harness.repro.error_decode import write_decode_error_bundle
+from harness.repro.generation import write_generation_bundle
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Evidence
 from harness.runners.base import FileView, GraphRef
+from harness.runners.profiling import summarise_trace
 
 if TYPE_CHECKING:  # pragma: no cover
 
@@ -98,8 +104,6 @@ def write_side_outputs(ws: Workspace, variant: Variant, model: LoadedModel, judg
 
 def dump_stage(judged: GraphJudgement, case_dir: Path) -> Path | None:
     """The inputs, reference and variant outputs of the batch holding the worst failing element."""
-    from harness.judge.numeric import dump_failing_batch
-
     with phase("metrics"):
         return dump_failing_batch(judged.runner, judged.graph, judged.outputs, judged.batches, case_dir)
 
@@ -111,7 +115,6 @@ def bundle_stage(ws: Workspace, variant: Variant, model: LoadedModel, judged: Gr
     mode = ws.options.settings.repro_bundles
     if mode == "off":
         return None
-    from harness.repro import write_bundle
 
     with phase("metrics"):  # writing the evidence of a verdict
         return write_bundle(case_dir / f"repro-{judged.graph.name}", variant=variant, graph=judged.graph,
@@ -148,7 +151,6 @@ def _error_bundle(ws: Workspace, variant: Variant, model: LoadedModel, graph: st
     mode = ws.options.settings.repro_bundles
     if mode == "off" or view is None:
         return None
-    from harness.repro.error import write_error_bundle
 
     try:
         with phase("metrics"):
@@ -167,8 +169,6 @@ def close_stage(runner: GraphRunner, graph: str, into: SideOutputs) -> None:
     finally:
         runner.close()
     if trace:
-        from harness.runners.profiling import summarise_trace
-
         into.profiles[graph] = summarise_trace(trace)
 
 
@@ -248,7 +248,6 @@ def _numeric_parity(ws: "Workspace", variant: Variant, family: "Family | None", 
         finally:
             close_stage(runner, graph.name, result.side)
         result.seconds[f"{graph.name}.run"] = time.perf_counter() - start
-    from harness.judge.coverage import numeric_coverage
 
     result.coverage = numeric_coverage(family, family.graphs(model), result.outputs, family.task(model.config))
     return result
@@ -333,8 +332,6 @@ def generation_case(case: Case, request: GenerationRequest | None = None,
     record_generation(case, result)
     case.conclude(decide(result.assert_ok))
     if not result.passed and case.workspace.options.settings.repro_bundles != "off":
-        from harness.repro.generation import write_generation_bundle
-
         ws = case.workspace
         model = ws.model(case.variant.model)
         with phase("metrics"):  # writing the evidence of a verdict
@@ -342,7 +339,6 @@ def generation_case(case: Case, request: GenerationRequest | None = None,
                 bundle = write_generation_bundle(case.case_dir() / "repro-generation", ws, case.variant, model,
                                                  family or ws.family(model), result, ws.options.settings.repro_bundles)
             except Exception as exc:  # noqa: BLE001 - best-effort evidence: the gate's verdict stands either way
-                from harness.core import describe_error
 
                 Evidence(bundle_error=describe_error(exc)).write(case.data)
                 bundle = None
@@ -354,8 +350,6 @@ def generation_case(case: Case, request: GenerationRequest | None = None,
 def _decode_error_bundle(case: Case, request: GenerationRequest | None, family: "Family | None", exc: BaseException) -> None:
     """The decode error bundle (``harness.repro.error_decode``) of an erroring case, named in its
     record; best-effort: the case's own error is what the record must say."""
-    from harness.repro.error_decode import write_decode_error_bundle
-
     ws, variant = case.workspace, case.variant
     assert variant is not None, "a generation case has a variant"
     try:

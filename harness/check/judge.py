@@ -33,7 +33,7 @@ from harness.check.protocol.fit import (
 from harness.check.protocol.model import Logits, Protocol
 from harness.check.request import CheckRequest
 from harness.check.synth import synthesizers
-from harness.core import Precision, UsageError, Variant, describe_error
+from harness.core import Precision, Tolerance, UsageError, Variant, describe_error
 from harness.families import Family
 from harness.families.base import CheckedGraph
 from harness.judge.embedding import embedding_parity
@@ -41,6 +41,7 @@ from harness.judge.generation import GenerationRequest, GenerationResult, genera
 from harness.judge.numeric import (
     OutputResult,
     ParityResult,
+    lint_gate,
     probe_batches,
     run_graph_parity,
 )
@@ -49,6 +50,7 @@ from harness.repro import EmbeddingDerived
 from harness.results.outcome import CaseResult
 from harness.results.record import Record, run_green
 from harness.runners.base import GraphRunner
+from harness.runners.failures import explain
 from harness.runners.prebuilt import MappedRunner
 from harness.zoo.base import ModelSpec
 from harness.zoo.loading import LoadedModel
@@ -181,7 +183,6 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
                                           output_map={r: r for r in match.output_map}, probes=probes,
                                           shapes=result.shapes)
     except Exception as exc:  # noqa: BLE001 - the artifact ran and broke: its verdict is "error", others still run
-        from harness.runners.failures import explain
 
         result.error = f"{job.label}: {explain(describe_error(exc, 300))}"
         result.broke = GraphError(job.key, runner, [dict(b[0]) for b in batches], exc)
@@ -261,9 +262,6 @@ def coverage_result(graph: str, cut: tuple[int, int, int, bool], precision: Prec
                     overrides: Mapping[str, Mapping[str, float]]) -> OutputResult:
     """The shape-coverage check of a file with a baked sequence length: sentences it cannot
     take are counted and gated (0), unless its protocol declares the static shape intended."""
-    from harness.core import Tolerance
-    from harness.judge.numeric import lint_gate
-
     count, total, length, intended = cut
     tolerance = None if intended else Tolerance((lint_gate("sentences_cut", precision, overrides),))
     result = OutputResult(graph, "shapes", {"sentences_cut": float(count)}, None, (), tolerance, total)

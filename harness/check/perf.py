@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.perf import coldstart, generation, latency, memory
 from harness.perf.measure import HarnessEngine, PerfSettings
+from harness.runners import backends
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.judge import JobResult
@@ -76,8 +77,6 @@ def _fresh(ws: "Workspace", variant: "Variant", runners: "Mapping[str, MappedRun
            points: list[latency.Point], settings: PerfSettings, side_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Cold start and memory: fresh children open each file with the loader of the variant's
     backend and run it on feeds already in the file's own names."""
-    from harness.runners import backends
-
     feeds = {graph: runners[graph].artifact_feeds(f) for graph, f in latency.feeds_by_graph(points).items()}
     path = coldstart.write_feeds(side_dir / "perf-feeds.npz", feeds)
     backend = backends()[variant.provider.backend]  # ov_cpu's children compile with OpenVINO, not ORT's CPU EP

@@ -10,10 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.check.io_match import role
 from harness.check.judge import CheckOutcome
+from harness.check.perf import describe
 from harness.judge.generation import GenerationResult
 from harness.metrics.registry import METRICS, Scope
 from harness.report.terminal import STYLE
+from harness.report.text import printable
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import JustifyMethod
@@ -79,8 +82,6 @@ def _print_matching(outcome: CheckOutcome, console: Console) -> None:
 
 
 def _print_perf(perf: Any, console: Console) -> None:
-    from harness.check.perf import describe
-
     console.print("[bold]performance[/] (harness check --perf)")
     for line in describe(perf):  # a served model: the load sweep, one line per concurrency level
         console.print(f"  {escape(line)}")
@@ -99,8 +100,6 @@ def _print_verdicts(outcome: CheckOutcome, console: Console) -> None:
 def compact_account(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """KV-cache tensors matched name for name collapse into one line per side; every
     other pairing (and any cache tensor matched another way) stays explicit."""
-    from harness.check.io_match import role
-
     out: list[dict[str, Any]] = []
     folded: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -173,8 +172,6 @@ def generation_table(result: GenerationResult) -> Table:
 def _safe(text: object) -> str:
     """Text a model or a corpus produced, for the terminal: Rich markup escaped and control
     characters shown as ``\\xNN`` (a decoded ESC sequence must not drive the terminal)."""
-    from harness.report.text import printable
-
     return escape(printable(text))
 
 

@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.layout import ArtifactFile, discover
-from harness.core import Precision, Provider, RunOptions, Settings, UsageError, Variant, parse_precision
+from harness.core import Precision, Provider, RunOptions, Settings, UsageError, Variant, did_you_mean, parse_precision
+from harness.data.corpus import CorpusError, list_corpora, load_corpus, load_corpus_file
 from harness.judge.runtimes import RuntimeStore
 from harness.runners import backends, parse_provider, provider_table
 from harness.runners.prebuilt import runs_onnx_files
-from harness.zoo.base import ModelCatalog, ModelSpec
+from harness.settings.resolve import merge_tolerances
+from harness.zoo import registered
+from harness.zoo.base import ModelCatalog, ModelSpec, spec_for_directory
 
 
 @dataclass
@@ -67,8 +70,6 @@ class CheckSetup:
 
 def resolve(req: CheckRequest, artifacts: list[ArtifactFile] | None = None) -> CheckSetup:
     """``artifacts``: what another source (a served model's metadata) describes, instead of files."""
-    from harness.settings.resolve import merge_tolerances
-
     spec = req.spec or reference_spec(req.reference)
     if artifacts is None:
         if req.onnx is None:
@@ -99,9 +100,6 @@ def resolve(req: CheckRequest, artifacts: list[ArtifactFile] | None = None) -> C
 
 def reference_spec(text: str) -> ModelSpec:
     """An HF model directory, or a zoo name; a zoo model's own directory keeps its tolerances."""
-    from harness.zoo import registered
-    from harness.zoo.base import spec_for_directory
-
     path = Path(text).expanduser()
     if path.is_dir():
         resolved = path.resolve()
@@ -142,8 +140,6 @@ def onnx_provider(name: str) -> Provider:
 
 def corpus_option(text: str) -> str:
     """``--corpus``: a manifest name, or a .txt/.tsv file (made absolute)."""
-    from harness.data.corpus import CorpusError, list_corpora, load_corpus_file
-
     if text.endswith((".txt", ".tsv")):
         path = Path(text).expanduser()
         try:
@@ -156,8 +152,6 @@ def corpus_option(text: str) -> str:
     except CorpusError as exc:
         raise UsageError(f"--corpus: {exc}") from None
     if text not in known:
-        from harness.core import did_you_mean
-
         raise UsageError(f"--corpus: unknown corpus {text!r}{did_you_mean(text, known)}; known: {', '.join(known)} "
                          "(or a .txt/.tsv file)")
     return text
@@ -166,8 +160,6 @@ def corpus_option(text: str) -> str:
 def verify_corpus(name: str | None) -> None:
     """Read the corpus the check will use (hash, line count, format) so a damaged or edited one is
     a one-line ``UsageError`` naming the file, as ``harness run`` reports it, before a model loads."""
-    from harness.data.corpus import CorpusError, load_corpus, load_corpus_file
-
     if not name:
         return
     try:

@@ -25,7 +25,10 @@ from pathlib import Path  # noqa: E402
 from typing import NoReturn, Sequence  # noqa: E402
 
 from harness import __version__  # noqa: E402
-from harness.core import UsageError  # noqa: E402
+from harness.core import (  # noqa: E402
+    UsageError,
+    did_you_mean,
+)
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -57,8 +60,6 @@ class _Parser(argparse.ArgumentParser):
         parsed, extras = super().parse_known_args(args, namespace)
         unknown = [a.split("=", 1)[0] for a in extras if a.startswith("--")]
         if unknown and self.prog == "harness":
-            from harness.core import did_you_mean
-
             flags = self._command_flags(getattr(parsed, "command", None))
             hint = did_you_mean(unknown[0], flags)
             self.error(f"{unknown[0]}: unknown option{hint}" if hint else f"unrecognized arguments: {' '.join(extras)}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.rundirs import history_db
+from harness.core.units import binary_bytes
 from harness.gate.baseline import (
     BaselineError,
     accuracy_records,
@@ -61,8 +62,6 @@ def cmd_save(args: argparse.Namespace) -> int:
     print(f"saved baseline {info.name!r}: {len(perf_records(blessed))} perf record(s), "
           f"{len(accuracy_records(blessed))} accuracy record(s) from {source} -> {info.path}")
     if info.kept_files:
-        from harness.core.units import binary_bytes
-
         print(f"kept {info.kept_files} artifact file(s) ({binary_bytes(info.kept_bytes)}) in {info.path / 'artifacts'}: "
               "`baseline compare --perf` re-times them beside the candidate")
     elif info.artifact_files:

@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 
-from harness.core import UsageError
+from harness.core import RunOptions, Settings, UsageError
 
 DEFAULT_ENCODER = "encoder-custom-12x768"
 TRANSLATOR, TRANSLATOR_FALLBACK = "numbers-en-zh", "marian-tiny"
@@ -75,7 +75,6 @@ def bench(args: argparse.Namespace) -> int:
     if smoke.active() and not args.models:
         args.models = SMOKE_MODELS
         changes.insert(0, f"models {' '.join(SMOKE_MODELS)}")
-    from harness.core import RunOptions, Settings
     from harness.judge.workspace import Workspace
     from harness.perf.bench import render, to_markdown
     from harness.perf.headline import measure_headline

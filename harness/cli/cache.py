@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.core import UsageError
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.settings.commands import add_command_options
@@ -49,7 +51,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from harness.core import UsageError
     from harness.zoo.base import cache_root
 
     root = (args.cache or cache_root()).expanduser()
@@ -135,7 +136,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from harness import cacheadmin as ca
-    from harness.core import UsageError
 
     if args.older_than is None and args.max_size is None:
         raise UsageError("cache prune: give --older-than AGE and/or --max-size SIZE (nothing is removed by default)")
@@ -170,7 +170,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_key(args: argparse.Namespace) -> int:
-    from harness.core import UsageError
     from harness.scaffold.cachekey import cache_key
     from harness.settings.config_file import find_config
 

@@ -14,9 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.core import UsageError
+
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from harness.core import UsageError
     from harness.core.writable import ensure_writable_file
     from harness.gate.calibrate import calibrate_runs
     from harness.metrics.margins import MarginTable, parse_cli_margin

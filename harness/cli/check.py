@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.cli._args import parse_metric_values, parse_pairs
-from harness.core import Precision, UsageError
+from harness.core import Precision, UsageError, Variant
 from harness.core.rundirs import default_run_dir
+from harness.settings.endpoint import endpoint_from_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.judge import CheckOutcome
@@ -158,7 +159,6 @@ def config_requests(args: argparse.Namespace, common: dict[str, Any]) -> list[Ch
         spec = catalog.resolve(name)
         table = spec.extra.get("endpoint")
         if table is not None:  # [models.<name>.endpoint]: the served model, judged once
-            from harness.settings.endpoint import endpoint_from_table
 
             served = endpoint_from_table(table, f"{args.config}: [models.{name}.endpoint]")
             out.append(CheckRequest(reference=name, spec=spec, endpoint=served,
@@ -206,7 +206,6 @@ def refuse_unhonoured_keys(path: Path) -> set[str]:
 def available_ort_providers(providers: Iterable[Provider]) -> list[str]:
     """The run's providers whose backend runs ONNX files and that exist here (``ort_cpu`` if
     it names none); the others are skipped with a note, as the suites skip their variants."""
-    from harness.core import Variant
     from harness.judge.runtimes import RuntimeStore
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.core import UsageError, Variant
+from harness.core import Precision, UsageError, Variant
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,7 +58,6 @@ def _write_variant(ws: Any, variant: Variant, out: Path, settings: Any, plan: Pa
 
 def judged_variants(run_dir: Path) -> list[Variant]:
     """The ONNX Runtime variants a run judged and passed, from its results.jsonl, in order."""
-    from harness.core import Precision
     from harness.results.store import read_records
     from harness.runners import parse_provider
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core import UsageError
+from harness.core.compared import Compared
 from harness.core.rundirs import history_db
+from harness.core.units import value_text
 from harness.results import history
 
 if TYPE_CHECKING:
@@ -63,7 +65,6 @@ def _pct(change: float) -> str:
 def _value(value: float, metric: str) -> str:
     """A stored value in its unit (``1.08 ms``, ``80.00 MiB``, ``900 calls/s``); a unitless one
     with 6 significant digits."""
-    from harness.core.units import value_text
     from harness.report.units import quantity
 
     return "" if math.isnan(value) else value_text(value, quantity(metric).unit, digits=6)
@@ -129,8 +130,6 @@ def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame) -> int:
     (nothing matched, or every series has one run) nothing was compared: exit 1 with the
     series listed, unless ``--allow-missing``. Single-run series beside compared ones are new,
     not a failure."""
-    from harness.core.compared import Compared
-
     series = [(str(v), str(m)) for v, m in wide.columns]
     alone = tuple(f"{v} {m}" for v, m in series if wide[(v, m)].dropna().shape[0] < 2)
     compared = Compared("series with two or more runs", len(series) - len(alone), alone,

@@ -14,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from harness.core import UsageError, parse_precision, split_csv
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.settings.commands import add_command_options
@@ -30,7 +32,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def init(args: argparse.Namespace) -> int:
-    from harness.core import UsageError, parse_precision, split_csv
     from harness.runners import parse_provider
     from harness.scaffold.config import model_facts, render_config
     from harness.scaffold.files import Planned, write_all
@@ -70,7 +71,6 @@ def init(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace) -> int:
     """``harness init --add DIR``: one more model in an existing harness.toml, validated before the
     file is replaced."""
-    from harness.core import UsageError
     from harness.scaffold.config import add_model, model_facts
 
     root: Path = args.repo_dir

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.core.compared import Compared
 from harness.core.rundirs import default_run_dir
 
 
@@ -30,7 +31,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} case(s) -> {out} "
           f"(results.jsonl, summary.md, report.html)")
-    from harness.core.compared import Compared
 
     compared = Compared("cases", len(merged.records), allow_missing=args.allow_missing)
     print(status_line(merged.records) + compared.verdict_suffix())

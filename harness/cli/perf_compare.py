@@ -27,11 +27,10 @@ from typing import Any
 import numpy as np
 
 from harness.core import UsageError
+from harness.settings.commands import add_command_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from harness.settings.commands import add_command_options
-
     p = sub.add_parser("perf-compare", help="paired interleaved A/B timing of two ONNX files (exit 1 on a regression)",
                        description=__doc__.splitlines()[0])
     p.add_argument("baseline", type=Path, help="the baseline ONNX file (A)")
@@ -45,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.gate.compare import parse_threshold
     from harness.gate.onnxpair import FileRuntime, same_inputs, synthetic_feeds
     from harness.gate.paired import exit_code, interleave, judge_paired
+    from harness.gate.row import fmt_p
 
     if args.json:
         from harness.core.writable import ensure_writable_file
@@ -95,9 +95,10 @@ def run(args: argparse.Namespace) -> int:
           f"inputs batch {args.batch_size} x seq {args.seq_len}")
     print(f"{'stat':<6} {'A ms':>9} {'B ms':>9} {'B/A':>7} {'interval':>17} {'p':>9}  verdict")
     for r in rows:
-        interval = f"[{r.ci_lo:.3f}, {r.ci_hi:.3f}]" if np.isfinite(r.ci_lo) else "–"
+        interval = f"[{r.ci_lo:.3f}, {r.ci_hi:.3f}]" if r.ci_lo is not None and r.ci_hi is not None and \
+            np.isfinite(r.ci_lo) else "–"
         tag = " (advisory)" if r.advisory else ""
-        print(f"{r.stat:<6} {r.base:>9.4f} {r.cand:>9.4f} {r.ratio:>7.3f} {interval:>17} {r.p_value:>9.2g}  "
+        print(f"{r.stat:<6} {r.base:>9.4f} {r.cand:>9.4f} {r.ratio:>7.3f} {interval:>17} {fmt_p(r.p_value):>9}  "
               f"{r.verdict.value}{tag}: {r.reason}")
     if args.json:
         Path(args.json).write_text(json.dumps({

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from harness.core import UsageError
+from harness.results import history
 from harness.results.rundir import read_results
 
 
@@ -29,7 +30,6 @@ def cmd_report(args: argparse.Namespace) -> int:
             ensure_writable_file(getattr(args, option), f"--{option}")
     records = read_results(args.run_dir)  # one-line UsageError for a missing dir or corrupt line
     if args.history_db:  # a missing or foreign store is one line, exit 2 (an empty one only says so in the page)
-        from harness.results import history
 
         history.runs(args.history_db)
     from harness.core.interrupts import read_marker

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from harness.cli.suite_imports import forget_imported, forget_stale, import_mode_args
 from harness.core import RunOptions, UsageError
 from harness.core.rundirs import default_run_dir
 
@@ -91,7 +92,6 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     # hypothesis's pytest plugin (autoloaded wherever hypothesis is installed) costs ~2 s at session
     # end to print statistics the harness's suites never produce
     extra = list(args.pytest_args or [])
-    from harness.cli.suite_imports import import_mode_args
 
     argv = [*map(str, suites), *_cache_args(extra), *_benchmark_args(extra), *import_mode_args(suites, extra),
             "-p", "no:hypothesispytest", "-q", "-rs",
@@ -147,7 +147,6 @@ def run(args: argparse.Namespace) -> int:
     ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
     options, argv = session_options(args, out)
-    from harness.cli.suite_imports import forget_imported, forget_stale
     from harness.session import Handoff
 
     suites = list(args.suites or [])

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from harness.core.compared import Compared
 from harness.core.direction import Direction
+from harness.gate.accuracy import compare_accuracy
 from harness.gate.causes import Difference, run_differences
 from harness.gate.compare import Comparison, compare_runs, env_differences
 from harness.metrics.registry import METRICS
@@ -216,8 +217,6 @@ def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a:
     overrides (``[margins]`` of a config, ``--accuracy-margin``); the registry's defaults apply
     without them. The perf and accuracy gates see B's paired cases under A's ids and variants,
     so a setting change compares like with like instead of listing everything missing and new."""
-    from harness.gate.accuracy import compare_accuracy
-
     a = {r.id: r for r in records_a}
     b = {r.id: r for r in records_b}
     pairs = pair_cases(a, b)

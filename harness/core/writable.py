@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from harness.core.errors import UsageError
+from harness.core.units import binary_bytes
 
 PROBE_PREFIX = ".harness-write-probe-"
 
@@ -105,8 +106,6 @@ def free_bytes(path: str | os.PathLike[str]) -> int:
 def ensure_free_space(path: str | os.PathLike[str], needed: int, option: str, what: str) -> None:
     """Refuse (one line naming ``option``, both numbers) a place with less than ``needed``
     bytes free: a run that fills the disk an hour in has lost the hour."""
-    from harness.core.units import binary_bytes
-
     free = free_bytes(path)
     if free < needed:
         raise UsageError(f"{option} {path}: only {binary_bytes(free)} free, {what} needs about "

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from harness.core import Precision, Tolerance
+from harness.debug.modules import layer_of, module_map
 from harness.metrics.numeric import compare_arrays
 from harness.metrics.registry import METRICS, Scope, tensor_metric_names
 from harness.results.checks import CheckResult
+from harness.runners.ort_runner import OrtGraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -158,8 +160,6 @@ class BisectResult:
         from; "layer": its layer, :func:`harness.debug.modules.layer_of`), in topological order
         of each module's first tensor; ``growth`` is a module's output error over the previous
         module's, so the row where error jumps stands out."""
-        from harness.debug.modules import layer_of
-
         groups: dict[str, list[TensorResult]] = {}
         for t in self.tensors:
             key = t.module if level == "module" else layer_of(t.module)
@@ -303,8 +303,6 @@ def instrument(model_path: str | Path, directory: Path) -> _Instrumented:
 def run_all(path: Path, feeds: Mapping[str, np.ndarray], provider: str = "CPUExecutionProvider",
             threads: int | None = 1) -> dict[str, np.ndarray]:
     """Every output of the instrumented copy (FP32 numpy), graph optimisations off so names survive."""
-    from harness.runners.ort_runner import OrtGraphRunner
-
     runner = OrtGraphRunner(str(path), provider, intra_op_threads=threads, inter_op_threads=1,
                             optimization="disable")
     try:
@@ -350,8 +348,6 @@ def bisect_graph(fp32_path: str | Path, candidate_path: str | Path, feeds: Mappi
     ``modules`` (``harness.debug.modules.module_map`` of the FP32 file) names each FP32 node's
     PyTorch module; without it the scope names / metadata of the file are read, unvalidated."""
     if modules is None:
-        from harness.debug.modules import module_map
-
         modules = module_map(fp32_path)
     tol = as_tolerance(tolerance)
     with tempfile.TemporaryDirectory(prefix="harness-bisect-") as tmp:

@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.core.markdown import table
 from harness.debug.bisect import BisectResult, ModuleRow, TensorResult
+from harness.report.console import cli_console
 
 
 def _fmt(value: float) -> str:
@@ -126,7 +127,6 @@ def print_tables(result: BisectResult, top: int) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from harness.report.console import cli_console
 
     console = cli_console()
     path = result.path()

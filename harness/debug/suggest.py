@@ -30,8 +30,9 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from harness.core import Precision
+from harness.core import Precision, Variant
 from harness.debug.bisect import BisectResult, TensorResult
+from harness.runners import parse_provider
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.numeric import ParityResult
@@ -234,9 +235,7 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
     import time
 
     from harness.case.pipeline import numeric_parity
-    from harness.core import Variant
     from harness.judge.workspace import Workspace
-    from harness.runners import parse_provider
     from harness.settings.resolve import build_options, merge_tolerances
 
     option = FIX_OPTION[precision]

@@ -12,13 +12,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.case.collector import case_dir_name
+from harness.check.judge import generation_runners, job_protocols
+from harness.check.perf import measure_prebuilt
 from harness.check.request import CheckRequest, resolve
 from harness.core import describe_error
 from harness.engine.job import conclude
 from harness.engine.source import JobRun, JobSource
+from harness.perf import budgets
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Protocols
 from harness.runners.prebuilt import PrebuiltGraphs
+from harness.runners.profiling import summarise_trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.results.outcome import CaseResult
@@ -31,8 +36,6 @@ class FileJobs(JobSource):
 
     @classmethod
     def open(cls, req: CheckRequest, run_dir: Path) -> FileJobs:
-        from harness.case.collector import case_dir_name
-
         setup = resolve(req)  # bad files, options and references fail here, before the model loads
         records = {a.path.name: a.record() for a in setup.artifacts}
         graphs = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, records,
@@ -48,17 +51,12 @@ class FileJobs(JobSource):
         traces = self.graphs.end_profiling()
         if not traces:
             return {}
-        from harness.runners.profiling import summarise_trace
 
         return {name: summarise_trace(trace) for name, trace in traces.items()}
 
     def perf_stage(self, run: JobRun) -> CaseResult:
         """A ``check_perf`` record with the perf suites' numbers for these files; the model's perf
         budgets (``p50_ms``, ``peak_rss_mb``...) gate it."""
-        from harness.check.judge import generation_runners, job_protocols
-        from harness.check.perf import measure_prebuilt
-        from harness.perf import budgets
-
         case = run.case("check_perf")
         Protocols(job_protocols(run.outcome.jobs)).write(case.data)
         case.artifacts.update(self.records)

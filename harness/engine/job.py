@@ -26,6 +26,7 @@ from harness.judge.workspace import Workspace
 from harness.results import compose_standalone, new_run_id
 from harness.results.outcome import CaseResult, Decision, decide
 from harness.results.sections import Protocols
+from harness.runners.failures import explain
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.case.collector import Case
@@ -120,7 +121,6 @@ def generation_stage(run: JobRun) -> CaseResult | None:
                                          run.req.gen_settings)
     except Exception as exc:  # noqa: BLE001 - a decoding crash in the artifact is its verdict, not ours
         case.artifacts.update(run.source.records)
-        from harness.runners.failures import explain
 
         return conclude(run, case, "check_generation", Decision("error", explain(describe_error(exc, 300))), started)
     if note:

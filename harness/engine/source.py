@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from harness.case.collector import Case
+
 if TYPE_CHECKING:  # pragma: no cover
     from harness.case.collector import Case
     from harness.check.judge import CheckOutcome
@@ -43,8 +45,6 @@ class JobRun:
 
     def case(self, suite: str) -> Case:
         """A fresh record builder for one of this job's records (``<suite>[<variant>]``)."""
-        from harness.case.collector import Case
-
         variant = self.outcome.variant
         return Case(self.ws, variant, self.run_dir, f"{suite}[{variant.id}]")
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from harness.core import UsageError
 from harness.families.base import (
     CheckedGraph,
     CheckMode,
@@ -38,8 +39,6 @@ def lm_layout(model: LoadedModel) -> tuple[int, int, int]:
     cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
     heads = getattr(cfg, "num_attention_heads", None)
     if not heads:
-        from harness.core import UsageError
-
         raise UsageError(f"{model.path}: {type(cfg).__name__} has no attention heads (a state-space or recurrent "
                          "cache): the causal_lm family's graphs carry attention key/value caches, so it cannot "
                          "judge this model")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from harness.core import UsageError
 from harness.families.base import Family, GraphSpec, token_feeds, tokenize
 from harness.families.registry import register_family
 from harness.metrics.spans import MAX_ANSWER_TOKENS, best_spans, span_metrics, worst_row
@@ -191,8 +192,6 @@ class MaskedLMFamily(_EncoderHead):
         ids, mask = enc["input_ids"].copy(), enc["attention_mask"]
         mask_id = getattr(model.tokenizer, "mask_token_id", None)
         if mask_id is None:
-            from harness.core import UsageError
-
             raise UsageError(f"{model.path}: a masked LM whose tokenizer has no mask token")
         ids[masked_positions(mask)] = mask_id
         return {"input_ids": ids, "attention_mask": mask}

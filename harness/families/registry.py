@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, TypeVar
 
+from harness.core import UsageError
 from harness.core.registry import Registry
 from harness.families.base import Family
 
@@ -64,7 +65,6 @@ def detect_family(config: Mapping[str, Any]) -> str | None:
     does not list is offered to the families' own ``detects`` (a team's extension family). An
     architecture listed under several heads its config does not decide raises ``UsageError``.
     """
-    from harness.core import UsageError
     from harness.families.tasks import AmbiguousTask, resolve
 
     ordered = sorted(FAMILIES.items().values(), key=lambda fam: fam.detection_priority)

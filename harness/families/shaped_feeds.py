@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from harness.families.limits import learned_positions
+
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
     from harness.zoo.loading import LoadedModel
@@ -23,8 +25,6 @@ _TOKEN_INPUTS = {"input_ids", "attention_mask", "position_ids"}
 
 def max_positions(model: "LoadedModel") -> int | None:
     """The longest sequence the model's position table holds (None: unknown)."""
-    from harness.families.limits import learned_positions
-
     return learned_positions(model.config)
 
 

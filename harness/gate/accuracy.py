@@ -36,9 +36,11 @@ from harness.core.compared import Compared
 from harness.core.markdown import table
 from harness.gate.baseline import is_accuracy_key
 from harness.gate.compare import Verdict
-from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value
+from harness.gate.row import Gated
+from harness.metrics.margins import EffectiveMargin, MarginTable, fmt, fmt_value, parse_cli_margin
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 from harness.results.record import MetricKey, Record, RecordLike, readable_records
+from harness.settings.config_file import find_config, load_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -144,7 +146,7 @@ def judge(spec: MetricSpec, base: float, cand: float, margin: EffectiveMargin) -
 
 
 @dataclass(frozen=True)
-class AccuracyRow:
+class AccuracyRow(Gated):
     """One metric of one case, judged against the baseline. ``delta`` is candidate - baseline in
     the metric's own unit; ``worsening`` the change of its badness (> 0: worse); ``allowed`` the
     margin it was held to."""
@@ -165,10 +167,6 @@ class AccuracyRow:
     reason: str
     advisory: bool = False
     explained_by: tuple[str, ...] = ()
-
-    @property
-    def gating_regression(self) -> bool:
-        return self.verdict is Verdict.REGRESSION and not self.advisory
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -408,9 +406,6 @@ def margin_table(config: str | Path | None = None, cli: Iterable[str] = (), *,
     """The margin overrides of a comparison: the config file's ``[margins]`` tables (the explicit
     ``config``, else a ``harness.toml`` / ``[tool.harness]`` found in ``rootdir`` or the working
     directory), then ``--accuracy-margin`` texts (later, so they win among equally specific rules)."""
-    from harness.metrics.margins import parse_cli_margin
-    from harness.settings.config_file import find_config, load_config
-
     found = find_config(config, rootdir)
     rules = list(load_config(found).margin_rules()) if found is not None else []
     rules += [parse_cli_margin(text) for text in cli]

@@ -21,10 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from harness import __version__
 from harness.core import did_you_mean
 from harness.core.rundirs import BASELINE_STORE
 from harness.results import RESULTS_FILE, Record, write_records
-from harness.results.record import RecordLike
+from harness.results.record import MetricKey, RecordLike
 from harness.results.rundir import RunDirError, read_results
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,7 +82,6 @@ def perf_records(records: Iterable[RecordLike]) -> list[Record]:
 def is_accuracy_key(key: str) -> bool:
     """A metric key the accuracy gate compares: a registered, non-budget metric outside ``perf``."""
     from harness.metrics.registry import METRICS, Scope
-    from harness.results.record import MetricKey
 
     parsed = MetricKey.parse(key)
     spec = METRICS.get(parsed.metric)
@@ -110,8 +110,6 @@ def load_run(run_dir: str | os.PathLike[str]) -> list[Record]:
 
 def _harness_version() -> str:
     try:
-        from harness import __version__
-
         return str(__version__)
     except ImportError:  # pragma: no cover - harness/__init__.py always defines it
         return "unknown"

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.core.cachedir import file_sha256
+from harness.core.cachedir import cache_root, file_sha256
+from harness.export.cache import ArtifactCache
 from harness.results.record import Record, RecordLike
 
 #: the folder of a baseline that holds its kept artifacts
@@ -164,8 +165,6 @@ def find(f: TimedFile, *, baseline_dir: Path | None = None, cache_root: Path | N
     if f.path and _intact(Path(f.path), f.sha256):
         return Found(Path(f.path), "run")
     if cache_root is not None and f.cache_key and f.cache_entry:
-        from harness.export.cache import ArtifactCache
-
         entry = ArtifactCache(cache_root).lookup(f.cache_entry, f.cache_key)
         if entry is not None and _intact(entry.path(f.relative), f.sha256):
             return Found(entry.path(f.relative), "cache")
@@ -174,8 +173,6 @@ def find(f: TimedFile, *, baseline_dir: Path | None = None, cache_root: Path | N
 
 def default_cache_root() -> Path:
     """This machine's export cache (``$HARNESS_CACHE/artifacts``)."""
-    from harness.core.cachedir import cache_root
-
     return cache_root() / "artifacts"
 
 

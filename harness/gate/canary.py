@@ -32,6 +32,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.perf.canary import WORKLOAD
+from harness.perf.stats import bootstrap_ratio_ci
 
 #: a canary change at least this large (and beyond the canary's own noise) is machine drift
 DRIFT_TOLERANCE = 0.03
@@ -79,7 +80,6 @@ def judge_drift(base: np.ndarray | None, cand: np.ndarray | None, *, seed: int =
         side = "baseline" if base is None else "candidate"
         return Drift(None, None, None, DEFAULT_BETWEEN_SD, False,
                      f"no canary in the {side}: between-run spread assumed {DEFAULT_BETWEEN_SD:.1%}")
-    from harness.perf.stats import bootstrap_ratio_ci
 
     ratio, lo, hi = bootstrap_ratio_ci(base, cand, np.median, seed=seed)
     se = (math.log(hi) - math.log(lo)) / (2 * _Z) if lo > 0 and hi > 0 else DEFAULT_BETWEEN_SD

@@ -10,32 +10,35 @@ the answer is INCONCLUSIVE, never a guess. Only non-advisory REGRESSIONs fail th
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import zlib
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
 from harness.core import UsageError, did_you_mean
 from harness.core.compared import Compared
 from harness.core.markdown import table
-from harness.gate.canary import widen
+from harness.gate.canary import canary_samples, judge_drift
+from harness.gate.evidence import CanaryBlocks, Evidence, EvidenceKind
+from harness.gate.judge import decide as decide  # re-exported: the one decision rule
+from harness.gate.judge import judge
+from harness.gate.judge import latency_stat as latency_stat  # re-exported
+from harness.gate.policy import MIN_LATENCY_SAMPLES as MIN_LATENCY_SAMPLES  # re-exported
+from harness.gate.policy import OUTLIER_FACTOR as OUTLIER_FACTOR  # re-exported
+from harness.gate.policy import POLICY
+from harness.gate.row import Row as Row  # re-exported: the gate's API names it
+from harness.gate.row import Verdict as Verdict  # re-exported
+from harness.gate.row import fmt_change as fmt_change  # re-exported
+from harness.gate.row import fmt_ci as fmt_ci  # re-exported
+from harness.gate.row import fmt_p as fmt_p  # re-exported
+from harness.gate.row import fmt_value as fmt_value  # re-exported
+from harness.gate.row import unit_of as fmt_unit
 from harness.metrics.registry import METRICS, Scope, perf_policies
 from harness.metrics.spec import MetricPolicy as MetricPolicy  # re-exported: the gate's API names it
-from harness.metrics.spec import percentile
 from harness.perf.contention import busier_note
-from harness.perf.stats import (
-    DEFAULT_BLOCKS,
-    MIN_BLOCK_SIZE,
-    Stat,
-    block_cv,
-    bootstrap_ratio_cis,
-    mann_whitney,
-    min_samples_for,
-)
 from harness.perf.tail import precise_enough
 from harness.results.record import RecordLike, readable_records
 
@@ -45,34 +48,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from harness.gate.canary import Drift
 
-#: With fewer calls than this on either side every latency statistic is INCONCLUSIVE:
-#: 8 blocks of 5 calls is the least that gives the rank test any power.
-MIN_LATENCY_SAMPLES = 8 * MIN_BLOCK_SIZE
-
-#: A call slower than this multiple of its run's median is an *outlier*: on a shared
-#: machine mostly a preemption by a neighbour (measured: 3-11% of calls on the 2-core
-#: dev box, at 1.5x-30x the median), not the model.
-OUTLIER_FACTOR = 1.5
-
 #: A run noisier than its metric's ``max_cv`` can still show a REGRESSION, when the interval
 #: widened by the noise keeps its lower bound at least this many thresholds above no change
-#: (p50: +10 %); see ``_beyond_noise``.
-NOISY_MARGIN = 2.0
-
-def latency_stat(name: str) -> Stat | None:
-    """What a latency policy name measures: ``pNN`` -> percentile NN, ``mean`` -> np.mean, else None."""
-    return np.mean if name == "mean" else percentile(name)
-
-
-class Verdict(str, enum.Enum):
-    PASS = "PASS"
-    REGRESSION = "REGRESSION"
-    IMPROVEMENT = "IMPROVEMENT"
-    INCONCLUSIVE = "INCONCLUSIVE"
-
-    def __str__(self) -> str:
-        return self.value
-
+#: (the policy table's ``noise_margin`` of two recorded runs)
+NOISY_MARGIN = POLICY[EvidenceKind.TWO_RUNS].noise_margin
 
 class EnvironmentMismatch(UsageError):
     """Baseline and candidate ran on different machines or library versions.
@@ -135,33 +114,6 @@ def parse_threshold(text: str) -> MetricPolicy:
     if not math.isfinite(effect) or effect < 0:  # NaN would switch the gate off without a word
         raise UsageError(f"--baseline-threshold {text!r}: an effect threshold must be a finite fraction >= 0")
     return replace(DEFAULT_POLICIES[name], min_effect=effect)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One metric of one variant, judged. ``ratio`` is candidate / baseline."""
-
-    variant: str
-    metric: str
-    kind: str
-    base: float
-    cand: float
-    ratio: float
-    ci_lo: float | None
-    ci_hi: float | None
-    p_value: float | None
-    verdict: Verdict
-    reason: str
-    advisory: bool = False
-
-    @property
-    def gating_regression(self) -> bool:
-        return self.verdict is Verdict.REGRESSION and not self.advisory
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["verdict"] = self.verdict.value
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
 @dataclass
@@ -330,178 +282,6 @@ def gating_first(rows: list[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: (not r.gating_regression, r.variant))  # stable: keeps p50, p90, ... order
 
 
-def fmt_value(value: float, kind: str) -> str:
-    """A gated number in its unit (bytes for memory and size, else milliseconds) through the
-    reports' one formatter per unit (``harness.core.units``)."""
-    if value is None or not math.isfinite(value):
-        return "-"
-    from harness.core.units import value_text
-
-    return value_text(value, "bytes" if kind in ("memory", "size") else "ms")
-
-
-def fmt_change(ratio: float) -> str:
-    return "-" if ratio is None or not math.isfinite(ratio) else f"{(ratio - 1) * 100:+.1f}%"
-
-
-def fmt_ci(lo: float | None, hi: float | None) -> str:
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return "-"
-    return f"[{(lo - 1) * 100:+.1f}%, {(hi - 1) * 100:+.1f}%]"
-
-
-def fmt_p(p: float | None) -> str:
-    if p is None:
-        return "-"
-    return f"{p:.2g}" if p >= 1e-3 else f"{p:.0e}"
-
-
-# --------------------------------------------------------------------------- judging
-
-
-def outlier_fraction(samples: np.ndarray) -> float:
-    """Share of calls slower than OUTLIER_FACTOR x the median.
-
-    A percentile above which at least half the calls are outliers is set by whatever
-    interrupted the process, not by the model, and differs from run to run
-    (measured p95 ratios of 0.4-4.8 between identical runs), so it is not judged.
-    """
-    if samples.size == 0:
-        return 0.0
-    return float(np.mean(samples > OUTLIER_FACTOR * np.median(samples)))
-
-
-class Judged(NamedTuple):
-    """One latency statistic's numbers and verdict, before it becomes a Row."""
-
-    base: float
-    cand: float
-    ratio: float
-    ci_lo: float | None
-    ci_hi: float | None
-    p_value: float | None
-    verdict: Verdict
-    reason: str
-
-
-def judge_latency(
-    base: np.ndarray, cand: np.ndarray, policies: Mapping[str, MetricPolicy], *, seed: int = 0,
-    drift: "Drift | None" = None,
-) -> dict[str, Judged]:
-    """Judge every latency statistic that has a policy, from both runs' raw samples.
-
-    Too few calls make it INCONCLUSIVE (the interval and the p-value are still reported).
-    ``drift`` (``harness.gate.canary``, unpaired runs) adds the between-run spread to every
-    interval and p-value, and a run noisier than ``max_cv`` adds its noise (:func:`noise_sd`):
-    noise and drift widen the interval, and a drifted machine or a noisy run leaves only a claim
-    that clears the threshold beyond them standing (``_beyond_drift``, ``_beyond_noise``); a
-    percentile among outliers is INCONCLUSIVE (:func:`_disturbed`). Why not a veto: a
-    runtime 30 % slower in the candidate's environment read "too noisy: block-median CV 30.7 % >
-    10 %" for p50 +29.4 % [+28.3 %, +42.2 %], p = 7e-08.
-    """
-    stats = {name: latency_stat(name) for name, pol in policies.items() if pol.kind == "latency"}
-    wanted: dict[str, Stat] = {name: stat for name, stat in stats.items() if stat is not None}
-    if not wanted:
-        return {}
-    n = min(base.size, cand.size)
-    alpha = min(policies[name].alpha for name in wanted)
-    cis: dict[str, tuple[float, float, float]] = {}
-    p_value: float | None = None
-    if n >= 2:
-        p_value = mann_whitney(base, cand)
-        try:
-            cis = bootstrap_ratio_cis(base, cand, wanted, alpha=alpha, seed=seed)
-        except ValueError:  # a zero baseline statistic (coarse clock): no ratio to bound
-            cis = {}
-    noise = max(block_cv(base), block_cv(cand)) if n >= 2 * MIN_BLOCK_SIZE else float("nan")
-    outliers = (outlier_fraction(base), outlier_fraction(cand))
-    out: dict[str, Judged] = {}
-    for name, stat in wanted.items():
-        pol = policies[name]
-        b_val = float(np.percentile(base, stat)) if not callable(stat) else float(stat(base))
-        c_val = float(np.percentile(cand, stat)) if not callable(stat) else float(stat(cand))
-        ratio, lo, hi = cis.get(name, (c_val / b_val if b_val > 0 else float("nan"), None, None))
-        need = MIN_LATENCY_SAMPLES
-        if not callable(stat):
-            need = max(need, min_samples_for(stat / 100.0))
-        if n < need:
-            verdict, reason = Verdict.INCONCLUSIVE, f"too few samples: {n} < {need} needed for {name}"
-        elif lo is None or hi is None:
-            verdict, reason = Verdict.INCONCLUSIVE, f"no ratio: baseline {name} is {b_val:g}"
-        else:
-            p_row = p_value if p_value is not None else 1.0
-            if drift is not None:
-                lo, hi, p_row = widen(ratio, lo, hi, p_row, drift.between_sd)
-            noisy, among_outliers = _disturbed(name, stat, pol, noise, outliers)
-            if noisy:  # noise widens the interval; it vetoes nothing the widened interval still shows
-                lo, hi, p_row = widen(ratio, lo, hi, p_row, noise_sd(base, cand))
-            verdict, reason = decide(ratio, lo, hi, p_row, pol)
-            verdict, reason = _beyond_drift(verdict, reason, lo, hi, pol, drift)
-            if noisy:
-                verdict, reason = _beyond_noise(verdict, reason, lo, hi, noisy, pol)
-            if among_outliers:  # a percentile the preemptions set says nothing of the model, however far
-                verdict, reason = Verdict.INCONCLUSIVE, noisy or among_outliers
-            out[name] = Judged(b_val, c_val, ratio, lo, hi, p_row, verdict, reason)
-            continue
-        out[name] = Judged(b_val, c_val, ratio, lo, hi, p_value, verdict, reason)
-    return out
-
-
-def _disturbed(name: str, stat: Stat, pol: MetricPolicy, noise: float,
-               outliers: tuple[float, float]) -> tuple[str, str]:
-    """Why the runs are too disturbed to judge ``name`` at face value ("" for no): a side noisier
-    than ``max_cv`` (widens the interval: :func:`_beyond_noise`), and the percentile among the
-    outliers -- at least ``(1 - p) / 2`` of a side's calls slower than 1.5x its median: then
-    preemptions set it, not the model (a veto)."""
-    noisy = f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}" if math.isfinite(noise) and \
-        noise > pol.max_cv else ""
-    among = ""
-    if not callable(stat) and max(outliers) >= (1.0 - stat / 100.0) / 2:
-        side = "baseline" if outliers[0] >= outliers[1] else "candidate"
-        among = (f"{name} sits among outliers: {max(outliers):.1%} of {side} calls > {OUTLIER_FACTOR}x median "
-                 f"(limit {(1.0 - stat / 100.0) / 2:.1%})")
-    return noisy, among
-
-
-def noise_sd(base: np.ndarray, cand: np.ndarray) -> float:
-    """The log-scale standard error a noisy run adds to a latency ratio: each run's typical speed
-    is known to its block-median CV over the square root of its blocks (``DEFAULT_BLOCKS``), the
-    two sides in quadrature. Added only when a side is noisier than the metric's ``max_cv``."""
-    return math.hypot(block_cv(base), block_cv(cand)) / math.sqrt(DEFAULT_BLOCKS)
-
-
-def _beyond_noise(verdict: Verdict, reason: str, lo: float, hi: float, noisy: str,
-                  pol: MetricPolicy) -> tuple[Verdict, str]:
-    """A noisy comparison keeps a REGRESSION whose interval, widened by the noise, lies far beyond
-    the threshold -- its lower bound at least :data:`NOISY_MARGIN` thresholds up (the reason says
-    so); anything else is INCONCLUSIVE "too noisy", as before. Why a margin: the noise estimate
-    itself is rough (20 block medians of a wandering machine), so a claim made through it must not
-    hinge on it; a +25 % change under 30 % block noise (lower bound +8 %) stays INCONCLUSIVE, a
-    runtime 30 % slower (lower bound +12 %) does not."""
-    if verdict is Verdict.REGRESSION and lo >= 1.0 + NOISY_MARGIN * pol.min_effect:
-        return verdict, f"{reason}; {noisy.removeprefix('too ')}: interval widened to {fmt_ci(lo, hi)}, still " \
-                        f"beyond {NOISY_MARGIN:g}x the threshold"
-    if reason.startswith("machine drift"):  # both stood in the way: say both
-        return Verdict.INCONCLUSIVE, f"{noisy}; {reason}"
-    return Verdict.INCONCLUSIVE, noisy
-
-
-def _beyond_drift(verdict: Verdict, reason: str, lo: float, hi: float, pol: MetricPolicy,
-                  drift: "Drift | None") -> tuple[Verdict, str]:
-    """Machine drift between the runs (the canaries moved) leaves a claim standing only when the
-    model moved by the threshold beyond the drift: a REGRESSION whose lower bound clears
-    ``(1 + min_effect)`` times the canary's upper bound (the machine ran slower for the candidate
-    by at most that), an IMPROVEMENT mirrored. Otherwise INCONCLUSIVE, with the drift as reason."""
-    if drift is None or not drift.drifted or drift.lo is None or drift.hi is None:
-        return verdict, reason
-    thr = pol.min_effect
-    if verdict is Verdict.REGRESSION and lo >= (1.0 + thr) * max(1.0, drift.hi):
-        return verdict, f"{reason}; beyond the {drift.reason}"
-    if verdict is Verdict.IMPROVEMENT and hi <= (1.0 - thr) * min(1.0, drift.lo):
-        return verdict, f"{reason}; beyond the {drift.reason}"
-    return Verdict.INCONCLUSIVE, drift.reason
-
-
 def tail_advisory(policy: MetricPolicy, base: np.ndarray, cand: np.ndarray, reason: str) -> tuple[bool, str]:
     """Whether a latency row is advisory, and its reason saying why for a ``gate_when_precise``
     percentile: it gates only when both runs bound it within the threshold."""
@@ -516,53 +296,28 @@ def tail_advisory(policy: MetricPolicy, base: np.ndarray, cand: np.ndarray, reas
     return False, f"{reason}; gated ({checks[0][2]} and {checks[1][2]})"
 
 
-def decide(ratio: float, lo: float, hi: float, p_value: float, policy: MetricPolicy) -> tuple[Verdict, str]:
-    """The verdict rule for sampled metrics (see docs/perf-gate.md for the reasoning).
-
-    REGRESSION: p < alpha and the whole interval at or above the threshold (a confirmed
-    slowdown of at least ``min_effect``); an interval straddling the threshold is
-    INCONCLUSIVE. PASS: the interval rules out a threshold-sized slowdown.
-
-    Why the lower bound must clear the threshold (not just 1): the interval is computed from
-    one run's samples and cannot see run-to-run variance. Two back-to-back ``harness run
-    --perf`` on this machine gave a torch p90 of +11.2%, CI [+6.0%, +15.8%], p=0.024 -- the
-    same build. Requiring lo >= 1 + threshold turned that into INCONCLUSIVE while a real +25%
-    slowdown (CI lower bound ~ +20%) is still detected.
-    """
-    thr = policy.min_effect
-    significant = p_value < policy.alpha
-    change = f"{(ratio - 1) * 100:+.1f}%"
-    if significant and lo > 1.0 and ratio - 1.0 >= thr and lo - 1.0 >= thr:
-        return Verdict.REGRESSION, f"{change} >= +{thr:.0%} threshold, p={fmt_p(p_value)}"
-    if significant and hi < 1.0 and 1.0 - ratio >= thr and 1.0 - hi >= thr:
-        return Verdict.IMPROVEMENT, f"{change}, p={fmt_p(p_value)}"
-    if hi < 1.0 + thr:
-        if significant and lo > 1.0:
-            return Verdict.PASS, f"{change}: significant but below the +{thr:.0%} threshold"
-        return Verdict.PASS, f"{change}: CI rules out a +{thr:.0%} slowdown"
-    if ratio - 1.0 >= thr:
-        if not significant:
-            return Verdict.INCONCLUSIVE, f"{change} but rank test not significant (p={fmt_p(p_value)})"
-        if lo <= 1.0:
-            return Verdict.INCONCLUSIVE, f"{change} but CI {fmt_ci(lo, hi)} includes no change"
-        return Verdict.INCONCLUSIVE, f"{change} but CI {fmt_ci(lo, hi)} too wide around the +{thr:.0%} threshold"
-    return Verdict.INCONCLUSIVE, f"{change} but CI {fmt_ci(lo, hi)} cannot rule out +{thr:.0%}"
-
-
-def judge_scalar(base: float, cand: float, policy: MetricPolicy) -> tuple[Verdict, str]:
-    """Single numbers (RSS, file size, cold start) carry no noise estimate: effect thresholds only."""
-    delta = cand - base
-    rel = delta / base if base > 0 else (math.inf if delta > 0 else -math.inf if delta < 0 else 0.0)
-    floor = f" and >= {fmt_value(policy.min_abs, policy.kind)}" if policy.min_abs else ""
-    change = f"{rel * 100:+.1f}% ({'+' if delta >= 0 else '-'}{fmt_value(abs(delta), policy.kind)})"
-    if rel >= policy.min_effect and delta >= policy.min_abs and delta > 0:
-        return Verdict.REGRESSION, f"{change} >= +{policy.min_effect:.0%}{floor}"
-    if -rel >= policy.min_effect and -delta >= policy.min_abs and delta < 0:
-        return Verdict.IMPROVEMENT, change
-    return Verdict.PASS, f"{change} within +{policy.min_effect:.0%}{floor}"
-
-
 # --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class EntryContext:
+    """What a latency entry recorded beside its samples: the kernel's contention counters
+    (harness.perf.contention), the timing loop's version (``loop.version``,
+    ``harness.perf.loop.LOOP``; None for records older than the field) and the canary interleaved
+    with its calls (``canary``, :class:`~harness.gate.evidence.CanaryBlocks`)."""
+
+    contention: Mapping[str, Any] | None = None
+    loop: int | None = None
+    canary: CanaryBlocks | None = None
+
+    @classmethod
+    def read(cls, entry: Mapping[str, Any], samples: int) -> "EntryContext":
+        machine = entry.get("contention")
+        loop = entry.get("loop")
+        version = loop.get("version") if isinstance(loop, Mapping) else None
+        return cls(machine if isinstance(machine, Mapping) else None,
+                   version if isinstance(version, int) and not isinstance(version, bool) else None,
+                   CanaryBlocks.read(entry.get("canary"), samples))
 
 
 @dataclass(frozen=True)
@@ -577,15 +332,15 @@ class RunPerf:
     envs: dict[str, dict[str, Any]]
     #: variant -> its canary samples (``harness.perf.canary``), every record's concatenated
     canaries: dict[str, np.ndarray] = field(default_factory=dict)
-    #: (variant, key) -> the latency entry's ``contention`` (harness.perf.contention), where recorded
-    contention: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
-    #: (variant, key) -> the version of the timing loop that took the samples (the entry's
-    #: ``loop.version``, ``harness.perf.measure.LOOP``); absent for records older than the field
-    loops: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (variant, key) -> what the latency entry recorded beside its samples
+    contexts: dict[tuple[str, str], EntryContext] = field(default_factory=dict)
 
     @property
     def variants(self) -> set[str]:
         return {v for v, _ in self.latency} | {v for v, _ in self.scalars}
+
+    def context(self, variant: str, key: str) -> EntryContext:
+        return self.contexts.get((variant, key), EntryContext())
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -596,20 +351,19 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
-
-def _latency_entry(value: Any) -> tuple[np.ndarray | None, Mapping[str, Any] | None, int | None]:
-    """A latency entry's finite samples (None when it has none), its ``contention`` and its
-    timing loop's version, where recorded."""
+def _latency_entry(value: Any) -> tuple[np.ndarray, EntryContext] | None:
+    """A latency entry's samples (the finite ones, in call order) and its context; None without samples.
+    A non-finite sample is dropped with the canary segmentation (its positions would no longer hold)."""
     samples = value.get("samples") if isinstance(value, Mapping) else None
     if not (isinstance(samples, list) and samples):
-        return None, None, None
+        return None
     arr = np.asarray([s for s in samples if isinstance(s, (int, float))], dtype=float)
+    whole = arr.size == len(samples) and bool(np.all(np.isfinite(arr)))
     arr = arr[np.isfinite(arr)]
-    machine = value.get("contention")
-    loop = value.get("loop")
-    version = loop.get("version") if isinstance(loop, Mapping) else None
-    return ((arr if arr.size else None), (machine if isinstance(machine, Mapping) else None),
-            version if isinstance(version, int) and not isinstance(version, bool) else None)
+    if not arr.size:
+        return None
+    context = EntryContext.read(value, arr.size)
+    return arr, (context if whole else replace(context, canary=None))
 
 
 def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPerf:
@@ -620,13 +374,11 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
     same key, both are qualified with their test name so neither overwrites the other.
     """
     scalar_names = set(scalar_names)
-    from harness.gate.canary import canary_samples
 
     found: list[tuple[str, str, str, Any]] = []  # (variant, test, key, value)
     envs: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[np.ndarray]] = {}
-    machines: dict[tuple[str, str, str], Mapping[str, Any]] = {}
-    loop_versions: dict[tuple[str, str, str], int] = {}
+    contexts: dict[tuple[str, str, str], EntryContext] = {}
     for rec in readable_records(records):
         perf = rec.perf
         if not perf:
@@ -642,13 +394,10 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
             if key == "canary_ms":
                 continue
             if str(key).startswith("latency_ms"):
-                arr, machine, version = _latency_entry(value)
-                if arr is not None:
-                    found.append((variant, test, str(key), arr))
-                    if machine is not None:
-                        machines[(variant, test, str(key))] = machine
-                    if version is not None:
-                        loop_versions[(variant, test, str(key))] = version
+                entry = _latency_entry(value)
+                if entry is not None:
+                    found.append((variant, test, str(key), entry[0]))
+                    contexts[(variant, test, str(key))] = entry[1]
                 continue
             flat: dict[str, Any] = {}
             _flatten(str(key), value, flat)
@@ -656,32 +405,25 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
                 numeric = isinstance(scalar, (int, float)) and not isinstance(scalar, bool)
                 if name in scalar_names and numeric and math.isfinite(scalar):
                     found.append((variant, test, name, float(scalar)))
-
-    contexts = {where: (machines.get(where), loop_versions.get(where)) for where in machines.keys() | loop_versions}
     return _by_name(found, contexts, envs, {v: np.concatenate(c) for v, c in canaries.items()})
 
 
-def _by_name(found: list[tuple[str, str, str, Any]],
-             contexts: Mapping[tuple[str, str, str], tuple[Mapping[str, Any] | None, int | None]],
+def _by_name(found: list[tuple[str, str, str, Any]], contexts: Mapping[tuple[str, str, str], EntryContext],
              envs: dict[str, dict[str, Any]], canaries: dict[str, np.ndarray]) -> RunPerf:
     """The collected values keyed by (variant, metric name): a key two tests of one variant both
-    report is qualified with the test's name; each latency key keeps its contention and loop version."""
+    report is qualified with the test's name; each latency key keeps its context."""
     tests_per_key: dict[tuple[str, str], set[str]] = {}
     for variant, test, key, _ in found:
         tests_per_key.setdefault((variant, key), set()).add(test)
     latency: dict[tuple[str, str], np.ndarray] = {}
     scalars: dict[tuple[str, str], float] = {}
-    contention: dict[tuple[str, str], Mapping[str, Any]] = {}
-    loops: dict[tuple[str, str], int] = {}
+    named: dict[tuple[str, str], EntryContext] = {}
     for variant, test, key, value in found:
         name = key if len(tests_per_key[(variant, key)]) == 1 else f"{test}:{key}"
         (latency if isinstance(value, np.ndarray) else scalars)[(variant, name)] = value
-        machine, version = contexts.get((variant, test, key), (None, None))
-        if machine is not None:
-            contention[(variant, name)] = machine
-        if version is not None:
-            loops[(variant, name)] = version
-    return RunPerf(latency, scalars, envs, canaries, contention, loops)
+        if (variant, test, key) in contexts:
+            named[(variant, name)] = contexts[(variant, test, key)]
+    return RunPerf(latency, scalars, envs, canaries, named)
 
 
 def loop_note(base: int | None, cand: int | None) -> str | None:
@@ -733,6 +475,10 @@ def run_env_differences(base: RunPerf, cand: RunPerf) -> list[str]:
     return out
 
 
+def _fingerprints(base: RunPerf, cand: RunPerf, variant: str) -> tuple[str, str]:
+    return (str(base.envs.get(variant, {}).get("fingerprint", "")), str(cand.envs.get(variant, {}).get("fingerprint", "")))
+
+
 def _seed(variant: str, metric: str) -> int:
     """Stable per-metric bootstrap seed: the same inputs always give the same report."""
     return zlib.crc32(f"{variant}\0{metric}".encode())
@@ -758,10 +504,10 @@ def compare_runs(
     if diffs and not force_env:
         raise EnvironmentMismatch(diffs)
 
-    from harness.gate.canary import judge_drift
 
     rows: list[Row] = []
     drifts: dict[str, Drift] = {}
+    latency_stats = tuple(name for name, p in pols.items() if p.kind == "latency" and latency_stat(name) is not None)
     for (variant, key), b_samples in sorted(base.latency.items()):
         c_samples = cand.latency.get((variant, key))
         if c_samples is None:
@@ -769,25 +515,29 @@ def compare_runs(
         if variant not in drifts:
             drifts[variant] = judge_drift(base.canaries.get(variant), cand.canaries.get(variant),
                                           seed=_seed(variant, "canary_ms"))
-        judged = judge_latency(b_samples, c_samples, pols, seed=_seed(variant, key), drift=drifts[variant])
-        for name, j in judged.items():
-            advisory, reason = tail_advisory(pols[name], b_samples, c_samples, j.reason)
-            if j.verdict is Verdict.REGRESSION:
-                note = busier_note(base.contention.get((variant, key)), cand.contention.get((variant, key)))
+        b_ctx, c_ctx = base.context(variant, key), cand.context(variant, key)
+        segments = (b_ctx.canary, c_ctx.canary) if b_ctx.canary and c_ctx.canary else None
+        evidence = Evidence(EvidenceKind.TWO_RUNS, variant, key, latency_stats, b_samples, c_samples,
+                            drift=drifts[variant], canary=segments, seed=_seed(variant, key),
+                            fingerprints=_fingerprints(base, cand, variant))
+        for judged in judge(evidence, pols):
+            pol = pols[judged.stat]
+            advisory, reason = tail_advisory(pol, b_samples, c_samples, judged.reason)
+            if judged.verdict is Verdict.REGRESSION:
+                note = busier_note(b_ctx.contention, c_ctx.contention)
                 reason = f"{reason}; {note}" if note else reason
-            if j.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
-                note = loop_note(base.loops.get((variant, key)), cand.loops.get((variant, key)))
+            if judged.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+                note = loop_note(b_ctx.loop, c_ctx.loop)
                 reason = f"{reason}; {note}" if note else reason
-            rows.append(Row(variant, f"{key}.{name}", "latency", j.base, j.cand, j.ratio, j.ci_lo, j.ci_hi,
-                            j.p_value, j.verdict, reason, advisory))
+            rows.append(replace(judged, reason=reason, advisory=advisory))
     for (variant, key), b_val in sorted(base.scalars.items()):
         c_val = cand.scalars.get((variant, key))
         if c_val is None:
             continue
-        pol = pols[key.rsplit(":", 1)[-1]]
-        verdict, reason = judge_scalar(b_val, c_val, pol)
-        ratio = c_val / b_val if b_val > 0 else float("nan")
-        rows.append(Row(variant, key, pol.kind, b_val, c_val, ratio, None, None, None, verdict, reason, pol.advisory))
+        single = Evidence(EvidenceKind.SINGLE, variant, key, (key,), np.asarray([b_val]), np.asarray([c_val]),
+                          unit=fmt_unit(pols[key.rsplit(":", 1)[-1]].kind),
+                          fingerprints=_fingerprints(base, cand, variant))
+        rows.extend(judge(single, pols))
 
     missing_variants = sorted(base.variants - cand.variants)
     new_variants = sorted(cand.variants - base.variants)

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 from harness.core import UsageError
 from harness.results import Record
+from harness.results.history import runs as history_runs
 
 #: a run noisier than this (block-median CV) says nothing the gate could use: the gate's default max_cv
 MAX_CV = 0.10
@@ -87,8 +88,6 @@ def aggregate_runs(runs: Sequence[Sequence[Record]]) -> list[Record]:
 
 def history_run_dirs(db: str | Path, last: int) -> list[Path]:
     """The directories of the newest ``last`` runs stored in the history database (oldest first)."""
-    from harness.results.history import runs as history_runs
-
     if last < 1:
         raise UsageError(f"--last must be at least 1, got {last}")
     table = history_runs(db)

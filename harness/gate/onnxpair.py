@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.core import Precision, Provider, UsageError, Variant
+from harness.core.runtime import RuntimeSettings
 from harness.core.types import parse_precision
+from harness.runners import backends, parse_provider
+from harness.runners.intake import inspect_onnx, library_of
+from harness.runners.prebuilt import runs_onnx_files
 from harness.settings.commands import default_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,9 +53,6 @@ class FileRuntime:
     def named(cls, provider: str, *, precision: str = "fp32", threads: int | None = None,
               option: str = "--providers") -> "FileRuntime":
         """From a provider short name; a provider whose backend cannot run ONNX files is one line."""
-        from harness.runners import backends, parse_provider
-        from harness.runners.prebuilt import runs_onnx_files
-
         found = parse_provider(provider, option=option)
         if not runs_onnx_files(backends().get(found.backend)):
             able = sorted(p.short for b in backends().values() if runs_onnx_files(b) for p in b.providers)
@@ -61,20 +62,14 @@ class FileRuntime:
 
     @property
     def backend(self) -> "type[Backend]":
-        from harness.runners import backends
-
         return backends()[self.provider.backend]
 
     def runtime(self) -> "RuntimeSettings":
-        from harness.core.runtime import RuntimeSettings
-
         return RuntimeSettings(intra_op_threads=self.threads)
 
     def admit(self, path: Path) -> None:
         """The checks every user file gets before a runtime opens it, here or in a timing child
         (``harness.runners.intake``: external data inside its folder, no unnamed custom ops)."""
-        from harness.runners.intake import inspect_onnx, library_of
-
         if not path.is_file():
             raise UsageError(f"{path}: no such ONNX file")
         inspect_onnx(path, library_of(self.runtime()))

@@ -11,25 +11,26 @@ cancels -- the standard way to compare two builds on shared hardware (what ``per
 Statistics per latency statistic (p50, p90, ...): the statistic of each block, the ratio
 candidate/baseline per pair, a Wilcoxon signed-rank test on the log ratios and a
 bootstrap (resampling pairs) interval of their median. The verdict uses the *same rule* as
-the unpaired gate (``gate.compare.decide``: significant, and the whole interval beyond the
+the unpaired gate (``gate.judge.decide``: significant, and the whole interval beyond the
 metric's ``min_effect``), so only the noise handling differs, not the bar.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.gate.compare import Verdict, decide, latency_stat, merge_policies
+from harness.gate.compare import merge_policies
+from harness.gate.evidence import Evidence, EvidenceKind
+from harness.gate.judge import judge
+from harness.gate.policy import MIN_PAIRS as MIN_PAIRS  # re-exported: callers size their pairs by it
+from harness.gate.row import Row, Verdict
 from harness.metrics.spec import MetricPolicy
 from harness.perf.loop import time_calls
 
-#: fewer pairs than this cannot reach significance with the signed-rank test at alpha 0.01
-MIN_PAIRS = 8
 #: statistics judged by default (the gated latency ones; p99 needs blocks of >= 1000 calls)
 DEFAULT_STATS = ("p50", "p90")
 
@@ -85,78 +86,16 @@ def interleave(call_a: Callable[[], Any], call_b: Callable[[], Any], *, pairs: i
     return PairedSamples(a, b, tuple(first))
 
 
-@dataclass(frozen=True)
-class PairedRow:
-    """One statistic's paired verdict (``ratio``: median of per-pair candidate/baseline ratios)."""
-
-    stat: str
-    base: float
-    cand: float
-    ratio: float
-    ci_lo: float
-    ci_hi: float
-    p_value: float
-    pairs: int
-    verdict: Verdict
-    reason: str
-    advisory: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["verdict"] = self.verdict.value
-        return out
-
-
-def _block_stat(samples: np.ndarray, stat: Any) -> np.ndarray:
-    if callable(stat):
-        return np.asarray([stat(row) for row in samples], dtype=float)
-    return np.asarray(np.percentile(samples, stat, axis=1), dtype=float)
-
-
 def judge_paired(samples: PairedSamples, stats: Sequence[str] = DEFAULT_STATS,
                  policies: Mapping[str, MetricPolicy] | None = None, *, seed: int = 0,
-                 resamples: int = 4000) -> list[PairedRow]:
-    """A verdict per statistic from paired blocks (see the module docstring)."""
-    from scipy.stats import wilcoxon
-
-    pols = merge_policies(policies)
-    rng = np.random.default_rng(seed)
-    rows = []
-    for name in stats:
-        stat = latency_stat(name)
-        if stat is None or name not in pols:
-            raise ValueError(f"unknown latency statistic {name!r}; use pNN or mean")
-        pol = pols[name]
-        base, cand = _block_stat(samples.a, stat), _block_stat(samples.b, stat)
-        n = len(base)
-        ok = (base > 0) & (cand > 0)
-        logs, unit = _units(np.log(cand[ok] / base[ok]), np.asarray(samples.groups)[ok] if samples.groups else None)
-        overall_b, overall_c = float(np.median(base)), float(np.median(cand))
-        if logs.size < MIN_PAIRS:
-            rows.append(PairedRow(name, overall_b, overall_c, float(math.exp(np.median(logs))) if logs.size else
-                                  math.nan, math.nan, math.nan, math.nan, n, Verdict.INCONCLUSIVE,
-                                  f"too few {unit}: {logs.size} < {MIN_PAIRS}", pol.advisory))
-            continue
-        ratio = float(math.exp(np.median(logs)))
-        boot = np.median(logs[rng.integers(0, logs.size, size=(resamples, logs.size))], axis=1)
-        lo, hi = (float(math.exp(q)) for q in np.quantile(boot, [pol.alpha / 2, 1 - pol.alpha / 2]))
-        p_value = 1.0 if np.all(logs == 0) else float(wilcoxon(logs).pvalue)
-        verdict, reason = decide(ratio, lo, hi, p_value, pol)
-        counted = f"{n} pairs" if unit == "pairs" else f"{n} pairs in {logs.size} {unit}"
-        rows.append(PairedRow(name, overall_b, overall_c, ratio, lo, hi, p_value, n, verdict,
-                              f"paired, {counted}: {reason}", pol.advisory))
-    return rows
+                 resamples: int = 4000, variant: str = "", metric: str = "") -> list[Row]:
+    """A verdict per statistic from paired blocks: the one judge on ``PAIRED`` evidence
+    (``harness.gate.judge``; the module docstring says why pairs)."""
+    evidence = Evidence(EvidenceKind.PAIRED, variant, metric, tuple(stats), samples.a, samples.b,
+                        groups=samples.groups, seed=seed, resamples=resamples)
+    return judge(evidence, merge_policies(policies))
 
 
-def _units(logs: np.ndarray, groups: np.ndarray | None) -> tuple[np.ndarray, str]:
-    """The log ratios the verdict is over, and what one is: a pair's, or -- when the pairs come in
-    groups (process pairs) -- the median of a group's pairs, so that a bias the two processes of
-    one group share counts once, as noise between groups, not once per pair as a difference."""
-    if groups is None:
-        return logs, "pairs"
-    return np.asarray([np.median(logs[groups == g]) for g in np.unique(groups)]), "process pairs"
-
-
-def exit_code(rows: Sequence[PairedRow]) -> int:
+def exit_code(rows: Sequence[Row]) -> int:
     """1 when a gated (non-advisory) statistic is a REGRESSION, else 0."""
     return 1 if any(r.verdict is Verdict.REGRESSION and not r.advisory for r in rows) else 0

@@ -37,7 +37,9 @@ from harness.gate.compare import (
     fmt_change,
     merge_policies,
 )
-from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS, FileRuntime
+from harness.gate.envpair import interleave_envs
+from harness.gate.onnxpair import DEFAULT_BLOCK, DEFAULT_PAIRS, FileRuntime, same_inputs, synthetic_feeds
+from harness.gate.paired import interleave, judge_paired
 from harness.results.record import Record, RecordLike
 from harness.results.sections import PerfSetup
 
@@ -165,15 +167,10 @@ def _plan_variant(variant: str, comparison: Comparison, baseline: Baseline, b_re
 
 def _time(plan: _Plan, pols: Mapping[str, MetricPolicy], pairing: Pairing) -> list[Row]:
     """One latency metric re-timed paired: a row per statistic (``judge_paired``'s verdict)."""
-    from harness.gate.onnxpair import same_inputs, synthetic_feeds
-    from harness.gate.paired import interleave, judge_paired
-
     feeds = synthetic_feeds(plan.base, plan.batch, plan.seq, pairing.seed)
     same_inputs(plan.base, plan.cand, feeds, plan.key)
     seed = zlib.crc32(f"{plan.variant}\0{plan.key}".encode())
     if pairing.baseline_env:
-        from harness.gate.envpair import interleave_envs
-
         samples, _ = interleave_envs(list(pairing.baseline_env), [sys.executable], plan.base, plan.cand, feeds,
                                      runtime=plan.runtime, pairs=pairing.pairs, block=pairing.block,
                                      warmup=pairing.warmup, seed=seed)
@@ -187,9 +184,7 @@ def _time(plan: _Plan, pols: Mapping[str, MetricPolicy], pairing: Pairing) -> li
                 raise UsageError(f"{plan.key}: {str(exc).splitlines()[0][:160]}") from None
             samples = interleave(call_a, call_b, pairs=pairing.pairs, block=pairing.block, warmup=pairing.warmup,
                                  seed=seed)
-    rows = judge_paired(samples, plan.stats, pols, seed=seed)
-    return [Row(plan.variant, f"{plan.key}.{r.stat}", "latency", r.base, r.cand, r.ratio, r.ci_lo, r.ci_hi,
-                r.p_value, r.verdict, r.reason, r.advisory) for r in rows]
+    return judge_paired(samples, plan.stats, pols, seed=seed, variant=plan.variant, metric=plan.key)
 
 
 def _summary(paired: Mapping[str, str], unpaired: Mapping[str, tuple[str, str]], pairing: Pairing) -> str:

@@ -30,8 +30,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.core import Check
+from harness.core import Check, Precision
+from harness.core import Variant as _Variant
+from harness.judge.tolerances import tolerance_for
+from harness.metrics import numeric
+from harness.metrics.numeric import compare_arrays
 from harness.metrics.registry import metric
+from harness.runners import PROVIDERS
 from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,8 +125,6 @@ class WorstPresents:
         self.steps = 0
 
     def add(self, ref: np.ndarray, got: np.ndarray) -> None:
-        from harness.metrics.numeric import compare_arrays
-
         values = compare_arrays(ref, got).metrics
         self.steps += 1
         for name in PRESENT_METRICS:
@@ -309,8 +312,6 @@ def measure_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents
                         problem: str | None, steps: int) -> CachedDecoding:
     """The metrics of a closed loop, without gates: what the output cache keeps (a warm rerun of
     a deterministic variant replays it; the gates are always attached fresh by :func:`gated`)."""
-    from harness.metrics.numeric import compare_arrays
-
     metrics: dict[str, float] = {}
     compared = compare_arrays(ref_logits, var_logits, is_logits=True).metrics if len(ref_logits) else {}
     for name in LOGIT_METRICS:
@@ -356,11 +357,7 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     an unchanged variant replays the metrics (and attaches the gates fresh) instead of loading
     the PyTorch model and stepping both sides again -- on this machine the closed loop was 85 %
     of a warm ``harness run``'s time (docs/performance.md)."""
-    from harness.core import Precision
-    from harness.core import Variant as _Variant
     from harness.families import family_for
-    from harness.judge.tolerances import tolerance_for
-    from harness.runners import PROVIDERS
 
     reference = _Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
     sides = ((reference, family_for(model.family)), (variant, family))
@@ -384,7 +381,6 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     from harness.core.cachedir import source_digest
     from harness.judge.decoding import decode_parts
     from harness.judge.refcache import texts_digest
-    from harness.metrics import numeric
 
     parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),  # the texts decide
              "reference": keys[0], "variant": keys[1], "reference_tokens": texts_digest(

@@ -8,7 +8,7 @@ always drawn from the sentences *after* the judged ones.
 from __future__ import annotations
 
 from harness.core.values import Settings
-from harness.data.corpus import Corpus
+from harness.data.corpus import Corpus, corpus_by_name
 from harness.zoo.loading import LoadedModel
 
 
@@ -22,8 +22,6 @@ class CorpusStore:
     def corpus(model: LoadedModel) -> Corpus:
         """The model's corpus: a manifest name, or a user's .txt/.tsv file. The one place that
         tells them apart (numeric parity, generation and ``harness check`` all read it here)."""
-        from harness.data.corpus import corpus_by_name
-
         return corpus_by_name(model.spec.corpus)
 
     def texts(self, model: LoadedModel) -> list[str]:

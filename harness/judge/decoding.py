@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from harness.families import steppers
 from harness.generation.decode import DECODE_TORCH_THREADS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,7 +29,6 @@ def decode_parts(ws: "Workspace", model: "LoadedModel", family: "Family", indice
     """What decides a decode besides the runner: model files, family and decoding code, the
     texts with their corpus indices, settings, batch size and threads."""
     from harness.core.cachedir import package_digest, source_digest
-    from harness.families import steppers
     from harness.judge.refcache import texts_digest
 
     return {"weights": model.weights_sha256, "model_files": ws.refs.files_digest(model),

@@ -18,10 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from harness.core import Check, Precision, Settings, Variant, precision_overrides
+from harness.core import Check, Precision, Settings, Variant, describe_error, precision_overrides
+from harness.core.cachedir import source_digest
 from harness.core.phases import phase
+from harness.families import family_for
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
+from harness.generation.decode import load_runners, torch_threads
+from harness.generation.forensics import investigate, pick_rows
+from harness.judge.cached_decoding import NAME, ReferenceSteps, cached_decoding
+from harness.judge.coverage import generation_coverage
 from harness.judge.decoding import decode_parts, decode_threads
+from harness.metrics import text as text_metrics
 from harness.metrics.registry import METRICS, Scope
 from harness.metrics.text import (
     corpus_scores,
@@ -180,8 +187,6 @@ def cached_scores(ws: "Workspace", rows: Sequence[Mapping[str, Any]], lang: str 
     import rapidfuzz
     import sacrebleu
 
-    from harness.core.cachedir import source_digest
-    from harness.metrics import text as text_metrics
 
     keep = ("source", "reference", "pytorch", "variant", "pytorch_tokens", "variant_tokens")
     digest = hashlib.sha256(json.dumps([[r.get(k) for k in keep] for r in rows], ensure_ascii=False).encode())
@@ -298,8 +303,6 @@ def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[in
     model files, texts and their corpus indices, decode settings, batch size, threads and
     library versions: ``harness.judge.refcache``). ``observe`` sees each batch's steps when the
     decode is computed now (not when it is read from a cache)."""
-    from harness.families import family_for
-
     key = ("gen-reference", tuple(indices), settings.key(), batch_size)
     if key not in model.cache:
         family = family_for(model.family)
@@ -390,8 +393,6 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     closed_loop = settings.use_cache and not ws.backend(variant, model).uses_torch_module
     steps = None
     if closed_loop and settings.num_beams == 1:  # the closed loop's reference side is this decode's steps
-        from harness.judge.cached_decoding import ReferenceSteps
-
         steps = ReferenceSteps()
     with phase("reference"):
         reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"], steps)
@@ -412,7 +413,6 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
                 result.forensics = divergence_forensics(ws, model, family, variant, result.rows, texts, settings,
                                                         int(wanted["batch_size"]))
             except Exception as exc:  # noqa: BLE001 - evidence for a verdict already reached: never turn a fail into an error
-                from harness.core import describe_error
 
                 result.forensics_note = f"forensics unavailable: {describe_error(exc)}"
     return result
@@ -424,8 +424,6 @@ def _add_cached_decoding(ws: "Workspace", model: "LoadedModel", family: "Family"
     """Judge the variant's KV cache in a closed loop (``harness.judge.cached_decoding``): its
     gates join the generation checks and it counts as gated coverage."""
     from dataclasses import replace
-
-    from harness.judge.cached_decoding import NAME, cached_decoding
 
     loop = cached_decoding(ws, model, family, variant, reference.tokens, texts, settings, batch_size, recorded)
     result.metrics.update(loop.metrics)
@@ -448,12 +446,9 @@ def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family"
     teacher-forced on its own decode's history in the batch the sentence was decoded in."""
     from contextlib import ExitStack
 
-    from harness.generation.decode import load_runners, torch_threads
-    from harness.generation.forensics import investigate, pick_rows
 
     if not pick_rows(rows):
         return []
-    from harness.families import family_for
 
     starters = []
     reference = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
@@ -490,7 +485,6 @@ def judged_generation(ws: "Workspace", variant: Variant, model: "LoadedModel", c
                  # how the request fits the model's positions (prompt cut / new tokens capped: recorded)
                  "budget": wanted.get("budget")}
     checks = gen_checks(variant.precision, model.spec.tolerances, has_references=refs is not None)
-    from harness.judge.coverage import generation_coverage
 
     result = GenerationResult(variant.id, metrics, checks, rows, signatures, described, seconds, got.artifacts, worst)
     result.coverage = generation_coverage(ws.family(model).task(model.config), metrics, checks)

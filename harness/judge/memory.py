@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.core import Variant
+from harness.core.rss import release_freed_memory
 from harness.core.values import Settings
 from harness.families import Family, GraphSpec
 from harness.judge.models import ModelStore
 from harness.runners import Backend, backends
 from harness.runners.base import GraphRef
-from harness.zoo.loading import LoadedModel
+from harness.zoo.loading import LoadedModel, weight_files
 
 #: ``--release-models auto`` frees the PyTorch module of models with at least this many bytes of weights
 RELEASE_BYTES = 1_000_000_000
@@ -37,8 +38,6 @@ class ModuleMemory:
         if mode != "auto":
             return mode == "always"
         if model.name not in self._weight_bytes:
-            from harness.zoo.loading import weight_files
-
             self._weight_bytes[model.name] = sum(p.stat().st_size for p in weight_files(model.path))
         return self._weight_bytes[model.name] >= RELEASE_BYTES
 
@@ -50,8 +49,6 @@ class ModuleMemory:
         they are arrays in the reference store and the reference cache. True when something was freed.
 
         Sessions are not this method's business: every judge closes its runners when its case ends."""
-        from harness.core.rss import release_freed_memory
-
         model = self.models.loaded(variant.model)
         if model is None or not self.releases(model):
             return False
@@ -76,7 +73,6 @@ class ModuleMemory:
         were computed before this point; anything that still needs the module loads it again."""
         if backend.uses_torch_module or not self.releases(model):
             return
-        from harness.core.rss import release_freed_memory
 
         for graph in graphs if graphs is not None else family.graphs(model):
             backend.artifacts(GraphRef(model, family, graph, variant))

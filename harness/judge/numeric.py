@@ -21,7 +21,9 @@ from harness.metrics.numeric import Location, compare_arrays
 from harness.metrics.registry import METRICS
 from harness.results.checks import CheckResult, GateFailure, raise_failures
 from harness.results.record import MetricKey
+from harness.runners import backends
 from harness.runners.base import GraphRef
+from harness.runners.trt_profile import TensorRTSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
@@ -355,8 +357,6 @@ def sweep_shapes(ws: "Workspace", model: "LoadedModel", graph: "GraphSpec",
     out = [(f"batch 1 x sequence {shortest} (shortest)", 1, shortest), ("batch 1 x sequence 8", 1, 8),
            (f"batch {widest} x sequence {longest} (longest)", widest, longest)]
     if variant is not None:
-        from harness.runners.trt_profile import TensorRTSettings
-
         declared = ws.runtime_for(variant).of(TensorRTSettings).trt_profile
         rng = declared.get(f"{graph.name}.input_ids") or declared.get("input_ids")
         if rng is not None and len(rng.max) == 2:
@@ -413,7 +413,6 @@ def unfused_twin(ws: "Workspace", variant: Variant) -> Variant | None:
     levels = ws.options.runtime_axes.get("graph_optimization") or []
     if "disabled" not in levels:
         return None
-    from harness.runners import backends
 
     backend = backends().get(variant.backend)
     if backend is None or "graph_optimization" not in backend.runtime_settings:

@@ -35,7 +35,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from harness.export.cache import ArtifactCache
+from harness import __version__
+from harness.core.cachedir import lock_for
+from harness.export.cache import ArtifactCache, cache_key
 from harness.runners.base import GraphRunner
 
 log = logging.getLogger("harness.cache")
@@ -93,7 +95,6 @@ def environment() -> dict[str, str]:
             versions[name] = __import__(name).__version__
         except ImportError:  # pragma: no cover  (a custom-family user without transformers)
             versions[name] = "absent"
-    from harness import __version__
 
     versions["harness"] = __version__
     return versions
@@ -169,8 +170,6 @@ class ReferenceCache:
         """Fresh mode: remove this key's entry (under its lock) so it is recomputed once."""
         import shutil
 
-        from harness.core.cachedir import lock_for
-        from harness.export.cache import cache_key
 
         directory = self.store.root / f"{label}-{cache_key(parts)[:16]}"
         if directory.exists():

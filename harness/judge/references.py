@@ -31,7 +31,7 @@ from harness.judge.refcache import (
 )
 from harness.runners import Backend
 from harness.runners.base import GraphRef, GraphRunner
-from harness.zoo.loading import LoadedModel
+from harness.zoo.loading import PICKLE_SUFFIXES, LoadedModel
 
 Arrays = dict[str, np.ndarray]
 #: one batch of a numeric comparison: feeds, FP32 reference outputs, valid-position masks
@@ -222,8 +222,6 @@ class ReferenceStore:
     def files_digest(self, model: LoadedModel) -> str:
         """Digest of the model directory's config and tokenizer files (memoised per model)."""
         if model.name not in self._model_files:
-            from harness.zoo.loading import PICKLE_SUFFIXES
-
             self._model_files[model.name] = model_files_digest(model.path, (".safetensors", *PICKLE_SUFFIXES))
         return self._model_files[model.name]
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core import Precision, UsageError, did_you_mean
+from harness.metrics.registry import METRICS
 from harness.metrics.spec import MetricSpec
 
 #: fields of a margin override, in ``harness.toml`` and on the command line
@@ -149,8 +150,6 @@ def override_from_mapping(values: Mapping[str, Any], where: str) -> MarginOverri
 
 def margin_metric(name: str, where: str) -> MetricSpec:
     """The declaration of a metric that has a margin, else a one-line UsageError."""
-    from harness.metrics.registry import METRICS
-
     spec = METRICS.get(name)
     if spec is None or spec.margin is None:
         valid = sorted(s.name for s in METRICS if s.margin is not None)

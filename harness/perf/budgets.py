@@ -32,7 +32,13 @@ class BudgetCheck:
         return BUDGETS[self.name].direction.holds(self.value, self.limit)
 
     def message(self) -> str:
-        return f"{BUDGETS[self.name].title} = {self.value:.4g} exceeds budget {self.name} <= {self.limit:g}"
+        """``latency p50 = 2 exceeds budget p50_ms <= 1.5``, the value written by the one formatter of a
+        value beside its threshold (``harness.core.verdict_text``: never rounded onto the limit)."""
+        from harness.core.verdict_text import compared_text
+
+        spec = BUDGETS[self.name]
+        shown = compared_text(self.value, self.limit, spec.direction)
+        return f"{spec.title} = {shown.value} exceeds budget {self.name} {shown.gate}"
 
 
 def validate(budgets: Mapping[str, Any], model: str = "") -> dict[str, float]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.perf import child as child_module
+from harness.runners import backends
 from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,8 +77,6 @@ def write_feeds(path: Path, feeds_by_graph: Mapping[str, Mapping[str, np.ndarray
 
 def unsupported_reason(variant: "Variant") -> str | None:
     """Why the variant's backend cannot be measured in a fresh process (None: it can)."""
-    from harness.runners import backends
-
     backend = backends().get(variant.backend)
     if backend is None:
         return f"backend {variant.backend!r} not available (no runner module for it)"

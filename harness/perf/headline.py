@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import Precision, Provider, Variant
 from harness.perf import bench
+from harness.perf.generation import generate_timed, prompt_texts, starter
 from harness.perf.measure import time_calls, timed_call
-from harness.runners import PROVIDERS
+from harness.perf.memory import artifact_fields
+from harness.runners import PROVIDERS, backends
 from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,7 +48,6 @@ def default_providers() -> list[Provider]:
     """``BASE_PROVIDERS`` plus every other non-GPU provider whose backend runs ONNX files and
     can run here (derived from the backend registry, so a new CPU runtime joins the table)."""
     from harness.judge.runtimes import RuntimeStore
-    from harness.runners import backends
 
     table = dict(PROVIDERS)
     chosen = [table[s] for s in BASE_PROVIDERS]
@@ -62,8 +63,6 @@ def default_providers() -> list[Provider]:
 
 def _display(provider: Provider) -> str:
     """``ORT``, ``OpenVINO``; a backend's further providers add their short name (``ORT ort_cuda``)."""
-    from harness.runners import backends
-
     backend = backends()[provider.backend]
     return backend.display() if backend.providers[0] == provider else f"{backend.display()} {provider.short}"
 
@@ -77,8 +76,6 @@ def plan(providers: list[Provider]) -> tuple[list[Contender], list[tuple[str, st
     other than the first ONNX one (ONNX Runtime) -- with that one at the same precision,
     side by side in the same interleaved run.
     """
-    from harness.runners import backends
-
     known = backends()
     runs_files = [p for p in providers if known[p.backend].runs_onnx_files]
     eager = [p for p in providers if not known[p.backend].runs_onnx_files]
@@ -119,8 +116,6 @@ def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized
             seq_len: int, new_tokens: int, notes: list[str]
             ) -> tuple[dict[str, Callable[[int], list[float]]], str, list[Any], dict[str, int]]:
     from harness.families.shaped_feeds import shaped_feeds
-    from harness.perf.generation import generate_timed, starter
-    from harness.perf.memory import artifact_fields
 
     model = ws.model(model_name)
     family = ws.family(model)
@@ -132,7 +127,6 @@ def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized
     generates = family.generates
     if generates:
         from harness.generation.decode import prompt_batch
-        from harness.perf.generation import prompt_texts
 
         ids, mask = prompt_batch(model, prompt_texts(model, texts, batch_size))
         unit = (f"one greedy generation of {new_tokens} tokens, batch {ids.shape[0]}, "

@@ -21,12 +21,12 @@ import numpy as np
 
 from harness.families.shaped_feeds import family_feeds, max_positions, shapeable, shaped_feeds
 from harness.perf import contention
+from harness.perf.canary import Canary, Interleaved
 from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, timed_call
 from harness.perf.tail import DEFAULT_TAIL_TARGET, sample_for_tail
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family, GraphSpec
-    from harness.perf.canary import Canary
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -81,7 +81,7 @@ def feeds_by_graph(points: Sequence[Point]) -> dict[str, dict[str, np.ndarray]]:
 
 def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings: PerfSettings,
             first_engine: Engine | None = None, sync: Callable[[], object] | None = None,
-            canary: "Canary | None" = None, tail_target: float = DEFAULT_TAIL_TARGET) -> dict[str, Any]:
+            canary: Canary | None = None, tail_target: float = DEFAULT_TAIL_TARGET) -> dict[str, Any]:
     """Time every point; the first with ``first_engine`` (pytest-benchmark) if given.
 
     After ``settings.samples`` calls each point keeps timing, with the harness loop, until its
@@ -90,7 +90,9 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
 
     With ``canary`` (``harness.perf.canary``), a canary block is timed right before and right
     after each point, and the result holds its samples as ``canary_ms``: what the machine did
-    while this record's numbers were taken, for an unpaired comparison (``harness.gate.canary``).
+    while this record's numbers were taken, for an unpaired comparison (``harness.gate.canary``);
+    where the harness's loop times a point, the canary is also interleaved with its calls
+    (``harness.perf.canary.Interleaved``) and the entry keeps each segment's canary as ``canary``.
     """
     loop = HarnessEngine(sync)
     out: dict[str, Any] = {}
@@ -103,8 +105,9 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
         left = settings.time_budget - (time.perf_counter() - started)
         budget = max(left, 0.0) / (len(points) - index) if settings.time_budget else None
         call = timed_call(runners[p.graph.name], p.feeds)
+        interleaved = Interleaved(canary) if canary is not None and isinstance(engine, HarnessEngine) else None
         with contention.probe() as machine:  # counters read around the loops, none inside
-            first, stop = _sample(engine, call, settings, budget, loop.sync)
+            first, stop = _sample(engine, call, settings, budget, loop.sync, interleaved)
             # a metric the budget already cut gets no extra tail timing (its p99 stays advisory)
             samples, tail = sample_for_tail(first, functools.partial(loop, call, warmup=0), target=tail_target,
                                             budget_s=0 if stop["stopped"] == "budget" else settings.tail_seconds)
@@ -117,23 +120,28 @@ def measure(runners: dict[str, "GraphRunner"], points: Sequence[Point], settings
                                    items_per_call=p.batch_size, graph=p.graph.name, batch_size=p.batch_size,
                                    seq_len=p.seq_len if p.seq_len is not None else _seq_of(p.feeds),
                                    tail=tail.as_dict(), stopping=stop,
-                                   contention=machine.result.as_dict() if machine.result else None)
+                                   contention=machine.result.as_dict() if machine.result else None,
+                                   **({"canary": segments} if interleaved is not None
+                                      and (segments := interleaved.entry(samples)) is not None else {}))
     if canary is not None:
         out["canary_ms"] = canary.entry()
     return out
 
 
 def _sample(engine: Engine, call: Callable[[], object], settings: PerfSettings, budget_s: float | None,
-            sync: Callable[[], object] | None) -> tuple[list[float], dict[str, Any]]:
-    """One metric's samples under the stopping rule, and what stopped it (recorded as ``stopping``)."""
+            sync: Callable[[], object] | None,
+            interleaved: Interleaved | None = None) -> tuple[list[float], dict[str, Any]]:
+    """One metric's samples under the stopping rule, and what stopped it (recorded as ``stopping``);
+    with ``interleaved``, a canary block before every segment of the harness loop's calls."""
     from harness.perf.measure import time_calls
     from harness.perf.stopping import StoppingRule, fixed_rounds, sample
 
     rule = StoppingRule(settings.samples, settings.warmup, budget_s)
 
-    def rounds(n: int, warmup: int) -> list[float]:
+    def timed(n: int, warmup: int) -> list[float]:
         return time_calls(call, n, warmup, sync=sync)
 
+    rounds = interleaved.rounds(timed) if interleaved is not None else timed
     if isinstance(engine, HarnessEngine):
         got = sample(rounds, rule)
         return got.samples, {**rule.as_dict(), "stopped": got.stopped, "elapsed_s": round(got.elapsed_s, 3)}

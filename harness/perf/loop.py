@@ -2,7 +2,9 @@
 
 The perf suite (``harness.perf.latency``), paired re-timing and ``perf-compare``
 (``harness.gate.paired``), the timing children of environment pairs (``harness/perf/envchild.py``)
-and the headline and tail sampling all call it, so a number from one is comparable with a number
+and the headline and tail sampling all call it -- and the served sweep's workers
+(``harness.serving.sweep``) time their requests with its transport-neutral core,
+:func:`time_until`, so a number from one is comparable with a number
 from another and the loop's measured fidelity (docs/performance.md: harness percentiles within
 0.97-1.03 of a bare loop's) holds for all of them. Its version (:data:`LOOP`) is stored with every
 latency entry.
@@ -101,3 +103,26 @@ def time_calls(call: Call, rounds: int, warmup: int = 0, *, sync: Call | None = 
                 sync()
                 out[i] = clock() - start
     return [ns / 1e6 for ns in out]
+
+
+#: what :func:`time_until` reports per call: (the call's ns, or None when it raised; the exception;
+#: the clock when it returned)
+Timed = Callable[[int | None, BaseException | None, int], None]
+
+
+def time_until(call: Call, stop: Callable[[], bool], record: Timed, *,
+               clock: Clock = time.perf_counter_ns) -> None:
+    """Calls back to back, each timed alone by the same clock as :func:`time_calls`, until ``stop()``
+    says so; every call, answered or failed, is handed to ``record``. The closed loop of one served
+    worker (one request in flight): the transport is the caller's ``call``, and a failure is a
+    sample of the load (``record`` gets the exception), never raised. No heap freezing here: the
+    workers are threads of one process, and the collector is process-wide."""
+    while not stop():
+        start = clock()
+        try:
+            call()
+        except Exception as exc:  # noqa: BLE001 - a failed call is reported, the loop goes on
+            record(None, exc, clock())
+            continue
+        end = clock()
+        record(end - start, None, end)

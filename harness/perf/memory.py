@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness.perf.coldstart import spawn
 from harness.perf.loop import SETTLE_CALLS
+from harness.runners import backends
 from harness.runners.base import GraphRef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,8 +30,6 @@ _FLOORS: dict[str, dict[str, int]] = {}
 def floors(backend: str) -> dict[str, int]:
     """Peak RSS of an empty interpreter and of one that imported ``backend`` (once per process)."""
     if backend not in _FLOORS:
-        from harness.runners import backends
-
         empty = spawn(["--mode", "empty"])
         imports = spawn(["--mode", "imports", "--loader", backends()[backend].loader_ref()])
         _FLOORS[backend] = {"baseline_rss_bytes": int(empty["peak_rss_bytes"]),

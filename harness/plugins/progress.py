@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import pytest
 
+from harness.core.types import Precision, Variant
 from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
 
 #: a case running longer than this gets a heartbeat line (and another every this many seconds);
@@ -235,7 +236,6 @@ def suite_of(nodeid: str) -> str:
 def case_weights(ids: Sequence[str], catalog: Any = None) -> dict[str, float]:
     """Case id -> its cost in the shard planner's model, for the cases whose id names a variant
     (``test_x[model-precision-provider]``); {} when the model cannot be read (no ETA from it)."""
-    from harness.core.types import Precision, Variant
     from harness.report.variants import split_variant
     from harness.runners import providers
     from harness.shard.cost import case_cost

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import harness
+from harness.core import Variant
 from harness.session import RUN_DIR, run_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,7 +161,6 @@ def case_parts(item: pytest.Item, variant: Variant) -> dict[str, Any] | None:
     conftests = sorted(str(getattr(p, "__file__", "")) for p in item.config.pluginmanager.get_plugins()
                        if str(getattr(p, "__file__", "")).endswith("conftest.py"))
     found = find_config(None, Path(str(item.config.rootpath)))
-    import harness
 
     return {"format": FORMAT, "nodeid": item.nodeid, "variant": described(variant),
             "code": tree_digest(str(Path(harness.__file__).parent)),
@@ -170,8 +171,6 @@ def case_parts(item: pytest.Item, variant: Variant) -> dict[str, Any] | None:
 
 
 def _variant(item: pytest.Item) -> Variant | None:
-    from harness.core import Variant
-
     callspec = getattr(item, "callspec", None)
     variant = callspec.params.get("variant") if callspec is not None else None
     return variant if isinstance(variant, Variant) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.core import UsageError
 from harness.session import RUN_DIR, asked_for, run_options, variant_of
 
 
@@ -23,7 +24,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if given.get("shard_durations"):
             raise pytest.UsageError("--harness-shard-durations only balances a --harness-shard K/N run")
         return
-    from harness.core import UsageError
     from harness.shard.plan import ShardSpec, assign, load_durations, write_shard_file
 
     try:

@@ -7,10 +7,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from harness.core.interrupts import Interruption
+from harness.core.interrupts import MARKER, Interruption, write_marker
 from harness.core.markdown import table
 from harness.report.checks import format_checks, reason_line
+from harness.report.coverage import markdown as coverage_markdown
+from harness.report.durations import markdown as durations_markdown
 from harness.report.highlights import highlights
+from harness.report.memory import markdown as memory_markdown
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 from harness.results.record import FAILING, RecordLike, judged_nothing, run_green
@@ -118,13 +121,10 @@ def render_summary(records: Iterable[RecordLike], title: str = "Model deployment
         if len(interruption.not_run) > NOT_RUN_LISTED:
             lines.append(f"- … and {len(interruption.not_run) - NOT_RUN_LISTED} more")
         lines.append("")
-    from harness.report.coverage import markdown as coverage_markdown
 
     lines += coverage_markdown(recs)
-    from harness.report.durations import markdown as durations_markdown
 
     lines += durations_markdown(recs)
-    from harness.report.memory import markdown as memory_markdown
 
     lines += memory_markdown(recs)
     pairs = [r for r in recs if Generation.of(r).worst_pairs]
@@ -191,8 +191,6 @@ def write_interrupted_run(out_dir: Path, signum: int, started: float) -> bool:
     ``summary.md`` that says so (0 cases run), so the run directory tells what happened as a
     run stopped mid-case does. Nothing is written when the session already did (a marker
     written since ``started``). True when this wrote them."""
-    from harness.core.interrupts import MARKER, write_marker
-
     marker = Path(out_dir) / MARKER
     try:
         if marker.stat().st_mtime >= started:

@@ -12,10 +12,11 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from harness.core.verdict_text import exact_text
 from harness.report.highlights import perf_columns
 from harness.results import Record
 from harness.results.numbers import METRIC_PREFIX, PERF_PREFIX, perf_numbers, record_numbers
-from harness.results.record import RecordLike
+from harness.results.record import RecordError, RecordLike
 
 __all__ = ["METRIC_PREFIX", "PERF_PREFIX", "perf_numbers", "record_numbers"]  # re-exported: declared in results
 
@@ -60,7 +61,6 @@ def records_frame(records: Iterable[RecordLike]) -> pd.DataFrame:
 
 def _headline_cells(raw: Mapping[str, Any]) -> dict[str, Any]:
     from harness.report.html.headline import headline
-    from harness.results.record import RecordError
 
     try:
         found = headline(Record.from_dict(raw))
@@ -68,7 +68,6 @@ def _headline_cells(raw: Mapping[str, Any]) -> dict[str, Any]:
         found = None
     if found is None:
         return {}
-    from harness.core.verdict_text import exact_text
 
     gate = f"{found.op} {exact_text(found.threshold)}" if found.threshold is not None else None
     return {"headline_metric": found.key, "headline_value": found.value, "headline_threshold": gate}

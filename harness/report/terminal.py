@@ -11,6 +11,11 @@ from rich.table import Table
 
 from harness.core.interrupts import Interruption
 from harness.report.checks import format_checks, reason_line
+from harness.report.console import reporter_console
+from harness.report.durations import terminal_lines
+from harness.report.highlights import highlights
+from harness.report.memory import terminal_lines as memory_lines
+from harness.report.summary import ATTENTION, status_line
 from harness.report.text import printable
 from harness.results import Record
 from harness.results.record import RecordLike
@@ -19,8 +24,6 @@ STYLE = {"pass": "green", "fail": "bold red", "error": "red", "skip": "yellow", 
 
 
 def build_table(records: Iterable[RecordLike]) -> Table:
-    from harness.report.highlights import highlights
-
     table = Table(title="model deployment gate", show_lines=False)
     recs = sorted(map(Record.coerce, records), key=lambda r: (r.suite or "", r.id))
     lit = {r.id: "; ".join(v for v in highlights(r).values() if v) for r in recs}
@@ -41,9 +44,6 @@ def plain_lines(records: Iterable[RecordLike]) -> list[str]:
     """The end-of-run table for a CI log: one line per case, the case id whole (a log viewer wraps
     long lines; a table squeezed to the pipe's width broke ids into pieces across hundreds of lines),
     cases that need attention first."""
-    from harness.report.highlights import highlights
-    from harness.report.summary import ATTENTION
-
     recs = sorted(map(Record.coerce, records),
                   key=lambda r: (ATTENTION.index(r.verdict) if r.verdict in ATTENTION else len(ATTENTION),
                                  r.suite or "", r.id))
@@ -72,9 +72,6 @@ def render_terminal(records: Iterable[RecordLike], terminalreporter: pytest.Term
                     out_dir: Path, *, interruption: Interruption | None = None, durations: int | None = None) -> None:
     """The summary table; with ``durations`` (``--durations N``) the phase totals and the N
     slowest cases too."""
-    from harness.report.console import reporter_console
-    from harness.report.summary import status_line
-
     recs = [Record.coerce(r) for r in records]
     terminalreporter.write_sep("=", "harness summary")
     if not is_terminal(terminalreporter):
@@ -89,12 +86,9 @@ def render_terminal(records: Iterable[RecordLike], terminalreporter: pytest.Term
         terminalreporter.write_line(status_line(recs, interruption) + f" (exit {interruption.exit_code})",
                                     red=True, bold=True)
     if durations is not None and recs:
-        from harness.report.durations import terminal_lines
-
         terminalreporter.write_sep("-", "harness durations")
         for line in terminal_lines(recs, durations):
             terminalreporter.write_line(line)
-        from harness.report.memory import terminal_lines as memory_lines
 
         terminalreporter.write_sep("-", "harness memory")
         for line in memory_lines(recs, durations):

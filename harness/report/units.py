@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 
 from harness.core.units import FORMATTERS, value_text
+from harness.metrics.registry import METRICS
+from harness.metrics.spec import Direction
 
 __all__ = ["FORMATTERS", "Quantity", "fmt", "metric_text", "metric_unit", "quantity", "value_text"]
 
@@ -34,8 +36,6 @@ class Quantity:
 def metric_unit(metric: str) -> str:
     """The registry's unit of a metric, by its name (``p50_ms``) or a record key ending in it
     (``model.logits.kl``); '' for a metric the registry does not declare."""
-    from harness.metrics.registry import METRICS
-
     spec = METRICS.get(metric) or METRICS.get(metric.rsplit(".", 1)[-1])
     return "" if spec is None or spec.unit == "output units" else spec.unit
 
@@ -66,9 +66,6 @@ _SUFFIXES: tuple[tuple[str, str, bool | None], ...] = (
 
 def quantity(history_metric: str) -> Quantity:
     """What ``perf:latency_ms.p50`` or ``metric:model.logits.norm_max_abs`` measures."""
-    from harness.metrics.registry import METRICS
-    from harness.metrics.spec import Direction
-
     kind, _, key = history_metric.partition(":")
     if kind == "perf":
         for spec in METRICS:

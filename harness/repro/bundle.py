@@ -33,7 +33,10 @@ import numpy as np
 
 from harness.core import Check, Precision, Tolerance, UsageError
 from harness.core.direction import Direction
+from harness.core.runtime import RuntimeSettings, section_of
 from harness.metrics.registry import gate
+from harness.runners import backends, parse_provider
+from harness.runners.prebuilt import open_onnx
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -347,9 +350,6 @@ def check_artifact(manifest_path: Path, art: Any) -> None:
 def runtime_from(recorded: Mapping[str, Any] | None) -> "RuntimeSettings | None":
     """The recorded runtime settings, less what the backend derives anew where it runs (the
     TensorRT shape profile, provider options, profiling)."""
-    from harness.core.runtime import RuntimeSettings, section_of
-    from harness.runners import backends
-
     if not recorded:
         return None
     backends()  # the sections are declared in the backends' modules
@@ -585,8 +585,6 @@ def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = N
     """Run the bundled feeds through the artifact with the recorded runtime settings and judge
     the outputs against the bundled reference with the recorded thresholds."""
     from harness.judge.numeric import run_graph_parity
-    from harness.runners import parse_provider
-    from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest
     path, source = bundle.artifact()

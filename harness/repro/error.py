@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Variant
+from harness.repro import error_decode
 from harness.repro.bundle import (
     DATA,
     FORMAT,
@@ -46,6 +47,7 @@ from harness.repro.bundle import (
     write_manifest,
 )
 from harness.repro.errortext import clip, normalize
+from harness.runners import backends, parse_provider
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Provider
@@ -72,8 +74,6 @@ def provoke(path: Path, provider: "Provider", precision: Precision, threads: int
             only: int | None = None) -> Raised | None:
     """Open ``path`` with the provider's backend and run the batches (or batch ``only``) until it
     raises; None when it loads and runs them all."""
-    from harness.runners import backends
-
     backend = backends()[provider.backend]
     try:
         runner = backend.open_onnx_file(path, provider, precision, threads, runtime)
@@ -124,7 +124,6 @@ def write_error_bundle(directory: Path, *, variant: Variant, graph: str, artifac
 
 def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
     if "decode" in m:  # a generation case's error: several graphs and a decode (error_decode.py)
-        from harness.repro import error_decode
 
         error_decode.validate(manifest_path, m)
         return
@@ -147,11 +146,7 @@ def _batches(bundle: Bundle) -> list[dict[str, np.ndarray]]:
 
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of an error bundle: the same type and normalised message again?"""
-    from harness.runners import parse_provider
-
     if "decode" in bundle.manifest:
-        from harness.repro import error_decode
-
         return error_decode.outcome(bundle, provider, threads)
 
     m = bundle.manifest

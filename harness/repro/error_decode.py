@@ -43,7 +43,16 @@ from harness.repro.bundle import (
     write_manifest,
 )
 from harness.repro.errortext import clip, normalize
-from harness.repro.generation import SETTINGS, TOKENIZER, FilesBackend, bundle_tokenizer, save_prompt_batches
+from harness.repro.generation import (
+    SETTINGS,
+    TOKENIZER,
+    FilesBackend,
+    _settings,
+    bundle_tokenizer,
+    bundled_model,
+    save_prompt_batches,
+)
+from harness.runners import backends, parse_provider
 from harness.runners.base import FileView, GraphRef, GraphRunner
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -131,8 +140,6 @@ class _FilesBackend(FilesBackend):
         self.batch = batch
 
     def open(self, graph: str) -> "GraphRunner":
-        from harness.runners import backends
-
         backend = backends()[self.provider.backend]
         try:  # not prebuilt.open_onnx: it turns the runtime's refusal into a usage error
             runner = backend.open_onnx_file(self.files[graph], self.provider, self.precision, self.threads,
@@ -228,8 +235,6 @@ def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant
 
 def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
     """The shape ``outcome`` relies on; one line per problem (exit 2)."""
-    from harness.repro.generation import _settings
-
     arts, decode, err = m.get("artifacts"), m["decode"], m["error"]
     if not isinstance(arts, dict) or not arts:
         raise BundleError(f"{manifest_path}: artifacts must map each decoding graph to its file")
@@ -259,8 +264,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of a decode error bundle: the failing decode batch again, same error?"""
     from harness.families import family_for
-    from harness.repro.generation import _settings, bundled_model
-    from harness.runners import parse_provider
 
     m = bundle.manifest
     decode, err = m["decode"], m["error"]

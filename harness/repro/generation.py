@@ -33,6 +33,7 @@ from harness.repro.bundle import (
     FORMAT,
     Bundle,
     BundleError,
+    Outcome,
     bundle_graphs,
     check_artifact,
     checks_from,
@@ -43,9 +44,12 @@ from harness.repro.bundle import (
     runtime_from,
     runtime_json,
     sha256_file,
+    verdict_line,
     write_manifest,
 )
+from harness.runners import parse_provider
 from harness.runners.base import GraphRef
+from harness.runners.prebuilt import open_onnx
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -183,8 +187,6 @@ class FilesBackend:
         self.files, self.provider, self.threads, self.precision, self.runtime = files, provider, threads, precision, runtime
 
     def open(self, graph: str) -> "GraphRunner":
-        from harness.runners.prebuilt import open_onnx
-
         return open_onnx(self.files[graph], self.provider, self.threads, self.precision, self.runtime)
 
     @contextmanager
@@ -250,7 +252,6 @@ def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int
     from harness.families import family_for
     from harness.generation import Decoded, decode_texts
     from harness.judge.generation import make_rows, score_rows
-    from harness.runners import parse_provider
 
     m = bundle.manifest
     model = bundled_model(bundle)
@@ -353,8 +354,6 @@ def outcome_lines(bundle: Bundle, r: GenerationRepro) -> list[str]:
 
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> "Outcome":
     """``harness repro`` of a generation bundle."""
-    from harness.repro.bundle import Outcome, verdict_line
-
     r = rejudge_generation(bundle, provider, threads)
     data = {"recorded_failures": r.recorded, "failures_now": r.now, "metrics_now": r.metrics,
             "artifacts": r.artifact_sources, "tokenizer_matches": r.tokenizer_matches,

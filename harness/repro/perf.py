@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mappi
 import numpy as np
 
 from harness.core import Precision, Variant
+from harness.perf.budgets import BUDGETS, measured_values
+from harness.perf.measure import HarnessEngine, latency_entry, timed_call
+from harness.repro import perf_process
 from harness.repro.bundle import (
     DATA,
     FORMAT,
@@ -39,9 +42,14 @@ from harness.repro.bundle import (
     runtime_from,
     runtime_json,
     sha256_file,
+    verdict_line,
     write_manifest,
 )
+from harness.repro.perf_process import MEASURED_BY as BY
+from harness.repro.perf_process import write_decode_bundle, write_fresh_process_bundle
+from harness.runners import parse_provider
 from harness.runners.base import GraphRef
+from harness.runners.prebuilt import open_onnx
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
@@ -60,8 +68,6 @@ def latency_budgets(budgets: Mapping[str, float]) -> dict[str, float]:
 
 def budgets_measured_by(budgets: Mapping[str, float], test: str) -> dict[str, float]:
     """The budgets of ``budgets`` that ``test`` measures (``MetricSpec.measured_by``)."""
-    from harness.perf.budgets import BUDGETS
-
     return {n: float(v) for n, v in budgets.items() if n in BUDGETS and BUDGETS[n].measured_by == test}
 
 
@@ -69,8 +75,6 @@ def write_perf_bundle(directory: Path, ws: "Workspace", variant: Variant, point:
                       settings: "PerfSettings", budgets: Mapping[str, float], perf: Mapping[str, Any],
                       mode: str = "auto") -> Path | None:
     """Bundle a latency budget breach of ``point`` (the entry graph's ``latency_ms``)."""
-    from harness.perf.budgets import measured_values
-
     wanted = latency_budgets(budgets)
     if mode == "off" or not wanted or not artifact.is_file() or not artifact.name.endswith(".onnx"):
         return None
@@ -114,8 +118,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
         raise BundleError(f"{manifest_path}: verdict.failures must list the breached budgets")
     measure = m.get("measure") or "latency"
     if measure != "latency":
-        from harness.repro import perf_process
-
         if measure not in perf_process.MEASURED_BY:
             raise BundleError(f"{manifest_path}: unknown measure {measure!r} (latency, "
                               f"{', '.join(perf_process.MEASURED_BY)})")
@@ -132,11 +134,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 
 def remeasure(bundle: Bundle, provider: str | None, threads: int | None) -> tuple[dict[str, float], dict[str, Any], str]:
     """Time the bundled call here as it was timed there: (budget values now, latency entry, artifact source)."""
-    from harness.perf.budgets import measured_values
-    from harness.perf.measure import HarnessEngine, latency_entry, timed_call
-    from harness.runners import parse_provider
-    from harness.runners.prebuilt import open_onnx
-
     m = bundle.manifest
     path, source = resolve_artifact(bundle.directory, m["artifact"])
     prov = parse_provider(provider or m["provider"], option="--providers")
@@ -160,9 +157,6 @@ def remeasure(bundle: Bundle, provider: str | None, threads: int | None) -> tupl
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of a perf bundle: the budgets judged on a measurement made here, the
     same way as recorded (one timed call, fresh processes, or the decode loop)."""
-    from harness.perf.budgets import BUDGETS
-    from harness.repro.bundle import verdict_line
-
     m = bundle.manifest
     if (m.get("measure") or "latency") == "latency":
         now, entry, source = remeasure(bundle, provider, threads)
@@ -171,8 +165,6 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
                  f"{m['timing']['samples']} samples after {m['timing'].get('warmup', 0)} warmup"]
         extra: dict[str, Any] = {"summary_now": entry["summary"], "artifact": source}
     else:
-        from harness.repro import perf_process
-
         now, lines, extra = perf_process.remeasure(bundle, provider, threads)
     lines.append(f"note: {NOTE}")
     recorded = [str(f["budget"]) for f in m["verdict"]["failures"]]
@@ -237,9 +229,6 @@ def bundle_on_breach(case: Any, point: "Point", settings: "PerfSettings") -> Con
 def cold_start_on_breach(case: Any, child_args: Sequence[str], settings: "PerfSettings") -> ContextManager[None]:
     """``test_cold_start_memory``: a cold-start, memory or size budget breach writes the fresh
     processes' load spec, files and feeds (``perf_process.write_fresh_process_bundle``)."""
-    from harness.repro.perf_process import MEASURED_BY as BY
-    from harness.repro.perf_process import write_fresh_process_bundle
-
     def write(directory: Path) -> Path | None:
         ws = case.workspace
         wanted = budgets_measured_by(case.model.spec.budgets, BY["fresh_process"])
@@ -252,9 +241,6 @@ def cold_start_on_breach(case: Any, child_args: Sequence[str], settings: "PerfSe
 def generation_on_breach(case: Any, settings: "PerfSettings") -> ContextManager[None]:
     """``test_generation_perf``: a ttft / tpot budget breach writes the graphs, tokenizer and prompt
     the decode loop timed (``perf_process.write_decode_bundle``)."""
-    from harness.repro.perf_process import MEASURED_BY as BY
-    from harness.repro.perf_process import write_decode_bundle
-
     def write(directory: Path) -> Path | None:
         ws, model = case.workspace, case.model
         wanted = budgets_measured_by(model.spec.budgets, BY["decode"])

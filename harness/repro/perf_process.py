@@ -29,6 +29,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, UsageError, Variant
+from harness.perf import child
+from harness.perf.budgets import measured_values
+from harness.perf.coldstart import ChildError, cold_start_fields, fresh_runs, spawn
+from harness.perf.generation import generation_fields, generation_prompt, repeats_for
+from harness.perf.memory import memory_fields
 from harness.repro.bundle import (
     DATA,
     FORMAT,
@@ -44,7 +49,10 @@ from harness.repro.bundle import (
     sha256_file,
     write_manifest,
 )
+from harness.repro.generation import TOKENIZER, bundle_tokenizer, bundled_model
+from harness.runners import parse_provider
 from harness.runners.base import GraphRef
+from harness.runners.prebuilt import open_onnx
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -82,9 +90,6 @@ def write_fresh_process_bundle(directory: Path, variant: Variant, child_args: Se
                                mode: str = "auto") -> Path | None:
     """Bundle a cold-start / memory / size budget breach of ``test_cold_start_memory``; None when
     the child's load spec does not name ONNX files (nothing portable to bundle)."""
-    from harness.perf import child
-    from harness.perf.budgets import measured_values
-
     args = child.parser().parse_args(list(child_args))
     spec = json.loads(args.spec)
     files = _graph_files(spec)
@@ -111,10 +116,6 @@ def write_fresh_process_bundle(directory: Path, variant: Variant, child_args: Se
 
 def _remeasure_fresh(bundle: Bundle, provider: str | None, threads: int | None
                      ) -> tuple[dict[str, float], list[str], dict[str, Any]]:
-    from harness.perf.budgets import measured_values
-    from harness.perf.coldstart import ChildError, cold_start_fields, fresh_runs, spawn
-    from harness.perf.memory import memory_fields
-
     m = bundle.manifest
     if provider is not None and provider != m["provider"]:
         raise UsageError(f"--providers: a fresh-process bundle is measured on its recorded provider {m['provider']} "
@@ -172,10 +173,6 @@ def write_decode_bundle(directory: Path, ws: "Workspace", variant: Variant, mode
                         perf: Mapping[str, Any], mode: str = "auto") -> Path | None:
     """Bundle a ttft / tpot budget breach of ``test_generation_perf``; None when a graph is not
     one ONNX file (PyTorch, a native engine)."""
-    from harness.perf.budgets import measured_values
-    from harness.perf.generation import generation_prompt, repeats_for
-    from harness.repro.generation import TOKENIZER, bundle_tokenizer
-
     backend = ws.backend(variant, model)
     files: dict[str, Path] = {}
     for graph in family.graphs(model):
@@ -212,11 +209,6 @@ def _remeasure_decode(bundle: Bundle, provider: str | None, threads: int | None
 
     from harness.families import family_for
     from harness.generation.decode import torch_threads
-    from harness.perf.budgets import measured_values
-    from harness.perf.generation import generation_fields
-    from harness.repro.generation import bundled_model
-    from harness.runners import parse_provider
-    from harness.runners.prebuilt import open_onnx
 
     m = bundle.manifest
     files, sources = bundle.graph_artifacts()

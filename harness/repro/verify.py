@@ -23,6 +23,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterator, Mapping
 
 from harness.core import UsageError
+from harness.metrics.registry import metric as declared
+from harness.perf.budgets import BUDGETS
 from harness.repro.bundle import MANIFEST, BundleError
 
 #: keys whose numbers are what a run measured, never an input to judging again: may be NaN/inf
@@ -60,8 +62,6 @@ def _thresholds(node: Any, where: str) -> Iterator[tuple[str, str, Any]]:
 
 
 def _threshold_problem(metric: str, value: Any) -> str | None:
-    from harness.metrics.registry import metric as declared
-
     try:
         spec = declared(metric.rpartition(".")[2])
     except UsageError:
@@ -80,8 +80,6 @@ def check_numbers(manifest_path: Path, manifest: Mapping[str, Any]) -> None:
             raise BundleError(f"{manifest_path}: {where}: {problem} ({name})")
     budgets = manifest.get("budget")
     if isinstance(budgets, dict):
-        from harness.perf.budgets import BUDGETS
-
         for name, limit in budgets.items():
             spec = BUDGETS.get(str(name))
             problem = f"unknown budget {name!r}" if spec is None else spec.threshold_problem(limit)

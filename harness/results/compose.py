@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness import __version__
 from harness.results.record import Record, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,8 +76,6 @@ def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, p
     """The record of one case. ``payload`` is what the case collected (``Case.payload()``: metrics,
     thresholds, artifacts, data, perf, env, settings, model_sha256); ``settings`` overrides the
     payload's (``harness check`` records its own)."""
-    from harness import __version__
-
     env = payload.get("env")
     if not env:
         from harness.results.envinfo import environment

@@ -15,6 +15,8 @@ import platform
 from functools import lru_cache
 from typing import Any
 
+from harness.core.hooks import machine_info
+
 LIBRARIES = ("harness", "torch", "transformers", "tokenizers", "onnx", "onnxruntime", "onnxruntime-gpu",
              "onnxconverter-common", "numpy", "sacrebleu", "tensorrt", "openvino")
 _DIST = {"harness": "model-harness"}
@@ -85,7 +87,6 @@ def environment(intra_op: int | None = None, inter_op: int | None = None) -> dic
     static = _static()
     ident = {k: static[k] for k in ("cpu", "cores", "os", "machine", "versions", "gpu")}
     fingerprint = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
-    from harness.core.hooks import machine_info
 
     # a team's fields (``harness_machine_info``) join after the fingerprint: they never split comparable runs
     return machine_info({**static, "threads": thread_settings(intra_op, inter_op), "fingerprint": fingerprint})

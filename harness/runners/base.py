@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from harness.core import UsageError
+
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Precision, Provider, Variant
     from harness.core.runtime import RuntimeSettings
@@ -263,7 +265,6 @@ class Backend(abc.ABC):
     def validate_provider_options(cls, provider: "Provider", options: Mapping[str, str], where: str) -> None:
         """Raise a one-line UsageError (exit 2) naming the first EP option ``provider`` does not
         accept. Called when a run or config declares options, before anything runs."""
-        from harness.core import UsageError
         from harness.core.runtime import check_option_keys
 
         if not options:

@@ -26,6 +26,8 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Iterator
 
 from harness.core import UsageError
+from harness.core.admission import admit_graph
+from harness.runners.ort_runner import OrtSessionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -142,7 +144,6 @@ def inspect_onnx(path: Path, custom_op_library: str | None = None) -> None:
     except Exception:  # noqa: BLE001 - not a parseable graph: the runtime names what is wrong
         return
     check_external_data(model, Path(path))
-    from harness.core.admission import admit_graph
 
     admit_graph(Path(path), model)
     if custom_op_library:
@@ -160,6 +161,5 @@ def library_of(runtime: "RuntimeSettings | None") -> str | None:
     """The custom-op library the runtime settings name (``--custom-op-library``), None when none."""
     if runtime is None:
         return None
-    from harness.runners.ort_runner import OrtSessionSettings
 
     return runtime.of(OrtSessionSettings).custom_op_library or None

@@ -16,11 +16,12 @@ import numpy as np
 
 from harness.core import Precision, Provider, UsageError, Variant, did_you_mean
 from harness.core.phases import phase
-from harness.core.runtime import SHARED_OPTIONS, Axis, BackendSettings, RuntimeSettings, setting
+from harness.core.quiet import routed_output
+from harness.core.runtime import SHARED_OPTIONS, Axis, BackendSettings, RuntimeSettings, runtime_from_dict, setting
 from harness.runners import register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
-from harness.runners.trt_profile import TensorRTSettings
+from harness.runners.trt_profile import TensorRTSettings, profile_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.export.cache import CacheEntry
@@ -200,7 +201,6 @@ class OrtGraphRunner(GraphRunner):
                  runtime: "RuntimeSettings | None" = None, profile_prefix: str | None = None) -> None:
         import onnxruntime as ort
 
-        from harness.core.runtime import RuntimeSettings
 
         runtime = runtime or RuntimeSettings()
         overrides: dict[str, Any] = {}
@@ -219,7 +219,6 @@ class OrtGraphRunner(GraphRunner):
             providers.append("CPUExecutionProvider")
         self.path = path
         self.profile = profile
-        from harness.core.quiet import routed_output
 
         with routed_output(f"onnxruntime session for {path}"):  # a refused file: the exception, not ORT's log line
             self.session: Any = ort.InferenceSession(path, options, providers=providers)
@@ -371,8 +370,6 @@ class OrtBackend(Backend):
 
     def trt_profile(self, model: "LoadedModel", family: "Family", graph: "GraphSpec") -> "ShapeProfile":
         """The TensorRT profile of ``graph``: derived, with the declared inputs replaced."""
-        from harness.runners.trt_profile import profile_for
-
         trt = self.ctx.runtime.of(TensorRTSettings)
         profile = profile_for(graph, family.export_example(model, graph), max_batch=trt.max_batch(self.ctx.batch_size),
                               max_seq=trt.trt_max_seq)
@@ -431,8 +428,6 @@ class OrtBackend(Backend):
     def child_load(cls, spec: ChildSpec) -> ChildLoad:
         """One session per graph, as a deployed service would create them; each call is
         ``session.run`` on prepared feeds, what the in-process latency measurement times too."""
-        from harness.core.runtime import runtime_from_dict
-
         device = str(spec.device)
         runtime = runtime_from_dict(spec.options.get("runtime") or {})
         provider_options = next(iter(runtime.provider_options.values()), {})

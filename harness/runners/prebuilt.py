@@ -25,7 +25,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from harness.core import Precision, Provider, UsageError
+from harness.runners import backends
 from harness.runners.base import Backend, BackendContext, FileView, GraphRef, GraphRunner, TimedCall
+from harness.runners.failures import known_failure
+from harness.runners.intake import inspect_onnx, library_of
+from harness.runners.ort_runner import OrtBackend
 from harness.runners.source import ArtifactSource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -139,22 +143,15 @@ def open_onnx(path: Path, provider: "Provider | str", threads: int | None,
     check's runtime settings and that provider's EP options; a bare string is an ONNX Runtime
     execution provider, as before backends other than ONNX Runtime ran files). A file the
     runtime refuses is a usage error naming it (exit 2), not a crash."""
-    from harness.runners.intake import inspect_onnx, library_of
-
     inspect_onnx(Path(path), library_of(runtime))
     if isinstance(provider, str):
-        from harness.runners.ort_runner import OrtBackend
-
         backend: type[Backend] = OrtBackend
         provider = Provider(provider, OrtBackend.name, provider)
     else:
-        from harness.runners import backends
-
         backend = backends()[provider.backend]
     try:
         return backend.open_onnx_file(Path(path), provider, precision, threads, runtime, profile_prefix=profile_prefix)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail / InvalidGraph, OpenVINO's read/compile errors...
-        from harness.runners.failures import known_failure
 
         text = str(exc).strip().splitlines()[0][:240] if str(exc).strip() else type(exc).__name__
         known = known_failure(str(exc))
@@ -248,8 +245,6 @@ class PrebuiltBackend(Backend):
         artifact's: keyed by each file's sha256, how the files were opened, the runtime's version
         line, and how the served runner presents them (I/O maps, synthesized inputs' code). A
         second check of the same files replays them; the numeric check always runs the files."""
-        from harness.runners import backends
-
         runtime = backends().get(ref.variant.backend)
         runner = self.source._runners.get(ref.graph.name)
         if not self.source.replays or runtime is None or runner is None or not runtime.deterministic(ref.variant) \

@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.core.phases import phase
-from harness.runners import register_backend
+from harness.runners import PROVIDERS, register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -246,7 +246,6 @@ class TorchBackend(Backend):
         from harness.export.artifacts import ExportSettings
         from harness.export.cache import ArtifactCache
         from harness.families import family_for
-        from harness.runners import PROVIDERS
         from harness.zoo.base import ModelCatalog, cache_root
         from harness.zoo.loading import load_model
 

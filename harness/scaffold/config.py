@@ -19,7 +19,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from harness.core import DEFAULT_PRECISIONS
+from harness.core import DEFAULT_PRECISIONS, UsageError
+from harness.metrics.registry import METRICS
+from harness.metrics.spec import Scope
 from harness.runners import DEFAULT_PROVIDERS
 
 
@@ -37,7 +39,6 @@ class ModelFacts:
 def model_facts(directory: Path, root: Path, *, family: str | None = None, name: str | None = None) -> ModelFacts:
     """Inspect ``directory`` (an HF model directory inside ``root``): family detected by the
     family registry from ``config.json`` (or ``family``), a name from the directory."""
-    from harness.core import UsageError
     from harness.families import family_for
     from harness.zoo.base import spec_for_directory
 
@@ -73,9 +74,6 @@ def _corpora_comment() -> list[str]:
 
 
 def _tolerance_comment(precision: str, generates: bool) -> list[str]:
-    from harness.metrics.registry import METRICS
-    from harness.metrics.spec import Scope
-
     scopes = (Scope.NUMERIC, Scope.GENERATION) if generates else (Scope.NUMERIC,)
     defaults = METRICS.defaults(precision, *scopes)
     return [f"# {metric} = {value:g}" for metric, value in defaults.items()]
@@ -166,8 +164,6 @@ def add_model(text: str, model: ModelFacts) -> str:
     """``text`` (an existing harness.toml) with ``model`` added: its name appended to
     ``run.models`` and its commented table appended, at the precisions the file gates.
     Raises ``UsageError`` when the file already names the model."""
-    from harness.core import UsageError
-
     data = tomllib.loads(text)
     found_run = data.get("run")
     run: dict[str, object] = found_run if isinstance(found_run, dict) else {}

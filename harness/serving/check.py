@@ -33,6 +33,7 @@ from harness.results.sections import Served
 from harness.runners.prebuilt import MappedRunner
 from harness.serving.discovery import complete_io
 from harness.serving.source import ConcurrentRunner, EndpointGraphs, EndpointRunner, open_endpoint
+from harness.serving.sweep import judge_sweep
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.layout import ArtifactFile
@@ -82,8 +83,6 @@ class EndpointJobs(JobSource):
         return [judge_concurrency(run, self)]
 
     def perf_stage(self, run: JobRun) -> CaseResult:
-        from harness.serving.sweep import judge_sweep
-
         return judge_sweep(run, self.graphs, self.graphs.served_records())
 
 

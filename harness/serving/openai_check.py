@@ -20,6 +20,7 @@ from harness.generation.decode import Decoded
 from harness.judge.generation import GenerationRequest, decode_plan, judged_generation, reference_decode
 from harness.judge.generation import record as record_generation
 from harness.judge.workspace import Workspace
+from harness.perf import budgets
 from harness.perf.measure import latency_entry, latency_key
 from harness.results import new_run_id
 from harness.results.outcome import Decision, decide
@@ -119,8 +120,6 @@ def _judge_load(ws: Workspace, outcome: CheckOutcome, endpoint: Endpoint, route:
                 max_tokens: int, req: CheckRequest, served: dict[str, Any], settings: dict[str, Any], run_dir: Path,
                 run_id: str, count: Any) -> None:
     """``check_perf``: TTFT, TPOT and tokens/s per concurrency level (``--concurrency``)."""
-    from harness.perf import budgets
-
     case = Case(ws, outcome.variant, run_dir, f"check_perf[{outcome.variant.id}]")
     Served(served).write(case.data)
     started = time.perf_counter()

@@ -27,11 +27,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from harness.core import describe_error
+from harness.families.shaped_feeds import shaped_feeds
+from harness.perf import budgets
+from harness.perf.loop import time_until
 from harness.perf.measure import latency_entry, latency_key
 from harness.results.outcome import Decision, decide
 from harness.results.sections import Served
 from harness.serving.client import OipClient, ServedModel, ServingError
-from harness.serving.rate import RateSettings
+from harness.serving.rate import RateSettings, rate_fields, rate_sweep
+from harness.serving.source import EndpointRunner
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.case.collector import Case
@@ -122,19 +127,20 @@ class _Worker(threading.Thread):
             own.close()
 
     def _loop(self, client: OipClient) -> None:
-        while not self.stop.is_set():
-            start = time.perf_counter()
-            try:
-                client.infer(self.model, self.feeds)
-                sample = Sample(time.perf_counter(), (time.perf_counter() - start) * 1000.0)
-            except ServingError as exc:
-                sample = Sample(time.perf_counter(), None, str(exc))
-            except Exception as exc:  # noqa: BLE001 - the transport's own failure modes: counted like the rest
-                sample = Sample(time.perf_counter(), None, f"{type(exc).__name__}: {exc}"[:240])
-            with self.lock:
-                self.out.append(sample)
-                if len(self.out) >= self.limit:
-                    self.stop.set()
+        """Requests back to back through the harness's timing loop's core (``harness.perf.loop``)."""
+        time_until(lambda: client.infer(self.model, self.feeds), self.stop.is_set, self._keep)
+
+    def _keep(self, ns: int | None, error: BaseException | None, end_ns: int) -> None:
+        if error is None and ns is not None:
+            sample = Sample(end_ns / 1e9, ns / 1e6)
+        elif isinstance(error, ServingError):
+            sample = Sample(end_ns / 1e9, None, str(error))
+        else:  # the transport's own failure modes: counted like the rest
+            sample = Sample(end_ns / 1e9, None, f"{type(error).__name__}: {error}"[:240])
+        with self.lock:
+            self.out.append(sample)
+            if len(self.out) >= self.limit:
+                self.stop.set()
 
 
 def _stable(windows: list[tuple[float, float]], settings: SweepSettings) -> bool:
@@ -282,10 +288,7 @@ def perf_fields(steps: list[StepResult], settings: SweepSettings, protocol: str)
 def judge_sweep(run: JobRun, source: EndpointGraphs, served: dict[str, Any]) -> CaseResult:
     """``check_perf`` for an endpoint: the sweep on the entry graph's served model; the model's
     perf budgets gate it; a server that stopped answering makes it ``error`` (steps kept)."""
-    from harness.core import describe_error
     from harness.engine import conclude
-    from harness.families.shaped_feeds import shaped_feeds
-    from harness.serving.source import EndpointRunner
 
     sweep_settings: SweepSettings = run.req.perf
     outcome, model, family = run.outcome, run.model, run.family
@@ -317,8 +320,6 @@ def _judge_levels(case: Case, outcome: CheckOutcome, runner: EndpointRunner, fee
                   settings: SweepSettings, protocol: str) -> Decision:
     """The concurrency sweep into the case's perf; its verdict: ``error`` when the server stopped
     answering or nothing succeeded, else the model's perf budgets."""
-    from harness.perf import budgets
-
     steps = sweep(runner.client, runner.model, feeds, settings)
     perf = perf_fields(steps, settings, protocol)
     case.perf.update(perf)
@@ -338,9 +339,6 @@ def _judge_rate(case: Case, outcome: CheckOutcome, runner: EndpointRunner, feeds
     """The request-rate sweep into the case's perf; its verdict: ``error`` when the server stopped
     answering or nothing succeeded, ``fail`` when no offered rate met the p99 budget, else the
     model's perf budgets (``served_ms_per_request`` among them)."""
-    from harness.perf import budgets
-    from harness.serving.rate import rate_fields, rate_sweep
-
     levels = rate_sweep(runner.client, runner.model, feeds, settings)
     perf = rate_fields(levels, settings, protocol)
     case.perf.update(perf)

@@ -28,7 +28,9 @@ from harness.core import Precision, UsageError, did_you_mean, valid_names
 from harness.metrics.margins import MarginRule, rules_from_config
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, budget_names
 from harness.runners import PROVIDERS
+from harness.settings.endpoint import endpoint_from_table
 from harness.settings.options import CONFIG_KEYS, Kind, option
+from harness.settings.runtime import axis_levels, is_axis, runtime_fields, runtime_keys, validate_provider_options
 
 CONFIG_FILE = "harness.toml"
 PYPROJECT = "pyproject.toml"
@@ -354,7 +356,6 @@ class _Validator:
             return self.choice(value, where, o.choices)
         if o.kind is Kind.FLAG:
             return self.boolean(value, where)
-        from harness.settings.runtime import is_axis
 
         if o.kind is Kind.PAIRS or is_axis(key):
             return self.runtime_value(key, value, where)
@@ -363,8 +364,6 @@ class _Validator:
     def runtime_value(self, key: str, value: Any, where: str) -> Any:
         """A runtime setting (``[run]`` or ``[models.<name>.runtime]``), checked now (EP options
         by the provider's backend), returned as the option would be given."""
-        from harness.settings.runtime import axis_levels, is_axis, runtime_fields, validate_provider_options
-
         if is_axis(key):
             try:
                 return axis_levels(key, value if isinstance(value, (str, list)) else str(value), "")
@@ -383,8 +382,6 @@ class _Validator:
 
     def model_runtime(self, value: Any, where: str) -> dict[str, Any]:
         """``[models.<name>.runtime]``: the run's runtime keys, as RuntimeSettings field values."""
-        from harness.settings.runtime import is_axis, runtime_fields, runtime_keys
-
         table = self.table(value, where)
         self.keys(table, tuple(runtime_keys()), where)
         given: dict[str, Any] = {}
@@ -424,8 +421,6 @@ class _Validator:
 
     def endpoint(self, body: Any, where: str) -> dict[str, Any]:
         """``[models.<name>.endpoint]``, checked whole now (url, served model, protocol...)."""
-        from harness.settings.endpoint import endpoint_from_table
-
         table = dict(self.table(body, where))
         try:
             endpoint_from_table(table, where)

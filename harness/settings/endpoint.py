@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from harness.core import UsageError
+from harness.core import Precision, UsageError
 
 #: the Open Inference Protocol's two transports, and an OpenAI-compatible API (generative models)
 PROTOCOLS = ("http", "grpc", "openai")
@@ -175,8 +175,6 @@ def endpoint_from_table(table: Mapping[str, Any], where: str) -> Endpoint:
     version = table.get("version")
     precision = table.get("precision")
     if precision is not None:
-        from harness.core import Precision
-
         if precision not in {p.value for p in Precision}:
             raise UsageError(f"{where}.precision: {precision!r}; give one of "
                              f"{', '.join(p.value for p in Precision)}")

@@ -16,10 +16,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from harness.core import Precision, Provider, RunOptions, UsageError, did_you_mean, parse_precision
+from harness.core.admission import limits_from, set_limits
 from harness.core.values import Settings
+from harness.data.corpus import CorpusError, corpus_by_name
 from harness.runners import parse_provider
+from harness.settings.config_file import find_config, load_config
 from harness.settings.options import BY_NAME, OPTIONS, option, typed
-from harness.zoo.base import ModelCatalog, ModelSpec
+from harness.settings.runtime import build_runtime, runtime_keys
+from harness.zoo.base import ModelCatalog, ModelSpec, shadowed_directory, spec_for_directory
+from harness.zoo.cachecheck import check_cache
+from harness.zoo.loading import check_intake
 
 
 def default_models(catalog: ModelCatalog | None = None) -> list[str]:
@@ -35,8 +41,6 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
     in ``rootdir`` or the working directory) supplies what they leave unset, the option table's
     defaults the rest. ``RunOptions.settings`` is built by iterating the table: no option is
     named, renamed or defaulted here."""
-    from harness.settings.config_file import find_config, load_config
-
     values: dict[str, Any] = dict(given or {})
     for name, value in keywords.items():
         if name not in BY_NAME:
@@ -84,7 +88,6 @@ def build_options(given: Mapping[str, Any] | None = None, *, rootdir: Path | Non
                       f"{cfg.path if cfg else ''}: run.samples")
     if found is not None and "config" not in values:  # found by itself: the rerun must name it
         values["config"] = found
-    from harness.settings.runtime import build_runtime, runtime_keys
 
     keys = runtime_keys()
     runtime, axes = build_runtime({name: setting(name) for name in keys
@@ -104,8 +107,6 @@ def shadow_notes(names: Iterable[str], catalog: ModelCatalog) -> list[str]:
     """One line per zoo name that a local directory of the same name shadows in the working
     directory: the name means the zoo model (names are names, paths are paths), and the user
     should know the directory was not judged."""
-    from harness.zoo.base import shadowed_directory
-
     notes = []
     for name in names:
         local = shadowed_directory(name)
@@ -118,8 +119,6 @@ def shadow_notes(names: Iterable[str], catalog: ModelCatalog) -> list[str]:
 def check_samples(names: Iterable[str], catalog: ModelCatalog, samples: int, where: str) -> None:
     """An explicit sample count larger than a model's corpus is a usage error: the run would
     otherwise judge fewer sentences than it claims."""
-    from harness.data.corpus import CorpusError, corpus_by_name
-
     for name in names:
         spec = catalog.resolve(name)
         try:
@@ -134,8 +133,6 @@ def check_samples(names: Iterable[str], catalog: ModelCatalog, samples: int, whe
 def register_config_models(cfg: Any, catalog: ModelCatalog) -> list[str]:
     """Add every ``[models.<name>]`` of ``cfg`` to ``catalog``; return the names of the *new*
     models (those with a ``path``), which a config without ``run.models`` runs."""
-    from harness.zoo.base import spec_for_directory
-
     new: list[str] = []
     for name, entry in cfg.entries.items():
         base = catalog.builtin(name)
@@ -210,9 +207,6 @@ def preflight(options: RunOptions, spell: Callable[[str], str] | None = None) ->
     (``harness.zoo.loading.check_intake``), before any case starts: a directory without a
     tokenizer, with pickle weights or its own code is one ``UsageError`` line, exactly as
     ``harness check`` reports it, instead of an error record with a traceback per case."""
-    from harness.core.admission import limits_from, set_limits
-    from harness.zoo.loading import check_intake
-
     set_limits(limits_from(options.settings))
     catalog = options.catalog or ModelCatalog()
     specs = [catalog.resolve(name) for name in options.models]
@@ -227,7 +221,6 @@ def check_run_cache(options: RunOptions, specs: list[ModelSpec], spell: Callable
     the user gave it (``spell``: an option name -> the flag of this front end)."""
     import os
 
-    from harness.zoo.cachecheck import check_cache
 
     given = options.given.get("cache")
     where = spell("cache") if given else "HARNESS_CACHE" if os.environ.get("HARNESS_CACHE") else "cache directory"

@@ -24,6 +24,7 @@ from harness.core.runtime import (
     parse_provider_options,
 )
 from harness.runners import backends, provider_table
+from harness.settings.options import option
 
 
 def runtime_keys() -> dict[str, str]:
@@ -115,8 +116,6 @@ __all__ = ["AXES", "axis_levels", "axis_values", "build_runtime", "is_axis", "ru
 def docs_table() -> str:
     """docs/runtime.md: every runtime setting -- the shared ones, then each backend's section as its
     module declares it -- with its option, flag, default and whether the record keeps it (generated)."""
-    from harness.settings.options import option
-
     keys = runtime_keys()
     lines: list[list[str]] = []
 

@@ -21,8 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import UsageError
+from harness.report.github import append_step_summary
+from harness.report.junit import JUNIT_FILE, write_junit
+from harness.report.summary import write_summary
 from harness.results import Record
+from harness.results.rundir import read_results
 from harness.results.sections import SettingsSection
+from harness.results.store import write_records
 from harness.shard.plan import SHARD_FILE
 
 MERGE_FILE = "merge.json"
@@ -55,8 +60,6 @@ class Merged:
 
 
 def read_shard(path: Path) -> Shard:
-    from harness.results.rundir import read_results
-
     marker = path / SHARD_FILE
     if not marker.is_file():
         raise MergeError(f"{path} is not a shard run directory (no {SHARD_FILE}); run it with --shard K/N")
@@ -168,11 +171,7 @@ def write_merged(merged: Merged, out: Path) -> dict[str, Any]:
     """The merged run directory: results.jsonl, cases/, summary.md, junit.xml, report.html,
     merge.json — what an unsplit run writes, so the CI job that merges is the one that reports
     (JUnit table, ``$GITHUB_STEP_SUMMARY``)."""
-    from harness.report.github import append_step_summary
     from harness.report.html import render_report
-    from harness.report.junit import JUNIT_FILE, write_junit
-    from harness.report.summary import write_summary
-    from harness.results.store import write_records
 
     out.mkdir(parents=True, exist_ok=True)
     write_records(out / "results.jsonl", merged.records)

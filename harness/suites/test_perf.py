@@ -23,8 +23,10 @@ from harness.case.collector import Case
 from harness.core import Variant
 from harness.core.phases import phase
 from harness.perf import budgets, coldstart, generation, latency, memory
+from harness.perf.canary import Canary
 from harness.perf.measure import PerfSettings, engine_for, latency_key
 from harness.repro.perf import bundle_on_breach, cold_start_on_breach, generation_on_breach
+from harness.results.envinfo import thread_settings
 from harness.results.sections import PerfSetup
 from harness.runners.base import GraphRef
 from harness.suites import has_config_artifacts, runs_config_artifact
@@ -44,8 +46,6 @@ def _graphs_and_plan(harness: Case, settings: PerfSettings) -> Any:
 
 
 def _settings_record(harness: Case, settings: PerfSettings, **extra: Any) -> PerfSetup:
-    from harness.results.envinfo import thread_settings
-
     options = harness.workspace.options
     return PerfSetup({**settings.as_dict(),
                       "threads": thread_settings(options.settings.threads, options.settings.inter_threads), **extra})
@@ -63,8 +63,6 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
             # the files timed, with their cache keys: what `baseline save` blesses and re-times paired
             harness.artifacts.update(backend.artifacts(GraphRef(model, family, graph, variant)))
         # each runner's timed call runs to completion (a device synchronise is its own business)
-        from harness.perf.canary import Canary
-
         with phase("perf"):  # the canary: the machine's speed beside this record's numbers (gate/canary.py)
             measured = latency.measure(runners, points, perf_settings, engine_for(benchmark_or_none), canary=Canary())
         harness.perf.update(measured)

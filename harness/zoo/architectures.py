@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.core.cachedir import lock_for, replace_dir, temp_dir_for
+from harness.families.tasks import task_of_architecture
 from harness.zoo.tokenizer import Style
 
 SEED = 1234
@@ -42,8 +44,6 @@ class Architecture:
 
     @property
     def task(self) -> str:
-        from harness.families.tasks import task_of_architecture
-
         return task_of_architecture(self.model_class, {"is_encoder_decoder": self.kind == "seq2seq"}) or "?"
 
 
@@ -208,7 +208,6 @@ def build_cached(arch: Architecture, root: Path) -> Path:
     import torch
     import transformers
 
-    from harness.core.cachedir import lock_for, replace_dir, temp_dir_for
 
     recipe = json.dumps({"arch": arch.name, "class": arch.model_class, "style": arch.style, "config": arch.config,
                          "seed": SEED, "tokenizer": TOKENIZER_RECIPE,

@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from harness.core import UsageError, did_you_mean
+from harness.core.cachedir import cache_root as root
 from harness.core.cachedir import lock_for, mark_used, replace_dir, sweep_orphans, temp_dir_for
 from harness.core.registry import Registry
+from harness.families import detect_family as detect
+from harness.families import family_for
+from harness.families import family_names as registered_families
+from harness.families.registry import describe_undetected
+from harness.metrics.registry import METRICS, TOLERANCE_SCOPES
 from harness.zoo.integrity import LegacyEntry, check_model_dir, entry_problem, write_manifest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,8 +36,6 @@ log = logging.getLogger("harness.cache")
 
 def family_names() -> tuple[str, ...]:
     """Families the harness knows how to export and judge: the family registry's names."""
-    from harness.families import family_names as registered_families
-
     return registered_families()
 
 
@@ -85,7 +89,6 @@ class ModelSpec:
             raise ValueError(f"{self.name}: unknown family {self.family!r}; known: {family_names()}")
         if (self.build is None) == (self.path is None):
             raise ValueError(f"{self.name}: give exactly one of build= or path=")
-        from harness.metrics.registry import METRICS, TOLERANCE_SCOPES
 
         for precision, checks in self.tolerances.items():  # the rule the config file and the CLI apply
             for name, value in checks.items():
@@ -155,8 +158,6 @@ def registered() -> dict[str, ModelSpec]:
 
 def cache_root() -> Path:
     """Where built models and exported artifacts live (``HARNESS_CACHE``; ``core.cachedir.cache_root``)."""
-    from harness.core.cachedir import cache_root as root
-
     return root()
 
 
@@ -285,8 +286,6 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
     except UsageError as exc:
         raise UsageError(f"{path}/{exc}") from None
     if family is None:
-        from harness.families.registry import describe_undetected
-
         raise UsageError(f"{path}/{describe_undetected(cfg)}")
     check_model_dir(path)
     return ModelSpec(
@@ -300,12 +299,8 @@ def spec_for_directory(path: Path, *, name: str | None = None, family: str | Non
 
 def detect_family(cfg: Mapping[str, object]) -> str | None:
     """The family of an HF config, asked of every registered family (``Family.detects``)."""
-    from harness.families import detect_family as detect
-
     return detect(cfg)
 
 
 def _family(name: str) -> "Family":
-    from harness.families import family_for
-
     return family_for(name)

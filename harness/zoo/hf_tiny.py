@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.data.corpus import load_corpus
 from harness.zoo.base import ModelSpec, register
 from harness.zoo.tokenizer import save_tokenizer, train_tokenizer
 
@@ -22,8 +23,6 @@ SEED = 1234
 
 
 def corpus_texts() -> list[str]:
-    from harness.data.corpus import load_corpus
-
     return list(load_corpus("sentences_en").sources)
 
 

@@ -28,6 +28,7 @@ import struct
 from pathlib import Path
 
 from harness.core import UsageError
+from harness.core.admission import admit_model_dir
 from harness.core.cachedir import file_sha256, mismatch, tree_files
 
 #: the zoo entry's completion marker, holding its manifest (and the name it is written under first)
@@ -109,7 +110,6 @@ def check_model_dir(directory: Path) -> None:
             problem = safetensors_problem(directory / name)
             if problem:
                 raise UsageError(f"{directory}: cannot load model: {name} is corrupt or incomplete ({problem})")
-    from harness.core.admission import admit_model_dir
 
     admit_model_dir(directory)  # what the config and tokenizer declare, before either is parsed
     tokenizer_files = sorted({p.name for pattern in TOKENIZER_PATTERNS for p in directory.glob(pattern) if p.is_file()})

@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import UsageError, describe_error
 from harness.core.phases import phase
+from harness.core.quiet import routed_output
+from harness.families import family_for
+from harness.families.limits import check_limits, prepare_tokenizer
 from harness.zoo.base import ModelSpec, materialize
 from harness.zoo.consistency import check_tokenizer
 
@@ -194,9 +197,6 @@ def model_limits(spec: ModelSpec, path: Path, config: dict[str, Any], tokenizer:
     """The model's limits (``harness.families.limits``), checked before any work: one line and
     exit 2 when its tokenizer and config cannot work together. A pad-less tokenizer is given its
     EOS as pad here, so every later batch pads the same way."""
-    from harness.families import family_for
-    from harness.families.limits import check_limits, prepare_tokenizer
-
     if config.get("model_type") == "harness-encoder-custom":
         prepare_tokenizer(tokenizer)
         return None
@@ -277,8 +277,6 @@ def check_weights_only(path: Path) -> None:
     are accepted, so a checkpoint carrying code is refused before anything else reads it."""
     import torch
 
-    from harness.core.quiet import routed_output
-
     try:
         with routed_output(f"torch.load({path}, weights_only=True)"):  # torch's warnings: not before the refusal
             torch.load(str(path), map_location="cpu", weights_only=True)
@@ -303,10 +301,8 @@ def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust
     }
     if not safetensors:
         kwargs["weights_only"] = True  # the pickle path: never full unpickling
-    from harness.families import family_for
 
     cls = family_for(spec.family).hf_model_class(config)
-    from harness.core.quiet import routed_output
 
     try:
         with routed_output(f"model {path}"):
@@ -322,7 +318,6 @@ def load_tokenizer(path: Path, trust_remote_code: bool, custom: bool = False) ->
     if custom:  # not an HF architecture: AutoTokenizer would guess from config.json
         return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
 
-    from harness.core.quiet import routed_output
 
     try:
         with routed_output(f"tokenizer {path}"):

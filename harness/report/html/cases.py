@@ -15,6 +15,7 @@ from harness.report.html.diff import highlight
 from harness.report.html.grid import SEVERITY, anchor
 from harness.report.html.headline import format_number, headline
 from harness.report.html.templating import render
+from harness.report.memory import gb, peak_bytes
 from harness.report.text import printable
 from harness.results import Record
 from harness.results.sections import Evidence, Generation, Judged
@@ -143,8 +144,6 @@ def render_failures(records: list[Record], run_dir: Path | None, report_dir: Pat
 
 def _peak(record: Record) -> str:
     """The case's peak resident memory (``harness.report.memory``), empty when not recorded."""
-    from harness.report.memory import gb, peak_bytes
-
     peak = peak_bytes(record)
     return gb(peak) if peak is not None else ""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from harness.metrics.registry import METRICS
+from harness.report.coverage import html as coverage_html
 from harness.report.html.cases import render_case_table, render_failures
 from harness.report.html.grid import render_grid
 from harness.report.html.headline import headline
@@ -18,6 +19,7 @@ from harness.report.html.templating import markup, render
 from harness.report.summary import ORDER, status_line
 from harness.report.text import printable
 from harness.results import Record
+from harness.results.notrun import not_run_records
 from harness.results.record import run_green
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,8 +103,6 @@ def banner_state(records: list[Record], interruption: Interruption | None = None
 def render_report(records: Iterable[Record], *, title: str = "model deployment gate", run_dir: Path | None = None,
                   report_path: Path | None = None, history_db: str | Path | None = None,
                   extra_sections: Iterable[str] = (), interruption: Interruption | None = None) -> str:
-    from harness.results.notrun import not_run_records
-
     recs = list(records)
     unfinished = not_run_records(interruption)  # the grid and the tally count what never ran
     report_dir = report_path.parent if report_path is not None else None
@@ -112,7 +112,6 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
 
         sections.append(render_trends(history_db, trend_metrics(recs)))
     sections += list(extra_sections)
-    from harness.report.coverage import html as coverage_html
 
     sections.append(coverage_html(recs))
     sections.append(render_case_table(recs))

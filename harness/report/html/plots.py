@@ -13,6 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from harness.report.units import fmt
+from harness.report.variants import split_variant
+
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -54,8 +57,6 @@ def latency_cdf(series: Mapping[str, Sequence[float]], title: str) -> str:
     percentile table hides. Up to ``MAX_SERIES`` variants share one panel; more are drawn as
     small multiples, one panel per model (its precisions and providers), so every variant is
     shown -- a single panel used to stop at 10 and count the rest."""
-    from harness.report.variants import split_variant
-
     groups: dict[str, dict[str, Sequence[float]]] = {}
     if len(series) <= MAX_SERIES:
         groups[""] = dict(series)
@@ -151,8 +152,6 @@ def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str
     """Horizontal (stacked when several ``parts``) bars per variant: cold start, memory, tokens/s.
     One unit per axis; the total beside each bar is written in that unit (``10.1 s``, not
     ``1.007e+04``) inside the axes' room; a log axis when the totals span two orders of magnitude."""
-    from harness.report.units import fmt
-
     fig = _figure(7.0, 0.9 + 0.28 * max(len(values), 1))
     ax: Axes = fig.add_subplot()
     names = list(values)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from harness.report.text import printable
+
 if TYPE_CHECKING:  # pragma: no cover
     from jinja2 import Environment
 
@@ -32,7 +34,6 @@ def _shown(value: Any) -> Any:
     """Every template value's text with its control characters escaped; trusted markup as is."""
     from markupsafe import Markup
 
-    from harness.report.text import printable
 
     if isinstance(value, str) and not isinstance(value, Markup):
         return printable(value, keep_newlines=True)

@@ -22,6 +22,7 @@ from harness.report.html import plots
 from harness.report.html.templating import markup, render
 from harness.report.units import Quantity, fmt, quantity
 from harness.report.variants import VariantParts, split_variant
+from harness.results import history
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -142,8 +143,6 @@ def render_trend(data: TrendData, title: str) -> str:
 def render_trends(db: str | Path, wanted: Sequence[tuple[str, str]], *, last: int = 30,
                   max_plots: int = MAX_PLOTS) -> str:
     """``wanted``: (variant, history metric) pairs to plot."""
-    from harness.results import history
-
     metrics: dict[str, list[str]] = {}
     for variant, metric in wanted:
         if variant not in metrics.setdefault(metric, []):
