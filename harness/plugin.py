@@ -486,8 +486,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     from harness.report.terminal import render_terminal
 
     durations = config.getoption("harness_durations", None)
+    from harness.plugins.perf import PERF
+
     render_terminal(collector.records, terminalreporter, collector.writer.out_dir, interruption=stopped,
-                    durations=None if durations is None else int(durations))
+                    durations=None if durations is None else int(durations),
+                    perf=config.stash.get(PERF, None) is not None)
     if stopped is None and _not_green(collector.records):
         from harness.report.summary import status_line
 

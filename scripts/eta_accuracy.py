@@ -1,29 +1,70 @@
-"""How far the progress ETA was from the truth, replayed from a finished run directory.
+"""How far the progress ETA was from the truth: on a real run, or replayed from a finished one.
 
-    python scripts/eta_accuracy.py reports/run-20261202-080024 [--workers 1]
+    python scripts/eta_accuracy.py --run -- --out reports/eta-default            # the default run
+    python scripts/eta_accuracy.py --run -- --perf --models bert-tiny --out reports/eta-perf
+    python scripts/eta_accuracy.py --journal eta.jsonl                          # a journal kept before
+    python scripts/eta_accuracy.py --replay reports/run-20261202-080024 [--workers 1]
 
-The cases are replayed in the order the run finished them (``results.jsonl``), each with the
-duration it took: after every case the estimator (``harness.plugins.progress.Estimator``, with
-the shard planner's cost weights and no durations history -- a first run) predicts the seconds
-left, and the truth is the sum of the durations still to come (divided by the workers). Prints
-the error of every estimate from the first third of the run on, and its worst and median.
+``--run`` runs ``harness run`` with the given arguments and ``HARNESS_PROGRESS_ETA_LOG`` set: the
+progress display writes every estimate it showed with its wall-clock time, and the session's end
+(``harness.plugins.progress.EtaJournal``). The truth of an estimate is the wall-clock time from it
+to the end of the session, start-up, collection, the gaps between cases and the reports included.
+Prints the fraction of the estimates taken after a third of the cases had finished that fall
+within +-30 % of the true remaining time, their median and worst error, the run's wall time and
+the load average (1-minute, sampled every 5 s while the run lasted: its mean and maximum).
+
+``--replay`` replays a run directory's ``results.jsonl`` in the order its cases finished, each with
+its duration, through the estimator (the shard planner's cost weights, no durations history -- a
+first run); its truth is the sum of the durations still to come, so it judges the model, not the
+wall clock.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.plugins.progress import Estimator, case_weights
+from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_weights, reused_builds
+
+#: an estimate counts as good within this relative error of the true remaining time
+TOLERANCE = 0.30
 
 
-def replay(records: list[dict], workers: int = 1, weighted: bool = True) -> list[tuple[int, float, float]]:
-    """[(cases finished, estimated seconds left, true seconds left)] from the first third on."""
+@dataclass(frozen=True)
+class Accuracy:
+    """The estimates from the first third of a run on: (cases done, estimated s, true s) each."""
+
+    estimates: list[tuple[int, float, float]]
+
+    @property
+    def errors(self) -> list[float]:
+        return [eta / truth - 1 for _, eta, truth in self.estimates]
+
+    def line(self, name: str, total: int) -> str:
+        errors = self.errors
+        if not errors:
+            return f"{name}: no estimate after a third of the {total} cases"
+        good = sum(abs(e) <= TOLERANCE for e in errors)
+        return (f"{name}: {good}/{len(errors)} estimates ({good / len(errors):.0%}) within +-{TOLERANCE:.0%}, "
+                f"from case {self.estimates[0][0]} of {total}; median |error| "
+                f"{statistics.median(abs(e) for e in errors):.0%}, worst {max(errors, key=abs):+.0%}")
+
+
+def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True) -> Accuracy:
     ids = [str(r["id"]) for r in records]
     seconds = [float(r.get("duration_s") or 0.0) for r in records]
-    estimator = Estimator(weights=case_weights(ids) if weighted else None)
+    kinds = case_kinds(ids)
+    weights = reused_builds(ids, case_weights(ids), kinds) if by_kind else case_weights(ids)
+    estimator = Estimator(weights=weights if weighted else None, kinds=kinds if by_kind else None)
     out = []
     for done in range(max(len(ids) // 3, 1), len(ids)):
         finished = dict(zip(ids[:done], seconds[:done]))
@@ -31,22 +72,93 @@ def replay(records: list[dict], workers: int = 1, weighted: bool = True) -> list
         truth = sum(seconds[done:]) / workers
         if eta is not None and truth > 0:
             out.append((done, eta, truth))
-    return out
+    return Accuracy(out)
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A journal's estimates and the session's start and end (wall clock)."""
+
+    started: float | None
+    ended: float
+    total: int
+    entries: list[tuple[float, int, float | None]]
+
+    @classmethod
+    def read(cls, path: Path) -> Journal:
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        ended = next((e["ended"] for e in reversed(lines) if "ended" in e), None)
+        if ended is None:
+            raise SystemExit(f"{path}: the session's end is not in the journal (the run did not finish)")
+        entries = [(float(e["t"]), int(e["done"]), e.get("eta")) for e in lines if "t" in e]
+        total = max((int(e["total"]) for e in lines if "total" in e), default=0)
+        return cls(next((e.get("started") for e in lines if "started" in e), None), float(ended), total, entries)
+
+    def accuracy(self) -> Accuracy:
+        third = self.total / 3
+        return Accuracy([(done, float(eta), self.ended - t) for t, done, eta in self.entries
+                         if done >= third and eta is not None and self.ended - t > 0])
+
+
+class LoadSampler:
+    """The 1-minute load average every ``period`` seconds while a run lasts."""
+
+    def __init__(self, period: float = 5.0) -> None:
+        self.samples = [os.getloadavg()[0]]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(period,), daemon=True)
+        self.thread.start()
+
+    def _run(self, period: float) -> None:
+        while not self.stop.wait(period):
+            self.samples.append(os.getloadavg()[0])
+
+    def close(self) -> str:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        return f"load average (1 min) mean {statistics.mean(self.samples):.1f}, max {max(self.samples):.1f}"
+
+
+def run(args: list[str], keep: Path | None = None) -> int:
+    """``harness run ARGS`` with the journal on (kept at ``keep`` when given); prints its accuracy
+    and the load."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = keep or Path(tmp) / "eta.jsonl"
+        path.unlink(missing_ok=True)
+        load = LoadSampler()
+        began = time.time()
+        code = subprocess.call([sys.executable, "-c", "from harness.cli import entrypoint; entrypoint()", "run", *args],
+                               env={**os.environ, EtaJournal.ENV: str(path)})
+        wall = time.time() - began
+        load_line = load.close()
+        journal = Journal.read(path)
+    print(f"harness run {' '.join(args)}: exit {code}, {journal.total} cases, {wall:.0f} s wall; {load_line}")
+    print(journal.accuracy().line("ETA (wall clock, start-up to the reports)", journal.total))
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--workers", type=int, default=1)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", action="store_true", help="run `harness run` with the arguments after --")
+    source.add_argument("--journal", type=Path, help="an ETA journal a run wrote (HARNESS_PROGRESS_ETA_LOG)")
+    source.add_argument("--replay", type=Path, metavar="RUN_DIR", help="replay a run directory's durations")
+    parser.add_argument("--workers", type=int, default=1, help="with --replay: the run's xdist workers")
+    parser.add_argument("--keep-journal", type=Path, metavar="FILE", help="with --run: keep the journal here")
+    parser.add_argument("rest", nargs="*", help="with --run: harness run's arguments (after --)")
     args = parser.parse_args()
-    records = [json.loads(line) for line in (args.run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
-    for weighted in (True, False):
-        rows = replay(records, args.workers, weighted)
-        errors = [eta / truth - 1 for _, eta, truth in rows]
-        name = "cost model" if weighted else "mean of finished cases"
-        print(f"{name}: {len(rows)} estimates from case {rows[0][0]} of {len(records)}: "
-              f"worst {max(errors, key=abs):+.0%}, median |error| {statistics.median(abs(e) for e in errors):.0%}, "
-              f"within +-30 %: {sum(abs(e) <= 0.3 for e in errors)}/{len(errors)}")
+    if args.run:
+        return run(args.rest, args.keep_journal)
+    if args.journal:
+        journal = Journal.read(args.journal)
+        print(journal.accuracy().line("ETA (wall clock)", journal.total))
+        return 0
+    results = args.replay / "results.jsonl"
+    records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    for weighted, by_kind, name in ((True, True, "cost model, reused builds, rates per suite and backend"),
+                                    (True, False, "cost model, rates per suite (the former estimate)"),
+                                    (False, False, "mean of finished cases")):
+        print(replay(records, args.workers, weighted, by_kind).line(name, len(records)))
     return 0
 
 

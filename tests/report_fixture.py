@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-ENV = {"fingerprint": "f00d", "cpu": "Test CPU <b>", "cores": 2, "versions": {"onnxruntime": "1.20.0"}}
+ENV = {"fingerprint": "f00d", "cpu": "Test CPU <b>", "cores": 2, "host": "ci-runner-7",
+       "versions": {"onnxruntime": "1.20.0"}}
 HOSTILE = "<script>alert('x')</script>"
 FAILING_ID = "test_logits_parity[bert-int8-ort_cpu]"
 
@@ -85,3 +86,39 @@ def make_history(root: Path) -> Path:
             row["finished"] = f"2026-01-0{night + 1}T00:00:00+0000"
         history.ingest(write_run(run, rows), db)
     return db
+
+
+#: the perf fixture's variants: (variant, backend, p50 ms, p99 ms, cold load ms, peak RSS MiB, verdict)
+PERF_VARIANTS = (
+    ("bert-fp32-torch_cpu", "pytorch", 6.8, 18.3, 17100.0, 397.0, "pass"),
+    ("bert-fp32-ort_cpu", "onnxruntime", 0.31, 20.6, 306.0, 63.5, "pass"),
+    ("bert-int8-ort_cpu", "onnxruntime", 0.50, 29.8, 211.0, 63.9, "fail"),  # its p99 budget: a regression
+    ("marian-fp32-torch_cpu", "pytorch", 41.0, 60.0, 21000.0, 610.0, "pass"),
+    ("marian-fp32-ort_cpu", "onnxruntime", 12.0, 19.0, 900.0, 150.0, "pass"),
+    ("marian-int8-ort_cpu", "onnxruntime", 8.0, 14.0, 700.0, 120.0, "pass"),
+)
+#: what the baseline gate said of the fixture's variants (``perf-compare.json``): p50 ratio, verdict
+PERF_BASELINE = {"bert-fp32-ort_cpu": (1.04, "PASS"), "marian-fp32-ort_cpu": (1.31, "REGRESSION")}
+
+
+def perf_records(run_dir: Path) -> list[dict[str, Any]]:
+    """A ``--perf`` run of two models (2-3 variants each, PyTorch FP32 among them): a latency case
+    with raw samples and its p99 interval, and a cold-start/memory case per variant."""
+    rows = []
+    for variant, backend, p50, p99, load, rss, verdict in PERF_VARIANTS:
+        samples = [p50 * (1 + 0.02 * (i % 11)) for i in range(400)] + [p99] * 5
+        reason = f"p99_ms = {p99} ms (must be <= 25 ms)" if verdict == "fail" else ""
+        thresholds = {"p99_ms": {"threshold": 25.0, "op": "<="}} if verdict == "fail" else {}
+        rows.append(record("test_latency", variant, verdict, backend=backend, reason=reason, thresholds=thresholds,
+                           perf={"latency_ms": {"samples": samples, "items_per_call": 1, "throughput": 1000.0 / p50,
+                                                "summary": {"n": len(samples), "p50": p50, "p90": p50 * 1.1,
+                                                            "p99": p99, "mean": p50 * 1.1, "cv": 0.1},
+                                                "tail": {"interval": [p99 * 0.9, p99 * 1.2]}}}))
+        rows.append(record("test_cold_start_memory", variant, backend=backend, perf={
+            "cold_start_ms": {"load": load, "first_inference": load / 20}, "peak_rss_bytes": rss * 2 ** 20,
+            "artifact_bytes": 17.5 * 2 ** 20 if "int8" not in variant else 4.6 * 2 ** 20}))
+    write_run(run_dir, rows)
+    gate = [{"variant": v, "metric": "latency_ms.p50", "ratio": ratio, "verdict": verdict, "advisory": False}
+            for v, (ratio, verdict) in PERF_BASELINE.items()]
+    (run_dir / "perf-compare.json").write_text(json.dumps({"schema": "harness.perf-compare/1", "rows": gate}))
+    return rows

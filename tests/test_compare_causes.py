@@ -41,8 +41,11 @@ def test_a_stricter_config_is_listed_first_as_the_cause(tmp_path: Path, capsys: 
     md = to_markdown(cmp)
     assert md.index("## Differences between the runs") < md.index("## Verdict changes")
     assert "identical" not in md and "differences: 1 tolerance, 1 configuration" in md
+    assert md.index("- A: **run** 2026-01-05 00:00 UTC · **host** ci-runner-7") < md.index("## Differences")
     page = to_html(cmp)
     assert page.index('id="differences"') < page.index('id="verdicts"') and "strict.toml" in page
+    header = page[page.index('id="run-header"'):page.index('id="verdict"')]  # each run's header opens the page
+    assert header.count("<b>host</b> ci-runner-7") == 2 and "<b>fingerprint</b> f00d" in header
     assert main(["compare", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert out.index("tolerance: model/logits cosine: >= 0.99 -> >= 0.99999") < out.index("verdict changes")

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from scripts_module import load_script
 
 from tests.waiting import PATIENCE
 
@@ -109,8 +110,16 @@ def test_live_display_on_a_terminal(tmp_path: Path, workers: int) -> None:
     out = tmp_path / "run"
     args = ["run", "--suites", str(tmp_path / "test_live_suite.py"), "--models", "bert-tiny", "--precisions", "fp32",
             "int8", "--providers", "ort_cpu", "--out", str(out)] + (["-n", str(workers)] if workers > 1 else [])
-    code, screen = run_under_pty(args, gate, tmp_path)
+    # each case is let go once a frame shows it a second into its phase: the display ticks while it runs
+    code, screen = run_under_pty(args, gate, tmp_path, {v: _in_reference(v).replace(r"[\d.]+ s", r"[1-9]\.\d s")
+                                                        for v in VARIANTS})
     assert code == 0, screen[-3000:]
+    for variant in VARIANTS:  # the same running case redrawn with its clock moving
+        shown = set(re.findall(rf"{re.escape(variant)} waits\s+reference ([\d.]+) s", screen))
+        assert len(shown) >= 2, (variant, shown)
+    if workers == 1:  # while the second case runs, the ETA counts down instead of freezing
+        etas = [float(x) for x in re.findall(r"harness 1/2 cases.*?ETA ([\d.]+) s", screen)]
+        assert any(b < a for a, b in zip(etas, etas[1:])), etas
     # frames: the counter, each case with its phase (xdist: with its worker), then the last count
     assert re.search(r"harness 0/2 cases", screen), screen[-3000:]
     for variant in VARIANTS:
@@ -184,6 +193,7 @@ def test_eta_reads_the_durations_history_scaled_by_this_runs_speed() -> None:
     # no history: this run's mean; nothing to go on: no estimate
     assert Estimator().eta(["x", "y"], {}, {"z": 3.0}, 1) == 6.0
     assert Estimator().eta(["x"], {}, {}, 1) is None
+    assert Estimator().eta(["x"], {}, {"skipped": 0.0}, 1) is None  # a 0-s skip is no estimate of 0 s left
 
 
 def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> None:
@@ -208,16 +218,36 @@ def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> 
     assert est.eta([], {"s.py::test_logits_parity[m-int8-ort_cpu]": 40.0}, logits_done, 1) == 10.0
 
 
+def test_eta_rates_per_suite_and_backend() -> None:
+    """A PyTorch variant's cold start imports torch in every fresh process (~20x an ONNX Runtime
+    one's seconds per unit): within a suite, each backend's finished cases set its own rate."""
+    from harness.plugins.progress import Estimator, case_kinds
+
+    ids = [f"test_cold_start_memory[m-{p}-{b}]" for p in ("fp32", "int8") for b in ("ort_cpu", "torch_cpu")]
+    kinds = case_kinds(ids)
+    assert kinds == {ids[0]: "onnxruntime", ids[1]: "pytorch", ids[2]: "onnxruntime", ids[3]: "pytorch"}
+    weights = dict.fromkeys(ids, 1.0)
+    done = {f"s.py::{ids[0]}": 1.0, f"s.py::{ids[1]}": 20.0}
+    by_kind = Estimator(weights=weights, kinds=kinds).eta([f"s.py::{ids[3]}"], {}, done, 1)
+    assert by_kind == (20.0 + 10.5) / 2  # one torch case: pulled towards the suite's 10.5 s per unit once
+    assert Estimator(weights=weights).eta([f"s.py::{ids[3]}"], {}, done, 1) == 10.5  # the control: one rate
+
+
+def test_a_variant_built_earlier_in_the_run_weighs_as_one_that_exports_nothing() -> None:
+    from harness.plugins.progress import case_kinds, reused_builds
+    from harness.shard.cost import TORCH_FACTOR
+
+    ids = ["test_generation_parity[m-fp32-ort_cpu]", "test_generation_parity[m-fp32-torch_cpu]",
+           "test_logits_parity[m-fp32-ort_cpu]", "test_logits_parity[m-fp32-torch_cpu]", "test_logits_parity[b-fp32-ort_cpu]"]
+    weights = dict.fromkeys(ids, 1.0)
+    assert reused_builds(ids, weights, case_kinds(ids)) == {**weights, ids[2]: TORCH_FACTOR}  # the ORT export reused
+
+
 def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     """The replay ``scripts/eta_accuracy.py`` does, on a run whose suites cost what the model
     says up to a factor per suite: from the first third on, every estimate is within +-30 %;
     the former mean-of-finished estimate is not (a cheap suite after an expensive one)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("eta_accuracy", Path(__file__).parents[1] / "scripts" / "eta_accuracy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("eta_accuracy")
     from harness.plugins.progress import case_weights
 
     ids = [f"test_generation_parity[marian-tiny-{p}-{b}]" for p in ("fp32", "fp16", "int8") for b in ("torch_cpu", "ort_cpu")]
@@ -228,10 +258,35 @@ def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     # the machine's truth: 3 s per unit for generation, 0.9 for logits (the model's suite factors off by ~10 %)
     rate = {"test_generation_parity": 3.0, "test_logits_parity": 0.9}
     records = [{"id": i, "duration_s": weights[i] * rate[i.split("[")[0]]} for i in ids]
-    errors = [eta / truth - 1 for _, eta, truth in module.replay(records)]
+    errors = module.replay(records).errors
     assert errors and max(abs(e) for e in errors) <= 0.30, errors
-    mean_errors = [eta / truth - 1 for _, eta, truth in module.replay(records, weighted=False)]
+    mean_errors = module.replay(records, weighted=False).errors
     assert max(abs(e) for e in mean_errors) > 0.30  # the negative control: the former estimate misses
+
+
+def test_wall_clock_stretches_the_eta_and_the_journal_judges_it(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases' durations leave out the gaps between them: the ETA is stretched by the wall
+    seconds per case second so far (1 to 2x, once 3 cases finished); the journal a run keeps with
+    ``HARNESS_PROGRESS_ETA_LOG`` is judged against the session's true end."""
+    from harness.plugins.progress import MAX_WALL_FACTOR, EtaJournal, wall_factor
+
+    assert wall_factor(15.0, [4.0, 3.0, 3.0], [], 1) == 1.5
+    assert wall_factor(15.0, [5.0, 5.0], [], 1) == 1.0  # too few cases to trust the clock
+    assert wall_factor(7.5, [5.0, 5.0, 5.0], [], 2) == 1.0  # two workers: 7.5 s busy each, no gap
+    assert wall_factor(600.0, [1.0, 1.0, 1.0], [], 1) == MAX_WALL_FACTOR
+    log = tmp_path / "eta.jsonl"
+    monkeypatch.setenv(EtaJournal.ENV, str(log))
+    journal = EtaJournal.from_env()
+    assert journal is not None
+    for done, eta in ((1, 1.0), (2, 8.0), (3, 2.0), (4, 0.0)):
+        journal.estimate(done, 4, eta)
+    journal.ended()
+    module = load_script("eta_accuracy")
+    read = module.Journal.read(log)
+    assert read.total == 4 and [done for done, _, _ in read.accuracy().estimates] == [2, 3, 4]  # from a third on
+    truths = [truth for _, _, truth in read.accuracy().estimates]
+    assert all(t > 0 for t in truths) and truths == sorted(truths, reverse=True)
 
 
 def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) -> None:

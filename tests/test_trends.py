@@ -129,9 +129,32 @@ def test_screenshot_script_photographs_the_pages(tmp_path: Path) -> None:
     if not Path(screenshots.CHROMIUM).exists():
         pytest.skip(f"chromium not installed at {screenshots.CHROMIUM} (Debian package chromium; .ci/run installs it)")
     pytest.importorskip("playwright.sync_api", reason="playwright not installed (extra test)")
-    shots = screenshots.screenshot(screenshots.build_pages(tmp_path / "pages"), tmp_path / "img")
+    seen: dict[str, Any] = {}
+    pages = screenshots.build_pages(tmp_path / "pages")
+    from test_perf_page import perf_section_checks
+
+    perf_section_checks(pages["perf"].read_text())
+    shots = screenshots.screenshot(pages, tmp_path / "img", seen=seen)
     assert [s.name for s in shots] == ["report.png", "perf.png", "compare.png", "trends.png"]
     assert all(s.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and s.stat().st_size > 20_000 for s in shots)
+    # the perf run's tables as the browser shows them: every variant once, in its model's table,
+    # regressions first, the speedup column the reference's p50 over the variant's, from the records
+    from report_fixture import PERF_VARIANTS
+    from test_perf_page import EXPECTED
+
+    rows = seen["perf_rows"]
+    assert all(r["visible"] for r in rows)
+    assert {m: [r["variant"] for r in rows if r["model"] == m] for m in EXPECTED} == EXPECTED
+    heads = seen["table_heads"][0]
+    speedup = heads.index("vs PyTorch FP32")
+    p50 = {v: p for v, _, p, *_ in PERF_VARIANTS}
+    for r in rows:
+        reference = p50[f"{r['model']}-fp32-torch_cpu"]
+        shown = r["cells"][speedup]
+        expected = "1.00× (reference)" if r["variant"].endswith("fp32-torch_cpu") else \
+            f"{reference / p50[r['variant']]:.2f}×"
+        assert shown == expected, (r["variant"], shown)
+    assert [r["variant"] for r in rows if r["regressed"]] == ["bert-int8-ort_cpu", "marian-fp32-ort_cpu"]
 
 
 def test_history_show_keeps_metric_names_whole_on_a_narrow_terminal(db: Path, monkeypatch: pytest.MonkeyPatch,

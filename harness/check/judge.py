@@ -55,7 +55,8 @@ from harness.runners.prebuilt import MappedRunner
 from harness.zoo.base import ModelSpec
 from harness.zoo.loading import LoadedModel
 
-__all__ = ["CheckOutcome", "CheckRequest", "JobResult", "judge_generation", "judge_job", "numeric_case"]
+__all__ = ["CheckOutcome", "CheckRequest", "JobResult", "PreparedJob", "generation_request", "judge_generation",
+           "judge_job", "numeric_case", "prepare_job"]
 
 
 @dataclass
@@ -103,12 +104,28 @@ class CheckOutcome:
 
 
 # -- one job ------------------------------------------------------------------------------------------
-def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel, family: Family,
-              precision: Precision, overrides: Mapping[str, Mapping[str, float]], maps: Mapping[str, str],
-              protocol_table: Mapping[str, Any] | None = None, protocol_origin: str = "--io-protocol") -> JobResult:
-    """Match the job's I/O on the first corpus batch (UsageError if impossible), then compare
-    on every batch through the workspace's memoised FP32 reference, as the suites do."""
-    result = JobResult(job)
+@dataclass
+class PreparedJob:
+    """Everything a job is judged on that the reference side decides, before the file runs: its
+    protocol, its I/O matched to the reference graph's, and the batches and shape probes with
+    their FP32 references (computed, memoised and cached). Preparing every job first is what lets
+    a large model's PyTorch module be freed before any session of the files opens."""
+
+    protocol: Protocol
+    match: IOMatch
+    synth: dict[str, Any]
+    batches: list[Any]
+    probes: list[Any]
+    pooling: Any
+    notes: list[str] = field(default_factory=list)
+    cut: tuple[int, int, int, bool] | None = None
+
+
+def prepare_job(ws: Workspace, job: Job, model: LoadedModel, family: Family, maps: Mapping[str, str],
+                protocol_table: Mapping[str, Any] | None = None,
+                protocol_origin: str = "--io-protocol") -> PreparedJob:
+    """Match the job's I/O on the first corpus batch (UsageError if impossible) and compute every
+    batch's FP32 reference through the workspace's memo, as the suites do; the file is not run."""
     factories = synthesizers(model, family)
 
     def feeds(texts: Sequence[str]) -> dict[str, np.ndarray]:
@@ -125,18 +142,14 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     file_logits = next((t for t in art.outputs if t.name == protocol.logits_output), None)
     protocol = wants_last_logits(protocol, ref0[logits_ref].ndim if logits_ref in ref0 else None,
                                  len(file_logits.shape) if file_logits and file_logits.shape is not None else None)
-    result.protocol = protocol
-    if protocol.adapts:
-        session = ProtocolRunner(session, protocol, art.inputs, art.outputs)
     match = match_io(job.label, ref_in, reference_info(ref0), canonical_inputs(protocol, art.inputs),
                      canonical_outputs(protocol, art.outputs),
                      synthesizable={k: v[0] for k, v in factories.items()}, gated_outputs=job.graph.gated_outputs,
                      user_map=dict(protocol.names), protocol_pairs=protocol_pairs(protocol))
-    result.match = match
     infos = {t.name: t for t in canonical_inputs(protocol, art.inputs)}
     synth = {name: factories[what][1](infos[name]) for name, what in match.synthesized.items()}
-    runner = MappedRunner(session, match.input_map, match.output_map, synth, job.label)
-    result.runner = runner
+    notes: list[str] = []
+    cut_seen: tuple[int, int, int, bool] | None = None
 
     rows = bool(protocol.rows_because)
     static_batch = None if rows else protocol.static_batch
@@ -145,20 +158,20 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
     if static_seq:  # counted on the corpus as it is, before a short last batch is filled
         masks = [m for texts in chunks if (m := feeds(texts).get("attention_mask")) is not None]
         cut, total = cut_sentences(masks, static_seq)
-        result.cut = (cut, total, static_seq, protocol.static_intended)
-        result.notes.append(f"static sequence length {static_seq}: inputs padded (masked) or cut to it; "
-                            f"{cut} of {total} sentences longer than the baked {static_seq} tokens"
-                            + (" (declared intended)" if protocol.static_intended else ""))
+        cut_seen = (cut, total, static_seq, protocol.static_intended)
+        notes.append(f"static sequence length {static_seq}: inputs padded (masked) or cut to it; "
+                     f"{cut} of {total} sentences longer than the baked {static_seq} tokens"
+                     + (" (declared intended)" if protocol.static_intended else ""))
     if static_batch and len(chunks[-1]) != static_batch:  # filled with its own sentences: every one is judged
         short = list(chunks[-1])
-        result.notes.append(f"static batch {static_batch}: the last batch of {len(short)} sentence(s) is filled "
-                            "with repeats of its own sentences")
+        notes.append(f"static batch {static_batch}: the last batch of {len(short)} sentence(s) is filled "
+                     "with repeats of its own sentences")
         chunks[-1] = [*short, *(short[i % len(short)] for i in range(static_batch - len(short)))]
     if rows:
-        result.notes.append(protocol.rows_because)
+        notes.append(protocol.rows_because)
     if protocol.one_token:
-        result.notes.append("one token per call: the file's sequence length is fixed at 1 (each call fed the "
-                            "presents of the one before)")
+        notes.append("one token per call: the file's sequence length is fixed at 1 (each call fed the "
+                     "presents of the one before)")
     if not chunks:
         raise UsageError(f"{art.path}: static batch size {static_batch} exceeds the {len(ws.texts(model))} "
                          "corpus sentences")
@@ -175,6 +188,24 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
         batches = [(dict(f), dict(r), dict(m)) for f, r, m in last_token_reference(batches, logits_ref)]
         probes = [(label, last_token_reference([b], logits_ref)[0]) for label, b in probes]
     pooling = family.sentence_pooling(model, job.graph) if "last_hidden_state" in match.output_map else None
+    return PreparedJob(protocol, match, synth, batches, probes, pooling, notes, cut_seen)
+
+
+def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel, family: Family,
+              precision: Precision, overrides: Mapping[str, Mapping[str, float]], maps: Mapping[str, str],
+              protocol_table: Mapping[str, Any] | None = None, protocol_origin: str = "--io-protocol") -> JobResult:
+    """The job prepared (``prepare_job``: I/O matched, references computed), then the file run on
+    every batch and compared, as the suites do."""
+    result = JobResult(job)
+    prepared = prepare_job(ws, job, model, family, maps, protocol_table, protocol_origin)
+    protocol, match, batches, probes, pooling = (prepared.protocol, prepared.match, prepared.batches,
+                                                 prepared.probes, prepared.pooling)
+    result.protocol, result.match, result.cut = protocol, match, prepared.cut
+    result.notes += prepared.notes
+    if protocol.adapts:
+        session = ProtocolRunner(session, protocol, job.artifact.inputs, job.artifact.outputs)
+    runner = MappedRunner(session, match.input_map, match.output_map, prepared.synth, job.label)
+    result.runner = runner
     runner.recorded = [] if pooling else None
     start = time.perf_counter()
     graph = replace(job.graph, name=job.key)
@@ -204,21 +235,32 @@ def judge_job(ws: Workspace, job: Job, session: GraphRunner, model: LoadedModel,
 def generation_runners(family: Family, jobs: list[JobResult]) -> tuple[dict[str, GraphRunner], bool, str]:
     """Runners by reference graph name for the decoding loops, whether a cache is usable,
     and '' -- or why generation cannot run on these files (the family decides)."""
+    # a file whose numeric check failed still decodes (with its own cache, judged in the closed
+    # loop of harness.judge.cached_decoding): leaving it out decoded uncached and passed quietly
+    return family.decoding_runners(checked_graphs([(j.job, j.match, j.runner) for j in jobs
+                                                   if j.runner is not None and j.match is not None]))
+
+
+def checked_graphs(entries: Sequence[tuple[Job, IOMatch, GraphRunner | None]]) -> dict[str, CheckedGraph]:
+    """Each judged mode as decoding sees it (a dedicated file wins over the merged one for the
+    same graph); the runner may still be None while only the reference side is prepared."""
     judged: dict[str, CheckedGraph] = {}
-    for j in jobs:  # a dedicated file wins over the merged one for the same graph
-        # a file whose numeric check failed still decodes (with its own cache, judged in the closed
-        # loop of harness.judge.cached_decoding): leaving it out decoded uncached and passed quietly
-        if j.runner is not None and j.match is not None and \
-                (j.job.mode not in judged or j.job.artifact.role != "merged"):
-            judged[j.job.mode] = CheckedGraph(j.runner, _gives_cache(j), str(j.job.artifact.path))
-    return family.decoding_runners(judged)
+    for job, match, runner in entries:
+        if job.mode not in judged or job.artifact.role != "merged":
+            judged[job.mode] = CheckedGraph(runner, gives_cache(job, match), str(job.artifact.path))
+    return judged
 
 
-def _gives_cache(result: JobResult) -> bool:
+def gives_cache(job: Job, match: IOMatch) -> bool:
     """Whether the artifact returns every KV-cache tensor the next step needs."""
-    assert result.match is not None
-    presents = [n for n in result.job.graph.output_names if n.startswith("present")]
-    return bool(presents) and all(n in result.match.output_map for n in presents)
+    presents = [n for n in job.graph.output_names if n.startswith("present")]
+    return bool(presents) and all(n in match.output_map for n in presents)
+
+
+def generation_request(base: GenerationRequest | None, samples: int | None, use_cache: bool) -> GenerationRequest:
+    """What generation parity decodes for a check: the config's request, the cache as the files allow."""
+    request = replace(base or GenerationRequest(), use_cache=use_cache)
+    return replace(request, samples=samples) if samples is not None else request
 
 
 def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list[JobResult],
@@ -230,11 +272,8 @@ def judge_generation(ws: Workspace, variant: Variant, family: Family, jobs: list
         return None, f"generation parity skipped: {why}"
     assert ws.runtimes.prebuilt is not None
     ws.runtimes.prebuilt.serve(runners)
-    request = replace(base or GenerationRequest(), use_cache=use_cache)
-    if samples is not None:
-        request = replace(request, samples=samples)
-    return generation_parity(ws, variant, request, family), ("" if use_cache else
-                                                            "decoded without a KV cache (no cached graph given)")
+    return generation_parity(ws, variant, generation_request(base, samples, use_cache), family), (
+        "" if use_cache else "decoded without a KV cache (no cached graph given)")
 
 
 def job_protocols(jobs: Sequence[JobResult]) -> dict[str, Any]:

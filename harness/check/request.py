@@ -47,6 +47,9 @@ class CheckRequest:
     runtime: Any = None
     #: ``--repro-bundles`` (off / auto / bytes); None: the run's default
     repro_bundles: str | None = None
+    #: ``--release-models`` (auto / always / never): whether references are computed before the files'
+    #: sessions open and the PyTorch module freed between; None: the run's default
+    release_models: str | None = None
     #: judge a served model instead of files (harness.settings.endpoint.Endpoint; ``onnx`` unused)
     endpoint: Any = None
     #: the files' I/O protocol overrides (a ``--io-protocol`` file's or a config's ``[protocol]`` table)
@@ -89,7 +92,8 @@ def resolve(req: CheckRequest, artifacts: list[ArtifactFile] | None = None) -> C
     catalog.add(spec)  # the checked model with its tolerances and corpus: this run's, like a config's models
     defaults = Settings()
     settings = Settings(batch_size=req.batch_size or defaults.batch_size, samples=req.samples or defaults.samples,
-                        threads=req.threads, repro_bundles=req.repro_bundles or defaults.repro_bundles)
+                        threads=req.threads, repro_bundles=req.repro_bundles or defaults.repro_bundles,
+                        release_models=req.release_models or defaults.release_models)
     options = RunOptions(models=[spec.name], precisions=[precision], providers=[provider], catalog=catalog,
                          settings=settings)
     if req.runtime is not None:  # runtime settings of the check (--graph-optimization, --provider-option...)

@@ -62,7 +62,8 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                   generation=not args.no_generation, gen_samples=args.gen_samples,
                   perf=perf_settings(args), runtime=runtime_settings(args),
-                  repro_bundles=cli_values(args).get("repro_bundles"), **protocol_option(args.io_protocol))
+                  repro_bundles=cli_values(args).get("repro_bundles"),
+                  release_models=cli_values(args).get("release_models"), **protocol_option(args.io_protocol))
     from harness.serving.options import endpoint_of
 
     endpoint = endpoint_of(args)
@@ -251,14 +252,17 @@ def source_of(request: CheckRequest) -> type[JobSource]:
 
 
 def check(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from harness.check.report import print_outcome
-    from harness.core.admission import limits_from, set_limits
+    from harness.core.admission import CHECK_COPIES, limits_from, set_limits
     from harness.core.writable import ensure_writable_dir
     from harness.report.console import cli_console
     from harness.report.summary import write_summary
     from harness.results import ResultsWriter, new_run_id
 
-    set_limits(limits_from(args))  # before any reference or artifact is read
+    # before any reference or artifact is read; a check holds the reference and the sessions, not an exporter
+    set_limits(replace(limits_from(args), weight_copies=CHECK_COPIES[args.release_models or "auto"]))
     todo = requests(args)
     out = ensure_writable_dir(args.out or default_run_dir("check"), "--out")
     console = cli_console()

@@ -48,7 +48,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.markdown:
         from harness.report.summary import render_summary
 
-        _write(args.markdown, render_summary(records, interruption=stopped))
+        _write(args.markdown, render_summary(records, interruption=stopped, run_dir=Path(args.run_dir)))
     if not (args.csv or args.html or args.markdown):
         from harness.report.console import cli_console
         from harness.report.terminal import build_table

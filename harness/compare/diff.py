@@ -26,6 +26,7 @@ from harness.metrics.registry import METRICS
 from harness.results import MetricKey, Record
 from harness.results.reason import reason_line
 from harness.results.record import FAILING
+from harness.results.runheader import RunHeader
 from harness.results.sections import SettingsSection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,6 +163,8 @@ class RunComparison:
     allow_missing: bool = False
     #: tolerance, configuration, runtime-setting, version and environment differences, listed first
     differences: list[Difference] = field(default_factory=list)
+    #: when, where and with what A and B ran (the page's header)
+    headers: tuple[RunHeader, RunHeader] = (RunHeader(), RunHeader())
 
     @property
     def identical(self) -> bool:
@@ -248,4 +251,4 @@ def compare(records_a: Iterable[Record], records_b: Iterable[Record], *, name_a:
     gate = compare_accuracy(list(a.values()), aligned, margins)
     gate.coverage_gated = False
     return RunComparison(name_a, name_b, verdicts, accuracy, perf, env, unchanged, gate, len(pairs), gone,
-                         allow_missing, run_differences(pairs))
+                         allow_missing, run_differences(pairs), (RunHeader.of(a.values()), RunHeader.of(b.values())))

@@ -9,7 +9,7 @@ from harness.compare.diff import MetricDelta, RunComparison, VerdictChange
 from harness.core.markdown import table
 from harness.gate.causes import difference_lines
 from harness.gate.compare import fmt_change, fmt_ci, fmt_p, fmt_value, gating_first
-from harness.report.summary import md_cell, md_code
+from harness.report.summary import header_line, md_cell, md_code
 from harness.report.text import printable
 from harness.report.units import metric_text
 
@@ -75,7 +75,9 @@ PERF_HEADER = ["variant", "metric", "A", "B", "change", "95% CI", "p", "verdict"
 
 
 def to_markdown(cmp: RunComparison) -> str:
-    lines = [f"# Compare {md_code(cmp.name_a)} → {md_code(cmp.name_b)}", "", f"**{md_cell(cmp.headline())}**", ""]
+    lines = [f"# Compare {md_code(cmp.name_a)} → {md_code(cmp.name_b)}", ""]
+    lines += [f"- {name}: {header_line(header)}" for name, header in zip("AB", cmp.headers)]
+    lines += ["", f"**{md_cell(cmp.headline())}**", ""]
     lines += ["## Differences between the runs", ""] + [f"- {md_cell(d)}" for d in _differences(cmp)] + [""]
     lines += ["## Verdict changes", ""]
     if cmp.verdicts:
@@ -168,6 +170,7 @@ def to_html(cmp: RunComparison) -> str:
                                 ["bad" if r.gating_regression else "" for r in judged])}
     rows = _perf_cells(cmp)
     return render("compare.html.j2", title=f"compare {cmp.name_a} → {cmp.name_b}", css=markup(CSS),
+                  headers=[(name, header.parts()) for name, header in zip((cmp.name_a, cmp.name_b), cmp.headers)],
                   state="failed" if cmp.regressed or cmp.compared.failed else "passed", headline=cmp.headline(),
                   differences=[printable(d) for d in _differences(cmp)],
                   verdicts=_table(["case", "A", "B", "runtime settings", "reason (B)"],

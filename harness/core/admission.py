@@ -42,6 +42,9 @@ DEFAULT_MAX_NODES = 500_000
 TOKENIZER_FACTOR = 10
 #: FP32 copies of the weights alive at once while a case runs: reference, exporter, session
 WEIGHT_COPIES = 3
+#: ... while ``harness check`` judges files: the reference and the session, or one of them at a
+#: time when the check is staged (``harness.check.staging``; ``--release-models`` not ``never``)
+CHECK_COPIES = {"never": 2, "auto": 1, "always": 1}
 #: the longest input the harness judges (tokens), when the config allows as many positions
 JUDGED_LENGTH = 128
 
@@ -84,6 +87,8 @@ class Limits:
     max_nodes: int = DEFAULT_MAX_NODES
     batch: int = 8
     length: int = JUDGED_LENGTH
+    #: FP32 copies of the weights a model directory is estimated at (a check exports nothing)
+    weight_copies: int = WEIGHT_COPIES
 
     def memory_limit(self) -> tuple[int | None, str]:
         """(bytes, how the limit was set) -- the option, else the machine."""
@@ -176,9 +181,11 @@ def config_estimate(path: Path, config: Mapping[str, Any], policy: Limits | None
         params = vocab * hidden + positions * hidden + layers * (4 * hidden * hidden + 2 * hidden * inner)
         length = min(policy.length, positions) if positions else policy.length
         activations = policy.batch * length * (vocab + heads * length + 4 * hidden) * 4
-        total = WEIGHT_COPIES * 4 * params + activations
+        copies = policy.weight_copies
+        total = copies * 4 * params + activations
         basis = (f"config.json: about {params:,} parameters from vocab_size {vocab:,}, hidden {hidden:,}, "
-                 f"{layers:,} layers, intermediate {inner:,}; {WEIGHT_COPIES} FP32 copies plus batch "
+                 f"{layers:,} layers, intermediate {inner:,}; {copies} FP32 cop{'y' if copies == 1 else 'ies'} "
+                 f"plus batch "
                  f"{policy.batch} x {length} tokens of logits and attention")
         if best is None or total > best.bytes:
             best = Estimate(str(path), total, basis)

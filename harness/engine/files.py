@@ -16,6 +16,7 @@ from harness.case.collector import case_dir_name
 from harness.check.judge import generation_runners, job_protocols
 from harness.check.perf import measure_prebuilt
 from harness.check.request import CheckRequest, resolve
+from harness.check.staging import stages
 from harness.core import describe_error
 from harness.engine.job import conclude
 from harness.engine.source import JobRun, JobSource
@@ -40,8 +41,17 @@ class FileJobs(JobSource):
         records = {a.path.name: a.record() for a in setup.artifacts}
         graphs = PrebuiltGraphs([a.path for a in setup.artifacts], setup.variant.provider, req.threads, records,
                                 setup.variant.precision, setup.options.runtime,
-                                profile_dir=run_dir / "cases" / case_dir_name(f"check[{setup.variant.id}]"))
+                                profile_dir=run_dir / "cases" / case_dir_name(f"check[{setup.variant.id}]"),
+                                deferred=stages(setup.options.settings.release_models, setup.artifacts))
         return cls(setup, graphs)
+
+    def before_judging(self, run: JobRun) -> None:
+        """A large model's files are judged in stages (``harness.check.staging``): every reference
+        first, then the module freed, then the sessions opened."""
+        if self.graphs.deferred:
+            from harness.check.staging import reference_pass
+
+            reference_pass(run)
 
     def settings(self, run: JobRun) -> dict[str, Any]:
         variant = run.outcome.variant

@@ -47,6 +47,7 @@ def run_job(req: CheckRequest, source_type: type[JobSource], run_dir: Path, run_
         run = JobRun(ws, req, source, CheckOutcome(setup.spec, setup.variant, setup.precision_note, artifacts, []),
                      model, family, run_dir, run_id or new_run_id())
         run.settings = {**common_settings(run), **source.settings(run)}
+        source.before_judging(run)
         run.outcome.results.append(numeric_stage(run, began))
         run.outcome.results += source.extra_stages(run)
         if req.generation and setup.spec.generates:

@@ -79,6 +79,9 @@ class JobSource(abc.ABC):
         partial fills it in here); by default as opened."""
         return self.artifacts
 
+    def before_judging(self, run: JobRun) -> None:
+        """Called once the reference is loaded, before any job is judged (nothing by default)."""
+
     def session(self, artifact: ArtifactFile) -> GraphRunner:
         """The runner of one artifact under its own I/O names."""
         return self.graphs.session(artifact.path)

@@ -357,33 +357,28 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
     an unchanged variant replays the metrics (and attaches the gates fresh) instead of loading
     the PyTorch model and stepping both sides again -- on this machine the closed loop was 85 %
     of a warm ``harness run``'s time (docs/performance.md)."""
-    from harness.families import family_for
-
-    reference = _Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
-    sides = ((reference, family_for(model.family)), (variant, family))
+    reference, reference_key = reference_side(ws, model)
+    sides = (reference, (variant, family))
 
     def checks_for(is_logits: bool) -> Sequence[Check]:
         return tolerance_for(variant.precision, is_logits=is_logits, overrides=model.spec.tolerances).checks
 
-    keys = []
-    for side, fam in sides:
-        backend = ws.backend(side, model)
-        wanted = fam.generation_graphs(True)
-        keys.append({g.name: backend.outputs_key(GraphRef(model, fam, g, side)) for g in fam.graphs(model) if g.name in wanted})
-    reference_key = None if any(k is None for k in keys[0].values()) else keys[0]
+    backend = ws.backend(variant, model)
+    variant_key = {g.name: backend.outputs_key(GraphRef(model, family, g, variant))
+                   for g in family.graphs(model) if g.name in family.generation_graphs(True)}
 
     def measure() -> CachedDecoding:
         return _measure(ws, model, family, sides, reference_tokens, texts, settings, batch_size, reference_key,
                         recorded)
 
-    if any(k is None for side_keys in keys for k in side_keys.values()):
+    if reference_key is None or any(k is None for k in variant_key.values()):
         return gated(measure(), checks_for)
     from harness.core.cachedir import source_digest
     from harness.judge.decoding import decode_parts
     from harness.judge.refcache import texts_digest
 
     parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),  # the texts decide
-             "reference": keys[0], "variant": keys[1], "reference_tokens": texts_digest(
+             "reference": reference_key, "variant": variant_key, "reference_tokens": texts_digest(
                  [" ".join(map(str, row)) for row in reference_tokens]),
              "code": [source_digest(cached_decoding), source_digest(numeric.compare_arrays)]}
     fresh: list[CachedDecoding] = []
@@ -409,44 +404,84 @@ def _measure(ws: Workspace, model: LoadedModel, family: Family, sides: Sequence[
              reference_tokens: Sequence[Sequence[int]], texts: Sequence[str], settings: GenerationSettings,
              batch_size: int, reference_key: Mapping[str, Any] | None,
              recorded_now: Sequence[RecordedSide] | None = None) -> CachedDecoding:
-    """The reference's steps (recorded by its decode, or stepped now; kept in the reference cache
-    when ``reference_key`` says its outputs are deterministic), then the variant stepped beside
-    them, and the loop measured."""
+    """The reference's steps (``reference_steps``; ``recorded_now``: as its decode took them), then
+    the variant stepped beside them, and the loop measured."""
     from contextlib import ExitStack
 
     from harness.generation.decode import load_runners, torch_threads
     from harness.judge.decoding import decode_threads
 
+    recorded = reference_steps(ws, model, family, sides[0], reference_tokens, texts, settings, batch_size,
+                               reference_key, recorded_now)
+    batches, tokens = _prompt_batches(model, family, reference_tokens, texts, settings, batch_size)
+    with ExitStack() as stack:
+        stack.enter_context(torch_threads(decode_threads(ws)))
+        runners, _ = load_runners(ws.backend(sides[1][0], model), model, sides[1][1], sides[1][0], True, stack)
+        variant = sides[1][1].starter(model, runners, settings.decoder_start_token_id)
+        ref, got, presents, problem, steps = closed_loop([RecordedSide.from_arrays(r) for r in recorded],
+                                                         variant, batches, tokens, settings.fill_token_id)
+    return measure_closed_loop(ref, got, presents, problem, steps)
+
+
+def _prompt_batches(model: LoadedModel, family: Family, reference_tokens: Sequence[Sequence[int]],
+                    texts: Sequence[str], settings: GenerationSettings, batch_size: int
+                    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[Sequence[Sequence[int]]]]:
+    """The decode's batches: each one's prompt (ids, mask) and PyTorch's tokens for its rows."""
     batches, tokens = [], []
     for lo in range(0, len(texts), batch_size):
         batches.append(family.generation_prompts(model, texts[lo: lo + batch_size], settings.max_new_tokens))
         tokens.append(reference_tokens[lo: lo + batch_size])
-    with ExitStack() as stack:
-        stack.enter_context(torch_threads(decode_threads(ws)))
+    return batches, tokens
 
-        def starter(side: Variant, fam: Family) -> Starter:
-            runners, _ = load_runners(ws.backend(side, model), model, fam, side, True, stack)
-            return fam.starter(model, runners, settings.decoder_start_token_id)
 
-        def record() -> list[dict[str, np.ndarray]]:
-            if recorded_now is not None:
-                return [side.as_arrays() for side in recorded_now]
-            ref = starter(*sides[0])
-            return [record_side(ref, ids, mask, _forced(t, max((len(r) for r in t), default=0), settings.fill_token_id))
-                    .as_arrays() for (ids, mask), t in zip(batches, tokens)]
+def reference_side(ws: Workspace, model: LoadedModel) -> tuple[tuple[Variant, Family], Mapping[str, Any] | None]:
+    """PyTorch FP32 on the model's own family, and the key of its outputs (None: not deterministic,
+    so its steps are recorded afresh each time)."""
+    from harness.families import family_for
 
-        if reference_key is None:
-            recorded = record()
-        else:
-            from harness.core.cachedir import source_digest
-            from harness.judge.decoding import decode_parts
-            from harness.judge.refcache import texts_digest
+    side = (_Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"]), family_for(model.family))
+    backend = ws.backend(side[0], model)
+    wanted = side[1].generation_graphs(True)
+    keys = {g.name: backend.outputs_key(GraphRef(model, side[1], g, side[0]))
+            for g in side[1].graphs(model) if g.name in wanted}
+    return side, None if any(k is None for k in keys.values()) else keys
 
-            parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),
-                     "reference_family": source_digest(type(sides[0][1])), "reference": dict(reference_key),
-                     "reference_tokens": texts_digest([" ".join(map(str, row)) for row in reference_tokens]),
-                     "code": source_digest(record_side)}
-            recorded = ws.references.arrays(f"{model.name}-{NAME}-reference", parts, record)
-        ref, got, presents, problem, steps = closed_loop([RecordedSide.from_arrays(r) for r in recorded],
-                                                         starter(*sides[1]), batches, tokens, settings.fill_token_id)
-    return measure_closed_loop(ref, got, presents, problem, steps)
+
+def reference_steps(ws: Workspace, model: LoadedModel, family: Family, side: tuple[Variant, Family],
+                    reference_tokens: Sequence[Sequence[int]], texts: Sequence[str], settings: GenerationSettings,
+                    batch_size: int, reference_key: Mapping[str, Any] | None,
+                    recorded_now: Sequence[RecordedSide] | None = None) -> list[dict[str, np.ndarray]]:
+    """PyTorch's side of the closed loop, teacher-forced on its own tokens: recorded once per
+    model, texts and tokens -- memoised in the model's memo and, when its outputs are deterministic
+    (``reference_key``), kept in the reference cache -- so a check can record it before any of the
+    files' sessions opens and free the module (``harness.check.staging``)."""
+    from contextlib import ExitStack
+
+    from harness.core.cachedir import source_digest
+    from harness.generation.decode import load_runners, torch_threads
+    from harness.judge.decoding import decode_parts, decode_threads
+    from harness.judge.refcache import texts_digest
+
+    batches, tokens = _prompt_batches(model, family, reference_tokens, texts, settings, batch_size)
+
+    def record() -> list[dict[str, np.ndarray]]:
+        if recorded_now is not None:  # the reference decode's own steps (``ReferenceSteps``)
+            return [side.as_arrays() for side in recorded_now]
+        with ExitStack() as stack:
+            stack.enter_context(torch_threads(decode_threads(ws)))
+            runners, _ = load_runners(ws.backend(side[0], model), model, side[1], side[0], True, stack)
+            ref = side[1].starter(model, runners, settings.decoder_start_token_id)
+            return [record_side(ref, ids, mask, _forced(t, max((len(r) for r in t), default=0),
+                                                        settings.fill_token_id)).as_arrays()
+                    for (ids, mask), t in zip(batches, tokens)]
+
+    parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),
+             "reference_family": source_digest(type(side[1])), "reference": dict(reference_key or {}),
+             "reference_tokens": texts_digest([" ".join(map(str, row)) for row in reference_tokens]),
+             "code": source_digest(record_side)}
+    memo = (f"{NAME}-reference", texts_digest([repr(sorted(parts.items(), key=str))]))
+    if memo not in model.cache:
+        model.cache[memo] = record() if reference_key is None else \
+            ws.references.arrays(f"{model.name}-{NAME}-reference", parts, record)
+    recorded: list[dict[str, np.ndarray]] = model.cache[memo]
+    return recorded

@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
@@ -167,9 +167,12 @@ class Estimator:
     OVERRUN = 0.25
 
     def __init__(self, history: Mapping[str, float] | None = None,
-                 weights: Mapping[str, float] | None = None) -> None:
+                 weights: Mapping[str, float] | None = None, kinds: Mapping[str, str] | None = None) -> None:
         self.history = {k: float(v) for k, v in (history or {}).items() if v and v > 0}
         self.weights = {k: float(v) for k, v in (weights or {}).items() if v and v > 0}
+        #: case key -> its backend: within a suite, a kind of case with a rate of its own (a PyTorch
+        #: variant's cold start imports torch in every fresh process: ~20x an ONNX Runtime one's per unit)
+        self.kinds = dict(kinds or {})
 
     def scale(self, finished: Mapping[str, float]) -> float:
         """This run's speed against its history, over the cases both timed (1.0 when none)."""
@@ -177,32 +180,33 @@ class Estimator:
         before = sum(b for _, b in pairs)
         return sum(a for a, _ in pairs) / before if pairs and before > 0 else 1.0
 
-    def rate(self, suite: str, finished: Mapping[str, float]) -> float | None:
-        """Seconds per unit of cost for a case of ``suite``, from this run's finished cases."""
-        timed = [(suite_of(n), s, self.weights[case_key(n)]) for n, s in finished.items()
+    def rate(self, suite: str, finished: Mapping[str, float], kind: str | None = None) -> float | None:
+        """Seconds per unit of cost for a case of ``suite`` (and ``kind``), from this run's finished
+        cases: the run's rate, refined by the suite's own cases, refined by the suite's cases of the
+        same kind -- each level the prior of the next (the cost model's ratio between cases is the
+        prior, what finished corrects it)."""
+        timed = [(suite_of(n), self.kinds.get(case_key(n)), s, self.weights[case_key(n)]) for n, s in finished.items()
                  if case_key(n) in self.weights]
-        total_w = sum(w for _, _, w in timed)
+        total_w = sum(w for *_, w in timed)
         if not timed or total_w <= 0:
             return None
-        overall = sum(s for _, s, _ in timed) / total_w
-        own = [(s, w) for name, s, w in timed if name == suite]
-        if not own:
-            return overall
-        # one finished case of the suite is pulled towards the run's rate by one case's worth (a
-        # first case pays the suite's imports and builds); from two on, the suite's own rate
-        prior = own[0][1] if len(own) == 1 else 0.0
-        return (sum(s for s, _ in own) + overall * prior) / (sum(w for _, w in own) + prior)
+        overall = sum(s for *_, s, _ in timed) / total_w
+        of_suite = _refined(overall, [(s, w) for name, _, s, w in timed if name == suite])
+        if kind is None:
+            return of_suite
+        return _refined(of_suite, [(s, w) for name, k, s, w in timed if name == suite and k == kind])
 
     def expected(self, nodeid: str, finished: Mapping[str, float], scale: float) -> float | None:
         key = case_key(nodeid)
         if key in self.history:
             return self.history[key] * scale
         if key in self.weights:
-            rate = self.rate(suite_of(nodeid), finished)
+            rate = self.rate(suite_of(nodeid), finished, self.kinds.get(key))
             if rate is not None:
                 return self.weights[key] * rate
-        if finished:
-            return sum(finished.values()) / len(finished)
+        timed = [s for s in finished.values() if s > 0]  # a skip at collection took no time: no estimate
+        if timed:
+            return sum(timed) / len(timed)
         if self.history:
             return statistics.median(self.history.values()) * scale
         return None
@@ -226,6 +230,104 @@ class Estimator:
                 return None
             total += max(guess - elapsed, elapsed * self.OVERRUN)
         return total / max(workers, 1)
+
+
+#: the most the wall clock may stretch the cases' own durations (a neighbour's burst, not a trend)
+MAX_WALL_FACTOR = 2.0
+#: finished cases before the wall clock is trusted (the first ones share their start with imports)
+WALL_FACTOR_AFTER = 3
+
+
+def wall_factor(wall: float, finished: Iterable[float], running: Iterable[float], workers: int) -> float:
+    """Wall seconds per second of case time so far: what the cases' own durations leave out (the
+    gaps between cases, xdist's scheduling, a worker idle at the end of its queue), as a factor of
+    1 to :data:`MAX_WALL_FACTOR` on the seconds the cases still need."""
+    done = list(finished)
+    busy = (sum(done) + sum(running)) / max(workers, 1)
+    if len(done) < WALL_FACTOR_AFTER or busy <= 0:
+        return 1.0
+    return min(max(wall / busy, 1.0), MAX_WALL_FACTOR)
+
+
+class EtaJournal:
+    """Every estimate the display showed, with the wall-clock time it was shown at, and when the
+    session ended: what ``scripts/eta_accuracy.py`` judges the ETA by against the true end of a real
+    run (start-up, collection, the gaps between cases and the reports included). Written only when
+    ``HARNESS_PROGRESS_ETA_LOG`` names a file (JSON lines)."""
+
+    ENV = "HARNESS_PROGRESS_ETA_LOG"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            import psutil
+
+            started = psutil.Process().create_time()  # the process's start: start-up and collection count
+        except Exception:  # noqa: BLE001 - a journal without the start still judges the estimates
+            started = None
+        self._write({"started": started, "configured": time.time()})
+
+    @classmethod
+    def from_env(cls) -> EtaJournal | None:
+        path = os.environ.get(cls.ENV)
+        return cls(Path(path)) if path else None
+
+    def estimate(self, done: int, total: int, eta: float | None) -> None:
+        self._write({"t": time.time(), "done": done, "total": total, "eta": eta})
+
+    def ended(self) -> None:
+        self._write({"ended": time.time()})
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        try:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+        except OSError:  # progress is a convenience: a journal that cannot be written is skipped
+            pass
+
+
+def _refined(prior: float, own: Sequence[tuple[float, float]]) -> float:
+    """Seconds per unit from ``own`` finished (seconds, weight) cases, with ``prior`` as the rate
+    before them: one case is pulled towards the prior by one case's worth (a first case pays its
+    suite's imports and builds); from two on, their own rate."""
+    if not own:
+        return prior
+    pull = own[0][1] if len(own) == 1 else 0.0
+    return (sum(s for s, _ in own) + prior * pull) / (sum(w for _, w in own) + pull)
+
+
+def reused_builds(ids: Sequence[str], weights: Mapping[str, float], kinds: Mapping[str, str]) -> dict[str, float]:
+    """``weights`` with each case whose variant an earlier case of the run (in run order) already
+    built weighed as the cost model weighs a variant that exports nothing (``TORCH_FACTOR``): the
+    model charges every ONNX Runtime case its export, while a logits case after the generation
+    case of the same variant reuses the cached export (2 s against the generation case's 20-60 s
+    here). PyTorch variants export nothing either way."""
+    from harness.shard.cost import TORCH_FACTOR
+
+    out = dict(weights)
+    built: set[str] = set()
+    for nodeid in ids:
+        key = case_key(nodeid)
+        variant = key.partition("[")[2]
+        if variant in built and key in out and kinds.get(key) != "pytorch":
+            out[key] = out[key] * TORCH_FACTOR
+        built.add(variant)
+    return out
+
+
+def case_kinds(ids: Sequence[str]) -> dict[str, str]:
+    """Case key -> the backend of its variant (``pytorch``, ``onnxruntime``...), where the id names one."""
+    from harness.report.variants import split_variant
+    from harness.runners import providers
+
+    table = providers()
+    out = {}
+    for nodeid in ids:
+        key = case_key(nodeid)
+        provider = table.get(split_variant(key.partition("[")[2].rstrip("]")).provider)
+        if provider is not None:
+            out[key] = provider.backend
+    return out
 
 
 def suite_of(nodeid: str) -> str:
@@ -302,6 +404,8 @@ class Tally:
         self.lock = threading.Lock()
         self.workers = max(int(getattr(config.option, "numprocesses", 0) or 0), 1)
         self.estimator = Estimator(history_durations(config))
+        self.first_start: float | None = None  # when the first case started (the wall clock's origin)
+        self.journal = EtaJournal.from_env()
 
     # -- pytest hooks --------------------------------------------------------------------------------
     def pytest_configure_node(self, node: Any) -> None:
@@ -325,11 +429,14 @@ class Tally:
             catalog = run_options(self.config).catalog
         except Exception:  # noqa: BLE001 - options are reported by the run itself; the ETA uses the zoo
             catalog = None
-        self.estimator.weights = case_weights(self.ids, catalog)
+        self.estimator.kinds = case_kinds(self.ids)
+        self.estimator.weights = reused_builds(self.ids, case_weights(self.ids, catalog), self.estimator.kinds)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:
             self.running[nodeid] = time.monotonic()
+            if self.first_start is None:
+                self.first_start = self.running[nodeid]
 
     @pytest.hookimpl(trylast=True)  # after the record collector composed the case's record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -350,10 +457,14 @@ class Tally:
             self.finished[report.nodeid] = seconds
             self.labels[label] = self.labels.get(label, 0) + 1
         self.case_finished(report.nodeid, label, seconds)
+        if self.journal is not None:
+            self.journal.estimate(self.done, self.total, self.eta_seconds() if self.done < self.total else 0.0)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        if self.journal is not None:
+            self.journal.ended()
 
     # -- what subclasses implement -------------------------------------------------------------------
     def case_finished(self, nodeid: str, label: str, seconds: float) -> None:
@@ -385,7 +496,10 @@ class Tally:
             pending = [n for n in self.ids if n not in finished and n not in running]
         else:
             pending = [""] * max(self.total - len(finished) - len(running), 0)
-        return self.estimator.eta(pending, running, finished, self.workers)
+        eta = self.estimator.eta(pending, running, finished, self.workers)
+        if eta is None or self.first_start is None:
+            return eta
+        return eta * wall_factor(now - self.first_start, finished.values(), running.values(), self.workers)
 
     def _eta(self) -> str:
         eta = self.eta_seconds()

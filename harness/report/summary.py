@@ -17,6 +17,7 @@ from harness.report.memory import markdown as memory_markdown
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 from harness.results.record import FAILING, RecordLike, judged_nothing, run_green
+from harness.results.runheader import RunHeader
 from harness.results.sections import Generation, Judged
 
 SUMMARY_FILE = "summary.md"
@@ -72,13 +73,39 @@ def _headline(recs: list[Record], interruption: Interruption | None, problem: st
     return f"**{head}**{sep}{rest}"
 
 
+def header_line(header: RunHeader) -> str:
+    """The run's header as one Markdown line: when (UTC), host, machine, fingerprint, versions."""
+    return " · ".join(f"**{label}** {md_code(value) if label == 'fingerprint' else md_cell(value)}"
+                      for label, value in header.parts())
+
+
+def perf_lines(records: list[Record], run_dir: Path | None = None) -> list[str]:
+    """``## Performance per model``: each model's variant table (``harness.report.perf_table``),
+    regressions first; nothing when the run has no perf records."""
+    from harness.report.perf_table import COLUMNS, model_tables, shown_columns
+
+    if not any(r.perf for r in records):
+        return []
+    lines = ["## Performance per model", ""]
+    for model in model_tables(records, run_dir):
+        shown = shown_columns(model)
+        lines += [f"### {md_cell(model.model)}", ""]
+        lines += table([COLUMNS[i] for i in shown],
+                       [[md_code(c) if i == 0 else md_cell(c) for i, c in ((i, row.cells()[i]) for i in shown)]
+                        for row in model.rows], align="ll" + "r" * (len(shown) - 2))
+        if model.reference is None:
+            lines.append(f"\nNo speedup: the run timed no PyTorch FP32 variant of {md_cell(model.model)}.")
+        lines.append("")
+    return lines
+
+
 def render_summary(records: Iterable[RecordLike], title: str = "Model deployment gate", *,
-                   interruption: Interruption | None = None, problem: str | None = None) -> str:
+                   interruption: Interruption | None = None, problem: str | None = None,
+                   run_dir: Path | None = None) -> str:
     """``problem``: what stopped the run short of its results (a full disk), said first, in
-    place of the status a finished run has."""
+    place of the status a finished run has; ``run_dir``: where the baseline gate's verdicts are
+    read from (``perf-compare.json``), for the perf tables' change against the baseline."""
     recs = [Record.coerce(r) for r in records]
-    env = recs[0].env if recs else {}
-    versions = env.get("versions", {})
     lines = [f"# {title}", "", _headline(recs, interruption, problem), ""]
     if interruption is not None:
         lines.append(f"The run was stopped (exit {interruption.exit_code}). The {len(recs)} finished case(s) below "
@@ -86,14 +113,12 @@ def render_summary(records: Iterable[RecordLike], title: str = "Model deployment
                      "directory runs every selected case again, and each case's newest record supersedes the older "
                      "one (docs/reliability.md).")
         lines.append("")
-    if env:
-        lines.append(f"Environment: {md_cell(env.get('cpu', '?'))}, {md_cell(env.get('cores', '?'))} cores, "
-                     + ", ".join(f"{md_cell(k)} {md_cell(v)}" for k, v in versions.items())
-                     + f" (fingerprint {md_code(env.get('fingerprint'))})")
-        lines.append("")
+    if recs:
+        lines += [header_line(RunHeader.of(recs)), ""]
     needs = attention_lines(recs, interruption)
     if needs:
         lines += [f"## Needs attention ({len(needs)})", "", *needs, ""]
+    lines += perf_lines(recs, run_dir)
     lines += ["## All cases", ""]
     lines += table(["case", "verdict", "worst checks", "reason"],
                    [(md_code(r.id), r.verdict, md_cell(format_checks(r)), md_cell(reason_line(r)[:160]))
@@ -181,7 +206,8 @@ def write_summary(out_dir: Path, records: Iterable[RecordLike], *,
                   interruption: Interruption | None = None, problem: str | None = None) -> Path:
     path = Path(out_dir) / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_summary(records, interruption=interruption, problem=problem), encoding="utf-8")
+    path.write_text(render_summary(records, interruption=interruption, problem=problem, run_dir=Path(out_dir)),
+                    encoding="utf-8")
     return path
 
 

@@ -57,6 +57,38 @@ def plain_lines(records: Iterable[RecordLike]) -> list[str]:
     return lines
 
 
+def perf_tables(records: list[Record], run_dir: Path | None = None) -> list[Table]:
+    """Per model, its variants' perf table (``harness.report.perf_table``), regressions first."""
+    from harness.report.perf_table import COLUMNS, model_tables, shown_columns
+
+    out = []
+    for model in model_tables(records, run_dir):
+        shown = shown_columns(model)
+        table = Table(title=f"performance: {escape(printable(model.model))}", show_lines=False)
+        for i in shown:
+            table.add_column(COLUMNS[i], no_wrap=True) if i == 0 else table.add_column(COLUMNS[i], justify="right")
+        for row in model.rows:
+            cells = row.cells()
+            table.add_row(*(escape(printable(cells[i])) for i in shown), style="bold red" if row.regressed else "")
+        out.append(table)
+    return out
+
+
+def perf_plain_lines(records: list[Record], run_dir: Path | None = None) -> list[str]:
+    """The perf tables for a CI log: per model, one line per variant, each number named."""
+    from harness.report.perf_table import COLUMNS, model_tables, shown_columns
+
+    lines = []
+    for model in model_tables(records, run_dir):
+        lines.append(printable(f"performance: {model.model}"))
+        for row in model.rows:
+            cells = row.cells()
+            named = " | ".join(f"{COLUMNS[i]} {cells[i]}" for i in shown_columns(model)[1:] if cells[i])
+            flag = "REGRESSED  " if row.regressed else ""
+            lines.append(printable(f"  {flag}{row.variant}  {named}"))
+    return lines
+
+
 def is_terminal(terminalreporter: Any) -> bool:
     """Whether pytest writes to a terminal (not a pipe or a CI log)."""
     import sys
@@ -69,18 +101,21 @@ def is_terminal(terminalreporter: Any) -> bool:
 
 
 def render_terminal(records: Iterable[RecordLike], terminalreporter: pytest.TerminalReporter,
-                    out_dir: Path, *, interruption: Interruption | None = None, durations: int | None = None) -> None:
-    """The summary table; with ``durations`` (``--durations N``) the phase totals and the N
-    slowest cases too."""
+                    out_dir: Path, *, interruption: Interruption | None = None, durations: int | None = None,
+                    perf: bool = False) -> None:
+    """The summary table; with ``perf`` (the run measured performance) each model's variant table
+    after it; with ``durations`` (``--durations N``) the phase totals and the N slowest cases too."""
     recs = [Record.coerce(r) for r in records]
     terminalreporter.write_sep("=", "harness summary")
     if not is_terminal(terminalreporter):
-        for line in plain_lines(recs):
+        for line in plain_lines(recs) + (perf_plain_lines(recs, out_dir) if perf else []):
             terminalreporter.write_line(line)
     else:
         console, buffer = reporter_console(terminalreporter, min_width=100)
         if recs:
             console.print(build_table(recs))
+        for table in perf_tables(recs, out_dir) if perf else []:
+            console.print(table)
         terminalreporter.write(buffer.getvalue())
     if interruption is not None:
         terminalreporter.write_line(status_line(recs, interruption) + f" (exit {interruption.exit_code})",

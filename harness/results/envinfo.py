@@ -67,6 +67,8 @@ def _static() -> dict[str, Any]:
         "memory_bytes": psutil.virtual_memory().total,
         "os": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
+        # the host a number was measured on (not part of the fingerprint: CI runners differ by name only)
+        "host": platform.node(),
         "versions": versions(),
         "gpu": gpu_name(),
     }

@@ -13,7 +13,9 @@ the section's writer (``write`` / ``to_dict``) is the only code that spells its 
 - :class:`Generation`: ``data.generation``, ``data.worst_pairs``, ``data.generation_forensics``;
   by ``harness.judge.generation.record``
 - :class:`Memory`: ``memory``; by ``harness.core.rss.PeakRss.stop`` (its dict is this codec's shape)
-- :class:`PerfHeadlines`: ``perf.cold_start_ms``, ``perf.peak_rss_bytes``; by the perf suites
+- :class:`PerfHeadlines`: ``perf.cold_start_ms``, ``perf.peak_rss_bytes``, ``perf.artifact_bytes``; by the perf suites
+- :class:`LatencyHeadline`: ``perf.latency_ms`` (summary, tail interval, throughput); by ``harness.perf.latency``
+- :class:`DecodeSpeed`: ``perf.generation["kv=on"]``; by ``harness.perf.generation``
 - :class:`PerfSetup`: ``perf.settings``, ``perf.throughput``; by the perf suites
 - :class:`Interrupted`: ``data.interrupted``; by ``harness.results.notrun``
 - :class:`Served`: ``data.served``; by ``harness.serving`` (check and its load sweep)
@@ -188,12 +190,72 @@ class PerfHeadlines:
     cold_load_ms: float | None = None
     cold_first_inference_ms: float | None = None
     peak_rss_bytes: float | None = None
+    #: bytes on disk of what the variant ships (``perf.artifact_bytes``)
+    artifact_bytes: float | None = None
 
     @classmethod
     def of(cls, record: Record) -> PerfHeadlines:
         cold = _map(record.perf.get("cold_start_ms"))
         return cls(_number(cold.get("load")), _number(cold.get("first_inference")),
-                   _number(record.perf.get("peak_rss_bytes")))
+                   _number(record.perf.get("peak_rss_bytes")), _number(record.perf.get("artifact_bytes")))
+
+    @property
+    def cold_start_ms(self) -> float | None:
+        """Load plus first inference: how long a fresh process takes to its first answer."""
+        if self.cold_load_ms is None or self.cold_first_inference_ms is None:
+            return None
+        return self.cold_load_ms + self.cold_first_inference_ms
+
+
+@dataclass(frozen=True)
+class LatencyHeadline:
+    """A latency case's primary measurement (``perf.latency_ms``): p50 and p99 (ms), the p99's 95 %
+    order-statistic interval when the calls sufficed to bound it (``harness.perf.tail``), the calls
+    timed, and the throughput in the unit one call serves (``calls/s``, or ``items/s`` for a batch)."""
+
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    p99_interval: tuple[float, float] | None = None
+    calls: int | None = None
+    p99_low_confidence: bool = False
+    throughput: float | None = None
+    throughput_unit: str = "calls/s"
+    #: the summary's other statistics (n, p90, mean, cv ...) for the details tables
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: Record, key: str = "latency_ms") -> LatencyHeadline:
+        entry = _map(record.perf.get(key))
+        summary = _map(entry.get("summary"))
+        interval = _map(entry.get("tail")).get("interval")
+        lo, hi = (_number(interval[0]), _number(interval[1])) if isinstance(interval, list) and len(interval) == 2 \
+            else (None, None)
+        calls = _number(summary.get("n"))
+        batch = _number(entry.get("items_per_call"))
+        return cls(_number(summary.get("p50")), _number(summary.get("p99")),
+                   (lo, hi) if lo is not None and hi is not None else None,
+                   int(calls) if calls is not None else None,
+                   bool(_map(summary.get("low_confidence")).get("p99")), _number(entry.get("throughput")),
+                   "calls/s" if batch in (None, 1.0) else "items/s", summary)
+
+    @property
+    def measured(self) -> bool:
+        return self.p50_ms is not None
+
+
+@dataclass(frozen=True)
+class DecodeSpeed:
+    """A generation perf case's decode with the KV cache (``perf.generation["kv=on"]``): time to
+    first token, time per output token (p50, ms) and tokens/s."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    tokens_per_s: float | None = None
+
+    @classmethod
+    def of(cls, record: Record) -> DecodeSpeed:
+        on = _map(_map(record.perf.get("generation")).get("kv=on"))
+        return cls(_number(on.get("ttft_ms_p50")), _number(on.get("tpot_ms_p50")), _number(on.get("tokens_per_s")))
 
 
 @dataclass(frozen=True)
@@ -314,5 +376,5 @@ class SettingsSection:
         return self.effective.get(name) if value is None else value
 
 
-__all__ = ["Evidence", "Generation", "Interrupted", "Judged", "Memory", "PerfHeadlines", "PerfSetup", "Protocols",
-           "Served", "ServedLoad", "SettingsSection"]
+__all__ = ["DecodeSpeed", "Evidence", "Generation", "Interrupted", "Judged", "LatencyHeadline", "Memory",
+           "PerfHeadlines", "PerfSetup", "Protocols", "Served", "ServedLoad", "SettingsSection"]

@@ -171,25 +171,48 @@ class PrebuiltGraphs(ArtifactSource):
 
     def __init__(self, paths: Sequence[Path], provider: "Provider | str", threads: int | None,
                  records: Mapping[str, dict[str, Any]], precision: Precision = Precision.FP32,
-                 runtime: "RuntimeSettings | None" = None, profile_dir: Path | None = None) -> None:
+                 runtime: "RuntimeSettings | None" = None, profile_dir: Path | None = None, *,
+                 deferred: bool = False) -> None:
+        """``deferred``: the files are inspected now (a bad one is exit 2 at once) but their sessions
+        open on first use, so a large model's references can be computed and its PyTorch module
+        freed first (``harness.check.staging``); otherwise every file opens now."""
         self.sessions: dict[Path, GraphRunner] = {}
-        try:
-            for path in paths:  # every file opens before anything is judged: a bad one is exit 2 at once
-                prefix = None
-                if profile_dir is not None and runtime is not None and runtime.profile:  # --profile: the case dir
-                    Path(profile_dir).mkdir(parents=True, exist_ok=True)
-                    prefix = str(Path(profile_dir) / f"ort-profile-{Path(path).stem}")
-                self.sessions[Path(path)] = open_onnx(Path(path), provider, threads, precision, runtime, prefix)
-        except BaseException:
-            self.close()
-            raise
+        self.paths = [Path(p) for p in paths]
+        self._open_args = (provider, threads, precision, runtime, profile_dir)
+        #: whether the sessions wait for the reference pass (``harness.check.staging``)
+        self.deferred = deferred
+        if deferred:
+            from harness.runners.intake import inspect_onnx, library_of
+
+            for path in self.paths:
+                inspect_onnx(path, library_of(runtime))
+        else:
+            self.open_sessions()
         self.records = dict(records)
         self._runners: dict[str, GraphRunner] = {}
         #: how every file was opened (part of what decides its outputs)
         self.opened = {"provider": str(provider), "threads": threads, "precision": precision.value,
                        "runtime": runtime.as_dict() if runtime is not None else None}
 
+    def open_sessions(self) -> None:
+        """Open every file not yet opened; a file the runtime refuses closes the others and is exit 2."""
+        provider, threads, precision, runtime, profile_dir = self._open_args
+        try:
+            for path in self.paths:
+                if path in self.sessions:
+                    continue
+                prefix = None
+                if profile_dir is not None and runtime is not None and runtime.profile:  # --profile: the case dir
+                    Path(profile_dir).mkdir(parents=True, exist_ok=True)
+                    prefix = str(Path(profile_dir) / f"ort-profile-{path.stem}")
+                self.sessions[path] = open_onnx(path, provider, threads, precision, runtime, prefix)
+        except BaseException:
+            self.close()
+            raise
+
     def session(self, path: Path) -> GraphRunner:
+        if Path(path) not in self.sessions:
+            self.open_sessions()
         return self.sessions[Path(path)]
 
     def serve(self, runners: Mapping[str, "GraphRunner | PromptThenStep"]) -> None:

@@ -385,7 +385,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("release_models", Kind.CHOICE, "free a model's PyTorch module and its FP16/INT8 copies when a case "
            "ends (loaded again by the next case that needs it): auto (models of 1 GB or more of weights), "
            "always, never", choices=("auto", "always", "never"), default="auto", in_config=True,
-           rerun=Rerun.NEVER),
+           rerun=Rerun.NEVER,
+           commands=(Use("check", help="judge in stages so the PyTorch module and the files' sessions are never "
+                                       "alive together (references first, the module freed, then the files): auto "
+                                       "(files of 1 GB or more), always, never (docs/large-models.md)"),)),
     # --- precision fixes (`harness bisect --suggest` finds them, docs/bisect.md) ---
     Option("fp16_node_block_list", Kind.LIST, "ONNX node names kept in FP32 by the FP16 conversion "
            "(onnxconverter-common node_block_list; a name applies to every graph of the model that has it)",

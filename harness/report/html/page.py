@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable
 
 from harness.metrics.registry import METRICS
 from harness.report.coverage import html as coverage_html
@@ -17,10 +17,10 @@ from harness.report.html.headline import headline
 from harness.report.html.perf import render_perf
 from harness.report.html.templating import markup, render
 from harness.report.summary import ORDER, status_line
-from harness.report.text import printable
 from harness.results import Record
 from harness.results.notrun import not_run_records
 from harness.results.record import run_green
+from harness.results.runheader import RunHeader
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.interrupts import Interruption
@@ -54,26 +54,10 @@ td.text { font-family: ui-monospace, monospace; max-width: 28em; }
 figure.plot { margin: .6em 0; } figure.plot svg { max-width: 100%; height: auto; }
 figcaption { font-size: 12px; color: #555; }
 .muted { color: #777; } .env { color: #555; font-size: 13px; }
+.env b { font-weight: 600; color: #333; }
+table.variants td, table.variants th { white-space: nowrap; }
+table.variants td.verdict { white-space: normal; min-width: 8em; max-width: 24em; }
 """
-
-
-def _env(records: list[Record]) -> dict[str, str] | None:
-    """The environment line's fields (None: the records carry no environment)."""
-    envs = {r.fingerprint for r in records if r.fingerprint}
-    env = next((r.env for r in records if r.env), {})
-    if not env:
-        return None
-    versions = env.get("versions")
-    shown = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, Mapping) else ""
-    finished = sorted(r.finished for r in records if r.finished)
-    when = ""
-    if finished:  # the run's time: when its first and its last case finished (UTC, as recorded)
-        first, last = (f.replace("T", " ")[:16] for f in (finished[0], finished[-1]))
-        when = first if first == last else f"{first} – {last[11:] if last[:10] == first[:10] else last}"
-    system = " ".join(str(env.get(k)) for k in ("os", "machine") if env.get(k))
-    return {"cpu": printable(env.get("cpu", "?")), "cores": str(env.get("cores", "?")), "versions": printable(shown),
-            "fingerprint": str(env.get("fingerprint")), "when": printable(when), "system": printable(system),
-            "mixed": f" — {len(envs)} different environments" if len(envs) > 1 else ""}
 
 
 def trend_metrics(records: Iterable[Record]) -> list[tuple[str, str]]:
@@ -106,7 +90,7 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
     recs = list(records)
     unfinished = not_run_records(interruption)  # the grid and the tally count what never ran
     report_dir = report_path.parent if report_path is not None else None
-    sections = [render_grid(recs + unfinished), render_failures(recs, run_dir, report_dir), render_perf(recs)]
+    sections = [render_grid(recs + unfinished), render_failures(recs, run_dir, report_dir), render_perf(recs, run_dir)]
     if history_db is not None:
         from harness.report.html.trends import render_trends
 
@@ -122,4 +106,4 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
     counts["not-run"] += len(unfinished)
     return render("report.html.j2", title=title, css=markup(CSS), state=state,
                   status=status_line(recs, interruption=interruption), tally=[(v, counts.get(v, 0)) for v in ORDER],
-                  env=_env(recs), nav=nav, sections=[markup(s) for s in shown])
+                  header=RunHeader.of(recs).parts() if recs else None, nav=nav, sections=[markup(s) for s in shown])

@@ -1,22 +1,23 @@
-"""The performance section: latency distributions (CDF per variant, p50/p99 marked) from the raw
-samples every latency record keeps, cold start and memory bars, and throughput (tokens/s of the
-generation cases, calls/s of the latency cases). Absent when the run measured none of these.
+"""The performance section: per model, one table of its variants (``harness.report.perf_table``:
+p50, p99 with its interval, throughput, peak RSS, size, cold start, the speedup against PyTorch
+FP32 and the change against the baseline; regressions first, then the fastest), one small chart
+of those variants beside it, and, folded under it, every latency measurement's percentiles and
+the model's latency distributions (CDF per variant, p50/p99 marked, from the raw samples each
+latency record keeps). Served load sweeps follow. Absent when the run measured no performance.
 Markup: ``templates/perf.html.j2``; the figures are matplotlib's SVG (``plots``)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from harness.report.html import plots
 from harness.report.html.templating import markup, render
-from harness.report.tables import perf_numbers
+from harness.report.perf_table import COLUMNS, ModelPerf, VariantPerf, model_tables, shown_columns
 from harness.results import Record
-from harness.results.sections import Generation, PerfHeadlines, ServedLoad
-
-MiB = float(2 ** 20)
-#: at most this many latency keys get their own CDF (bs/seq buckets beyond are in the table)
-MAX_CDFS = 4
+from harness.results.sections import ServedLoad
 
 
 def _latency_series(records: list[Record]) -> dict[str, dict[str, list[float]]]:
@@ -39,27 +40,6 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _throughput(records: list[Record]) -> dict[str, dict[str, list[float]]]:
-    """``{unit: {bar label: [value]}}``: tokens/s and calls/s never share an axis (torch's 4-15
-    tokens/s vanished beside ORT's ~900 calls/s on one "per second" axis)."""
-    out: dict[str, dict[str, list[float]]] = {}
-    for r in records:
-        name = r.variant or r.id
-        for key, value in perf_numbers(r.perf).items():
-            if key.endswith(("tokens_per_s", "throughput")):
-                unit = "tokens/s" if key.endswith("tokens_per_s") else "calls/s"
-                out.setdefault(unit, {})[f"{name} {key}"] = [value]
-        for key, value in r.perf.items():  # a latency measurement's throughput sits beside its summary
-            rate = _number(value.get("throughput")) if isinstance(value, Mapping) else None
-            if rate is not None and f"{key}.throughput" not in perf_numbers(r.perf):
-                unit = "calls/s" if value.get("items_per_call", 1) in (1, None) else "items/s"
-                out.setdefault(unit, {})[f"{name} {key}"] = [rate]
-        tokens = Generation.of(r).tokens_per_s
-        if tokens is not None:
-            out.setdefault("tokens/s", {})[f"{name} decode"] = [tokens]
-    return out
-
-
 def _latency_rows(records: list[Record]) -> list[tuple[str, str, list[str]]]:
     """(variant, measurement, [n, p50, p90, p99, mean, cv]) of every latency summary."""
     rows = []
@@ -75,6 +55,35 @@ def _latency_rows(records: list[Record]) -> list[tuple[str, str, list[str]]]:
 def _fmt(value: Any) -> str:
     number = _number(value)
     return "" if number is None else f"{number:.4g}"
+
+
+@dataclass(frozen=True)
+class ModelBlock:
+    """What the template shows of one model: its table, its chart, its folded details."""
+
+    name: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[VariantPerf, tuple[str, ...]], ...]
+    chart: Any
+    reference: str | None
+    latency: list[tuple[str, str, list[str]]]
+    cdfs: list[Any]
+
+
+def _block(table: ModelPerf, records: list[Record]) -> ModelBlock:
+    shown = shown_columns(table)
+    rows = tuple((row, tuple(row.cells()[i] for i in shown)) for row in table.rows)
+    bars = [plots.VariantBar(row.variant, row.latency.p50_ms, row.latency.p99_ms, row.latency.p99_interval,
+                             (row.fresh.cold_load_ms, row.fresh.cold_first_inference_ms)
+                             if row.fresh.cold_load_ms is not None and row.fresh.cold_first_inference_ms is not None
+                             else None) for row in table.rows]
+    chart = plots.model_chart(bars, f"{table.model}: {len(bars)} variant{'s' * (len(bars) != 1)}")
+    own = [r for r in records if (r.variant or r.id) in {row.variant for row in table.rows}]
+    series = _latency_series(own)
+    cdfs = [markup(plots.latency_cdf(series[key], f"latency distribution: {table.model} {key}"))
+            for key in sorted(series, key=lambda k: (k != "latency_ms", k))]
+    return ModelBlock(table.model, tuple(COLUMNS[i] for i in shown), rows, markup(chart), table.reference,
+                      _latency_rows(own), cdfs)
 
 
 def _load_curves(records: list[Record]) -> list[tuple[str, dict[str, list[plots.LoadPoint]], float | None]]:
@@ -107,32 +116,11 @@ def _load_curves(records: list[Record]) -> list[tuple[str, dict[str, list[plots.
     return out
 
 
-def render_perf(records: list[Record]) -> str:
-    perf = [r for r in records if r.perf]
-    throughput = _throughput(records)
-    if not perf and not throughput:
+def render_perf(records: list[Record], run_dir: Path | None = None) -> str:
+    """The section's markup ('' when the run measured no performance); ``run_dir``: where the
+    baseline gate's ``perf-compare.json`` is read from, for the change against the baseline."""
+    tables = model_tables(records, run_dir)
+    curves = [plots.load_curve(c, budget, title) for title, c, budget in _load_curves([r for r in records if r.perf])]
+    if not tables and not curves:
         return ""
-    series = _latency_series(perf)
-    cdfs = [plots.load_curve(curves, budget, title) for title, curves, budget in _load_curves(perf)]
-    cdfs += [plots.latency_cdf(series[key], f"latency distribution: {key}")
-             for key in sorted(series, key=lambda k: (k != "latency_ms", k))[:MAX_CDFS]]
-    cold = {}
-    memory = {}
-    for r in perf:
-        name = r.variant or r.id
-        headlines = PerfHeadlines.of(r)
-        load, first = headlines.cold_load_ms, headlines.cold_first_inference_ms
-        if load is not None and first is not None:
-            cold[name] = [load, first]
-        peak = headlines.peak_rss_bytes
-        if peak is not None:
-            memory[name] = [peak / MiB]
-    bars = []
-    if cold:
-        bars.append(plots.bars(cold, ["load", "first inference"], "cold start (fresh process)", "ms"))
-    if memory:
-        bars.append(plots.bars(memory, ["peak RSS"], "peak memory (fresh process)", "MiB"))
-    for unit, values in sorted(throughput.items()):
-        bars.append(plots.bars(values, ["throughput"], f"throughput ({unit})", unit))
-    return render("perf.html.j2", cdfs=[markup(f) for f in cdfs], latency=_latency_rows(perf),
-                  bars=[markup(f) for f in bars])
+    return render("perf.html.j2", models=[_block(t, records) for t in tables], curves=[markup(c) for c in curves])

@@ -148,33 +148,77 @@ def load_curve(curves: Mapping[str, Sequence[LoadPoint]], budget_ms: float | Non
     return to_svg(fig, title)
 
 
-def bars(values: Mapping[str, Sequence[float]], parts: Sequence[str], title: str, unit: str) -> str:
-    """Horizontal (stacked when several ``parts``) bars per variant: cold start, memory, tokens/s.
-    One unit per axis; the total beside each bar is written in that unit (``10.1 s``, not
-    ``1.007e+04``) inside the axes' room; a log axis when the totals span two orders of magnitude."""
-    fig = _figure(7.0, 0.9 + 0.28 * max(len(values), 1))
-    ax: Axes = fig.add_subplot()
-    names = list(values)
-    left = [0.0] * len(names)
-    for j, part in enumerate(parts):
-        widths = [values[n][j] if j < len(values[n]) else 0.0 for n in names]
-        ax.barh(names, widths, left=left, color=PALETTE[j % len(PALETTE)], label=part)
-        left = [a + b for a, b in zip(left, widths)]
-    positive = [t for t in left if t > 0]
-    log = bool(positive) and max(positive) > 100 * min(positive)
+@dataclass(frozen=True)
+class VariantBar:
+    """One variant in a model's chart: p50 with its p99 (and the p99's interval), and its cold start
+    (load, first inference), each None where not measured."""
+
+    name: str
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    p99_interval: tuple[float, float] | None = None
+    cold_ms: tuple[float, float] | None = None
+
+
+def model_chart(bars: Sequence[VariantBar], title: str) -> str:
+    """A model's small chart, each variant once, in the order given (the table's): latency (p50 bar,
+    p99 ▲ with its 95 % interval as a whisker) and, where measured, cold start (load + first inference
+    stacked). Each total is written in its unit beside its bar; an axis goes log when its values span
+    two orders of magnitude. One chart per model: the small multiples of the perf section."""
+    panels = [p for p in ("latency", "cold") if any((b.p50_ms if p == "latency" else b.cold_ms) is not None
+                                                    for b in bars)]
+    fig = _figure(4.2 * max(len(panels), 1), 0.8 + 0.26 * max(len(bars), 1))
+    names = [b.name for b in bars]
+    for index, panel in enumerate(panels):
+        ax: Axes = fig.add_subplot(1, len(panels), index + 1)
+        if panel == "latency":
+            p50 = [b.p50_ms or 0.0 for b in bars]
+            ax.barh(names, p50, color=PALETTE[0], label="p50")
+            for y, b in enumerate(bars):
+                if b.p99_ms is None:
+                    continue
+                if b.p99_interval is not None:
+                    ax.plot(list(b.p99_interval), [y, y], color=PALETTE[3], linewidth=1.0)
+                ax.plot([b.p99_ms], [y], marker="^", color=PALETTE[3], markersize=5, label="p99" if y == 0 else None)
+            ends = [max(b.p50_ms or 0.0, b.p99_ms or 0.0, *(b.p99_interval or ())) for b in bars]
+            labels = [" · ".join(f"{name} {fmt(v, 'ms')}" for name, v in (("p50", b.p50_ms), ("p99", b.p99_ms))
+                                 if v is not None) for b in bars]
+            _scale(ax, ends, labels, "ms", [v for b in bars for v in (b.p50_ms, b.p99_ms) if v])
+            ax.set_title("latency: p50 bar, ▲ p99 [95% interval]", fontsize=8)
+        else:
+            load = [b.cold_ms[0] if b.cold_ms else 0.0 for b in bars]
+            first = [b.cold_ms[1] if b.cold_ms else 0.0 for b in bars]
+            ax.barh(names, load, color=PALETTE[1], label="load")
+            ax.barh(names, first, left=load, color=PALETTE[2], label="first inference")
+            totals = [a + c for a, c in zip(load, first)]
+            _scale(ax, totals, [fmt(t, "ms") if b.cold_ms else "" for t, b in zip(totals, bars)], "ms", totals)
+            ax.set_title("cold start: load + first inference", fontsize=8)
+            ax.legend(fontsize=6, loc="lower right", frameon=False)
+        if index:
+            ax.set_yticklabels([])
+        ax.invert_yaxis()
+    fig.suptitle(title, fontsize=9)
+    return to_svg(fig, title)
+
+
+def _scale(ax: Axes, ends: Sequence[float], labels: Sequence[str], unit: str, values: Sequence[float]) -> None:
+    """Room for each bar's label inside the axes (past its bar's end, ``ends``); a log axis when the
+    drawn ``values`` span more than 30x (a 0.3 ms bar beside a 20 ms one would vanish)."""
+    positive = [v for v in values if v > 0]
+    reach = max((e for e in ends if e > 0), default=0.0)
+    log = bool(positive) and max(positive) > 30 * min(positive)
     if log:
         ax.set_xscale("log")
-        ax.set_xlim(min(positive) / 2, max(positive) * 6)
+        ax.set_xlim(min(positive) / 2, reach * 30)
     elif positive:
-        ax.set_xlim(0, max(positive) * 1.22)  # room for the labels, inside the axes
-    for y, total in enumerate(left):
-        ax.text(total, y, f" {fmt(total, unit)}", va="center", fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel(unit + (" (log scale)" if log else ""))
-    ax.set_title(title)
-    if len(parts) > 1:  # outside the axes: inside, it would cover the longest bar's end
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return to_svg(fig, title)
+        from matplotlib.ticker import MaxNLocator
+
+        ax.set_xlim(0, reach * 1.8)
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # 20000-ms tick labels would run into each other
+    for y, (end, label) in enumerate(zip(ends, labels)):
+        if label and end > 0:
+            ax.text(end, y, f" {label}", va="center", fontsize=7)
+    ax.set_xlabel(unit + (" (log scale)" if log else ""), fontsize=8)
 
 
 #: panels per trend figure (one per model); the rest are named in a note and kept in the table
