@@ -1,33 +1,32 @@
 #!/usr/bin/env python
 """Time ``harness check`` against optimum's own output validation on the same optimum-layout export.
 
-Both tools are run as fresh processes, alternately (harness first on even rounds, optimum first
-on odd ones, so drift on a shared machine hits both), ``--runs`` times each; the script prints
-each run's wall time, the medians and their ratio, and what each tool concluded. optimum-onnx
-pins transformers 4.57, so it lives in its own venv (``--optimum-python``); without it the script
-says why and exits 0 (nothing to compare).
+Each round runs, as fresh processes and in an order that rotates round by round (so drift on a
+shared machine hits every tool alike): ``harness check`` with an empty cache (cold: what a user's
+first check computes -- the PyTorch references, the reference decode and its closed loop), the same
+check with a cache filled by one untimed run before the rounds (warm: what a CI cache holds after
+the first job; the verdicts are still computed on the files), and optimum's validation, which
+computes everything every time. It prints each run's wall time and ``ru_maxrss``, and per mode the
+medians and their ratios to optimum's, with the load average at the start and at the end.
+optimum-onnx pins transformers 4.57, so it lives in its own venv (``--optimum-python``); without it
+the script says why and exits 0 (nothing to compare).
 
     python -m venv /work/venv-optimum
     /work/venv-optimum/bin/pip install /path/to/torch-2.13.0*.whl optimum-onnx onnxruntime
-    python scripts/bench_check.py --runs 5                     # numbers-en-zh, exported by optimum-cli
+    python scripts/bench_check.py --runs 3                     # numbers-en-zh, exported by optimum-cli
     python scripts/bench_check.py --reference DIR --export OPTIMUM_DIR --runs 5 --json out.json
-    python scripts/bench_check.py --runs 3 --cold              # every harness run with an empty cache
+    python scripts/bench_check.py --runs 3 --modes cold        # only the empty-cache check beside optimum
 
 The optimum interpreter defaults to ``$HARNESS_EXPORTERS_VENV/bin/python`` (the exporters' venv
 CI builds for the exporter tests) when that variable is set, else ``/work/venv-optimum/bin/python``.
 
-Which cache the harness runs with is said beside the ratio: by default one untimed run fills a
-cache of its own first (the references, the reference decodes: what a CI cache holds after the
-first job), then every timed run reads it -- the verdicts are still computed, on the files, each
-run; ``--cold`` gives every timed run an empty cache (PyTorch references computed, the model
-loaded), which is what optimum's validation does every time.
-
 What is compared: ``harness check --reference R --onnx E --providers ort_cpu`` (numeric parity of
-every graph on padded corpus batches, greedy generation parity over the corpus, I/O matching,
-training-mode lint) against ``scripts/optimum_validate.py`` (optimum's ``validate_models_outputs``
-on each sub-model with its dummy shapes: what ``optimum-cli export onnx`` validates after export).
+every graph on padded corpus batches, greedy generation parity over the corpus, the closed-loop
+cache check, I/O matching, training-mode lint) against ``scripts/optimum_validate.py`` (optimum's
+``validate_models_outputs`` on each sub-model with its dummy shapes: what ``optimum-cli export
+onnx`` validates after export).
 
-``HARNESS_BENCH_SMOKE=1``: 1 run of each tool, with an empty harness cache (``harness.perf.smoke``).
+``HARNESS_BENCH_SMOKE=1``: 1 round, cold only (``harness.perf.smoke``).
 """
 
 from __future__ import annotations
@@ -95,13 +94,20 @@ def main(argv: list[str] | None = None) -> int:
                         default=str(Path(exporters) / "bin" / "python") if exporters else "/work/venv-optimum/bin/python",
                         help="interpreter of the venv with optimum-onnx (default: $HARNESS_EXPORTERS_VENV's, else "
                              "/work/venv-optimum's)")
-    parser.add_argument("--cold", action="store_true", help="every harness run with an empty cache")
-    parser.add_argument("--runs", type=int, default=5, help="runs of each tool (default 5; the medians are compared)")
+    parser.add_argument("--modes", default="cold,warm",
+                        help="harness modes beside optimum, comma-separated: cold (empty cache each run), warm "
+                             "(a cache filled by one untimed run); default both")
+    parser.add_argument("--cold", action="store_true", help="the same as --modes cold")
+    parser.add_argument("--runs", type=int, default=3, help="rounds (default 3; the medians are compared)")
     parser.add_argument("--json", metavar="OUT", help="write every run as JSON")
     args = parser.parse_args(argv)
     from harness.perf import smoke
 
-    smoke.announce(smoke.shrink(args, runs=1, cold=True))  # one run of each tool, no untimed priming run
+    smoke.announce(smoke.shrink(args, runs=1, modes="cold"))  # one round, no untimed priming run
+    modes = ["cold"] if args.cold else [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - {"cold", "warm"}:
+        print(f"--modes: expected cold and/or warm, got {args.modes!r}", file=sys.stderr)
+        return 2
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     optimum_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}  # its own site-packages only
     why = optimum_ready(args.optimum_python, optimum_env)
@@ -125,38 +131,47 @@ def main(argv: list[str] | None = None) -> int:
                         str(export_dir)]
         runs: list[dict[str, Any]] = []
         warm_env = {**env, "HARNESS_CACHE": str(Path(tmp) / "cache")}
-        if not args.cold:  # fill the cache once, untimed
+        if "warm" in modes:  # fill the cache once, untimed
             timed([*harness_argv, "--out", str(Path(tmp) / "harness-prime")], warm_env)
+        tools = [*(f"harness {m}" for m in modes), "optimum"]
+        load_start = os.getloadavg()
         for i in range(args.runs):
-            order = ("harness", "optimum") if i % 2 == 0 else ("optimum", "harness")
+            order = tools[i % len(tools):] + tools[: i % len(tools)]
             for tool in order:
-                if tool == "harness":
-                    run_dir = Path(tmp) / f"harness-{i}"
-                    run_env = {**env, "HARNESS_CACHE": str(Path(tmp) / f"cache-{i}")} if args.cold else warm_env
+                load = os.getloadavg()[0]
+                if tool.startswith("harness"):
+                    run_dir = Path(tmp) / f"{tool.replace(' ', '-')}-{i}"
+                    run_env = {**env, "HARNESS_CACHE": str(Path(tmp) / f"cache-{i}")} if tool == "harness cold" \
+                        else warm_env
                     wall, code, rss, out = timed([*harness_argv, "--out", str(run_dir)], run_env)
                     verdicts = harness_verdicts(run_dir)
                 else:
                     wall, code, rss, out = timed(optimum_argv, optimum_env)
                     line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), "{}")
                     verdicts = {"optimum-validation": json.loads(line).get("verdict", "error")}
-                runs.append({"tool": tool, "round": i, "wall_s": round(wall, 2), "exit": code,
+                runs.append({"tool": tool, "round": i, "wall_s": round(wall, 2), "exit": code, "load1": load,
                              "ru_maxrss_mib": round(rss / 1024, 1), "verdicts": verdicts})
-                print(f"round {i} {tool:<8} {wall:7.2f} s  exit {code}  ru_maxrss {rss / 1024:6.0f} MiB  {verdicts}",
-                      flush=True)
-    med = {tool: statistics.median(r["wall_s"] for r in runs if r["tool"] == tool) for tool in ("harness", "optimum")}
-    rss = {tool: statistics.median(r["ru_maxrss_mib"] for r in runs if r["tool"] == tool) for tool in med}
-    ratio = med["harness"] / med["optimum"]
-    load = os.getloadavg()
-    print(f"\nmedian wall: harness check {med['harness']:.2f} s, optimum validation {med['optimum']:.2f} s; "
-          f"ratio harness/optimum {ratio:.2f} ({args.runs} runs each, alternating, harness cache "
-          f"{'empty each run' if args.cold else 'filled by one untimed run'}; load average "
-          f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}, {os.cpu_count()} cores)")
-    print(f"median ru_maxrss: harness {rss['harness']:.0f} MiB (a lower bound: the harness resets its "
-          f"high-water mark per case), optimum {rss['optimum']:.0f} MiB; ratio {rss['harness'] / rss['optimum']:.2f}")
+                print(f"round {i} {tool:<12} {wall:7.2f} s  exit {code}  ru_maxrss {rss / 1024:6.0f} MiB  "
+                      f"load {load:4.1f}  {verdicts}", flush=True)
+    med = {tool: statistics.median(r["wall_s"] for r in runs if r["tool"] == tool) for tool in tools}
+    peak = {tool: statistics.median(r["ru_maxrss_mib"] for r in runs if r["tool"] == tool) for tool in tools}
+    load_end = os.getloadavg()
+    print(f"\n{args.runs} round(s), order rotating; load average {load_start[0]:.1f}/{load_start[1]:.1f}/"
+          f"{load_start[2]:.1f} at the start, {load_end[0]:.1f}/{load_end[1]:.1f}/{load_end[2]:.1f} at the end, "
+          f"{os.cpu_count()} cores")
+    print(f"{'':<14} {'median wall':>12} {'/ optimum':>10} {'median ru_maxrss':>17} {'/ optimum':>10}")
+    for tool in tools:
+        print(f"{tool:<14} {med[tool]:>10.2f} s {med[tool] / med['optimum']:>10.2f} {peak[tool]:>13.0f} MiB "
+              f"{peak[tool] / peak['optimum']:>10.2f}")
+    print("harness cold: an empty cache (PyTorch references, reference decode and its closed loop computed); "
+          "harness warm: a cache filled by one untimed run; ru_maxrss of the harness is a lower bound (it resets "
+          "its high-water mark per case)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": runs, "median_wall_s": med, "ratio": ratio, "cold": args.cold,
-                                               "median_ru_maxrss_mib": rss, "loadavg": load}, indent=1) + "\n",
-                                   encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"runs": runs, "median_wall_s": med, "median_ru_maxrss_mib": peak,
+                                               "ratio_wall": {t: med[t] / med["optimum"] for t in tools},
+                                               "ratio_ru_maxrss": {t: peak[t] / peak["optimum"] for t in tools},
+                                               "loadavg_start": load_start, "loadavg_end": load_end}, indent=1)
+                                   + "\n", encoding="utf-8")
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.core import Precision
@@ -205,3 +206,58 @@ def test_negative_sample_count_is_a_usage_error(pytester: pytest.Pytester):
     result_ = pytester.runpytest_inprocess("--harness-gen-samples=-1")
     assert result_.ret == pytest.ExitCode.USAGE_ERROR
     result_.stderr.fnmatch_lines(["*--harness-gen-samples: must be >= 0, got -1*"])
+
+
+class _GrowingCache:
+    """A cached stepper with known answers: logits from the history, one cache position per step."""
+
+    def __init__(self, rows: int) -> None:
+        self.past: dict[str, np.ndarray] | None = None
+        self.cross = np.ones((rows, 1, 2, 3), np.float32)  # fed back unchanged, as a cross-attention cache
+        self.own = np.zeros((rows, 1, 0, 3), np.float32)
+        self.calls = 0
+
+    def step(self, history: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        new = np.sin(history[:, None, -1:, None] * np.arange(1, 4)).astype(np.float32)  # [rows, 1, 1, 3]
+        self.own = np.concatenate([self.own, new], axis=2)
+        self.past = {"present.0.decoder.key": self.own, "present.0.encoder.key": self.cross}
+        scores = np.cos(history.sum(axis=1, keepdims=True) * np.arange(1, 7)).astype(np.float32)
+        scores[history.shape[1] > 3 + history[:, :1].ravel() % 3, 5] = 9.0  # rows end (EOS 5) at different steps
+        return scores
+
+    def reorder(self, rows: np.ndarray) -> None:
+        raise AssertionError("greedy search does not reorder")
+
+
+class _Toy:
+    def start(self, input_ids: np.ndarray, attention_mask: np.ndarray, expand: int, use_cache: bool):
+        from harness.families.steppers import Start
+
+        return Start(input_ids.copy(), _GrowingCache(len(input_ids)))
+
+
+def test_the_closed_loop_reference_is_the_reference_decode_recorded():
+    """The reference's greedy decode, recorded step by step, is what stepping it again teacher-forced
+    on its own tokens records (``record_side``): the closed loop takes it and does not step PyTorch
+    twice. A recording that is not those steps (tokens it did not decode) is refused."""
+    from harness.generation.search import search
+    from harness.generation.settings import GenerationSettings
+    from harness.judge.cached_decoding import ReferenceSteps, _forced, record_side
+
+    settings = GenerationSettings(max_new_tokens=6, eos_token_ids=(5,), pad_token_id=0)
+    prompts = [np.array([[1], [2], [3]]), np.array([[4], [6]])]
+    steps, tokens = ReferenceSteps(), []
+    for ids in prompts:
+        tokens += search(steps(_Toy().start(ids, np.ones_like(ids), 1, True)), settings)
+    assert len({len(t) for t in tokens}) > 1  # rows finished at different steps: filled rows were stepped too
+    recorded = steps.sides(tokens, 3)
+    assert recorded is not None and len(recorded) == 2
+    for side, ids, lo in zip(recorded, prompts, (0, 3)):
+        rows = tokens[lo: lo + 3]
+        again = record_side(_Toy(), ids, np.ones_like(ids), _forced(rows, max(map(len, rows)), settings.fill_token_id))
+        assert side.append_only and again.append_only
+        for name, value in again.as_arrays().items():
+            np.testing.assert_array_equal(side.as_arrays()[name], value, err_msg=name)
+    assert steps.sides([[*t, 5] for t in tokens], 3) is None  # one step more than it took: not its record
+    assert ReferenceSteps().sides(tokens, 3) is None  # decoded elsewhere (read from a cache): nothing recorded

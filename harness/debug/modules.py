@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import onnx
     import torch
 
-    from harness.families.base import GraphModule
+    from harness.families.graph_modules import GraphModule
 
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 CLASS_HIERARCHY = "pkg.torch.onnx.class_hierarchy"

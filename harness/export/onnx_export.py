@@ -20,7 +20,8 @@ import torch
 
 from harness.core import UsageError
 from harness.export.external import ExternalDataError, normalize
-from harness.families.base import GraphModule, GraphSpec, to_torch
+from harness.families.base import GraphSpec
+from harness.families.graph_modules import GraphModule, to_torch
 
 EXPORTERS = ("torchscript", "dynamo")
 

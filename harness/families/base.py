@@ -14,25 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
-import torch
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from harness.families.graph_modules import GraphModule
     from harness.families.steppers import Starter
     from harness.metrics.spec import Scope
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
-
-
-def cache_kv(layer: object) -> list[torch.Tensor]:
-    """The key and value tensors of one filled layer of a transformers attention cache.
-
-    transformers types a cache's layers as a union that also holds linear-attention and dummy
-    layers; the graphs here only ever build attention caches, so anything else is a bug."""
-    from transformers.cache_utils import CacheLayerMixin
-
-    if not isinstance(layer, CacheLayerMixin) or layer.keys is None or layer.values is None:
-        raise TypeError(f"expected a filled attention-cache layer, got {type(layer).__name__}")
-    return [layer.keys, layer.values]
 
 
 class DerivedOutput(Protocol):
@@ -126,18 +116,6 @@ class PromptThenStep(NamedTuple):
 
     prefill: Any  # harness.runners.base.GraphRunner
     step: Any
-
-
-class GraphModule(torch.nn.Module):
-    """Base for export wrappers: positional tensors in ``input_names`` order, a tuple out.
-
-    Wrappers are created in eval mode: torch.onnx.export restores the *wrapper's* training
-    flag recursively afterwards, and a fresh module is in training mode (PITFALLS #1).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.eval()
 
 
 class Family(abc.ABC):
@@ -293,10 +271,6 @@ EXPORT_TEXTS = (
 )
 
 
-def to_torch(feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in names)
-
-
 #: the longest input the harness feeds when the model allows more (keeps exports and references cheap)
 MAX_INPUT_TOKENS = 128
 
@@ -335,3 +309,17 @@ def token_feeds(model: "LoadedModel", texts: Sequence[str]) -> dict[str, np.ndar
     token / QA / masked-LM heads) is fed."""
     enc = tokenize(model, texts)
     return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+
+#: the PyTorch side, declared in ``harness.families.graph_modules`` and importable from here as
+#: before: loaded on first use, so that importing a family declaration imports no torch
+_TORCH_SIDE = ("GraphModule", "cache_kv", "to_torch")
+
+
+def __getattr__(name: str) -> object:
+    if name in _TORCH_SIDE:
+        from harness.families import graph_modules
+
+        return getattr(graph_modules, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

@@ -11,24 +11,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from harness.core import UsageError
 from harness.families.base import (
     CheckedGraph,
     CheckMode,
     Family,
-    GraphModule,
     GraphSpec,
     PromptThenStep,
-    cache_kv,
-    to_torch,
     tokenize,
 )
 from harness.families.registry import register_family
 from harness.families.steppers import position_ids
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from harness.families.graph_modules import GraphModule
     from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
@@ -54,25 +53,6 @@ def kv_names(layers: int, prefix: str) -> tuple[str, ...]:
     return tuple(f"{prefix}.{i}.{kv}" for i in range(layers) for kv in ("key", "value"))
 
 
-class _StepModule(GraphModule):
-    def __init__(self, model: torch.nn.Module, layers: int) -> None:
-        super().__init__()
-        self.model, self.layers = model, layers
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        # imported here: importing a family must not load transformers (a replayed run needs none)
-        from transformers.cache_utils import DynamicCache
-
-        cache = DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(self.layers)])
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         cache=cache, use_cache=True)
-        presents: list[torch.Tensor] = []
-        for layer in cache.layers:
-            presents += cache_kv(layer)
-        return (out.logits, *presents)
-
-
 @register_family
 class CausalLMFamily(Family):
     name = "causal_lm"
@@ -92,7 +72,9 @@ class CausalLMFamily(Family):
                           axes, logits_outputs=frozenset({"logits"}), gated_outputs=frozenset({"logits"}))]
 
     def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
-        return _StepModule(torch_model if torch_model is not None else model.model, lm_layout(model)[0])
+        from harness.families.graph_modules import StepModule
+
+        return StepModule(torch_model if torch_model is not None else model.model, lm_layout(model)[0])
 
     def empty_past(self, model: LoadedModel, batch: int) -> dict[str, np.ndarray]:
         layers, kv, head_dim = lm_layout(model)
@@ -102,6 +84,10 @@ class CausalLMFamily(Family):
         memo_key = ("lm-feeds", tuple(texts), step)
         if memo_key in model.cache:
             return dict(model.cache[memo_key])
+        import torch
+
+        from harness.families.graph_modules import to_torch
+
         enc = tokenize(model, texts)  # left-padded (tokenizer padding_side)
         ids, mask = enc["input_ids"], enc["attention_mask"]
         if model.tokenizer.padding_side != "left":

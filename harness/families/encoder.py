@@ -5,33 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
-from harness.families.base import Family, GraphModule, GraphSpec, token_feeds
+from harness.families.base import Family, GraphSpec, token_feeds
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from harness.families.graph_modules import GraphModule
     from harness.zoo.loading import LoadedModel
-
-
-class _ClassifierModule(GraphModule):
-    def __init__(self, model: torch.nn.Module, hf: bool) -> None:
-        super().__init__()
-        self.model, self.hf = model, hf
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor]:
-        if self.hf:
-            return (self.model(input_ids=input_ids, attention_mask=attention_mask).logits,)
-        return (self.model(input_ids, attention_mask),)
-
-
-class _HiddenModule(GraphModule):
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor]:
-        return (self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,)
 
 
 def _is_classifier(model: LoadedModel) -> bool:
@@ -54,10 +36,12 @@ class EncoderFamily(Family):
                           {**axes, "last_hidden_state": {0: "batch", 1: "sequence"}})]
 
     def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
+        from harness.families.graph_modules import ClassifierModule, HiddenModule
+
         m = torch_model if torch_model is not None else model.model
         if graph.output_names == ("logits",):
-            return _ClassifierModule(m, hf=model.config.get("model_type") != "harness-encoder-custom")
-        return _HiddenModule(m)
+            return ClassifierModule(m, hf=model.config.get("model_type") != "harness-encoder-custom")
+        return HiddenModule(m)
 
     def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
         return token_feeds(model, texts)

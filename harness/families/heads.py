@@ -22,31 +22,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from harness.core import UsageError
-from harness.families.base import Family, GraphModule, GraphSpec, token_feeds, tokenize
+from harness.families.base import Family, GraphSpec, token_feeds, tokenize
 from harness.families.registry import register_family
 from harness.metrics.spans import MAX_ANSWER_TOKENS, best_spans, span_metrics, worst_row
 from harness.metrics.spec import Scope
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from harness.families.graph_modules import GraphModule
     from harness.zoo.loading import LoadedModel
 
 _INPUTS = ("input_ids", "attention_mask")
 _AXES = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
-
-
-class _HeadModule(GraphModule):
-    """The head's named outputs of one forward pass, in ``outputs`` order."""
-
-    def __init__(self, model: torch.nn.Module, outputs: tuple[str, ...]) -> None:
-        super().__init__()
-        self.model, self.outputs = model, outputs
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
-        return tuple(getattr(out, name) for name in self.outputs)
 
 
 class _EncoderHead(Family):
@@ -63,7 +53,9 @@ class _EncoderHead(Family):
                           logits_outputs=outs, gated_outputs=outs)]
 
     def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
-        return _HeadModule(torch_model if torch_model is not None else model.model, self.outputs)
+        from harness.families.graph_modules import HeadModule
+
+        return HeadModule(torch_model if torch_model is not None else model.model, self.outputs)
 
     def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
         return token_feeds(model, texts)

@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
-from harness.families.base import CheckedGraph, CheckMode, Family, GraphModule, GraphSpec, cache_kv, to_torch, tokenize
+from harness.families.base import CheckedGraph, CheckMode, Family, GraphSpec, tokenize
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from harness.families.graph_modules import GraphModule
     from harness.families.steppers import Starter
     from harness.runners.base import GraphRunner
     from harness.zoo.loading import LoadedModel
@@ -34,64 +36,6 @@ def n_layers(model: LoadedModel) -> int:
 def present_names(layers: int, kinds: Sequence[str] = ("decoder", "encoder"),
                   prefix: str = "present") -> tuple[str, ...]:
     return tuple(f"{prefix}.{i}.{kind}.{kv}" for i in range(layers) for kind in kinds for kv in ("key", "value"))
-
-
-class _EncoderModule(GraphModule):
-    def __init__(self, model: Any) -> None:  # a transformers encoder-decoder model
-        super().__init__()
-        self.encoder = model.get_encoder()
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor]:
-        return (self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,)
-
-
-class _DecoderModule(GraphModule):
-    """One decoder pass; returns logits and the self/cross-attention caches it produced."""
-
-    model: Any  # a transformers encoder-decoder model: config, get_decoder(), lm_head
-
-    def __init__(self, model: torch.nn.Module, graph: GraphSpec, layers: int) -> None:
-        super().__init__()
-        self.model, self.graph, self.layers = model, graph, layers
-        self.with_past = graph.name == "decoder_with_past"
-
-    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        x = dict(zip(self.graph.input_names, args))
-        # imported here: importing a family must not load transformers (a replayed run needs none)
-        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-
-        d_model = self.model.config.d_model
-        if self.with_past:
-            pairs = [
-                (x[f"past_key_values.{i}.decoder.key"], x[f"past_key_values.{i}.decoder.value"],
-                 x[f"past_key_values.{i}.encoder.key"], x[f"past_key_values.{i}.encoder.value"])
-                for i in range(self.layers)
-            ]
-            cache = EncoderDecoderCache(DynamicCache([p[:2] for p in pairs]), DynamicCache([p[2:] for p in pairs]))
-            enc_k = pairs[0][2]
-            # Cross-attention K/V come from the cache; the decoder only needs the states'
-            # shape to build the cross-attention mask.
-            states = enc_k.new_zeros((enc_k.shape[0], enc_k.shape[2], d_model))
-        else:
-            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-            states = x["encoder_hidden_states"]
-        out = self.model.get_decoder()(
-            input_ids=x["input_ids"],
-            encoder_hidden_states=states,
-            encoder_attention_mask=x.get("encoder_attention_mask"),
-            cache=cache,
-            use_cache=True,
-        )
-        logits = self.model.lm_head(out.last_hidden_state)
-        bias = getattr(self.model, "final_logits_bias", None)
-        if bias is not None:
-            logits = logits + bias
-        presents: list[torch.Tensor] = []
-        for i in range(self.layers):
-            presents += cache_kv(cache.self_attention_cache.layers[i])
-            if not self.with_past:
-                presents += cache_kv(cache.cross_attention_cache.layers[i])
-        return (logits, *presents)
 
 
 @register_family
@@ -139,10 +83,12 @@ class Seq2SeqFamily(Family):
         ]
 
     def module(self, model: LoadedModel, graph: GraphSpec, torch_model: torch.nn.Module | None = None) -> GraphModule:
+        from harness.families.graph_modules import DecoderModule, EncoderModule
+
         m = torch_model if torch_model is not None else model.model
         if graph.name == "encoder":
-            return _EncoderModule(m)
-        return _DecoderModule(m, graph, n_layers(model))
+            return EncoderModule(m)
+        return DecoderModule(m, graph, n_layers(model))
 
     # -- feeds ---------------------------------------------------------------------------
     def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
@@ -154,6 +100,10 @@ class Seq2SeqFamily(Family):
         return dict(model.cache[memo_key][graph.name])
 
     def _all_feeds(self, model: LoadedModel, texts: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+        import torch
+
+        from harness.families.graph_modules import to_torch
+
         enc = tokenize(model, texts)
         ids, mask = enc["input_ids"], enc["attention_mask"]
         reference = Seq2SeqFamily(encoder_mask=True)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
-import torch
 
 from harness.families import family_for
 from harness.generation.search import search
@@ -23,6 +22,7 @@ from harness.runners.base import GraphRef
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.families import Family
+    from harness.families.steppers import Start
     from harness.runners.base import Backend, GraphRunner
     from harness.zoo.loading import LoadedModel
 
@@ -36,6 +36,8 @@ DECODE_TORCH_THREADS = 1
 @contextmanager
 def torch_threads(count: int | None) -> Iterator[None]:
     """Run the block with ``count`` torch intra-op threads, then restore the previous count."""
+    import torch  # here: importing the decoding loops imports no torch (a replayed run needs none)
+
     before = torch.get_num_threads()
     if count:
         torch.set_num_threads(count)
@@ -86,9 +88,11 @@ def prompt_batch(model: "LoadedModel", texts: Sequence[str]) -> tuple[np.ndarray
 
 def decode_texts(backend: "Backend", model: "LoadedModel", family: "Family", variant: "Variant",
                  texts: Sequence[str], settings: GenerationSettings, batch_size: int = 16,
-                 threads: int | None = DECODE_TORCH_THREADS) -> Decoded:
+                 threads: int | None = DECODE_TORCH_THREADS,
+                 observe: Callable[["Start"], "Start"] | None = None) -> Decoded:
     """Decode ``texts`` with ``variant`` in batches of ``batch_size``; PyTorch runs with
-    ``threads`` intra-op threads (None: leave torch's setting alone)."""
+    ``threads`` intra-op threads (None: leave torch's setting alone). ``observe`` is handed each
+    batch's start and returns the one searched (a recorder of the steps, wrapped around it)."""
     with ExitStack() as stack:
         stack.enter_context(torch_threads(threads))
         runners, artifacts = load_runners(backend, model, family, variant, settings.use_cache, stack)
@@ -99,6 +103,8 @@ def decode_texts(backend: "Backend", model: "LoadedModel", family: "Family", var
         for i in range(0, len(texts), batch_size):
             ids, mask = family.generation_prompts(model, texts[i: i + batch_size], settings.max_new_tokens)
             start = starter.start(ids, mask, settings.num_beams, settings.use_cache)
+            if observe is not None:
+                start = observe(start)
             tokens += search(start, settings)
             calls += getattr(start.stepper, "calls", 0)
         seconds = time.perf_counter() - began

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from harness.families.steppers import Starter
 from harness.generation.processors import process
@@ -130,6 +129,8 @@ def replay(starter: Starter, ids: np.ndarray, mask: np.ndarray, forced: np.ndarr
            settings: GenerationSettings) -> tuple[np.ndarray, np.ndarray]:
     """Raw logits and the processed scores the search ranks, at the step after ``forced``, for
     every row of the batch: the decode's graph calls again, with the tokens given instead of chosen."""
+    import torch  # here: importing the judges imports no torch (a replayed run needs none)
+
     start = starter.start(ids, mask, 1, settings.use_cache)
     history = start.prompt
     max_length = history.shape[1] + settings.max_new_tokens
@@ -147,6 +148,8 @@ def replay(starter: Starter, ids: np.ndarray, mask: np.ndarray, forced: np.ndarr
 def view(raw: np.ndarray, processed: np.ndarray, chosen: int | None, piece: Callable[[int], str],
          k: int = TOP_K) -> StepView:
     """A side's top-k at the step (ranked by the processed scores, shown with raw logit and log-prob)."""
+    import torch  # here: importing the judges imports no torch (a replayed run needs none)
+
     logprobs = torch.log_softmax(torch.from_numpy(raw.astype(np.float32)), dim=-1).numpy()
     order = np.argsort(-processed, kind="stable")[:k]
     top = tuple(Candidate(int(i), piece(int(i)), float(raw[i]), float(logprobs[i])) for i in order)

@@ -9,10 +9,12 @@ logits, beam search to log-probabilities, again as ``generate()`` does.
 from __future__ import annotations
 
 import math
-
-import torch
+from typing import TYPE_CHECKING
 
 from harness.generation.settings import GenerationSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 
 def repetition_penalty(history: torch.Tensor, scores: torch.Tensor, penalty: float,
@@ -22,6 +24,8 @@ def repetition_penalty(history: torch.Tensor, scores: torch.Tensor, penalty: flo
     ``ignore_before[row]`` skips a row's leading positions (the left padding of a
     decoder-only prompt, which ``generate()`` leaves unpenalised).
     """
+    import torch
+
     if penalty == 1.0:
         return scores
     vocab = scores.shape[-1]
@@ -37,6 +41,8 @@ def repetition_penalty(history: torch.Tensor, scores: torch.Tensor, penalty: flo
 
 def forced_eos(scores: torch.Tensor, cur_len: int, max_length: int, eos: int | list[int] | None) -> torch.Tensor:
     """On the last allowed position only EOS may be chosen."""
+    import torch
+
     if eos is None or cur_len != max_length - 1:
         return scores
     out = torch.full_like(scores, -math.inf)

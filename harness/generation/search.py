@@ -10,17 +10,23 @@ generated tokens up to and including the first EOS (no padding).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from harness.families.steppers import Start
 from harness.generation.processors import process
 from harness.generation.settings import GenerationSettings
 
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
 _NEG = -1.0e9  # generate()'s "impossible" score
 
 
 def _logits(start: Start, history: torch.Tensor) -> torch.Tensor:
+    import torch
+
     return torch.from_numpy(np.ascontiguousarray(start.stepper.step(history.numpy()), dtype=np.float32))
 
 
@@ -33,6 +39,8 @@ def _trim(row: list[int], eos: set[int]) -> list[int]:
 
 def greedy(start: Start, settings: GenerationSettings) -> list[list[int]]:
     """Pick the best-scoring token each step until every row hit EOS or the length limit."""
+    import torch
+
     history = torch.from_numpy(start.prompt)
     ignore = None if start.ignore_before is None else torch.from_numpy(start.ignore_before)
     max_length = history.shape[1] + settings.max_new_tokens
@@ -53,6 +61,8 @@ def greedy(start: Start, settings: GenerationSettings) -> list[list[int]]:
 
 def _gather(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``tensor[b, index[b, j], ...]`` for every batch item ``b`` (generate()'s _gather_beams)."""
+    import torch
+
     while index.dim() < tensor.dim():
         index = index.unsqueeze(-1)
     return torch.take_along_dim(tensor, index, dim=1)
@@ -63,6 +73,8 @@ def beam_search(start: Start, settings: GenerationSettings) -> list[list[int]]:
 
     ``start`` holds ``batch * K`` rows (each input repeated K times, consecutively).
     """
+    import torch
+
     k = settings.num_beams
     flat_prompt = torch.from_numpy(start.prompt)
     batch, prompt_len = flat_prompt.shape[0] // k, flat_prompt.shape[1]

@@ -42,7 +42,7 @@ from harness.runners.base import GraphRef
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
     from harness.families import Family
-    from harness.families.steppers import Starter
+    from harness.families.steppers import Start, Starter, Stepper
     from harness.generation.settings import GenerationSettings
     from harness.judge.workspace import Workspace
     from harness.zoo.loading import LoadedModel
@@ -175,24 +175,88 @@ def _prefix_of(before: Mapping[str, np.ndarray], after: Mapping[str, np.ndarray]
     return True
 
 
+class RecordingStepper:
+    """A stepper that keeps what it returns: every step's logits (all rows) and how its cache grew.
+
+    The reference side of the closed loop is the reference's greedy decode itself (teacher-forced
+    on its own tokens, the histories are the same, step for step): recording the decode's steps
+    spares stepping PyTorch a second time over the same batches."""
+
+    def __init__(self, inner: Stepper) -> None:
+        self.inner = inner
+        self.logits: list[np.ndarray] = []
+        self.lengths: dict[str, list[int]] = {}
+        self.previous: dict[str, np.ndarray] = {}
+        self.append_only = True
+        self.reordered = False
+
+    @property
+    def calls(self) -> int:
+        return int(getattr(self.inner, "calls", 0))
+
+    @property
+    def past(self) -> dict[str, np.ndarray] | None:
+        past: dict[str, np.ndarray] | None = getattr(self.inner, "past", None)
+        return past
+
+    def step(self, history: np.ndarray) -> np.ndarray:
+        out = self.inner.step(history)
+        self.logits.append(np.asarray(out, dtype=np.float32))
+        past = {n: np.asarray(a, np.float32) for n, a in (self.past or {}).items()}
+        self.append_only = self.append_only and all(a.ndim >= 2 for a in past.values()) and \
+            _prefix_of(self.previous, past)
+        for name, array in past.items():
+            self.lengths.setdefault(name, []).append(array.shape[-2] if array.ndim >= 2 else 0)
+        self.previous = past
+        return out
+
+    def reorder(self, rows: np.ndarray) -> None:  # beam search: the record no longer follows one row per input
+        self.reordered = True
+        self.inner.reorder(rows)
+
+    def side(self, prompt: np.ndarray) -> RecordedSide:
+        vocab = self.logits[0].shape[-1] if self.logits else 1
+        logits = np.stack(self.logits) if self.logits else np.zeros((0, prompt.shape[0], vocab), np.float32)
+        return RecordedSide(np.asarray(prompt), logits, self.previous,
+                            {n: np.asarray(v, np.int64) for n, v in self.lengths.items()}, self.append_only)
+
+
 def record_side(starter: Starter, ids: np.ndarray, mask: np.ndarray, forced: np.ndarray) -> RecordedSide:
     """``starter`` stepped over one batch with its own cache, teacher-forced on ``forced``."""
     start = starter.start(ids, mask, 1, True)
-    logits: list[np.ndarray] = []
-    lengths: dict[str, list[int]] = {}
-    previous: dict[str, np.ndarray] = {}
-    append_only = True
+    recording = RecordingStepper(start.stepper)
     for t in range(forced.shape[1]):
-        history = np.concatenate([start.prompt, forced[:, :t]], axis=1)
-        logits.append(np.asarray(start.stepper.step(history), dtype=np.float32))
-        past = {n: np.asarray(a, np.float32) for n, a in (getattr(start.stepper, "past", None) or {}).items()}
-        append_only = append_only and all(a.ndim >= 2 for a in past.values()) and _prefix_of(previous, past)
-        for name, array in past.items():
-            lengths.setdefault(name, []).append(array.shape[-2] if array.ndim >= 2 else 0)
-        previous = past
-    vocab = logits[0].shape[-1] if logits else 1
-    return RecordedSide(np.asarray(start.prompt), np.stack(logits) if logits else np.zeros((0, len(ids), vocab), np.float32),
-                        previous, {n: np.asarray(v, np.int64) for n, v in lengths.items()}, append_only)
+        recording.step(np.concatenate([start.prompt, forced[:, :t]], axis=1))
+    return recording.side(start.prompt)
+
+
+class ReferenceSteps:
+    """Records the reference decode's batches (``decode_texts(observe=...)``) as the closed loop's
+    reference side. Used only when what was recorded is what ``record_side`` would step: one row
+    per input (greedy), every batch stepped once per token of its longest decoded row."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[np.ndarray, RecordingStepper]] = []
+
+    def __call__(self, start: Start) -> Start:
+        from harness.families.steppers import Start
+
+        recording = RecordingStepper(start.stepper)
+        self.batches.append((start.prompt, recording))
+        return Start(start.prompt, recording, start.ignore_before)
+
+    def sides(self, tokens: Sequence[Sequence[int]], batch_size: int) -> list[RecordedSide] | None:
+        """The recorded sides, or None when they are not the teacher-forced steps over ``tokens``."""
+        if not self.batches:
+            return None
+        sides = []
+        for (prompt, recording), lo in zip(self.batches, range(0, len(tokens), batch_size)):
+            rows = tokens[lo: lo + batch_size]
+            steps = max((len(r) for r in rows), default=0)
+            if recording.reordered or len(recording.logits) != steps or prompt.shape[0] != len(rows):
+                return None
+            sides.append(recording.side(prompt))
+        return sides if len(sides) * batch_size >= len(tokens) > (len(sides) - 1) * batch_size else None
 
 
 def closed_loop(reference: Sequence[RecordedSide], variant: Starter, batches: Sequence[tuple[np.ndarray, np.ndarray]],
@@ -211,6 +275,7 @@ def closed_loop(reference: Sequence[RecordedSide], variant: Starter, batches: Se
         length = max((len(t) for t in batch_tokens), default=0)
         forced = _forced(batch_tokens, length, fill)
         var_start = variant.start(ids, mask, 1, True)
+        compared: dict[str, tuple[object, tuple[int, ...], bytes]] = {}  # name -> the last comparison's inputs
         if not recorded.append_only:
             problem = problem or "the reference's cache is not append-only (its steps cannot be compared)"
         for t in range(length):
@@ -230,6 +295,11 @@ def closed_loop(reference: Sequence[RecordedSide], variant: Starter, batches: Se
                 continue
             kept = getattr(var_start.stepper, "kept_positions", None)  # the same mask feeds both sides
             for name in sorted(ref_past):  # per layer and role, where a query reads the cache
+                inputs = (var_past[name], ref_past[name].shape, running.tobytes())
+                last = compared.get(name)
+                if last is not None and last[0] is inputs[0] and last[1:] == inputs[1:]:
+                    continue  # a cache fed back unchanged (cross-attention): the same comparison as the last step's
+                compared[name] = inputs
                 ref_kv, var_kv = np.asarray(ref_past[name], np.float32), np.asarray(var_past[name], np.float32)
                 keep = kept(name, ref_kv.shape[2]) if kept is not None and ref_kv.ndim == 4 else None
                 presents.add(*_read_positions(ref_kv, var_kv, running, keep))
@@ -276,9 +346,11 @@ def judge_closed_loop(ref_logits: np.ndarray, var_logits: np.ndarray, presents: 
 
 def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: Variant,
                     reference_tokens: Sequence[Sequence[int]], texts: Sequence[str], settings: GenerationSettings,
-                    batch_size: int) -> CachedDecoding:
+                    batch_size: int, recorded: Sequence[RecordedSide] | None = None) -> CachedDecoding:
     """The closed loop for ``variant``'s cached graphs against PyTorch FP32's, on the sentences the
-    generation gate decoded (``texts``, in batches of ``batch_size``) and PyTorch's tokens.
+    generation gate decoded (``texts``, in batches of ``batch_size``) and PyTorch's tokens;
+    ``recorded``: the reference's steps as its decode took them (``ReferenceSteps``), when it was
+    decoded now -- PyTorch is then not stepped again.
 
     When both sides' outputs are deterministic (``Backend.outputs_key``: CPU runtimes), the
     measurement is kept in the output cache like the variant's decode it judges: a warm rerun of
@@ -296,7 +368,8 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
                    for g in family.graphs(model) if g.name in family.generation_graphs(True)}
 
     def measure() -> CachedDecoding:
-        return _measure(ws, model, family, sides, reference_tokens, texts, settings, batch_size, reference_key)
+        return _measure(ws, model, family, sides, reference_tokens, texts, settings, batch_size, reference_key,
+                        recorded)
 
     if reference_key is None or any(k is None for k in variant_key.values()):
         return gated(measure(), checks_for)
@@ -329,16 +402,17 @@ def _as_json(measured: CachedDecoding) -> dict[str, Any]:
 
 def _measure(ws: Workspace, model: LoadedModel, family: Family, sides: Sequence[tuple[Variant, Family]],
              reference_tokens: Sequence[Sequence[int]], texts: Sequence[str], settings: GenerationSettings,
-             batch_size: int, reference_key: Mapping[str, Any] | None) -> CachedDecoding:
-    """The reference's steps (``reference_steps``), then the variant stepped beside them, and the
-    loop measured."""
+             batch_size: int, reference_key: Mapping[str, Any] | None,
+             recorded_now: Sequence[RecordedSide] | None = None) -> CachedDecoding:
+    """The reference's steps (``reference_steps``; ``recorded_now``: as its decode took them), then
+    the variant stepped beside them, and the loop measured."""
     from contextlib import ExitStack
 
     from harness.generation.decode import load_runners, torch_threads
     from harness.judge.decoding import decode_threads
 
     recorded = reference_steps(ws, model, family, sides[0], reference_tokens, texts, settings, batch_size,
-                               reference_key)
+                               reference_key, recorded_now)
     batches, tokens = _prompt_batches(model, family, reference_tokens, texts, settings, batch_size)
     with ExitStack() as stack:
         stack.enter_context(torch_threads(decode_threads(ws)))
@@ -375,7 +449,8 @@ def reference_side(ws: Workspace, model: LoadedModel) -> tuple[tuple[Variant, Fa
 
 def reference_steps(ws: Workspace, model: LoadedModel, family: Family, side: tuple[Variant, Family],
                     reference_tokens: Sequence[Sequence[int]], texts: Sequence[str], settings: GenerationSettings,
-                    batch_size: int, reference_key: Mapping[str, Any] | None) -> list[dict[str, np.ndarray]]:
+                    batch_size: int, reference_key: Mapping[str, Any] | None,
+                    recorded_now: Sequence[RecordedSide] | None = None) -> list[dict[str, np.ndarray]]:
     """PyTorch's side of the closed loop, teacher-forced on its own tokens: recorded once per
     model, texts and tokens -- memoised in the model's memo and, when its outputs are deterministic
     (``reference_key``), kept in the reference cache -- so a check can record it before any of the
@@ -390,6 +465,8 @@ def reference_steps(ws: Workspace, model: LoadedModel, family: Family, side: tup
     batches, tokens = _prompt_batches(model, family, reference_tokens, texts, settings, batch_size)
 
     def record() -> list[dict[str, np.ndarray]]:
+        if recorded_now is not None:  # the reference decode's own steps (``ReferenceSteps``)
+            return [side.as_arrays() for side in recorded_now]
         with ExitStack() as stack:
             stack.enter_context(torch_threads(decode_threads(ws)))
             runners, _ = load_runners(ws.backend(side[0], model), model, side[1], side[0], True, stack)

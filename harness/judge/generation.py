@@ -25,7 +25,7 @@ from harness.families import family_for
 from harness.generation import Decoded, GenerationSettings, decode_texts, settings_for_model
 from harness.generation.decode import load_runners, torch_threads
 from harness.generation.forensics import investigate, pick_rows
-from harness.judge.cached_decoding import NAME, cached_decoding
+from harness.judge.cached_decoding import NAME, ReferenceSteps, cached_decoding
 from harness.judge.coverage import generation_coverage
 from harness.judge.decoding import decode_parts, decode_threads
 from harness.metrics import text as text_metrics
@@ -49,8 +49,9 @@ from harness.runners.base import GraphRef
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
     from harness.families import Family
+    from harness.families.steppers import Start
     from harness.generation.forensics import SentenceForensics
-    from harness.judge.cached_decoding import CachedDecoding
+    from harness.judge.cached_decoding import CachedDecoding, RecordedSide
     from harness.judge.workspace import Workspace
     from harness.zoo.loading import LoadedModel
 
@@ -295,11 +296,13 @@ def _clip(text: str | None, n: int = 80) -> str:
 
 # -- running it ------------------------------------------------------------------------------
 def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[int], texts: Sequence[str],
-                     settings: GenerationSettings, batch_size: int) -> Decoded:
+                     settings: GenerationSettings, batch_size: int,
+                     observe: "Callable[[Start], Start] | None" = None) -> Decoded:
     """PyTorch FP32 decode of the *correct* graphs, memoised per model, texts and settings in
     the process and kept in the workspace's reference cache across runs (keyed by weights,
     model files, texts and their corpus indices, decode settings, batch size, threads and
-    library versions: ``harness.judge.refcache``)."""
+    library versions: ``harness.judge.refcache``). ``observe`` sees each batch's steps when the
+    decode is computed now (not when it is read from a cache)."""
     key = ("gen-reference", tuple(indices), settings.key(), batch_size)
     if key not in model.cache:
         family = family_for(model.family)
@@ -308,7 +311,7 @@ def reference_decode(ws: "Workspace", model: "LoadedModel", indices: Sequence[in
             variant = Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"])
             assert not model.model.training, "reference model left training mode"
             return _as_json(decode_texts(ws.backend(variant, model), model, family, variant, texts, settings,
-                                         batch_size, decode_threads(ws)))
+                                         batch_size, decode_threads(ws), observe))
 
         parts = decode_parts(ws, model, family, indices, texts, settings, batch_size)
         model.cache[key] = _decoded(ws.references.json(f"{model.name}-decode", parts, compute))
@@ -385,19 +388,25 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
     wanted, settings, indices, texts = decode_plan(ws, model, request)
     corpus = ws.corpora.corpus(model)
     began = time.perf_counter()
+    # the variant's own cache, fed back (closed loop): a backend running the PyTorch module itself
+    # decodes with transformers' cache, the reference's own code
+    closed_loop = settings.use_cache and not ws.backend(variant, model).uses_torch_module
+    steps = None
+    if closed_loop and settings.num_beams == 1:  # the closed loop's reference side is this decode's steps
+        steps = ReferenceSteps()
     with phase("reference"):
-        reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"])
+        reference = reference_decode(ws, model, indices, texts, settings, wanted["batch_size"], steps)
     ref_seconds = time.perf_counter() - began
     with phase("variant"):
         got = variant_decode(ws, model, family, variant, indices, texts, settings, wanted["batch_size"])
     with phase("metrics"):
-        result = judged_generation(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got, ref_seconds)
-    # the variant's own cache, fed back (closed loop): a backend running the PyTorch module itself
-    # decodes with transformers' cache, the reference's own code
-    if settings.use_cache and not ws.backend(variant, model).uses_torch_module:
+        result = judged_generation(ws, variant, model, corpus, indices, texts, settings, wanted, reference, got,
+                                   ref_seconds)
+    if closed_loop:
+        recorded = steps.sides(reference.tokens, int(wanted["batch_size"])) if steps is not None else None
         with phase("variant"):
             _add_cached_decoding(ws, model, family, variant, reference, texts, settings, int(wanted["batch_size"]),
-                                 result)
+                                 result, recorded)
     if not result.passed:  # only a failing case pays for the replay
         with phase("variant"):
             try:
@@ -411,13 +420,12 @@ def generation_parity(ws: "Workspace", variant: Variant, request: GenerationRequ
 
 def _add_cached_decoding(ws: "Workspace", model: "LoadedModel", family: "Family", variant: Variant,
                          reference: Decoded, texts: Sequence[str], settings: GenerationSettings, batch_size: int,
-                         result: GenerationResult) -> None:
+                         result: GenerationResult, recorded: "Sequence[RecordedSide] | None" = None) -> None:
     """Judge the variant's KV cache in a closed loop (``harness.judge.cached_decoding``): its
     gates join the generation checks and it counts as gated coverage."""
     from dataclasses import replace
 
-
-    loop = cached_decoding(ws, model, family, variant, reference.tokens, texts, settings, batch_size)
+    loop = cached_decoding(ws, model, family, variant, reference.tokens, texts, settings, batch_size, recorded)
     result.metrics.update(loop.metrics)
     result.checks = (*result.checks, *loop.checks)
     result.settings[NAME] = loop.as_dict()

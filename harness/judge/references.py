@@ -18,7 +18,7 @@ import torch
 from harness.core.cachedir import source_digest
 from harness.core.phases import phase
 from harness.families import Family, GraphSpec, family_for
-from harness.families.base import to_torch
+from harness.families.graph_modules import to_torch
 from harness.judge.corpora import CorpusStore
 from harness.judge.memory import ModuleMemory
 from harness.judge.refcache import (

@@ -18,39 +18,24 @@ from __future__ import annotations
 import json
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-import torch
-from safetensors.torch import load_file, save_file
-from torch import nn
+from typing import TYPE_CHECKING
 
 from harness.zoo.base import ModelSpec, register
 from harness.zoo.hf_tiny import SEED, corpus_texts
 from harness.zoo.tokenizer import save_tokenizer, train_tokenizer
 
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo._encoder_classifier import EncoderClassifier
+
 MODEL_TYPE = "harness-encoder-custom"
 
 
-class EncoderClassifier(nn.Module):
-    def __init__(self, vocab_size: int, d_model: int, nhead: int, num_layers: int, dim_feedforward: int,
-                 num_labels: int, max_len: int, pad_token_id: int, dropout: float = 0.1) -> None:
-        super().__init__()
-        self.pad_token_id = pad_token_id
-        self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_token_id)
-        self.pos = nn.Embedding(max_len, d_model)
-        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout=dropout, batch_first=True)
-        # enable_nested_tensor=False: the nested-tensor fast path cannot be exported.
-        self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
-        self.classifier = nn.Linear(d_model, num_labels)
+def load_encoder_custom(directory: Path) -> EncoderClassifier:
+    """The model saved in ``directory`` (the module is in ``harness.zoo._encoder_classifier``, imported
+    here: registering the zoo imports no torch)."""
+    from harness.zoo._encoder_classifier import load
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-        x = self.embed(input_ids) + self.pos(positions)
-        x = self.encoder(x, src_key_padding_mask=attention_mask == 0)
-        weights = attention_mask.unsqueeze(-1).to(x.dtype)
-        pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        logits: torch.Tensor = self.classifier(pooled)
-        return logits
+    return load(directory)
 
 
 def build_encoder_custom(directory: Path, *, d_model: int, nhead: int, num_layers: int, ffn: int) -> None:
@@ -67,27 +52,17 @@ def build_encoder_custom(directory: Path, *, d_model: int, nhead: int, num_layer
         "max_len": 512,
         "pad_token_id": tok.pad_token_id,
     }
+    import torch
+    from safetensors.torch import save_file
+
+    from harness.zoo._encoder_classifier import from_config
+
     torch.manual_seed(SEED)
-    model = _from_config(config).eval()
+    model = from_config(config).eval()
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(directory / "model.safetensors"))
     save_tokenizer(tok, directory)
-
-
-def _from_config(config: dict[str, Any]) -> EncoderClassifier:
-    return EncoderClassifier(
-        vocab_size=config["vocab_size"], d_model=config["d_model"], nhead=config["nhead"],
-        num_layers=config["num_layers"], dim_feedforward=config["dim_feedforward"],
-        num_labels=config["num_labels"], max_len=config["max_len"], pad_token_id=config["pad_token_id"],
-    )
-
-
-def load_encoder_custom(directory: Path) -> EncoderClassifier:
-    config = json.loads((directory / "config.json").read_text())
-    model = _from_config(config)
-    model.load_state_dict(load_file(str(directory / "model.safetensors")))
-    return model.eval()
 
 
 ENCODER_CUSTOM = register(

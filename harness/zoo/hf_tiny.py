@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from harness.data.corpus import load_corpus
 from harness.zoo.base import ModelSpec, register
 from harness.zoo.tokenizer import save_tokenizer, train_tokenizer
@@ -35,6 +33,7 @@ def _save(model: PreTrainedModel, tokenizer: Any, directory: Path) -> None:
 
 
 def build_marian_tiny(directory: Path) -> None:
+    import torch
     from transformers import MarianConfig, MarianMTModel
 
     tok = train_tokenizer(corpus_texts(), "marian", vocab_size=1000)
@@ -65,6 +64,7 @@ def build_marian_tiny(directory: Path) -> None:
 
 
 def build_bert_tiny(directory: Path) -> None:
+    import torch
     from transformers import BertConfig, BertForSequenceClassification
 
     tok = train_tokenizer(corpus_texts(), "bert", vocab_size=1000)
@@ -85,6 +85,7 @@ def build_bert_tiny(directory: Path) -> None:
 
 
 def build_llama_tiny(directory: Path) -> None:
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = train_tokenizer(corpus_texts(), "llama", vocab_size=1000)

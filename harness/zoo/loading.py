@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
-from typing import Any, Callable
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import UsageError, describe_error
 from harness.core.phases import phase
@@ -30,6 +29,9 @@ from harness.families import family_for
 from harness.families.limits import check_limits, prepare_tokenizer
 from harness.zoo.base import ModelSpec, materialize
 from harness.zoo.consistency import check_tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 #: weight files that are Python pickles (``torch.save``): loading them can run code
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
@@ -52,7 +54,9 @@ class LoadedModel:
         self.cache: dict[Any, Any] = {} if cache is None else cache  # per-session memo (feeds, references)
         #: objects made *from* the PyTorch module (a runner's FP16 / INT8 copies): released with it
         self.derived: dict[Any, Any] = {}
-        self._model: torch.nn.Module | None = model if isinstance(model, torch.nn.Module) else None
+        # a module is an instance of torch's class, so torch is imported already; a loader needs no torch
+        is_module = "torch" in sys.modules and isinstance(model, sys.modules["torch"].nn.Module)
+        self._model: torch.nn.Module | None = model if is_module else None  # type: ignore[assignment]
         self._loader: Callable[[], torch.nn.Module] | None = None if self._model is not None else model
         #: how many times the module was loaded (a released module loads again on next use)
         self.loads = 0 if self._model is None else 1
@@ -271,6 +275,8 @@ def refuse_remote_code(path: Path, config: dict[str, Any]) -> None:
 def check_weights_only(path: Path) -> None:
     """Open a pickle checkpoint with ``weights_only=True``: only tensors and plain containers
     are accepted, so a checkpoint carrying code is refused before anything else reads it."""
+    import torch
+
     try:
         with routed_output(f"torch.load({path}, weights_only=True)"):  # torch's warnings: not before the refusal
             torch.load(str(path), map_location="cpu", weights_only=True)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 from harness.zoo.base import ModelSpec, register
 from harness.zoo.hf_tiny import build_bert_tiny
 
@@ -25,6 +23,7 @@ OUTPUT_SCALE = 30000.0
 
 
 def build_bert_fp16_overflow(directory: Path) -> None:
+    import torch
     from transformers import BertForSequenceClassification
 
     build_bert_tiny(directory)
