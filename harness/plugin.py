@@ -30,6 +30,7 @@ from harness.session import (  # noqa: E402
     COLLECTOR,
     HANDED,
     OPTIONS,
+    PERF,
     RUN_DIR,
     asked_for,
     command_of,
@@ -486,7 +487,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     from harness.report.terminal import render_terminal
 
     durations = config.getoption("harness_durations", None)
-    from harness.plugins.perf import PERF
 
     render_terminal(collector.records, terminalreporter, collector.writer.out_dir, interruption=stopped,
                     durations=None if durations is None else int(durations),

@@ -11,7 +11,7 @@ other's names.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,6 +25,9 @@ OPTIONS = pytest.StashKey[RunOptions]()
 WORKSPACE: pytest.StashKey[Workspace] = pytest.StashKey()
 COLLECTOR: pytest.StashKey[RecordCollector] = pytest.StashKey()
 RUN_DIR = pytest.StashKey[Path]()
+#: the run's performance settings (``PerfSettings``), None when ``--perf`` was not asked: set by the
+#: perf plugin, read by the terminal summary (which prints each model's variant table after a perf run)
+PERF = pytest.StashKey[Any]()
 #: the run's options came whole from a front end (``harness run``) that already checked and warned about them
 HANDED = pytest.StashKey[bool]()
 

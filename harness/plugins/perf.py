@@ -24,7 +24,7 @@ import pytest
 
 from harness.core import UsageError
 from harness.core.rundirs import BASELINE_STORE
-from harness.session import HANDED, RUN_DIR, command_of, run_options
+from harness.session import HANDED, PERF, RUN_DIR, command_of, run_options
 
 
 def skip_reason(config: pytest.Config) -> str:
@@ -33,7 +33,6 @@ def skip_reason(config: pytest.Config) -> str:
 
     return f"performance suite not requested (use {user_flag('perf', command_of(config))})"
 
-PERF = pytest.StashKey[Any]()  # PerfSettings | None
 GATE = pytest.StashKey["GateRequest"]()
 OUTCOME = pytest.StashKey["GateOutcome"]()
 
