@@ -59,3 +59,21 @@ def test_one_graph_of_one_variant_is_one_value():
     with pytest.raises(TypeError):
         backend.load("m", "f", "g", "v")
     assert [r.graph for r in GraphRef.each("m", "f", ["a", "b"], "v")] == ["a", "b"]
+
+
+def test_no_backend_module_reads_the_provider_table_while_it_is_imported():
+    """``PROVIDERS`` is derived from the registered backends when read; a backend module that reads
+    it at its own import time (``from harness.runners import PROVIDERS`` at module level) gets a
+    table without itself (its class is not registered yet): a fresh-process cold-start child that
+    imports only that module then fails with ``KeyError: 'torch_cpu'``."""
+    runners = Path(__file__).resolve().parents[1] / "harness" / "runners"
+    readers = []
+    for path in sorted(runners.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and node.module == "harness.runners" and any(
+                    alias.name == "PROVIDERS" for alias in node.names):
+                readers.append(path.name)
+    assert readers == []
+    # negative control: the rule sees a module-level read
+    planted = ast.parse("from harness.runners import PROVIDERS, register_backend\n").body[0]
+    assert isinstance(planted, ast.ImportFrom) and any(a.name == "PROVIDERS" for a in planted.names)

@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.core.phases import phase
-from harness.runners import PROVIDERS, register_backend
+from harness.runners import providers, register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -250,7 +250,7 @@ class TorchBackend(Backend):
         from harness.zoo.loading import load_model
 
         own = spec.options
-        variant = Variant(str(own["model"]), Precision(own["precision"]), PROVIDERS[str(own["provider"])])
+        variant = Variant(str(own["model"]), Precision(own["precision"]), providers()[str(own["provider"])])
         cache = Path(str(own["cache"])) if own.get("cache") else cache_root()
         start = time.perf_counter()
         model_spec = ModelCatalog().resolve(variant.model)
