@@ -284,9 +284,12 @@ def test_wall_clock_stretches_the_eta_and_the_journal_judges_it(tmp_path: Path,
     journal.ended()
     module = load_script("eta_accuracy")
     read = module.Journal.read(log)
-    assert read.total == 4 and [done for done, _, _ in read.accuracy().estimates] == [2, 3, 4]  # from a third on
-    truths = [truth for _, _, truth in read.accuracy().estimates]
+    estimates = read.accuracy().estimates
+    assert read.total == 4 and [done for done, _, _, _ in estimates] == [2, 3, 4]  # from a third on
+    truths = [truth for _, _, truth, _ in estimates]
     assert all(t > 0 for t in truths) and truths == sorted(truths, reverse=True)
+    elapsed = [seconds for _, _, _, seconds in estimates]
+    assert all(s >= 0 for s in elapsed) and elapsed == sorted(elapsed)  # the wall seconds when each was made
 
 
 def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) -> None:

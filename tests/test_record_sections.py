@@ -61,7 +61,10 @@ def test_writers_round_trip_and_evidence_merges():
     data: dict = {}
     Evidence(failing_batches={"encoder": "a.npz"}, repro_bundles={"encoder": "repro-encoder"}).write(data)
     Evidence(repro_bundles={"generation": "repro-generation"}, bundle_error="OSError: disk full").write(data)
-    Judged({"encoder.last_hidden_state": "batch=0"}, ("encoder",), {"encoder": {"top": []}}).write(data)
+    shapes = ({"graph": "encoder", "probe": "corpus", "shapes": {"input_ids": [2, 7]}},)
+    judged = Judged({"encoder.last_hidden_state": "batch=0"}, ("encoder",), {"encoder": {"top": []}},
+                    {"encoder.load": 0.123456, "encoder.run": 0.5}, shapes)
+    judged.write(data)
     generation = Generation({"replayed": True}, {"bleu": "nrefs:1"}, {"tokens_per_s": 12.5}, "decoded.jsonl",
                             ({"index": 0, "source": "hi"},), ({"step": 2},), {"sentence": 0})
     generation.write(data)
@@ -70,7 +73,8 @@ def test_writers_round_trip_and_evidence_merges():
     assert Evidence.of(record) == Evidence({"encoder": "a.npz"},
                                            {"encoder": "repro-encoder", "generation": "repro-generation"},
                                            "OSError: disk full")
-    assert Judged.of(record) == Judged({"encoder.last_hidden_state": "batch=0"}, ("encoder",), {"encoder": {"top": []}})
+    assert Judged.of(record) == Judged(judged.worst, judged.replayed_outputs, judged.profile,
+                                       {"encoder.load": 0.1235, "encoder.run": 0.5}, shapes)  # seconds to 0.1 ms
     assert Generation.of(record) == generation and Generation.of(record).replayed
     assert Generation.of(record).tokens_per_s == 12.5
     assert Memory.of(record) == memory and memory.growth_bytes == 30

@@ -78,11 +78,9 @@ class Case:
         self.metrics.update(result.metrics())
         self.thresholds.update(result.thresholds())
         self.artifacts.update(result.artifacts)
-        Judged(result.worst(), tuple(result.replayed), result.side.profiles).write(self.data)
-        self.data["seconds"] = {k: round(v, 4) for k, v in result.seconds.items()}
+        Judged(result.worst(), tuple(result.replayed), result.side.profiles, dict(result.seconds),
+               tuple(result.shapes)).write(self.data)
         Evidence(result.side.dumps, result.side.bundles).write(self.data)
-        if result.shapes:
-            self.data["shapes"] = result.shapes
         if result.coverage is not None:
             result.coverage.write(self.data)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.markdown import table
 from harness.gate.evidence import EvidenceKind
 
 
@@ -104,14 +105,13 @@ def rule(kind: EvidenceKind) -> Rule:
 
 def markdown() -> list[str]:
     """The policy table as docs/perf-gate.md prints it (rendered, never hand-edited)."""
-    head = "| evidence | from | test | interval | noise widens it | INCONCLUSIVE when |"
-    lines = [head, "|---|---|---|---|---|---|"]
+    rows = []
     for r in POLICY.values():
         noise = r.noise
         if r.noise_margin:
             noise += f"; `noise_margin` {r.noise_margin:g}"
         if r.between_sd:
             noise += f"; `between_sd` {r.between_sd:.1%}"
-        lines.append(f"| `{r.kind.value}` | {r.source} | {r.test} | {r.interval} | {noise} | "
-                     f"fewer than {r.min_units} units; {r.inconclusive} |")
-    return lines
+        rows.append((f"`{r.kind.value}`", r.source, r.test, r.interval, noise,
+                     f"fewer than {r.min_units} units; {r.inconclusive}"))
+    return table(("evidence", "from", "test", "interval", "noise widens it", "INCONCLUSIVE when"), rows)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.core import RunOptions, Variant
 from harness.core.runtime import RuntimeSettings
-from harness.families import Family
+from harness.families import Family, GraphSpec
 from harness.judge.corpora import CorpusStore
 from harness.judge.memory import ModuleMemory
 from harness.judge.models import ModelStore
@@ -76,6 +76,11 @@ class Workspace:
 
     def backend(self, variant: Variant, model: LoadedModel, profile_dir: Path | None = None) -> Backend:
         return self.runtimes.backend(variant, model, profile_dir)
+
+    def parity_batches(self, model: LoadedModel, family: Family, graph: GraphSpec) -> list[ParityBatch]:
+        """(feeds, FP32 reference, valid masks) per corpus batch: the public API's name for what a
+        team's own test compares on (``harness.testing``); the store's call takes more options."""
+        return self.refs.parity_batches(model, family, graph)
 
 
 __all__ = ["ParityBatch", "Workspace"]

@@ -83,26 +83,35 @@ class Evidence:
 @dataclass(frozen=True)
 class Judged:
     """How a numeric case's numbers came about: the worst element per ``graph.output``, the graphs
-    whose outputs were replayed from the output cache, the profiling summary per graph."""
+    whose outputs were replayed from the output cache, the profiling summary per graph, the seconds
+    each graph took to load and run (``<graph>.load`` / ``<graph>.run``) and the input shapes tried
+    (one entry per probe: the corpus batches, then a shape sweep's)."""
 
     worst: dict[str, str] = field(default_factory=dict)
     replayed_outputs: tuple[str, ...] = ()
     profile: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    shapes: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, record: Record) -> Judged:
         data = record.data
         replayed = data.get("replayed_outputs")
+        seconds = {str(k): v for k, v in _map(data.get("seconds")).items() if _number(v) is not None}
         return cls(_strs(data.get("worst")), tuple(str(g) for g in replayed) if isinstance(replayed, list) else (),
-                   {str(k): dict(v) for k, v in _map(data.get("profile")).items() if isinstance(v, Mapping)})
+                   {str(k): dict(v) for k, v in _map(data.get("profile")).items() if isinstance(v, Mapping)},
+                   {k: float(v) for k, v in seconds.items()}, _rows(data.get("shapes")))
 
     def write(self, data: MutableMapping[str, Any]) -> None:
-        """The one writer (``Case.record_parity``): ``worst`` always, the others when present."""
+        """The one writer (``Case.record_parity``): ``worst`` and ``seconds`` always, the others when present."""
         data["worst"] = dict(self.worst)
         if self.replayed_outputs:
             data["replayed_outputs"] = list(self.replayed_outputs)
         if self.profile:
             data["profile"] = dict(self.profile)
+        data["seconds"] = {k: round(v, 4) for k, v in self.seconds.items()}
+        if self.shapes:
+            data["shapes"] = [dict(s) for s in self.shapes]
 
 
 @dataclass(frozen=True)
