@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 # 2 threads vs 0.84 s with 1). Numbers are identical; only speed changes.
 torch.set_num_threads(int(os.environ.get("HARNESS_TEST_THREADS", "1")))
 
+# PYTEST_ADDOPTS is this session's (pytest read it before loading this file), never the runs the tests
+# start: a nested `harness run` or `pytest` that inherited `--random-order` shuffled the cases an
+# interrupt test orders on purpose (quick ones first, then one that hangs) and waited forever.
+os.environ.pop("PYTEST_ADDOPTS", None)
+
 
 @pytest.fixture(scope="session")
 def small_options() -> RunOptions:
