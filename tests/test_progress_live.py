@@ -312,3 +312,24 @@ def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) ->
     from harness.cli.run import _benchmark_args
 
     assert _benchmark_args(["--benchmark-columns=min,max"]) == []  # the user's choice wins
+
+
+def test_the_eta_history_is_the_earlier_run_that_timed_this_runs_cases():
+    """Beside the full nightly, the newest run was often a one-model try: its durations cover few of
+    this run's cases. The history is the run timing most of them, a finished one before an
+    interrupted one (whose slow cases are missing), the newest among equals."""
+    from harness.plugins.progress import best_history
+
+    ids = [f"suite.py::test_x[case-{i}]" for i in range(4)]
+    full = {f"test_x[case-{i}]": 10.0 + i for i in range(4)}
+    try_one = {"test_x[case-0]": 9.0, "test_x[case-1]": 9.5}
+    other = {f"test_y[other-{i}]": 1.0 for i in range(9)}
+    newest_first = [(try_one, True), (other, True), (full, True)]
+    assert best_history(newest_first, ids) is full
+    interrupted = dict(full)
+    assert best_history([(interrupted, False), (full, True)], ids) is full  # same cases: the finished one
+    again = dict(full)
+    assert best_history([(again, True), (full, True)], ids) is again  # equals: the newest
+    assert best_history([(try_one, True), ({}, True)], ids) is try_one
+    assert best_history([(other, True), (try_one, True)], []) is other  # no cases known yet: the newest
+    assert best_history([], ids) == {}

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
+from harness.core.interrupts import MARKER
 from harness.core.types import Precision, Variant
 from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
 
@@ -365,10 +366,18 @@ def case_key(nodeid: str) -> str:
     return nodeid.split("::")[-1]
 
 
-def history_durations(config: pytest.Config) -> dict[str, float]:
-    """Case durations of the newest earlier run beside this run's directory (``reports/run-*``),
-    or of ``--shard-durations``' source; {} when there is none (the ETA is a convenience: an
-    unreadable history never stops a run)."""
+#: earlier run directories beside this one read for a history (the newest first)
+HISTORY_CANDIDATES = 8
+
+
+def history_durations(config: pytest.Config, ids: Sequence[str] = ()) -> dict[str, float]:
+    """Case durations of the earlier run beside this run's directory (``reports/run-*``) that best
+    matches this one, or of ``--shard-durations``' source; {} when there is none (the ETA is a
+    convenience: an unreadable history never stops a run).
+
+    The best match times the most of this run's cases (``ids``), and among equals is one that
+    finished (an interrupted run's slow cases are missing, which would read as a fast run), then
+    the newest: the newest run was often a one-model try beside the full nightly."""
     from harness.shard.plan import load_durations
 
     given = config.getoption("harness_shard_durations", None)
@@ -381,10 +390,19 @@ def history_durations(config: pytest.Config) -> dict[str, float]:
             return {}
         earlier = sorted((d for d in run_dir.parent.iterdir()
                           if d != run_dir and (d / "results.jsonl").is_file()),
-                         key=lambda d: (d / "results.jsonl").stat().st_mtime, reverse=True)
-        return load_durations(earlier[0]) if earlier else {}
+                         key=lambda d: (d / "results.jsonl").stat().st_mtime, reverse=True)[:HISTORY_CANDIDATES]
+        return best_history([(load_durations(d), not (d / MARKER).exists()) for d in earlier], ids)
     except Exception:  # noqa: BLE001 - a foreign or broken directory: no history, not a failed run
         return {}
+
+
+def best_history(runs: Sequence[tuple[dict[str, float], bool]], ids: Sequence[str]) -> dict[str, float]:
+    """Of (durations, finished) per earlier run, newest first: the one timing most of ``ids``'
+    cases, a finished one before an interrupted one, the newest among equals ({} when none)."""
+    wanted = {case_key(n) for n in ids}
+    scored = [(len(wanted & durations.keys()) if wanted else 0, finished, -age, durations)
+              for age, (durations, finished) in enumerate(runs) if durations]
+    return max(scored, key=lambda s: s[:3])[3] if scored else {}
 
 
 class Tally:
@@ -403,7 +421,7 @@ class Tally:
         self.started = time.monotonic()
         self.lock = threading.Lock()
         self.workers = max(int(getattr(config.option, "numprocesses", 0) or 0), 1)
-        self.estimator = Estimator(history_durations(config))
+        self.estimator = Estimator()
         self.first_start: float | None = None  # when the first case started (the wall clock's origin)
         self.journal = EtaJournal.from_env()
 
@@ -429,6 +447,8 @@ class Tally:
             catalog = run_options(self.config).catalog
         except Exception:  # noqa: BLE001 - options are reported by the run itself; the ETA uses the zoo
             catalog = None
+        if not self.estimator.history:  # once: every xdist worker reports the same cases
+            self.estimator.history = {k: v for k, v in history_durations(self.config, self.ids).items() if v > 0}
         self.estimator.kinds = case_kinds(self.ids)
         self.estimator.weights = reused_builds(self.ids, case_weights(self.ids, catalog), self.estimator.kinds)
 
