@@ -11,6 +11,7 @@ import numpy as np
 from harness.gate.canary import DRIFT_TOLERANCE, judge_drift, widen
 from harness.gate.compare import Verdict, compare_runs
 from harness.perf.canary import WORKLOAD, Canary, make_call
+from tests.perf_records import measured_processes
 
 VARIANT = "encoder-custom-fp32-ort_cpu"
 ENV = {"fingerprint": "f", "threads": {"ort_intra_op": 1}}
@@ -27,7 +28,7 @@ def canary(seed: int, scale: float = 1.0) -> dict[str, Any]:
 
 
 def rec(samples: list[float], canary_entry: dict[str, Any] | None) -> dict[str, Any]:
-    perf: dict[str, Any] = {"latency_ms": {"samples": samples}}
+    perf: dict[str, Any] = {"latency_ms": {"samples": samples}, "cold_start_runs": measured_processes()}
     if canary_entry is not None:
         perf["canary_ms"] = canary_entry
     return {"schema": "harness.result/1", "id": f"test_latency[{VARIANT}]", "variant": VARIANT, "suite": "perf",

@@ -25,6 +25,7 @@ from harness.gate.compare import (
     decide,
     parse_threshold,
 )
+from tests.perf_records import measured_processes
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -51,6 +52,7 @@ def rec(samples: list[float] | None = None, *, variant: str = VARIANT, env: dict
     body: dict[str, Any] = dict(perf)
     if samples is not None:
         body["latency_ms"] = {"samples": samples, "warmup": 10, "summary": {}}
+        body.setdefault("cold_start_runs", measured_processes())  # as a real --perf run records them
     return {"schema": "harness.result/1", "id": f"{test}[{variant}]", "variant": variant, "suite": "perf",
             "verdict": "pass", "metrics": {}, "env": env or ENV, "perf": body, "future_field": [1, 2]}
 
@@ -345,3 +347,32 @@ def test_reports_render_every_row() -> None:
     result.render_table(console)
     text = console.export_text()
     assert "latency_ms.p50" in text and "REGRESSION" in text and "FAIL" in text
+
+
+def test_two_single_processes_cannot_claim_what_a_process_moves_by() -> None:
+    """bert-tiny's p50 moved 0.17-0.36 ms between 16 fresh processes on a quiet machine: a recorded
+    comparison of two single processes (``--perf-repeats 1``) read +30 % at p = 2e-04 as REGRESSION
+    in half the docs' A/A compares. Without process evidence the assumed spread leaves it
+    INCONCLUSIVE and says why; three tight processes per side measure the spread, and the same +30 %
+    is a REGRESSION again; processes that wander as far as the change keep it INCONCLUSIVE."""
+    from harness.gate.processes import DEFAULT_PROCESS_SD, process_levels, process_spread
+
+    def judged(cold_start_runs: list[dict[str, Any]]) -> Any:
+        base = rec(calls(1), cold_start_runs=cold_start_runs)
+        cand = rec(calls(2, scale=1.3), cold_start_runs=cold_start_runs)
+        return row(compare_runs([base], [cand]), "latency_ms.p50")
+
+    single = judged([{"steady_ms": [1.0] * 5}])
+    assert single.verdict is Verdict.INCONCLUSIVE and "between-process spread assumed 20%" in single.reason, single
+    assert judged(measured_processes()).verdict is Verdict.REGRESSION
+    wandering = judged([{"steady_ms": [level] * 5} for level in (0.75, 1.0, 1.35)])
+    assert wandering.verdict is Verdict.INCONCLUSIVE and "assumed" not in wandering.reason, wandering
+    # the reader: a process's level is its median steady call; too few calls or odd values are no level
+    assert process_levels({"cold_start_runs": [{"steady_ms": [1.0, 9.0, 2.0]}, {"steady_ms": [1.0, 2.0]},
+                                               {"steady_ms": ["x", True, -1.0]}, "odd"]}) == [2.0]
+    assert process_levels({"cold_start_runs": "odd"}) == [] and process_levels(None) == []
+    unknown = process_spread([1.0], [1.0, 1.1])
+    assert not unknown.measured and abs(unknown.sd - DEFAULT_PROCESS_SD * 2 ** 0.5) < 1e-12
+    # each side about its own mean: a real 30 % change between the runs is not counted as spread
+    shifted = process_spread([1.0, 1.0, 1.0], [1.3, 1.3, 1.3])
+    assert shifted.measured and shifted.sd == 0.0

@@ -17,6 +17,7 @@ from harness.gate.judge import judge
 from harness.gate.policy import POLICY, markdown
 from harness.gate.row import Verdict
 from harness.perf.canary import WORKLOAD, Canary, Interleaved
+from tests.perf_records import measured_processes
 
 SEGMENT = 25
 
@@ -64,7 +65,8 @@ def test_two_runs_quiet_a_a_passes_and_a_slowdown_fails_through_compare_runs() -
         entry = {"samples": sample[0].tolist(), "canary": {"workload": WORKLOAD, "block_medians": list(sample[1].medians),
                                                            "segment_ends": list(sample[1].ends)}}
         return {"schema": "harness.result/1", "id": "test_latency[v]", "variant": "v", "suite": "perf", "verdict": "pass",
-                "metrics": {}, "env": {"fingerprint": "f"}, "perf": {"latency_ms": entry}}
+                "metrics": {}, "env": {"fingerprint": "f"},
+                "perf": {"latency_ms": entry, "cold_start_runs": measured_processes()}}
 
     same = compare_runs([rec(run(1))], [rec(run(2))])
     p50 = next(r for r in same.rows if r.stat == "p50")

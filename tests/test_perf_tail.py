@@ -21,6 +21,7 @@ from harness.perf.tail import (
     sample_for_tail,
 )
 from harness.runners.base import GraphRef
+from tests.perf_records import measured_processes
 
 ENV = {"fingerprint": "abc123", "cpu": "Test CPU", "cores": 2, "versions": {"onnxruntime": "1.20.0"}}
 VARIANT = "encoder-custom-fp32-ort_cpu"
@@ -33,7 +34,8 @@ def lognormal(seed: int, n: int, scale: float = 1.0, sigma: float = 0.1) -> list
 def rec(samples: list[float]) -> dict[str, Any]:
     return {"schema": "harness.result/1", "id": f"test_latency[{VARIANT}]", "variant": VARIANT, "suite": "perf",
             "verdict": "pass", "metrics": {}, "env": ENV,
-            "perf": {"latency_ms": {"samples": samples, "warmup": 10, "summary": {}}}}
+            "perf": {"latency_ms": {"samples": samples, "warmup": 10, "summary": {}},
+                     "cold_start_runs": measured_processes()}}
 
 
 def p99_row(comparison):

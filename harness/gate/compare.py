@@ -29,6 +29,7 @@ from harness.gate.judge import latency_stat as latency_stat  # re-exported
 from harness.gate.policy import MIN_LATENCY_SAMPLES as MIN_LATENCY_SAMPLES  # re-exported
 from harness.gate.policy import OUTLIER_FACTOR as OUTLIER_FACTOR  # re-exported
 from harness.gate.policy import POLICY
+from harness.gate.processes import process_levels, process_spread
 from harness.gate.row import Row as Row  # re-exported: the gate's API names it
 from harness.gate.row import Verdict as Verdict  # re-exported
 from harness.gate.row import fmt_change as fmt_change  # re-exported
@@ -334,6 +335,8 @@ class RunPerf:
     canaries: dict[str, np.ndarray] = field(default_factory=dict)
     #: (variant, key) -> what the latency entry recorded beside its samples
     contexts: dict[tuple[str, str], EntryContext] = field(default_factory=dict)
+    #: variant -> the steady level of each fresh process its cold-start measurement ran (``harness.gate.processes``)
+    processes: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def variants(self) -> set[str]:
@@ -379,6 +382,7 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
     envs: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[np.ndarray]] = {}
     contexts: dict[tuple[str, str, str], EntryContext] = {}
+    processes: dict[str, list[float]] = {}
     for rec in readable_records(records):
         perf = rec.perf
         if not perf:
@@ -390,6 +394,7 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
         canary = canary_samples(perf)
         if canary is not None:
             canaries.setdefault(variant, []).append(canary)
+        processes.setdefault(variant, []).extend(process_levels(perf))
         for key, value in perf.items():
             if key == "canary_ms":
                 continue
@@ -405,7 +410,8 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
                 numeric = isinstance(scalar, (int, float)) and not isinstance(scalar, bool)
                 if name in scalar_names and numeric and math.isfinite(scalar):
                     found.append((variant, test, name, float(scalar)))
-    return _by_name(found, contexts, envs, {v: np.concatenate(c) for v, c in canaries.items()})
+    found_perf = _by_name(found, contexts, envs, {v: np.concatenate(c) for v, c in canaries.items()})
+    return replace(found_perf, processes={v: levels for v, levels in processes.items() if levels})
 
 
 def _by_name(found: list[tuple[str, str, str, Any]], contexts: Mapping[tuple[str, str, str], EntryContext],
@@ -519,6 +525,7 @@ def compare_runs(
         segments = (b_ctx.canary, c_ctx.canary) if b_ctx.canary and c_ctx.canary else None
         evidence = Evidence(EvidenceKind.TWO_RUNS, variant, key, latency_stats, b_samples, c_samples,
                             drift=drifts[variant], canary=segments, seed=_seed(variant, key),
+                            processes=process_spread(base.processes.get(variant, []), cand.processes.get(variant, [])),
                             fingerprints=_fingerprints(base, cand, variant))
         for judged in judge(evidence, pols):
             pol = pols[judged.stat]

@@ -26,6 +26,7 @@ from harness.core.direction import Direction
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.gate.canary import Drift
+    from harness.gate.processes import ProcessSpread
 
 
 class EvidenceKind(enum.StrEnum):
@@ -91,6 +92,8 @@ class Evidence:
     groups: tuple[int, ...] = ()
     #: TWO_RUNS: the record-level canaries between the runs (``harness.gate.canary.judge_drift``)
     drift: "Drift | None" = None
+    #: TWO_RUNS: the spread of the two runs' processes (``harness.gate.processes``), added to every ratio
+    processes: "ProcessSpread | None" = None
     #: TWO_RUNS: each side's canary interleaved with these samples; both given: canary-adjusted
     canary: tuple[CanaryBlocks, CanaryBlocks] | None = None
     #: the two sides' environment fingerprints, where known (baseline, candidate)

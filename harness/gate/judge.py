@@ -235,8 +235,22 @@ def _adjusted(ev: Evidence, stat: Stat, pol: MetricPolicy) -> Decided | None:
     p = 1.0 if np.ptp(np.concatenate([a, b])) == 0 else float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
     wander = max(rule.between_sd, math.hypot(_wander(a), _wander(b)))
     lo, hi, p = widen(ratio, lo, hi, p, wander)
+    lo, hi, p = _between_processes(ev, ratio, lo, hi, p)
     verdict, reason = decide(ratio, lo, hi, p, pol)
-    return ratio, lo, hi, p, verdict, f"canary-adjusted, {a.size}+{b.size} segments, level wander {wander:.1%}: {reason}"
+    reason = f"canary-adjusted, {a.size}+{b.size} segments, level wander {wander:.1%}: {reason}"
+    return ratio, lo, hi, p, verdict, _process_note(ev, verdict, reason)
+
+
+def _between_processes(ev: Evidence, ratio: float, lo: float, hi: float, p: float) -> tuple[float, float, float]:
+    """The two runs' process spread (``harness.gate.processes``) added to the interval and p-value."""
+    return widen(ratio, lo, hi, p, ev.processes.sd) if ev.processes is not None else (lo, hi, p)
+
+
+def _process_note(ev: Evidence, verdict: Verdict, reason: str) -> str:
+    """An INCONCLUSIVE row whose process spread was assumed, not measured, says so."""
+    if ev.processes is None or ev.processes.measured or verdict is not Verdict.INCONCLUSIVE:
+        return reason
+    return f"{reason}; {ev.processes.reason}"
 
 
 def _wander(logs: np.ndarray) -> float:
@@ -292,6 +306,7 @@ def _recorded(ev: Evidence, wanted: Mapping[str, Stat], policies: Mapping[str, M
         p_row = p_value
         if ev.drift is not None:
             lo, hi, p_row = widen(ratio, lo, hi, p_row, ev.drift.between_sd)
+        lo, hi, p_row = _between_processes(ev, ratio, lo, hi, p_row)
         noisy = f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}" if math.isfinite(noise) and \
             noise > pol.max_cv else ""
         if noisy:  # noise widens the interval; it vetoes nothing the widened interval still shows
@@ -300,7 +315,7 @@ def _recorded(ev: Evidence, wanted: Mapping[str, Stat], policies: Mapping[str, M
         verdict, reason = _beyond_drift(verdict, reason, lo, hi, pol, ev)
         if noisy:
             verdict, reason = _beyond_noise(verdict, reason, lo, hi, noisy, pol)
-        out[name] = (ratio, lo, hi, p_row, verdict, reason)
+        out[name] = (ratio, lo, hi, p_row, verdict, _process_note(ev, verdict, reason))
     return out
 
 
