@@ -37,8 +37,8 @@ def test_no_test_waits_a_fixed_short_time():
 
 def test_interrupt_and_subprocess_tests_pass_beside_cpu_burning_neighbours(tmp_path):
     """A busy loop takes a core of a CI runner beside the suite's other worker (load >= 3 on two
-    cores: the loop, that worker and these tests' own processes); the interrupt tests — real signals to real ``harness run`` / ``pytest`` processes — and a
-    subprocess refusal still pass.
+    cores: the loop, that worker and these tests' own processes); the interrupt tests -- real
+    signals to real ``harness run`` / ``pytest`` processes -- and a subprocess refusal still pass.
 
     One case per event a test waits for, not every parametrization (each is a process start
     beside the burners, ~30 s on two loaded cores; the rest run in the suite itself): the
