@@ -18,6 +18,7 @@ import pytest
 
 from harness.cli import baseline as cli
 from harness.core import UsageError
+from tests.perf_records import measured_processes
 
 ENV = {"fingerprint": "f00d", "cpu": "Test CPU", "cores": 2, "versions": {"onnxruntime": "1.20.0"}}
 
@@ -58,7 +59,8 @@ def write_run(path: Path, *, scale: float = 1.0, seed: int = 0, env: dict[str, A
             "verdict": "pass", "metrics": {}, "env": env or ENV,
             "perf": {"latency_ms": {"samples": samples, "warmup": 20, "summary": {}}, "peak_rss_bytes": rss,
                      "baseline_rss_bytes": 300 * 2**20, "artifact_bytes": 4_000_000, "throughput": 600.0,
-                     "cold_start_ms": {"load": 80.0, "first_inference": 4.0}},
+                     "cold_start_ms": {"load": 80.0, "first_inference": 4.0},
+                     "cold_start_runs": measured_processes()},
         })
     path.mkdir(parents=True, exist_ok=True)
     (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))

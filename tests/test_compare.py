@@ -13,12 +13,14 @@ from harness.cli import main
 from harness.compare.diff import accuracy_deltas, compare
 from harness.gate.accuracy import margin_table
 from harness.results.rundir import read_results
+from tests.perf_records import measured_processes
 
 
 def _latency(variant: str, base: float, run_id: str) -> dict:
     samples = [base + 0.002 * (i % 11) for i in range(400)]
     return record("test_latency", variant, run_id=run_id, perf={
-        "latency_ms": {"samples": samples, "summary": {"p50": base, "n": 400}}})
+        "latency_ms": {"samples": samples, "summary": {"p50": base, "n": 400}},
+        "cold_start_runs": measured_processes()})  # three fresh processes, as a real --perf run records
 
 
 @pytest.fixture
