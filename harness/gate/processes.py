@@ -10,7 +10,7 @@ CPU, one thread, the p50 of 400 calls per fresh process):
 * MiniLM-L6 (12 ms per call), 10 processes: 11.3 to 13.2 ms, SD of log p50 **0.047**.
 
 Within-run statistics cannot see this: the docs' A/A gate (`pytest --harness-perf
---harness-baseline-save`, then `--harness-baseline-compare` five times, bert-tiny) read p50
+--harness-baseline-save`, then `--harness-baseline-compare` six times, bert-tiny) read p50
 +28 % to +51 % with p = 2e-04 as REGRESSION in three of six compares. So the two-runs rule adds the
 spread of the *difference* of two process levels (sigma x sqrt 2) to every latency ratio, with
 sigma measured from the runs themselves where they hold more than one process of the variant: the

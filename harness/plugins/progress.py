@@ -400,7 +400,7 @@ def best_history(runs: Sequence[tuple[dict[str, float], bool]], ids: Sequence[st
     """Of (durations, finished) per earlier run, newest first: the one timing most of ``ids``'
     cases, a finished one before an interrupted one, the newest among equals ({} when none)."""
     wanted = {case_key(n) for n in ids}
-    scored = [(len(wanted & durations.keys()) if wanted else 0, finished, -age, durations)
+    scored = [(len(wanted & durations.keys()), finished, -age, durations)
               for age, (durations, finished) in enumerate(runs) if durations]
     return max(scored, key=lambda s: s[:3])[3] if scored else {}
 

@@ -97,10 +97,10 @@ class Judged:
     def of(cls, record: Record) -> Judged:
         data = record.data
         replayed = data.get("replayed_outputs")
-        seconds = {str(k): v for k, v in _map(data.get("seconds")).items() if _number(v) is not None}
+        seconds = {str(k): n for k, v in _map(data.get("seconds")).items() if (n := _number(v)) is not None}
         return cls(_strs(data.get("worst")), tuple(str(g) for g in replayed) if isinstance(replayed, list) else (),
                    {str(k): dict(v) for k, v in _map(data.get("profile")).items() if isinstance(v, Mapping)},
-                   {k: float(v) for k, v in seconds.items()}, _rows(data.get("shapes")))
+                   seconds, _rows(data.get("shapes")))
 
     def write(self, data: MutableMapping[str, Any]) -> None:
         """The one writer (``Case.record_parity``): ``worst`` and ``seconds`` always, the others when present."""
