@@ -67,12 +67,22 @@ def watched_open(*args, **kwargs):
     return session
 prebuilt.open_onnx = watched_open
 
+from harness.judge import cached_decoding
+stepped = []  # batches PyTorch stepped again for the closed loop (not recorded while it decoded)
+record_side = cached_decoding.record_side
+def watched_record(*args, **kwargs):
+    stepped.append(1)
+    return record_side(*args, **kwargs)
+# the reference cache keys the closed loop by record_side's source file: the watcher names the same file
+watched_record.__code__ = watched_record.__code__.replace(co_filename=record_side.__code__.co_filename)
+cached_decoding.record_side = watched_record
+
 from harness.cli import main
 try:
     code = main(sys.argv[1:])
 finally:
     peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
-    print("WATCHED " + json.dumps({"events": events, "peak": peak}))
+    print("WATCHED " + json.dumps({"events": events, "peak": peak, "stepped_again": len(stepped)}))
 raise SystemExit(code)
 """
 
@@ -110,6 +120,8 @@ def test_a_decoder_export_is_judged_with_one_copy_of_its_weights_at_a_time(decod
     # every reference (numeric, decode, closed-loop steps) before the session: the module loads once
     assert len(loads) == 1 and len(opens) == 1, staged["events"]
     assert loads[0]["sessions_alive"] == 0 and opens[0]["modules_alive"] == 0, staged["events"]
+    # the closed loop's PyTorch side is the greedy decode's own steps: PyTorch stepped the corpus once
+    assert staged["stepped_again"] == 0, staged
     floor = min(e["rss"] for e in staged["events"])
     assert staged["peak"] - floor <= BOUND * weights + ALLOWANCE, (staged, weights)
 

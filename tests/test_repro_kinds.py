@@ -155,6 +155,35 @@ def test_latency_budget_breach_bundle_is_measured_again(tmp_path: Path, capsys: 
     assert "DOES NOT REPRODUCE: now passing p50_ms" in capsys.readouterr().out
 
 
+def test_a_budget_measured_as_nan_again_is_a_breach_not_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]):
+    """``harness repro`` judges a perf bundle's budgets by the suites' one rule: a number that could
+    not be measured (NaN) breaches its budget, as it fails the suite case (it compared False both
+    ways with ``value > limit``, so a broken re-measurement read as "does not reproduce")."""
+    import math
+
+    from harness.repro import perf as repro_perf
+
+    config = tmp_path / "harness.toml"
+    config.write_text("[models.bert-tiny.budgets]\np50_ms = 0.001\n")
+    out = tmp_path / "run"
+    assert main(["run", "--suites", str(SUITES / "test_perf.py"), "-k", "test_latency", "--config", str(config),
+                 "--models", "bert-tiny", "--precisions", "fp32", "--providers", "ort_cpu", "--perf",
+                 "--perf-samples", "10", "--perf-warmup", "1", "--out", str(out)]) == 1
+    (record,) = _records(out)
+    bundle = Path(record["data"]["repro_bundles"]["perf"])
+    measured = repro_perf.remeasure
+
+    def unmeasurable(*args, **kwargs):
+        now, entry, source = measured(*args, **kwargs)
+        return {**now, "p50_ms": math.nan}, entry, source
+
+    monkeypatch.setattr(repro_perf, "remeasure", unmeasurable)
+    capsys.readouterr()
+    assert main(["repro", str(bundle)]) == 1
+    assert "REPRODUCES: 1 recorded budget breach(es) fail again" in capsys.readouterr().out
+
+
 # -- erroring case ---------------------------------------------------------------------------------------
 def test_erroring_case_bundle_raises_the_same_error_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     """TorchScript bakes encoder-custom's batch size into a Reshape: the artifact raises on the

@@ -52,7 +52,7 @@ def reference_pass(run: JobRun) -> None:
     from harness.check.jobs import plan_jobs
     from harness.check.judge import checked_graphs, generation_request, prepare_job
     from harness.core.rss import release_freed_memory
-    from harness.judge.cached_decoding import reference_side, reference_steps
+    from harness.judge.cached_decoding import ReferenceSteps, reference_side, reference_steps
     from harness.judge.generation import decode_plan, reference_decode
 
     ws, req, model, family = run.ws, run.req, run.model, run.family
@@ -64,10 +64,14 @@ def reference_pass(run: JobRun) -> None:
             wanted, settings, indices, texts = decode_plan(ws, model, generation_request(req.gen_settings,
                                                                                         req.gen_samples, use_cache))
             batch_size = int(wanted["batch_size"])
-            decoded = reference_decode(ws, model, indices, texts, settings, batch_size)
+            # the closed loop's PyTorch side is the greedy decode's own steps, recorded as it decodes
+            # (as generation_parity does): PyTorch steps the corpus once, not twice
+            steps = ReferenceSteps() if use_cache and settings.num_beams == 1 else None
+            decoded = reference_decode(ws, model, indices, texts, settings, batch_size, steps)
             if use_cache:  # the closed loop's PyTorch side
                 side, key = reference_side(ws, model)
-                reference_steps(ws, model, family, side, decoded.tokens, texts, settings, batch_size, key)
+                recorded = steps.sides(decoded.tokens, batch_size) if steps is not None else None
+                reference_steps(ws, model, family, side, decoded.tokens, texts, settings, batch_size, key, recorded)
     if model.release_module():
         release_freed_memory()
     run.source.graphs.open_sessions()

@@ -2,7 +2,7 @@
 noise widens the interval, and when the answer is INCONCLUSIVE.
 
 Every way of deciding "slower" -- ``baseline compare`` on recorded runs, the canary adjustment,
-``--perf`` and ``perf-compare`` (paired), ``--env-a/--env-b``, single numbers and budgets --
+``--perf`` and ``perf-compare`` (paired), ``--env-a/--env-b``, single numbers --
 builds an :class:`~harness.gate.evidence.Evidence` and hands it to ``harness.gate.judge.judge``,
 which reads its constants from the row of its kind here. docs/perf-gate.md's policy table is
 rendered from :data:`POLICY` (``scripts/render_metric_docs.py``), and a test keeps the two equal.
@@ -10,6 +10,11 @@ rendered from :data:`POLICY` (``scripts/render_metric_docs.py``), and a test kee
 The shared decision (``harness.gate.judge.decide``): REGRESSION needs p < alpha *and* the whole
 interval at or beyond the metric's threshold (``min_effect``, from the metric registry); PASS needs
 the interval to rule the threshold out; anything between is INCONCLUSIVE.
+
+A budget is not a comparison: a measured number against the limit a model declares, with no
+baseline, threshold or noise. Its one rule is ``harness.perf.budgets.BudgetCheck.passed`` (the
+budget's direction; a NaN never passes), read by the suites, the engine's sources, the served
+sweep and ``harness repro`` alike.
 """
 
 from __future__ import annotations
@@ -87,8 +92,7 @@ POLICY: dict[EvidenceKind, Rule] = {rule.kind: rule for rule in (
          between_sd=0.0,
          inconclusive=f"fewer than {MIN_PAIRS} pairs (process pairs)"),
     Rule(EvidenceKind.SINGLE,
-         source="one number per side (peak memory, artifact size, cold start); a budget is a number against "
-                "its limit",
+         source="one number per side (peak memory, artifact size, cold start)",
          test="none: no noise estimate",
          interval="none",
          min_units=1,

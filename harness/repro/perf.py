@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mappi
 import numpy as np
 
 from harness.core import Precision, Variant
-from harness.perf.budgets import BUDGETS, measured_values
+from harness.perf.budgets import BUDGETS, BudgetCheck, measured_values
 from harness.perf.measure import HarnessEngine, latency_entry, timed_call
 from harness.repro import perf_process
 from harness.repro.bundle import (
@@ -173,8 +173,8 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
         value, then = now.get(name), m["measured"].get(name)
         if value is None:
             continue
-        unit = BUDGETS[name].unit if name in BUDGETS else ""
-        breached = value > float(limit)
+        unit = BUDGETS[name].unit  # a verified manifest names known budgets only (harness.repro.verify)
+        breached = not BudgetCheck(name, float(value), float(limit)).passed  # the suites' rule: NaN breaches
         failing += [name] if breached else []
         state = f"  {name}: now {value:.4g} {unit} vs budget <= {float(limit):g}: {'FAIL' if breached else 'pass'}"
         lines.append(f"{state} (recorded {float(then):.4g} {unit}; now/recorded {value / float(then):.2f}x)" if then
