@@ -17,7 +17,13 @@ from harness.core import Precision, UsageError, did_you_mean, parse_precision
 from harness.core.rundirs import default_run_dir
 
 if TYPE_CHECKING:  # pragma: no cover
+    from harness.debug.bisect import BisectResult
     from harness.debug.modules import ModuleMap
+    from harness.export.cache import CacheEntry
+    from harness.families.base import Family, GraphSpec
+    from harness.judge.workspace import Workspace
+    from harness.zoo.base import ModelSpec
+    from harness.zoo.loading import LoadedModel
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -114,7 +120,7 @@ def bisect(args: argparse.Namespace) -> int:
     return 1 if result.first_divergent else 0
 
 
-def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: Any, out: Path) -> int:
+def suggest(args: argparse.Namespace, precision: Precision, result: BisectResult, spec: ModelSpec, out: Path) -> int:
     """``--suggest``: search, print every step, the before/after verdict and the harness.toml lines."""
     import json
 
@@ -167,7 +173,8 @@ def suggest(args: argparse.Namespace, precision: Precision, result: Any, spec: A
     return 0 if best.passed else 1
 
 
-def graph_modules(ws: Any, model: Any, family: Any, graph: Any, fp32_entry: Any) -> "ModuleMap":
+def graph_modules(ws: Workspace, model: LoadedModel, family: Family, graph: GraphSpec,
+                  fp32_entry: CacheEntry) -> ModuleMap:
     """Node -> PyTorch module of the FP32 artifact, validated against the loaded model. A dynamo
     export below opset 18 lost its node metadata (``harness.debug.modules``): the mapping of a
     metadata-keeping re-export is kept in the artifact cache beside it (keyed by the FP32 entry,

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.core import Precision, UsageError, Variant
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.judge.workspace import Workspace
+    from harness.serving.triton import ModelEntry, TritonSettings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,8 +38,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=export_triton)
 
 
-def _write_variant(ws: Any, variant: Variant, out: Path, settings: Any, plan: Path | None) -> list[Any]:
+def _write_variant(ws: Workspace, variant: Variant, out: Path, settings: TritonSettings,
+                   plan: Path | None) -> list[ModelEntry]:
     """Every graph of one variant into the repository; one line per written config."""
+    from harness.runners.ort_runner import OrtBackend
     from harness.serving.artifacts import variant_files
     from harness.serving.triton import repository_name, write_model
 
@@ -46,8 +52,9 @@ def _write_variant(ws: Any, variant: Variant, out: Path, settings: Any, plan: Pa
     backend = ws.backend(variant, model)
     written = []
     for g in graphs:
+        # the TensorRT EP's shape profile: only the ONNX Runtime backend has one (the command takes its variants only)
         profile = (backend.trt_profile(model, family, g.graph)
-                   if variant.provider.device == "TensorrtExecutionProvider" else None)
+                   if variant.provider.device == "TensorrtExecutionProvider" and isinstance(backend, OrtBackend) else None)
         name = repository_name(variant.model, variant.precision.value, g.graph.name, len(graphs))
         entry = write_model(out, name, g.path, variant, runtime, settings, profile, plan)
         written.append(entry)

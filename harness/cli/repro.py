@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core import UsageError
 from harness.report.text import say
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.repro.bundle import Bundle, ReproResult
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=repro)
 
 
-def _outcome(bundle: Any, result: Any) -> dict[str, Any]:
+def _outcome(bundle: Bundle, result: ReproResult) -> dict[str, Any]:
     return {"bundle": str(bundle.directory), "case": bundle.manifest.get("case"), "reproduces": result.reproduces,
             "recorded_failures": [list(f) for f in result.recorded], "failures_now": [list(f) for f in result.now],
             "metrics_now": {o.output: o.metrics for o in result.outputs},

@@ -217,7 +217,7 @@ def masked_positions(attention_mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def head_summary(family: Any) -> str:
+def head_summary(family: Family) -> str:
     """One phrase: what a family's graphs are judged on (for docs and the coverage table)."""
     from harness.families.tasks import task
 

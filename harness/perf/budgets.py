@@ -11,10 +11,32 @@ number and the budget. Sizes are MiB (2**20 bytes), times milliseconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from harness.core import UsageError
 from harness.metrics.registry import METRICS, MetricSpec, Scope
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.core import Variant
+    from harness.zoo.loading import LoadedModel
+
+
+class BudgetedCase(Protocol):
+    """What enforcing budgets reads and writes of a case (``harness.case.collector.Case``, a layer
+    above): the model's declared budgets, and the metrics and thresholds its record will carry."""
+
+    @property
+    def model(self) -> LoadedModel: ...
+
+    @property
+    def variant(self) -> Variant | None: ...
+
+    @property
+    def metrics(self) -> dict[str, float]: ...
+
+    @property
+    def thresholds(self) -> dict[str, dict[str, Any]]: ...
+
 
 #: budget name -> its declaration (derived from the registry)
 BUDGETS: dict[str, MetricSpec] = METRICS.as_dict(Scope.PERF_BUDGET)
@@ -71,7 +93,7 @@ def check(budgets: Mapping[str, float], measured: Mapping[str, float]) -> list[B
             if name in measured]
 
 
-def enforce(case: Any, perf: Mapping[str, Any]) -> list[BudgetCheck]:
+def enforce(case: BudgetedCase, perf: Mapping[str, Any]) -> list[BudgetCheck]:
     """Record each checked budget on ``case`` (metric + threshold, so reports show it) and
     raise GateFailure listing every breach."""
     from harness.results.checks import raise_failures
@@ -83,5 +105,6 @@ def enforce(case: Any, perf: Mapping[str, Any]) -> list[BudgetCheck]:
         key = str(MetricKey.perf(c.name))
         case.metrics[key] = c.value
         case.thresholds[key] = {"threshold": c.limit, "op": BUDGETS[c.name].symbol}
+    assert case.variant is not None, "a measured case judges a variant"
     raise_failures(case.variant.id, [c.message() for c in checks if not c.passed], "performance budget(s) exceeded")
     return checks

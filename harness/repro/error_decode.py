@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
     from harness.generation import GenerationSettings
     from harness.judge.workspace import Workspace
+    from harness.runners.base import Backend
     from harness.zoo.loading import LoadedModel
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def provoke(files: Mapping[str, Path], model: "LoadedModel", family: "Family", v
     return None
 
 
-def decode_files(backend: Any, model: "LoadedModel", family: "Family", variant: Variant,
+def decode_files(backend: Backend, model: "LoadedModel", family: "Family", variant: Variant,
                  settings: "GenerationSettings") -> dict[str, Path] | None:
     """The ONNX file of each graph decoding runs, from the backend's artifacts; None when a
     graph is not one ONNX file (PyTorch, a native engine) or cannot be had (a failed export)."""

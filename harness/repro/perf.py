@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -55,6 +55,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
     from harness.perf.latency import Point
     from harness.perf.measure import PerfSettings
+    from harness.zoo.loading import LoadedModel
+
+
+class BreachedCase(Protocol):
+    """What a budget breach's bundle is written from: the suite case (``harness.case.collector.Case``,
+    a layer above) as this module reads it."""
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def variant(self) -> Variant | None: ...
+
+    @property
+    def model(self) -> LoadedModel: ...
+
+    @property
+    def perf(self) -> dict[str, Any]: ...
+
+    @property
+    def data(self) -> dict[str, Any]: ...
+
+    def case_dir(self) -> Path: ...
 
 #: the test whose budgets a bundle can re-measure (``MetricSpec.measured_by``)
 MEASURED_BY = "test_latency"
@@ -189,8 +212,13 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
     return Outcome(lines, reproduces, verdict, data, versions, env)
 
 
+def _variant(case: BreachedCase) -> Variant:
+    assert case.variant is not None, "a measured case judges a variant"
+    return case.variant
+
+
 @contextmanager
-def on_breach(case: Any, write: Callable[[Path], Path | None]) -> Iterator[None]:
+def on_breach(case: BreachedCase, write: Callable[[Path], Path | None]) -> Iterator[None]:
     """Around ``budgets.enforce``: a budget breach (``GateFailure``) calls ``write`` with the
     case's bundle directory (``cases/<id>/repro-perf``) and names the bundle in its record before
     the failure goes on. Best-effort evidence: the breach is the verdict either way."""
@@ -211,11 +239,11 @@ def on_breach(case: Any, write: Callable[[Path], Path | None]) -> Iterator[None]
         raise
 
 
-def bundle_on_breach(case: Any, point: "Point", settings: "PerfSettings") -> ContextManager[None]:
+def bundle_on_breach(case: BreachedCase, point: "Point", settings: "PerfSettings") -> ContextManager[None]:
     """``test_latency``: a latency budget breach writes the entry graph's timed call."""
 
     def write(directory: Path) -> Path | None:
-        ws, variant = case.workspace, case.variant
+        ws, variant = case.workspace, _variant(case)
         model = ws.model(variant.model)
         files = ws.backend(variant, model).artifacts(GraphRef(model, ws.family(model), point.graph, variant))
         onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{point.graph.name}/")
@@ -226,25 +254,25 @@ def bundle_on_breach(case: Any, point: "Point", settings: "PerfSettings") -> Con
     return on_breach(case, write)
 
 
-def cold_start_on_breach(case: Any, child_args: Sequence[str], settings: "PerfSettings") -> ContextManager[None]:
+def cold_start_on_breach(case: BreachedCase, child_args: Sequence[str], settings: "PerfSettings") -> ContextManager[None]:
     """``test_cold_start_memory``: a cold-start, memory or size budget breach writes the fresh
     processes' load spec, files and feeds (``perf_process.write_fresh_process_bundle``)."""
     def write(directory: Path) -> Path | None:
         ws = case.workspace
         wanted = budgets_measured_by(case.model.spec.budgets, BY["fresh_process"])
-        return write_fresh_process_bundle(directory, case.variant, child_args, settings.repeats, wanted, case.perf,
+        return write_fresh_process_bundle(directory, _variant(case), child_args, settings.repeats, wanted, case.perf,
                                           ws.options.settings.threads, ws.options.settings.repro_bundles) if wanted else None
 
     return on_breach(case, write)
 
 
-def generation_on_breach(case: Any, settings: "PerfSettings") -> ContextManager[None]:
+def generation_on_breach(case: BreachedCase, settings: "PerfSettings") -> ContextManager[None]:
     """``test_generation_perf``: a ttft / tpot budget breach writes the graphs, tokenizer and prompt
     the decode loop timed (``perf_process.write_decode_bundle``)."""
     def write(directory: Path) -> Path | None:
         ws, model = case.workspace, case.model
         wanted = budgets_measured_by(model.spec.budgets, BY["decode"])
-        return write_decode_bundle(directory, ws, case.variant, model, ws.family(model), settings, wanted, case.perf,
+        return write_decode_bundle(directory, ws, _variant(case), model, ws.family(model), settings, wanted, case.perf,
                                    ws.options.settings.repro_bundles) if wanted else None
 
     return on_breach(case, write)

@@ -5,13 +5,17 @@ parametrizes its suites with it, ``harness doctor`` prints it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
-from harness.core import RunOptions, Variant
+from harness.core import Provider, RunOptions, Variant
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.zoo.base import ModelSpec
 
 
 def matrix(options: RunOptions, *, families: set[str] | None = None, generates: bool = False,
-           where: Any = None, accepts: Any = None) -> list[Variant]:
+           where: Callable[[ModelSpec], bool] | None = None,
+           accepts: Callable[[ModelSpec, Variant], bool] | None = None) -> list[Variant]:
     """The variants of a suite: models filtered by family, generation head and ``where(spec)``;
     variants filtered by ``accepts(spec, variant)``."""
     from harness.zoo.base import ModelCatalog, is_path
@@ -35,7 +39,7 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
     return variants
 
 
-def _runtime_axes(options: RunOptions, spec: Any, provider: Any) -> list[tuple[tuple[str, str], ...]]:
+def _runtime_axes(options: RunOptions, spec: ModelSpec, provider: Provider) -> list[tuple[tuple[str, str], ...]]:
     """The runtime axis values of one model x provider: one tuple per case. Only axes the
     provider's backend honours multiply its cases; no axis in the run: one case, ``()``."""
     from itertools import product
