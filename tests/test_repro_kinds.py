@@ -130,15 +130,23 @@ def test_a_malformed_generation_bundle_is_one_line_exit_2(gen_run: Path, tmp_pat
 
 
 # -- perf budget ---------------------------------------------------------------------------------------
-def test_latency_budget_breach_bundle_is_measured_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    config = tmp_path / "harness.toml"
+@pytest.fixture(scope="module")
+def perf_breach(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """A latency budget no variant meets: the run fails and writes a perf bundle; (record, bundle)."""
+    tmp = tmp_path_factory.mktemp("perf")
+    config = tmp / "harness.toml"
     config.write_text("[models.bert-tiny.budgets]\np50_ms = 0.001\n")
-    out = tmp_path / "run"
+    out = tmp / "run"
     assert main(["run", "--suites", str(SUITES / "test_perf.py"), "-k", "test_latency", "--config", str(config),
                  "--models", "bert-tiny", "--precisions", "int8", "--providers", "ort_cpu", "--perf",
                  "--perf-samples", "10", "--perf-warmup", "1", "--out", str(out)]) == 1
     (record,) = _records(out)
-    bundle = Path(record["data"]["repro_bundles"]["perf"])
+    return record, Path(record["data"]["repro_bundles"]["perf"])
+
+
+def test_latency_budget_breach_bundle_is_measured_again(perf_breach: tuple[dict, Path], tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]):
+    record, bundle = perf_breach
     manifest = json.loads((bundle / "bundle.json").read_text())
     assert manifest["kind"] == "perf" and manifest["budget"] == {"p50_ms": 0.001}
     assert manifest["measured"]["p50_ms"] == pytest.approx(record["metrics"]["perf.p50_ms"])
@@ -155,7 +163,8 @@ def test_latency_budget_breach_bundle_is_measured_again(tmp_path: Path, capsys: 
     assert "DOES NOT REPRODUCE: now passing p50_ms" in capsys.readouterr().out
 
 
-def test_a_budget_measured_as_nan_again_is_a_breach_not_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_a_budget_measured_as_nan_again_is_a_breach_not_a_pass(perf_breach: tuple[dict, Path],
+                                                                monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]):
     """``harness repro`` judges a perf bundle's budgets by the suites' one rule: a number that could
     not be measured (NaN) breaches its budget, as it fails the suite case (it compared False both
@@ -164,14 +173,7 @@ def test_a_budget_measured_as_nan_again_is_a_breach_not_a_pass(tmp_path: Path, m
 
     from harness.repro import perf as repro_perf
 
-    config = tmp_path / "harness.toml"
-    config.write_text("[models.bert-tiny.budgets]\np50_ms = 0.001\n")
-    out = tmp_path / "run"
-    assert main(["run", "--suites", str(SUITES / "test_perf.py"), "-k", "test_latency", "--config", str(config),
-                 "--models", "bert-tiny", "--precisions", "fp32", "--providers", "ort_cpu", "--perf",
-                 "--perf-samples", "10", "--perf-warmup", "1", "--out", str(out)]) == 1
-    (record,) = _records(out)
-    bundle = Path(record["data"]["repro_bundles"]["perf"])
+    _, bundle = perf_breach
     measured = repro_perf.remeasure
 
     def unmeasurable(*args, **kwargs):

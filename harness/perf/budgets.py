@@ -38,6 +38,12 @@ class BudgetedCase(Protocol):
     def thresholds(self) -> dict[str, dict[str, Any]]: ...
 
 
+def judged_variant(case: BudgetedCase) -> Variant:
+    """The variant a measured case judged (a suite case without one measures nothing)."""
+    assert case.variant is not None, "a measured case judges a variant"
+    return case.variant
+
+
 #: budget name -> its declaration (derived from the registry)
 BUDGETS: dict[str, MetricSpec] = METRICS.as_dict(Scope.PERF_BUDGET)
 
@@ -105,6 +111,5 @@ def enforce(case: BudgetedCase, perf: Mapping[str, Any]) -> list[BudgetCheck]:
         key = str(MetricKey.perf(c.name))
         case.metrics[key] = c.value
         case.thresholds[key] = {"threshold": c.limit, "op": BUDGETS[c.name].symbol}
-    assert case.variant is not None, "a measured case judges a variant"
-    raise_failures(case.variant.id, [c.message() for c in checks if not c.passed], "performance budget(s) exceeded")
+    raise_failures(judged_variant(case).id, [c.message() for c in checks if not c.passed], "performance budget(s) exceeded")
     return checks

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mappi
 import numpy as np
 
 from harness.core import Precision, Variant
-from harness.perf.budgets import BUDGETS, BudgetCheck, measured_values
+from harness.perf.budgets import BUDGETS, BudgetCheck, BudgetedCase, judged_variant, measured_values
 from harness.perf.measure import HarnessEngine, latency_entry, timed_call
 from harness.repro import perf_process
 from harness.repro.bundle import (
@@ -55,21 +55,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
     from harness.perf.latency import Point
     from harness.perf.measure import PerfSettings
-    from harness.zoo.loading import LoadedModel
 
 
-class BreachedCase(Protocol):
+class BreachedCase(BudgetedCase, Protocol):
     """What a budget breach's bundle is written from: the suite case (``harness.case.collector.Case``,
-    a layer above) as this module reads it."""
+    a layer above) as this module reads it, beyond what enforcing its budgets reads."""
 
     @property
     def workspace(self) -> Workspace: ...
-
-    @property
-    def variant(self) -> Variant | None: ...
-
-    @property
-    def model(self) -> LoadedModel: ...
 
     @property
     def perf(self) -> dict[str, Any]: ...
@@ -196,10 +189,11 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
         value, then = now.get(name), m["measured"].get(name)
         if value is None:
             continue
-        unit = BUDGETS[name].unit  # a verified manifest names known budgets only (harness.repro.verify)
+        spec = BUDGETS[name]  # a verified manifest names known budgets only (harness.repro.verify)
+        unit = spec.unit
         breached = not BudgetCheck(name, float(value), float(limit)).passed  # the suites' rule: NaN breaches
         failing += [name] if breached else []
-        state = f"  {name}: now {value:.4g} {unit} vs budget <= {float(limit):g}: {'FAIL' if breached else 'pass'}"
+        state = f"  {name}: now {value:.4g} {unit} vs budget {spec.symbol} {float(limit):g}: {'FAIL' if breached else 'pass'}"
         lines.append(f"{state} (recorded {float(then):.4g} {unit}; now/recorded {value / float(then):.2f}x)" if then
                      else f"{state} (not recorded)")
     reproduces = bool(recorded) and set(recorded) <= set(failing)
@@ -210,11 +204,6 @@ def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcom
     data = {"recorded_breaches": recorded, "breaches_now": failing, "measured_now": now,
             "measured_recorded": m["measured"], "measure": m.get("measure") or "latency", **extra, "note": NOTE}
     return Outcome(lines, reproduces, verdict, data, versions, env)
-
-
-def _variant(case: BreachedCase) -> Variant:
-    assert case.variant is not None, "a measured case judges a variant"
-    return case.variant
 
 
 @contextmanager
@@ -243,7 +232,7 @@ def bundle_on_breach(case: BreachedCase, point: "Point", settings: "PerfSettings
     """``test_latency``: a latency budget breach writes the entry graph's timed call."""
 
     def write(directory: Path) -> Path | None:
-        ws, variant = case.workspace, _variant(case)
+        ws, variant = case.workspace, judged_variant(case)
         model = ws.model(variant.model)
         files = ws.backend(variant, model).artifacts(GraphRef(model, ws.family(model), point.graph, variant))
         onnx = [Path(str(i["path"])) for k, i in files.items() if k.startswith(f"{point.graph.name}/")
@@ -260,7 +249,7 @@ def cold_start_on_breach(case: BreachedCase, child_args: Sequence[str], settings
     def write(directory: Path) -> Path | None:
         ws = case.workspace
         wanted = budgets_measured_by(case.model.spec.budgets, BY["fresh_process"])
-        return write_fresh_process_bundle(directory, _variant(case), child_args, settings.repeats, wanted, case.perf,
+        return write_fresh_process_bundle(directory, judged_variant(case), child_args, settings.repeats, wanted, case.perf,
                                           ws.options.settings.threads, ws.options.settings.repro_bundles) if wanted else None
 
     return on_breach(case, write)
@@ -272,7 +261,7 @@ def generation_on_breach(case: BreachedCase, settings: "PerfSettings") -> Contex
     def write(directory: Path) -> Path | None:
         ws, model = case.workspace, case.model
         wanted = budgets_measured_by(model.spec.budgets, BY["decode"])
-        return write_decode_bundle(directory, ws, _variant(case), model, ws.family(model), settings, wanted, case.perf,
+        return write_decode_bundle(directory, ws, judged_variant(case), model, ws.family(model), settings, wanted, case.perf,
                                    ws.options.settings.repro_bundles) if wanted else None
 
     return on_breach(case, write)
