@@ -16,7 +16,7 @@ the load average (1-minute, sampled every 5 s while the run lasted: its mean and
 
 ``--replay`` replays a run directory's ``results.jsonl`` in the order its cases finished, each with
 its duration, through the estimator (the shard planner's cost weights, no durations history -- a
-first run); its truth is the sum of the durations still to come, so it judges the model, not the
+first run; an export counts as cached when it is in ``HARNESS_CACHE`` now); its truth is the sum of the durations still to come, so it judges the model, not the
 wall clock.
 """
 
@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_weights, reused_builds
+from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_weights, run_weights
 
 #: an estimate counts as good within this relative error of the true remaining time
 TOLERANCE = 0.30
@@ -78,7 +78,7 @@ def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind
     ids = [str(r["id"]) for r in records]
     seconds = [float(r.get("duration_s") or 0.0) for r in records]
     kinds = case_kinds(ids)
-    weights = reused_builds(ids, case_weights(ids), kinds) if by_kind else case_weights(ids)
+    weights = run_weights(ids) if by_kind else case_weights(ids)
     estimator = Estimator(weights=weights if weighted else None, kinds=kinds if by_kind else None)
     out = []
     for done in range(max(len(ids) // 3, 1), len(ids)):

@@ -243,6 +243,20 @@ def test_a_variant_built_earlier_in_the_run_weighs_as_one_that_exports_nothing()
     assert reused_builds(ids, weights, case_kinds(ids)) == {**weights, ids[2]: TORCH_FACTOR}  # the ORT export reused
 
 
+def test_a_model_exported_by_an_earlier_case_loses_its_exporters_cost() -> None:
+    """A dynamo model's FP32 export costs its exporter's own time once: the FP16 and INT8 cases
+    after it convert the cached graph, and the same variant later reuses its files outright."""
+    from harness.plugins.progress import case_kinds, reused_builds
+    from harness.shard.cost import TORCH_FACTOR
+
+    ids = ["test_logits_parity[e-fp32-torch_cpu]", "test_logits_parity[e-fp32-ort_cpu]",
+           "test_logits_parity[e-fp16-ort_cpu]", "test_logits_parity[f-fp32-ort_cpu]", "test_latency[e-fp32-ort_cpu]"]
+    weights = dict.fromkeys(ids, 41.0)
+    exports = {i: (0.0 if "torch" in i else 40.0) for i in ids}
+    out = reused_builds(ids, weights, case_kinds(ids), exports)
+    assert out == {ids[0]: 41.0, ids[1]: 41.0, ids[2]: 1.0, ids[3]: 41.0, ids[4]: 1.0 * TORCH_FACTOR}
+
+
 def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     """The replay ``scripts/eta_accuracy.py`` does, on a run whose suites cost what the model
     says up to a factor per suite: from the first third on, every estimate is within +-30 %;

@@ -64,3 +64,30 @@ def test_shard_run_records_it_balanced_by_estimated_cost(tmp_path: Path, monkeyp
     plan = json.loads((out / "shard.json").read_text())
     assert plan["balanced_by"] == "estimated cost" and plan["expected_cost"] > 0 and plan["expected_s"] is None
     assert {c.rsplit("-", 1)[-1].rstrip("]") for c in plan["cases"]} == {"ort_cpu", "torch_cpu"}
+
+
+def test_suite_factors_follow_the_kind_of_variant_and_a_slow_exporter_costs_until_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PyTorch variant's cold start imports torch and builds its module in every fresh process
+    (25-31 s against 1-2 s for ONNX Runtime here); a dynamo export costs its own time whatever the
+    model's size, once: not when the model's FP32 graph is already in the artifact cache."""
+    from harness.shard.cost import EXPORTER_COST
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+
+    def cost(test: str, model: str, provider: str) -> float:
+        return case_cost(test, Variant(model, Precision.FP32, PROVIDERS[provider])).weight
+
+    cold_torch, cold_ort = cost("test_cold_start_memory", "bert-tiny", "torch_cpu"), cost(
+        "test_cold_start_memory", "bert-tiny", "ort_cpu")
+    assert cold_torch > 5 * cold_ort
+    parity_torch, parity_ort = cost("test_logits_parity", "bert-tiny", "torch_cpu"), cost(
+        "test_logits_parity", "bert-tiny", "ort_cpu")
+    assert parity_torch < parity_ort  # the control: in a parity case PyTorch exports nothing and is cheaper
+    exported = case_cost("test_logits_parity", Variant("encoder-custom", Precision.FP32, PROVIDERS["ort_cpu"]))
+    assert exported.export == EXPORTER_COST["dynamo"] > 0
+    assert case_cost("test_logits_parity", Variant("encoder-custom", Precision.FP32, PROVIDERS["torch_cpu"])).export == 0
+    assert case_cost("test_logits_parity", Variant("bert-tiny", Precision.FP32, PROVIDERS["ort_cpu"])).export == 0
+    (tmp_path / "artifacts" / "encoder-custom-model-fp32-0123456789abcdef").mkdir(parents=True)
+    cached = case_cost("test_logits_parity", Variant("encoder-custom", Precision.FP32, PROVIDERS["ort_cpu"]))
+    assert cached.export == 0 and cached.weight < exported.weight

@@ -37,13 +37,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pytest
 
 from harness.core.interrupts import MARKER
 from harness.core.types import Precision, Variant
+from harness.report.variants import split_variant
 from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.shard.cost import CaseCost
 
 #: a case running longer than this gets a heartbeat line (and another every this many seconds);
 #: ``HARNESS_PROGRESS_HEARTBEAT_S`` overrides it (the tests use 1 s)
@@ -297,28 +301,38 @@ def _refined(prior: float, own: Sequence[tuple[float, float]]) -> float:
     return (sum(s for s, _ in own) + prior * pull) / (sum(w for _, w in own) + pull)
 
 
-def reused_builds(ids: Sequence[str], weights: Mapping[str, float], kinds: Mapping[str, str]) -> dict[str, float]:
-    """``weights`` with each case whose variant an earlier case of the run (in run order) already
-    built weighed as the cost model weighs a variant that exports nothing (``TORCH_FACTOR``): the
-    model charges every ONNX Runtime case its export, while a logits case after the generation
-    case of the same variant reuses the cached export (2 s against the generation case's 20-60 s
-    here). PyTorch variants export nothing either way."""
+def reused_builds(ids: Sequence[str], weights: Mapping[str, float], kinds: Mapping[str, str],
+                  exports: Mapping[str, float] | None = None) -> dict[str, float]:
+    """``weights`` with what an earlier case of the run (in run order) already built taken out: a
+    case whose variant was built before weighs as the cost model weighs a variant that exports
+    nothing (``TORCH_FACTOR``): the model charges every ONNX Runtime case its export, while a
+    logits case after the generation case of the same variant reuses the cached export (2 s
+    against the generation case's 20-60 s here); and a case of a model another variant already
+    exported loses its exporter's own cost (``exports``, ``CaseCost.export``): FP16 and INT8 convert
+    the cached FP32 graph. PyTorch variants export nothing either way."""
     from harness.shard.cost import TORCH_FACTOR
 
+    exports = exports or {}
     out = dict(weights)
     built: set[str] = set()
+    exported: set[str] = set()
     for nodeid in ids:
         key = case_key(nodeid)
         variant = key.partition("[")[2]
-        if variant in built and key in out and kinds.get(key) != "pytorch":
-            out[key] = out[key] * TORCH_FACTOR
+        if key in out and kinds.get(key) != "pytorch":
+            extra = exports.get(key, 0.0)
+            model = split_variant(variant.rstrip("]")).model
+            if variant in built:
+                out[key] = (out[key] - extra) * TORCH_FACTOR
+            elif model in exported:
+                out[key] = out[key] - extra
+            exported.add(model)
         built.add(variant)
     return out
 
 
 def case_kinds(ids: Sequence[str]) -> dict[str, str]:
     """Case key -> the backend of its variant (``pytorch``, ``onnxruntime``...), where the id names one."""
-    from harness.report.variants import split_variant
     from harness.runners import providers
 
     table = providers()
@@ -336,16 +350,16 @@ def suite_of(nodeid: str) -> str:
     return case_key(nodeid).split("[", 1)[0]
 
 
-def case_weights(ids: Sequence[str], catalog: Any = None) -> dict[str, float]:
+def case_costs(ids: Sequence[str], catalog: Any = None) -> dict[str, CaseCost]:
     """Case id -> its cost in the shard planner's model, for the cases whose id names a variant
     (``test_x[model-precision-provider]``); {} when the model cannot be read (no ETA from it)."""
-    from harness.report.variants import split_variant
     from harness.runners import providers
     from harness.shard.cost import case_cost
 
     table = providers()
     sizes: dict[str, int] = {}
-    out: dict[str, float] = {}
+    exports: dict[str, float] = {}
+    out: dict[str, CaseCost] = {}
     for nodeid in ids:
         key = case_key(nodeid)
         test, _, param = key.partition("[")
@@ -355,10 +369,23 @@ def case_weights(ids: Sequence[str], catalog: Any = None) -> dict[str, float]:
             continue
         try:
             variant = Variant(parts.model, Precision(parts.precision), provider)
-            out[key] = case_cost(test, variant, catalog, sizes).weight
+            out[key] = case_cost(test, variant, catalog, sizes, exports)
         except Exception:  # noqa: BLE001 - the ETA is a convenience: a case it cannot weigh counts the mean
             continue
     return out
+
+
+def case_weights(ids: Sequence[str], catalog: Any = None) -> dict[str, float]:
+    """Case id -> its weight in the shard planner's model (:func:`case_costs`)."""
+    return {key: cost.weight for key, cost in case_costs(ids, catalog).items()}
+
+
+def run_weights(ids: Sequence[str], catalog: Any = None) -> dict[str, float]:
+    """What the ETA weighs each case of a run by: the cost model's weights with what earlier
+    cases of the run built taken out (:func:`reused_builds`)."""
+    costs = case_costs(ids, catalog)
+    return reused_builds(ids, {k: c.weight for k, c in costs.items()}, case_kinds(ids),
+                         {k: c.export for k, c in costs.items()})
 
 
 def case_key(nodeid: str) -> str:
@@ -450,7 +477,7 @@ class Tally:
         if not self.estimator.history:  # once: every xdist worker reports the same cases
             self.estimator.history = {k: v for k, v in history_durations(self.config, self.ids).items() if v > 0}
         self.estimator.kinds = case_kinds(self.ids)
-        self.estimator.weights = reused_builds(self.ids, case_weights(self.ids, catalog), self.estimator.kinds)
+        self.estimator.weights = run_weights(self.ids, catalog)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:

@@ -50,12 +50,13 @@ def _estimates(config: pytest.Config, items: list[pytest.Item], keys: list[str |
 
     catalog = run_options(config).catalog
     sizes: dict[str, int] = {}
+    exports: dict[str, float] = {}
     out: dict[str, float] = {}
     for item, key in zip(items, keys):
         variant = variant_of(item)
         if key is not None and variant is not None:
             test = getattr(item, "originalname", None) or item.name.split("[", 1)[0]
-            out[key] = case_cost(test, variant, catalog, sizes).weight
+            out[key] = case_cost(test, variant, catalog, sizes, exports).weight
     return out
 
 

@@ -15,9 +15,15 @@ box (docs/sharding.md, "Estimated cost"):
   an unknown size counts as 1;
 * **precision**: FP16 and INT8 variants convert or quantise the FP32 graph first (1.5, 1.3);
 * **backend**: PyTorch variants export nothing (0.6);
-* **suite**: perf cases time hundreds of calls or start fresh processes (``test_cold_start_memory``
-  8, ``test_latency`` and ``test_generation_perf`` 5), generation parity decodes sentence by
-  sentence (2), every other suite 1.
+* **suite**, per kind of variant (:data:`SUITE_FACTOR`: one that runs exported files, a PyTorch
+  one): perf cases time hundreds of calls or start fresh processes, and a PyTorch variant's fresh
+  process imports torch and transformers and builds its module each time (``test_cold_start_memory``
+  5 and 70: its three children took 25-31 s a PyTorch variant against 1-2 s an ONNX Runtime one
+  here), generation parity decodes sentence by sentence (4), every other suite 1;
+* **export** (added, not multiplied): a model whose exporter is slow for reasons its size does not
+  show (:data:`EXPORTER_COST`: the dynamo exporter traces the program and optimises the ONNX graph,
+  10 s on the 0.2 MB ``encoder-custom`` against 0.3 s for TorchScript on ``bert-tiny``) costs that
+  much more on a case that exports, unless its FP32 graph is already in the artifact cache.
 
 The weights enter ``shard.json``'s plan digest, so shards that estimated differently (another
 cache state) are refused by ``harness merge`` like shards given different durations.
@@ -39,8 +45,28 @@ MiB = 1024 * 1024
 SIZE_UNIT = 64 * MiB
 PRECISION_FACTOR: Mapping[str, float] = {"fp32": 1.0, "fp16": 1.5, "int8": 1.3}
 TORCH_FACTOR = 0.6
-SUITE_FACTOR: Mapping[str, float] = {"test_cold_start_memory": 8.0, "test_latency": 5.0,
-                                     "test_generation_perf": 5.0, "test_generation_parity": 2.0}
+
+
+@dataclass(frozen=True)
+class SuiteFactor:
+    """A suite's cost against a numeric parity case, for a variant that runs exported files and for
+    a PyTorch one (the latter on top of :data:`TORCH_FACTOR`)."""
+
+    files: float
+    pytorch: float
+
+
+#: measured on the default run and ``--perf --models marian-tiny llama-tiny`` here (2 cores, CPU):
+#: each suite's seconds per unit of the other factors, against numeric parity's (docs/sharding.md)
+SUITE_FACTOR: Mapping[str, SuiteFactor] = {
+    "test_cold_start_memory": SuiteFactor(5.0, 70.0),
+    "test_latency": SuiteFactor(5.0, 15.0),
+    "test_generation_perf": SuiteFactor(1.5, 6.5),
+    "test_generation_parity": SuiteFactor(4.0, 4.0),
+    "test_embedding_parity": SuiteFactor(2.0, 2.0),
+}
+#: cost units added to a case that exports with this exporter (module docstring: not size-bound)
+EXPORTER_COST: Mapping[str, float] = {"dynamo": 40.0}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx", ".data")
 
 
@@ -53,10 +79,11 @@ class CaseCost:
     precision: float
     backend: float
     suite: float
+    export: float = 0.0  # added: the exporter's own cost, when this case may export (not cached)
 
     @property
     def weight(self) -> float:
-        return round(self.graphs * self.size * self.precision * self.backend * self.suite, 4)
+        return round(self.graphs * self.size * self.precision * self.backend * self.suite + self.export, 4)
 
 
 def _weight_bytes(directory: Path) -> int:
@@ -94,17 +121,40 @@ def graph_count(name: str, catalog: "ModelCatalog | None") -> int:
         return 1
 
 
+def export_cost(name: str, catalog: "ModelCatalog | None") -> float:
+    """:data:`EXPORTER_COST` of the exporter ``name`` needs, or 0 when its FP32 graphs are already in
+    the artifact cache (``<cache>/artifacts/<model>-<graph>-fp32-<key>``: a name match, so an entry
+    built with other settings reads as cached) or the model declares no exporter of its own."""
+    from harness.zoo.base import ModelCatalog, cache_root
+
+    try:
+        spec = (catalog or ModelCatalog()).resolve(name)
+    except Exception:  # noqa: BLE001 - an unknown model fails later, with its own message
+        return 0.0
+    cost = EXPORTER_COST.get(spec.exporter or "", 0.0)
+    if cost and any(p.is_dir() for p in (cache_root() / "artifacts").glob(f"{spec.name}-*-fp32-*")):
+        return 0.0
+    return cost
+
+
 def case_cost(test: str, variant: "Variant", catalog: "ModelCatalog | None" = None,
-              sizes: dict[str, int] | None = None) -> CaseCost:
-    """The estimate for the case ``test[variant]``; ``sizes`` memoises model sizes across cases."""
+              sizes: dict[str, int] | None = None, exports: dict[str, float] | None = None) -> CaseCost:
+    """The estimate for the case ``test[variant]``; ``sizes`` and ``exports`` memoise each model's
+    size and export cost across cases."""
     sizes = {} if sizes is None else sizes
+    exports = {} if exports is None else exports
     if variant.model not in sizes:
         sizes[variant.model] = model_bytes(variant.model, catalog)
     size = 1.0 + sizes[variant.model] / SIZE_UNIT
+    torch = variant.backend == "pytorch"
+    if not torch and variant.model not in exports:
+        exports[variant.model] = export_cost(variant.model, catalog)
+    suite = SUITE_FACTOR.get(test, SuiteFactor(1.0, 1.0))
     return CaseCost(
         graphs=graph_count(variant.model, catalog),
         size=round(size, 3) if math.isfinite(size) else 1.0,
         precision=PRECISION_FACTOR.get(variant.precision.value, 1.0),
-        backend=TORCH_FACTOR if variant.backend == "pytorch" else 1.0,
-        suite=SUITE_FACTOR.get(test, 1.0),
+        backend=TORCH_FACTOR if torch else 1.0,
+        suite=suite.pytorch if torch else suite.files,
+        export=0.0 if torch else exports[variant.model],
     )
