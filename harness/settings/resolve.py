@@ -21,11 +21,11 @@ from harness.core.values import Settings
 from harness.data.corpus import CorpusError, corpus_by_name
 from harness.runners import parse_provider
 from harness.settings.config_file import find_config, load_config
+from harness.settings.intake import checked_intake
 from harness.settings.options import BY_NAME, OPTIONS, option, typed
 from harness.settings.runtime import build_runtime, runtime_keys
 from harness.zoo.base import ModelCatalog, ModelSpec, shadowed_directory, spec_for_directory
 from harness.zoo.cachecheck import check_cache
-from harness.zoo.loading import check_intake
 
 
 def default_models(catalog: ModelCatalog | None = None) -> list[str]:
@@ -207,12 +207,13 @@ def preflight(options: RunOptions, spell: Callable[[str], str] | None = None) ->
     (``harness.zoo.loading.check_intake``), before any case starts: a directory without a
     tokenizer, with pickle weights or its own code is one ``UsageError`` line, exactly as
     ``harness check`` reports it, instead of an error record with a traceback per case."""
-    set_limits(limits_from(options.settings))
+    limits = limits_from(options.settings)
+    set_limits(limits)
     catalog = options.catalog or ModelCatalog()
     specs = [catalog.resolve(name) for name in options.models]
     for spec in specs:
         if spec.path is not None:
-            check_intake(spec)
+            checked_intake(spec, limits)  # once per directory content: a cached pass is not redone
     check_run_cache(options, specs, spell or (lambda name: option(name).flag))
 
 
