@@ -61,7 +61,8 @@ AREAS: tuple[Area, ...] = (
     Area("zoo", "built-in models built from their recipes", _zoo_problem),
     Area("artifacts", "exported ONNX artifacts (FP32, FP16, INT8) and engines", _store_problem),
     Area("references", "PyTorch reference outputs and deterministic variants' outputs", _store_problem),
-    Area("verdicts", "finished cases a rerun replays (reports and side files)", _store_problem),
+    Area("verdicts", "finished cases a rerun replays (reports and side files), passed intake checks",
+         _store_problem),
 )
 AREA_NAMES = tuple(a.name for a in AREAS)
 
