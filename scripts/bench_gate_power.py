@@ -312,12 +312,38 @@ def slow_artifact(workdir: Path, seed: int) -> Path:
     return path
 
 
+def fresh_processes(workdir: Path, artifact: Path, args: argparse.Namespace, slowed_ns: int = 0) -> list[dict[str, Any]]:
+    """What ``test_cold_start_memory`` adds to a real run's records: ``--processes`` fresh children of
+    the harness's own measurement script (``harness/perf/child.py``), each loading ``artifact``
+    and timing ``--child-calls`` steady calls after its first, one after the other; ``slowed_ns`` > 0
+    runs them in the slowed runtime environment (the ``sitecustomize`` of :data:`SLOW_SITECUSTOMIZE`).
+    The gate reads their levels as the runs' between-process spread (``harness.gate.processes``)."""
+    from harness.perf.coldstart import child_env, spawn, write_feeds
+
+    feeds = write_feeds(workdir / "child-feeds.npz", {"model": {"x": np.load(workdir / "feed_x.npy")}})
+    spec = {"graphs": {"model": str(artifact)}, "device": "CPUExecutionProvider", "intra_op_threads": args.threads,
+            "inter_op_threads": 1}
+    child = ["--loader", "harness.runners.ort_runner:OrtBackend", "--spec", json.dumps(spec), "--feeds", str(feeds),
+             "--calls", str(args.child_calls)]
+    env: dict[str, str] = {}
+    if slowed_ns:
+        slow = workdir / "env-slow"
+        slow.mkdir(exist_ok=True)
+        (slow / "sitecustomize.py").write_text(SLOW_SITECUSTOMIZE, encoding="utf-8")
+        env = {"PYTHONPATH": os.pathsep.join([str(slow), child_env()["PYTHONPATH"]]),
+               "HARNESS_BENCH_EXTRA_NS": str(slowed_ns)}
+    return [{"steady_ms": run["steady_ms"]} for run in (spawn(child, env=env) for _ in range(args.processes))]
+
+
 def retime_record(timed: tuple[list[float], dict[str, Any], dict[str, Any] | None], artifact: Path,
-                  threads: int) -> dict[str, Any]:
-    """A latency record as ``test_latency`` writes it: samples, the canaries, the timed graph and its file."""
+                  threads: int, processes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A latency record as ``test_latency`` writes it: samples, the canaries, the timed graph and its
+    file; with ``processes``, the fresh processes' steady calls a real run's cold-start case adds."""
     from harness.core.cachedir import file_sha256
 
     rec = record(timed[0], artifact.stat().st_size, *timed[1:])
+    if processes:
+        rec["perf"]["cold_start_runs"] = processes
     rec["perf"]["latency_ms"].update({"graph": "model", "batch_size": 16, "seq_len": None})
     rec["perf"]["settings"] = {"threads": {"ort_intra_op_threads": threads}}
     rec.update({"backend": "onnxruntime", "provider": "ort_cpu", "artifacts": {"model/model.onnx": {
@@ -367,10 +393,13 @@ def trial_retime(workdir: Path, call: Callable[[], Any], kind: str, args: argpar
     artifact_ab = kind == "A/B" and not env_ns
     blessed, candidate = workdir / "mlp.onnx", workdir / ("mlp-slow.onnx" if artifact_ab else "mlp.onnx")
     with Burner(args.burners if not env_ns else 0):
-        base = [retime_record(with_canary(call, args.samples), blessed, args.threads)]
-    environment = slower_runtime(env_ns) if kind == "A/B" and env_ns else nullcontext()
+        base = [retime_record(with_canary(call, args.samples), blessed, args.threads,
+                              fresh_processes(workdir, blessed, args))]
+    slowed = env_ns if kind == "A/B" and env_ns else 0
+    cand_processes = fresh_processes(workdir, candidate, args, slowed_ns=slowed)
+    environment = slower_runtime(env_ns) if slowed else nullcontext()
     with environment:
-        cand = [retime_record(with_canary(call, args.samples), candidate, args.threads)]
+        cand = [retime_record(with_canary(call, args.samples), candidate, args.threads, cand_processes)]
         baseline = Baseline(BaselineInfo("bench", workdir, "", "", "bench", "", 1), [Record.from_dict(r) for r in base],
                             timed_files(base))
         block = max(args.samples // args.pairs, 10)
@@ -501,6 +530,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-pairs", type=int, default=PROCESS_PAIRS,
                         help=f"fresh process pairs per half of an envpair trial (default {PROCESS_PAIRS}, "
                              "as perf-compare --env-a/--env-b)")
+    parser.add_argument("--processes", type=int, default=3,
+                        help="retime/envslow: fresh processes per recorded run, as --perf-repeats (default 3); 0: none")
+    parser.add_argument("--child-calls", type=int, default=5,
+                        help="steady calls each fresh process times after its first (the harness's default 5)")
     parser.add_argument("--json", metavar="OUT", help="write every trial's verdicts and ratios as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every trial's verdicts and reasons")
     args = parser.parse_args(argv)
@@ -511,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trials < 1 or args.samples < 10:
         parser.error("--trials must be >= 1 and --samples >= 10")
     smoke.announce(smoke.shrink(args, trials=1, samples=100, warmup=10, runs=2, pairs=MIN_PAIRS, process_pairs=1,
-                                burners=0))
+                                burners=0, processes=2))
     out = run(args)
     report(args, out)
     if args.json:

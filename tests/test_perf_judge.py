@@ -139,3 +139,14 @@ def test_the_docs_print_the_policy_table_rendered_from_the_one_declaration() -> 
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "perf-gate.md").read_text(encoding="utf-8")
     assert "\n".join(markdown()) in doc, "run scripts/render_metric_docs.py"
+
+
+def test_two_runs_with_too_few_canary_segments_fall_back_to_the_record_level_rule() -> None:
+    """A short run (here 5 segments of 25 calls, under the 8 the adjusted rule needs) is judged by
+    the record-level rule: a +25 % slowdown is still a ratio and a verdict, never 'no ratio'."""
+    rows = judge(Evidence(EvidenceKind.TWO_RUNS, "v", "latency_ms", ("p50",), *(s for s, _ in (run(1, segments=5),
+                 run(2, scale=1.25, segments=5))), canary=(run(1, segments=5)[1], run(2, segments=5)[1])),
+                 DEFAULT_POLICIES)
+    (p50,) = rows
+    assert "no ratio" not in p50.reason and "canary-adjusted" not in p50.reason, p50.reason
+    assert p50.ratio == pytest.approx(1.25, rel=0.05) and p50.verdict is not Verdict.PASS, p50

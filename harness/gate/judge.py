@@ -173,7 +173,7 @@ def _two_runs(ev: Evidence, policies: Mapping[str, MetricPolicy]) -> list[Row]:
     # canary-adjusted: a call is an outlier against its own moment (its segment's canary), not the run's
     outliers = ((outlier_fraction(_per_canary(base, ev.canary[0])), outlier_fraction(_per_canary(cand, ev.canary[1])))
                 if ev.canary is not None else (outlier_fraction(base), outlier_fraction(cand)))
-    recorded = _recorded(ev, wanted, policies) if ev.canary is None else {}
+    recorded = _recorded(ev, wanted, policies) if ev.canary is None else None  # adjusted first, where possible
     rows = []
     for name, stat in wanted.items():
         pol = policies[name]
@@ -188,9 +188,11 @@ def _two_runs(ev: Evidence, policies: Mapping[str, MetricPolicy]) -> list[Row]:
                              f"no ratio: baseline {name} is {b_val:g}"))
             continue
         adjusted = _adjusted(ev, stat, pol) if ev.canary is not None else None
+        if adjusted is None and recorded is None:  # too few canary segments: the record-level rule decides
+            recorded = _recorded(ev, wanted, policies)
         if adjusted is not None:
             ratio, lo, hi, p, verdict, reason = adjusted
-        elif name in recorded:
+        elif recorded is not None and name in recorded:
             ratio, lo, hi, p, verdict, reason = recorded[name]
         else:
             rows.append(_row(ev, name, pol, b_val, c_val, c_val / b_val, None, None, None, Verdict.INCONCLUSIVE,
