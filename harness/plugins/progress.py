@@ -41,9 +41,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
+from harness.core import phases
 from harness.core.interrupts import MARKER
 from harness.core.types import Precision, Variant
+from harness.report.variants import split_variant
 from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
+from harness.shard.cost import TORCH_FACTOR, case_cost
+from harness.shard.plan import load_durations
 
 #: a case running longer than this gets a heartbeat line (and another every this many seconds);
 #: ``HARNESS_PROGRESS_HEARTBEAT_S`` overrides it (the tests use 1 s)
@@ -103,8 +107,6 @@ class PhaseFile:
         self.worker = worker  # xdist's "gw0"; "" in a serial run
         self.manager = manager  # the controller's: under xdist it sees every worker's logstart
         self.nodeid = ""
-        from harness.core import phases
-
         phases.LISTENERS.append(self.phase)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
@@ -123,8 +125,6 @@ class PhaseFile:
             pass
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        from harness.core import phases
-
         if self.phase in phases.LISTENERS:
             phases.LISTENERS.remove(self.phase)
 
@@ -303,8 +303,6 @@ def reused_builds(ids: Sequence[str], weights: Mapping[str, float], kinds: Mappi
     model charges every ONNX Runtime case its export, while a logits case after the generation
     case of the same variant reuses the cached export (2 s against the generation case's 20-60 s
     here). PyTorch variants export nothing either way."""
-    from harness.shard.cost import TORCH_FACTOR
-
     out = dict(weights)
     built: set[str] = set()
     for nodeid in ids:
@@ -318,7 +316,6 @@ def reused_builds(ids: Sequence[str], weights: Mapping[str, float], kinds: Mappi
 
 def case_kinds(ids: Sequence[str]) -> dict[str, str]:
     """Case key -> the backend of its variant (``pytorch``, ``onnxruntime``...), where the id names one."""
-    from harness.report.variants import split_variant
     from harness.runners import providers
 
     table = providers()
@@ -339,10 +336,7 @@ def suite_of(nodeid: str) -> str:
 def case_weights(ids: Sequence[str], catalog: Any = None) -> dict[str, float]:
     """Case id -> its cost in the shard planner's model, for the cases whose id names a variant
     (``test_x[model-precision-provider]``); {} when the model cannot be read (no ETA from it)."""
-    from harness.report.variants import split_variant
     from harness.runners import providers
-    from harness.shard.cost import case_cost
-
     table = providers()
     sizes: dict[str, int] = {}
     out: dict[str, float] = {}
@@ -378,8 +372,6 @@ def history_durations(config: pytest.Config, ids: Sequence[str] = ()) -> dict[st
     The best match times the most of this run's cases (``ids``), and among equals is one that
     finished (an interrupted run's slow cases are missing, which would read as a fast run), then
     the newest: the newest run was often a one-model try beside the full nightly."""
-    from harness.shard.plan import load_durations
-
     given = config.getoption("harness_shard_durations", None)
     try:
         if given:
