@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from harness.check.protocol.model import Protocol
+from harness.check.protocol.overrides import apply, read_protocol_file
 from harness.cli._args import parse_metric_values, parse_pairs
 from harness.core import Precision, UsageError, Variant
 from harness.core.admission import CHECK_COPIES, limits_from, set_limits
@@ -94,8 +95,6 @@ def config_protocol(table: Any, origin: str) -> dict[str, Any]:
     """A model's ``[models.<name>.io_protocol]`` (``--io-protocol`` wins over it), validated now."""
     if not table:
         return {}
-    from harness.check.protocol.overrides import apply
-
     apply(Protocol(), table, origin)
     return {"protocol": dict(table), "protocol_origin": origin}
 
@@ -104,8 +103,6 @@ def protocol_option(path: Path | None) -> dict[str, Any]:
     """``--io-protocol FILE``: its table and how errors name it (read now: a bad file is exit 2 at once)."""
     if path is None:
         return {}
-    from harness.check.protocol.overrides import apply, read_protocol_file
-
     table = read_protocol_file(path)
     origin = f"--io-protocol {path}"
     apply(Protocol(), table, origin)  # unknown keys and bad values: one line before any model loads

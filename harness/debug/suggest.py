@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from harness.core import Precision, Variant
 from harness.debug.bisect import BisectResult, TensorResult
 from harness.runners import parse_provider
+from harness.settings.resolve import build_options, merge_tolerances
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.numeric import ParityResult
@@ -235,7 +236,6 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
     ``targets`` (metric -> threshold) added to the model's own spec in the run's catalog."""
     from harness.case.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
-    from harness.settings.resolve import build_options, merge_tolerances
 
     option = FIX_OPTION[precision]
 
