@@ -32,6 +32,7 @@ from filelock import FileLock, Timeout
 from harness.core import UsageError
 from harness.core.cachedir import temp_dir_for
 from harness.core.units import binary_bytes
+from harness.export.cache import entry_problem
 
 
 def _zoo_problem(directory: Path) -> str | None:
@@ -44,8 +45,6 @@ def _zoo_problem(directory: Path) -> str | None:
 
 
 def _store_problem(directory: Path) -> str | None:
-    from harness.export.cache import entry_problem
-
     return entry_problem(directory)
 
 

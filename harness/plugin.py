@@ -14,16 +14,34 @@ from harness.core import early as _early
 _early.install()
 
 import os  # noqa: E402
+import pkgutil  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any, Generator, Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
-from harness.core import RunOptions, UsageError, Variant  # noqa: E402
+from harness.core import RunOptions, UsageError, Variant, hooks, phases  # noqa: E402
+from harness.core.admission import cap_process, limits_from, set_limits  # noqa: E402
+from harness.core.interrupts import Interrupted, Interruption, SignalGuard, exit_code, signal_of, write_marker  # noqa: E402
+from harness.core.rss import PeakRss  # noqa: E402
 from harness.core.rundirs import default_run_dir  # noqa: E402
+from harness.core.runtime import axis_suffix  # noqa: E402
+from harness.core.writable import (  # noqa: E402
+    OUT_FLOOR_BYTES,
+    DiskFull,
+    ensure_free_space,
+    ensure_writable_dir,
+    ensure_writable_file,
+    no_space,
+)
+from harness.report.github import append_step_summary  # noqa: E402
+from harness.report.junit import JUNIT_FILE, write_junit  # noqa: E402
+from harness.report.summary import render_summary, status_line, write_interrupted_run, write_summary  # noqa: E402
 from harness.results import SCHEMA, CaseIdentity, ResultsWriter  # noqa: E402
 from harness.results.checks import GateFailure  # noqa: E402
+from harness.results.notrun import not_run_records  # noqa: E402
 from harness.results.record import run_green  # noqa: E402
 from harness.results.store import RESERVE_BYTES  # noqa: E402
 from harness.session import (  # noqa: E402
@@ -39,6 +57,7 @@ from harness.session import (  # noqa: E402
     workspace,
 )
 from harness.settings.matrix import matrix  # noqa: E402
+from harness.suites import suites_dir  # noqa: E402
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.case.collector import Case, RecordCollector
@@ -49,8 +68,6 @@ def _feature_plugins() -> list[str]:
     """The feature plugins (perf, generation, sharding, progress...), one module each in harness/plugins/,
     found by file name: pytest imports them by these names, so this module imports none of them (they
     sit above it: they read its run state)."""
-    import pkgutil
-
     folder = Path(__file__).resolve().parent / "plugins"
     return sorted(f"harness.plugins.{info.name}" for info in pkgutil.iter_modules([str(folder)])
                   if not info.name.startswith("_"))
@@ -88,15 +105,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "harness(families=None, generates=False, where=None, accepts=None): restrict "
                             "a suite's matrix to model families, models with a generation head, models where "
                             "where(spec) is true, variants where accepts(spec, variant) is true")
-    from harness.core.interrupts import SignalGuard
-
     guard = SignalGuard()  # first: SIGTERM/SIGHUP end the run like Ctrl-C, also during the checks below
     guard.install(replaceable=(_early.record,))
     config.stash[GUARD] = guard
     config.stash[STARTED] = time.time()
     if _early.pending() is not None and guard.received is None:  # came in while pytest was starting
-        from harness.core.interrupts import Interrupted
-
         guard.received = _early.pending()
         _early.clear()
         raise Interrupted(guard.received or 2)
@@ -112,12 +125,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HARNESS_CACHE"] = str(cache)
     if asked_for(config):  # validate now: a typo is a usage error before anything runs
         options = run_options(config)
-        from harness.core.admission import limits_from, set_limits
-
         set_limits(limits_from(options.settings))  # workers load models and files too
         if options.settings.max_memory:
-            from harness.core.admission import cap_process
-
             config.stash[MEMORY_CAP] = cap_process(limits_from(options.settings).max_memory or 0)
         if options.settings.builtin_suites:
             _add_builtin_suites(config)
@@ -141,16 +150,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_plugin_registered(plugin: object) -> None:
     """A ``conftest.py`` or pytest plugin of this session that implements the harness's extension
     hooks (``harness.core.hooks``: machine info, the record before it is written) serves them."""
-    from harness.core import hooks
-
     if hooks.implements(plugin):
         hooks.register(plugin)
 
 
 def _unregister_hooks(config: pytest.Config) -> None:
     """This session's hook implementations end with it (a nested in-process session keeps its own)."""
-    from harness.core import hooks
-
     for plugin in config.pluginmanager.get_plugins():
         if hooks.implements(plugin):
             hooks.unregister(plugin)
@@ -159,8 +164,6 @@ def _unregister_hooks(config: pytest.Config) -> None:
 def _add_builtin_suites(config: pytest.Config) -> None:
     """``--harness-builtin-suites`` / ``builtin_suites = true``: the installed suites join this
     session's collection (once: pytest-xdist workers receive the controller's arguments)."""
-    from harness.suites import suites_dir
-
     target = suites_dir()
     if not any(Path(arg.split("::")[0]).resolve() == target for arg in config.args):
         config.args.append(str(target))
@@ -191,8 +194,6 @@ def _out_given(config: pytest.Config) -> bool:
 
 
 def _check_out(config: pytest.Config) -> None:
-    from harness.core.writable import OUT_FLOOR_BYTES, ensure_free_space, ensure_writable_dir, ensure_writable_file
-
     option = "--harness-out" if config.getoption("harness_out") else \
         "HARNESS_OUT" if os.environ.get("HARNESS_OUT") else "run directory"
     try:
@@ -216,8 +217,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if guard.received is not None and not hasattr(config, "workerinput") and _harness_session(config):
             # stopped while pytest configured itself (options, model intake): no session finished to say
             # so, but the run directory still does (0 cases run)
-            from harness.report.summary import write_interrupted_run
-
             try:
                 write_interrupted_run(config.stash.get(RUN_DIR, None) or out_dir(config), guard.received,
                                       config.stash.get(STARTED, 0.0))
@@ -225,8 +224,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
                 pass
             session = config.pluginmanager.get_plugin("session")  # registered before configuring began
             if session is not None:
-                from harness.core.interrupts import exit_code
-
                 session.exitstatus = exit_code(guard.received)
         guard.uninstall()
         _early.restore()
@@ -265,7 +262,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _display_id(variant: Variant) -> str:
     """A local directory's case is named after its last path component (spaces as ``_``, so
     ``-k`` can select it), then the runtime axes as in ``Variant.id``."""
-    from harness.core.runtime import axis_suffix
     from harness.zoo.base import is_path
 
     if is_path(variant.model):
@@ -295,8 +291,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         item.stash[EXCEPTION] = {"type": type(exc).__name__, "gate": isinstance(exc, GateFailure),
                                  "skip": call.excinfo.errisinstance(pytest.skip.Exception),
                                  "message": str(exc).strip()}
-        from harness.core.writable import no_space
-
         if no_space(exc):  # the disk is full: the next case would fail the same way, and its record too
             item.stash[EXCEPTION].update(errno=getattr(exc, "errno", None), filename=str(getattr(exc, "filename", "")))
             item.session.shouldstop = f"no space left on device ({getattr(exc, 'filename', '') or exc})"
@@ -312,8 +306,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def _rss_tracker(config: pytest.Config) -> Any:
     if RSS not in config.stash:
-        from harness.core.rss import PeakRss
-
         config.stash[RSS] = PeakRss()
     return config.stash[RSS]
 
@@ -335,8 +327,6 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Case]:
             pytest.skip(reason)
     case = Case(ws, variant if isinstance(variant, Variant) else None, request.config.stash[RUN_DIR],
                 request.node.name)
-    from harness.core import phases
-
     tracker = _rss_tracker(request.config)
     tracker.start()  # the case's own peak RSS (record field ``memory``)
     token = phases.start(case.clock)  # the layers doing the work mark their phase on this clock
@@ -377,8 +367,6 @@ class _InterruptListener:
         self.config = config
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        from harness.core.interrupts import signal_of
-
         signum = signal_of(excinfo.value)
         if signum is not None:
             self.config.stash[INTERRUPT] = signum
@@ -392,8 +380,6 @@ def interruption(config: pytest.Config) -> Any:
         return None
     if not (collector.harness_seen or collector.expected or _out_given(config) or asked_for(config)):
         return None  # not a harness session (the plugin is installed everywhere): pytest's own status
-    from harness.core.interrupts import Interruption
-
     not_run = tuple(collector.not_run())
     return Interruption(signum, not_run, len(collector.expected),
                         {n: collector.identities[n] for n in not_run if n in collector.identities})
@@ -413,8 +399,6 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
             try:
                 _write_reports(config, collector, stopped)
             except OSError as exc:
-                from harness.core.writable import DiskFull, no_space
-
                 if not no_space(exc):
                     raise
                 collector.disk_full = collector.disk_full or DiskFull(getattr(exc, "filename", None) or
@@ -424,13 +408,9 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
         if collector is not None:
             collector.writer.release()
         if collector is not None and collector.disk_full is not None:
-            import sys
-
             print(f"harness: error: {disk_full_problem(collector)}", file=sys.stderr)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR  # `harness run`: 2, as for an unwritable --out
         if collector is not None and collector.refused is not None:
-            import sys
-
             print(f"harness: error: {collector.refused}", file=sys.stderr)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR  # `harness run`: 2
         if stopped is not None:
@@ -457,15 +437,8 @@ def _not_green(records: list[Any]) -> bool:
 def _write_reports(config: pytest.Config, collector: RecordCollector, stopped: Any) -> None:
     """Beside results.jsonl: summary.md, junit.xml (and a copy at ``--junit-xml``), and the
     GitHub job summary when ``$GITHUB_STEP_SUMMARY`` is set."""
-    from harness.core.interrupts import write_marker
-    from harness.report.github import append_step_summary
-    from harness.report.junit import JUNIT_FILE, write_junit
-    from harness.report.summary import render_summary, write_summary
-
     out = collector.writer.out_dir
     write_marker(out, stopped)  # so a later `harness report` of this directory says INTERRUPTED too
-    from harness.results.notrun import not_run_records
-
     problem = disk_full_problem(collector) if collector.disk_full is not None else None
     write_summary(out, collector.records, interruption=stopped, problem=problem)
     if problem:
@@ -492,8 +465,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
                     durations=None if durations is None else int(durations),
                     perf=config.stash.get(PERF, None) is not None)
     if stopped is None and _not_green(collector.records):
-        from harness.report.summary import status_line
-
         terminalreporter.write_line(f"harness: {status_line(collector.records)}", red=True, bold=True)
 
 

@@ -16,8 +16,8 @@ the load average (1-minute, sampled every 5 s while the run lasted: its mean and
 
 ``--replay`` replays a run directory's ``results.jsonl`` in the order its cases finished, each with
 its duration, through the estimator (the shard planner's cost weights, no durations history -- a
-first run; an export counts as cached when it is in ``HARNESS_CACHE`` now); its truth is the sum of the durations still to come, so it judges the model, not the
-wall clock.
+first run; an export counts as cached when it is in ``HARNESS_CACHE`` now); its truth is the sum
+of the durations still to come, so it judges the model, not the wall clock.
 """
 
 from __future__ import annotations

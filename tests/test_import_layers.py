@@ -13,6 +13,12 @@ package pairs, units of one layer included). An upward edge is fixed by moving c
 of the layer that owns it, by inverting the dependency (the lower layer declares the value,
 protocol or registry, the upper one fills it), or by changing ``LAYERS`` with its reason beside it.
 
+A third check holds the imports *inside functions*: each one defers something heavy (a package of
+``HEAVY``, or a harness module whose module-level imports bring one the importing module does not
+already import), or says on its line, after ``# deferred:``, what else keeps it there (an import
+circle, a test's patch, a child process that imports late on purpose). Anything else is an ordinary
+module-level import.
+
 docs/architecture.md's layer table is rendered from ``LAYERS`` and each unit's docstring
 (its first sentence says the unit's job, declared once in the code); ``python
 tests/test_import_layers.py`` rewrites it, this test fails when it is stale.
@@ -23,7 +29,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import cache
 from pathlib import Path
 
@@ -69,6 +75,31 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plugins",),
     ("testing", "cli"),
 )
+
+HEAVY: frozenset[str] = frozenset({
+    # machine learning frameworks, exporters and runtimes
+    "torch", "transformers", "tokenizers", "safetensors", "optimum", "onnx", "onnxruntime", "onnxruntime_genai",
+    "onnxconverter_common", "onnxscript", "openvino", "tensorrt",
+    # the numeric, statistics and plotting stack
+    "numpy", "scipy", "pandas", "matplotlib", "ruptures", "sacrebleu", "rapidfuzz",
+    # renderers, templates, storage and process probes
+    "rich", "jinja2", "markupsafe", "sqlalchemy", "psutil",
+    # test tools
+    "pytest", "_pytest", "xdist", "playwright",
+    # optional extras
+    "pynvml", "psycopg", "tritonclient", "grpc", "google",
+})
+"""Third-party packages (top-level names) a function may import late, so that ``harness --help``,
+a replayed report and a plain pytest session import only what they use. Why each kind is heavy:
+the frameworks, exporters and runtimes take seconds and hundreds of MB to import (torch alone,
+transformers on top of it) and load native libraries a child process measures as its cold start;
+the numeric stack (numpy, scipy, pandas, matplotlib, the change-point and text-metric libraries)
+costs tens to hundreds of ms and is needed by a few commands only; the renderers, templates, the
+SQL store and psutil serve one output or one probe each; the test tools belong to a pytest session,
+not to the command line; and the optional extras (NVML, PostgreSQL, the serving clients and their
+protobuf) are absent from a base install, so importing them at module level would break every
+user without the extra. The standard library and the harness's own modules are never heavy by
+themselves: a harness module defers something only through what its module-level imports bring."""
 
 
 # -- the walker ------------------------------------------------------------------------------------
@@ -216,6 +247,112 @@ def cyclic_pairs(edges: dict[tuple[str, str], list[str]]) -> int:
     return sum(len(c) * (len(c) - 1) // 2 for c in cycles(edges))
 
 
+# -- imports inside functions -----------------------------------------------------------------------
+
+DEFERRED = re.compile(r"#\s*deferred:\s*(\S.*)")
+
+
+def _targets(node: ast.Import | ast.ImportFrom, path: Path, root: Path) -> list[str]:
+    """The dotted modules one import statement loads (``from harness.x import y``: ``harness.x.y``
+    when y is a module, else ``harness.x``; relative imports resolved against ``path``)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    me = module_name(path, root).split(".")
+    package = me if path.name == "__init__.py" else me[:-1]
+    base = node.module or ""
+    if node.level:
+        base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+    out = []
+    for alias in node.names:
+        candidate = f"{base}.{alias.name}"
+        sub = root.joinpath(*candidate.split("."))
+        out.append(candidate if sub.with_suffix(".py").is_file() or (sub / "__init__.py").is_file() else base)
+    return out
+
+
+def _import_sites(path: Path) -> tuple[list[ast.Import | ast.ImportFrom], list[ast.Import | ast.ImportFrom]]:
+    """(module-level imports, imports inside functions) of one file, ``TYPE_CHECKING`` blocks aside."""
+    top: list[ast.Import | ast.ImportFrom] = []
+    inner: list[ast.Import | ast.ImportFrom] = []
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                (inner if in_function else top).append(child)
+            elif isinstance(child, ast.If) and _type_checking(child):
+                continue
+            else:
+                walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    walk(parsed(path), False)
+    return top, inner
+
+
+def _module_path(module: str, root: Path) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _with_packages(module: str) -> list[str]:
+    """``harness.a.b`` and the packages importing it runs first: ``harness``, ``harness.a``."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+@cache
+def heavy_closure(module: str, root: Path = ROOT) -> frozenset[str]:
+    """The ``HEAVY`` packages that importing ``module`` (a harness module) imports, through the
+    module-level imports of every harness module it reaches (and their packages' ``__init__``)."""
+    seen: set[str] = set()
+    todo = _with_packages(module)
+    heavy: set[str] = set()
+    while todo:
+        current = todo.pop()
+        path = _module_path(current, root)
+        if current in seen or path is None:
+            continue
+        seen.add(current)
+        for node in _import_sites(path)[0]:
+            for target in _targets(node, path, root):
+                top = target.split(".")[0]
+                if top == "harness":
+                    todo += _with_packages(target)
+                elif top in HEAVY:
+                    heavy.add(top)
+    return frozenset(heavy)
+
+
+def function_imports(path: Path, root: Path = ROOT) -> list[tuple[str, str]]:
+    """Each import inside a function of ``path``: (its site and text, why it is there). The reasons:
+    ``heavy package``, ``brings a heavy package`` (a harness module whose closure adds one the module
+    lacks), ``deferred: <reason>`` from the line, or ``needless`` (it defers nothing)."""
+    module = module_name(path, root)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    mine = heavy_closure(module, root)
+    out = []
+    for node in _import_sites(path)[1]:
+        targets = _targets(node, path, root)
+        comment = next((m.group(1).strip() for line in lines[node.lineno - 1:node.end_lineno]
+                        if (m := DEFERRED.search(line))), None)
+        if any(t.split(".")[0] in HEAVY for t in targets):
+            reason = "heavy package"
+        elif any(t.split(".")[0] == "harness" and heavy_closure(t, root) - mine for t in targets):
+            reason = "brings a heavy package"
+        elif comment:
+            reason = f"deferred: {comment}"
+        else:
+            reason = "needless"
+        out.append((f"{module}:{node.lineno}: {ast.unparse(node)}", reason))
+    return out
+
+
+def all_function_imports(root: Path = ROOT) -> list[tuple[str, str]]:
+    return [site for p in sorted((root / "harness").rglob("*.py")) for site in function_imports(p, root)]
+
+
 # -- the docs table ---------------------------------------------------------------------------------
 
 _TABLE = re.compile(r"(<!-- layers:table -->\n)(.*?)(<!-- /layers:table -->)", re.S)
@@ -344,6 +481,49 @@ def test_a_stale_docs_table_is_caught(tmp_path):
     assert docs_with_table(docs_with_table(text, stale), fresh) == text
 
 
+def test_imports_inside_functions_defer_something_heavy():
+    """An import inside a function defers a ``HEAVY`` package (or a harness module that brings one)
+    or says why else it waits (``# deferred: <reason>`` on its line); anything else moves to the
+    module's import block."""
+    needless = [site for site, reason in all_function_imports() if reason == "needless"]
+    assert needless == [], ("imports inside functions that defer nothing heavy: move them to the module's "
+                            "import block, or say why they wait with `# deferred: <reason>`:\n  " + "\n  ".join(needless))
+
+
+def test_a_planted_needless_function_level_import_is_caught(tmp_path):
+    """Negative control, on a made-up package: a late stdlib import and a late light harness module
+    are reported; a late torch, a late harness module that brings onnxruntime, one with a reason and
+    one under ``TYPE_CHECKING`` are not; a module that already imports onnxruntime gains nothing by
+    importing the onnxruntime runner late."""
+    _plant(tmp_path, {
+        "harness/__init__.py": "",
+        "harness/core/__init__.py": "import json\n",
+        "harness/core/light.py": "from harness.core import json\n",
+        "harness/runners/__init__.py": "",
+        "harness/runners/ort.py": "import onnxruntime\nfrom . import __name__ as _n\n",
+        "harness/cli/__init__.py": (
+            "from typing import TYPE_CHECKING\n"
+            "def a():\n    import json\n"
+            "def b():\n    from harness.core import light\n"
+            "def c():\n    import torch\n"
+            "def d():\n    from harness.runners import ort\n"
+            "def e():\n    from ..core import light  # deferred: a planted reason\n"
+            "def f():\n    if TYPE_CHECKING:\n        import json\n"),
+        "harness/cli/ortcmd.py": "import onnxruntime\ndef g():\n    from harness.runners.ort import onnxruntime\n",
+    })
+    found = all_function_imports(tmp_path)
+    assert found == [
+        ("harness.cli:3: import json", "needless"),
+        ("harness.cli:5: from harness.core import light", "needless"),
+        ("harness.cli:7: import torch", "heavy package"),
+        ("harness.cli:9: from harness.runners import ort", "brings a heavy package"),
+        ("harness.cli:11: from ..core import light", "deferred: a planted reason"),
+        ("harness.cli.ortcmd:3: from harness.runners.ort import onnxruntime", "needless"),
+    ]
+    assert heavy_closure("harness.runners.ort", tmp_path) == {"onnxruntime"}
+    assert heavy_closure("harness.core.light", tmp_path) == frozenset()
+
+
 if __name__ == "__main__":  # rewrite docs/architecture.md's layer table and print the unit graph
     ARCHITECTURE.write_text(docs_with_table(ARCHITECTURE.read_text(encoding="utf-8"), layer_table()), encoding="utf-8")
     all_edges = harness_edges()
@@ -351,3 +531,10 @@ if __name__ == "__main__":  # rewrite docs/architecture.md's layer table and pri
         print(f"{a} -> {b} ({len(sites)})")
     print(f"cyclic package pairs: {cyclic_pairs(all_edges)}; upward edges: {len(upward_edges(all_edges))}",
           file=sys.stderr)
+    sites = all_function_imports()
+    reasons = Counter("deferred" if r.startswith("deferred:") else r for _, r in sites)
+    print(f"imports inside functions: {len(sites)} ("
+          + ", ".join(f"{reason}: {n}" for reason, n in sorted(reasons.items())) + ")", file=sys.stderr)
+    for site, reason in sites:
+        if reason.startswith("deferred:") or reason == "needless":
+            print(f"  {site}  [{reason}]", file=sys.stderr)

@@ -8,6 +8,8 @@ exactly one record with a verdict, whatever happened: pass, gate failure, skip, 
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from harness.core import UsageError, Variant
 from harness.core.interrupts import signals_held
 from harness.core.phases import PhaseClock
 from harness.core.writable import DiskFull
+from harness.families.base import input_token_limit, truncated_count
 from harness.results import CaseIdentity, Record, ResultsWriter, Verdict, compose, new_run_id
 from harness.results.envinfo import environment
 from harness.results.outcome import Decision
@@ -140,8 +143,6 @@ class Case:
         """What the case's inputs really were: the sentences used (``num_samples`` is that count,
         never the request when the corpus is shorter), the corpus, and the token limit with how
         many sentences it cut."""
-        from harness.families.base import input_token_limit, truncated_count
-
         corpus = self.workspace.corpora.corpus(model)
         texts = self.workspace.texts(model)
         return {"sentences": len(texts), "samples_requested": self.workspace.options.settings.samples,
@@ -301,8 +302,6 @@ class RecordCollector:
 
     def _note_full_disk(self, exception: dict[str, Any] | None) -> None:
         """A case that failed on ENOSPC writing its side files (a dump, a bundle): the disk is full."""
-        import errno
-
         exception = exception or {}
         if self.disk_full is None and exception.get("errno") in (errno.ENOSPC, errno.EDQUOT):
             self.disk_full = DiskFull(exception.get("filename") or self.writer.out_dir)
@@ -327,8 +326,6 @@ CRASH_PHASE = "???"
 
 
 def _sha256_lines(texts: list[str]) -> str:
-    import hashlib
-
     return hashlib.sha256("\n".join(texts).encode()).hexdigest()
 
 

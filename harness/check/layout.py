@@ -10,6 +10,7 @@ and ``model.onnx``, whichever are present.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -147,8 +148,6 @@ def discover(path: Path) -> list[ArtifactFile]:
 
 def _genai_decoder(folder: Path) -> Path | None:
     """The decoder file onnxruntime-genai's ``genai_config.json`` names (None: no such config)."""
-    import json
-
     config = folder / "genai_config.json"
     if not config.is_file():
         return None

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from harness.check.jobs import plan_jobs
 from harness.check.layout import ArtifactFile
+from harness.core.rss import release_freed_memory
+from harness.judge.cached_decoding import ReferenceSteps, reference_side, reference_steps
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.engine.source import JobRun
@@ -39,7 +42,7 @@ def artifact_bytes(artifacts: Sequence[ArtifactFile]) -> int:
 
 def stages(release_models: str, artifacts: Sequence[ArtifactFile]) -> bool:
     """Whether a check of ``artifacts`` computes its references before any session opens."""
-    from harness.judge.memory import RELEASE_BYTES
+    from harness.judge.memory import RELEASE_BYTES  # deferred: read per call (tests patch harness.judge.memory)
 
     if release_models != "auto":
         return release_models == "always"
@@ -49,10 +52,7 @@ def stages(release_models: str, artifacts: Sequence[ArtifactFile]) -> bool:
 def reference_pass(run: JobRun) -> None:
     """Every reference the check will read, computed now with the PyTorch module; then the module
     freed and the freed heap handed back, before the files' sessions open."""
-    from harness.check.jobs import plan_jobs
     from harness.check.judge import checked_graphs, generation_request, prepare_job
-    from harness.core.rss import release_freed_memory
-    from harness.judge.cached_decoding import ReferenceSteps, reference_side, reference_steps
     from harness.judge.generation import decode_plan, reference_decode
 
     ws, req, model, family = run.ws, run.req, run.model, run.family

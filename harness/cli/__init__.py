@@ -29,6 +29,8 @@ from harness.core import (  # noqa: E402
     UsageError,
     did_you_mean,
 )
+from harness.core.interrupts import Interrupted, SignalGuard, exit_code, signal_name, signal_of  # noqa: E402
+from harness.report.summary import write_interrupted_run  # noqa: E402
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -88,8 +90,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from harness.core.interrupts import Interrupted, SignalGuard
-
     _early.install()  # signals while the parser is built are kept (every subcommand module is imported)
     started = time.time()
     guard = SignalGuard()
@@ -121,13 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
-        from harness.core.interrupts import exit_code, signal_name, signal_of
-
         signum = signal_of(exc) or 2
         out = getattr(args, "interrupt_out", None)
         if out is not None:  # a run stopped before its pytest session could say so: the run dir says it
-            from harness.report.summary import write_interrupted_run
-
             try:
                 write_interrupted_run(Path(out), signum, started)
             except OSError:

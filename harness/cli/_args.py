@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from harness.core import UsageError, did_you_mean, valid_names
+from harness.metrics.registry import METRICS
 
 
 def parse_pairs(values: Iterable[str], option: str) -> dict[str, str]:
@@ -21,8 +22,6 @@ def parse_pairs(values: Iterable[str], option: str) -> dict[str, str]:
 def parse_metric_values(values: Iterable[str], known: Iterable[str], option: str = "--tolerance") -> dict[str, float]:
     """``METRIC=NUMBER`` options, each metric one of ``known`` (did-you-mean on a typo), each value a
     threshold its declaration accepts (``MetricSpec.threshold_problem``, as in the config file)."""
-    from harness.metrics.registry import METRICS
-
     names = list(known)
     out: dict[str, float] = {}
     for metric, raw in parse_pairs(values, option).items():

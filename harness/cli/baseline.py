@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.rundirs import history_db
 from harness.core.units import binary_bytes
+from harness.core.writable import ensure_writable_dir, ensure_writable_file
 from harness.gate.baseline import (
     BaselineError,
     accuracy_records,
@@ -22,6 +24,9 @@ from harness.gate.baseline import (
     perf_records,
     save_baseline,
 )
+from harness.gate.blessedenv import delta, rebuild
+from harness.gate.multirun import history_run_dirs
+from harness.report.console import cli_console
 from harness.results import Record
 from harness.results.rundir import read_results
 
@@ -33,8 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _console() -> Console:
-    from harness.report.console import cli_console
-
     return cli_console()
 
 
@@ -45,13 +48,9 @@ def _write(path: str, text: str) -> None:
 
 
 def cmd_save(args: argparse.Namespace) -> int:
-    from harness.core.writable import ensure_writable_dir
-
     ensure_writable_dir(args.baseline_store, "--baseline-store")  # one line, exit 2, before the run is read
     runs = list(args.run_dir)
     if args.history_last:
-        from harness.gate.multirun import history_run_dirs
-
         runs += [str(d) for d in history_run_dirs(history_db(args.history_db), args.history_last)]
     if not runs:
         raise BaselineError("baseline save: give RUN_DIR(s) or --history-last N")
@@ -71,8 +70,6 @@ def cmd_save(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.core.writable import ensure_writable_file
-
     for option in ("json", "markdown"):
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
@@ -161,10 +158,6 @@ def cmd_env(args: argparse.Namespace) -> int:
     """Print the interpreter of the blessed environment rebuilt under ``--dir`` when the baseline's
     runtime versions differ from this environment's, nothing when they match (``--baseline-env ""``
     then pairs in this process); what differs goes to stderr."""
-    import sys
-
-    from harness.gate.blessedenv import delta, rebuild
-
     baseline = load_baseline(args.baseline_name, args.baseline_store)
     recorded = next((dict(r.env["versions"]) for r in baseline.records if isinstance(r.env.get("versions"), dict)), {})
     if not recorded:

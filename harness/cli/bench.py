@@ -16,6 +16,10 @@ import json
 import os
 
 from harness.core import RunOptions, Settings, UsageError
+from harness.core.writable import ensure_writable_file
+from harness.perf import smoke
+from harness.report.console import cli_console
+from harness.results.envinfo import environment
 
 DEFAULT_ENCODER = "encoder-custom-12x768"
 TRANSLATOR, TRANSLATOR_FALLBACK = "numbers-en-zh", "marian-tiny"
@@ -62,15 +66,11 @@ def _check(args: argparse.Namespace) -> None:
 
 def bench(args: argparse.Namespace) -> int:
     _check(args)
-    from harness.core.writable import ensure_writable_file
-
     for option in ("json", "markdown"):  # before anything is measured
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
     if args.cache:
         os.environ["HARNESS_CACHE"] = str(args.cache)
-    from harness.perf import smoke
-
     changes = smoke.shrink(args, rounds=2, calls=2, new_tokens=2, seq_len=8)
     if smoke.active() and not args.models:
         args.models = SMOKE_MODELS
@@ -78,8 +78,6 @@ def bench(args: argparse.Namespace) -> int:
     from harness.judge.workspace import Workspace
     from harness.perf.bench import render, to_markdown
     from harness.perf.headline import measure_headline
-    from harness.report.console import cli_console
-    from harness.results.envinfo import environment
     from harness.zoo import resolve
 
     models, notes = (args.models, []) if args.models else default_models()

@@ -9,12 +9,18 @@ See docs/bisect.md for the rule.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cli._args import parse_metric_values
 from harness.core import Precision, UsageError, did_you_mean, parse_precision
 from harness.core.rundirs import default_run_dir
+from harness.core.writable import ensure_writable_dir
+from harness.debug.modules import module_map, reexport_scopes
+from harness.metrics.registry import METRICS, Scope, tensor_metric_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.debug.bisect import BisectResult
@@ -39,8 +45,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def parse_tolerances(values: list[str]) -> dict[str, float]:
-    from harness.metrics.registry import tensor_metric_names
-
     return parse_metric_values(values, tensor_metric_names())
 
 
@@ -62,13 +66,10 @@ def _validate(args: argparse.Namespace) -> tuple[Precision, dict[str, float]]:
     args.max_rebuilds = 12 if args.max_rebuilds is None else args.max_rebuilds
     if args.max_rebuilds < 1:
         raise UsageError(f"--max-rebuilds: must be >= 1, got {args.max_rebuilds}")
-    from harness.metrics.registry import METRICS, Scope
     from harness.runners import parse_provider
 
     parse_provider(args.providers, option="--providers")
     args.targets = parse_metric_values(args.target, list(METRICS.as_dict(Scope.NUMERIC)))
-    from harness.core.writable import ensure_writable_dir
-
     args.out = args.out or default_run_dir("bisect")
     ensure_writable_dir(args.out, "--out")  # before a model is loaded or an artifact built
     return precision, parse_tolerances(args.tolerance)
@@ -122,8 +123,6 @@ def bisect(args: argparse.Namespace) -> int:
 
 def suggest(args: argparse.Namespace, precision: Precision, result: BisectResult, spec: ModelSpec, out: Path) -> int:
     """``--suggest``: search, print every step, the before/after verdict and the harness.toml lines."""
-    import json
-
     from harness.debug.suggest import candidates_for, harness_judge, search, toml_snippet
 
     candidates = candidates_for(precision, result)
@@ -179,18 +178,12 @@ def graph_modules(ws: Workspace, model: LoadedModel, family: Family, graph: Grap
     export below opset 18 lost its node metadata (``harness.debug.modules``): the mapping of a
     metadata-keeping re-export is kept in the artifact cache beside it (keyed by the FP32 entry,
     so it is made once, ~10 s for the zoo's dynamo model)."""
-    import json
-
-    from harness.debug.modules import module_map, reexport_scopes
-
     wrapper = family.module(model, graph)
 
     def reexport() -> dict[str, list[str]]:
         def build(tmp: Path) -> Path:
             chains = reexport_scopes(family.module(model, graph), graph, family.export_example(model, graph),
                                      tmp / "export")
-            import shutil
-
             shutil.rmtree(tmp / "export", ignore_errors=True)
             target = tmp / "scopes.json"
             target.write_text(json.dumps(chains, sort_keys=True))
@@ -208,8 +201,6 @@ def graph_modules(ws: Workspace, model: LoadedModel, family: Family, graph: Grap
 def _config_path(name: str) -> str | None:
     """A local model directory as a ``[models.<name>] path`` (relative to a harness.toml in the
     working directory, which is how the config reads paths); None for a zoo or config model."""
-    import os
-
     from harness.zoo.base import is_path
 
     if not is_path(name):

@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import cacheadmin as ca
 from harness.core import UsageError
+from harness.report.console import cli_console
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,8 +67,6 @@ def _age(entry_last_used: float, now: float) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from harness import cacheadmin as ca
-
     root = _root(args)
     selected = ca.areas(args.area)
     found = ca.entries(root, selected)
@@ -83,8 +83,6 @@ def cmd_info(args: argparse.Namespace) -> int:
                                        "unused_days": round(e.age_days(now), 2)} for e in largest]}, indent=2))
         return 0
     from rich.table import Table
-
-    from harness.report.console import cli_console
 
     console = cli_console()
     table = Table(title=f"cache {root}")
@@ -106,8 +104,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from harness import cacheadmin as ca
-
     root = _root(args)
     found = ca.entries(root, ca.areas(args.area))
     bad: list[dict[str, Any]] = []  # area, entry, problem, removed
@@ -135,8 +131,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from harness import cacheadmin as ca
-
     if args.older_than is None and args.max_size is None:
         raise UsageError("cache prune: give --older-than AGE and/or --max-size SIZE (nothing is removed by default)")
     older = ca.parse_duration(args.older_than, "--older-than") if args.older_than is not None else None

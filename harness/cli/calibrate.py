@@ -15,14 +15,13 @@ import sys
 from pathlib import Path
 
 from harness.core import UsageError
+from harness.core.writable import ensure_writable_file
+from harness.metrics.margins import MarginTable, parse_cli_margin
+from harness.results.rundir import read_results
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from harness.core.writable import ensure_writable_file
     from harness.gate.calibrate import calibrate_runs
-    from harness.metrics.margins import MarginTable, parse_cli_margin
-    from harness.results.rundir import read_results
-
     if args.out:
         ensure_writable_file(args.out, "--out")  # before reading: an unwritable OUT is one line, exit 2
     runs = []

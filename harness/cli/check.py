@@ -12,13 +12,23 @@ one line on stderr naming the file.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from harness.check.protocol.model import Protocol
+from harness.check.protocol.overrides import apply, read_protocol_file
 from harness.cli._args import parse_metric_values, parse_pairs
 from harness.core import Precision, UsageError, Variant
+from harness.core.admission import CHECK_COPIES, limits_from, set_limits
 from harness.core.rundirs import default_run_dir
+from harness.core.writable import ensure_writable_dir
+from harness.metrics.registry import tolerance_names
+from harness.report.console import cli_console
+from harness.report.summary import write_summary
+from harness.results import ResultsWriter, new_run_id
 from harness.settings.endpoint import endpoint_from_table
+from harness.settings.relations import check_relations
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.check.judge import CheckOutcome
@@ -41,8 +51,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def parse_tolerances(values: list[str]) -> dict[str, float]:
-    from harness.metrics.registry import tolerance_names
-
     return parse_metric_values(values, tolerance_names())
 
 
@@ -55,8 +63,6 @@ def requests(args: argparse.Namespace) -> list[CheckRequest]:
         option(name).parse(getattr(args, name), flag)
     if args.gen_samples is not None and args.gen_samples < 1:
         raise UsageError(f"--gen-samples: must be >= 1, got {args.gen_samples}")
-    from harness.settings.relations import check_relations
-
     check_relations(vars(args), lambda name: "--" + name.replace("_", "-"), command="check")
     common = dict(corpus=args.corpus, maps=parse_pairs(args.map, "--map"), tolerances=parse_tolerances(args.tolerance),
                   trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
@@ -89,9 +95,6 @@ def config_protocol(table: Any, origin: str) -> dict[str, Any]:
     """A model's ``[models.<name>.io_protocol]`` (``--io-protocol`` wins over it), validated now."""
     if not table:
         return {}
-    from harness.check.protocol.model import Protocol
-    from harness.check.protocol.overrides import apply
-
     apply(Protocol(), table, origin)
     return {"protocol": dict(table), "protocol_origin": origin}
 
@@ -100,9 +103,6 @@ def protocol_option(path: Path | None) -> dict[str, Any]:
     """``--io-protocol FILE``: its table and how errors name it (read now: a bad file is exit 2 at once)."""
     if path is None:
         return {}
-    from harness.check.protocol.model import Protocol
-    from harness.check.protocol.overrides import apply, read_protocol_file
-
     table = read_protocol_file(path)
     origin = f"--io-protocol {path}"
     apply(Protocol(), table, origin)  # unknown keys and bad values: one line before any model loads
@@ -252,15 +252,7 @@ def source_of(request: CheckRequest) -> type[JobSource]:
 
 
 def check(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from harness.check.report import print_outcome
-    from harness.core.admission import CHECK_COPIES, limits_from, set_limits
-    from harness.core.writable import ensure_writable_dir
-    from harness.report.console import cli_console
-    from harness.report.summary import write_summary
-    from harness.results import ResultsWriter, new_run_id
-
     # before any reference or artifact is read; a check holds the reference and the sessions, not an exporter
     set_limits(replace(limits_from(args), weight_copies=CHECK_COPIES[args.release_models or "auto"]))
     todo = requests(args)

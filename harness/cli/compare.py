@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.core.writable import ensure_writable_file
+from harness.report.console import cli_console
+from harness.results.rundir import read_results
+
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.core.writable import ensure_writable_file
-    from harness.results.rundir import read_results
-
     for option in ("markdown", "html"):
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
@@ -27,8 +28,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.compare.diff import compare
     from harness.compare.render import render_terminal, to_html, to_markdown
     from harness.gate.accuracy import margin_table
-    from harness.report.console import cli_console
-
     margins = margin_table(args.config, args.accuracy_margin or (), rootdir=Path.cwd())
     cmp = compare(records_a, records_b, name_a=Path(args.run_a).name or str(args.run_a),
                   name_b=Path(args.run_b).name or str(args.run_b), margins=margins,

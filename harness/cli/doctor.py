@@ -9,6 +9,11 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from rich.markup import escape
 from rich.table import Table
 
+from harness.report.console import cli_console
+from harness.report.variants import precision_rank
+from harness.results.envinfo import environment
+from harness.settings.matrix import matrix
+
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.types import Variant
 
@@ -23,10 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def doctor(args: argparse.Namespace) -> int:
     from harness.judge.runtimes import RuntimeStore
-    from harness.report.console import cli_console
-    from harness.results.envinfo import environment
     from harness.runners import PROVIDERS, backends
-    from harness.settings.matrix import matrix
     from harness.settings.options import cli_values
     from harness.settings.resolve import build_options
     from harness.zoo.base import cache_root, unavailable_models
@@ -66,8 +68,6 @@ def variants_table(variants: Iterable[Variant], reason_of: Callable[[Variant], s
     """One row per model: how many of its variants run (and which precision x provider settings),
     how many are skipped and on which providers; each skip reason is said once below the table
     (180 variant rows, most repeating "CUDAExecutionProvider not available", said less than this)."""
-    from harness.report.variants import precision_rank
-
     runs: dict[str, list[str]] = defaultdict(list)
     skipped: dict[str, list[str]] = defaultdict(list)
     reasons: dict[str, set[str]] = defaultdict(set)

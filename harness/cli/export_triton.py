@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core import Precision, UsageError, Variant
+from harness.results.store import read_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.workspace import Workspace
@@ -65,7 +66,6 @@ def _write_variant(ws: Workspace, variant: Variant, out: Path, settings: TritonS
 
 def judged_variants(run_dir: Path) -> list[Variant]:
     """The ONNX Runtime variants a run judged and passed, from its results.jsonl, in order."""
-    from harness.results.store import read_records
     from harness.runners import parse_provider
 
     path = run_dir / "results.jsonl"

@@ -15,6 +15,13 @@ from harness.core import UsageError
 from harness.core.compared import Compared
 from harness.core.rundirs import history_db
 from harness.core.units import value_text
+from harness.core.writable import ensure_writable_file
+from harness.gate.changepoints import series_changes
+from harness.report.console import cli_console
+from harness.report.html.page import CSS
+from harness.report.html.templating import markup, render
+from harness.report.html.trends import render_trends
+from harness.report.units import fmt, quantity
 from harness.results import history
 
 if TYPE_CHECKING:
@@ -26,16 +33,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _console() -> Console:
-    from harness.report.console import cli_console
-
     return cli_console()
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     """Adds every good directory even when one is bad: a nightly `add reports/nightly-*` must
     not stall forever behind one interrupted night. Then fails (one line) naming the first bad one."""
-    from harness.core.writable import ensure_writable_file
-
     if not history.is_url(_db(args)):
         ensure_writable_file(_db(args), "--history-db")  # before any directory is read
     failed: list[str] = []
@@ -65,8 +68,6 @@ def _pct(change: float) -> str:
 def _value(value: float, metric: str) -> str:
     """A stored value in its unit (``1.08 ms``, ``80.00 MiB``, ``900 calls/s``); a unitless one
     with 6 significant digits."""
-    from harness.report.units import quantity
-
     return "" if math.isnan(value) else value_text(value, quantity(metric).unit, digits=6)
 
 
@@ -90,8 +91,6 @@ def show_rows(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from harness.core.writable import ensure_writable_file
-
     for option in ("csv", "html"):
         if getattr(args, option):
             ensure_writable_file(getattr(args, option), f"--{option}")
@@ -144,10 +143,6 @@ def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame) -> int:
 
 def _write_html(args: argparse.Namespace, wide: pd.DataFrame) -> None:
     """One trend plot per metric (a line per variant, its baseline band shaded) as a page."""
-    from harness.report.html.page import CSS
-    from harness.report.html.templating import markup, render
-    from harness.report.html.trends import render_trends
-
     wanted = [(str(variant), str(metric)) for variant, metric in wide.columns]
     body = render_trends(_db(args), wanted, last=args.last or 30, max_plots=args.max_plots)
     title = f"history of {args.metric!r} in {history.describe(_db(args))}"
@@ -169,9 +164,6 @@ def cmd_changes(args: argparse.Namespace) -> int:
     """Change points per variant (harness/gate/changepoints.py): the run where each new level started."""
     from rich.table import Table
     from rich.text import Text
-
-    from harness.gate.changepoints import series_changes
-    from harness.report.units import fmt, quantity
 
     wide = history.trend(_db(args), variant=args.variant, metric_glob=args.metric, last=args.last)
     found = []

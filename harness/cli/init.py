@@ -15,6 +15,10 @@ import tempfile
 from pathlib import Path
 
 from harness.core import UsageError, parse_precision, split_csv
+from harness.scaffold.files import Planned, write_all
+from harness.scaffold.ignore import render_ignore
+from harness.scaffold.install import installed_spec
+from harness.scaffold.workflow import DEFAULT_PATH, WorkflowSpec, render_workflow
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,11 +38,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def init(args: argparse.Namespace) -> int:
     from harness.runners import parse_provider
     from harness.scaffold.config import model_facts, render_config
-    from harness.scaffold.files import Planned, write_all
-    from harness.scaffold.ignore import render_ignore
-    from harness.scaffold.install import installed_spec
-    from harness.scaffold.workflow import DEFAULT_PATH, WorkflowSpec, render_workflow
-
     root: Path = args.repo_dir
     if root.exists() and not root.is_dir():
         raise UsageError(f"--dir {root}: not a directory")

@@ -15,27 +15,24 @@ from pathlib import Path
 
 from harness.core.compared import Compared
 from harness.core.rundirs import default_run_dir
+from harness.core.writable import ensure_writable_dir
+from harness.report.summary import status_line
+from harness.results.record import run_green
+from harness.shard.merge import merge_shards, write_merged
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from harness.core.writable import ensure_writable_dir
-    from harness.shard.merge import merge_shards, write_merged
-
     out = args.out or default_run_dir("merged")
     ensure_writable_dir(out, "--out")
     merged = merge_shards([Path(p) for p in args.run_dirs], force=args.force)
     write_merged(merged, Path(out))
     for warning in merged.warnings:
         print(f"harness: warning: forced: {warning}")
-    from harness.report.summary import status_line
-
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} case(s) -> {out} "
           f"(results.jsonl, summary.md, report.html)")
 
     compared = Compared("cases", len(merged.records), allow_missing=args.allow_missing)
     print(status_line(merged.records) + compared.verdict_suffix())
-    from harness.results.record import run_green
-
     return 0 if run_green(r.verdict for r in merged.records) and not compared.failed else 1
 
 

@@ -21,12 +21,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.core import UsageError
+from harness.core.writable import ensure_writable_file
+from harness.gate.compare import parse_threshold
+from harness.gate.envpair import environment_command, interleave_envs
+from harness.gate.onnxpair import FileRuntime, same_inputs, synthetic_feeds
+from harness.gate.paired import exit_code, interleave, judge_paired
+from harness.gate.row import fmt_p
 from harness.settings.commands import add_command_options
 
 
@@ -41,14 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.gate.compare import parse_threshold
-    from harness.gate.onnxpair import FileRuntime, same_inputs, synthetic_feeds
-    from harness.gate.paired import exit_code, interleave, judge_paired
-    from harness.gate.row import fmt_p
-
     if args.json:
-        from harness.core.writable import ensure_writable_file
-
         ensure_writable_file(args.json, "--json")
     stats = [s.strip() for s in args.stats.split(",") if s.strip()]
     policies = {p.name: p for p in (parse_threshold(t) for t in args.baseline_threshold)}
@@ -68,11 +69,6 @@ def run(args: argparse.Namespace) -> int:
     same_inputs(args.baseline, candidate, feeds, "perf-compare")
     env_info: dict[str, Any] = {}
     if envs:
-        import shlex
-        import sys
-
-        from harness.gate.envpair import environment_command, interleave_envs
-
         command_a = environment_command(args.env_a, "--env-a") if args.env_a else [sys.executable]
         command_b = environment_command(args.env_b, "--env-b") if args.env_b else [sys.executable]
         samples, env_info = interleave_envs(command_a, command_b, args.baseline, candidate, feeds, runtime=runtime,

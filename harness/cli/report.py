@@ -10,6 +10,11 @@ import argparse
 from pathlib import Path
 
 from harness.core import UsageError
+from harness.core.interrupts import read_marker
+from harness.core.writable import ensure_writable_file
+from harness.report.console import cli_console
+from harness.report.html import render_report
+from harness.report.summary import render_summary, status_line
 from harness.results import history
 from harness.results.rundir import read_results
 
@@ -21,8 +26,6 @@ def _write(path: str, text: str) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.core.writable import ensure_writable_file
-
     if args.history_db and not args.html:
         raise UsageError("--history-db: trend plots go into the HTML report; add --html OUT")
     for option in ("csv", "html", "markdown"):  # before reading: an unwritable OUT is one line, exit 2
@@ -32,7 +35,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.history_db:  # a missing or foreign store is one line, exit 2 (an empty one only says so in the page)
 
         history.runs(args.history_db)
-    from harness.core.interrupts import read_marker
     from harness.report import tables
 
     stopped = read_marker(Path(args.run_dir))  # the run was cut short: say so, as summary.md did
@@ -40,23 +42,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.csv:
         _write(args.csv, tables.to_csv(frame))
     if args.html:
-        from harness.report.html import render_report
-
         _write(args.html, render_report(records, title=f"model deployment gate: {Path(args.run_dir).name}",
                                         run_dir=Path(args.run_dir), report_path=Path(args.html), history_db=args.history_db,
                                         interruption=stopped))
     if args.markdown:
-        from harness.report.summary import render_summary
-
         _write(args.markdown, render_summary(records, interruption=stopped, run_dir=Path(args.run_dir)))
     if not (args.csv or args.html or args.markdown):
-        from harness.report.console import cli_console
         from harness.report.terminal import build_table
 
         cli_console().print(build_table(records))
         if stopped is not None:
-            from harness.report.summary import status_line
-
             print(status_line(records, interruption=stopped))
     else:
         written = ", ".join(str(p) for p in (args.csv, args.html, args.markdown) if p)

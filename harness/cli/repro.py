@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core import UsageError
+from harness.core.writable import ensure_writable_file
 from harness.report.text import say
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,8 +55,6 @@ def repro(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads: must be >= 1, got {args.threads}")
     if args.json is not None:
-        from harness.core.writable import ensure_writable_file
-
         ensure_writable_file(args.json, "--json")
     from harness.repro import load_bundle, rejudge
 
@@ -107,8 +107,6 @@ def _header(bundle: Any, args: argparse.Namespace) -> None:
 
 def _other_kind(bundle: Any, args: argparse.Namespace) -> int:
     """Generation, perf and error bundles: each kind's module judges and words its lines."""
-    from importlib import import_module
-
     done = import_module(f"harness.repro.{bundle.kind}").outcome(bundle, args.providers, args.threads)
     _header(bundle, args)
     for line in done.lines:

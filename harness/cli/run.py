@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
 from harness.cli.suite_imports import forget_imported, forget_stale, import_mode_args
 from harness.core import RunOptions, UsageError
+from harness.core.interrupts import exit_code as signal_exit
 from harness.core.rundirs import default_run_dir
+from harness.core.writable import OUT_FLOOR_BYTES, ensure_free_space, ensure_writable_dir, ensure_writable_file
+from harness.report.summary import write_interrupted_run
+from harness.results import read_records
+from harness.results.record import run_green
+from harness.settings.relations import check_relations
+from harness.shard.plan import ShardSpec, empty_shard, load_durations
+from harness.suites import suites_dir as builtin
 
 
 def suites_dir() -> Path:
@@ -19,8 +28,6 @@ def suites_dir() -> Path:
     env = os.environ.get("HARNESS_SUITES")
     if env:
         return Path(env)
-    from harness.suites import suites_dir as builtin
-
     return builtin()
 
 
@@ -53,20 +60,15 @@ def session_options(args: argparse.Namespace, out: Path) -> tuple[RunOptions, li
     options = build_options(given, rootdir=Path.cwd())
     options.command = "run"  # messages from inside the session name this command's flags
     if values.get("shard"):  # a bad K/N or durations source is one line before pytest starts
-        from harness.shard.plan import ShardSpec, load_durations
-
         ShardSpec.parse(values["shard"])
         if values.get("shard_durations"):
             load_durations(values["shard_durations"])
-    from harness.settings.relations import check_relations
-
     check_relations(values, lambda name: option(name).flag)  # inert or contradicting options: the table's rows
     suites = list(args.suites or [suites_dir()])
     for path in suites:
         if not path.exists():
             raise UsageError(f"--suites: {path} does not exist")
     preflight(options)
-    from harness.core.writable import ensure_writable_file
     from harness.plugins.perf import check_gate_values
     # checked here with this command's flags: the same checks in the plugin would name pytest's
     if values.get("junit_xml"):
@@ -113,8 +115,6 @@ BENCHMARK_COLUMNS = "median,iqr,ops,rounds"
 def _benchmark_args(pytest_args: list[str]) -> list[str]:
     """pytest-benchmark's table narrowed to a few columns and short names (about 90 characters
     wide), unless ``--pytest-args`` chose its own columns; nothing when the plugin is absent."""
-    import importlib.util
-
     if importlib.util.find_spec("pytest_benchmark") is None or any(a.startswith("--benchmark-") for a in pytest_args):
         return []
     return [f"--benchmark-columns={BENCHMARK_COLUMNS}", "--benchmark-name=short"]
@@ -141,8 +141,6 @@ def run_dir(args: argparse.Namespace) -> Path:
 def run(args: argparse.Namespace) -> int:
     import pytest
 
-    from harness.core.writable import OUT_FLOOR_BYTES, ensure_free_space, ensure_writable_dir
-
     out = run_dir(args)
     ensure_writable_dir(out, "--out")  # before any model is built: results must have somewhere to go
     ensure_free_space(out, OUT_FLOOR_BYTES, "--out", "the run directory (records, reports, repro bundles)")
@@ -159,9 +157,6 @@ def run(args: argparse.Namespace) -> int:
     _link_latest(out)
     guard = getattr(args, "signal_guard", None)
     if guard is not None and guard.received is not None:  # stopped by a signal, maybe before the session
-        from harness.core.interrupts import exit_code as signal_exit  # could write its summary
-        from harness.report.summary import write_interrupted_run
-
         write_interrupted_run(out, guard.received, getattr(args, "started", 0.0))
         return signal_exit(guard.received)
     return exit_code(int(code), out)
@@ -183,14 +178,10 @@ def _link_latest(out: Path) -> None:
 def exit_code(pytest_code: int, out: Path) -> int:
     """pytest's exit status -> the harness contract (0 / 1 / 2, or 128+N when signal N stopped
     the run: the plugin sets that status, and it passes through unchanged)."""
-    from harness.results import read_records
-
     if pytest_code >= 128:  # interrupted by a signal; summary.md and the terminal say INTERRUPTED
         return pytest_code
     if pytest_code == 4:  # usage error (pytest already printed it)
         return 2
-    from harness.shard.plan import empty_shard
-
     empty = empty_shard(out) if pytest_code in (0, 5) else None
     if empty is not None:  # a split with more shards than it could fill: this part is done, and empty
         print(f"harness: {empty.describe()}; wrote an empty {out / 'results.jsonl'}", file=sys.stderr)
@@ -203,8 +194,6 @@ def exit_code(pytest_code: int, out: Path) -> int:
         records = read_records(out)
     except ValueError:
         records = []
-    from harness.results.record import run_green
-
     if pytest_code == 1 or not run_green(str(r.get("verdict")) for r in records):
         return 1  # a failing case, or a gate that checked nothing (the terminal summary says so)
     if pytest_code in (2, 3):  # interrupted / internal error: keep what finished, report failure

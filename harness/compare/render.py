@@ -9,6 +9,8 @@ from harness.compare.diff import MetricDelta, RunComparison, VerdictChange
 from harness.core.markdown import table
 from harness.gate.causes import difference_lines
 from harness.gate.compare import fmt_change, fmt_ci, fmt_p, fmt_value, gating_first
+from harness.report.html.page import CSS
+from harness.report.html.templating import markup, render
 from harness.report.summary import header_line, md_cell, md_code
 from harness.report.text import printable
 from harness.report.units import metric_text
@@ -156,9 +158,6 @@ def _table(header: list[str], rows: list[list[str]], classes: list[str]) -> dict
 
 def to_html(cmp: RunComparison) -> str:
     """The page of ``harness compare --html`` (``templates/compare.html.j2``, autoescape on)."""
-    from harness.report.html.page import CSS
-    from harness.report.html.templating import markup, render
-
     gate = None
     if cmp.accuracy_gate is not None:
         judged = cmp.accuracy_gate.shown()

@@ -22,6 +22,7 @@ bombs (orders of magnitude over), not for real models (a 7B model estimates at ~
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from contextvars import ContextVar
@@ -205,8 +206,6 @@ def json_estimate(file: Path) -> Estimate | None:
 def admit_model_dir(path: Path) -> None:
     """Refuse a model directory whose JSON files or declared model would not fit, before any of
     them is parsed beyond ``config.json`` (itself admitted by its size first)."""
-    import json
-
     for name in ("config.json", "tokenizer.json"):
         estimate = json_estimate(path / name)
         if estimate is not None:
@@ -319,7 +318,7 @@ def cap_process(limit: int) -> Callable[[], None]:
     a native ``bad_alloc`` that aborts a pytest-xdist worker is its crash record -- instead of
     the kernel's OOM killer ending the whole run (and the machine's other jobs). Only with an
     explicit ``--max-memory``: the default limit is a snapshot of free memory, not a policy."""
-    import resource
+    import resource  # deferred: a Unix-only module, needed only under --max-memory
 
     previous = resource.getrlimit(resource.RLIMIT_DATA)
     hard = previous[1]

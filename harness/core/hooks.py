@@ -19,6 +19,7 @@ plain function of that name; the :data:`hookimpl` marker is optional (for ``tryf
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -118,8 +119,6 @@ def record_hooks(record: dict[str, Any]) -> dict[str, Any]:
 
 def _frozen(value: Any) -> Any:
     """A comparable snapshot of a JSON-like value (a hook may mutate nested dicts in place)."""
-    import copy
-
     return copy.deepcopy(value)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sysconfig
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,8 +121,6 @@ REDELIVERY_S = 0.02
 
 def _library_roots() -> tuple[str, ...]:
     """Where library code lives: the standard library, site-packages, the harness itself."""
-    import sysconfig
-
     paths = sysconfig.get_paths()
     roots = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     roots.add(str(Path(__file__).resolve().parents[1]))

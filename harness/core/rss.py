@@ -25,6 +25,8 @@ by this process up to the end of the case.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import threading
 from typing import Any
@@ -126,12 +128,8 @@ def release_freed_memory() -> None:
     """Collect garbage and hand freed heap pages back to the OS (glibc ``malloc_trim``), so
     what a case released shows as a lower RSS for the next one instead of staying in the
     allocator's free lists. Best effort: a no-op off glibc."""
-    import gc
-
     gc.collect()
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6")
         libc.malloc_trim(0)
     except (OSError, AttributeError):

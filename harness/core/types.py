@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from harness.core.direction import Direction
 from harness.core.errors import UsageError, did_you_mean
+from harness.core.runtime import RuntimeSettings, axis_suffix
 from harness.core.values import Settings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,8 +116,6 @@ class Variant:
 
     @property
     def id(self) -> str:
-        from harness.core.runtime import axis_suffix
-
         return f"{self.model}-{self.precision.value}-{self.provider.short}{axis_suffix(self.runtime)}"
 
     @property
@@ -208,6 +207,4 @@ class RunOptions:
 
 
 def _runtime_default() -> "RuntimeSettings":
-    from harness.core.runtime import RuntimeSettings
-
     return RuntimeSettings()

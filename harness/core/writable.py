@@ -10,6 +10,7 @@ Nothing is left behind, so a directory that would only be made on the first reco
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -114,8 +115,6 @@ def ensure_free_space(path: str | os.PathLike[str], needed: int, option: str, wh
 
 def no_space(exc: BaseException) -> bool:
     """Whether ``exc`` is the filesystem saying it is full (ENOSPC, or EDQUOT: over quota)."""
-    import errno
-
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 

@@ -9,6 +9,8 @@ from typing import Any
 from harness.core.markdown import table
 from harness.debug.bisect import BisectResult, ModuleRow, TensorResult
 from harness.report.console import cli_console
+from harness.report.html.plots import error_along_graph, module_growth
+from harness.report.html.templating import markup, render
 
 
 def _fmt(value: float) -> str:
@@ -91,9 +93,6 @@ def write_markdown(result: BisectResult, path: Path, meta: dict[str, Any], top: 
 def write_html(result: BisectResult, path: Path, meta: dict[str, Any]) -> None:
     """``bisect.html``: the error along the graph and per layer as inline SVG (matplotlib, the
     HTML report's plotting), the first divergent tensor marked, and the module table."""
-    from harness.report.html.plots import error_along_graph, module_growth
-    from harness.report.html.templating import markup, render
-
     threshold = next((c.threshold for c in result.tolerance.checks if c.metric == "norm_max_abs"), None)
     first = result.first_divergent
     points = [(t.order, t.error, t.diverges) for t in result.tensors]

@@ -26,13 +26,17 @@ smallest worst-metric miss) is reported with its improvement, and the exit code 
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from harness.core import Precision, Variant
 from harness.debug.bisect import BisectResult, TensorResult
 from harness.runners import parse_provider
+from harness.settings.resolve import build_options, merge_tolerances
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.judge.numeric import ParityResult
@@ -72,8 +76,6 @@ class Trial:
 
 def _miss(failures: Sequence[str]) -> float:
     """A crude size of the worst miss, from the failure lines' numbers (inf when NaN/inf)."""
-    import re
-
     worst = 0.0
     for line in failures:
         numbers = re.findall(r"(-?(?:inf|nan|\d[\d.e+-]*))", line.lower())
@@ -232,11 +234,8 @@ def harness_judge(model_name: str, precision: Precision, provider: str, base_giv
     FP32, exactly as ``harness run`` would with the suggested ``[models.<name>]`` lines: options
     from ``base_given`` (and a harness.toml found as ``harness run`` finds it), the node list and
     ``targets`` (metric -> threshold) added to the model's own spec in the run's catalog."""
-    import time
-
     from harness.case.pipeline import numeric_parity
     from harness.judge.workspace import Workspace
-    from harness.settings.resolve import build_options, merge_tolerances
 
     option = FIX_OPTION[precision]
 
@@ -272,8 +271,6 @@ def toml_snippet(model_name: str, option: str, nodes: Sequence[str], precision: 
     The header says "verified" only when ``verified`` (the variant rebuilt with these nodes
     passed, ``Suggestion.fixed``); otherwise it says the set is the best tried and still fails,
     as ``suggest.json``'s ``"fixed": false`` does (the two used to disagree)."""
-    import json
-
     what = "kept in FP32 by the FP16 conversion" if option.startswith("fp16") else "left unquantised by INT8"
     header = (f"# nodes {what}: found and verified by `harness bisect --suggest` (the rebuilt variant passed)"
               if verified else

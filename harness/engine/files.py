@@ -16,7 +16,7 @@ from harness.case.collector import case_dir_name
 from harness.check.judge import generation_runners, job_protocols
 from harness.check.perf import measure_prebuilt
 from harness.check.request import CheckRequest, resolve
-from harness.check.staging import stages
+from harness.check.staging import reference_pass, stages
 from harness.core import describe_error
 from harness.engine.job import conclude
 from harness.engine.source import JobRun, JobSource
@@ -49,8 +49,6 @@ class FileJobs(JobSource):
         """A large model's files are judged in stages (``harness.check.staging``): every reference
         first, then the module freed, then the sessions opened."""
         if self.graphs.deferred:
-            from harness.check.staging import reference_pass
-
             reference_pass(run)
 
     def settings(self, run: JobRun) -> dict[str, Any]:

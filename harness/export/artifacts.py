@@ -6,6 +6,7 @@ new export invalidates everything derived from it and nothing else.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,8 +62,6 @@ class ExportSettings:
 
     def calibration_digest(self) -> str:
         """sha256 of the calibration sentences (part of a static INT8 artifact's cache key)."""
-        import hashlib
-
         return hashlib.sha256("\n".join(self.calibration_texts).encode()).hexdigest()
 
 

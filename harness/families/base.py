@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
+from harness.families.limits import generation_budget, learned_positions
+from harness.families.tasks import architecture_task, auto_class
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -172,8 +175,6 @@ class Family(abc.ABC):
     def task(self, config: Mapping[str, Any]) -> str | None:
         """The head of the model ``config`` describes, as this family judges it: the task of
         its architecture when this family judges that task, else the family's first task."""
-        from harness.families.tasks import architecture_task
-
         found = architecture_task(config)
         if found is not None and found in self.tasks:
             return found
@@ -183,8 +184,6 @@ class Family(abc.ABC):
         """The transformers auto class that loads a model of this family from ``config``: the
         one of its head (``task``), ``AutoModel`` for a family without tasks."""
         import transformers
-
-        from harness.families.tasks import auto_class
 
         found = self.task(config)
         return auto_class(found) if found else transformers.AutoModel
@@ -212,8 +211,6 @@ class Family(abc.ABC):
 
     def generation_budget(self, model: "LoadedModel", max_new_tokens: int) -> Any:
         """How ``max_new_tokens`` fits the model's positions (``limits.GenerationBudget``)."""
-        from harness.families.limits import generation_budget
-
         return generation_budget(model, max_new_tokens, shares_positions=self.shares_positions,
                                  input_limit=input_token_limit(model))
 
@@ -279,8 +276,6 @@ def input_token_limit(model: "LoadedModel") -> int:
     """How many tokens an input may have: ``MAX_INPUT_TOKENS``, or fewer when the model's
     config (its position table) or its tokenizer (``model_max_length``) allows fewer. A fixed
     128 crashed a 64-position model in its embedding lookup (IndexError)."""
-    from harness.families.limits import learned_positions
-
     limits = [MAX_INPUT_TOKENS]
     positions = learned_positions(model.config)
     if positions is not None:

@@ -22,7 +22,7 @@ from harness.families.base import (
     tokenize,
 )
 from harness.families.registry import register_family
-from harness.families.steppers import position_ids
+from harness.families.steppers import CausalLMModel, position_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -135,8 +135,6 @@ class CausalLMFamily(Family):
     def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
                 start_token_id: int | None = None) -> "Starter":
         """Prefill and step the one ``model`` graph from a left-padded prompt."""
-        from harness.families.steppers import CausalLMModel
-
         return CausalLMModel(runners["model"], self, model)
 
     # -- judging files built elsewhere (``harness check``) -------------------------------------

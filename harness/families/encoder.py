@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.families.base import Family, GraphSpec, token_feeds
+from harness.families.pooling import sentence_pooling
 from harness.families.registry import register_family
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,6 +69,4 @@ class EncoderFamily(Family):
         """A sentence-transformers directory's pooling recipe, for graphs emitting token states."""
         if "last_hidden_state" not in graph.output_names:
             return None
-        from harness.families.pooling import sentence_pooling
-
         return sentence_pooling(model.path)

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import UsageError
-from harness.families.base import Family, GraphSpec, token_feeds, tokenize
+from harness.families.base import Family, GraphSpec, input_token_limit, token_feeds, tokenize
 from harness.families.registry import register_family
+from harness.families.tasks import task
 from harness.metrics.spans import MAX_ANSWER_TOKENS, best_spans, span_metrics, worst_row
 from harness.metrics.spec import Scope
 
@@ -85,8 +86,6 @@ class QuestionAnsweringFamily(_EncoderHead):
     output_axes = {"start_logits": {0: "batch", 1: "sequence"}, "end_logits": {0: "batch", 1: "sequence"}}
 
     def feeds(self, model: LoadedModel, graph: GraphSpec, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        from harness.families.base import input_token_limit
-
         questions = [" ".join(t.split()[:4]) + "?" for t in texts]
         enc = model.tokenizer(questions, list(texts), padding=True, truncation="only_second",
                               max_length=input_token_limit(model), return_tensors="np")
@@ -219,6 +218,4 @@ def masked_positions(attention_mask: np.ndarray) -> np.ndarray:
 
 def head_summary(family: Family) -> str:
     """One phrase: what a family's graphs are judged on (for docs and the coverage table)."""
-    from harness.families.tasks import task
-
     return "; ".join(task(t).description for t in getattr(family, "tasks", ()))

@@ -11,6 +11,7 @@ from typing import Any, Mapping, TypeVar
 from harness.core import UsageError
 from harness.core.registry import Registry
 from harness.families.base import Family
+from harness.families.tasks import AmbiguousTask, resolve, tasks_of_architecture
 
 F = TypeVar("F", bound=type[Family])
 
@@ -65,8 +66,6 @@ def detect_family(config: Mapping[str, Any]) -> str | None:
     does not list is offered to the families' own ``detects`` (a team's extension family). An
     architecture listed under several heads its config does not decide raises ``UsageError``.
     """
-    from harness.families.tasks import AmbiguousTask, resolve
-
     ordered = sorted(FAMILIES.items().values(), key=lambda fam: fam.detection_priority)
     for fam in ordered:
         if fam.claims(config):
@@ -98,8 +97,6 @@ def setting_hint(options: list[str] | tuple[str, ...] | None = None) -> str:
 
 def describe_undetected(config: Mapping[str, Any]) -> str:
     """Why ``detect_family`` found nothing, in one line: what the config names and what that is."""
-    from harness.families.tasks import tasks_of_architecture
-
     archs = [str(a) for a in (config.get("architectures") or [])]
     model_type = config.get("model_type")
     if not archs:

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.families.base import CheckedGraph, CheckMode, Family, GraphSpec, tokenize
 from harness.families.registry import register_family
+from harness.families.steppers import Seq2SeqModel
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -203,8 +204,6 @@ class Seq2SeqFamily(Family):
     def starter(self, model: "LoadedModel", runners: Mapping[str, "GraphRunner"],
                 start_token_id: int | None = None) -> "Starter":
         """Runs the encoder once per batch, then decodes from ``decoder_start_token_id``."""
-        from harness.families.steppers import Seq2SeqModel
-
         if start_token_id is None:
             cfg: Any = model.hf_config  # a transformers PretrainedConfig (no weights loaded for it)
             start_token_id = cfg.decoder_start_token_id

@@ -24,6 +24,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from harness import __version__
 from harness.core import did_you_mean
 from harness.core.rundirs import BASELINE_STORE
+from harness.core.writable import ensure_free_space
+from harness.gate import blessed
+from harness.gate.blessed import read_recorded
+from harness.gate.multirun import aggregate_runs
+from harness.metrics.registry import METRICS, Scope
 from harness.results import RESULTS_FILE, Record, write_records
 from harness.results.record import MetricKey, RecordLike
 from harness.results.rundir import RunDirError, read_results
@@ -81,8 +86,6 @@ def perf_records(records: Iterable[RecordLike]) -> list[Record]:
 
 def is_accuracy_key(key: str) -> bool:
     """A metric key the accuracy gate compares: a registered, non-budget metric outside ``perf``."""
-    from harness.metrics.registry import METRICS, Scope
-
     parsed = MetricKey.parse(key)
     spec = METRICS.get(parsed.metric)
     return not parsed.is_perf and spec is not None and spec.scope is not Scope.PERF_BUDGET
@@ -137,8 +140,6 @@ def save_baseline(
     Written to a temporary folder first and renamed into place, so an interrupted
     save never leaves a half-written baseline that a later compare would trust.
     """
-    from harness.gate import blessed
-
     validate_name(name)
     newest = read_results(run_dir)
     records = blessed_records(newest)
@@ -147,8 +148,6 @@ def save_baseline(
         raise BaselineError(f"{Path(run_dir) / RESULTS_FILE} has no performance records and no accuracy metrics "
                             "(no record has a 'perf' section or a metric the registry declares)")
     if older_runs:  # a multi-run baseline: perf pooled over the runs, accuracy from the newest
-        from harness.gate.multirun import aggregate_runs
-
         pooled = aggregate_runs([*(load_run(d) for d in older_runs), perf_records(records)])
         records = pooled + [r for r in records if not r.perf]
     root = Path(store)
@@ -204,9 +203,6 @@ def _plan_keep(files: dict[str, dict[str, TimedFile]], run_dir: str | os.PathLik
                root: Path) -> dict[str, dict[str, TimedFile]]:
     """``--keep-artifacts``: every timed file still intact, and room for them under ``root``
     (one line, exit 2, before anything is written)."""
-    from harness.core.writable import ensure_free_space
-    from harness.gate import blessed
-
     if not files:
         raise BaselineError(f"--keep-artifacts: {Path(run_dir) / RESULTS_FILE} records no timed artifacts "
                             "(a latency record of `harness run --perf` lists the files it timed)")
@@ -268,8 +264,6 @@ def load_baseline(name: str, store: str | os.PathLike[str] = DEFAULT_STORE) -> B
         records = blessed_records(read_results(path))
     except RunDirError as exc:
         raise BaselineError(f"baseline {name!r} is damaged: {exc}") from None
-    from harness.gate.blessed import read_recorded
-
     return Baseline(_info(name, path, meta), records, read_recorded(meta))
 
 

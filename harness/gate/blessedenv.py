@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Mapping
 
 from harness.core import UsageError
+from harness.results.envinfo import versions
 
 #: the packages a timing child imports (numpy and the runtimes), pinned to the recorded versions
 PINNED = ("numpy", "onnxruntime", "openvino")
@@ -48,8 +49,6 @@ class EnvironmentDelta:
 
 def delta(recorded: Mapping[str, str]) -> EnvironmentDelta:
     """The baseline's ``versions`` against this environment's (``harness.results.envinfo.versions``)."""
-    from harness.results.envinfo import versions
-
     here = versions()
     pins = {name: str(recorded[name]) for name in PINNED if recorded.get(name) and recorded[name] != here.get(name)}
     python = (str(recorded["python"]), here["python"]) if recorded.get("python") and \

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from harness.core.direction import Direction
+from harness.perf.canary import WORKLOAD
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.gate.canary import Drift
@@ -49,8 +50,6 @@ class CanaryBlocks:
     def read(cls, entry: Any, samples: int) -> "CanaryBlocks | None":
         """From a latency entry's ``canary`` mapping, or None when absent, of another workload, or
         not aligned with ``samples`` calls."""
-        from harness.perf.canary import WORKLOAD
-
         if not isinstance(entry, Mapping) or entry.get("workload") != WORKLOAD:
             return None
         medians, ends = entry.get("block_medians"), entry.get("segment_ends")

@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.core.units import value_text
+
 
 class Verdict(enum.StrEnum):
     PASS = "PASS"
@@ -70,8 +72,6 @@ def fmt_value(value: float | None, kind: str) -> str:
     reports' one formatter per unit (``harness.core.units``)."""
     if value is None or not math.isfinite(value):
         return "-"
-    from harness.core.units import value_text
-
     return value_text(value, unit_of(kind))
 
 

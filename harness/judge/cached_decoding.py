@@ -25,6 +25,7 @@ and measured otherwise, with the reason recorded. The check records itself as ga
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -32,6 +33,12 @@ import numpy as np
 
 from harness.core import Check, Precision
 from harness.core import Variant as _Variant
+from harness.core.cachedir import source_digest
+from harness.families import family_for
+from harness.families.steppers import Start
+from harness.generation.decode import load_runners, torch_threads
+from harness.judge.decoding import decode_parts, decode_threads
+from harness.judge.refcache import texts_digest
 from harness.judge.tolerances import tolerance_for
 from harness.metrics import numeric
 from harness.metrics.numeric import compare_arrays
@@ -239,8 +246,6 @@ class ReferenceSteps:
         self.batches: list[tuple[np.ndarray, RecordingStepper]] = []
 
     def __call__(self, start: Start) -> Start:
-        from harness.families.steppers import Start
-
         recording = RecordingStepper(start.stepper)
         self.batches.append((start.prompt, recording))
         return Start(start.prompt, recording, start.ignore_before)
@@ -373,10 +378,6 @@ def cached_decoding(ws: Workspace, model: LoadedModel, family: Family, variant: 
 
     if reference_key is None or any(k is None for k in variant_key.values()):
         return gated(measure(), checks_for)
-    from harness.core.cachedir import source_digest
-    from harness.judge.decoding import decode_parts
-    from harness.judge.refcache import texts_digest
-
     parts = {**decode_parts(ws, model, family, (), texts, settings, batch_size),  # the texts decide
              "reference": reference_key, "variant": variant_key, "reference_tokens": texts_digest(
                  [" ".join(map(str, row)) for row in reference_tokens]),
@@ -406,11 +407,6 @@ def _measure(ws: Workspace, model: LoadedModel, family: Family, sides: Sequence[
              recorded_now: Sequence[RecordedSide] | None = None) -> CachedDecoding:
     """The reference's steps (``reference_steps``; ``recorded_now``: as its decode took them), then
     the variant stepped beside them, and the loop measured."""
-    from contextlib import ExitStack
-
-    from harness.generation.decode import load_runners, torch_threads
-    from harness.judge.decoding import decode_threads
-
     recorded = reference_steps(ws, model, family, sides[0], reference_tokens, texts, settings, batch_size,
                                reference_key, recorded_now)
     batches, tokens = _prompt_batches(model, family, reference_tokens, texts, settings, batch_size)
@@ -437,8 +433,6 @@ def _prompt_batches(model: LoadedModel, family: Family, reference_tokens: Sequen
 def reference_side(ws: Workspace, model: LoadedModel) -> tuple[tuple[Variant, Family], Mapping[str, Any] | None]:
     """PyTorch FP32 on the model's own family, and the key of its outputs (None: not deterministic,
     so its steps are recorded afresh each time)."""
-    from harness.families import family_for
-
     side = (_Variant(model.name, Precision.FP32, PROVIDERS["torch_cpu"]), family_for(model.family))
     backend = ws.backend(side[0], model)
     wanted = side[1].generation_graphs(True)
@@ -455,13 +449,6 @@ def reference_steps(ws: Workspace, model: LoadedModel, family: Family, side: tup
     model, texts and tokens -- memoised in the model's memo and, when its outputs are deterministic
     (``reference_key``), kept in the reference cache -- so a check can record it before any of the
     files' sessions opens and free the module (``harness.check.staging``)."""
-    from contextlib import ExitStack
-
-    from harness.core.cachedir import source_digest
-    from harness.generation.decode import load_runners, torch_threads
-    from harness.judge.decoding import decode_parts, decode_threads
-    from harness.judge.refcache import texts_digest
-
     batches, tokens = _prompt_batches(model, family, reference_tokens, texts, settings, batch_size)
 
     def record() -> list[dict[str, np.ndarray]]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from harness.core.cachedir import package_digest, source_digest
 from harness.families import steppers
 from harness.generation.decode import DECODE_TORCH_THREADS
+from harness.judge.refcache import texts_digest
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -28,9 +30,6 @@ def decode_parts(ws: "Workspace", model: "LoadedModel", family: "Family", indice
                  texts: Sequence[str], settings: GenerationSettings, batch_size: int) -> dict[str, Any]:
     """What decides a decode besides the runner: model files, family and decoding code, the
     texts with their corpus indices, settings, batch size and threads."""
-    from harness.core.cachedir import package_digest, source_digest
-    from harness.judge.refcache import texts_digest
-
     return {"weights": model.weights_sha256, "model_files": ws.refs.files_digest(model),
             "family": f"{type(family).__module__}.{type(family).__qualname__}",
             "family_source": source_digest(type(family)), "indices": list(indices),

@@ -11,10 +11,12 @@ those. Gates are per precision (declared in ``harness.metrics.registry``), overr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
@@ -45,6 +47,7 @@ from harness.results.coverage import Coverage
 from harness.results.sections import Generation
 from harness.runners import PROVIDERS
 from harness.runners.base import GraphRef
+from harness.zoo.consistency import check_generation, limits_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.data.corpus import Corpus
@@ -182,8 +185,6 @@ def cached_scores(ws: "Workspace", rows: Sequence[Mapping[str, Any]], lang: str 
     """``score_rows`` through the workspace's store: the scores are a pure function of the rows'
     texts and tokens, the language, sacrebleu / rapidfuzz versions and the scoring code, and
     corpus BLEU/chrF over a corpus is the largest piece of work left in a warm rerun."""
-    import hashlib
-
     import rapidfuzz
     import sacrebleu
 
@@ -368,8 +369,6 @@ def decode_plan(ws: "Workspace", model: "LoadedModel", request: GenerationReques
     settings = settings_for_model(model.generation_source(), max_new_tokens=wanted["max_new_tokens"],
                                   num_beams=wanted["num_beams"], use_cache=wanted["use_cache"],
                                   repetition_penalty=wanted.get("repetition_penalty"))
-    from harness.zoo.consistency import check_generation, limits_of
-
     # more new tokens than learned positions: one line naming both, not an IndexError mid-decode
     check_generation(model.path, limits_of(model.path, model.config), settings.max_new_tokens,
                      option="generation max_new_tokens")
@@ -423,8 +422,6 @@ def _add_cached_decoding(ws: "Workspace", model: "LoadedModel", family: "Family"
                          result: GenerationResult, recorded: "Sequence[RecordedSide] | None" = None) -> None:
     """Judge the variant's KV cache in a closed loop (``harness.judge.cached_decoding``): its
     gates join the generation checks and it counts as gated coverage."""
-    from dataclasses import replace
-
     loop = cached_decoding(ws, model, family, variant, reference.tokens, texts, settings, batch_size, recorded)
     result.metrics.update(loop.metrics)
     result.checks = (*result.checks, *loop.checks)
@@ -444,8 +441,6 @@ def divergence_forensics(ws: "Workspace", model: "LoadedModel", family: "Family"
     """Both sides' top-k at the first divergent step of the worst diverging sentences
     (``harness.generation.forensics``): PyTorch FP32 and the variant, each replayed
     teacher-forced on its own decode's history in the batch the sentence was decoded in."""
-    from contextlib import ExitStack
-
 
     if not pick_rows(rows):
         return []

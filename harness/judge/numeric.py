@@ -16,6 +16,8 @@ import numpy as np
 
 from harness.core import Check, Precision, Tolerance, Variant
 from harness.core.phases import phase
+from harness.families import family_for
+from harness.families.shaped_feeds import max_positions, shapeable, shaped_feeds
 from harness.judge.tolerances import scope_tolerance, tolerance_for
 from harness.metrics.numeric import Location, compare_arrays
 from harness.metrics.registry import METRICS
@@ -314,8 +316,6 @@ def probe_batches(ws: "Workspace", model: "LoadedModel", family: "Family", graph
     """Shape probes, each with its memoised FP32 reference and masks: the family's (target length
     != source length, other past lengths...) derived from one batch's feeds, then a sweep of a
     token-fed graph's declared dynamic range (:func:`sweep_shapes`)."""
-    from harness.families.shaped_feeds import shaped_feeds
-
     probes = list(family.shape_probes(model, graph, base))
     texts = ws.texts(model)
     for label, batch, seq in sweep_shapes(ws, model, graph, variant):
@@ -330,8 +330,6 @@ def probe_batches(ws: "Workspace", model: "LoadedModel", family: "Family", graph
 
 def family_entry(model: "LoadedModel") -> str:
     """The name of the model's entry graph (the one fed by token ids)."""
-    from harness.families import family_for
-
     return str(family_for(model.family).graphs(model)[0].name)
 
 
@@ -342,8 +340,6 @@ def sweep_shapes(ws: "Workspace", model: "LoadedModel", graph: "GraphSpec",
     at the longest sequence (``--trt-max-batch`` or the batch size x ``--trt-max-seq``, capped by the
     model's positions), and a declared TensorRT profile's min / opt / max of ``input_ids``. The
     corpus batches cover the lengths in between."""
-    from harness.families.shaped_feeds import max_positions, shapeable
-
     entry = family_entry(model)
     if graph.name != entry or not shapeable(graph) or "input_ids" not in graph.dynamic_axes:
         return []  # the entry graph only: the others are fed by its outputs (the family's probes cover them)

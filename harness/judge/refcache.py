@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -168,8 +169,6 @@ class ReferenceCache:
 
     def _drop(self, label: str, parts: dict[str, Any]) -> None:
         """Fresh mode: remove this key's entry (under its lock) so it is recomputed once."""
-        import shutil
-
 
         directory = self.store.root / f"{label}-{cache_key(parts)[:16]}"
         if directory.exists():

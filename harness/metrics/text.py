@@ -8,6 +8,7 @@ decoding of a variant left the PyTorch path, which a corpus score alone cannot.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Hashable, Sequence
@@ -54,8 +55,6 @@ def bleu_tokenizer(lang: str | None) -> str:
     ``char`` for Japanese, Korean and other unspaced scripts (every character a token: no download,
     and never the one-token-per-sentence of 13a), ``13a`` for everything else. The choice is part
     of the BLEU signature (``tok:...``), so scores computed differently never compare as equal."""
-    import importlib.util
-
     base = _base_lang(lang)
     if base == "zh":
         return "zh"

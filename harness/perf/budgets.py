@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from harness.core import UsageError
+from harness.core.verdict_text import compared_text
 from harness.metrics.registry import METRICS, MetricSpec, Scope
+from harness.results.checks import raise_failures
+from harness.results.record import MetricKey
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Variant
@@ -62,8 +65,6 @@ class BudgetCheck:
     def message(self) -> str:
         """``latency p50 = 2 exceeds budget p50_ms <= 1.5``, the value written by the one formatter of a
         value beside its threshold (``harness.core.verdict_text``: never rounded onto the limit)."""
-        from harness.core.verdict_text import compared_text
-
         spec = BUDGETS[self.name]
         shown = compared_text(self.value, self.limit, spec.direction)
         return f"{spec.title} = {shown.value} exceeds budget {self.name} {shown.gate}"
@@ -102,9 +103,6 @@ def check(budgets: Mapping[str, float], measured: Mapping[str, float]) -> list[B
 def enforce(case: BudgetedCase, perf: Mapping[str, Any]) -> list[BudgetCheck]:
     """Record each checked budget on ``case`` (metric + threshold, so reports show it) and
     raise GateFailure listing every breach."""
-    from harness.results.checks import raise_failures
-    from harness.results.record import MetricKey
-
     model = case.model
     checks = check(validate(model.spec.budgets, model.name), measured_values(perf))
     for c in checks:

@@ -57,7 +57,7 @@ def peak_rss_bytes() -> int:
     except OSError:
         pass
     try:
-        import resource
+        import resource  # deferred: absent on Windows (the fallback below)
     except ImportError:  # Windows
         import psutil
 
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["first_inference_ms"] = sum(first.values())
     result["first_inference_ms_by_graph"] = first
     result["ready_ms"] = _ms(_T0)  # script start -> imported, loaded and answered once
-    from harness.perf.loop import time_calls  # the harness's one timing loop (standard library only)
+    from harness.perf.loop import time_calls  # deferred: a by-path child imports late (see the module docstring)
 
     def every_graph() -> None:
         for graph, call in calls.items():

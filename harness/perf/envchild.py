@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import numpy as np
 
-    from harness.perf.child import backend_class
-    from harness.perf.loop import time_calls
+    from harness.perf.child import backend_class  # deferred: a by-path child imports late (see the module docstring)
+    from harness.perf.loop import time_calls  # deferred: a by-path child imports late (see the module docstring)
     from harness.runners.base import ChildSpec
 
     spec = ChildSpec.from_dict(json.loads(args.spec))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from harness.generation.decode import prompt_batch
 from harness.perf.measure import PerfSettings, latency_entry, latency_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,8 +100,6 @@ def repeats_for(settings: PerfSettings) -> int:
 def generation_prompt(model: "LoadedModel", texts: Sequence[str], settings: PerfSettings
                       ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The prompt a generation measurement times: (texts, token ids, mask) of the first batch size."""
-    from harness.generation.decode import prompt_batch
-
     chosen = prompt_texts(model, texts, settings.batch_sizes[0])
     ids, mask = prompt_batch(model, chosen)
     return chosen, ids, mask

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import Precision, Provider, Variant
+from harness.families.shaped_feeds import shaped_feeds
+from harness.generation.decode import prompt_batch
 from harness.perf import bench
 from harness.perf.generation import generate_timed, prompt_texts, starter
 from harness.perf.measure import time_calls, timed_call
@@ -115,8 +117,6 @@ class HeadlineResult:
 def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized: set[str], batch_size: int,
             seq_len: int, new_tokens: int, notes: list[str]
             ) -> tuple[dict[str, Callable[[int], list[float]]], str, list[Any], dict[str, int]]:
-    from harness.families.shaped_feeds import shaped_feeds
-
     model = ws.model(model_name)
     family = ws.family(model)
     graphs = family.graphs(model)
@@ -126,8 +126,6 @@ def _blocks(ws: "Workspace", model_name: str, contenders: list[Contender], sized
     sizes: dict[str, int] = {}
     generates = family.generates
     if generates:
-        from harness.generation.decode import prompt_batch
-
         ids, mask = prompt_batch(model, prompt_texts(model, texts, batch_size))
         unit = (f"one greedy generation of {new_tokens} tokens, batch {ids.shape[0]}, "
                 f"prompt {ids.shape[1]} tokens, KV cache")

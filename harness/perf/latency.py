@@ -22,7 +22,8 @@ import numpy as np
 from harness.families.shaped_feeds import family_feeds, max_positions, shapeable, shaped_feeds
 from harness.perf import contention
 from harness.perf.canary import Canary, Interleaved
-from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, timed_call
+from harness.perf.measure import HarnessEngine, PerfSettings, latency_entry, latency_key, time_calls, timed_call
+from harness.perf.stopping import StoppingRule, fixed_rounds, sample
 from harness.perf.tail import DEFAULT_TAIL_TARGET, sample_for_tail
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -133,9 +134,6 @@ def _sample(engine: Engine, call: Callable[[], object], settings: PerfSettings, 
             interleaved: Interleaved | None = None) -> tuple[list[float], dict[str, Any]]:
     """One metric's samples under the stopping rule, and what stopped it (recorded as ``stopping``);
     with ``interleaved``, a canary block before every segment of the harness loop's calls."""
-    from harness.perf.measure import time_calls
-    from harness.perf.stopping import StoppingRule, fixed_rounds, sample
-
     rule = StoppingRule(settings.samples, settings.warmup, budget_s)
 
     def timed(n: int, warmup: int) -> list[float]:

@@ -10,6 +10,8 @@ from typing import Generator
 
 import pytest
 
+from harness.results.checks import GateFailure
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
@@ -19,8 +21,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
             or item.config.getoption("tbstyle", "auto") != "auto"
             or not any(key == "harness_case" for key, _ in item.user_properties)):
         return report
-    from harness.results.checks import GateFailure
-
     if isinstance(call.excinfo.value, GateFailure):
         report.longrepr = str(call.excinfo.value).strip()
     else:

@@ -24,7 +24,21 @@ import pytest
 
 from harness.core import UsageError
 from harness.core.rundirs import BASELINE_STORE
+from harness.core.writable import ensure_writable_dir
+from harness.gate.baseline import (
+    DEFAULT_STORE,
+    accuracy_records,
+    load_baseline,
+    load_run,
+    perf_records,
+    save_baseline,
+    validate_name,
+)
+from harness.metrics.margins import parse_cli_margin
+from harness.report.console import reporter_console
+from harness.results.rundir import read_results
 from harness.session import HANDED, PERF, RUN_DIR, command_of, run_options
+from harness.settings.relations import check_relations
 
 
 def skip_reason(config: pytest.Config) -> str:
@@ -80,8 +94,6 @@ def _gate_request(values: dict[str, Any]) -> GateRequest:
     if store:
         directory = Path(store)
     elif save or compare:  # the gate (scipy) is only imported when a baseline is in play
-        from harness.gate.baseline import DEFAULT_STORE
-
         directory = DEFAULT_STORE
     else:
         directory = BASELINE_STORE
@@ -96,23 +108,18 @@ def _check_gate_request(req: GateRequest, spell: Callable[[str], str] | None = N
     """Fail before any test runs: a typo found after an hour of measuring wastes the hour.
     ``spell``: an option name -> the flag the user typed (pytest's ``--harness-...`` by default;
     ``harness run`` checks the same request with its own flags before pytest starts)."""
-    from harness.gate.baseline import load_baseline, validate_name
     from harness.gate.compare import parse_threshold
     from harness.settings.options import option
 
     flag = spell or (lambda name: option(name).pytest_flag)
     for text in req.thresholds:
         parse_threshold(text)
-    from harness.metrics.margins import parse_cli_margin
-
     for text in req.margins:
         parse_cli_margin(text, flag("accuracy_margin"))
     if req.compare:
         load_baseline(req.compare, req.store)
     if req.save:
         validate_name(req.save)
-        from harness.core.writable import ensure_writable_dir
-
         ensure_writable_dir(req.store, flag("baseline_store"))
         if (req.store / req.save).exists() and not req.force and req.save != req.compare:
             raise UsageError(f"{flag('baseline_save')}: baseline {req.save!r} already exists in {req.store}; "
@@ -138,8 +145,6 @@ def pytest_configure(config: pytest.Config) -> None:
                             "--harness-perf (or a baseline option)")
     if not hasattr(config, "workerinput"):
         from harness.settings.options import option
-        from harness.settings.relations import check_relations
-
         quiet = config.stash.get(HANDED, False)  # the front end that handed the options said it already
         try:
             check_relations(values, lambda name: option(name).pytest_flag, warn=(lambda t: None) if quiet else None)
@@ -240,8 +245,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if session.exitstatus != pytest.ExitCode.OK:
                 outcome.messages.append(f"baseline {req.save!r} not saved: the session failed")
             else:
-                from harness.gate.baseline import save_baseline
-
                 outcome.saved = save_baseline(run_dir, req.save, req.store, force=req.force or req.save == req.compare)
     except UsageError as exc:
         outcome.error = str(exc)
@@ -250,15 +253,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _compare(req: GateRequest, run_dir: Path) -> Any:
-    from harness.gate.baseline import accuracy_records, load_baseline, load_run, perf_records
     from harness.gate.compare import compare_runs, parse_threshold
 
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
     if not perf_records(baseline.records) and accuracy_records(baseline.records):
         return None  # an accuracy-only baseline (a run without --perf was blessed): nothing to time
     from harness.gate.retime import pair
-    from harness.results.rundir import read_results
-
     policies = [parse_threshold(t) for t in req.thresholds]
     recorded = compare_runs(baseline.records, load_run(run_dir), policies, force_env=True)  # judged in pair()
     # paired where the blessed artifacts are at hand (kept, or in the cache by key): re-timed here
@@ -273,9 +273,6 @@ def _compare_accuracy(req: GateRequest, run_dir: Path, config: pytest.Config) ->
     """The accuracy gate against the same baseline (``harness.gate.accuracy``), margins from the
     run's config file and ``--harness-accuracy-margin``; None when the baseline blessed no accuracy."""
     from harness.gate.accuracy import compare_accuracy, margin_table
-    from harness.gate.baseline import accuracy_records, load_baseline
-    from harness.results.rundir import read_results
-
     baseline = load_baseline(req.compare, req.store)  # type: ignore[arg-type]
     if not accuracy_records(baseline.records):
         return None
@@ -295,16 +292,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     terminalreporter.write_sep("=", "harness performance gate")
     if outcome.comparison is not None or outcome.accuracy is not None:
-        from harness.report.console import reporter_console
-
         console, buffer = reporter_console(terminalreporter)  # room for the reasons, even in CI logs
         for comparison in (outcome.comparison, outcome.accuracy):
             if comparison is not None:
                 comparison.render_table(console)
         terminalreporter.write(buffer.getvalue())
     if outcome.saved is not None:
-        from harness.gate.baseline import accuracy_records, load_baseline, perf_records
-
         blessed = load_baseline(outcome.saved.name, outcome.saved.path.parent).records
         terminalreporter.write_line(f"saved baseline {outcome.saved.name!r}: {len(perf_records(blessed))} perf record(s), "
                                     f"{len(accuracy_records(blessed))} accuracy record(s) -> {outcome.saved.path}")

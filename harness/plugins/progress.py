@@ -38,17 +38,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
+from harness.core import phases
 from harness.core.interrupts import MARKER
 from harness.core.types import Precision, Variant
 from harness.report.variants import split_variant
 from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
-
-if TYPE_CHECKING:  # pragma: no cover
-    from harness.shard.cost import CaseCost
+from harness.shard.cost import TORCH_FACTOR, CaseCost, case_cost
+from harness.shard.plan import load_durations
 
 #: a case running longer than this gets a heartbeat line (and another every this many seconds);
 #: ``HARNESS_PROGRESS_HEARTBEAT_S`` overrides it (the tests use 1 s)
@@ -124,8 +124,6 @@ class PhaseFile:
         self._written_at = -math.inf
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
-        from harness.core import phases
-
         phases.LISTENERS.append(self.phase)
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
@@ -164,8 +162,6 @@ class PhaseFile:
                 pass
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        from harness.core import phases
-
         if self.phase in phases.LISTENERS:
             phases.LISTENERS.remove(self.phase)
         self._closed.set()
@@ -349,8 +345,6 @@ def reused_builds(ids: Sequence[str], weights: Mapping[str, float], kinds: Mappi
     against the generation case's 20-60 s here); and a case of a model another variant already
     exported loses its exporter's own cost (``exports``, ``CaseCost.export``): FP16 and INT8 convert
     the cached FP32 graph. PyTorch variants export nothing either way."""
-    from harness.shard.cost import TORCH_FACTOR
-
     exports = exports or {}
     out = dict(weights)
     built: set[str] = set()
@@ -393,7 +387,6 @@ def case_costs(ids: Sequence[str], catalog: Any = None) -> dict[str, CaseCost]:
     """Case id -> its cost in the shard planner's model, for the cases whose id names a variant
     (``test_x[model-precision-provider]``); {} when the model cannot be read (no ETA from it)."""
     from harness.runners import providers
-    from harness.shard.cost import case_cost
 
     table = providers()
     sizes: dict[str, int] = {}
@@ -444,8 +437,6 @@ def history_durations(config: pytest.Config, ids: Sequence[str] = ()) -> dict[st
     The best match times the most of this run's cases (``ids``), and among equals is one that
     finished (an interrupted run's slow cases are missing, which would read as a fast run), then
     the newest: the newest run was often a one-model try beside the full nightly."""
-    from harness.shard.plan import load_durations
-
     given = config.getoption("harness_shard_durations", None)
     try:
         if given:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
 import shutil
@@ -42,6 +43,7 @@ import sys
 import time
 from dataclasses import dataclass, fields, is_dataclass
 from functools import lru_cache
+from importlib.metadata import distributions
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,8 @@ import pytest
 
 import harness
 from harness.core import Variant
+from harness.core.cachedir import cache_root, file_sha256
+from harness.export.cache import ArtifactCache, cache_key
 from harness.session import RUN_DIR, run_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,8 +97,6 @@ def tree_digest(root: str) -> str:
 @lru_cache(maxsize=1)
 def environment_part() -> dict[str, Any]:
     """What about this machine and environment decides outputs, read without importing a runtime."""
-    from importlib.metadata import distributions
-
     from harness.judge.refcache import cpu_identity
 
     dists = sorted({f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]})
@@ -120,8 +122,6 @@ def described(value: Any) -> Any:
         path = Path(value).expanduser()
         try:
             if path.is_file():
-                from harness.core.cachedir import file_sha256
-
                 return {"file": str(value), "sha256": file_sha256(path)}
         except OSError:
             pass
@@ -132,8 +132,6 @@ def described(value: Any) -> Any:
 
 def directory_digest(path: Path) -> str:
     """sha256 over every file of a model directory (each file hashed once per process while unchanged)."""
-    from harness.core.cachedir import file_sha256
-
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
         h.update(f.relative_to(path).as_posix().encode())
@@ -177,9 +175,6 @@ def _variant(item: pytest.Item) -> Variant | None:
 
 
 def _store() -> ArtifactCache:
-    from harness.core.cachedir import cache_root
-    from harness.export.cache import ArtifactCache
-
     return ArtifactCache(cache_root() / "verdicts")
 
 
@@ -191,8 +186,6 @@ def _label(item: pytest.Item) -> str:
 
 # -- replay and keeping -------------------------------------------------------------------------------
 def _lookup(label: str, parts: dict[str, Any]) -> CacheEntry | None:
-    from harness.export.cache import cache_key
-
     key = cache_key(parts)
     return _store().lookup(f"{label}-{key[:16]}", key)
 
@@ -255,8 +248,6 @@ class CaseReplay:
         try:
             _store().get_or_build(pending.label, pending.parts, build)
         except OSError as exc:  # a full or read-only cache costs the next run its replay, not this run its record
-            import logging
-
             logging.getLogger("harness.cache").warning("could not keep case %s for replay: %s", nodeid, exc)
 
 

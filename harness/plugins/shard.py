@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from harness.core import UsageError
+from harness.report.junit import JUNIT_FILE, write_junit
+from harness.report.summary import write_note_summary
+from harness.results.store import RESULTS_FILE
 from harness.session import RUN_DIR, asked_for, run_options, variant_of
+from harness.shard.cost import case_cost
+from harness.shard.plan import ShardSpec, assign, empty_shard, load_durations, write_shard_file
 
 
 def _case(item: pytest.Item) -> str | None:
@@ -24,8 +29,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if given.get("shard_durations"):
             raise pytest.UsageError("--harness-shard-durations only balances a --harness-shard K/N run")
         return
-    from harness.shard.plan import ShardSpec, assign, load_durations, write_shard_file
-
     try:
         spec = ShardSpec.parse(given["shard"], "--harness-shard")
         source = given.get("shard_durations")
@@ -46,8 +49,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _estimates(config: pytest.Config, items: list[pytest.Item], keys: list[str | None]) -> dict[str, float]:
     """Case id -> estimated cost (``harness.shard.cost``), for a split without durations."""
-    from harness.shard.cost import case_cost
-
     catalog = run_options(config).catalog
     sizes: dict[str, int] = {}
     exports: dict[str, float] = {}
@@ -64,16 +65,10 @@ def _estimates(config: pytest.Config, items: list[pytest.Item], keys: list[str |
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """An empty shard (``harness.shard.plan.EmptyShard``) writes its empty ``results.jsonl``,
     summary and JUnit file, and exits 0 where pytest would say "no tests collected"."""
-    from harness.shard.plan import empty_shard
-
     out = session.config.stash.get(RUN_DIR, None)
     empty = empty_shard(out) if out is not None else None
     if out is None or empty is None:
         return
-    from harness.report.junit import JUNIT_FILE, write_junit
-    from harness.report.summary import write_note_summary
-    from harness.results.store import RESULTS_FILE
-
     results = out / RESULTS_FILE
     if results.is_file() and results.stat().st_size:  # records of an earlier run into this directory: kept
         return

@@ -44,6 +44,6 @@ def html(records: Iterable[Record]) -> str:
     rows = _rows(records)
     if not rows:
         return ""
-    from harness.report.html.templating import render
+    from harness.report.html.templating import render  # deferred: harness.report.html imports this module at import time
 
     return render("coverage.html.j2", rows=[(r, cov, _measured(cov)) for r, cov in rows])

@@ -14,6 +14,7 @@ from harness.report.coverage import markdown as coverage_markdown
 from harness.report.durations import markdown as durations_markdown
 from harness.report.highlights import highlights
 from harness.report.memory import markdown as memory_markdown
+from harness.report.perf_table import COLUMNS, model_tables, shown_columns
 from harness.report.text import printable
 from harness.results import VERDICTS, Record, Verdict
 from harness.results.record import FAILING, RecordLike, judged_nothing, run_green
@@ -82,8 +83,6 @@ def header_line(header: RunHeader) -> str:
 def perf_lines(records: list[Record], run_dir: Path | None = None) -> list[str]:
     """``## Performance per model``: each model's variant table (``harness.report.perf_table``),
     regressions first; nothing when the run has no perf records."""
-    from harness.report.perf_table import COLUMNS, model_tables, shown_columns
-
     if not any(r.perf for r in records):
         return []
     lines = ["## Performance per model", ""]

@@ -14,6 +14,8 @@ import pandas as pd
 
 from harness.core.verdict_text import exact_text
 from harness.report.highlights import perf_columns
+from harness.report.html.headline import headline
+from harness.report.html.templating import markup, render
 from harness.results import Record
 from harness.results.numbers import METRIC_PREFIX, PERF_PREFIX, perf_numbers, record_numbers
 from harness.results.record import RecordError, RecordLike
@@ -60,8 +62,6 @@ def records_frame(records: Iterable[RecordLike]) -> pd.DataFrame:
 
 
 def _headline_cells(raw: Mapping[str, Any]) -> dict[str, Any]:
-    from harness.report.html.headline import headline
-
     try:
         found = headline(Record.from_dict(raw))
     except RecordError:
@@ -116,7 +116,5 @@ def to_html(frame: pd.DataFrame, title: str = "model deployment gate") -> str:
         table = styler.set_table_attributes('class="results"').to_html()
     counts = frame["verdict"].value_counts().to_dict() if "verdict" in frame.columns else {}
     summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("pass", "fail", "error", "not-run", "skip"))
-    from harness.report.html.templating import markup, render
-
     return render("table_page.html.j2", title=title, css=markup(_CSS), cases=len(frame), summary=summary,
                   table=markup(table))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -15,6 +16,7 @@ from harness.report.console import reporter_console
 from harness.report.durations import terminal_lines
 from harness.report.highlights import highlights
 from harness.report.memory import terminal_lines as memory_lines
+from harness.report.perf_table import COLUMNS, model_tables, shown_columns
 from harness.report.summary import ATTENTION, status_line
 from harness.report.text import printable
 from harness.results import Record
@@ -59,8 +61,6 @@ def plain_lines(records: Iterable[RecordLike]) -> list[str]:
 
 def perf_tables(records: list[Record], run_dir: Path | None = None) -> list[Table]:
     """Per model, its variants' perf table (``harness.report.perf_table``), regressions first."""
-    from harness.report.perf_table import COLUMNS, model_tables, shown_columns
-
     out = []
     for model in model_tables(records, run_dir):
         shown = shown_columns(model)
@@ -76,8 +76,6 @@ def perf_tables(records: list[Record], run_dir: Path | None = None) -> list[Tabl
 
 def perf_plain_lines(records: list[Record], run_dir: Path | None = None) -> list[str]:
     """The perf tables for a CI log: per model, one line per variant, each number named."""
-    from harness.report.perf_table import COLUMNS, model_tables, shown_columns
-
     lines = []
     for model in model_tables(records, run_dir):
         lines.append(printable(f"performance: {model.model}"))
@@ -91,8 +89,6 @@ def perf_plain_lines(records: list[Record], run_dir: Path | None = None) -> list
 
 def is_terminal(terminalreporter: Any) -> bool:
     """Whether pytest writes to a terminal (not a pipe or a CI log)."""
-    import sys
-
     stream: Any = getattr(getattr(terminalreporter, "_tw", None), "_file", None) or sys.stdout
     try:
         return bool(stream.isatty())

@@ -26,6 +26,7 @@ import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field, replace
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -34,7 +35,12 @@ import numpy as np
 from harness.core import Check, Precision, Tolerance, UsageError
 from harness.core.direction import Direction
 from harness.core.runtime import RuntimeSettings, section_of
+from harness.families.heads import AnswerSpan
+from harness.families.pooling import Pooling
+from harness.judge.embedding import embedding_parity
+from harness.judge.numeric import run_graph_parity
 from harness.metrics.registry import gate
+from harness.results.envinfo import environment, versions
 from harness.runners import backends, parse_provider
 from harness.runners.prebuilt import open_onnx
 
@@ -149,8 +155,6 @@ ANSWER_SPAN = "answer_span"
 def _answer_spans(graph: Any) -> dict[str, Any]:
     """The graph's answer-span outputs by name (``AnswerSpan``); a graph renamed to a file's own
     names (``_renamed``) carries none: its span is judged by the case's rerun, not the bundle."""
-    from harness.families.heads import AnswerSpan
-
     return {d.name: d for d in getattr(graph, "derived", ()) if isinstance(d, AnswerSpan)}
 
 
@@ -361,8 +365,6 @@ def runtime_from(recorded: Mapping[str, Any] | None) -> "RuntimeSettings | None"
 
 def here_vs_recorded(manifest: Mapping[str, Any], threads: int | None) -> tuple[list[str], list[str]]:
     """(version differences, environment differences) between the recording and this machine."""
-    from harness.results.envinfo import environment, versions
-
     env_here = environment(threads)
     env_rec = manifest.get("environment") or {}
     env_keys = ("cpu", "cores", "os", "machine", "gpu")
@@ -372,8 +374,6 @@ def here_vs_recorded(manifest: Mapping[str, Any], threads: int | None) -> tuple[
 
 def recorded_facts(threads: int | None) -> dict[str, Any]:
     """``versions`` and ``environment`` of this machine, for a manifest."""
-    from harness.results.envinfo import environment, versions
-
     return {"versions": versions(), "environment": environment(threads)}
 
 
@@ -393,8 +393,6 @@ class Bundle:
         return [o for o in self.manifest["outputs"] if (o.get("derived") or {}).get("kind") == "sentence_embedding"]
 
     def graph(self) -> _RecordedGraph:
-        from harness.families.heads import AnswerSpan
-
         outs = [o for o in self.manifest["outputs"] if not o.get("derived")]
         spans = tuple(AnswerSpan.from_recipe(o["derived"]) for o in self.manifest["outputs"]
                       if (o.get("derived") or {}).get("kind") == ANSWER_SPAN)
@@ -448,7 +446,7 @@ def load_bundle(path: Path) -> Bundle:
     manifest_path = directory / MANIFEST
     manifest = _read_manifest(path, manifest_path)
     kind = manifest.get("kind") or "numeric"
-    from harness.repro.verify import verify
+    from harness.repro.verify import verify  # deferred: harness.repro.verify imports this module at import time
 
     verify(directory, manifest)
     _verify_files(directory, manifest)
@@ -457,8 +455,6 @@ def load_bundle(path: Path) -> Bundle:
     except ValueError:
         raise BundleError(f"{manifest_path}: unknown precision {manifest['precision']!r}") from None
     if kind != "numeric":
-        from importlib import import_module
-
         import_module(f"harness.repro.{kind}").validate(manifest_path, manifest)
         return Bundle(directory, manifest)
     _check_numeric(manifest_path, manifest)
@@ -504,8 +500,6 @@ def _check_numeric(manifest_path: Path, manifest: Mapping[str, Any]) -> None:
     if not isinstance(outs, list) or not outs or not all(
             isinstance(o, dict) and {"name", "is_logits", "tolerance"} <= set(o) for o in outs):
         raise BundleError(f"{manifest_path}: outputs must be a non-empty list of {{name, is_logits, tolerance}}")
-    from harness.families.heads import AnswerSpan
-
     for o in outs:
         d = o.get("derived")
         if d and d.get("kind") == ANSWER_SPAN:
@@ -570,9 +564,6 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
     """The derived outputs (sentence vectors) re-computed from this run's token states."""
     out: list["OutputResult"] = []
     for row in bundle.derived():
-        from harness.families.pooling import Pooling
-        from harness.judge.embedding import embedding_parity
-
         d = row["derived"]
         outputs = [runner.run(feeds) for feeds, _, _ in batches]
         judged = embedding_parity(bundle.manifest["graph"], Pooling(d["pooling"], bool(d["normalize"])), batches,
@@ -584,8 +575,6 @@ def _derived(bundle: Bundle, runner: "GraphRunner", batches: Sequence["Batch"]) 
 def rejudge(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> ReproResult:
     """Run the bundled feeds through the artifact with the recorded runtime settings and judge
     the outputs against the bundled reference with the recorded thresholds."""
-    from harness.judge.numeric import run_graph_parity
-
     m = bundle.manifest
     path, source = bundle.artifact()
     prov = parse_provider(provider or m["provider"], option="--providers")

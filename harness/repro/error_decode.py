@@ -20,13 +20,15 @@ code around them -- that is a harness bug, and the case's rerun command reproduc
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from harness.core import Precision, Variant
+from harness.families import family_for
+from harness.generation import decode_texts
 from harness.repro.bundle import (
     DATA,
     FORMAT,
@@ -157,8 +159,6 @@ def provoke(files: Mapping[str, Path], model: "LoadedModel", family: "Family", v
     """Decode ``texts`` batch by batch (or batch ``only``) with fresh sessions of ``files`` until a
     graph's load or call raises; None when every batch decodes. An exception raised by the
     decoding code itself propagates: it is not the files' error."""
-    from harness.generation import decode_texts
-
     batch = [0]
     backend = _FilesBackend(files, variant.provider, threads, variant.precision, runtime, batch)
     for i, lo in enumerate(range(0, len(texts), batch_size)):
@@ -211,8 +211,6 @@ def write_decode_error_bundle(directory: Path, ws: "Workspace", variant: Variant
     artifacts, copied = bundle_graphs(directory, files, mode)
     checksums.update(copied)
     checksums[DATA] = save_prompt_batches(directory, model, family, texts, batch_size)
-    from dataclasses import asdict
-
     described = asdict(settings)
     manifest = {
         "format": FORMAT, "kind": "error", "case": variant.id, "model": variant.model, "family": model.family,
@@ -251,8 +249,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
         settings = _settings(decode)
     except (TypeError, ValueError, AttributeError) as exc:
         raise BundleError(f"{manifest_path}: decode.settings are not generation settings ({exc})") from None
-    from harness.families import family_for
-
     try:
         needed = family_for(str(m.get("family"))).generation_graphs(settings.use_cache)
     except ValueError as exc:
@@ -264,8 +260,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 
 def outcome(bundle: Bundle, provider: str | None, threads: int | None) -> Outcome:
     """``harness repro`` of a decode error bundle: the failing decode batch again, same error?"""
-    from harness.families import family_for
-
     m = bundle.manifest
     decode, err = m["decode"], m["error"]
     files, sources = bundle.graph_artifacts()

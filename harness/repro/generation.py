@@ -19,8 +19,9 @@ recorded thresholds, and replays the recorded divergent steps on the variant's s
 
 from __future__ import annotations
 
+import json
 import shutil
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
@@ -28,6 +29,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from harness.core import Check, Precision, Variant
+from harness.families import family_for
+from harness.generation import Decoded, GenerationSettings, decode_texts
+from harness.generation.decode import load_runners, torch_threads
+from harness.generation.forensics import replay_side
 from harness.repro.bundle import (
     DATA,
     FORMAT,
@@ -50,6 +55,8 @@ from harness.repro.bundle import (
 from harness.runners import parse_provider
 from harness.runners.base import GraphRef
 from harness.runners.prebuilt import open_onnx
+from harness.zoo.base import ModelSpec
+from harness.zoo.loading import LoadedModel, load_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.families import Family
@@ -154,8 +161,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
         settings = _settings(m)
     except (TypeError, ValueError, AttributeError) as exc:
         raise BundleError(f"{manifest_path}: settings are not generation settings ({exc})") from None
-    from harness.families import family_for
-
     try:
         needed = family_for(str(m["family"])).generation_graphs(settings.use_cache)
     except ValueError as exc:
@@ -166,8 +171,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
 
 
 def _settings(m: Mapping[str, Any]) -> Any:
-    from harness.generation import GenerationSettings
-
     given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(m["settings"]).items()}
     return GenerationSettings(**given)
 
@@ -205,11 +208,6 @@ class FilesBackend:
 def bundled_model(bundle: Bundle) -> "LoadedModel":
     """A ``LoadedModel`` over the bundle's tokenizer and configs whose PyTorch module cannot load:
     a bundle carries no weights, and nothing in a repro may need them."""
-    import json
-
-    from harness.zoo.base import ModelSpec
-    from harness.zoo.loading import LoadedModel, load_tokenizer
-
     m = bundle.manifest
     path = bundle.directory / str((m.get("tokenizer") or {}).get("dir") or TOKENIZER)
     try:
@@ -249,8 +247,6 @@ class GenerationRepro:
 
 def rejudge_generation(bundle: Bundle, provider: str | None = None, threads: int | None = None) -> GenerationRepro:
     """Decode the bundled sources with the bundled graphs and score against the bundled reference."""
-    from harness.families import family_for
-    from harness.generation import Decoded, decode_texts
     from harness.judge.generation import make_rows, score_rows
 
     m = bundle.manifest
@@ -298,11 +294,6 @@ def _replay_steps(m: Mapping[str, Any], backend: FilesBackend, model: "LoadedMod
                   workers: int | None) -> list[dict[str, Any]]:
     """The variant's top-k now at each recorded divergent step, replayed on the recorded history:
     does the variant still choose that token, and by how much?"""
-    from contextlib import ExitStack
-
-    from harness.generation.decode import load_runners, torch_threads
-    from harness.generation.forensics import replay_side
-
     recorded = list(m.get("forensics") or [])
     if not recorded:
         return []

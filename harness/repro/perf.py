@@ -47,6 +47,8 @@ from harness.repro.bundle import (
 )
 from harness.repro.perf_process import MEASURED_BY as BY
 from harness.repro.perf_process import write_decode_bundle, write_fresh_process_bundle
+from harness.results.checks import GateFailure
+from harness.results.sections import Evidence
 from harness.runners import parse_provider
 from harness.runners.base import GraphRef
 from harness.runners.prebuilt import open_onnx
@@ -211,8 +213,6 @@ def on_breach(case: BreachedCase, write: Callable[[Path], Path | None]) -> Itera
     """Around ``budgets.enforce``: a budget breach (``GateFailure``) calls ``write`` with the
     case's bundle directory (``cases/<id>/repro-perf``) and names the bundle in its record before
     the failure goes on. Best-effort evidence: the breach is the verdict either way."""
-    from harness.results.checks import GateFailure
-
     try:
         yield
     except GateFailure:
@@ -222,8 +222,6 @@ def on_breach(case: BreachedCase, write: Callable[[Path], Path | None]) -> Itera
             except Exception:  # noqa: BLE001 - best-effort evidence: the budget failure stands either way
                 bundle = None
             if bundle is not None:
-                from harness.results.sections import Evidence
-
                 Evidence(repro_bundles={"perf": str(bundle)}).write(case.data)
         raise
 

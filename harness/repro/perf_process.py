@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from harness.core import Precision, UsageError, Variant
+from harness.families import family_for
+from harness.generation.decode import torch_threads
 from harness.perf import child
 from harness.perf.budgets import measured_values
 from harness.perf.coldstart import ChildError, cold_start_fields, fresh_runs, spawn
@@ -205,11 +208,6 @@ def write_decode_bundle(directory: Path, ws: "Workspace", variant: Variant, mode
 
 def _remeasure_decode(bundle: Bundle, provider: str | None, threads: int | None
                       ) -> tuple[dict[str, float], list[str], dict[str, Any]]:
-    from contextlib import ExitStack
-
-    from harness.families import family_for
-    from harness.generation.decode import torch_threads
-
     m = bundle.manifest
     files, sources = bundle.graph_artifacts()
     prov = parse_provider(provider or m["provider"], option="--providers")
@@ -265,8 +263,6 @@ def validate(manifest_path: Path, m: Mapping[str, Any]) -> None:
     if m["measure"] == "fresh_process" and not (isinstance(m["spec"], dict) and ":" in str(m["loader"])):
         raise BundleError(f"{manifest_path}: spec must be the child's load spec and loader module:Class")
     if m["measure"] == "decode":
-        from harness.families import family_for
-
         try:
             family_for(str(m["family"]))
         except ValueError as exc:

@@ -16,6 +16,7 @@ from typing import Literal, NoReturn
 
 from harness.core.direction import Direction
 from harness.core.verdict_text import ComparedText, compared_text
+from harness.metrics.registry import METRICS
 
 Op = Literal["<=", ">="]
 
@@ -52,8 +53,6 @@ class CheckResult:
     @property
     def unit(self) -> str:
         """The unit the metric registry declares for this metric ('' for none or output units)."""
-        from harness.metrics.registry import METRICS
-
         spec = METRICS.get(self.metric)
         return "" if spec is None or spec.unit == "output units" else spec.unit
 

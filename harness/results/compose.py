@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness import __version__
+from harness.results.envinfo import environment
 from harness.results.record import Record, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,8 +79,6 @@ def compose(*, case_id: str, nodeid: str, run_id: str, identity: CaseIdentity, p
     payload's (``harness check`` records its own)."""
     env = payload.get("env")
     if not env:
-        from harness.results.envinfo import environment
-
         env = environment()
     return Record(
         id=case_id,

@@ -22,6 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from harness.results.numbers import record_numbers
+
 if TYPE_CHECKING:  # pandas is imported where a trend is computed: `harness --help` must not pay for it
     import pandas as pd
     from sqlalchemy.engine import Connection, Engine
@@ -180,8 +182,6 @@ def _run_groups(records: list[Record]) -> Iterator[tuple[str, list[Record]]]:
 
 def _numbers(record: Record) -> dict[str, float]:
     """The record's numbers as the reports flatten them (imported on ingest: the report tables need pandas)."""
-    from harness.results.numbers import record_numbers
-
     return record_numbers(record)
 
 

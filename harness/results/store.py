@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from filelock import FileLock
 
+from harness.core.hooks import record_hooks
+from harness.core.writable import DiskFull, no_space
 from harness.results.jsonsafe import dumps
 from harness.results.record import Record, RecordError, RecordLike, decode_record
 
@@ -63,9 +65,6 @@ class ResultsWriter:
     def append(self, record: RecordLike) -> None:
         """Append one record; raises ``DiskFull`` when it could not be written even with the
         reserve given back (the file then holds exactly the records before it)."""
-        from harness.core.hooks import record_hooks
-        from harness.core.writable import DiskFull
-
         line = record_line(record_hooks(record.to_dict() if isinstance(record, Record) else dict(record)))
         if self._lock is None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,8 +80,6 @@ class ResultsWriter:
                 self._write(line)  # the reserve's room; raises DiskFull again when that is not enough
 
     def _write(self, line: str) -> None:
-        from harness.core.writable import DiskFull, no_space
-
         size = self.path.stat().st_size if self.path.exists() else 0
         try:
             with self.path.open("a", encoding="utf-8") as fh:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from harness.core import UsageError
+from harness.core.runtime import RuntimeSettings, check_option_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Precision, Provider, Variant
@@ -68,8 +69,6 @@ class BackendContext:
 
 
 def _default_runtime() -> "RuntimeSettings":
-    from harness.core.runtime import RuntimeSettings
-
     return RuntimeSettings()
 
 
@@ -265,8 +264,6 @@ class Backend(abc.ABC):
     def validate_provider_options(cls, provider: "Provider", options: Mapping[str, str], where: str) -> None:
         """Raise a one-line UsageError (exit 2) naming the first EP option ``provider`` does not
         accept. Called when a run or config declares options, before anything runs."""
-        from harness.core.runtime import check_option_keys
-
         if not options:
             return
         accepted = cls.provider_option_keys.get(provider.device)

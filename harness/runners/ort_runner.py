@@ -7,6 +7,7 @@ Inputs are cast to the dtypes the session declares (int64 ids, FP32 for FP16 mod
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Provider, UsageError, Variant, did_you_mean
+from harness.core.cachedir import source_digest
 from harness.core.phases import phase
 from harness.core.quiet import routed_output
 from harness.core.runtime import SHARED_OPTIONS, Axis, BackendSettings, RuntimeSettings, runtime_from_dict, setting
@@ -394,11 +396,7 @@ class OrtBackend(Backend):
         variant = ref.variant
         if not self.deterministic(variant) or self.ctx.runtime.profile:
             return None
-        import os
-
         import onnxruntime as ort
-
-        from harness.core.cachedir import source_digest
 
         files = {name: info["sha256"] for name, info in self.artifacts(ref).items()}
         return {"backend": self.name, "provider": variant.provider.device, "artifacts": files,

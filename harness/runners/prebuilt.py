@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from harness.core import Precision, Provider, UsageError
+from harness.core.cachedir import source_digest
+from harness.families.base import PromptThenStep
 from harness.runners import backends
 from harness.runners.base import Backend, BackendContext, FileView, GraphRef, GraphRunner, TimedCall
 from harness.runners.failures import known_failure
@@ -127,8 +129,6 @@ def served(runner: GraphRunner, shas: Mapping[str, Any]) -> Any:
     if isinstance(runner, CacheSplitRunner):
         return {"prefill": served(runner.prefill, shas), "step": served(runner.step, shas)}
     if isinstance(runner, MappedRunner):
-        from harness.core.cachedir import source_digest
-
         return {"file": shas.get(Path(runner.path).name) if runner.path else None, "inputs": runner.input_map,
                 "outputs": runner.output_map,
                 "synth": {name: [getattr(make, "__qualname__", repr(make)), source_digest(make)]
@@ -182,8 +182,6 @@ class PrebuiltGraphs(ArtifactSource):
         #: whether the sessions wait for the reference pass (``harness.check.staging``)
         self.deferred = deferred
         if deferred:
-            from harness.runners.intake import inspect_onnx, library_of
-
             for path in self.paths:
                 inspect_onnx(path, library_of(runtime))
         else:
@@ -218,8 +216,6 @@ class PrebuiltGraphs(ArtifactSource):
     def serve(self, runners: Mapping[str, "GraphRunner | PromptThenStep"]) -> None:
         """The runners decoding uses, by reference graph name (known once the files are judged);
         a family's ``PromptThenStep`` pair is served as one ``CacheSplitRunner``."""
-        from harness.families.base import PromptThenStep
-
         self._runners.update({graph: CacheSplitRunner(r.prefill, r.step) if isinstance(r, PromptThenStep) else r
                               for graph, r in runners.items()})
 
@@ -273,8 +269,6 @@ class PrebuiltBackend(Backend):
         if not self.source.replays or runtime is None or runner is None or not runtime.deterministic(ref.variant) \
                 or self.ctx.runtime.profile:
             return None
-        from harness.core.cachedir import source_digest
-
         shas = {Path(name).name: [info.get("sha256"), info.get("external_data")]
                 for name, info in self.source.records.items()}
         return {"backend": self.name, "runtime": runtime.runtime_summary(), "opened": self.source.opened,

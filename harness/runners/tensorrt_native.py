@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Provider, Variant
+from harness.core.cachedir import file_sha256, lock_for
+from harness.export.cache import ArtifactCache
 from harness.runners import register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
 from harness.runners.gpu_memory import nvml_process_bytes
@@ -57,6 +59,7 @@ from harness.runners.trt_engine import (
     timing_cache_path,
 )
 from harness.runners.trt_profile import ShapeProfile, TensorRTSettings
+from harness.zoo.base import cache_root
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
@@ -103,8 +106,6 @@ def _logger() -> Any:
 def build_engine(onnx_path: Path, plan: BuildPlan, out_dir: Path, timing_cache: Path) -> Path:
     """Parse, configure and build one engine into ``out_dir/engine.plan``; merge the timing cache."""
     import tensorrt as trt
-
-    from harness.core.cachedir import lock_for
 
     logger = _logger()
     builder = trt.Builder(logger)
@@ -319,9 +320,6 @@ class TensorRTBackend(Backend):
         from its symbolic dims (batch 1..8, sequence 1..128), cached under the harness cache."""
         import onnx  # graph only: the inputs' shapes
 
-        from harness.export.cache import ArtifactCache
-        from harness.zoo.base import cache_root
-
         version = tensorrt_version()
         if version is None or cuda_reason():
             raise EngineUnsupported(f"tensorrt not available: {cuda_reason() or INSTALL_HINT}")
@@ -442,8 +440,6 @@ def artifact_kind(precision: Precision) -> str | None:
 def load_engine(cache: "ArtifactCache", onnx_path: Path, plan: BuildPlan, label: str, cache_root: Path,
                 onnx_sha256: str | None = None) -> TrtGraphRunner:
     """The engine of ``onnx_path`` under ``plan`` from the cache (built on a miss), loaded."""
-    from harness.core.cachedir import file_sha256
-
     version = tensorrt_version()
     assert version is not None and plan.profile is not None
     gpu = gpu_info()

@@ -18,9 +18,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.core import Precision, Provider, Variant
+from harness.core.cachedir import source_digest
 from harness.core.phases import phase
+from harness.export.cache import ArtifactCache
+from harness.families import family_for
 from harness.runners import providers, register_backend
 from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
+from harness.zoo.base import ModelCatalog, cache_root
+from harness.zoo.loading import load_model
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -194,8 +199,6 @@ class TorchBackend(Backend):
             return None
         import torch
 
-        from harness.core.cachedir import source_digest
-
         return {"backend": self.name, "precision": variant.precision.value,
                 "per_channel": self.ctx.settings.int8_per_channel and variant.precision is Precision.INT8,
                 "torch": torch.__version__, "threads": self.ctx.intra_op_threads or torch.get_num_threads(),
@@ -233,8 +236,8 @@ class TorchBackend(Backend):
 
     @classmethod
     def child_imports(cls) -> None:
-        import harness.families  # noqa: F401  (the families' graph modules)
-        import harness.zoo.loading  # noqa: F401  (torch, transformers and the model loaders)
+        import harness.families  # noqa: F401  # deferred: the cold-start child's timed import step (the families' graph modules)
+        import harness.zoo.loading  # noqa: F401  # deferred: the cold-start child's timed import step (torch, transformers, loaders)
 
     @classmethod
     def child_load(cls, spec: ChildSpec) -> ChildLoad:
@@ -244,11 +247,6 @@ class TorchBackend(Backend):
         import torch
 
         from harness.export.artifacts import ExportSettings
-        from harness.export.cache import ArtifactCache
-        from harness.families import family_for
-        from harness.zoo.base import ModelCatalog, cache_root
-        from harness.zoo.loading import load_model
-
         own = spec.options
         variant = Variant(str(own["model"]), Precision(own["precision"]), providers()[str(own["provider"])])
         cache = Path(str(own["cache"])) if own.get("cache") else cache_root()

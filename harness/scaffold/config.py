@@ -14,6 +14,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.data.corpus import read_manifest
+from harness.families import family_for
+from harness.zoo.base import spec_for_directory
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
@@ -39,9 +43,6 @@ class ModelFacts:
 def model_facts(directory: Path, root: Path, *, family: str | None = None, name: str | None = None) -> ModelFacts:
     """Inspect ``directory`` (an HF model directory inside ``root``): family detected by the
     family registry from ``config.json`` (or ``family``), a name from the directory."""
-    from harness.families import family_for
-    from harness.zoo.base import spec_for_directory
-
     resolved, base = directory.expanduser().resolve(), root.resolve()
     if not resolved.is_dir():
         raise UsageError(f"harness init: {directory} is not a directory")
@@ -63,8 +64,6 @@ def model_facts(directory: Path, root: Path, *, family: str | None = None, name:
 
 
 def _corpora_comment() -> list[str]:
-    from harness.data.corpus import read_manifest
-
     lines = []
     for name, entry in sorted(read_manifest()["corpora"].items()):
         refs = " with references" if entry.get("format") == "tsv" else ""

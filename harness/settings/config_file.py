@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.data.corpus import CorpusError, list_corpora, load_corpus_file
+from harness.families import family_names
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10: the same parser from PyPI
@@ -264,8 +267,6 @@ class _Validator:
 
     def corpus(self, value: Any, where: str) -> str:
         """A manifest corpus name, or a .txt/.tsv file under the root (returned absolute)."""
-        from harness.data.corpus import CorpusError, list_corpora, load_corpus_file
-
         text = self.string(value, where)
         if text.endswith((".txt", ".tsv")) or "/" in text or os.sep in text:
             path = self.inside(text, where, kind="file")
@@ -477,8 +478,6 @@ _CHOICES: dict[str, tuple[str, ...] | Mapping[str, Any]] = {"precisions": PRECIS
 
 def _family_names() -> tuple[str, ...]:
     """The registered families (imported on need: the family modules import torch)."""
-    from harness.families import family_names
-
     return tuple(family_names())
 
 

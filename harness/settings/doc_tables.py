@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.core import Precision
 from harness.core.markdown import table
 from harness.metrics.registry import METRICS, TOLERANCE_SCOPES, MetricSpec, Scope, tensor_metric_names
+from harness.settings.relations import docs_table
 
 _MARK = re.compile(r"<!-- metrics:(?P<name>[a-z0-9-]+) -->(?P<body>.*?)<!-- /metrics:(?P=name) -->", re.DOTALL)
 
@@ -170,8 +171,6 @@ def _runtime_table() -> str:
 
 
 def _relations_table() -> str:
-    from harness.settings.relations import docs_table
-
     return docs_table()
 
 

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.core import admission
 from harness.core.admission import Limits
 from harness.core.cachedir import package_digest, source_digest
 from harness.export.cache import ArtifactCache
@@ -49,8 +50,6 @@ def _files(directory: Path) -> list[tuple[str, int, int]]:
 
 def intake_key(spec: ModelSpec, limits: Limits) -> dict[str, Any]:
     """Everything the intake check's answer for ``spec`` depends on (module docstring)."""
-    from harness.core import admission
-
     assert spec.path is not None, "only a user's directory is checked at intake"
     directory = Path(spec.path).expanduser().resolve()
     return {"kind": "intake", "directory": str(directory), "files": _files(directory),

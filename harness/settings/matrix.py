@@ -5,6 +5,7 @@ parametrizes its suites with it, ``harness doctor`` prints it.
 
 from __future__ import annotations
 
+from itertools import product
 from typing import TYPE_CHECKING, Callable
 
 from harness.core import Provider, RunOptions, Variant
@@ -42,8 +43,6 @@ def matrix(options: RunOptions, *, families: set[str] | None = None, generates: 
 def _runtime_axes(options: RunOptions, spec: ModelSpec, provider: Provider) -> list[tuple[tuple[str, str], ...]]:
     """The runtime axis values of one model x provider: one tuple per case. Only axes the
     provider's backend honours multiply its cases; no axis in the run: one case, ``()``."""
-    from itertools import product
-
     from harness.runners import backends
     from harness.settings.runtime import AXES, axis_values
 

@@ -11,6 +11,7 @@ each other, and every pytest-xdist worker resolves the same catalog from the sam
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -220,8 +221,6 @@ def preflight(options: RunOptions, spell: Callable[[str], str] | None = None) ->
 def check_run_cache(options: RunOptions, specs: list[ModelSpec], spell: Callable[[str], str]) -> None:
     """The run's cache (``--cache``, else ``$HARNESS_CACHE``, else the default) is usable, named as
     the user gave it (``spell``: an option name -> the flag of this front end)."""
-    import os
-
 
     given = options.given.get("cache")
     where = spell("cache") if given else "HARNESS_CACHE" if os.environ.get("HARNESS_CACHE") else "cache directory"

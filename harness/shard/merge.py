@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.core import UsageError
 from harness.report.github import append_step_summary
+from harness.report.html import render_report
 from harness.report.junit import JUNIT_FILE, write_junit
 from harness.report.summary import write_summary
 from harness.results import Record
@@ -171,8 +172,6 @@ def write_merged(merged: Merged, out: Path) -> dict[str, Any]:
     """The merged run directory: results.jsonl, cases/, summary.md, junit.xml, report.html,
     merge.json — what an unsplit run writes, so the CI job that merges is the one that reports
     (JUnit table, ``$GITHUB_STEP_SUMMARY``)."""
-    from harness.report.html import render_report
-
     out.mkdir(parents=True, exist_ok=True)
     write_records(out / "results.jsonl", merged.records)
     for s in merged.shards:

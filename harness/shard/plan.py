@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from harness.core import UsageError
+from harness.results import history
+from harness.results.rundir import read_results
 
 SHARD_FILE = "shard.json"
 SCHEMA = "harness.shard/1"
@@ -52,13 +54,9 @@ def load_durations(source: str | os.PathLike[str]) -> dict[str, float]:
     text = str(source)
     path = Path(text)
     if path.is_dir() or path.name == "results.jsonl":
-        from harness.results.rundir import read_results
-
         return {r.id: r.duration_s for r in read_results(path if path.is_dir() else path.parent)
                 if r.duration_s and r.duration_s > 0}
     if "://" in text or path.is_file():
-        from harness.results import history
-
         return history.durations(text)
     raise UsageError(f"--shard-durations: {text} is neither a run directory nor a history database")
 

@@ -13,6 +13,7 @@ decoder-only LMs, encoder-decoders -- and seven architectures outside the zoo th
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,8 @@ from typing import Any, Mapping
 
 from harness.core.cachedir import lock_for, replace_dir, temp_dir_for
 from harness.families.tasks import task_of_architecture
-from harness.zoo.tokenizer import Style
+from harness.zoo.hf_tiny import corpus_texts
+from harness.zoo.tokenizer import Style, save_tokenizer, train_tokenizer
 
 SEED = 1234
 #: learned positions of every tiny model: small, like GPT-2's tiny test configs, so the
@@ -172,9 +174,6 @@ def build(arch: Architecture, directory: Path) -> Path:
     import torch
     import transformers
 
-    from harness.zoo.hf_tiny import corpus_texts
-    from harness.zoo.tokenizer import save_tokenizer, train_tokenizer
-
     tok = train_tokenizer(corpus_texts(), arch.style, vocab_size=600)
     model_cls = getattr(transformers, arch.model_class)
     config_cls = model_cls.config_class
@@ -202,8 +201,6 @@ def build(arch: Architecture, directory: Path) -> Path:
 
 def build_cached(arch: Architecture, root: Path) -> Path:
     """``arch`` built once under ``root`` (keyed by its recipe and the library versions)."""
-    import hashlib
-
     import tokenizers
     import torch
     import transformers

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -139,7 +140,7 @@ class ModelCatalog:
 
 
 def _import_zoo() -> None:
-    from harness import zoo  # noqa: F401  (imports every zoo module so they register)
+    from harness import zoo  # noqa: F401  # deferred: harness.zoo imports this module at import time (its models register)
 
 
 def unavailable_models() -> dict[str, str]:
@@ -164,8 +165,6 @@ def cache_root() -> Path:
 def _fingerprint_build(spec: ModelSpec) -> str:
     # the installed versions, read from the distributions' metadata (the same strings as their
     # ``__version__``): naming a cache entry must not import transformers (a replayed run needs none)
-    from importlib.metadata import version
-
     blob = json.dumps(
         {
             "name": spec.name,

@@ -18,6 +18,7 @@ of re-reading config keys: ``limits_of`` for the numbers, ``check_tokenizer`` an
 from __future__ import annotations
 
 import json
+import json as _json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from harness.core import UsageError
 from harness.families.limits import POSITION_KEYS
+from harness.zoo.base import materialize
 
 #: config keys whose value is a token id the model will embed or predict
 SPECIAL_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
@@ -164,10 +166,6 @@ def check_generation_request(specs: Iterable[Any], new_tokens: int, option: str)
     """Before any case: every generating model of the run can hold ``new_tokens`` new tokens
     (``option`` is the flag the request came from). Materialises zoo models (they are built
     for the run anyway) to read their limits."""
-    import json as _json
-
-    from harness.zoo.base import materialize
-
     for spec in specs:
         if not getattr(spec, "generates", False):
             continue

@@ -20,6 +20,7 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import UsageError, describe_error
@@ -29,6 +30,7 @@ from harness.families import family_for
 from harness.families.limits import check_limits, prepare_tokenizer
 from harness.zoo.base import ModelSpec, materialize
 from harness.zoo.consistency import check_tokenizer
+from harness.zoo.encoder_custom import load_encoder_custom
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -120,8 +122,6 @@ class LoadedModel:
 def _generation_source(path: Path) -> Any:
     """``config`` and ``generation_config`` as ``PreTrainedModel.from_pretrained`` sets them:
     ``generation_config.json`` when the directory has one, else derived from the config."""
-    from types import SimpleNamespace
-
     from transformers import AutoConfig, GenerationConfig
 
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)
@@ -289,8 +289,6 @@ def check_weights_only(path: Path) -> None:
 def _load_torch_model(spec: ModelSpec, path: Path, config: dict[str, Any], trust_remote_code: bool,
                       safetensors: bool) -> torch.nn.Module:
     if config.get("model_type") == "harness-encoder-custom":
-        from harness.zoo.encoder_custom import load_encoder_custom
-
         return load_encoder_custom(path)
 
     kwargs: dict[str, Any] = {

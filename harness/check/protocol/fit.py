@@ -5,6 +5,7 @@ into I/O pairs for the matcher, and the reference adapted where the file returns
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -60,8 +61,6 @@ def cut_sentences(masks: Sequence[np.ndarray], length: int) -> tuple[int, int]:
 
 def wants_last_logits(protocol: Protocol, reference_rank: int | None, file_rank: int | None) -> Protocol:
     """A file whose logits have one axis fewer than the reference's returns the last token's."""
-    from dataclasses import replace
-
     if protocol.logits is Logits.ALL and reference_rank == 3 and file_rank == 2:
         sources = {**dict(protocol.sources),
                    "logits": "inferred: rank 2 against the reference's rank 3 (last token only)"}

@@ -12,6 +12,8 @@ import difflib
 import re
 from typing import TYPE_CHECKING
 
+from harness.report.html.templating import markup, render
+
 if TYPE_CHECKING:  # pragma: no cover
     from markupsafe import Markup
 
@@ -45,7 +47,5 @@ def pieces(reference: str, variant: str) -> tuple[list[tuple[str, str]], list[tu
 def highlight(reference: str, variant: str) -> tuple[Markup, Markup]:
     """(reference with removed tokens marked, variant with added tokens marked) as markup from
     ``templates/text_diff.html.j2`` (autoescape: a ``<`` in a sentence stays text)."""
-    from harness.report.html.templating import markup, render
-
     left, right = pieces(reference, variant)
     return markup(render("text_diff.html.j2", pieces=left)), markup(render("text_diff.html.j2", pieces=right))

@@ -3,6 +3,7 @@ by its worst verdict, listing each suite's case with its headline number (a link
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from typing import Any
 
@@ -18,8 +19,6 @@ SEVERITY = {"error": 0, "fail": 1, "not-run": 2, "pass": 3, "skip": 4}
 
 def anchor(case_id: str) -> str:
     """A stable, safe element id for a case."""
-    import hashlib
-
     return "case-" + hashlib.sha1(case_id.encode()).hexdigest()[:12]
 
 

@@ -16,6 +16,7 @@ from harness.core.direction import Direction
 from harness.core.verdict_text import ComparedText, compared_text
 from harness.metrics.registry import METRICS
 from harness.metrics.spec import Scope
+from harness.report.units import value_text
 from harness.results import MetricKey, Record
 from harness.results.checks import CheckResult
 
@@ -33,8 +34,6 @@ class Headline:
     @property
     def value_text(self) -> str:
         """The value as printed: beside a threshold, with digits enough not to contradict it."""
-        from harness.report.units import value_text
-
         gated = self.gated()
         return gated.value if gated is not None else value_text(self.value, self.unit)
 
@@ -60,8 +59,6 @@ class Headline:
 
 def format_number(value: float | None, digits: int = 4) -> str:
     """A number without a unit (a logit, a margin) for a table cell: :func:`units.value_text`."""
-    from harness.report.units import value_text
-
     return value_text(value, digits=digits)
 
 

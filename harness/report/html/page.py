@@ -16,6 +16,7 @@ from harness.report.html.grid import render_grid
 from harness.report.html.headline import headline
 from harness.report.html.perf import render_perf
 from harness.report.html.templating import markup, render
+from harness.report.html.trends import render_trends
 from harness.report.summary import ORDER, status_line
 from harness.results import Record
 from harness.results.notrun import not_run_records
@@ -92,8 +93,6 @@ def render_report(records: Iterable[Record], *, title: str = "model deployment g
     report_dir = report_path.parent if report_path is not None else None
     sections = [render_grid(recs + unfinished), render_failures(recs, run_dir, report_dir), render_perf(recs, run_dir)]
     if history_db is not None:
-        from harness.report.html.trends import render_trends
-
         sections.append(render_trends(history_db, trend_metrics(recs)))
     sections += list(extra_sections)
 

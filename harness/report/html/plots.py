@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from harness.report.html.templating import markup, render
 from harness.report.units import fmt
 from harness.report.variants import split_variant
 
@@ -41,8 +42,6 @@ def to_svg(fig: Figure, label: str) -> str:
     """The figure as an ``<svg>`` element (no XML prolog) with an accessible label
     (``templates/figure.html.j2``; matplotlib escapes the text inside the SVG itself)."""
     import matplotlib
-
-    from harness.report.html.templating import markup, render
 
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "harness", "font.size": 9}):
