@@ -255,13 +255,20 @@ _ort.InferenceSession.run = _slow_run
 """
 
 
+def slowed_site(workdir: Path) -> Path:
+    """The directory whose ``sitecustomize`` slows a Python put on ``PYTHONPATH`` before it (by
+    ``HARNESS_BENCH_EXTRA_NS`` after every ``InferenceSession.run``)."""
+    slow = workdir / "env-slow"
+    slow.mkdir(exist_ok=True)
+    (slow / "sitecustomize.py").write_text(SLOW_SITECUSTOMIZE, encoding="utf-8")
+    return slow
+
+
 def environments(workdir: Path, extra_ns: int) -> tuple[list[str], list[str], list[str]]:
     """Interpreter commands: A (this one), B slowed (a ``sitecustomize`` that busy-waits after every
     ``InferenceSession.run``), B plain (the same layout without it: the A/A twin)."""
-    slow, plain = workdir / "env-slow", workdir / "env-plain"
-    for d in (slow, plain):
-        d.mkdir(exist_ok=True)
-    (slow / "sitecustomize.py").write_text(SLOW_SITECUSTOMIZE, encoding="utf-8")
+    slow, plain = slowed_site(workdir), workdir / "env-plain"
+    plain.mkdir(exist_ok=True)
     path = os.environ.get("PYTHONPATH", "")
     def env(d: Path) -> list[str]:
         return ["env", f"PYTHONPATH={d}{os.pathsep + path if path else ''}", f"HARNESS_BENCH_EXTRA_NS={extra_ns}",
@@ -327,10 +334,7 @@ def fresh_processes(workdir: Path, artifact: Path, args: argparse.Namespace, slo
              "--calls", str(args.child_calls)]
     env: dict[str, str] = {}
     if slowed_ns:
-        slow = workdir / "env-slow"
-        slow.mkdir(exist_ok=True)
-        (slow / "sitecustomize.py").write_text(SLOW_SITECUSTOMIZE, encoding="utf-8")
-        env = {"PYTHONPATH": os.pathsep.join([str(slow), child_env()["PYTHONPATH"]]),
+        env = {"PYTHONPATH": os.pathsep.join([str(slowed_site(workdir)), child_env()["PYTHONPATH"]]),
                "HARNESS_BENCH_EXTRA_NS": str(slowed_ns)}
     return [{"steady_ms": run["steady_ms"]} for run in (spawn(child, env=env) for _ in range(args.processes))]
 

@@ -47,12 +47,11 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def spawn(args: Sequence[str], timeout: float = CHILD_TIMEOUT_S, interpreter: Sequence[str] = (),
-          env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def spawn(args: Sequence[str], timeout: float = CHILD_TIMEOUT_S, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Run one child; its JSON result plus ``process_ms`` (spawn to exit, as seen from here).
-    ``interpreter`` and ``env`` (added to :func:`child_env`) run it elsewhere: another Python, or
-    this one under another environment (``scripts/bench_gate_power.py``'s slowed runtime)."""
-    command = [*(interpreter or [sys.executable]), str(CHILD_SCRIPT), *args]
+    ``env`` is added to :func:`child_env` (``scripts/bench_gate_power.py`` runs children in a
+    slowed runtime environment)."""
+    command = [sys.executable, str(CHILD_SCRIPT), *args]
     start = time.perf_counter()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
