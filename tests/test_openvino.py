@@ -128,6 +128,69 @@ def test_names_come_from_the_onnx_graph_not_merged_aliases(workspace):
         assert runner.output_names == list(graph.output_names)
 
 
+#: a fresh child (OpenVINO's core reservations are per process): compiles the file twice with
+#: the harness's config or the plugin's default, runs synchronous infers on each while a second
+#: thread samples the calling thread's CPU set, and prints, per compile, how many samples saw it
+#: narrower than the process's
+_PIN_PROBE = """
+import json, os, sys, threading
+import numpy as np
+from harness.runners import openvino_runner
+from harness.runners.openvino_runner import OvGraphRunner
+path, default = sys.argv[1], sys.argv[2] == "default"
+core = openvino_runner.core()
+if default:
+    requests = [core.compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+                                                 "INFERENCE_NUM_THREADS": 1}).create_infer_request() for _ in range(2)]
+else:
+    requests = [OvGraphRunner(path, "f32", threads=1).request for _ in range(2)]
+caller, allowed, x = threading.get_native_id(), os.sched_getaffinity(0), np.zeros((1, 256, 64), np.float32)
+out = []
+for request in requests:
+    done, seen = threading.Event(), [0, 0]
+    def sample():
+        while not done.is_set():
+            seen[0] += 1
+            seen[1] += os.sched_getaffinity(caller) != allowed
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    for _ in range(3000):
+        request.infer({0: x}, share_inputs=True)
+    done.set()
+    sampler.join()
+    out.append({"samples": seen[0], "narrowed": seen[1]})
+print(json.dumps(out))
+"""
+
+
+def _pinning(path: Path, config: str) -> list[dict]:
+    done = subprocess.run([sys.executable, "-c", _PIN_PROBE, str(path), config], capture_output=True, text=True,
+                          timeout=PATIENCE, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_timing_never_pins_the_calling_thread_to_a_reserved_core(tmp_path):
+    """The CPU plugin's default pinning ties the *calling* thread to cores it reserves per
+    compiled model, in compile order, so two compiles of one file can time on different cores
+    (an A/A paired re-timing read +27 %, 10 of 10 pairs, on a shared runner). The harness's
+    compile leaves the thread free, for both compiles; the control, the plugin's default in the
+    same fresh process, shows pinning is observable on this machine."""
+    import os
+
+    from tests.test_baseline_paired import _graph as toy_graph
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip(f"this process may run on {len(os.sched_getaffinity(0))} CPU: no narrower set to pin to")
+    toy_graph(tmp_path, 0)
+    control = _pinning(tmp_path / "model.onnx", "default")
+    if not any(c["narrowed"] for c in control):
+        pytest.skip(f"the plugin's default does not pin the calling thread here ({control})")
+    harness = _pinning(tmp_path / "model.onnx", "harness")
+    assert all(c["samples"] > 0 and c["narrowed"] == 0 for c in harness), harness
+    assert OvGraphRunner(str(tmp_path / "model.onnx"), "f32", threads=1).settings()["ENABLE_CPU_PINNING"] is False
+
+
 def test_reasons_to_skip_are_precise(monkeypatch):
     assert OpenVinoBackend.unavailable_reason(variant("bert-tiny", "fp32", "ov_cpu")) is None
     monkeypatch.setattr(openvino_runner, "cpu_capabilities", lambda: ["FP32", "INT8"])

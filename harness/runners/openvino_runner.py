@@ -84,11 +84,20 @@ def cpu_capabilities() -> list[str]:
     return [str(c) for c in core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
 
 
-def compile_config(hint: str, threads: int | None) -> dict[str, Any]:
+def compile_config(hint: str, threads: int | None, device: str = "CPU") -> dict[str, Any]:
     """The compile properties of one graph: the precision hint always explicit (the CPU
     default is bf16 on AMX CPUs), one stream tuned for latency (a request at a time, as the
-    harness and a synchronous service call it), threads only when the run sets them."""
+    harness and a synchronous service call it), threads only when the run sets them.
+
+    CPU pinning off: with it on (the CPU plugin's default on Linux) a synchronous ``infer``
+    pins the *calling* thread to cores the plugin reserves per compiled model, in compile
+    order, so two compiles of one file in one process can run on different cores, and a busy
+    neighbour on a pinned core cannot be escaped by the scheduler. Measured on a shared 2-core
+    runner: an A/A paired re-timing of one file read the second compile +27 % slower, 10 of 10
+    pairs (docs/pitfalls.md). Timing compares runs; it must not depend on compile order."""
     config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"}
+    if device == "CPU":
+        config["ENABLE_CPU_PINNING"] = False
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)
     return config
@@ -129,7 +138,7 @@ class OvGraphRunner(GraphRunner):
     def __init__(self, path: str, hint: str = "f32", threads: int | None = None, device: str = "CPU") -> None:
         model = core().read_model(path)
         self.path, self.hint, self.device = path, hint, device
-        self.compiled: Any = core().compile_model(model, device, compile_config(hint, threads))
+        self.compiled: Any = core().compile_model(model, device, compile_config(hint, threads, device))
         self.request: Any = self.compiled.create_infer_request()
         # Names from the ONNX graph, by position: a compiled port may carry several names
         # (OpenVINO merges a tensor's aliases, e.g. an input also named '/Concat_output_0'),
