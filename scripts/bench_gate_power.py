@@ -322,7 +322,8 @@ def slow_artifact(workdir: Path, seed: int) -> Path:
 def fresh_processes(workdir: Path, artifact: Path, args: argparse.Namespace, slowed_ns: int = 0) -> list[dict[str, Any]]:
     """What ``test_cold_start_memory`` adds to a real run's records: ``--processes`` fresh children of
     the harness's own measurement script (``harness/perf/child.py``), each loading ``artifact``
-    and timing ``--child-calls`` steady calls after its first, one after the other; ``slowed_ns`` > 0
+    and timing ``--child-calls`` steady calls after its first and the canary after them, one after the
+    other; ``slowed_ns`` > 0
     runs them in the slowed runtime environment (the ``sitecustomize`` of :data:`SLOW_SITECUSTOMIZE`).
     The gate reads their levels as the runs' between-process spread (``harness.gate.processes``)."""
     from harness.perf.coldstart import child_env, spawn, write_feeds
@@ -336,7 +337,8 @@ def fresh_processes(workdir: Path, artifact: Path, args: argparse.Namespace, slo
     if slowed_ns:
         env = {"PYTHONPATH": os.pathsep.join([str(slowed_site(workdir)), child_env()["PYTHONPATH"]]),
                "HARNESS_BENCH_EXTRA_NS": str(slowed_ns)}
-    return [{"steady_ms": run["steady_ms"]} for run in (spawn(child, env=env) for _ in range(args.processes))]
+    return [{k: run[k] for k in ("steady_ms", "canary") if k in run}
+            for run in (spawn(child, env=env) for _ in range(args.processes))]
 
 
 def retime_record(timed: tuple[list[float], dict[str, Any], dict[str, Any] | None], artifact: Path,

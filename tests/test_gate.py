@@ -355,7 +355,7 @@ def test_two_single_processes_cannot_claim_what_a_process_moves_by() -> None:
     in half the docs' A/A compares. Without process evidence the assumed spread leaves it
     INCONCLUSIVE and says why; three tight processes per side measure the spread, and the same +30 %
     is a REGRESSION again; processes that wander as far as the change keep it INCONCLUSIVE."""
-    from harness.gate.processes import DEFAULT_PROCESS_SD, process_levels, process_spread
+    from harness.gate.processes import DEFAULT_PROCESS_SD, ProcessLevel, process_levels, process_spread
 
     def judged(cold_start_runs: list[dict[str, Any]]) -> Any:
         base = rec(calls(1), cold_start_runs=cold_start_runs)
@@ -368,11 +368,85 @@ def test_two_single_processes_cannot_claim_what_a_process_moves_by() -> None:
     wandering = judged([{"steady_ms": [level] * 5} for level in (0.75, 1.0, 1.35)])
     assert wandering.verdict is Verdict.INCONCLUSIVE and "assumed" not in wandering.reason, wandering
     # the reader: a process's level is its median steady call; too few calls or odd values are no level
-    assert process_levels({"cold_start_runs": [{"steady_ms": [1.0, 9.0, 2.0]}, {"steady_ms": [1.0, 2.0]},
-                                               {"steady_ms": ["x", True, -1.0]}, "odd"]}) == [2.0]
+    assert [p.level_ms for p in process_levels({"cold_start_runs": [
+        {"steady_ms": [1.0, 9.0, 2.0]}, {"steady_ms": [1.0, 2.0]}, {"steady_ms": ["x", True, -1.0]}, "odd"]})] == [2.0]
     assert process_levels({"cold_start_runs": "odd"}) == [] and process_levels(None) == []
-    unknown = process_spread([1.0], [1.0, 1.1])
+    unknown = process_spread([ProcessLevel(1.0)], [ProcessLevel(1.0), ProcessLevel(1.1)])
     assert not unknown.measured and abs(unknown.sd - DEFAULT_PROCESS_SD * 2 ** 0.5) < 1e-12
     # each side about its own mean: a real 30 % change between the runs is not counted as spread
-    shifted = process_spread([1.0, 1.0, 1.0], [1.3, 1.3, 1.3])
+    shifted = process_spread([ProcessLevel(1.0)] * 3, [ProcessLevel(1.3)] * 3)
     assert shifted.measured and shifted.sd == 0.0
+
+
+def _children(levels: tuple[float, ...], canaries: tuple[float, ...] = (0.08,) * 3,
+              workload: str | None = None) -> list[dict[str, Any]]:
+    """Fresh processes as ``harness.perf.child`` records them: steady calls at each level, and the
+    canary each times after them (ms; the same in every child: a quiet machine)."""
+    from harness.perf.canary import WORKLOAD
+
+    return [{"steady_ms": [level] * 5, "canary": {"workload": workload or WORKLOAD, "samples": [c] * 30, "blocks": 2}}
+            for level, c in zip(levels, canaries)]
+
+
+#: three children a side, spread 8 % like a small model's processes here (bench_gate_power's MLP: 5-10 %)
+SPREAD = (0.92, 1.0, 1.09)
+
+
+def test_fresh_processes_that_timed_the_canary_add_their_change_not_only_their_spread() -> None:
+    """A +25 % slowdown of a small model whose processes spread ~8 %: read from the main process
+    alone, the spread of two single processes (sigma x 1.41) leaves the lower bound under the
+    threshold (INCONCLUSIVE, as the bench's environment slowdown read 2 times in 10); with the
+    children's canaries the children's change is combined with the main process's (sigma x 0.71)
+    and the same runs read REGRESSION, saying from how many processes. An A/A with the same
+    spread passes."""
+    def judged(base_children: list[dict[str, Any]], cand_children: list[dict[str, Any]], scale: float) -> Any:
+        base = rec(calls(1), cold_start_runs=base_children)
+        cand = rec(calls(2, scale=scale), cold_start_runs=cand_children)
+        return row(compare_runs([base], [cand]), "latency_ms.p50")
+
+    slower = tuple(1.25 * v for v in SPREAD[::-1])
+    no_canary = [{"steady_ms": c["steady_ms"]} for c in _children(SPREAD)]
+    alone = judged(no_canary, [{"steady_ms": c["steady_ms"]} for c in _children(slower)], 1.25)
+    assert alone.verdict is Verdict.INCONCLUSIVE and "level from" not in alone.reason, alone
+    combined = judged(_children(SPREAD), _children(slower), 1.25)
+    assert combined.verdict is Verdict.REGRESSION, combined
+    assert "level from 1+3 and 1+3 processes, each against its canary" in combined.reason, combined.reason
+    assert "fresh processes +25.0%" in combined.reason
+    assert 1.2 < combined.ratio < 1.3 and combined.ci_lo > 1.05
+    same = judged(_children(SPREAD), _children(SPREAD[::-1]), 1.0)
+    assert same.verdict is not Verdict.REGRESSION and abs(same.ratio - 1) < 0.02 and "level from" in same.reason, same
+
+
+def test_a_child_that_ran_in_a_busier_moment_is_not_a_slower_process() -> None:
+    """Beside a busy neighbour the children's steady calls wander (1.0, 1.3, 0.95) with the
+    machine, and their canaries wander with them: against their canaries the processes sit
+    together, so a +25 % change reads REGRESSION with the spread measured "each against its
+    canary". The same children without canaries read the wander as process spread and the change
+    stays INCONCLUSIVE. Children of another canary workload are not read against it."""
+    moments = (1.0, 1.3, 0.95)
+    canaries = tuple(0.08 * m for m in moments)
+    base = rec(calls(1), cold_start_runs=_children(moments, canaries))
+    cand = rec(calls(2, scale=1.25), cold_start_runs=_children(tuple(1.25 * m for m in moments), canaries))
+    judged = row(compare_runs([base], [cand]), "latency_ms.p50")
+    assert judged.verdict is Verdict.REGRESSION and "each against its canary" in judged.reason, judged
+    blind = [rec(r["samples"], cold_start_runs=[{"steady_ms": c["steady_ms"]} for c in r["children"]])
+             for r in ({"samples": calls(1), "children": _children(moments, canaries)},
+                       {"samples": calls(2, scale=1.25), "children": _children(tuple(1.25 * m for m in moments))})]
+    assert row(compare_runs([blind[0]], [blind[1]]), "latency_ms.p50").verdict is Verdict.INCONCLUSIVE
+    other = rec(calls(2), cold_start_runs=_children(SPREAD, workload="another/1"))
+    assert "level from" not in row(compare_runs([base], [other]), "latency_ms.p50").reason
+
+
+def test_a_change_only_the_main_process_shows_is_not_diluted_by_children_that_disagree() -> None:
+    """A slowdown only a long-running process shows (the children's five steady calls do not):
+    main +30 %, children unchanged and tight. Averaging would read +7 %; the two disagree far
+    beyond the spread, so nothing is combined and the main process's rule decides (REGRESSION)."""
+    from harness.gate.processes import ProcessLevel, process_spread
+
+    tight = (1.0, 1.002, 0.998)
+    base = rec(calls(1), cold_start_runs=_children(tight))
+    cand = rec(calls(2, scale=1.3), cold_start_runs=_children(tight[::-1]))
+    judged = row(compare_runs([base], [cand]), "latency_ms.p50")
+    assert judged.verdict is Verdict.REGRESSION and "level from" not in judged.reason and judged.ratio > 1.25, judged
+    spread = process_spread([ProcessLevel(v, 0.08) for v in tight], [ProcessLevel(v, 0.08) for v in tight])
+    assert spread.combine(0.0) is not None and spread.combine(0.26) is None

@@ -29,7 +29,7 @@ from harness.gate.judge import latency_stat as latency_stat  # re-exported
 from harness.gate.policy import MIN_LATENCY_SAMPLES as MIN_LATENCY_SAMPLES  # re-exported
 from harness.gate.policy import OUTLIER_FACTOR as OUTLIER_FACTOR  # re-exported
 from harness.gate.policy import POLICY
-from harness.gate.processes import process_levels, process_spread
+from harness.gate.processes import ProcessLevel, process_levels, process_spread
 from harness.gate.row import Row as Row  # re-exported: the gate's API names it
 from harness.gate.row import Verdict as Verdict  # re-exported
 from harness.gate.row import fmt_change as fmt_change  # re-exported
@@ -335,8 +335,8 @@ class RunPerf:
     canaries: dict[str, np.ndarray] = field(default_factory=dict)
     #: (variant, key) -> what the latency entry recorded beside its samples
     contexts: dict[tuple[str, str], EntryContext] = field(default_factory=dict)
-    #: variant -> the steady level of each fresh process its cold-start measurement ran (``harness.gate.processes``)
-    processes: dict[str, list[float]] = field(default_factory=dict)
+    #: variant -> each fresh process its cold-start measurement ran (level, canary) (``harness.gate.processes``)
+    processes: dict[str, list[ProcessLevel]] = field(default_factory=dict)
 
     @property
     def variants(self) -> set[str]:
@@ -382,7 +382,7 @@ def collect(records: Iterable[RecordLike], scalar_names: Iterable[str]) -> RunPe
     envs: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[np.ndarray]] = {}
     contexts: dict[tuple[str, str, str], EntryContext] = {}
-    processes: dict[str, list[float]] = {}
+    processes: dict[str, list[ProcessLevel]] = {}
     for rec in readable_records(records):
         perf = rec.perf
         if not perf:

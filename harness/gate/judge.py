@@ -173,7 +173,7 @@ def _two_runs(ev: Evidence, policies: Mapping[str, MetricPolicy]) -> list[Row]:
     # canary-adjusted: a call is an outlier against its own moment (its segment's canary), not the run's
     outliers = ((outlier_fraction(_per_canary(base, ev.canary[0])), outlier_fraction(_per_canary(cand, ev.canary[1])))
                 if ev.canary is not None else (outlier_fraction(base), outlier_fraction(cand)))
-    recorded = _recorded(ev, wanted, policies) if ev.canary is None else None  # adjusted first, where possible
+    recorded = _recorded(ev, wanted, policies) if ev.canary is None else None  # adjusted first
     rows = []
     for name, stat in wanted.items():
         pol = policies[name]
@@ -237,15 +237,37 @@ def _adjusted(ev: Evidence, stat: Stat, pol: MetricPolicy) -> Decided | None:
     p = 1.0 if np.ptp(np.concatenate([a, b])) == 0 else float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
     wander = max(rule.between_sd, math.hypot(_wander(a), _wander(b)))
     lo, hi, p = widen(ratio, lo, hi, p, wander)
-    lo, hi, p = _between_processes(ev, ratio, lo, hi, p)
+    ratio, lo, hi, p, levels = _between_processes(ev, ratio, lo, hi, p, _main_change(ev, adjusted=True))
     verdict, reason = decide(ratio, lo, hi, p, pol)
-    reason = f"canary-adjusted, {a.size}+{b.size} segments, level wander {wander:.1%}: {reason}"
+    reason = f"canary-adjusted, {a.size}+{b.size} segments, level wander {wander:.1%}: {reason}{levels}"
     return ratio, lo, hi, p, verdict, _process_note(ev, verdict, reason)
 
 
-def _between_processes(ev: Evidence, ratio: float, lo: float, hi: float, p: float) -> tuple[float, float, float]:
-    """The two runs' process spread (``harness.gate.processes``) added to the interval and p-value."""
-    return widen(ratio, lo, hi, p, ev.processes.sd) if ev.processes is not None else (lo, hi, p)
+def _between_processes(ev: Evidence, ratio: float, lo: float, hi: float, p: float,
+                       main_change: float) -> tuple[float, float, float, float, str]:
+    """The two runs' processes (``harness.gate.processes``) in the ratio, its interval and p-value,
+    and a note for the reason. Where the fresh processes' change can be combined with the main
+    process's (``main_change``, the log change of its level), the ratio moves by what the combined
+    level change adds to the main process's and the combined change's spread is added; otherwise
+    the spread of a difference of two single processes is."""
+    if ev.processes is None:
+        return ratio, lo, hi, p, ""
+    combined = ev.processes.combine(main_change)
+    if combined is None:
+        return (ratio, *widen(ratio, lo, hi, p, ev.processes.sd), "")
+    shift = math.exp(combined.change - main_change)
+    ratio, lo, hi = ratio * shift, lo * shift, hi * shift
+    return (ratio, *widen(ratio, lo, hi, p, combined.sd), f"; {combined.reason}")
+
+
+def _main_change(ev: Evidence, *, adjusted: bool) -> float:
+    """The log change of the main process's level (its p50): of the canary-adjusted segments'
+    medians where ``adjusted``, else of the raw calls; nan when a side has no level."""
+    if adjusted and ev.canary is not None:
+        sides = [_adjusted_logs(np.asarray(s, dtype=float), blocks, 50.0) for s, blocks in zip((ev.base, ev.cand), ev.canary)]
+        return float(np.median(sides[1]) - np.median(sides[0])) if min(s.size for s in sides) else math.nan
+    b, c = (float(np.median(np.asarray(s, dtype=float))) if np.asarray(s).size else math.nan for s in (ev.base, ev.cand))
+    return math.log(c / b) if b > 0 and c > 0 else math.nan
 
 
 def _process_note(ev: Evidence, verdict: Verdict, reason: str) -> str:
@@ -302,13 +324,14 @@ def _recorded(ev: Evidence, wanted: Mapping[str, Stat], policies: Mapping[str, M
     except ValueError:  # a zero baseline statistic (coarse clock): no ratio to bound
         return {}
     noise = max(block_cv(base), block_cv(cand)) if min(base.size, cand.size) >= 2 * MIN_BLOCK_SIZE else math.nan
+    main_change = _main_change(ev, adjusted=False)
     out: dict[str, Decided] = {}
     for name, (ratio, lo, hi) in cis.items():
         pol = policies[name]
         p_row = p_value
         if ev.drift is not None:
             lo, hi, p_row = widen(ratio, lo, hi, p_row, ev.drift.between_sd)
-        lo, hi, p_row = _between_processes(ev, ratio, lo, hi, p_row)
+        ratio, lo, hi, p_row, levels = _between_processes(ev, ratio, lo, hi, p_row, main_change)
         noisy = f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}" if math.isfinite(noise) and \
             noise > pol.max_cv else ""
         if noisy:  # noise widens the interval; it vetoes nothing the widened interval still shows
@@ -317,7 +340,7 @@ def _recorded(ev: Evidence, wanted: Mapping[str, Stat], policies: Mapping[str, M
         verdict, reason = _beyond_drift(verdict, reason, lo, hi, pol, ev)
         if noisy:
             verdict, reason = _beyond_noise(verdict, reason, lo, hi, noisy, pol)
-        out[name] = (ratio, lo, hi, p_row, verdict, _process_note(ev, verdict, reason))
+        out[name] = (ratio, lo, hi, p_row, verdict, _process_note(ev, verdict, reason + levels))
     return out
 
 

@@ -40,6 +40,8 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
     sys.path.pop(0)  # run by path: harness/perf must not shadow top-level modules
 
 MARKER = "HARNESS_CHILD_RESULT "
+#: canary blocks timed after the steady calls (``SEGMENT_CANARY_CALLS`` calls each, ~1 ms each here)
+CANARY_BLOCKS = 2
 
 
 def peak_rss_bytes() -> int:
@@ -131,7 +133,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["peak_rss_bytes"] = peak_rss_bytes()
     result["gpu_peak_bytes"] = loaded.gpu_peak_bytes()
     result["settings"] = loaded.settings
+    if args.calls > 0:
+        result["canary"] = _canary_after()
     return result
+
+
+def _canary_after() -> dict[str, Any]:
+    """The harness's canary (``harness.perf.canary``) timed right after the steady calls, after the
+    peak-memory reading (its buffers count nowhere): what the machine did in this process's moment,
+    so the gate reads a process that ran while a neighbour was busy as a busier moment, not as a
+    slower process (``harness.gate.processes``)."""
+    from harness.perf.canary import SEGMENT_CANARY_CALLS, Canary  # deferred: a by-path child imports late
+
+    canary = Canary(calls=SEGMENT_CANARY_CALLS)
+    for _ in range(CANARY_BLOCKS):
+        canary.block()
+    return canary.entry()
 
 
 def parser() -> argparse.ArgumentParser:
