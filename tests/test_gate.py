@@ -449,4 +449,24 @@ def test_a_change_only_the_main_process_shows_is_not_diluted_by_children_that_di
     judged = row(compare_runs([base], [cand]), "latency_ms.p50")
     assert judged.verdict is Verdict.REGRESSION and "level from" not in judged.reason and judged.ratio > 1.25, judged
     spread = process_spread([ProcessLevel(v, 0.08) for v in tight], [ProcessLevel(v, 0.08) for v in tight])
-    assert spread.combine(0.0) is not None and spread.combine(0.26) is None
+    assert spread.combine(0.0, 0.01) is not None and spread.combine(0.26, 0.01) is None
+
+
+def test_a_recorded_regression_beside_a_paired_pass_needs_the_margin_only_when_its_processes_went_unseen() -> None:
+    """Beside a paired twin that found nothing, a recorded REGRESSION at +7 % (lower bound +6 %) is
+    what only the recorded runs can see -- a slower environment -- but from the main processes
+    alone its interval cannot see what the two processes did apart, so it must clear twice the
+    threshold (INCONCLUSIVE here). Read from every process of both runs (their measured spread in
+    the interval) it gates at the threshold itself."""
+    from dataclasses import replace
+
+    from harness.gate.retime import beside_paired
+    from harness.gate.row import Row
+
+    recorded = Row(VARIANT, "latency_ms.p50", "latency", 1.0, 1.07, 1.07, 1.06, 1.08, 1e-4, Verdict.REGRESSION,
+                   "+7.0% >= +5% threshold")
+    paired = replace(recorded, ratio=1.0, ci_lo=0.99, ci_hi=1.01, verdict=Verdict.PASS, evidence="paired")
+    alone, = beside_paired([recorded], [paired], DEFAULT_POLICIES, other_machine=False)
+    assert alone.verdict is Verdict.INCONCLUSIVE and "within 2x the threshold" in alone.reason, alone
+    every, = beside_paired([replace(recorded, process_levels=True)], [paired], DEFAULT_POLICIES, other_machine=False)
+    assert every.verdict is Verdict.REGRESSION and "environment (or its machine" in every.reason, every

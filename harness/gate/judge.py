@@ -13,6 +13,7 @@ at or beyond ``min_effect``).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Callable, Mapping
 
 import numpy as np
@@ -187,13 +188,13 @@ def _two_runs(ev: Evidence, policies: Mapping[str, MetricPolicy]) -> list[Row]:
             rows.append(_row(ev, name, pol, b_val, c_val, math.nan, None, None, None, Verdict.INCONCLUSIVE,
                              f"no ratio: baseline {name} is {b_val:g}"))
             continue
-        adjusted = _adjusted(ev, stat, pol) if ev.canary is not None else None
+        adjusted = _adjusted(ev, name, stat, pol) if ev.canary is not None else None
         if adjusted is None and recorded is None:  # too few canary segments: the record-level rule decides
             recorded = _recorded(ev, wanted, policies)
         if adjusted is not None:
-            ratio, lo, hi, p, verdict, reason = adjusted
+            ratio, lo, hi, p, verdict, reason, levels = adjusted
         elif recorded is not None and name in recorded:
-            ratio, lo, hi, p, verdict, reason = recorded[name]
+            ratio, lo, hi, p, verdict, reason, levels = recorded[name]
         else:
             rows.append(_row(ev, name, pol, b_val, c_val, c_val / b_val, None, None, None, Verdict.INCONCLUSIVE,
                              f"no ratio: baseline {name} is {b_val:g}"))
@@ -201,18 +202,19 @@ def _two_runs(ev: Evidence, policies: Mapping[str, MetricPolicy]) -> list[Row]:
         among = _among_outliers(name, stat, outliers)
         if among:  # a percentile the preemptions set says nothing of the model, however far
             verdict, reason = Verdict.INCONCLUSIVE, among
-        rows.append(_row(ev, name, pol, b_val, c_val, ratio, lo, hi, p, verdict, reason))
+        rows.append(replace(_row(ev, name, pol, b_val, c_val, ratio, lo, hi, p, verdict, reason), process_levels=levels))
     return rows
 
 
-Decided = tuple[float, float, float, float, Verdict, str]
+#: ratio, interval, p-value, verdict, reason, and whether the level came from every process (``Row.process_levels``)
+Decided = tuple[float, float, float, float, Verdict, str, bool]
 
 
 def _value(samples: np.ndarray, stat: Stat) -> float:
     return float(stat(samples)) if callable(stat) else float(np.percentile(samples, stat))
 
 
-def _adjusted(ev: Evidence, stat: Stat, pol: MetricPolicy) -> Decided | None:
+def _adjusted(ev: Evidence, name: str, stat: Stat, pol: MetricPolicy) -> Decided | None:
     """Each run's calls divided, segment by segment, by the canary block timed right before the
     segment: what the machine did to both in that moment cancels. The change is the difference of
     the two runs' median adjusted log ratios; its interval resamples segments; the rank test is on
@@ -237,27 +239,34 @@ def _adjusted(ev: Evidence, stat: Stat, pol: MetricPolicy) -> Decided | None:
     p = 1.0 if np.ptp(np.concatenate([a, b])) == 0 else float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
     wander = max(rule.between_sd, math.hypot(_wander(a), _wander(b)))
     lo, hi, p = widen(ratio, lo, hi, p, wander)
-    ratio, lo, hi, p, levels = _between_processes(ev, ratio, lo, hi, p, _main_change(ev, adjusted=True))
+    ratio, lo, hi, p, levels = _between_processes(ev, name, ratio, lo, hi, p, _main_change(ev, adjusted=True))
     verdict, reason = decide(ratio, lo, hi, p, pol)
     reason = f"canary-adjusted, {a.size}+{b.size} segments, level wander {wander:.1%}: {reason}{levels}"
-    return ratio, lo, hi, p, verdict, _process_note(ev, verdict, reason)
+    return ratio, lo, hi, p, verdict, _process_note(ev, verdict, reason), bool(levels)
 
 
-def _between_processes(ev: Evidence, ratio: float, lo: float, hi: float, p: float,
+def _between_processes(ev: Evidence, stat: str, ratio: float, lo: float, hi: float, p: float,
                        main_change: float) -> tuple[float, float, float, float, str]:
     """The two runs' processes (``harness.gate.processes``) in the ratio, its interval and p-value,
-    and a note for the reason. Where the fresh processes' change can be combined with the main
-    process's (``main_change``, the log change of its level), the ratio moves by what the combined
-    level change adds to the main process's and the combined change's spread is added; otherwise
-    the spread of a difference of two single processes is."""
+    and a note for the reason. ``lo``/``hi``: the main process's interval so far (its calls, the
+    level's wander, the machine's drift); ``main_change``: the log change of its level (p50).
+    Where the fresh processes' change can be combined with the main process's, the ratio moves by
+    what the combined level change adds to the main process's; the interval is the combined
+    change's (for the p50, the level itself) or that and the main process's own for another
+    statistic (its shape beyond the level is the main process's alone), and the p-value a normal
+    test's on it (the rank test saw the main process only). Otherwise the spread of a difference
+    of two single processes is added."""
     if ev.processes is None:
         return ratio, lo, hi, p, ""
-    combined = ev.processes.combine(main_change)
+    main_sd = (math.log(hi) - math.log(lo)) / (2 * _Z) if ratio > 0 and lo > 0 and hi > 0 else math.nan
+    combined = ev.processes.combine(main_change, main_sd)
     if combined is None:
         return (ratio, *widen(ratio, lo, hi, p, ev.processes.sd), "")
-    shift = math.exp(combined.change - main_change)
-    ratio, lo, hi = ratio * shift, lo * shift, hi * shift
-    return (ratio, *widen(ratio, lo, hi, p, combined.sd), f"; {combined.reason}")
+    centre = math.log(ratio) + combined.change - main_change
+    total = combined.sd if stat == "p50" else math.hypot(combined.sd, main_sd)
+    p_normal = math.erfc(abs(centre) / (total * math.sqrt(2))) if total > 0 else p
+    return (math.exp(centre), math.exp(centre - _Z * total), math.exp(centre + _Z * total), p_normal,
+            f"; {combined.reason}")
 
 
 def _main_change(ev: Evidence, *, adjusted: bool) -> float:
@@ -331,7 +340,7 @@ def _recorded(ev: Evidence, wanted: Mapping[str, Stat], policies: Mapping[str, M
         p_row = p_value
         if ev.drift is not None:
             lo, hi, p_row = widen(ratio, lo, hi, p_row, ev.drift.between_sd)
-        ratio, lo, hi, p_row, levels = _between_processes(ev, ratio, lo, hi, p_row, main_change)
+        ratio, lo, hi, p_row, levels = _between_processes(ev, name, ratio, lo, hi, p_row, main_change)
         noisy = f"too noisy: block-median CV {noise:.1%} > {pol.max_cv:.0%}" if math.isfinite(noise) and \
             noise > pol.max_cv else ""
         if noisy:  # noise widens the interval; it vetoes nothing the widened interval still shows
@@ -340,7 +349,7 @@ def _recorded(ev: Evidence, wanted: Mapping[str, Stat], policies: Mapping[str, M
         verdict, reason = _beyond_drift(verdict, reason, lo, hi, pol, ev)
         if noisy:
             verdict, reason = _beyond_noise(verdict, reason, lo, hi, noisy, pol)
-        out[name] = (ratio, lo, hi, p_row, verdict, _process_note(ev, verdict, reason + levels))
+        out[name] = (ratio, lo, hi, p_row, verdict, _process_note(ev, verdict, reason + levels), bool(levels))
     return out
 
 

@@ -26,8 +26,8 @@ level is the mean of its processes). Each child times the harness's canary right
 calls (``harness.perf.child``), so its level is read against what the machine did in its moment,
 as the main process's segments are; when every process of both runs did, the change in level is
 the main process's change and the children's mean change combined by inverse variance
-(:meth:`ProcessSpread.combine`): with three children a side the combined change's spread is
-sigma x 0.71 instead of sigma x 1.41. Measured (``scripts/bench_gate_power.py``, docs/perf-gate.md).
+(:meth:`ProcessSpread.combine`): the main process's part carries its own error and sigma x 1.41,
+the children's sigma x 0.82 with three a side, so the combined spread is at most sigma x 0.71. Measured (``scripts/bench_gate_power.py``, docs/perf-gate.md).
 When the children's change and the main process's disagree beyond what sigma allows (a change only
 a long-running process shows, say), nothing is combined and the main process's rule stands.
 """
@@ -92,25 +92,27 @@ class ProcessSpread:
     reason: str
     adjusted: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
-    def combine(self, main_change: float) -> Combined | None:
+    def combine(self, main_change: float, main_sd: float) -> Combined | None:
         """The main process's log change in level and the children's mean change, weighted by their
-        inverse variances (2 sigma^2 and sigma^2 (1/k_a + 1/k_b)); None when there is nothing to
-        combine or the two disagree beyond ``AGREEMENT_Z`` standard errors of their difference."""
-        if self.adjusted is None or not self.measured or not math.isfinite(main_change):
+        inverse variances: the main process's own error (``main_sd``: its calls, its level's
+        wander, the machine's drift) plus 2 sigma^2 for the two processes it compares, and sigma^2
+        (1/k_a + 1/k_b) for the children's means. None when there is nothing to combine or the two
+        disagree beyond ``AGREEMENT_Z`` standard errors of their difference."""
+        if self.adjusted is None or not self.measured or not (math.isfinite(main_change) and math.isfinite(main_sd)):
             return None
         base, cand = (np.asarray(side, dtype=float) for side in self.adjusted)
         sigma = max(self.sd / math.sqrt(2), MIN_COMBINED_SD)
         children = float(cand.mean() - base.mean())
-        var_main, var_children = 2.0, 1.0 / base.size + 1.0 / cand.size  # in units of sigma^2
-        count = f"1+{base.size} and 1+{cand.size} processes"
-        if abs(main_change - children) > AGREEMENT_Z * sigma * math.sqrt(var_main + var_children):
+        var_main = main_sd ** 2 + 2.0 * sigma ** 2
+        var_children = sigma ** 2 * (1.0 / base.size + 1.0 / cand.size)
+        if abs(main_change - children) > AGREEMENT_Z * math.sqrt(var_main + var_children):
             return None
         w_main, w_children = 1.0 / var_main, 1.0 / var_children
         change = (w_main * main_change + w_children * children) / (w_main + w_children)
-        return Combined(change, sigma / math.sqrt(w_main + w_children),
-                        f"level from {count}, each against its canary (spread {sigma:.1%}): fresh processes "
-                        f"{math.exp(children) - 1:+.1%}, "
-                        f"main process {math.exp(main_change) - 1:+.1%}")
+        return Combined(change, 1.0 / math.sqrt(w_main + w_children),
+                        f"level from 1+{base.size} and 1+{cand.size} processes, each against its canary (spread "
+                        f"{sigma:.1%}): fresh processes {math.exp(children) - 1:+.1%}, main process "
+                        f"{math.exp(main_change) - 1:+.1%}")
 
 
 def process_levels(perf: Mapping[str, Any] | None) -> list[ProcessLevel]:

@@ -282,7 +282,10 @@ def beside_paired(recorded: Iterable[Row], paired: Iterable[Row], policies: Mapp
     invisible to the fingerprint) -- and gates like any other when it is *far* beyond the
     threshold: its lower bound at least ``NOISY_MARGIN`` thresholds up (an unpaired interval
     cannot see what two runs' machines did apart from the canary, so a claim against the paired
-    finding must not hinge on the bar); nearer, it is INCONCLUSIVE and the paired row decides.
+    finding must not hinge on the bar); nearer, it is INCONCLUSIVE and the paired row decides. A row
+    whose level came from every process of both runs (``Row.process_levels``: the fresh processes'
+    change combined, their measured spread in the interval) has seen what the processes did apart,
+    and gates at the threshold itself.
     Recorded on another machine (the fingerprint's machine fields differ), the rows are advisory."""
     twins = {(r.variant, r.metric): r for r in paired}
     out = []
@@ -292,14 +295,15 @@ def beside_paired(recorded: Iterable[Row], paired: Iterable[Row], policies: Mapp
         verdict = r.verdict
         if twin is not None and r.verdict is Verdict.REGRESSION and twin.verdict is not Verdict.REGRESSION:
             pol = policies[r.metric.rsplit(".", 1)[-1]]
-            bar = 1.0 + NOISY_MARGIN * pol.min_effect
+            margin = 1.0 if r.process_levels else NOISY_MARGIN
+            bar = 1.0 + margin * pol.min_effect
             paired_said = f"re-timed paired here: {twin.verdict.value} {fmt_change(twin.ratio)}"
             if r.ci_lo is not None and r.ci_lo >= bar:
                 said += (f"; {paired_said}: the candidate's environment (or its machine, beyond the canary) is "
                          "slower, not its artifact")
             else:
                 verdict = Verdict.INCONCLUSIVE
-                said += f"; {paired_said}, and the recorded interval is within {NOISY_MARGIN:g}x the threshold"
+                said += f"; {paired_said}, and the recorded interval is within {margin:g}x the threshold"
         if other_machine:
             out.append(replace(r, verdict=verdict, advisory=True, reason=f"{said}; advisory: recorded on another machine"))
         else:

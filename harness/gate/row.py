@@ -53,6 +53,10 @@ class Row(Gated):
     advisory: bool = False
     evidence: str = "two-runs"
     counts: tuple[int, int] = (0, 0)
+    #: two runs: the level came from every process of both (the main one and the fresh ones, each
+    #: against its canary), so the interval carries the measured between-process spread
+    #: (``harness.gate.processes``); False: the main processes alone
+    process_levels: bool = False
 
     @property
     def stat(self) -> str:
