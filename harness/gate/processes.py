@@ -28,8 +28,9 @@ as the main process's segments are; when every process of both runs did, the cha
 the main process's change and the children's mean change combined by inverse variance
 (:meth:`ProcessSpread.combine`): the main process's part carries its own error and sigma x 1.41,
 the children's sigma x 0.82 with three a side, so the combined spread is at most sigma x 0.71
-(measured: ``scripts/bench_gate_power.py``, docs/perf-gate.md). When the children's change and the main process's disagree beyond what sigma allows (a change only
-a long-running process shows, say), nothing is combined and the main process's rule stands.
+(measured: ``scripts/bench_gate_power.py``, docs/perf-gate.md). When the children's change and
+the main process's disagree beyond what sigma allows (a change only a long-running process shows,
+say), nothing is combined and the main process's rule stands.
 """
 
 from __future__ import annotations
