@@ -69,6 +69,19 @@ def optimum_ready(python: str, env: dict[str, str]) -> str | None:
     return None
 
 
+#: whether an interpreter's torch and transformers are compiled to bytecode (``__pycache__``): a venv
+#: installed by uv without ``--compile-bytecode``, where PYTHONDONTWRITEBYTECODE is set, compiles them
+#: from source in every process -- seconds that would dominate the ratio (docs/pitfalls.md)
+BYTECODE_PROBE = ("import importlib.util, os, sys\n"
+                  "paths = [importlib.util.find_spec(m).origin for m in ('torch', 'transformers')]\n"
+                  "print(all(os.path.exists(importlib.util.cache_from_source(p)) for p in paths))")
+
+
+def has_bytecode(python: str, env: dict[str, str]) -> bool:
+    probe = subprocess.run([python, "-c", BYTECODE_PROBE], capture_output=True, text=True, env=env)
+    return probe.stdout.strip() == "True"
+
+
 def export(python: str, reference: Path, target: Path, env: dict[str, str]) -> None:
     cli = Path(python).with_name("optimum-cli")
     subprocess.run([str(cli), "export", "onnx", "--model", str(reference), "--task", "text2text-generation-with-past",
@@ -114,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"SKIP: optimum's validation cannot run: {why}")
         return 0
+    compiled = {"harness": has_bytecode(sys.executable, env), "optimum": has_bytecode(args.optimum_python, optimum_env)}
+    print("bytecode compiled (torch, transformers): "
+          + ", ".join(f"{tool} {'yes' if yes else 'NO'}" for tool, yes in compiled.items()), flush=True)
+    if not all(compiled.values()):
+        print("  a venv without bytecode compiles its imports from source in every process: compare venvs "
+              "installed as users install them (pip compiles; uv needs --compile-bytecode)", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
         export_dir = args.export
         if export_dir is None:
@@ -168,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
           "its high-water mark per case)")
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": runs, "median_wall_s": med, "median_ru_maxrss_mib": peak,
+                                               "bytecode": compiled,
                                                "ratio_wall": {t: med[t] / med["optimum"] for t in tools},
                                                "ratio_ru_maxrss": {t: peak[t] / peak["optimum"] for t in tools},
                                                "loadavg_start": load_start, "loadavg_end": load_end}, indent=1)

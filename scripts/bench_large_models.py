@@ -46,7 +46,8 @@ SEED = 1234
 #: TinyLlama's shape: 45.1 M parameters (180 MB of FP32) per layer
 SHAPE = {"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 16, "num_key_value_heads": 4}
 SMOKE_SHAPE = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 1}
-#: what the builder holds at its peak, in weights (module, the exporter's copies, the protobuf)
+#: what the builder is assumed to hold at its peak, in weights (module, the exporter's copies, the protobuf),
+#: until a build is measured; the next size is then estimated from the largest ratio measured
 BUILD_FACTOR = 3.5
 #: what is kept free beside the next size's estimate (other processes on a shared machine)
 SPARE_BYTES = 2 * 1024 ** 3
@@ -179,21 +180,29 @@ def main() -> int:
     rows: list[tuple[int, int, Measured]] = []
     floor = 0
     limit = ""
+    build_factor = BUILD_FACTOR  # until a build of this shape is measured
     try:
         sizes = [0.0] if smoke.active() else [0.0, *sorted(args.gb)]  # 0: the floor (one layer of hidden 64)
         for gb in sizes:
             layers = max(1, round(gb * 1e9 / per_layer))
             weights = layers * per_layer if gb else 0
-            need = int(weights * BUILD_FACTOR) + SPARE_BYTES
+            need = int(weights * build_factor) + SPARE_BYTES
             if available_bytes() < need:
                 limit = (f"stopped before {weights / 1e9:.2f} GB: building it needs about {need / 1e9:.1f} GB "
                          f"free with the spare, {available_bytes() / 1e9:.1f} GB are available")
                 break
             ref, onnx_dir = work / f"ref-{layers}l", work / f"onnx-{layers}l"
             tiny = smoke.active() or not gb
-            subprocess.run([sys.executable, __file__, "--build", str(ref), str(onnx_dir), str(1 if tiny else layers),
-                            "smoke" if tiny else "full"], check=True)
+            built = measure([sys.executable, __file__, "--build", str(ref), str(onnx_dir), str(1 if tiny else layers),
+                             "smoke" if tiny else "full"], work / f"build-{layers}l.log", dict(os.environ))
+            if built.code != 0:
+                raise SystemExit(f"building {layers} layers failed (exit {built.code}): "
+                                 f"{work / f'build-{layers}l.log'}")
             weights = sum(f.stat().st_size for f in ref.glob("*.safetensors"))
+            if gb and weights:  # the next size's estimate: the ratio of the largest size built so far (same regime)
+                build_factor = built.peak / weights
+                print(f"built {layers} layers: {weights / 1e9:.2f} GB in {built.wall:.0f} s, builder peak "
+                      f"{built.peak / 1e9:.2f} GB = {built.peak / weights:.2f}x weights", flush=True)
             got = check(ref, onnx_dir, work / f"check-{layers}l", work / f"cache-{layers}l", extra)
             shutil.rmtree(ref, ignore_errors=True)
             shutil.rmtree(onnx_dir, ignore_errors=True)
