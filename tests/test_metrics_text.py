@@ -1,4 +1,4 @@
-"""Text scores against hand-derived BLEU/chrF/edit values, plus properties of the distances."""
+"""Text scores against hand-derived BLEU/chrF/TER/edit values, plus properties of the distances."""
 
 from __future__ import annotations
 
@@ -48,6 +48,26 @@ def test_chrf_by_hand() -> None:
     assert s.metrics["chrf"] == pytest.approx(100 * 7 / 18)
 
 
+def test_ter_by_hand() -> None:
+    # "the cat sat on the mat" vs "the cat sat on a mat": one substitution (the -> a) over 6 reference
+    # words -> 16.667; "mat the on sat cat the" needs block shifts, so more edits than one
+    s = corpus_scores(["the cat sat on the mat"], ["the cat sat on a mat"])
+    assert s.metrics["ter"] == pytest.approx(100 / 6)
+    # a deletion of two words of six: 2 edits / 6 reference words
+    assert corpus_scores(["the cat sat on"], ["the cat sat on the mat"]).metrics["ter"] == pytest.approx(100 * 2 / 6)
+    # one block shift ("on the mat" moved) is one edit, where edit distance would count several
+    moved = corpus_scores(["on the mat the cat sat"], ["the cat sat on the mat"]).metrics
+    assert moved["ter"] == pytest.approx(100 / 6)
+    assert "tok:tercom" in s.signatures["ter"] and "asian:no" in s.signatures["ter"]
+
+
+def test_ter_counts_chinese_by_character() -> None:
+    # unnormalised tercom would see each Chinese sentence as one word: one substitution, TER 100
+    s = corpus_scores(["今天天气很好"], ["今天天气不好"], lang="zh")
+    assert s.metrics["ter"] == pytest.approx(100 / 6)  # one character of six
+    assert "norm:yes" in s.signatures["ter"] and "asian:yes" in s.signatures["ter"]
+
+
 def test_identical_corpus_scores_perfectly() -> None:
     sents = ["the quick brown fox jumps", "over the lazy dog ."]
     s = corpus_scores(sents, list(sents))
@@ -55,6 +75,7 @@ def test_identical_corpus_scores_perfectly() -> None:
         {
             "bleu": 100.0,
             "chrf": 100.0,
+            "ter": 0.0,
             "exact_match": 1.0,
             "char_edit_distance": 0.0,
             "norm_edit_distance": 0.0,
@@ -174,7 +195,7 @@ def test_worst_pairs_orders_and_skips_identical() -> None:
 def test_registry_directions() -> None:
     for name in ["bleu", "chrf", "exact_match"]:
         assert TEXT_METRICS[name].higher_is_better
-    for name in ["char_edit_distance", "norm_edit_distance", "repetition_rate"]:
+    for name in ["ter", "char_edit_distance", "norm_edit_distance", "repetition_rate"]:
         assert not TEXT_METRICS[name].higher_is_better
     assert TEXT_METRICS["length_ratio"].target == 1.0
     keys = set(corpus_scores(["a"], ["a"]).metrics) | set(token_agreement([[1]], [[1]]))

@@ -142,7 +142,7 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str | None) -> tuple[dic
     metrics["gen_position_match"] = agree["position_match"]
     metrics["gen_mean_first_divergence"] = agree["mean_first_divergence"]
     vs_torch = corpus_scores(var_text, torch_text, lang=lang)
-    for name, key in (("bleu", "gen_bleu_vs_torch"), ("chrf", "gen_chrf_vs_torch"),
+    for name, key in (("bleu", "gen_bleu_vs_torch"), ("chrf", "gen_chrf_vs_torch"), ("ter", "gen_ter_vs_torch"),
                       ("exact_match", "gen_exact_match_vs_torch"), ("char_edit_distance", "gen_char_edit_vs_torch"),
                       ("norm_edit_distance", "gen_norm_edit_vs_torch"), ("length_ratio", "gen_length_ratio_vs_torch")):
         metrics[key] = vs_torch.metrics[name]
@@ -152,7 +152,7 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str | None) -> tuple[dic
     if len(refs) == len(given):
         vs_ref = corpus_scores(var_text, refs, lang=lang)
         torch_ref = corpus_scores(torch_text, refs, lang=lang)
-        for name in ("bleu", "chrf", "exact_match", "norm_edit_distance", "length_ratio"):
+        for name in ("bleu", "chrf", "ter", "exact_match", "norm_edit_distance", "length_ratio"):
             short = {"norm_edit_distance": "norm_edit"}.get(name, name)
             metrics[f"gen_{short}_vs_ref"] = vs_ref.metrics[name]
         metrics["gen_torch_bleu_vs_ref"] = torch_ref.metrics["bleu"]

@@ -164,6 +164,9 @@ METRICS = MetricRegistry([
     # -- text scores (harness/metrics/text.py: corpus_scores, token_agreement, repetition_rate) ----------------
     _text("bleu", HIGHER, "sacrebleu corpus BLEU; 0 when the corpus has no 4-gram.", "BLEU (0-100)"),
     _text("chrf", HIGHER, "sacrebleu corpus chrF2: character n-grams, robust for CJK.", "chrF (0-100)"),
+    _text("ter", LOWER, "sacrebleu corpus TER: word edits (insertions, deletions, substitutions, block shifts) "
+          "per reference word, x100; Chinese and Japanese normalised to one edit per character. 0 is identical; "
+          "it can exceed 100.", "TER"),
     _text("exact_match", HIGHER, "Fraction of sentences equal to the reference (outer whitespace ignored).",
           "fraction"),
     _text("char_edit_distance", LOWER, "Mean character Levenshtein distance per sentence.", "characters"),
@@ -189,6 +192,8 @@ METRICS = MetricRegistry([
          "(`tok:zh` for Chinese).", "BLEU (0-100)", Thresholds(fp16=85.0, int8=30.0), headline=True),
     _gen("gen_chrf_vs_torch", HIGHER, "sacrebleu corpus chrF2 of the variant's text with PyTorch's as reference.",
          "chrF (0-100)", headline=True),
+    _gen("gen_ter_vs_torch", LOWER, "sacrebleu corpus TER of the variant's text with PyTorch's as reference: the "
+         "edits a reviewer would make to turn one into the other.", "TER"),
     _gen("gen_exact_match_vs_torch", HIGHER, "Fraction of sentences whose text equals PyTorch's.", "fraction"),
     _gen("gen_char_edit_vs_torch", LOWER, "Mean character edit distance to PyTorch's text.", "characters"),
     _gen("gen_norm_edit_vs_torch", LOWER, "Mean normalised edit distance to PyTorch's text.", "fraction"),
@@ -197,6 +202,7 @@ METRICS = MetricRegistry([
          "BLEU (0-100)", refs=True),
     _gen("gen_chrf_vs_ref", HIGHER, "Corpus chrF2 of the variant's text against the references.", "chrF (0-100)",
          refs=True),
+    _gen("gen_ter_vs_ref", LOWER, "Corpus TER of the variant's text against the references.", "TER", refs=True),
     _gen("gen_exact_match_vs_ref", HIGHER, "Fraction of sentences equal to their reference.", "fraction",
          refs=True),
     _gen("gen_norm_edit_vs_ref", LOWER, "Mean normalised edit distance to the references.", "fraction", refs=True),
@@ -296,6 +302,7 @@ _MARGINS: dict[str, Margin] = {
     # text building blocks (harness check / config thresholds): about two sentences of 32
     "bleu": Margin(0.25, Thresholds(0.0, 3.0, 3.0), ideal=_PCT, exact=FP32),
     "chrf": Margin(0.25, Thresholds(0.0, 2.0, 2.0), ideal=_PCT, exact=FP32),
+    "ter": Margin(0.25, Thresholds(0.0, 3.0, 3.0), exact=FP32),
     "exact_match": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
     "char_edit_distance": Margin(0.25, Thresholds(0.0, 0.5, 0.5), exact=FP32),
     "norm_edit_distance": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
@@ -310,6 +317,7 @@ _MARGINS: dict[str, Margin] = {
     "gen_mean_first_divergence": Margin(0.25, Thresholds(0.0, 1.0, 1.0)),
     "gen_bleu_vs_torch": Margin(0.25, Thresholds(0.0, 3.0, 3.0), ideal=_PCT, exact=FP32),
     "gen_chrf_vs_torch": Margin(0.25, Thresholds(0.0, 2.0, 2.0), ideal=_PCT, exact=FP32),
+    "gen_ter_vs_torch": Margin(0.25, Thresholds(0.0, 3.0, 3.0), exact=FP32),
     "gen_exact_match_vs_torch": Margin(0.25, Thresholds(0.0, 0.07, 0.07), ideal=_UNIT, exact=FP32),
     "gen_char_edit_vs_torch": Margin(0.25, Thresholds(0.0, 0.5, 0.5), exact=FP32),
     "gen_norm_edit_vs_torch": Margin(0.25, Thresholds(0.0, 0.02, 0.02), exact=FP32),
@@ -317,6 +325,7 @@ _MARGINS: dict[str, Margin] = {
     # generation against the corpus references (the reference's own quality is context, not judged)
     "gen_bleu_vs_ref": Margin(0.1, Thresholds(2.0, 2.0, 2.0), ideal=_PCT),
     "gen_chrf_vs_ref": Margin(0.1, Thresholds(2.0, 2.0, 2.0), ideal=_PCT),
+    "gen_ter_vs_ref": Margin(0.1, Thresholds(2.0, 2.0, 2.0)),
     "gen_exact_match_vs_ref": Margin(0.25, Thresholds(0.07, 0.07, 0.07), ideal=_UNIT),
     "gen_norm_edit_vs_ref": Margin(0.25, Thresholds(0.02, 0.02, 0.02)),
     "gen_length_ratio_vs_ref": Margin(0.25, Thresholds(0.02, 0.02, 0.02), ideal=1.0),

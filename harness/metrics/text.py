@@ -16,6 +16,7 @@ from typing import Any, Hashable, Sequence
 from rapidfuzz.distance import Levenshtein
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.chrf import CHRF
+from sacrebleu.metrics.ter import TER
 
 from harness.metrics.registry import METRICS, MetricSpec, Scope
 
@@ -162,12 +163,16 @@ def _corpus_scores(hyps_in: tuple[str, ...], refs_in: tuple[str, ...], lang: str
     chrf = CHRF()
     bleu_score, bleu_signature = corpus_bleu(hyps, refs, bleu_tokenizer(lang))
     chrf_score = float(chrf.corpus_score(hyps, [refs]).score)
+    # TER's tercom tokenizer splits on spaces: Chinese or Japanese text would be one "word" a sentence
+    # unless normalised with its Asian-script support (one edit per character)
+    ter = TER(normalized=unspaced, asian_support=unspaced)
+    ter_score = float(ter.corpus_score(hyps, [refs]).score)
     identical = all(h.strip() == r.strip() for h, r in zip(hyps, refs))
     if identical:
         # Every hypothesis equals its reference. sacrebleu scores a corpus without a single
         # n-gram (48 identical empty outputs of a random BART) as BLEU 0 and chrF 0, which a
         # gate reads as total disagreement; identical text is total agreement, by definition.
-        bleu_score, chrf_score = 100.0, 100.0
+        bleu_score, chrf_score, ter_score = 100.0, 100.0, 0.0
     edits = [sentence_edit(h, r) for h, r in zip(hyps, refs)]
     hyp_len = sum(_length(h, unspaced) for h in hyps)
     ref_len = sum(_length(r, unspaced) for r in refs)
@@ -175,12 +180,13 @@ def _corpus_scores(hyps_in: tuple[str, ...], refs_in: tuple[str, ...], lang: str
     metrics = {
         "bleu": bleu_score,
         "chrf": chrf_score,
+        "ter": ter_score,
         "exact_match": sum(h.strip() == r.strip() for h, r in zip(hyps, refs)) / n,
         "char_edit_distance": sum(d for d, _ in edits) / n,
         "norm_edit_distance": sum(nd for _, nd in edits) / n,
         "length_ratio": hyp_len / ref_len if ref_len else (1.0 if hyp_len == 0 else float("inf")),
     }
-    signatures = {"bleu": bleu_signature, "chrf": str(chrf.get_signature())}
+    signatures = {"bleu": bleu_signature, "chrf": str(chrf.get_signature()), "ter": str(ter.get_signature())}
     if identical:
         signatures = {k: f"{v}|identical:yes" for k, v in signatures.items()}
     return TextScores(metrics, signatures)
