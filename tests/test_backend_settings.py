@@ -77,7 +77,7 @@ def test_runtime_keys_are_derived_from_the_sections_the_backends_declare():
     assert set(keys) <= set(BY_NAME), set(keys) - set(BY_NAME)
     assert {"graph_optimization", "execution_mode", "mem_pattern", "cpu_arena", "trt_profile", "trt_engine_cache",
             "trt_timing_cache", "trt_max_batch", "trt_max_seq", "threads", "inter_threads", "provider_options",
-            "profile", "custom_op_library"} == set(keys)
+            "profile", "custom_op_library", "session_config"} == set(keys)
     # what a backend honours is written from the sections it reads
     assert OrtSessionSettings.names() | TensorRTSettings.names() <= OrtBackend.runtime_settings
 
@@ -93,7 +93,7 @@ def test_options_reach_their_section_typed_and_records_keep_the_flat_shape():
     # the record written before sections existed: the same keys, flat; build limits stay out of it
     assert set(record) == {"graph_optimization", "intra_op_threads", "inter_op_threads", "execution_mode",
                            "mem_pattern", "cpu_arena", "provider_options", "trt_profile", "trt_engine_cache",
-                           "trt_timing_cache", "profile", "custom_op_library"}
+                           "trt_timing_cache", "profile", "custom_op_library", "session_config"}
     assert record["trt_profile"] == {"input_ids": "1x4,2x8,4x16"} and record["mem_pattern"] is False
     again = runtime_from_dict(record)
     assert again.as_dict() == record
@@ -105,8 +105,8 @@ def test_an_older_record_loads():
            "parallel", "mem_pattern": True, "cpu_arena": False, "provider_options": {"ort_cpu": {"use_arena": "0"}},
            "trt_profile": {}, "trt_engine_cache": None, "trt_timing_cache": None, "profile": False}
     loaded = runtime_from_dict(old)
-    # a setting added since (the custom-op library) loads at its default: nothing is loaded
-    assert loaded.as_dict() == {**old, "custom_op_library": ""}
+    # settings added since (the custom-op library, session configuration entries) load at their defaults
+    assert loaded.as_dict() == {**old, "custom_op_library": "", "session_config": {}}
     assert loaded.describe() == "opt=basic threads=1 exec=parallel arena=off ort_cpu:use_arena=0"
 
 

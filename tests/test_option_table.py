@@ -41,7 +41,8 @@ SAMPLE = {
     # issue 9
     "target_lang": "zh", "allow_skip": True, "builtin_suites": True, "junit_xml": Path("/tmp/j.xml"),
     "graph_optimization": ["disabled", "all"], "inter_threads": 2, "execution_mode": "parallel", "mem_pattern": "off",
-    "cpu_arena": "off", "max_memory": "16G", "max_nodes": 1000, "custom_op_library": Path("/tmp/libvendor_ops.so"),
+    "cpu_arena": "off", "session_config": ["session.intra_op.allow_spinning=0"],
+    "max_memory": "16G", "max_nodes": 1000, "custom_op_library": Path("/tmp/libvendor_ops.so"),
     "provider_options": ["ort_cuda:device_id=0"], "trt_profile": ["input_ids:1x16,8x64,16x256"],
     "trt_engine_cache": Path("/tmp/engines"), "trt_timing_cache": Path("/tmp/timing"), "profile": True,
     "int8_calibration": "entropy", "int8_calibration_samples": 16,

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 from waiting import PATIENCE
 
 from harness.core import UsageError
-from harness.core.runtime import RuntimeSettings, parse_provider_options
+from harness.core.runtime import RuntimeSettings, parse_provider_options, runtime_from_dict
 from harness.runners.trt_profile import parse_shape_range, parse_trt_profile
 from harness.settings.resolve import build_options
 
@@ -185,6 +185,51 @@ def test_session_options_reach_onnx_runtime(tmp_path):
     summary = summarise_trace(runner.end_profiling())
     assert summary["runs"] == 3 and summary["first_run_ms"] is not None and summary["steady_run_ms"] is not None
     assert summary["op_type_share"] == {"Relu": 1.0} and summary["top_nodes"][0]["calls"] == 3
+
+
+def test_session_config_entries_are_checked_recorded_and_reach_onnx_runtime(tmp_path):
+    from harness.runners.ort_runner import OrtGraphRunner, OrtSessionSettings
+    from harness.settings.config_file import load_config
+
+    given = ["session.intra_op.allow_spinning=0", "session.disable_prepacking = 1"]
+    options = build_options({"models": ["bert-tiny"], "session_config": given})
+    entries = (("session.disable_prepacking", "1"), ("session.intra_op.allow_spinning", "0"))
+    assert options.runtime.of(OrtSessionSettings).session_config == entries  # sorted, spaces stripped
+    # a TOML table says the same (booleans as ONNX Runtime's "1"/"0")
+    toml = tmp_path / "harness.toml"
+    toml.write_text('[run]\nsession_config = {"session.disable_prepacking" = true, '
+                    '"session.intra_op.allow_spinning" = "0"}\n')
+    assert build_options({"models": ["bert-tiny"], "config": str(toml)}).runtime.of(
+        OrtSessionSettings).session_config == entries
+    # recorded as an object, read back as the same entries
+    record = options.runtime.as_dict()
+    assert record["session_config"] == dict(entries)
+    assert runtime_from_dict(record).of(OrtSessionSettings).session_config == entries
+    manifest = json.loads(json.dumps(options.runtime.fields_dict()))  # a repro bundle's [[key, value], ...]
+    assert runtime_from_dict(manifest).of(OrtSessionSettings).session_config == entries
+    assert "session.intra_op.allow_spinning=0" in options.runtime.describe()
+
+    # ONNX Runtime ignores a key it does not know: the harness refuses it, naming the nearest
+    with pytest.raises(UsageError, match=r"--session-config: 'session.intra_op.allow_spining' .*did you mean "
+                                         r"'session.intra_op.allow_spinning'"):
+        build_options({"models": ["bert-tiny"], "session_config": ["session.intra_op.allow_spining=0"]})
+    with pytest.raises(UsageError, match="KEY=VALUE"):
+        build_options({"models": ["bert-tiny"], "session_config": ["session.disable_prepacking"]})
+    toml.write_text('[run]\nsession_config = {"session.disable_prepack" = "1"}\n')
+    with pytest.raises(UsageError, match="did you mean 'session.disable_prepacking'"):
+        load_config(toml)
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    live = OrtGraphRunner(str(path), "CPUExecutionProvider", runtime=options.runtime).session.get_session_options()
+    assert live.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert live.get_session_config_entry("session.disable_prepacking") == "1"
+    plain = OrtGraphRunner(str(path), "CPUExecutionProvider", runtime=RuntimeSettings()).session.get_session_options()
+    with pytest.raises(RuntimeError, match="does not have configuration"):  # the control: nothing set
+        plain.get_session_config_entry("session.intra_op.allow_spinning")
 
 
 # -- end to end: an axis, static INT8 and profiling in one harness run ---------------------------------------

@@ -40,6 +40,7 @@ class Settings:
     execution_mode: str = 'sequential'
     mem_pattern: str = 'on'
     cpu_arena: str = 'on'
+    session_config: tuple[str, ...] = ()
     max_memory: str | None = None
     max_nodes: int = 500000
     custom_op_library: Path | None = None

@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.core import Precision, Provider, UsageError, Variant, did_you_mean
 from harness.core.cachedir import source_digest
+from harness.core.errors import valid_names
 from harness.core.phases import phase
 from harness.core.quiet import routed_output
 from harness.core.runtime import SHARED_OPTIONS, Axis, BackendSettings, RuntimeSettings, runtime_from_dict, setting
@@ -81,6 +82,49 @@ def custom_op_library(raw: object, where: str) -> str:
     return str(path.resolve())
 
 
+#: ONNX Runtime's session configuration keys (``onnxruntime_session_options_config_keys.h``, 1.2x-1.3x)
+#: that change how a judged or timed session computes, or what it holds in memory. ONNX Runtime
+#: accepts any key and ignores one it does not know, so a typo would measure the default silently:
+#: the harness refuses keys outside this list.
+SESSION_CONFIG_KEYS: tuple[str, ...] = (
+    "session.disable_prepacking", "session.use_env_allocators", "session.set_denormal_as_zero",
+    "session.disable_quant_qdq", "session.disable_double_qdq_remover", "session.enable_quant_qdq_cleanup",
+    "session.disable_aot_function_inlining", "session.disable_cpu_ep_fallback", "session.use_device_allocator_for_initializers",
+    "session.inter_op.allow_spinning", "session.intra_op.allow_spinning", "session.force_spinning_stop",
+    "session.intra_op_thread_affinities", "session.dynamic_block_base", "session.x64quantprecision",
+    "session.qdqisint8allowed", "session.qdq_matmulnbits_accuracy_level", "session.use_deterministic_compute",
+    "session.strict_shape_type_inference", "session.allow_released_opsets_only", "session.graph_optimizations_loop_level",
+    "session.use_per_session_threads", "session.prepack.enable_parallel",
+    "optimization.enable_gelu_approximation", "optimization.disable_specified_optimizers",
+    "optimization.enable_cast_chain_elimination", "optimization.minimal_build_optimizations",
+    "mlas.disable_kleidiai", "mlas.use_lut_gemm", "mlas.qnbit.force_fp32",
+)
+
+
+def session_config(raw: object, where: str) -> tuple[tuple[str, str], ...]:
+    """``["session.intra_op.allow_spinning=0", ...]`` (CLI) or a TOML table -> sorted (key, value)
+    pairs, each key one of :data:`SESSION_CONFIG_KEYS` (values are text, as ONNX Runtime takes them)."""
+    if raw in (None, "", ()):
+        return ()
+    pairs: dict[str, str] = {}
+    if isinstance(raw, Mapping):
+        pairs = {str(k): ("1" if v is True else "0" if v is False else str(v)) for k, v in raw.items()}
+    else:
+        for entry in [raw] if isinstance(raw, str) else list(raw):  # type: ignore[call-overload]
+            if isinstance(entry, (list, tuple)) and len(entry) == 2:  # a repro manifest's [key, value]
+                entry = f"{entry[0]}={entry[1]}"
+            key, eq, value = str(entry).partition("=")
+            if not eq or not key.strip():
+                raise UsageError(f"{where}: expected KEY=VALUE like session.intra_op.allow_spinning=0, got {entry!r}")
+            pairs[key.strip()] = value.strip()
+    for key in pairs:
+        if key not in SESSION_CONFIG_KEYS:
+            raise UsageError(f"{where}: {key!r} is not a session configuration key the harness knows (ONNX Runtime "
+                             f"would ignore it and run with its default){did_you_mean(key, SESSION_CONFIG_KEYS)}; "
+                             f"{valid_names(key, SESSION_CONFIG_KEYS)}")
+    return tuple(sorted(pairs.items()))
+
+
 def _mode(raw: object, where: str) -> str:
     mode = str(raw).strip().lower()
     if mode not in EXECUTION_MODES:
@@ -109,6 +153,11 @@ class OrtSessionSettings(BackendSettings):
     #: so it is loaded only when named (``harness.runners.intake`` refuses custom domains otherwise)
     custom_op_library: str = setting("", parse=lambda raw, where: custom_op_library(raw, where),
                                      describe=lambda v: f"custom_ops={Path(v).name}" if v else None)
+    #: session configuration entries (``SessionOptions.add_session_config_entry``): spinning, pre-packing,
+    #: denormals, GELU approximation... each one a key of :data:`SESSION_CONFIG_KEYS`
+    session_config: tuple[tuple[str, str], ...] = setting(
+        (), parse=session_config, encode=lambda v: dict(v), decode=lambda v: session_config(v or {}, "record"),
+        describe=lambda v: " ".join(f"{k}={x}" for k, x in v) or None)
 
 
 _BOOL = ("True", "False", "true", "false", "1", "0")
@@ -190,6 +239,8 @@ def session_options(runtime: "RuntimeSettings | None" = None, *, profile_prefix:
     options.enable_cpu_mem_arena = session.cpu_arena
     if session.custom_op_library:
         options.register_custom_ops_library(session.custom_op_library)
+    for key, value in session.session_config:
+        options.add_session_config_entry(key, value)
     if profile_prefix:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix

@@ -343,6 +343,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("cpu_arena", Kind.CHOICE, "ONNX Runtime CPU memory arena", choices=("on", "off"), default="on",
            in_config=True,
            commands=("check", "export-triton")),
+    Option("session_config", Kind.PAIRS, "an ONNX Runtime session configuration entry, KEY=VALUE (e.g. "
+           "session.intra_op.allow_spinning=0, session.disable_prepacking=1; repeatable; a key ONNX Runtime "
+           "would ignore is refused)", in_config=True, metavar="KEY=VALUE",
+           commands=("check",)),
     Option("max_memory", Kind.TEXT, "refuse a model directory or ONNX file whose estimated memory (declared "
            "sizes at the judged batch and length) exceeds this, e.g. 16G (default: the memory this machine has "
            "available)", in_config=True, rerun=Rerun.NEVER, metavar="SIZE",
