@@ -129,6 +129,17 @@ def select_indices(total: int, samples: int | None) -> list[int]:
 
 
 # -- scoring ---------------------------------------------------------------------------------
+#: a text score's name inside the generation metrics named after it (``gen_char_edit_vs_torch``)
+_SHORT_NAMES = {"char_edit_distance": "char_edit", "norm_edit_distance": "norm_edit"}
+
+
+def _declared(scores: Mapping[str, float], against: str) -> dict[str, float]:
+    """``gen_<score>_<against>`` for every text score the registry declares such a generation metric
+    for: declaring ``gen_ter_vs_ref`` is what makes the scorer report TER against the references."""
+    named = {f"gen_{_SHORT_NAMES.get(name, name)}_{against}": value for name, value in scores.items()}
+    return {key: value for key, value in named.items() if key in METRICS}
+
+
 def score_rows(rows: Sequence[Mapping[str, Any]], lang: str | None) -> tuple[dict[str, float], dict[str, str]]:
     """All generation metrics from decoded rows (``source``, ``reference``, ``pytorch``,
     ``variant`` texts and ``pytorch_tokens``/``variant_tokens``): the one scorer used live
@@ -142,19 +153,14 @@ def score_rows(rows: Sequence[Mapping[str, Any]], lang: str | None) -> tuple[dic
     metrics["gen_position_match"] = agree["position_match"]
     metrics["gen_mean_first_divergence"] = agree["mean_first_divergence"]
     vs_torch = corpus_scores(var_text, torch_text, lang=lang)
-    for name, key in (("bleu", "gen_bleu_vs_torch"), ("chrf", "gen_chrf_vs_torch"), ("ter", "gen_ter_vs_torch"),
-                      ("exact_match", "gen_exact_match_vs_torch"), ("char_edit_distance", "gen_char_edit_vs_torch"),
-                      ("norm_edit_distance", "gen_norm_edit_vs_torch"), ("length_ratio", "gen_length_ratio_vs_torch")):
-        metrics[key] = vs_torch.metrics[name]
+    metrics.update(_declared(vs_torch.metrics, "vs_torch"))
     signatures.update({f"{k}_vs_torch": v for k, v in vs_torch.signatures.items()})
     given = [r.get("reference") for r in rows]
     refs = [ref for ref in given if ref is not None]
     if len(refs) == len(given):
         vs_ref = corpus_scores(var_text, refs, lang=lang)
         torch_ref = corpus_scores(torch_text, refs, lang=lang)
-        for name in ("bleu", "chrf", "ter", "exact_match", "norm_edit_distance", "length_ratio"):
-            short = {"norm_edit_distance": "norm_edit"}.get(name, name)
-            metrics[f"gen_{short}_vs_ref"] = vs_ref.metrics[name]
+        metrics.update(_declared(vs_ref.metrics, "vs_ref"))
         metrics["gen_torch_bleu_vs_ref"] = torch_ref.metrics["bleu"]
         metrics["gen_torch_exact_match_vs_ref"] = torch_ref.metrics["exact_match"]
         metrics["gen_bleu_ref_drop"] = torch_ref.metrics["bleu"] - vs_ref.metrics["bleu"]
