@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from rich.markup import escape
 from rich.table import Table
 
+from harness.core.bytecode import bytecode_line
 from harness.report.console import cli_console
 from harness.report.variants import precision_rank
 from harness.results.envinfo import environment
@@ -41,6 +42,7 @@ def doctor(args: argparse.Namespace) -> int:
     console.print(f"[bold]harness doctor[/]  cpu: {env['cpu']} ({env['cores']} cores), gpu: {env['gpu'] or 'none'}")
     for lib, version in env["versions"].items():
         console.print(f"  {lib:22s} {version}")
+    console.print(escape(bytecode_line()), highlight=False)
     console.print("runtimes (one line per registered backend):")
     for backend in backends().values():  # each says what it sees here: version, devices, or why not
         try:
