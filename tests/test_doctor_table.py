@@ -36,7 +36,7 @@ def test_doctor_says_when_every_process_would_compile_the_heavy_libraries_again(
     import py_compile
     import sys
 
-    from harness.core import bytecode
+    from harness.results import bytecode
 
     package = tmp_path / "heavy_pkg_for_doctor"
     package.mkdir()

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from rich.markup import escape
 from rich.table import Table
 
-from harness.core.bytecode import bytecode_line
 from harness.report.console import cli_console
 from harness.report.variants import precision_rank
+from harness.results.bytecode import bytecode_line
 from harness.results.envinfo import environment
 from harness.settings.matrix import matrix
 
