@@ -69,17 +69,17 @@ def optimum_ready(python: str, env: dict[str, str]) -> str | None:
     return None
 
 
-#: whether an interpreter's torch and transformers are compiled to bytecode (``__pycache__``): a venv
-#: installed by uv without ``--compile-bytecode``, where PYTHONDONTWRITEBYTECODE is set, compiles them
-#: from source in every process -- seconds that would dominate the ratio (docs/pitfalls.md)
-BYTECODE_PROBE = ("import importlib.util, os, sys\n"
-                  "paths = [importlib.util.find_spec(m).origin for m in ('torch', 'transformers')]\n"
-                  "print(all(os.path.exists(importlib.util.cache_from_source(p)) for p in paths))")
-
-
 def has_bytecode(python: str, env: dict[str, str]) -> bool:
-    probe = subprocess.run([python, "-c", BYTECODE_PROBE], capture_output=True, text=True, env=env)
-    return probe.stdout.strip() == "True"
+    """Whether ``python``'s torch and transformers are compiled to bytecode: a venv installed by uv
+    without ``--compile-bytecode``, where PYTHONDONTWRITEBYTECODE is set, compiles them from source in
+    every process -- seconds that would dominate the ratio (docs/pitfalls.md #22). Asked by the
+    harness's own check (``harness/results/bytecode.py``, standard library only), run by path: the
+    optimum venv has no harness installed."""
+    probe = ("import runpy, sys; uncompiled = runpy.run_path(sys.argv[1])['uncompiled']; "
+             "print(not uncompiled(('torch', 'transformers')))")
+    out = subprocess.run([python, "-c", probe, str(ROOT / "harness" / "results" / "bytecode.py")],
+                         capture_output=True, text=True, env=env)
+    return out.stdout.strip() == "True"
 
 
 def export(python: str, reference: Path, target: Path, env: dict[str, str]) -> None:
