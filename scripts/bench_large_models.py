@@ -47,7 +47,7 @@ SEED = 1234
 SHAPE = {"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 16, "num_key_value_heads": 4}
 SMOKE_SHAPE = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 1}
 #: what the builder is assumed to hold at its peak, in weights (module, the exporter's copies, the protobuf),
-#: until a build is measured; the next size is then estimated from the largest ratio measured
+#: until a build is measured; the next size is then estimated from the last (largest) size's ratio
 BUILD_FACTOR = 3.5
 #: what is kept free beside the next size's estimate (other processes on a shared machine)
 SPARE_BYTES = 2 * 1024 ** 3
