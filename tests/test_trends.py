@@ -108,12 +108,26 @@ def test_detect_finds_a_level_shift_and_not_noise() -> None:
 
 
 def test_history_changes_lists_change_points_per_variant(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["history", "changes", "--metric", "perf:latency_ms.p50", "--history-db", str(db)]) == 0
+    # bert-tiny-fp32's p50 moved +50 % two nights ago and stayed: the series rule fails the command
+    assert main(["history", "changes", "--metric", "perf:latency_ms.p50", "--history-db", str(db)]) == 1
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "bert-tiny-fp32-ort_cpu" in line)
     assert "night2" in row and "2026-03-05" in row and "+50.0%" in row and "worse" in row
     assert "bert-tiny-int8-ort_cpu" not in out.split("change point", 1)[-1]
     assert "1 change point(s) in 3 series" in out
+    verdicts = out.split("1 change point(s)", 1)[1]
+    assert "REGRESSION" in next(line for line in verdicts.splitlines() if "bert-tiny-fp32-ort_cpu" in line)
+    assert "INCONCLUSIVE" in next(line for line in verdicts.splitlines() if "marian-tiny-int8-ort_cpu" in line)
+    assert "bert-tiny-int8-ort_cpu" not in verdicts.split("REGRESSION: 3 series", 1)[0]  # a plain PASS: not listed
+    assert "REGRESSION: 3 series judged by the perf gate's series rule (1 INCONCLUSIVE, 1 PASS, 1 REGRESSION)" in \
+        " ".join(verdicts.split())
+
+
+def test_history_changes_passes_a_flat_store(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The control: without the one variant that moved, the same store's series all pass (exit 0)."""
+    assert main(["history", "changes", "--metric", "perf:latency_ms.p50", "--variant", "bert-tiny-int8-ort_cpu",
+                 "--history-db", str(db)]) == 0
+    assert "OK: 1 series judged by the perf gate's series rule (1 PASS)" in " ".join(capsys.readouterr().out.split())
 
 
 def test_history_changes_unknown_metric_is_one_line(db: Path, capsys: pytest.CaptureFixture[str]) -> None:

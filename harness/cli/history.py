@@ -1,7 +1,9 @@
 """``harness history add|show|changes|list``: keep every nightly run's numbers, show their trend and its change points.
 
-Exit codes: 0 ok, 2 a usage error (bad run directory, missing database, unknown variant or
-metric). Trends inform; they never fail a build (that is ``harness baseline compare``).
+Exit codes: 0 ok, 1 nothing compared (no series of two or more runs) or, for ``changes``, a
+series whose newest level is a regression (the perf gate's judge, ``harness.gate.trend``), 2 a
+usage error (bad run directory, missing database, unknown variant or metric). ``show`` informs;
+``changes`` is the trend's gate.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from harness.core.rundirs import history_db
 from harness.core.units import value_text
 from harness.core.writable import ensure_writable_file
 from harness.gate.changepoints import series_changes
+from harness.gate.row import Verdict
+from harness.gate.trend import TrendVerdict, judge_trends
 from harness.report.console import cli_console
 from harness.report.html.page import CSS
 from harness.report.html.templating import markup, render
 from harness.report.html.trends import render_trends
 from harness.report.units import fmt, quantity
 from harness.results import history
+from harness.settings.commands import add_command_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -161,7 +166,8 @@ def _change_text(change: float) -> Text:
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
-    """Change points per variant (harness/gate/changepoints.py): the run where each new level started."""
+    """Change points per variant (harness/gate/changepoints.py): the run where each new level
+    started; then each series' newest level judged by the perf gate's judge (harness/gate/trend.py)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -186,7 +192,41 @@ def cmd_changes(args: argparse.Namespace) -> int:
         console.print(table)
     console.print(f"{len(found)} change point(s) in {len(wide.columns)} series "
                   f"(PELT over each series' stored runs; a level must hold for 2 runs and move by 5 % and 3 σ)")
-    return _trend_verdict(args, wide)
+    missing = _trend_verdict(args, wide)
+    if missing:
+        return missing
+    verdict = judge_trends(wide, {str(m): quantity(str(m)).higher_is_better for _, m in wide.columns})
+    _print_trend_verdict(console, verdict)
+    return verdict.exit_code
+
+
+_VERDICT_STYLE = {Verdict.REGRESSION: "bold red", Verdict.IMPROVEMENT: "cyan", Verdict.INCONCLUSIVE: "yellow",
+                  Verdict.PASS: "green"}
+
+
+def _print_trend_verdict(console: Console, verdict: TrendVerdict) -> None:
+    """Every series not plainly PASS (regressions first), then one line: what was judged, and how."""
+    from rich.table import Table
+    from rich.text import Text
+
+    order = (Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.IMPROVEMENT)
+    notable = sorted((r for r in verdict.rows if r.verdict is not Verdict.PASS), key=lambda r: order.index(r.verdict))
+    if notable:
+        table = Table(title=Text("series whose newest level is not a plain PASS"))
+        for column in ("verdict", "variant", "metric", "level before", "level now", "why"):
+            table.add_column(column, justify="right" if column.startswith("level") else "left", overflow="fold")
+        for r in notable:
+            unit = quantity(r.metric).unit
+            style = "dim" if r.advisory else _VERDICT_STYLE[r.verdict]
+            table.add_row(Text(r.verdict.value, style=style), Text(r.variant), Text(r.metric), fmt(r.base, unit),
+                          fmt(r.cand, unit), Text(r.reason))
+        console.print(table)
+    counts = ", ".join(f"{n} {v}" for v, n in sorted(verdict.counts().items()))
+    gating = [r for r in verdict.rows if r.gating_regression]
+    head = "REGRESSION" if gating else "OK"
+    what = "; ".join(f"{r.variant} {r.metric}: {r.reason}" for r in gating[:3]) + (" ..." if len(gating) > 3 else "")
+    console.print(f"{head}: {len(verdict.rows)} series judged by the perf gate's series rule ({counts})"
+                  + (f" -- {what}" if what else ""))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -218,8 +258,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("history", help="store runs' numbers over time and show their trend",
                                    description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="history_command", metavar="{add,show,changes,list}", required=True)
-
-    from harness.settings.commands import add_command_options
 
     add = actions.add_parser("add", help="store the records of one or more run directories (idempotent)")
     add.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")

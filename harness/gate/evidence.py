@@ -1,6 +1,6 @@
 """What the perf gate judges: one typed record for every way of deciding "slower".
 
-Three kinds of evidence reach the gate, and one judge (``harness.gate.judge``) decides all of
+Four kinds of evidence reach the gate, and one judge (``harness.gate.judge``) decides all of
 them by the rule its kind's row of the policy table (``harness.gate.policy``) names:
 
 * ``TWO_RUNS``: per-call samples of a baseline run and a candidate run, recorded apart
@@ -11,7 +11,10 @@ them by the rule its kind's row of the policy table (``harness.gate.policy``) na
 * ``PAIRED``: blocks of both sides timed alternately in one session or by pairs of processes
   (``perf-compare``, ``--perf``, ``--env-a/--env-b``), shape (pairs, calls per block);
 * ``SINGLE``: one number per side (peak memory, artifact size, cold start; a budget is a single
-  number against its limit).
+  number against its limit);
+* ``SERIES``: one number per stored nightly run of one variant's metric, oldest first
+  (``harness history changes``): its newest level against the series' own past -- a change point
+  that held, or a newest run outside its band (``harness.gate.changepoints``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class EvidenceKind(enum.StrEnum):
     TWO_RUNS = "two-runs"
     PAIRED = "paired"
     SINGLE = "single"
+    SERIES = "series"
 
 
 @dataclass(frozen=True)
@@ -73,10 +77,11 @@ class CanaryBlocks:
 class Evidence:
     """Both sides of one compared number, typed by kind (module docstring).
 
-    ``base``/``cand``: per-call samples (``TWO_RUNS``), (pairs, block) arrays (``PAIRED``) or one
-    number each (``SINGLE``), in ``unit``; every perf number is lower-is-better unless
-    ``direction`` says otherwise. ``stats``: the policies (by name) judged on it -- latency
-    statistics for samples, the number's own name for a single one.
+    ``base``/``cand``: per-call samples (``TWO_RUNS``), (pairs, block) arrays (``PAIRED``), one
+    number each (``SINGLE``), or a series' earlier runs and its newest one (``SERIES``), in
+    ``unit``; every perf number is lower-is-better unless ``direction`` says otherwise. ``stats``:
+    the policies (by name) judged on it -- latency statistics for samples, the number's own name
+    for a single one or a series.
     """
 
     kind: EvidenceKind
@@ -86,7 +91,8 @@ class Evidence:
     base: np.ndarray
     cand: np.ndarray
     unit: str = "ms"
-    direction: Direction = Direction.LOWER
+    #: None: not known (a SERIES of a number the registry does not declare): never REGRESSION
+    direction: Direction | None = Direction.LOWER
     #: PAIRED: which process pair timed each pair (judged per group); empty: per block pair
     groups: tuple[int, ...] = ()
     #: TWO_RUNS: the record-level canaries between the runs (``harness.gate.canary.judge_drift``)
@@ -97,13 +103,16 @@ class Evidence:
     canary: tuple[CanaryBlocks, CanaryBlocks] | None = None
     #: the two sides' environment fingerprints, where known (baseline, candidate)
     fingerprints: tuple[str, str] = ("", "")
+    #: SERIES: each run's label (``run_id (finished)``), the earlier runs' then the newest's
+    runs: tuple[str, ...] = ()
     seed: int = 0
     #: bootstrap resamples (PAIRED)
     resamples: int = 4000
 
     @property
     def counts(self) -> tuple[int, int]:
-        """Calls per side (two runs), pairs and judged units (paired), or 1, 1 (single)."""
+        """Calls per side (two runs), pairs and judged units (paired), 1, 1 (single), or earlier
+        runs and 1 (series)."""
         if self.kind is EvidenceKind.PAIRED:
             units = len(set(self.groups)) if self.groups else int(self.base.shape[0])
             return int(self.base.shape[0]), units

@@ -19,8 +19,9 @@ from typing import Callable, Mapping
 import numpy as np
 
 from harness.gate.canary import widen
+from harness.gate.changepoints import MIN_RELATIVE, band, detect
 from harness.gate.evidence import CanaryBlocks, Evidence, EvidenceKind
-from harness.gate.policy import MIN_SEGMENTS, OUTLIER_FACTOR, POLICY
+from harness.gate.policy import MIN_SEGMENTS, OUTLIER_FACTOR, POLICY, RECENT_RUNS
 from harness.gate.row import Row, Verdict, fmt_ci, fmt_p, fmt_value
 from harness.metrics.spec import MetricPolicy, percentile
 from harness.perf.stats import DEFAULT_BLOCKS, MIN_BLOCK_SIZE, Stat, block_cv, bootstrap_ratio_cis, mann_whitney, min_samples_for
@@ -75,7 +76,8 @@ def decide(ratio: float, lo: float, hi: float, p_value: float, policy: MetricPol
 
 def _row(ev: Evidence, name: str, pol: MetricPolicy, base: float, cand: float, ratio: float, lo: float | None,
          hi: float | None, p: float | None, verdict: Verdict, reason: str) -> Row:
-    metric = name if ev.kind is EvidenceKind.SINGLE else f"{ev.metric}.{name}" if ev.metric else name
+    metric = (name if ev.kind is EvidenceKind.SINGLE else ev.metric if ev.kind is EvidenceKind.SERIES
+              else f"{ev.metric}.{name}" if ev.metric else name)
     return Row(ev.variant, metric, pol.kind, base, cand, ratio, lo, hi, p, verdict, reason, pol.advisory,
                ev.kind.value, ev.counts)
 
@@ -416,9 +418,71 @@ def _beyond_drift(verdict: Verdict, reason: str, lo: float, hi: float, pol: Metr
     return Verdict.INCONCLUSIVE, drift.reason
 
 
+# --------------------------------------------------------------------------- a stored series
+
+
+def _series(ev: Evidence, policies: Mapping[str, MetricPolicy]) -> list[Row]:
+    """A nightly series against its own past: the newest change point decides while it is recent
+    (its level held, so it is the series' level now, not one slow night); without one, the newest
+    run against the band of the current level's earlier runs -- outside it is INCONCLUSIVE, one
+    run being no level yet. Why both: the band alone flags every noisy night and forgets a
+    slowdown the night after it became the norm; the change point alone is silent the first night."""
+    values = np.concatenate([np.asarray(ev.base, dtype=float).ravel(), np.asarray(ev.cand, dtype=float).ravel()])
+    labels = ev.runs if len(ev.runs) == values.size else tuple(f"#{i + 1}" for i in range(values.size))
+    kept = np.isfinite(values)
+    values, labels = values[kept], tuple(label for label, ok in zip(labels, kept) if ok)
+    return [_series_row(ev, name, policies[name], values, labels) for name in ev.stats]
+
+
+def _series_row(ev: Evidence, name: str, pol: MetricPolicy, values: np.ndarray, labels: tuple[str, ...]) -> Row:
+    n = values.size
+    need = POLICY[EvidenceKind.SERIES].min_units
+    newest = float(values[-1]) if n else math.nan
+
+    def row(base: float, cand: float, verdict: Verdict, reason: str, at_level: int = 1) -> Row:
+        ratio = cand / base if base > 0 else math.nan
+        return replace(_row(ev, name, pol, base, cand, ratio, None, None, None, verdict, reason),
+                       counts=(n - at_level, at_level))
+
+    if n < need:
+        first = float(values[0]) if n else math.nan
+        return row(first, newest, Verdict.INCONCLUSIVE, f"{n} stored run(s) < {need}: no trend yet", 1 if n else 0)
+    thr = pol.min_effect
+    starts = detect(values, min_relative=min(thr, MIN_RELATIVE))
+    if starts:
+        start = starts[-1]
+        before = float(np.median(values[([0] + starts)[-2]:start]))
+        after = float(np.median(values[start:]))
+        held = n - start
+        change = after / before - 1.0 if before else math.inf
+        since = f"{change:+.1%} since run {labels[start]} ({held} runs at the new level)"
+        if held <= RECENT_RUNS:
+            if ev.direction is None:
+                return row(before, after, Verdict.INCONCLUSIVE, f"{since}; which way is better is not known", held)
+            if abs(change) >= thr:
+                if ev.direction.worse(after, before):
+                    return row(before, after, Verdict.REGRESSION, f"{since}: a change point >= {thr:.0%} worse", held)
+                return row(before, after, Verdict.IMPROVEMENT, f"{since}: a change point, better", held)
+            return row(before, after, Verdict.PASS, f"{since}: within {thr:.0%}", held)
+        level = values[start:-1]
+        settled = f"; the level since run {labels[start]} ({change:+.1%}) is older than {RECENT_RUNS} runs"
+    else:
+        level, settled = values[:-1], ""
+    centre = float(np.median(level))
+    change = newest / centre - 1.0 if centre else math.inf
+    edges = band(level)
+    tonight = f"newest run {labels[-1]} {change:+.1%} against the level's median"
+    outside = edges is not None and not edges[0] <= newest <= edges[1]
+    if edges is not None and outside and abs(change) >= thr and (ev.direction is None or ev.direction.worse(newest, centre)):
+        return row(centre, newest, Verdict.INCONCLUSIVE,
+                   f"{tonight}, outside its band [{edges[0]:.4g}, {edges[1]:.4g}]: one run is no level yet{settled}")
+    return row(centre, newest, Verdict.PASS, f"{tonight}, no change point{settled}")
+
+
 _BY_KIND: dict[EvidenceKind, Callable[[Evidence, Mapping[str, MetricPolicy]], list[Row]]] = {
     EvidenceKind.TWO_RUNS: _two_runs,
     EvidenceKind.PAIRED: _paired,
     EvidenceKind.SINGLE: _single,
+    EvidenceKind.SERIES: _series,
 }
 assert set(_BY_KIND) == set(POLICY), "every kind of the policy table has its judge"

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.core.markdown import table
+from harness.gate.changepoints import MIN_RELATIVE, MIN_SIZE
 from harness.gate.evidence import EvidenceKind
 
 
@@ -61,6 +62,13 @@ MIN_SEGMENTS = 8
 #: a preemption by a neighbour (measured: 3-11 % of calls on the 2-core dev box, at 1.5x-30x the
 #: median), not the model.
 OUTLIER_FACTOR = 1.5
+#: fewer stored runs than this in a series: no trend verdict (a change point needs a level of
+#: ``changepoints.MIN_SIZE`` runs on each side of it)
+SERIES_MIN_RUNS = 2 * MIN_SIZE
+#: a change point fails the gate while its new level is at most this many runs old (a week of
+#: nightlies); after that the level is the series' own, and a later run is judged against it
+#: (without the limit, one accepted regression would keep every later night red)
+RECENT_RUNS = 7
 
 POLICY: dict[EvidenceKind, Rule] = {rule.kind: rule for rule in (
     Rule(EvidenceKind.TWO_RUNS,
@@ -100,6 +108,19 @@ POLICY: dict[EvidenceKind, Rule] = {rule.kind: rule for rule in (
          noise_margin=0.0,
          between_sd=0.0,
          inconclusive="never: REGRESSION at or beyond both thresholds, else PASS (or IMPROVEMENT)"),
+    Rule(EvidenceKind.SERIES,
+         source="one number per stored nightly run of a variant's metric (`harness history changes`)",
+         test=f"change points: PELT (L2 cost, penalty 2 sigma^2 log n) over the series; a level that held "
+              f"{MIN_SIZE} runs and moved by 3 sigma and by the threshold (the metric's policy, else "
+              f"{MIN_RELATIVE:.0%}); it gates while at most {RECENT_RUNS} runs old",
+         interval="none; the band of the current level's earlier runs (median +- 3 scaled MADs) for the newest run",
+         min_units=SERIES_MIN_RUNS,
+         noise="sigma from the series' successive differences (a shift does not hide itself), or the spread "
+               "around the segments' own medians where that is larger",
+         noise_margin=0.0,
+         between_sd=0.0,
+         inconclusive=f"a newest run outside its band and beyond the threshold that has not held for {MIN_SIZE} "
+                      f"runs yet; a metric whose better direction is unknown"),
 )}
 
 

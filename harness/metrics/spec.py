@@ -128,8 +128,9 @@ def percentile(name: str) -> float | None:
 
 
 #: what the perf gate compares: sampled latency, or a single number (memory, size, cold start, the
-#: cost per request at a served model's sustainable load)
-GATE_KINDS = ("latency", "memory", "size", "cold", "load")
+#: cost per request at a served model's sustainable load), or a stored series with no perf policy
+#: of its own (an accuracy metric, throughput: ``harness.gate.trend``)
+GATE_KINDS = ("latency", "memory", "size", "cold", "load", "trend")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from harness.gate.changepoints import ChangePoint, series_changes
+from harness.gate.changepoints import ChangePoint, band, series_changes
 from harness.report.html import plots
 from harness.report.html.templating import markup, render
 from harness.report.units import Quantity, fmt, quantity
@@ -29,22 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: plots at most this many metrics (the headline metrics of the cases, most common first)
 MAX_PLOTS = 8
-MAD_SCALE = 1.4826  # MAD -> standard deviation for normal data
-
-
-def band(values: Sequence[float]) -> tuple[float, float] | None:
-    """Median ± 3 scaled MADs of ``values`` (the runs before the newest); None under 3 runs."""
-    finite = sorted(v for v in values if math.isfinite(v))
-    if len(finite) < 3:
-        return None
-    import numpy as np
-
-    median = float(np.median(finite))
-    mad = float(np.median([abs(v - median) for v in finite])) * MAD_SCALE
-    spread = max(3 * mad, abs(median) * 1e-9)
-    return median - spread, median + spread
-
-
 @dataclass(frozen=True)
 class Run:
     """One stored run on the time axis."""
