@@ -47,8 +47,9 @@ class Contender:
 
 
 def default_providers() -> list[Provider]:
-    """``BASE_PROVIDERS`` plus every other non-GPU provider whose backend runs ONNX files and
-    can run here (derived from the backend registry, so a new CPU runtime joins the table)."""
+    """``BASE_PROVIDERS`` plus every other non-GPU provider whose backend runs ONNX files, is a
+    deployment runtime (``Backend.timed``) and can run here (derived from the backend registry,
+    so a new CPU runtime joins the table)."""
     from harness.judge.runtimes import RuntimeStore
 
     table = dict(PROVIDERS)
@@ -56,7 +57,8 @@ def default_providers() -> list[Provider]:
     known = backends()
     for provider in table.values():
         backend = known.get(provider.backend)
-        if provider in chosen or provider.needs_gpu or backend is None or not backend.runs_onnx_files:
+        if provider in chosen or provider.needs_gpu or backend is None or not backend.runs_onnx_files or \
+                not backend.timed:
             continue
         if RuntimeStore.unavailable_reason(Variant("bench", Precision.FP32, provider)) is None:
             chosen.append(provider)

@@ -243,6 +243,10 @@ class Backend(abc.ABC):
     #: of each (``harness.runners.PROVIDERS`` is derived from them)
     providers: tuple["Provider", ...] = ()
 
+    #: a runtime a deployment runs, so its speed means something: timed by the perf suites and
+    #: ``harness bench``; False: a judge of the numbers only (the ONNX reference, numpy node by node)
+    timed: ClassVar[bool] = True
+
     #: runs the model's PyTorch module itself (or a copy made from it): the workspace keeps a large
     #: model's module loaded between two cases of such a backend (``ModuleMemory.end_case``)
     uses_torch_module: ClassVar[bool] = False

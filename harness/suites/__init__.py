@@ -28,10 +28,19 @@ def has_config_artifacts(spec: "ModelSpec") -> bool:
     return bool(spec.extra.get("artifacts"))
 
 
+def timed_backend(spec: "ModelSpec", variant: "Variant") -> bool:
+    """The variant's backend is a deployment runtime whose speed means something (``Backend.timed``):
+    the perf suites' filter (the ONNX reference judges numbers only)."""
+    from harness.runners import backends
+
+    backend = backends().get(variant.backend)
+    return backend is None or backend.timed
+
+
 def runs_config_artifact(spec: "ModelSpec", variant: "Variant") -> bool:
     """The variant's backend runs ONNX files and the config lists a file at its precision."""
     from harness.runners import backends
     from harness.runners.prebuilt import runs_onnx_files
 
-    return runs_onnx_files(backends().get(variant.backend)) and \
+    return runs_onnx_files(backends().get(variant.backend)) and timed_backend(spec, variant) and \
         variant.precision.value in (spec.extra.get("artifacts") or {})

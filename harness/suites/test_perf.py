@@ -29,7 +29,7 @@ from harness.repro.perf import bundle_on_breach, cold_start_on_breach, generatio
 from harness.results.envinfo import thread_settings
 from harness.results.sections import PerfSetup
 from harness.runners.base import GraphRef
-from harness.suites import has_config_artifacts, runs_config_artifact
+from harness.suites import has_config_artifacts, runs_config_artifact, timed_backend
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -51,6 +51,7 @@ def _settings_record(harness: Case, settings: PerfSettings, **extra: Any) -> Per
                       "threads": thread_settings(options.settings.threads, options.settings.inter_threads), **extra})
 
 
+@pytest.mark.harness(accepts=timed_backend)
 def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, benchmark_or_none: Any) -> None:
     ws, model, family, points, skipped = _graphs_and_plan(harness, perf_settings)
     backend = ws.backend(variant, model)
@@ -77,6 +78,7 @@ def test_latency(variant: Variant, harness: Case, perf_settings: PerfSettings, b
         budgets.enforce(harness, harness.perf)
 
 
+@pytest.mark.harness(accepts=timed_backend)
 def test_cold_start_memory(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
     reason = coldstart.unsupported_reason(variant)
     if reason:
@@ -95,7 +97,7 @@ def test_cold_start_memory(variant: Variant, harness: Case, perf_settings: PerfS
         budgets.enforce(harness, harness.perf)
 
 
-@pytest.mark.harness(generates=True)
+@pytest.mark.harness(generates=True, accepts=timed_backend)
 def test_generation_perf(variant: Variant, harness: Case, perf_settings: PerfSettings) -> None:
     ws, model = harness.workspace, harness.model
     family = ws.family(model)
