@@ -43,11 +43,25 @@ def test_piped_run_under_xdist(pytester: pytest.Pytester, tmp_path, monkeypatch:
     """One subprocess run (-n 2, stdout a pipe), three things read from its output."""
     monkeypatch.setenv("HARNESS_PROGRESS_HEARTBEAT_S", "1")
     monkeypatch.setenv("COLUMNS", "40")  # a narrow CI log: ids must still come out whole
+    monkeypatch.setenv("HARNESS_PROGRESS_ETA_LOG", str(tmp_path / "eta.jsonl"))
     pytester.makepyfile(test_progress_suite=SUITE)
     piped = pytester.runpytest_subprocess(*ARGS, f"--harness-out={tmp_path / 'run'}", "-n", "2")
     per_case_lines(piped)
     end_table_keeps_case_ids_whole(piped)
     failure_text_has_no_object_reprs(piped)
+    journal_has_no_estimate_once_every_case_finished(tmp_path / "eta.jsonl")
+
+
+def journal_has_no_estimate_once_every_case_finished(path) -> None:
+    """The display shows no ETA once every case finished, so the ETA journal records none there:
+    a 0 s journalled was judged a -100 % miss against the reports' last tenth of a second."""
+    import json
+
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    estimates = [e for e in entries if "done" in e]
+    assert [e["done"] for e in estimates] == list(range(1, 9)) and all(e["total"] == 8 for e in estimates)
+    assert estimates[-1]["eta"] is None and any(e["eta"] is not None for e in estimates[:-1])
+    assert "ended" in entries[-1]
 
 
 def per_case_lines(piped: pytest.RunResult) -> None:

@@ -91,3 +91,28 @@ def test_suite_factors_follow_the_kind_of_variant_and_a_slow_exporter_costs_unti
     (tmp_path / "artifacts" / "encoder-custom-model-fp32-0123456789abcdef").mkdir(parents=True)
     cached = case_cost("test_logits_parity", Variant("encoder-custom", Precision.FP32, PROVIDERS["ort_cpu"]))
     assert cached.export == 0 and cached.weight < exported.weight
+
+
+def test_flat_suites_cost_the_same_whatever_the_graphs_and_the_precision(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold start (fresh processes that import and load the model) and a generation benchmark
+    (a fixed count of timed generations) took about the same on a one-graph and a three-graph
+    model, at every precision (harness.shard.cost.SuiteFactor.flat): graphs x precision priced
+    marian-tiny's FP16 cold start 4.5x llama-tiny's FP32 one, against 28 s and 24 s measured. A
+    parity case still scales with both."""
+    from harness.shard.cost import SUITE_FACTOR, TORCH_FACTOR
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))  # no model on disk: every size is 1
+
+    def weight(test: str, model: str, precision: str, provider: str) -> float:
+        return case_cost(test, Variant(model, Precision(precision), PROVIDERS[provider])).weight
+
+    for test in ("test_cold_start_memory", "test_generation_perf"):
+        assert SUITE_FACTOR[test].flat
+        factor = SUITE_FACTOR[test]
+        for provider, expected in (("ort_cpu", factor.files), ("torch_cpu", factor.pytorch * TORCH_FACTOR)):
+            weights = {weight(test, m, p, provider) for m in ("marian-tiny", "llama-tiny") for p in ("fp32", "fp16", "int8")}
+            assert weights == {round(expected, 4)}, (test, provider, weights)
+    parity = weight("test_logits_parity", "llama-tiny", "fp32", "ort_cpu")
+    assert weight("test_logits_parity", "marian-tiny", "fp32", "ort_cpu") == 3 * parity  # encoder, decoder, with past
+    assert weight("test_logits_parity", "llama-tiny", "fp16", "ort_cpu") == 1.5 * parity
