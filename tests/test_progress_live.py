@@ -278,6 +278,20 @@ def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     assert max(abs(e) for e in mean_errors) > 0.30  # the negative control: the former estimate misses
 
 
+def test_a_case_the_model_cannot_weigh_costs_what_those_it_could_not_weigh_took() -> None:
+    """A case naming no variant (``test_artifact_perf[none]``: a suite with nothing to run, skipped
+    at collection) took 0.0 s like the other such case already finished: it was priced at the mean
+    finished case, 5 s of a ``--perf`` run's, shown as the ETA with nothing left to run."""
+    from harness.plugins.progress import Estimator
+
+    est = Estimator(weights={"test_latency[m-fp32-ort_cpu]": 5.0})
+    done = {"s.py::test_artifact[none]": 0.0, "s.py::test_latency[m-fp32-ort_cpu]": 10.0}
+    assert est.eta(["s.py::test_artifact_perf[none]"], {}, done, 1) == 0.0
+    # none of them finished yet: the mean of the finished cases that took time, as before
+    assert est.eta(["s.py::test_artifact_perf[none]"], {}, {"s.py::test_latency[m-fp32-ort_cpu]": 10.0}, 1) == 10.0
+    assert Estimator().eta(["s.py::test_x"], {}, done, 1) == 10.0  # no cost model: the mean that took time
+
+
 def test_eta_replay_of_a_perf_run_with_flat_suites_is_within_30_percent(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``--perf`` run's cold starts take the same per backend whatever the model's graph count

@@ -199,9 +199,11 @@ class Estimator:
     speed against it), else its cost in the shard planner's model (``harness.shard.cost``: graphs
     x model size x precision x backend x suite) times the seconds per unit of cost this run's
     finished cases took -- their suite's rate once the suite has finished cases (its first one
-    pulled towards the run's rate), else the run's. Re-estimated on every call, so it
-    follows the run as cases finish; a case running past its estimate is expected to need a
-    quarter of its elapsed time more (the estimate moves instead of freezing at zero)."""
+    pulled towards the run's rate), else the run's (:meth:`rate`); a case the model cannot weigh
+    (no variant in its id) at the mean of the finished ones it could not weigh either.
+    Re-estimated on every call, so it follows the run as cases finish; a case running past its
+    estimate is expected to need a quarter of its elapsed time more (the estimate moves instead of
+    freezing at zero)."""
 
     #: of a case running past its estimate, the share of its elapsed time still expected
     OVERRUN = 0.25
@@ -244,6 +246,13 @@ class Estimator:
             rate = self.rate(suite_of(nodeid), finished, self.kinds.get(key))
             if rate is not None:
                 return self.weights[key] * rate
+        elif self.weights:
+            # a case the cost model cannot weigh names no variant (a suite with nothing to run,
+            # skipped at collection in 0.0 s): priced like the finished ones it could not weigh
+            # either, not at the mean case (5 s of a --perf run's, shown for a case taking none)
+            unweighed = [s for n, s in finished.items() if case_key(n) not in self.weights]
+            if unweighed:
+                return sum(unweighed) / len(unweighed)
         timed = [s for s in finished.values() if s > 0]  # a skip at collection took no time: no estimate
         if timed:
             return sum(timed) / len(timed)
