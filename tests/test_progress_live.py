@@ -209,8 +209,9 @@ def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> 
     logits_done = {"s.py::test_logits_parity[m-fp32-ort_cpu]": 2.0}  # 2 s per unit
     assert est.eta(["s.py::test_latency[m-fp32-ort_cpu]"], {}, logits_done, 1) == 10.0
     latency_done = {**logits_done, "s.py::test_latency[m-fp32-ort_cpu]": 20.0}  # the latency suite: 4 s per unit
-    # one latency case: its rate pulled towards the run's 22/6 by one case's worth, for 6.5 units
-    assert abs(est.eta(["s.py::test_latency[m-int8-ort_cpu]"], {}, latency_done, 1) - 6.5 * (20 + 22 / 6 * 5) / 10) < 1e-9
+    # one latency case: its rate pulled towards the run's (the median of its suites' rates, 2 and
+    # 4: 3) by one case's worth, for 6.5 units
+    assert abs(est.eta(["s.py::test_latency[m-int8-ort_cpu]"], {}, latency_done, 1) - 6.5 * (20 + 3.0 * 5) / 10) < 1e-9
     # two logits cases: the suite's own rate, 2.5 s per unit
     two = {**logits_done, "s.py::test_logits_parity[m-int8-ort_cpu]": 3.85}
     assert abs(est.eta(["s.py::test_latency[m-fp32-ort_cpu]"], {}, two, 1) - 5.0 * 5.85 / 2.3) < 1e-9
@@ -276,6 +277,40 @@ def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     assert errors and max(abs(e) for e in errors) <= 0.30, errors
     mean_errors = module.replay(records, weighted=False).errors
     assert max(abs(e) for e in mean_errors) > 0.30  # the negative control: the former estimate misses
+
+
+def test_one_slow_group_does_not_price_the_suites_after_it() -> None:
+    """A suite with no finished case is priced at the median of the finished groups' rates (a
+    suite's cases of one backend), each group one vote: the seconds of every finished case over
+    their units are mostly the heaviest group's, and cold exports beside another job (generation
+    parity's ONNX Runtime cases at 0.5 s per unit, the other groups 0.2) priced every later suite
+    at that."""
+    from harness.plugins.progress import Estimator, case_kinds
+
+    done_ids = ["test_generation_parity[m-fp32-ort_cpu]", "test_generation_parity[m-fp32-torch_cpu]",
+                "test_logits_parity[m-fp32-ort_cpu]", "test_logits_parity[m-fp32-torch_cpu]"]
+    pending = ["test_latency[m-fp32-ort_cpu]"]
+    ids = done_ids + pending
+    weights = {ids[0]: 60.0, ids[1]: 36.0, ids[2]: 9.0, ids[3]: 9.0, ids[4]: 10.0}
+    est = Estimator(weights=weights, kinds=case_kinds(ids))
+    done = {f"s.py::{ids[0]}": 30.0, f"s.py::{ids[1]}": 7.2, f"s.py::{ids[2]}": 1.8, f"s.py::{ids[3]}": 1.8}
+    eta = est.eta([f"s.py::{pending[0]}"], {}, done, 1)
+    assert eta is not None and abs(eta - 10 * 0.2) < 1e-9  # median of 0.5, 0.2, 0.2, 0.2
+    assert abs(eta - 10 * 40.8 / 114) > 1.0  # the former prior: every finished second over every unit
+
+
+def test_a_case_the_model_cannot_weigh_costs_what_those_it_could_not_weigh_took() -> None:
+    """A case naming no variant (``test_artifact_perf[none]``: a suite with nothing to run, skipped
+    at collection) took 0.0 s like the other such case already finished: it was priced at the mean
+    finished case, 5 s of a ``--perf`` run's, shown as the ETA with nothing left to run."""
+    from harness.plugins.progress import Estimator
+
+    est = Estimator(weights={"test_latency[m-fp32-ort_cpu]": 5.0})
+    done = {"s.py::test_artifact[none]": 0.0, "s.py::test_latency[m-fp32-ort_cpu]": 10.0}
+    assert est.eta(["s.py::test_artifact_perf[none]"], {}, done, 1) == 0.0
+    # none of them finished yet: the mean of the finished cases that took time, as before
+    assert est.eta(["s.py::test_artifact_perf[none]"], {}, {"s.py::test_latency[m-fp32-ort_cpu]": 10.0}, 1) == 10.0
+    assert Estimator().eta(["s.py::test_x"], {}, done, 1) == 10.0  # no cost model: the mean that took time
 
 
 def test_eta_replay_of_a_perf_run_with_flat_suites_is_within_30_percent(

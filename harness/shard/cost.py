@@ -56,11 +56,11 @@ class SuiteFactor:
 
     ``flat``: the case's time is a fixed amount of work per case (fresh processes that import and
     load the model, a fixed count of timed generations), so neither the graph count nor the
-    precision multiplies it. Measured here on ``--perf --models marian-tiny llama-tiny``, cold cache,
-    a quiet run (load 1) and one beside another job (load 2): ``test_cold_start_memory`` took
+    precision multiplies it. Measured here on two cold-cache runs of ``--perf --models marian-tiny
+    llama-tiny`` beside another job (load average 2.2 and 2.0): ``test_cold_start_memory`` took
     16-28 s a PyTorch variant whether the model runs one graph (llama-tiny) or three (marian-tiny),
     and 1.0-2.1 s an ONNX Runtime one, FP32, FP16 or INT8 alike; ``test_generation_perf`` 1.2-2.0 s
-    a PyTorch variant and 0.3-0.5 s an ONNX Runtime one in the quiet run, both models, every
+    a PyTorch variant and 0.3-0.5 s an ONNX Runtime one in the first run, both models, every
     precision (graphs x precision had priced marian-tiny's FP16 case 4.5x llama-tiny's FP32 one)."""
 
     files: float
@@ -71,14 +71,14 @@ class SuiteFactor:
 #: measured on the default run and ``--perf --models marian-tiny llama-tiny`` here (2 cores, CPU):
 #: each suite's seconds per unit of the other factors, against numeric parity's (docs/sharding.md)
 SUITE_FACTOR: Mapping[str, SuiteFactor] = {
-    # flat, in units of numeric parity's seconds per unit in the same run (0.185 quiet, 0.22 at
-    # load 2): cold start 1.2 / 1.75 s an ONNX Runtime variant (6.3 / 8.0 units) and 16.8 / 23.8 s
+    # flat, in units of numeric parity's seconds per unit in the same run (0.185 and 0.22 in the
+    # two runs): cold start 1.2 / 1.75 s an ONNX Runtime variant (6.3 / 8.0 units) and 16.8 / 23.8 s
     # a PyTorch one (91 / 108 units, / 0.6 = 151 / 180), means of 6 cases each
     "test_cold_start_memory": SuiteFactor(7.0, 165.0, flat=True),
     "test_latency": SuiteFactor(5.0, 15.0),
     # flat: 0.38 s an ONNX Runtime variant (2 units) and 1.56 s a PyTorch one (8.4 units, / 0.6 =
-    # 14), quiet run, means of 6 each (beside another job PyTorch FP16/INT8 generation took 14-28 s:
-    # not the model's cost, the run's own rate absorbs it)
+    # 14), the first run, means of 6 each (in the second, PyTorch FP16/INT8 generation took 14-28 s
+    # in a burst of the other job's load: not the model's cost, the run's own rate absorbs it)
     "test_generation_perf": SuiteFactor(2.0, 14.0, flat=True),
     "test_generation_parity": SuiteFactor(4.0, 4.0),
     "test_embedding_parity": SuiteFactor(2.0, 2.0),
