@@ -123,12 +123,10 @@ def _held(first: np.ndarray, second: np.ndarray, before: float, after: float, mi
     """Both levels held: at least ``min_size`` runs of each segment on its own side of the midway
     level. Why: PELT may end a series with ``[old, spike]`` as a two-run segment whose median is
     half the spike -- one slow night is what the band shows, not a level."""
-    import numpy as np
-
     mid = (before + after) / 2
-    up = after > before
-    return bool(np.sum((first < mid) if up else (first > mid)) >= min_size
-                and np.sum((second > mid) if up else (second < mid)) >= min_size)
+    moved = Direction.of(after > before)  # the way the level moved: "worse" here is "before it"
+    return (sum(moved.worse(float(v), mid) for v in first) >= min_size
+            and sum(moved.worse(mid, float(v)) for v in second) >= min_size)
 
 
 def series_changes(series: pd.Series, variant: str, metric: str, *, higher_is_better: bool | None = None,
