@@ -142,3 +142,23 @@ def test_check_judges_a_file_with_the_reference_beside_onnx_runtime(workspace, t
     key = next(k for k in ref["metrics"] if k.endswith("norm_max_abs"))
     assert ref["metrics"][key] == pytest.approx(ort["metrics"][key], rel=0.05, abs=1e-4)
     assert ref["metrics"][key] > 1e-3  # INT8 moved the logits: the agreement is not two zeros
+
+
+def test_check_refuses_an_optimized_file_in_one_line(workspace, tmp_path: Path, capsys) -> None:
+    """ONNX Runtime's transformer optimizer fuses bert-tiny into contrib operators: the reference
+    cannot judge it, and says so in one line naming the file and the operators (exit 2)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    from harness.export.artifacts import onnx_artifact
+
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    path = onnx_artifact(model, family, family.graphs(model)[0], Precision.FP32, workspace.runtimes.settings_for(model),
+                         workspace.runtimes.artifacts).path()
+    fused = tmp_path / "optimized.onnx"
+    optimize_model(str(path), model_type="bert", num_heads=2, hidden_size=128).save_model_to_file(str(fused))
+    code = main(["check", "--reference", "bert-tiny", "--onnx", str(fused), "--providers", "ref_cpu", "--samples", "8",
+                 "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "optimized.onnx" in err and "com.microsoft." in err and "Traceback" not in err
