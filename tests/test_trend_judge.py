@@ -85,6 +85,16 @@ def test_the_threshold_is_the_gates_policy_for_the_same_number() -> None:
     assert verdict is Verdict.PASS and "within 10%" in reason
 
 
+def test_the_absolute_floor_applies_as_it_does_to_a_single_number() -> None:
+    """Peak memory's policy is 5 % *and* 32 MiB: +10 % of 100 MB held three nights is within it,
+    +10 % of 1 GB is not."""
+    mib = 1024 * 1024
+    small = [100 * mib] * 6 + [110 * mib] * 3
+    verdict, reason = _judge(small, "perf:peak_rss_bytes")
+    assert verdict is Verdict.PASS and "floor" in reason
+    assert _judge([v * 10 for v in small], "perf:peak_rss_bytes")[0] is Verdict.REGRESSION
+
+
 def test_unknown_direction_and_short_series_are_inconclusive() -> None:
     verdict, reason = _judge(FLAT[:5] + [4.0, 4.0, 4.0], "metric:custom_score", None)
     assert verdict is Verdict.INCONCLUSIVE and "which way is better is not known" in reason

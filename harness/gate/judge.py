@@ -448,6 +448,9 @@ def _series_row(ev: Evidence, name: str, pol: MetricPolicy, values: np.ndarray, 
         first = float(values[0]) if n else math.nan
         return row(first, newest, Verdict.INCONCLUSIVE, f"{n} stored run(s) < {need}: no trend yet", 1 if n else 0)
     thr = pol.min_effect
+    # the gate's absolute floor too (peak memory: 32 MiB), as a single number is judged
+    within = (f"not beyond both the {thr:.0%} threshold and the {fmt_value(pol.min_abs, pol.kind)} floor"
+              if pol.min_abs else f"within {thr:.0%}")
     starts = detect(values, min_relative=min(thr, MIN_RELATIVE))
     if starts:
         start = starts[-1]
@@ -459,11 +462,11 @@ def _series_row(ev: Evidence, name: str, pol: MetricPolicy, values: np.ndarray, 
         if held <= RECENT_RUNS:
             if ev.direction is None:
                 return row(before, after, Verdict.INCONCLUSIVE, f"{since}; which way is better is not known", held)
-            if abs(change) >= thr:
+            if abs(change) >= thr and abs(after - before) >= pol.min_abs:
                 if ev.direction.worse(after, before):
                     return row(before, after, Verdict.REGRESSION, f"{since}: a change point >= {thr:.0%} worse", held)
                 return row(before, after, Verdict.IMPROVEMENT, f"{since}: a change point, better", held)
-            return row(before, after, Verdict.PASS, f"{since}: within {thr:.0%}", held)
+            return row(before, after, Verdict.PASS, f"{since}: {within}", held)
         level = values[start:-1]
         settled = f"; the level since run {labels[start]} ({change:+.1%}) is older than {RECENT_RUNS} runs"
     else:
@@ -473,7 +476,8 @@ def _series_row(ev: Evidence, name: str, pol: MetricPolicy, values: np.ndarray, 
     edges = band(level)
     tonight = f"newest run {labels[-1]} {change:+.1%} against the level's median"
     outside = edges is not None and not edges[0] <= newest <= edges[1]
-    if edges is not None and outside and abs(change) >= thr and (ev.direction is None or ev.direction.worse(newest, centre)):
+    moved = abs(change) >= thr and abs(newest - centre) >= pol.min_abs
+    if edges is not None and outside and moved and (ev.direction is None or ev.direction.worse(newest, centre)):
         return row(centre, newest, Verdict.INCONCLUSIVE,
                    f"{tonight}, outside its band [{edges[0]:.4g}, {edges[1]:.4g}]: one run is no level yet{settled}")
     return row(centre, newest, Verdict.PASS, f"{tonight}, no change point{settled}")

@@ -111,8 +111,8 @@ POLICY: dict[EvidenceKind, Rule] = {rule.kind: rule for rule in (
     Rule(EvidenceKind.SERIES,
          source="one number per stored nightly run of a variant's metric (`harness history changes`)",
          test=f"change points: PELT (L2 cost, penalty 2 sigma^2 log n) over the series; a level that held "
-              f"{MIN_SIZE} runs and moved by 3 sigma and by the threshold (the metric's policy, else "
-              f"{MIN_RELATIVE:.0%}); it gates while at most {RECENT_RUNS} runs old",
+              f"{MIN_SIZE} runs and moved by 3 sigma and by the threshold (the metric's policy, with its "
+              f"absolute floor, else {MIN_RELATIVE:.0%}); it gates while at most {RECENT_RUNS} runs old",
          interval="none; the band of the current level's earlier runs (median +- 3 scaled MADs) for the newest run",
          min_units=SERIES_MIN_RUNS,
          noise="sigma from the series' successive differences (a shift does not hide itself), or the spread "
