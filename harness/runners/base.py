@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from harness.core import UsageError
+from harness.core.phases import phase
 from harness.core.runtime import RuntimeSettings, check_option_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core import Precision, Provider, Variant
     from harness.core.runtime import RuntimeSettings
     from harness.export.artifacts import ExportSettings
-    from harness.export.cache import ArtifactCache
+    from harness.export.cache import ArtifactCache, CacheEntry
     from harness.families.base import Family, GraphSpec
     from harness.zoo.loading import LoadedModel
 
@@ -229,6 +230,37 @@ class ChildLoad:
     #: graph -> the runner behind its call, where the backend has one: a timing child
     #: (``harness/perf/envchild.py``) times its ``timed_call``, what the perf suite times in-process
     runners: dict[str, "GraphRunner"] = field(default_factory=dict)
+
+
+class OnnxExports:
+    """The ONNX artifacts a backend that runs exported files reads from the export cache (ONNX
+    Runtime, OpenVINO, the ONNX reference): each graph's entry at a precision, exported first when
+    missing, and which entries this backend built rather than found -- their files are recorded with
+    ``cache_hit: false``. One per backend instance (the judge makes one per case)."""
+
+    def __init__(self, ctx: BackendContext) -> None:
+        self.ctx = ctx
+        self.built: set[Path] = set()
+
+    def entry(self, ref: GraphRef, precision: "Precision | None" = None) -> "CacheEntry":
+        """``ref.graph``'s artifact at ``precision`` (default: the variant's)."""
+        from harness.export.artifacts import onnx_artifact  # deferred: exporting needs torch, running must not
+
+        with phase("export"):
+            entry = onnx_artifact(ref.model, ref.family, ref.graph, precision or ref.variant.precision,
+                                  self.ctx.settings, self.ctx.cache)
+        if entry.built:
+            self.built.add(entry.directory)
+        return entry
+
+    def file_infos(self, ref: GraphRef, precision: "Precision | None" = None) -> dict[str, dict[str, Any]]:
+        """``Backend.artifacts`` of the entry: each file's path, sha256, bytes and cache hit."""
+        entry = self.entry(ref, precision)
+        return entry.file_infos(ref.graph.name, cache_hit=entry.directory not in self.built)
+
+    def paths(self, refs: Sequence[GraphRef], precision: "Precision | None" = None) -> dict[str, str]:
+        """Graph -> its ONNX file (built here first if missing): what a fresh child loads, never exporting."""
+        return {r.graph.name: self.file_infos(r, precision)[f"{r.graph.name}/model.onnx"]["path"] for r in refs}
 
 
 class Backend(abc.ABC):

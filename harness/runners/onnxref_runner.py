@@ -38,11 +38,10 @@ import numpy as np
 from harness.core import Precision, Provider, Variant
 from harness.core.cachedir import source_digest
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildCall, ChildLoad, ChildSpec, GraphRef, GraphRunner
+from harness.runners.base import Backend, BackendContext, ChildCall, ChildLoad, ChildSpec, GraphRef, GraphRunner, OnnxExports
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
-    from harness.export.cache import CacheEntry
 
 #: the precisions the reference evaluates, each from the artifact of the same precision
 PRECISIONS = (Precision.FP32, Precision.FP16, Precision.INT8, Precision.INT8_STATIC)
@@ -185,7 +184,8 @@ class OnnxReferenceBackend(Backend):
         found = version()
         if found is None:
             return "onnx_reference: onnx not installed (pip install onnx)"
-        return f"onnx_reference: onnx {found} ReferenceEvaluator (numpy, one node at a time; GatherElements replaced)"
+        return (f"onnx_reference: onnx {found} ReferenceEvaluator (numpy, one node at a time; GatherElements, and "
+                f"DequantizeLinear below opset {DEQUANTIZE_FROM_OPSET}, by the specification)")
 
     @classmethod
     def deterministic(cls, variant: Variant) -> bool:
@@ -198,7 +198,7 @@ class OnnxReferenceBackend(Backend):
 
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)
-        self._built: set[Path] = set()
+        self.exports = OnnxExports(ctx)
 
     def outputs_key(self, ref: GraphRef) -> dict[str, Any] | None:
         """The artifact bytes, onnx's and numpy's versions and this module's code decide the
@@ -207,25 +207,15 @@ class OnnxReferenceBackend(Backend):
         return {"backend": self.name, "artifacts": files, "onnx": version(), "numpy": np.__version__,
                 "runner": [source_digest(RefGraphRunner)]}
 
-    def _entry(self, ref: GraphRef) -> "CacheEntry":
-        from harness.export.artifacts import onnx_artifact  # exporting needs torch; running must not
-
-        entry = onnx_artifact(ref.model, ref.family, ref.graph, ref.variant.precision, self.ctx.settings, self.ctx.cache)
-        if entry.built:
-            self._built.add(entry.directory)
-        return entry
-
     def load(self, ref: GraphRef) -> GraphRunner:
-        return RefGraphRunner(str(self._entry(ref).path()))
+        return RefGraphRunner(str(self.exports.entry(ref).path()))
 
     def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
-        entry = self._entry(ref)
-        return entry.file_infos(ref.graph.name, cache_hit=entry.directory not in self._built)
+        return self.exports.file_infos(ref)
 
     # -- fresh-process measurement: the reference's own load and call, for completeness ---------------
     def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
-        paths = {r.graph.name: self.artifacts(r)[f"{r.graph.name}/model.onnx"]["path"] for r in refs}
-        return ChildSpec(paths, refs[0].variant.provider.device)
+        return ChildSpec(self.exports.paths(refs), refs[0].variant.provider.device)
 
     @classmethod
     def file_child_spec(cls, paths: Mapping[str, str], variant: Variant, runtime: "RuntimeSettings") -> ChildSpec:

@@ -38,11 +38,20 @@ import numpy as np
 
 from harness.core import Precision, Provider, Variant
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
+from harness.runners.base import (
+    Backend,
+    BackendContext,
+    ChildLoad,
+    ChildSpec,
+    Feeds,
+    GraphRef,
+    GraphRunner,
+    OnnxExports,
+    TimedCall,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.core.runtime import RuntimeSettings
-    from harness.export.cache import CacheEntry
 
 #: precision -> (ONNX artifact the variant compiles, INFERENCE_PRECISION_HINT)
 RECIPES: dict[Precision, tuple[Precision, str]] = {
@@ -250,23 +259,13 @@ class OpenVinoBackend(Backend):
 
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)
-        self._built: set[Path] = set()
+        self.exports = OnnxExports(ctx)
         #: graph name -> what the compiled model ran with (hint read back, runtime precisions)
         self._compiled: dict[str, dict[str, Any]] = {}
 
-    def _entry(self, ref: GraphRef) -> "CacheEntry":
-        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
-        from harness.export.artifacts import onnx_artifact  # exporting needs torch; running must not
-
-        source = RECIPES[variant.precision][0]
-        entry = onnx_artifact(model, family, graph, source, self.ctx.settings, self.ctx.cache)
-        if entry.built:
-            self._built.add(entry.directory)
-        return entry
-
     def load(self, ref: GraphRef) -> GraphRunner:
         graph, variant = ref.graph, ref.variant
-        entry = self._entry(ref)
+        entry = self.exports.entry(ref, RECIPES[variant.precision][0])
         runner = OvGraphRunner(str(entry.path()), RECIPES[variant.precision][1], self.ctx.intra_op_threads,
                                variant.provider.device)
         self._compiled[graph.name] = runner.settings()
@@ -274,8 +273,7 @@ class OpenVinoBackend(Backend):
 
     def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
         graph = ref.graph
-        entry = self._entry(ref)
-        out = entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
+        out = self.exports.file_infos(ref, RECIPES[ref.variant.precision][0])
         if graph.name in self._compiled and f"{graph.name}/model.onnx" in out:
             out[f"{graph.name}/model.onnx"]["openvino"] = self._compiled[graph.name]
         return out
@@ -283,9 +281,8 @@ class OpenVinoBackend(Backend):
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {r.graph.name: self.artifacts(r)[f"{r.graph.name}/model.onnx"]["path"] for r in refs}
         variant = refs[0].variant
-        return ChildSpec(paths, variant.provider.device,
+        return ChildSpec(self.exports.paths(refs, RECIPES[variant.precision][0]), variant.provider.device,
                          options={"hint": RECIPES[variant.precision][1], "threads": self.ctx.intra_op_threads or 0})
 
     @classmethod

@@ -18,16 +18,24 @@ import numpy as np
 from harness.core import Precision, Provider, UsageError, Variant, did_you_mean
 from harness.core.cachedir import source_digest
 from harness.core.errors import valid_names
-from harness.core.phases import phase
 from harness.core.quiet import routed_output
 from harness.core.runtime import SHARED_OPTIONS, Axis, BackendSettings, RuntimeSettings, runtime_from_dict, setting
 from harness.runners import register_backend
-from harness.runners.base import Backend, BackendContext, ChildLoad, ChildSpec, Feeds, GraphRef, GraphRunner, TimedCall
+from harness.runners.base import (
+    Backend,
+    BackendContext,
+    ChildLoad,
+    ChildSpec,
+    Feeds,
+    GraphRef,
+    GraphRunner,
+    OnnxExports,
+    TimedCall,
+)
 from harness.runners.gpu_memory import nvml_process_bytes
 from harness.runners.trt_profile import TensorRTSettings, profile_for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.export.cache import CacheEntry
     from harness.families.base import Family, GraphSpec
     from harness.runners.trt_profile import ShapeProfile
     from harness.zoo.loading import LoadedModel
@@ -370,25 +378,11 @@ class OrtBackend(Backend):
 
     def __init__(self, ctx: BackendContext) -> None:
         super().__init__(ctx)
-        #: entries this backend (one case: the judge makes one per case) built rather than found in
-        #: the cache; their files are recorded with ``cache_hit: false``
-        self._built: set[Path] = set()
-
-    def _entry(self, ref: GraphRef) -> "CacheEntry":
-        model, family, graph, variant = ref.model, ref.family, ref.graph, ref.variant
-        # imported here: exporting needs torch, running a built artifact must not (cold-start
-        # and memory children load only onnxruntime)
-        from harness.export.artifacts import onnx_artifact
-
-        with phase("export"):
-            entry = onnx_artifact(model, family, graph, variant.precision, self.ctx.settings, self.ctx.cache)
-        if entry.built:
-            self._built.add(entry.directory)
-        return entry
+        self.exports = OnnxExports(ctx)
 
     def load(self, ref: GraphRef) -> GraphRunner:
         graph, variant = ref.graph, ref.variant
-        entry = self._entry(ref)
+        entry = self.exports.entry(ref)
         options, profile = self.provider_options(ref, entry.directory)
         runner = OrtGraphRunner(str(entry.path()), variant.provider.device, self.ctx.intra_op_threads,
                                 self.ctx.inter_op_threads, provider_options=options, profile=profile,
@@ -429,10 +423,7 @@ class OrtBackend(Backend):
         return profile.with_explicit(trt.trt_profile, graph.name)
 
     def artifacts(self, ref: GraphRef) -> dict[str, dict[str, Any]]:
-        graph = ref.graph
-        entry = self._entry(ref)
-        # cache_hit: found in the cache, not exported for this case
-        return entry.file_infos(graph.name, cache_hit=entry.directory not in self._built)
+        return self.exports.file_infos(ref)
 
     @classmethod
     def deterministic(cls, variant: Variant) -> bool:
@@ -459,10 +450,9 @@ class OrtBackend(Backend):
     # -- fresh-process measurement -----------------------------------------------------------------------
     def child_spec(self, refs: Sequence[GraphRef]) -> ChildSpec:
         """Artifact paths from the cache (built here first if missing, so the child never exports)."""
-        paths = {r.graph.name: self.artifacts(r)[f"{r.graph.name}/model.onnx"]["path"] for r in refs}
         variant = refs[0].variant
-        return ChildSpec(paths, variant.provider.device, self.ctx.intra_op_threads or 0, self.ctx.inter_op_threads or 0,
-                         {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
+        return ChildSpec(self.exports.paths(refs), variant.provider.device, self.ctx.intra_op_threads or 0,
+                         self.ctx.inter_op_threads or 0, {"runtime": self.ctx.runtime.as_dict(variant.provider.short)})
 
     @classmethod
     def file_child_spec(cls, paths: Mapping[str, str], variant: Variant, runtime: RuntimeSettings) -> ChildSpec:
