@@ -97,7 +97,7 @@ def test_trend_of_nan_only_metric_is_empty_and_show_still_works(stored: Path,
     # it still renders, and says it compared nothing (exit 1: "nothing compared" is never OK)
     assert main(["history", "show", "--metric", "metric:nan_metric", "--history-db", str(stored)]) == 1
     out = capsys.readouterr().out
-    assert "night1" not in out and "nothing compared (0 series with two or more runs)" in out
+    assert "night1" not in out and "nothing compared (0 series with 2 or more runs)" in out
 
 
 def test_changes_vs_previous_and_median() -> None:

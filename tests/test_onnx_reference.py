@@ -162,3 +162,31 @@ def test_check_refuses_an_optimized_file_in_one_line(workspace, tmp_path: Path, 
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.count("\n") == 1 and "optimized.onnx" in err and "com.microsoft." in err and "Traceback" not in err
+
+
+def test_a_planted_fault_fails_on_the_reference_as_on_onnx_runtime(workspace, tmp_path: Path, capsys) -> None:
+    """The negative control of the reference as a judge: one projection of the faithful FP32 export
+    x1.05 (``plant.scale_weight``) fails on ``ref_cpu`` with ONNX Runtime's numbers -- the file's
+    fault, seen the same by both -- while the faithful file passes on both (the test above)."""
+    from plant import scale_weight
+
+    from harness.export.artifacts import onnx_artifact
+
+    model = workspace.model("bert-tiny")
+    family = workspace.family(model)
+    path = onnx_artifact(model, family, family.graphs(model)[0], Precision.FP32, workspace.runtimes.settings_for(model),
+                         workspace.runtimes.artifacts).path()
+    faulty = scale_weight(path, tmp_path / "faulty")
+    by_id = {}
+    for provider in ("ref_cpu", "ort_cpu"):
+        out = tmp_path / provider
+        code = main(["check", "--reference", "bert-tiny", "--onnx", str(faulty), "--providers", provider, "--samples", "8",
+                     "--out", str(out)])
+        captured = capsys.readouterr()
+        assert code == 1, captured.err + captured.out
+        by_id.update({r["id"]: r for r in _records(out)})
+    ref, ort = by_id["check[bert-tiny-fp32-ref_cpu]"], by_id["check[bert-tiny-fp32-ort_cpu]"]
+    assert ref["verdict"] == ort["verdict"] == "fail"
+    key = next(k for k in ref["metrics"] if k.endswith("norm_max_abs"))
+    assert ref["metrics"][key] > ref["thresholds"][key]["threshold"]
+    assert ref["metrics"][key] == pytest.approx(ort["metrics"][key], rel=0.01)

@@ -123,6 +123,18 @@ def test_history_changes_lists_change_points_per_variant(db: Path, capsys: pytes
         " ".join(verdicts.split())
 
 
+def test_history_changes_with_no_series_long_enough_to_judge_is_not_green(
+        db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three nights hold no series the rule can judge (a level of two runs each side of a change):
+    nothing compared is exit 1, not a green "3 INCONCLUSIVE"; --allow-missing accepts it and says so."""
+    args = ["history", "changes", "--metric", "perf:latency_ms.p50", "--history-db", str(db), "--last", "3"]
+    assert main(args) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FAIL: 3 series" in out and "nothing compared (0 series with 4 or more runs)" in out
+    assert main([*args, "--allow-missing"]) == 0
+    assert "OK: 3 series" in " ".join(capsys.readouterr().out.split())
+
+
 def test_history_changes_passes_a_flat_store(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The control: without the one variant that moved, the same store's series all pass (exit 0)."""
     assert main(["history", "changes", "--metric", "perf:latency_ms.p50", "--variant", "bert-tiny-int8-ort_cpu",

@@ -1,6 +1,6 @@
 """``harness history add|show|changes|list``: keep every nightly run's numbers, show their trend and its change points.
 
-Exit codes: 0 ok, 1 nothing compared (no series of two or more runs) or, for ``changes``, a
+Exit codes: 0 ok, 1 nothing compared (no series of 2 runs; 4 for ``changes``) or, for ``changes``, a
 series whose newest level is a regression (the perf gate's judge, ``harness.gate.trend``), 2 a
 usage error (bad run directory, missing database, unknown variant or metric). ``show`` informs;
 ``changes`` is the trend's gate.
@@ -19,6 +19,7 @@ from harness.core.rundirs import history_db
 from harness.core.units import value_text
 from harness.core.writable import ensure_writable_file
 from harness.gate.changepoints import series_changes
+from harness.gate.policy import SERIES_MIN_RUNS
 from harness.gate.row import Verdict
 from harness.gate.trend import TrendVerdict, judge_trends
 from harness.report.console import cli_console
@@ -129,14 +130,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     return _trend_verdict(args, wide)
 
 
-def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame) -> int:
-    """A trend compares a series with its own past: with no series of two or more stored runs
-    (nothing matched, or every series has one run) nothing was compared: exit 1 with the
-    series listed, unless ``--allow-missing``. Single-run series beside compared ones are new,
-    not a failure."""
+def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame, least: int = 2) -> int:
+    """A trend compares a series with its own past: with no series of ``least`` or more stored runs
+    (nothing matched, or every series is shorter) nothing was compared: exit 1 with the series
+    listed, unless ``--allow-missing``. Shorter series beside compared ones are new, not a
+    failure. ``show`` needs two runs to show a change; ``changes`` needs what the series rule
+    judges (``SERIES_MIN_RUNS``: a level of two runs on each side of a change)."""
     series = [(str(v), str(m)) for v, m in wide.columns]
-    alone = tuple(f"{v} {m}" for v, m in series if wide[(v, m)].dropna().shape[0] < 2)
-    compared = Compared("series with two or more runs", len(series) - len(alone), alone,
+    short = tuple(f"{v} {m}" for v, m in series if wide[(v, m)].dropna().shape[0] < least)
+    compared = Compared(f"series with {least} or more runs", len(series) - len(short), short,
                         allow_missing=args.allow_missing)
     if compared.count:
         return 0
@@ -192,9 +194,9 @@ def cmd_changes(args: argparse.Namespace) -> int:
         console.print(table)
     console.print(f"{len(found)} change point(s) in {len(wide.columns)} series "
                   f"(PELT over each series' stored runs; a level must hold for 2 runs and move by 5 % and 3 σ)")
-    missing = _trend_verdict(args, wide)
-    if missing:
-        return missing
+    missing = _trend_verdict(args, wide, least=SERIES_MIN_RUNS)
+    if missing or not any(wide[c].dropna().shape[0] >= SERIES_MIN_RUNS for c in wide.columns):
+        return missing  # nothing the series rule can judge: said above (exit 1, 0 with --allow-missing)
     verdict = judge_trends(wide, {str(m): quantity(str(m)).higher_is_better for _, m in wide.columns})
     _print_trend_verdict(console, verdict)
     return verdict.exit_code
