@@ -301,3 +301,31 @@ def test_cosine_ignores_positive_scaling(pair: tuple[np.ndarray, np.ndarray], sc
     plain = compare_arrays(a, b).metrics["cosine"]
     scaled = compare_arrays(a, b * scale).metrics["cosine"]
     assert scaled == pytest.approx(plain, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=_pairs(), wanted=st.sets(st.sampled_from(FLOAT_METRICS), min_size=1))
+def test_only_computes_the_metrics_asked_for_with_the_same_values(pair: tuple[np.ndarray, np.ndarray],
+                                                                  wanted: set[str]) -> None:
+    a, b = pair
+    full = compare_arrays(a, b).metrics
+    some = compare_arrays(a, b, only=wanted)
+    assert set(some.metrics) == wanted
+    assert some.metrics == {name: full[name] for name in wanted}
+
+
+def test_the_float_metrics_never_call_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy's OpenBLAS threads wait on cores the runtime's thread pool spins on: a cold check's
+    closed loop spent 1.9 s of 2 s in them (docs/pitfalls.md #23). The metrics use ufunc sums."""
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("a BLAS call in the metrics")
+
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((4, 64, 32))
+    expected = compare_arrays(ref, ref * 1.01, is_logits=True).metrics
+    monkeypatch.setattr(np, "dot", refuse)
+    monkeypatch.setattr(np, "vdot", refuse)
+    monkeypatch.setattr(np, "matmul", refuse)
+    monkeypatch.setattr(np.linalg, "norm", refuse)
+    assert compare_arrays(ref, ref * 1.01, is_logits=True).metrics == expected
+    assert expected["cosine"] == pytest.approx(1.0, abs=1e-12) and expected["rel_l2"] == pytest.approx(0.01)

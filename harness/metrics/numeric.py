@@ -8,6 +8,8 @@ passes a gate (see ``harness.core.Check.passes``).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -58,6 +60,7 @@ def compare_arrays(
     valid_mask: np.ndarray | None = None,
     is_logits: bool = False,
     topk: int = 5,
+    only: Collection[str] | None = None,
 ) -> NumericComparison:
     """Compare ``got`` with the reference ``ref`` over the elements ``valid_mask`` keeps.
 
@@ -66,6 +69,9 @@ def compare_arrays(
     and got hold the *same* non-finite value (both ``-inf`` for a banned token) agree
     and are left out of the arithmetic. With nothing to compare, every metric is
     ``nan``: an empty comparison is no evidence of agreement.
+
+    ``only``: the element metrics wanted, when a caller reads a few of them thousands of times
+    (the closed loop compares every step's caches and keeps two): the others are not computed.
     """
     ref = np.asarray(ref)
     got = np.asarray(got)
@@ -88,7 +94,7 @@ def compare_arrays(
     bad = _disagreeing_non_finite(r, g)
     if bad is not None:
         return _non_finite_result(r, g, bad, sel, logits)
-    metrics, worst = _float_metrics(r, g, sel)
+    metrics, worst = _float_metrics(r, g, sel, only)
     if logits:
         # The mask is constant along the last axis, so the valid elements are whole rows.
         vocab = ref.shape[-1]
@@ -189,7 +195,7 @@ def _ratio(num: float, den: float) -> float:
 
 
 def _float_metrics(
-    r: np.ndarray, g: np.ndarray, sel: _Selection
+    r: np.ndarray, g: np.ndarray, sel: _Selection, only: Collection[str] | None = None
 ) -> tuple[dict[str, float], Location | None]:
     keep = np.isfinite(r)  # identical non-finite pairs agree; leave them out
     kept = None if keep.all() else np.flatnonzero(keep)
@@ -198,30 +204,47 @@ def _float_metrics(
     if r.size == 0:  # every valid element was an identical non-finite pair
         metrics = dict.fromkeys(_metric_names(False, False), 0.0)
         metrics["cosine"] = 1.0
-        return metrics, None
+        return {n: v for n, v in metrics.items() if only is None or n in only}, None
     err = np.abs(g - r)
     k = int(np.argmax(err))
     max_abs = float(err[k])
-    abs_r = np.abs(r)
-    scale = float(np.max(abs_r))
-    if scale > 0.0:
-        max_rel = float(np.max(err / (abs_r + 1e-6 * scale)))
+    scale = float(np.max(np.abs(r)))
+
+    def max_rel() -> float:
+        if scale == 0.0:
+            return _ratio(max_abs, 0.0)
+        return float(np.max(err / (np.abs(r) + 1e-6 * scale)))
+
+    def rel_l2() -> float:
+        if scale == 0.0:
+            return _ratio(max_abs, 0.0)
         # Divide by the scale before squaring so huge values cannot overflow the norms.
-        rel_l2 = float(np.linalg.norm(err / scale) / np.linalg.norm(r / scale))
-    else:
-        max_rel = rel_l2 = _ratio(max_abs, 0.0)
-    metrics = {
-        "max_abs": max_abs,
+        return _norm(err / scale) / _norm(r / scale)
+
+    computed: dict[str, Callable[[], float]] = {
+        "max_abs": lambda: max_abs,
         # Rounding can put a mean or percentile of equal values one ulp above their max.
-        "mean_abs": min(float(err.mean()), max_abs),
-        "p99_abs": min(float(np.percentile(err, 99)), max_abs),
+        "mean_abs": lambda: min(float(err.mean()), max_abs),
+        "p99_abs": lambda: min(float(np.percentile(err, 99)), max_abs),
         "max_rel": max_rel,
-        "norm_max_abs": _ratio(max_abs, scale),
+        "norm_max_abs": lambda: _ratio(max_abs, scale),
         "rel_l2": rel_l2,
-        "cosine": _cosine(r, g, scale),
+        "cosine": lambda: _cosine(r, g, scale),
     }
+    metrics = {name: value() for name, value in computed.items() if only is None or name in only}
     at = k if kept is None else int(kept[k])
     return metrics, sel.locate(at, r[k], g[k], max_abs)
+
+
+def _norm(x: np.ndarray) -> float:
+    """The L2 norm of the flattened array by numpy's pairwise summation, not BLAS.
+
+    ``np.dot`` and ``np.linalg.norm`` of a whole array call numpy's OpenBLAS, whose threads wake
+    for a few tens of thousands of elements and then wait for a core that ONNX Runtime's or
+    PyTorch's thread pool is still spinning on: the closed loop's 1016 cache comparisons of a
+    cold ``harness check`` took 1.9 s that way and 0.14 s with one BLAS thread (docs/pitfalls.md).
+    The sum is also more accurate than BLAS's blocked accumulation."""
+    return math.sqrt(float(np.sum(x * x)))
 
 
 def _cosine(r: np.ndarray, g: np.ndarray, r_scale: float) -> float:
@@ -229,7 +252,7 @@ def _cosine(r: np.ndarray, g: np.ndarray, r_scale: float) -> float:
     if r_scale == 0.0 or g_scale == 0.0:
         return 1.0 if r_scale == g_scale else 0.0
     rn, gn = r / r_scale, g / g_scale  # unit-scale copies: no overflow in the dot products
-    cos = float(np.dot(rn, gn) / (np.linalg.norm(rn) * np.linalg.norm(gn)))
+    cos = float(np.sum(rn * gn)) / (_norm(rn) * _norm(gn))
     return min(1.0, max(-1.0, cos))
 
 
