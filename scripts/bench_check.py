@@ -44,6 +44,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = ROOT / "harness" / "zoo" / "models" / "numbers-en-zh"
+#: what each side imports before it can compute anything, run alone in each venv: the floor no
+#: check can go below in that venv (transformers 5's modelling imports torch._dynamo and
+#: torch.distributed.tensor, 4.57's do not)
+IMPORT_FLOOR = ("import sys, torch, onnxruntime, transformers; transformers.AutoTokenizer; "
+                "config = transformers.AutoConfig.from_pretrained(sys.argv[1]); "
+                "transformers.AutoModelForSeq2SeqLM._model_mapping[type(config)]")
+FLOORS = ("imports harness", "imports optimum")
 OPTIMUM_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
 
 
@@ -152,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         warm_env = {**env, "HARNESS_CACHE": str(Path(tmp) / "cache")}
         if "warm" in modes:  # fill the cache once, untimed
             timed([*harness_argv, "--out", str(Path(tmp) / "harness-prime")], warm_env)
-        tools = [*(f"harness {m}" for m in modes), "optimum"]
+        floor_argv = ["-c", IMPORT_FLOOR, str(args.reference)]
+        tools = [*(f"harness {m}" for m in modes), "optimum", *FLOORS]
         load_start = os.getloadavg()
         for i in range(args.runs):
             order = tools[i % len(tools):] + tools[: i % len(tools)]
@@ -164,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
                         else warm_env
                     wall, code, rss, out = timed([*harness_argv, "--out", str(run_dir)], run_env)
                     verdicts = harness_verdicts(run_dir)
+                elif tool in FLOORS:
+                    python, tool_env = (sys.executable, env) if tool == "imports harness" \
+                        else (args.optimum_python, optimum_env)
+                    wall, code, rss, out = timed([python, *floor_argv], tool_env)
+                    verdicts = {}
                 else:
                     wall, code, rss, out = timed(optimum_argv, optimum_env)
                     line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), "{}")
@@ -178,11 +191,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.runs} round(s), order rotating; load average {load_start[0]:.1f}/{load_start[1]:.1f}/"
           f"{load_start[2]:.1f} at the start, {load_end[0]:.1f}/{load_end[1]:.1f}/{load_end[2]:.1f} at the end, "
           f"{os.cpu_count()} cores")
-    print(f"{'':<14} {'median wall':>12} {'/ optimum':>10} {'median ru_maxrss':>17} {'/ optimum':>10}")
+    print(f"{'':<16} {'median wall':>12} {'/ optimum':>10} {'median ru_maxrss':>17} {'/ optimum':>10}")
     for tool in tools:
-        print(f"{tool:<14} {med[tool]:>10.2f} s {med[tool] / med['optimum']:>10.2f} {peak[tool]:>13.0f} MiB "
+        print(f"{tool:<16} {med[tool]:>10.2f} s {med[tool] / med['optimum']:>10.2f} {peak[tool]:>13.0f} MiB "
               f"{peak[tool] / peak['optimum']:>10.2f}")
-    print("harness cold: an empty cache (PyTorch references, reference decode and its closed loop computed); "
+    if all(t in med for t in ("harness cold", *FLOORS)):
+        harness_work, optimum_work = med["harness cold"] - med["imports harness"], med["optimum"] - med["imports optimum"]
+        print(f"beyond its venv's import floor: harness cold {harness_work:.2f} s, optimum {optimum_work:.2f} s; "
+              f"the floors differ by {med['imports harness'] - med['imports optimum']:+.2f} s (the venvs' "
+              "transformers and their imports)")
+    print("imports: torch, onnxruntime, transformers, the tokenizer's and the model class's modules in each venv, "
+          "nothing run; harness cold: an empty cache (PyTorch references, reference decode and its closed loop computed); "
           "harness warm: a cache filled by one untimed run; ru_maxrss of the harness is a lower bound (it resets "
           "its high-water mark per case)")
     if args.json:
