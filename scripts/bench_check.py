@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                     verdicts = {"optimum-validation": json.loads(line).get("verdict", "error")}
                 runs.append({"tool": tool, "round": i, "wall_s": round(wall, 2), "exit": code, "load1": load,
                              "ru_maxrss_mib": round(rss / 1024, 1), "verdicts": verdicts})
-                print(f"round {i} {tool:<12} {wall:7.2f} s  exit {code}  ru_maxrss {rss / 1024:6.0f} MiB  "
+                print(f"round {i} {tool:<16} {wall:7.2f} s  exit {code}  ru_maxrss {rss / 1024:6.0f} MiB  "
                       f"load {load:4.1f}  {verdicts}", flush=True)
     med = {tool: statistics.median(r["wall_s"] for r in runs if r["tool"] == tool) for tool in tools}
     peak = {tool: statistics.median(r["ru_maxrss_mib"] for r in runs if r["tool"] == tool) for tool in tools}
