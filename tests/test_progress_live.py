@@ -196,6 +196,22 @@ def test_eta_reads_the_durations_history_scaled_by_this_runs_speed() -> None:
     assert Estimator().eta(["x"], {}, {"skipped": 0.0}, 1) is None  # a 0-s skip is no estimate of 0 s left
 
 
+def test_the_eta_shown_counts_the_reports_written_after_the_last_case(tmp_path: Path) -> None:
+    """The display's ETA is read to the end of the run: the cases left, then the reports
+    (REPORT_TAIL_S). Without them the last estimates of a quiet default run read -31 to -46 %."""
+    from types import SimpleNamespace
+
+    from harness.plugins.progress import REPORT_TAIL_S, Estimator, Tally
+
+    tally = Tally(SimpleNamespace(option=SimpleNamespace(numprocesses=0)), tmp_path)  # type: ignore[arg-type]
+    tally.estimator = Estimator({"test_a[m]": 2.0, "test_b[m]": 3.0})
+    tally.total, tally.ids = 2, ["s.py::test_a[m]", "s.py::test_b[m]"]
+    tally.finished = {"s.py::test_a[m]": 2.0}  # as its history: this run's speed is the history's
+    tally.first_start = time.monotonic() - 2.0
+    assert REPORT_TAIL_S > 0
+    assert tally.eta_seconds() == pytest.approx(3.0 + REPORT_TAIL_S)
+
+
 def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> None:
     """A first run (no history): a pending case costs its weight (harness.shard.cost) times the
     seconds per unit of cost of its suite's finished cases, pulled towards the run's rate; a
