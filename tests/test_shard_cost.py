@@ -38,6 +38,22 @@ def test_cost_factors_order_cases_as_their_work_does() -> None:
     assert cost["test_logits_parity[marian-tiny-fp32-ort_cpu]"].graphs == 3 and parity.graphs == 1
 
 
+def test_pytorch_fp16_on_a_cpu_counts_its_size_three_times() -> None:
+    """No half-precision matrix units on a CPU: minilm-l6's logits parity took 1.81-1.89 s at FP16
+    on torch_cpu against 0.52-0.68 s at FP32. ONNX Runtime's FP16 and a GPU's are not slowed so."""
+    from harness.shard.cost import SIZE_UNIT, TORCH_CPU_FP16_SIZE
+
+    sizes = {"minilm-l6": 90 * 1024 * 1024}
+
+    def size(precision: str, provider: str) -> float:
+        variant = Variant("minilm-l6", Precision(precision), PROVIDERS[provider])
+        return case_cost("test_logits_parity", variant, sizes=dict(sizes), exports={"minilm-l6": 0.0}).size
+
+    assert size("fp16", "torch_cpu") == pytest.approx(1 + TORCH_CPU_FP16_SIZE * 90 / 64, abs=1e-3)
+    assert size("fp32", "torch_cpu") == size("fp16", "ort_cpu") == size("fp16", "torch_cuda") \
+        == pytest.approx(1 + sizes["minilm-l6"] / SIZE_UNIT, abs=1e-3)
+
+
 def test_split_without_durations_mixes_backends_and_balances_cost() -> None:
     ids, variants, tests = _matrix()
     estimates = {c: case_cost(tests[c], variants[c]).weight for c in ids}

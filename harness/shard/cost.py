@@ -13,7 +13,9 @@ box (docs/sharding.md, "Estimated cost"):
 * **model size**: 1 + weight bytes / 64 MiB, read from the model's files when they are already on
   disk (a user directory, or a zoo entry already built in the cache: nothing is built to weigh it);
   an unknown size counts as 1;
-* **precision**: FP16 and INT8 variants convert or quantise the FP32 graph first (1.5, 1.3);
+* **precision**: FP16 and INT8 variants convert or quantise the FP32 graph first (1.5, 1.3); a
+  PyTorch FP16 variant on a CPU also runs its matmuls converted: its size term counts 3x
+  (:data:`TORCH_CPU_FP16_SIZE`);
 * **backend**: PyTorch variants export nothing (0.6);
 * **suite**, per kind of variant (:data:`SUITE_FACTOR`: one that runs exported files, a PyTorch
   one): perf cases time hundreds of calls or start fresh processes, and a PyTorch variant's fresh
@@ -47,6 +49,12 @@ MiB = 1024 * 1024
 SIZE_UNIT = 64 * MiB
 PRECISION_FACTOR: Mapping[str, float] = {"fp32": 1.0, "fp16": 1.5, "int8": 1.3}
 TORCH_FACTOR = 0.6
+#: PyTorch at FP16 on a CPU: the size-bound part of a case (``bytes / SIZE_UNIT``) times this. A CPU
+#: has no half-precision matrix units, so the module's matmuls run converted: logits parity of
+#: minilm-l6 (90 MB) took 1.81-1.89 s at FP16 on ``torch_cpu`` against 0.52-0.68 s at FP32 (four
+#: default runs here, 2026-12-03), where the precision factor alone said 1.5x. On 23 kept runs
+#: replayed through the ETA it moved 16 of 920 estimates inside +-30 % and none out on ``--perf``.
+TORCH_CPU_FP16_SIZE = 3.0
 
 
 @dataclass(frozen=True)
@@ -163,8 +171,10 @@ def case_cost(test: str, variant: "Variant", catalog: "ModelCatalog | None" = No
     exports = {} if exports is None else exports
     if variant.model not in sizes:
         sizes[variant.model] = model_bytes(variant.model, catalog)
-    size = 1.0 + sizes[variant.model] / SIZE_UNIT
     torch = variant.backend == "pytorch"
+    slowed = TORCH_CPU_FP16_SIZE if torch and variant.precision.value == "fp16" and variant.provider.device == "cpu" \
+        else 1.0
+    size = 1.0 + slowed * sizes[variant.model] / SIZE_UNIT
     if not torch and variant.model not in exports:
         exports[variant.model] = export_cost(variant.model, catalog)
     suite = SUITE_FACTOR.get(test, SuiteFactor(1.0, 1.0))
