@@ -107,3 +107,19 @@ def test_runs_without_a_value_are_left_out(gap: int) -> None:
     values = FLAT[:6] + [float("nan")] * gap + [3.0, 3.01]
     verdict, reason = _judge(values)
     assert verdict is Verdict.REGRESSION and f"night{7 + gap}" in reason
+
+
+@pytest.mark.parametrize(("metric", "unit"), [("perf:latency_ms.n", "calls"), ("perf:latency_ms.cv", ""),
+                                              ("perf:latency_ms[gen=tpot,kv=on].n", "calls")])
+def test_a_latency_summarys_count_and_spread_are_shown_not_judged(metric: str, unit: str) -> None:
+    """``history changes`` read a latency summary's call count as milliseconds, lower better: 550 calls
+    -> 2130 calls in a longer run was "REGRESSION +287.7 %" (exit 1). Its unit and direction now come
+    from the summary's declaration (``harness.metrics.registry.NOT_IN_SAMPLE_UNIT``)."""
+    from harness.report.units import quantity
+
+    found = quantity(metric)
+    assert (found.unit, found.higher_is_better) == (unit, None)
+    verdict, reason = _judge(FLAT[:5] + [8.0, 8.0, 8.0], metric, found.higher_is_better)
+    assert verdict is Verdict.INCONCLUSIVE and "which way is better is not known" in reason
+    p50 = quantity("perf:latency_ms[gen=tpot,kv=on].p50")  # the control: a latency stays one
+    assert (p50.unit, p50.higher_is_better) == ("ms", False)

@@ -189,3 +189,19 @@ def test_history_show_keeps_metric_names_whole_on_a_narrow_terminal(db: Path, mo
     assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--history-db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "perf:latency_ms.p50" in out and "marian-tiny-int8-ort_cpu" in out
+
+
+def test_history_changes_names_a_bracketed_series_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The verdict line printed ``latency_ms[gen=tpot,kv=on].p50`` as ``latency_ms.p50``: rich read the
+    brackets as a style tag, so TPOT and TTFT regressions read as the same series."""
+    store = tmp_path / "history.sqlite"
+    for n in P50:
+        rows = [{"schema": "harness.result/1", "run_id": f"night{n}", "variant": variant, "env": ENV,
+                 "finished": f"2026-03-{n * 2 + 1:02d}T02:00:00+0000", "harness_version": "0.1.0",
+                 "id": f"test_generation_perf[{variant}]", "suite": "test_perf", "verdict": "pass", "metrics": {},
+                 "perf": {"latency_ms[gen=tpot,kv=on]": {"samples": [p50] * 3, "summary": {"p50": p50}}}}
+                for variant, p50 in P50[n].items()]
+        history.ingest(write_run(tmp_path / f"nightly-{n}", rows), store)
+    assert main(["history", "changes", "--metric", "perf:latency_ms*", "--history-db", str(store)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("REGRESSION:"))
+    assert "bert-tiny-fp32-ort_cpu perf:latency_ms[gen=tpot,kv=on].p50: +50.0%" in line

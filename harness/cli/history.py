@@ -227,8 +227,10 @@ def _print_trend_verdict(console: Console, verdict: TrendVerdict) -> None:
     gating = [r for r in verdict.rows if r.gating_regression]
     head = "REGRESSION" if gating else "OK"
     what = "; ".join(f"{r.variant} {r.metric}: {r.reason}" for r in gating[:3]) + (" ..." if len(gating) > 3 else "")
+    # markup off: a series named ``latency_ms[gen=tpot,kv=on]`` is not a style tag (rich dropped it,
+    # and the TPOT and TTFT series both read ``latency_ms.p50``)
     console.print(f"{head}: {len(verdict.rows)} series judged by the perf gate's series rule ({counts})"
-                  + (f" -- {what}" if what else ""))
+                  + (f" -- {what}" if what else ""), markup=False, highlight=False)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

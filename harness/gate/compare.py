@@ -243,7 +243,7 @@ class Comparison:
         for note in self.notes():
             console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
         colour = "red" if self.exit_code else "green"
-        console.print(f"[bold {colour}]{self.headline()}[/]", highlight=False)
+        console.print(f"[bold {colour}]{escape(self.headline())}[/]", highlight=False)
 
 
 #: the title of the recorded rows' table beside a paired comparison

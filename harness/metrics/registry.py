@@ -62,6 +62,15 @@ SPAN_FP16, SPAN_INT8 = 0.95, 0.90
 INT4_NORM_MAX_ABS, INT4_COSINE, INT4_TOP1, INT4_KL = 0.35, 0.98, 0.75, 0.15
 
 
+#: a latency summary's fields (``harness.perf.stats.LatencySummary``) that are not in the samples'
+#: unit (milliseconds), with the unit they are in: how many calls were timed and the spread
+#: relative to the mean. Neither is better higher or lower
+#: (more calls are a longer run, a wider spread a noisier machine): a nightly series of either is
+#: shown, never judged a regression -- read as milliseconds, 550 calls -> 2130 calls had failed
+#: ``history changes`` as "+287.7 % worse".
+NOT_IN_SAMPLE_UNIT: dict[str, str] = {"n": "calls", "cv": ""}
+
+
 def _numeric(name: str, direction: Direction, outputs: Outputs, description: str, unit: str = "",
              thresholds: Thresholds | None = None, bounds: tuple[float, float] | None = None) -> MetricSpec:
     return MetricSpec(name, direction, Scope.NUMERIC, description, unit, thresholds, outputs=outputs, bounds=bounds)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from harness.core.units import FORMATTERS, value_text
-from harness.metrics.registry import METRICS
+from harness.metrics.registry import METRICS, NOT_IN_SAMPLE_UNIT
 from harness.metrics.spec import Direction
 
 __all__ = ["FORMATTERS", "Quantity", "fmt", "metric_text", "metric_unit", "quantity", "value_text"]
@@ -73,6 +73,9 @@ def quantity(history_metric: str) -> Quantity:
             if reading is not None and len(reading.paths) == 1 and reading.divisor == 1.0:
                 if ".".join(p for p in reading.paths[0] if p != "summary") == key:
                     return Quantity(history_metric, spec.label or spec.name, spec.unit, False)
+        series, _, field_name = key.rpartition(".")
+        if series.split("[")[0].endswith("_ms") and field_name in NOT_IN_SAMPLE_UNIT:  # a count, a ratio
+            return Quantity(history_metric, key, NOT_IN_SAMPLE_UNIT[field_name], None)
         for part in (key.rsplit(".", 1)[-1], key.split(".")[0]):  # `latency_ms.throughput` is calls/s
             for suffix, unit, better in _SUFFIXES:
                 if part.endswith(suffix):
