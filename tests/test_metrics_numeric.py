@@ -312,6 +312,8 @@ def test_only_computes_the_metrics_asked_for_with_the_same_values(pair: tuple[np
     some = compare_arrays(a, b, only=wanted)
     assert set(some.metrics) == wanted
     assert some.metrics == {name: full[name] for name in wanted}
+    with pytest.raises(ValueError, match="not an element metric: cosin"):
+        compare_arrays(a, b, only=["cosin"])
 
 
 def test_the_float_metrics_never_call_blas(monkeypatch: pytest.MonkeyPatch) -> None:

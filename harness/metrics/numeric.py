@@ -79,6 +79,8 @@ def compare_arrays(
         raise ValueError(f"shape mismatch: ref {ref.shape} vs got {got.shape}")
     if topk < 1:
         raise ValueError(f"topk must be >= 1, got {topk}")
+    if only is not None and (unknown := sorted(set(only) - set(_metric_names(False, False)))):
+        raise ValueError(f"only: not an element metric: {', '.join(unknown)}")
     exact = ref.dtype.kind in "biu"
     logits = is_logits and not exact
     if logits and (ref.ndim == 0 or ref.shape[-1] == 0):
