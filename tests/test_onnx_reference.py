@@ -120,23 +120,31 @@ def test_harness_run_ref_cpu_judges_fp32_and_int8_and_skips_perf(tmp_path: Path)
     assert fp32["metrics"]["model.logits.norm_max_abs"] <= 1e-4  # FP32 numpy: float rounding only
 
 
-def test_check_judges_a_file_with_the_reference_beside_onnx_runtime(workspace, tmp_path: Path, capsys) -> None:
+def _bert_tiny_file(workspace, precision: Precision) -> Path:
+    """The harness's own export of bert-tiny at ``precision`` (a faithful file)."""
     from harness.export.artifacts import onnx_artifact
 
     model = workspace.model("bert-tiny")
     family = workspace.family(model)
-    graph = family.graphs(model)[0]
-    path = onnx_artifact(model, family, graph, Precision.INT8, workspace.runtimes.settings_for(model),
+    return onnx_artifact(model, family, family.graphs(model)[0], precision, workspace.runtimes.settings_for(model),
                          workspace.runtimes.artifacts).path()
+
+
+def _checked_on_both(path: Path, precision: str, tmp_path: Path, capsys, code: int) -> tuple[dict, dict]:
+    """``harness check`` of ``path`` on ``ref_cpu`` and on ``ort_cpu`` (each exiting ``code``): both records."""
     by_id = {}
     for provider in ("ref_cpu", "ort_cpu"):
         out = tmp_path / provider
-        code = main(["check", "--reference", "bert-tiny", "--onnx", str(path), "--precisions", "int8",
-                     "--providers", provider, "--samples", "8", "--out", str(out)])
+        got = main(["check", "--reference", "bert-tiny", "--onnx", str(path), "--precisions", precision,
+                    "--providers", provider, "--samples", "8", "--out", str(out)])
         captured = capsys.readouterr()
-        assert code == 0, captured.err + captured.out
+        assert got == code, captured.err + captured.out
         by_id.update({r["id"]: r for r in _records(out)})
-    ref, ort = by_id["check[bert-tiny-int8-ref_cpu]"], by_id["check[bert-tiny-int8-ort_cpu]"]
+    return by_id[f"check[bert-tiny-{precision}-ref_cpu]"], by_id[f"check[bert-tiny-{precision}-ort_cpu]"]
+
+
+def test_check_judges_a_file_with_the_reference_beside_onnx_runtime(workspace, tmp_path: Path, capsys) -> None:
+    ref, ort = _checked_on_both(_bert_tiny_file(workspace, Precision.INT8), "int8", tmp_path, capsys, 0)
     assert ref["verdict"] == ort["verdict"] == "pass"
     # the same file's semantics: the reference and ONNX Runtime differ from PyTorch by the same amount
     key = next(k for k in ref["metrics"] if k.endswith("norm_max_abs"))
@@ -149,14 +157,9 @@ def test_check_refuses_an_optimized_file_in_one_line(workspace, tmp_path: Path, 
     cannot judge it, and says so in one line naming the file and the operators (exit 2)."""
     from onnxruntime.transformers.optimizer import optimize_model
 
-    from harness.export.artifacts import onnx_artifact
-
-    model = workspace.model("bert-tiny")
-    family = workspace.family(model)
-    path = onnx_artifact(model, family, family.graphs(model)[0], Precision.FP32, workspace.runtimes.settings_for(model),
-                         workspace.runtimes.artifacts).path()
     fused = tmp_path / "optimized.onnx"
-    optimize_model(str(path), model_type="bert", num_heads=2, hidden_size=128).save_model_to_file(str(fused))
+    optimize_model(str(_bert_tiny_file(workspace, Precision.FP32)), model_type="bert", num_heads=2,
+                   hidden_size=128).save_model_to_file(str(fused))
     code = main(["check", "--reference", "bert-tiny", "--onnx", str(fused), "--providers", "ref_cpu", "--samples", "8",
                  "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
@@ -170,22 +173,8 @@ def test_a_planted_fault_fails_on_the_reference_as_on_onnx_runtime(workspace, tm
     fault, seen the same by both -- while the faithful file passes on both (the test above)."""
     from plant import scale_weight
 
-    from harness.export.artifacts import onnx_artifact
-
-    model = workspace.model("bert-tiny")
-    family = workspace.family(model)
-    path = onnx_artifact(model, family, family.graphs(model)[0], Precision.FP32, workspace.runtimes.settings_for(model),
-                         workspace.runtimes.artifacts).path()
-    faulty = scale_weight(path, tmp_path / "faulty")
-    by_id = {}
-    for provider in ("ref_cpu", "ort_cpu"):
-        out = tmp_path / provider
-        code = main(["check", "--reference", "bert-tiny", "--onnx", str(faulty), "--providers", provider, "--samples", "8",
-                     "--out", str(out)])
-        captured = capsys.readouterr()
-        assert code == 1, captured.err + captured.out
-        by_id.update({r["id"]: r for r in _records(out)})
-    ref, ort = by_id["check[bert-tiny-fp32-ref_cpu]"], by_id["check[bert-tiny-fp32-ort_cpu]"]
+    faulty = scale_weight(_bert_tiny_file(workspace, Precision.FP32), tmp_path / "faulty")
+    ref, ort = _checked_on_both(faulty, "fp32", tmp_path, capsys, 1)
     assert ref["verdict"] == ort["verdict"] == "fail"
     key = next(k for k in ref["metrics"] if k.endswith("norm_max_abs"))
     assert ref["metrics"][key] > ref["thresholds"][key]["threshold"]
