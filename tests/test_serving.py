@@ -255,6 +255,37 @@ def test_a_server_dying_mid_sweep_ends_the_case_as_an_error_keeping_the_steps(fi
     assert "Traceback" not in text
 
 
+def test_a_server_that_dies_is_started_again_and_a_second_death_is_not_hidden(files, tmp_path, capsys):
+    """The serving tests' guard against a third-party server dying under a shared runner: a
+    server that stops mid-check is judged again once on a fresh one (its log kept, a warning in
+    pytest's summary); a retry that dies too is returned failing; a later test starts a fresh
+    server rather than meeting the dead one."""
+    from tests.serving.venv_server import Relaunching
+
+    dying = [ms.ServedFile("bert", files["fp32"], faults={"exit_after": 1})]
+    plans = iter([dying, dying, [ms.ServedFile("bert", files["fp32"])]])
+    started = []
+
+    def start() -> ms.Server:
+        started.append(_server_or_skip(tmp_path / f"server{len(started)}", next(plans)))
+        return started[-1]
+
+    live = Relaunching(start, "MLServer")
+    try:
+        argv = lambda srv: ["--reference", "bert-tiny", "--endpoint", srv.http, "--served-model", "bert", *SMALL]  # noqa: E731
+        with pytest.warns(UserWarning, match="MLServer died during the check"):
+            code, text, _ = live.judged(argv, tmp_path / "first", capsys)
+        assert code != 0 and len(started) == 2, text  # both died: the failure is returned, not retried away
+        assert (tmp_path / "first-mlserver-died.log").read_text()  # the first server's log is kept
+        code, text, suites = live.judged(argv, tmp_path / "later", capsys)
+        assert len(started) == 3 and code == 0, text  # the dead server was replaced before the check
+        assert suites["check"]["verdict"] == "pass"
+    finally:
+        live.stop()
+        for srv in started:
+            srv.stop()
+
+
 def test_config_endpoint_table_is_judged(server, tmp_path, capsys):
     config = tmp_path / "harness.toml"
     config.write_text(f'[run]\nmodels = ["bert-tiny"]\nsamples = 8\nbatch_size = 4\n\n'

@@ -18,27 +18,27 @@ import pytest
 from tests.serving import triton_server as ts
 from tests.serving.faults import BERT_TINY_CHECK as SMALL
 from tests.serving.faults import bert_tiny_fp32, scaled_classifier
-from tests.serving.mlserver import Server
-from tests.serving.venv_server import check, required
+from tests.serving.venv_server import Relaunching, required
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
+def triton(tmp_path_factory) -> Iterator[Relaunching]:
     fp32 = bert_tiny_fp32()
     root = tmp_path_factory.mktemp("triton")
     models = {"bert": fp32, "bert-scaled": scaled_classifier(fp32, root / "scaled.onnx")}
-    srv = required(lambda: ts.start(root / "server", models), ts.REQUIRE_ENV, "Triton")
-    yield srv
-    srv.stop()
+    live = Relaunching(lambda: required(lambda: ts.start(root / "server", models), ts.REQUIRE_ENV, "Triton"), "Triton")
+    yield live
+    live.stop()
 
 
 @pytest.mark.parametrize("transport", ["http", "grpc"])
-def test_a_real_triton_serves_the_faithful_model_judged_with_its_statistics(server, tmp_path, capsys, transport):
-    url = server.http if transport == "http" else server.grpc
-    code, text, suites = check([*SMALL, "--endpoint", url, "--served-model", "bert", "--perf", "--concurrency", "1", "4",
-                                 "--sweep-window", "0.3", "--step-budget", "3"], tmp_path / "run", capsys)
-    assert code == 0, text
+def test_a_real_triton_serves_the_faithful_model_judged_with_its_statistics(triton, tmp_path, capsys, transport):
+    code, text, suites = triton.judged(
+        lambda srv: [*SMALL, "--endpoint", srv.http if transport == "http" else srv.grpc, "--served-model", "bert",
+                     "--perf", "--concurrency", "1", "4", "--sweep-window", "0.3", "--step-budget", "3"],
+        tmp_path / "run", capsys)
+    assert code == 0, text + triton.server.tail()
     assert {s: r["verdict"] for s, r in suites.items()} == {"check": "pass", "check_concurrency": "pass",
                                                             "check_perf": "pass"}
     served = suites["check"]["data"]["served"]["model"]
@@ -50,7 +50,8 @@ def test_a_real_triton_serves_the_faithful_model_judged_with_its_statistics(serv
     assert all(s["server"] and s["server"]["compute_infer_ms"] > 0 for s in steps), steps  # statistics extension
 
 
-def test_a_scaled_weight_served_by_triton_fails(server, tmp_path, capsys):
-    code, text, suites = check([*SMALL, "--endpoint", server.grpc, "--served-model", "bert-scaled"], tmp_path / "run", capsys)
-    assert code == 1, text
+def test_a_scaled_weight_served_by_triton_fails(triton, tmp_path, capsys):
+    code, text, suites = triton.judged(lambda srv: [*SMALL, "--endpoint", srv.grpc, "--served-model", "bert-scaled"],
+                                       tmp_path / "run", capsys)
+    assert code == 1, text + triton.server.tail()
     assert suites["check"]["verdict"] == "fail" and "model/logits" in suites["check"]["reason"], suites["check"]["reason"]

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from tests.serving.mlserver import ROOT, Server, Unavailable
+from tests.waiting import PATIENCE
 
 
 def venv_python(env: str, folder: str, packages: str) -> str:
@@ -69,3 +73,54 @@ def check(argv: list[str], out: Path, capsys: Any) -> tuple[int, str, dict[str, 
     results = out / "results.jsonl"
     records = [json.loads(x) for x in results.read_text().splitlines()] if results.exists() else []
     return code, captured.out + captured.err, {r["suite"]: r for r in records}
+
+
+def refuses_connections(server: Server) -> bool:
+    """The server's process exited or its HTTP port refuses a connection (a server that is merely
+    slow still accepts, so load never reads as death)."""
+    if server.process.poll() is not None:
+        return True
+    try:
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=PATIENCE):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+class Relaunching:
+    """A test module's third-party server that each test finds serving.
+
+    The real servers (Triton through pytriton, MLServer) are other people's processes: on a
+    shared CI runner one stopped once mid-test, every later request refused, and the module's
+    next test failed on the corpse too. ``judged`` runs a check; when the server refuses
+    connections afterwards, the server died, not the verdict: its log is kept beside the test's
+    output, a warning says so in pytest's summary, a fresh server is started and the check runs
+    once more, whose result is returned. A second death is returned as it is (the test fails
+    with both logs), so a harness that kills servers cannot hide behind the retry.
+    """
+
+    def __init__(self, start: Callable[[], Server], label: str) -> None:
+        self._start, self.label = start, label
+        self.server = start()
+
+    def serving(self) -> Server:
+        if refuses_connections(self.server):
+            self.server.stop()
+            self.server = self._start()
+        return self.server
+
+    def judged(self, argv: Callable[[Server], list[str]], out: Path,
+               capsys: Any) -> tuple[int, str, dict[str, dict[str, Any]]]:
+        """``check(argv(server), out)``, once more on a fresh server when the server died during it."""
+        code, text, suites = check(argv(self.serving()), out, capsys)
+        if not refuses_connections(self.server):
+            return code, text, suites
+        kept = out.with_name(out.name + f"-{self.label.lower()}-died.log")
+        if self.server.log.exists():
+            shutil.copy(self.server.log, kept)
+        warnings.warn(f"{self.label} died during the check (its log: {kept}); judged again on a fresh server",
+                      stacklevel=2)
+        return check(argv(self.serving()), out.with_name(out.name + "-again"), capsys)
+
+    def stop(self) -> None:
+        self.server.stop()
