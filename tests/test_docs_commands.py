@@ -455,7 +455,11 @@ def test_document_commands_run(document: str, premise: docs_run.Premise, service
                 times.write(f"{time.monotonic() - started:6.1f} s  exit {code}  {step.source}  {step.text[:100]}\n")
         if not step.accepts(code):
             tail = (output.err.strip() or output.out.strip())[-400:]
-            failed.append(f"{step.source}: `{step.text}` exited {code}, the document says {step.expect}: {tail}")
+            # the lines that say why (a gate's REGRESSION rows, a FAIL) wherever they were printed
+            why = [line.strip()[:300] for line in (output.out + output.err).splitlines()
+                   if "REGRESSION" in line or "FAIL" in line][:12]
+            failed.append(f"{step.source}: `{step.text}` exited {code}, the document says {step.expect}: "
+                          + "\n".join([*why, tail]))
         elif docs_measure.unmarked(step, output.out):
             failed.append(f"{step.source}: `{step.text}`: {docs_measure.unmarked(step, output.out)}")
     assert not failed, "\n".join(failed)
