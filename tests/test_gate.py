@@ -417,6 +417,25 @@ def test_fresh_processes_that_timed_the_canary_add_their_change_not_only_their_s
     assert same.verdict is not Verdict.REGRESSION and abs(same.ratio - 1) < 0.02 and "level from" in same.reason, same
 
 
+def test_two_children_a_side_measure_the_spread_but_are_too_few_to_combine() -> None:
+    """The docs' gate (``--perf-repeats 1``) compares two children a side: sigma read from two
+    degrees of freedom may be a quarter of the true one, so their mean change (+20 % in this A/A,
+    the children's moment, not the model) is not weighed against the main process's (-3 %): the
+    spread widens the main process's interval, which passes or stays INCONCLUSIVE. Three a side
+    (the default) are combined."""
+    base = rec(calls(1), cold_start_runs=_children((1.0, 1.10)))
+    cand = rec(calls(2), cold_start_runs=_children((1.28, 1.40)))
+    judged = row(compare_runs([base], [cand]), "latency_ms.p50")
+    assert judged.verdict is not Verdict.REGRESSION and "level from" not in judged.reason, judged
+    assert judged.ratio < 1.05, judged  # the main process's change, not the children's +28 %
+    from harness.gate.processes import MIN_COMBINE_DEGREES, ProcessLevel, process_spread
+
+    two = process_spread([ProcessLevel(v, 0.08) for v in (1.0, 1.10)], [ProcessLevel(v, 0.08) for v in (1.28, 1.40)])
+    assert two.measured and two.degrees == 2 < MIN_COMBINE_DEGREES and two.combine(0.0, 0.01) is None
+    three = process_spread([ProcessLevel(v, 0.08) for v in SPREAD], [ProcessLevel(v, 0.08) for v in SPREAD])
+    assert three.degrees == MIN_COMBINE_DEGREES and three.combine(0.0, 0.01) is not None
+
+
 def test_a_child_that_ran_in_a_busier_moment_is_not_a_slower_process() -> None:
     """Beside a busy neighbour the children's steady calls wander (1.0, 1.3, 0.95) with the
     machine, and their canaries wander with them: against their canaries the processes sit

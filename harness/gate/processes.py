@@ -30,7 +30,9 @@ the main process's change and the children's mean change combined by inverse var
 the children's sigma x 0.82 with three a side, so the combined spread is at most sigma x 0.71
 (measured: ``scripts/bench_gate_power.py``, docs/perf-gate.md). When the children's change and
 the main process's disagree beyond what sigma allows (a change only a long-running process shows,
-say), nothing is combined and the main process's rule stands.
+say), nothing is combined and the main process's rule stands; nor with fewer than
+:data:`MIN_COMBINE_DEGREES` pooled degrees of freedom (two children a side), whose sigma is too
+unsure to weigh their mean by.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ DEFAULT_PROCESS_SD = 0.20
 MIN_STEADY_CALLS = 3
 #: degrees of freedom (processes beyond one per side, pooled) before sigma is read from the runs
 MIN_DEGREES = 2
+#: pooled degrees of freedom before the children's change is *combined* with the main process's:
+#: sigma read from two (two children a side) is too unsure to weigh their mean by: a 90 % interval
+#: for the true sigma spans 0.58x to 4.4x the estimate (0.65x to 2.4x from four: three children a
+#: side, the default ``--perf-repeats``). The docs' gate (``--perf-repeats 1``: a cold-start and an
+#: artifact child a side, compared in the same process) read, A/A, spread 7.2 %, children +21.6 %,
+#: main process -3.0 %, combined +18.2 % [+3.5 %, +34.9 %] (only the machine's drift kept it
+#: INCONCLUSIVE), and REGRESSION once in CI beside a loaded neighbour.
+MIN_COMBINE_DEGREES = 4
 #: canary calls a child needs for its median to adjust the child's level
 MIN_CANARY_CALLS = 5
 #: how far (in standard errors) the children's change may sit from the main process's and still be combined
@@ -92,14 +102,18 @@ class ProcessSpread:
     measured: bool
     reason: str
     adjusted: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    degrees: int = 0  # pooled degrees of freedom sigma was read with
 
     def combine(self, main_change: float, main_sd: float) -> Combined | None:
         """The main process's log change in level and the children's mean change, weighted by their
         inverse variances: the main process's own error (``main_sd``: its calls, its level's
         wander, the machine's drift) plus 2 sigma^2 for the two processes it compares, and sigma^2
         (1/k_a + 1/k_b) for the children's means. None when there is nothing to combine or the two
-        disagree beyond ``AGREEMENT_Z`` standard errors of their difference."""
-        if self.adjusted is None or not self.measured or not (math.isfinite(main_change) and math.isfinite(main_sd)):
+        disagree beyond ``AGREEMENT_Z`` standard errors of their difference, or when sigma was read
+        with fewer than :data:`MIN_COMBINE_DEGREES` degrees of freedom (then the spread only widens
+        the main process's interval)."""
+        if self.adjusted is None or not self.measured or self.degrees < MIN_COMBINE_DEGREES \
+                or not (math.isfinite(main_change) and math.isfinite(main_sd)):
             return None
         base, cand = (np.asarray(side, dtype=float) for side in self.adjusted)
         sigma = max(self.sd / math.sqrt(2), MIN_COMBINED_SD)
@@ -165,7 +179,7 @@ def process_spread(base: Sequence[ProcessLevel], cand: Sequence[ProcessLevel]) -
     against = ", each against its canary" if adjusted is not None else ""
     return ProcessSpread(sigma * math.sqrt(2), True,
                          f"between-process spread {sigma:.1%} over {len(base)}+{len(cand)} fresh processes{against}",
-                         adjusted if adjusted is not None and min(len(base), len(cand)) >= 2 else None)
+                         adjusted if adjusted is not None and min(len(base), len(cand)) >= 2 else None, degrees)
 
 
 def _adjusted(base: Sequence[ProcessLevel],
