@@ -1,7 +1,8 @@
 """What every server of the serving tests shares: a virtualenv of its own found through an
 environment variable (or a folder of the checkout), a subprocess on free ports of 127.0.0.1 whose
 output goes to a log, started in its own session (stopped with its children), waited for by
-polling, and a test module's way of requiring it (CI) or skipping without it."""
+polling, a test module's way of requiring it (CI) or skipping without it, and a module's server
+that each test finds serving (:class:`Relaunching`)."""
 
 from __future__ import annotations
 
@@ -95,8 +96,9 @@ class Relaunching:
     next test failed on the corpse too. ``judged`` runs a check; when the server refuses
     connections afterwards, the server died, not the verdict: its log is kept beside the test's
     output, a warning says so in pytest's summary, a fresh server is started and the check runs
-    once more, whose result is returned. A second death is returned as it is (the test fails
-    with both logs), so a harness that kills servers cannot hide behind the retry.
+    once more, whose result is returned. A second death is returned as it is (the test fails,
+    the first server's log kept, the second's tail in its message), so a harness that kills
+    servers cannot hide behind the retry.
     """
 
     def __init__(self, start: Callable[[], Server], label: str) -> None:
