@@ -23,6 +23,7 @@ from onnx import TensorProto, helper
 
 from harness.cli import main
 from tests.serving import mlserver as ms
+from tests.serving.venv_server import Relaunching
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
@@ -89,7 +90,7 @@ def _other_io(dst: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(files, tmp_path_factory) -> Iterator[ms.Server]:
+def live(files, tmp_path_factory) -> Iterator[Relaunching]:
     models = [ms.ServedFile("bert", files["fp32"], max_batch_size=4, max_batch_time=0.005),
               ms.ServedFile("bert-int8", files["int8"], precision="fp32"),
               ms.ServedFile("bert-batch1", files["batch1"]),
@@ -97,10 +98,16 @@ def server(files, tmp_path_factory) -> Iterator[ms.Server]:
               ms.ServedFile("bert-flaky", files["fp32"], faults={"fail_every": 4, "slow_every": 7, "slow_s": 2.0}),
               *(ms.ServedFile(f"marian-{role}", files[f"marian-{role}"])
                 for role in ("encoder", "decoder", "decoder_with_past"))]
-    srv = _server_or_skip(tmp_path_factory.mktemp("mlserver"), models)
-    yield srv
-    srv.stop()
-    assert srv.process.poll() is not None
+    running = Relaunching(lambda: _server_or_skip(tmp_path_factory.mktemp("mlserver"), models), "MLServer")
+    yield running
+    running.stop()
+    assert running.server.process.poll() is not None
+
+
+@pytest.fixture
+def server(live: Relaunching) -> ms.Server:
+    """The module's server, started again first if it died during an earlier test."""
+    return live.serving()
 
 
 def _check(argv: list[str], out: Path, capsys) -> tuple[int, str, list[dict]]:
@@ -260,8 +267,6 @@ def test_a_server_that_dies_is_started_again_and_a_second_death_is_not_hidden(fi
     server that stops mid-check is judged again once on a fresh one (its log kept, a warning in
     pytest's summary); a retry that dies too is returned failing; a later test starts a fresh
     server rather than meeting the dead one."""
-    from tests.serving.venv_server import Relaunching
-
     dying = [ms.ServedFile("bert", files["fp32"], faults={"exit_after": 1})]
     plans = iter([dying, dying, [ms.ServedFile("bert", files["fp32"])]])
     started = []

@@ -22,21 +22,27 @@ from tests.serving import kserve_server as ks
 from tests.serving.faults import BERT_TINY_CHECK as SMALL
 from tests.serving.faults import bert_tiny_fp32, renamed_inputs, scaled_classifier
 from tests.serving.mlserver import Server
-from tests.serving.venv_server import check, required
+from tests.serving.venv_server import Relaunching, check, required
 
 pytest.importorskip("tritonclient.http", reason="the serving client (pip install 'model-harness[serving]')")
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
+def live(tmp_path_factory) -> Iterator[Relaunching]:
     fp32 = bert_tiny_fp32()
     root = tmp_path_factory.mktemp("kserve")
     models = {"bert": fp32, "bert-described": fp32,
               "bert-scaled": scaled_classifier(fp32, root / "scaled.onnx"),
               "bert-renamed": renamed_inputs(fp32, root / "renamed.onnx", {"input_ids": "ids", "attention_mask": "mask"})}
-    srv = required(lambda: ks.start(root / "server", models, publish_metadata=("bert-described",),
-                                    refuse_binary=True), ks.REQUIRE_ENV, "KServe")
-    yield srv
-    srv.stop()
+    running = Relaunching(lambda: required(lambda: ks.start(root / "server", models, publish_metadata=("bert-described",),
+                                                            refuse_binary=True), ks.REQUIRE_ENV, "KServe"), "KServe")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def server(live: Relaunching) -> Server:
+    """The module's server, started again first if it died during an earlier test."""
+    return live.serving()
 
 
 def test_a_predictor_without_metadata_is_judged_from_the_reference_inputs(server, tmp_path, capsys):

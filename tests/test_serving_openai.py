@@ -17,7 +17,7 @@ import pytest
 
 from tests.serving import openai_server as oa
 from tests.serving.mlserver import Server
-from tests.serving.venv_server import check, required
+from tests.serving.venv_server import Relaunching, check, required
 
 GEN = ["--reference", "llama-tiny", "--gen-samples", "6"]
 
@@ -46,13 +46,20 @@ def _other_model(src: Path, dst: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
+def live(tmp_path_factory) -> Iterator[Relaunching]:
     root = tmp_path_factory.mktemp("openai")
     reference = _reference_dir()
     models = {"llama": reference, "llama-other": _other_model(reference, root / "other")}
-    srv = required(lambda: oa.start(root / "server", models), oa.REQUIRE_ENV, "LitServe")
-    yield srv
-    srv.stop()
+    running = Relaunching(lambda: required(lambda: oa.start(root / "server", models), oa.REQUIRE_ENV, "LitServe"),
+                          "LitServe")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def server(live: Relaunching) -> Server:
+    """The module's server, started again first if it died during an earlier test."""
+    return live.serving()
 
 
 def _url(server: Server) -> str:
