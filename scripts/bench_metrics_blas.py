@@ -10,8 +10,8 @@ runs an ONNX Runtime session (two intra-op threads, spinning as by default), the
 comparison of a cache-sized pair of arrays, alternately with
 
 * ``blas``: the former formulas (``np.dot`` and ``np.linalg.norm`` of the whole array), and
-* ``ufunc``: the harness's metrics as they are (``harness.metrics.numeric.compare_arrays`` with the
-  closed loop's two metrics, ``only=("norm_max_abs", "cosine")``),
+* ``ufunc``: the harness's metrics as they are (``harness.metrics.numeric.compare_arrays`` asked
+  for the closed loop's two metrics, ``harness.judge.cached_decoding.PRESENT_METRICS``),
 
 and prints each one's median, 90th percentile, worst and total, the ratio of the totals, and
 the largest difference between the two cosines (the same number, to rounding).
@@ -36,11 +36,9 @@ from typing import Callable
 
 import numpy as np
 
+from harness.judge.cached_decoding import PRESENT_METRICS
 from harness.metrics.numeric import compare_arrays
 from harness.perf import smoke
-
-#: what the closed loop keeps of each step's caches (harness.judge.cached_decoding.PRESENT_METRICS)
-KEPT = ("norm_max_abs", "cosine")
 
 
 def blas_metrics(ref: np.ndarray, got: np.ndarray) -> float:
@@ -55,7 +53,7 @@ def blas_metrics(ref: np.ndarray, got: np.ndarray) -> float:
 
 def ufunc_metrics(ref: np.ndarray, got: np.ndarray) -> float:
     """The harness's metrics as the closed loop asks for them; returns the cosine."""
-    return compare_arrays(ref, got, only=KEPT).metrics["cosine"]
+    return compare_arrays(ref, got, only=PRESENT_METRICS).metrics["cosine"]
 
 
 def runtime_call(workdir: Path, threads: int) -> Callable[[], object]:

@@ -30,17 +30,6 @@ pytest.importorskip("tritonclient.http", reason="the serving client (pip install
 SMALL = ["--samples", "8", "--batch-size", "4"]
 
 
-def _server_or_skip(root: Path, models: list[ms.ServedFile]) -> ms.Server:
-    import os
-
-    try:
-        return ms.start(root, models)
-    except ms.Unavailable as exc:
-        if os.environ.get(ms.REQUIRE_ENV) == "1":
-            pytest.fail(f"{ms.REQUIRE_ENV}=1 but no MLServer: {exc}")
-        pytest.skip(f"no MLServer here: {exc}")
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     """bert-tiny's FP32 and INT8 artifacts as the harness builds them, and two faulty graphs."""
@@ -98,7 +87,7 @@ def live(files, tmp_path_factory) -> Iterator[Relaunching]:
               ms.ServedFile("bert-flaky", files["fp32"], faults={"fail_every": 4, "slow_every": 7, "slow_s": 2.0}),
               *(ms.ServedFile(f"marian-{role}", files[f"marian-{role}"])
                 for role in ("encoder", "decoder", "decoder_with_past"))]
-    running = Relaunching(lambda: _server_or_skip(tmp_path_factory.mktemp("mlserver"), models), "MLServer")
+    running = Relaunching(lambda: ms.start_or_skip(tmp_path_factory.mktemp("mlserver"), models), "MLServer")
     yield running
     running.stop()
     assert running.server.process.poll() is not None
@@ -246,7 +235,7 @@ def test_sweep_counts_failed_and_timed_out_requests(server, files):
 
 
 def test_a_server_dying_mid_sweep_ends_the_case_as_an_error_keeping_the_steps(files, tmp_path, capsys):
-    srv = _server_or_skip(tmp_path / "dying", [ms.ServedFile("bert", files["fp32"], faults={"exit_after": 120})])
+    srv = ms.start_or_skip(tmp_path / "dying", [ms.ServedFile("bert", files["fp32"], faults={"exit_after": 120})])
     try:
         code, text, records = _check(["--reference", "bert-tiny", "--endpoint", srv.http, "--served-model", "bert",
                                       *SMALL, "--perf", "--concurrency", "1", "2", "4", "--sweep-window", "0.3",
@@ -272,7 +261,7 @@ def test_a_server_that_dies_is_started_again_and_a_second_death_is_not_hidden(fi
     started = []
 
     def start() -> ms.Server:
-        started.append(_server_or_skip(tmp_path / f"server{len(started)}", next(plans)))
+        started.append(ms.start_or_skip(tmp_path / f"server{len(started)}", next(plans)))
         return started[-1]
 
     live = Relaunching(start, "MLServer")

@@ -156,11 +156,6 @@ def wait(server: Server, names: list[str], budget_s: float, label: str = "MLServ
 
 def start_or_skip(root: Path, models: list[ServedFile]) -> Server:
     """``start``, or skip the test with the reason (fail instead where ``REQUIRE_ENV=1``: CI)."""
-    import pytest
+    from tests.serving.venv_server import required  # it imports this module
 
-    try:
-        return start(root, models)
-    except Unavailable as exc:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{REQUIRE_ENV}=1 but no MLServer: {exc}")
-        pytest.skip(f"no MLServer here: {exc}")
+    return required(lambda: start(root, models), REQUIRE_ENV, "MLServer")
