@@ -49,6 +49,30 @@ def test_canary_is_deterministic_and_recorded() -> None:
     assert all(s > 0 for s in entry["samples"])
 
 
+def test_a_canary_block_holds_numpys_blas_to_one_thread_and_gives_it_back() -> None:
+    """The canary is two matrix multiplies: timed on a pool of BLAS threads it would measure the
+    runner's core count and wake a pool beside the runtime's own threads."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {int(lib["num_threads"]) for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    c = Canary(calls=3)
+    call = c.call
+
+    def spied() -> float:
+        seen.append(blas_threads())
+        return call()
+
+    c.call = spied
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert blas_threads() == {2}, "numpy's BLAS is not visible to threadpoolctl"
+        c.block()
+        assert blas_threads() == {2}  # given back after the block
+    assert seen and all(threads == {1} for threads in seen), seen
+
+
 def test_drifted_machine_is_inconclusive_not_a_regression() -> None:
     # same build, the machine 30% slower for the candidate: model and canary both slower
     drifted = compare_runs([rec(calls(1), canary(1))], [rec(calls(2, scale=1.3), canary(2, scale=1.3))])

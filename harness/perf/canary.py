@@ -12,19 +12,28 @@ Where the metric is timed by the harness's loop, the canary is also *interleaved
 (:class:`Interleaved`): a short canary block before every segment of ``SEGMENT_CALLS`` calls, its
 median stored with the latency entry (``canary``), so the gate can divide each segment by what the
 machine did in that moment (``harness.gate.judge``: canary-adjusted two-run evidence). Measured
-here under load 16 (14 runs of 20 segments of an ORT MLP): the between-run spread of the p50 was
-9.7 % (log sd), of the median per-segment ratio to the canary 5.4 %.
+here under load 16 (14 runs of 20 segments of an ORT MLP, with the element-wise canary of the
+time): the between-run spread of the p50 was 9.7 % (log sd), of the median per-segment ratio to
+the canary 5.4 %.
 
-The workload is numpy element-wise arithmetic on 16 Ki float64 values (about 0.05-0.1 ms a call
-here): single-threaded whatever BLAS or OpenMP settings say (no matrix multiply, so no thread
-pool to oversubscribe), no allocation per call (preallocated ``out=`` buffers), deterministic
-input. It bears on memory bandwidth and scalar throughput like small-batch inference does, but it
-is not the model: its ratio says whether the machine moved, not by how much a model would.
+The workload is a small float32 MLP in numpy (8 x 256 -> 512 -> 256, ReLU: two matrix
+multiplies, about 0.1-0.2 ms a call here): single-threaded whatever BLAS or OpenMP settings say
+(numpy's BLAS is held to one thread while a block is timed, :func:`one_blas_thread`), no
+allocation per call (preallocated ``out=`` buffers), deterministic input. Why matrix multiplies:
+the canary is only worth dividing by where the model's speed moves with it, and the models the
+harness times spend their calls in matrix multiplies. Measured here (``scripts/bench_canary_match.py``,
+an ONNX Runtime MLP on one thread, 16 fresh processes of 100 calls, three runs): the element-wise
+canary this one replaced (``numpy-elementwise-16k/1``) followed the model's level at a slope of
+0.36-0.82 and left model / canary spread 4.3 %, 8.6 % and 10.7 % (the model alone: 5.0 %, 17.3 %,
+7.6 %); this one at 0.19-1.21, spread 6.1 %, 4.0 % and 3.5 %. It is still not the model: its
+ratio says how the machine moved, not exactly how far a given model did.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
+from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -32,7 +41,7 @@ import numpy as np
 from harness.perf.loop import time_calls
 
 #: names the workload in records: a different workload never compares with this one
-WORKLOAD = "numpy-elementwise-16k/1"
+WORKLOAD = "numpy-mlp-f32-8x256x512x256/1"
 #: calls per canary block (one block before and one after each latency metric)
 BLOCK_CALLS = 60
 #: a metric's calls per segment when the canary is interleaved, and the canary's calls before each:
@@ -41,23 +50,42 @@ SEGMENT_CALLS = 25
 SEGMENT_CANARY_CALLS = 15
 #: (rounds, warmup) -> per-call ms: one run of the timing loop (``harness.perf.loop.time_calls``)
 Rounds = Callable[[int, int], list[float]]
-_SIZE = 16 * 1024
+#: the canary MLP's batch and layer widths
+_BATCH, _WIDTHS = 8, (256, 512, 256)
 
 
 def make_call() -> Callable[[], float]:
-    """The canary call: a fixed chain of element-wise ops on preallocated buffers."""
-    x = np.linspace(0.0, 8.0, _SIZE)
-    y = np.empty_like(x)
-    z = np.empty_like(x)
+    """The canary call: two float32 matrix multiplies with a ReLU between, on preallocated buffers."""
+    rng = np.random.default_rng(20261203)
+    x = rng.standard_normal((_BATCH, _WIDTHS[0])).astype(np.float32)
+    w1, w2 = ((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in zip(_WIDTHS, _WIDTHS[1:]))
+    hidden = np.empty((_BATCH, _WIDTHS[1]), np.float32)
+    out = np.empty((_BATCH, _WIDTHS[2]), np.float32)
 
     def call() -> float:
-        np.sin(x, out=y)
-        np.multiply(y, x, out=z)
-        np.exp(np.negative(y, out=y), out=y)
-        np.add(y, z, out=z)
-        return float(z.sum())
+        np.matmul(x, w1, out=hidden)
+        np.maximum(hidden, 0.0, out=hidden)
+        np.matmul(hidden, w2, out=out)
+        return float(out.sum())
 
     return call
+
+
+@lru_cache(maxsize=1)
+def _blas() -> Any:
+    """numpy's BLAS as threadpoolctl sees it (loaded with numpy), or None without threadpoolctl."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - a declared dependency; a bare install still times
+        return None
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """numpy's BLAS held to one thread while a canary block is timed: the same work on a 2-core
+    runner and a 64-core one, and no BLAS pool waking beside the runtime's own threads."""
+    controller = _blas()
+    return controller.limit(limits=1, user_api="blas") if controller is not None else nullcontext()
 
 
 class Canary:
@@ -80,7 +108,8 @@ class Canary:
     def timed(self, calls: int) -> list[float]:
         """``calls`` canary calls, each timed alone (ms) by the harness's one timing loop (its
         settling calls undo what the model's calls did to the caches)."""
-        return time_calls(self.call, calls, clock=self.clock)
+        with one_blas_thread():
+            return time_calls(self.call, calls, clock=self.clock)
 
     def entry(self) -> dict[str, Any]:
         """What the record keeps: the raw samples (ms), the workload's name and the block count."""
