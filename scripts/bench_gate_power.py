@@ -337,7 +337,7 @@ def fresh_processes(workdir: Path, artifact: Path, args: argparse.Namespace, slo
     if slowed_ns:
         env = {"PYTHONPATH": os.pathsep.join([str(slowed_site(workdir)), child_env()["PYTHONPATH"]]),
                "HARNESS_BENCH_EXTRA_NS": str(slowed_ns)}
-    return [{k: run[k] for k in ("steady_ms", "canary") if k in run}
+    return [{k: run[k] for k in ("steady_ms", "level_ms", "canary") if k in run}
             for run in (spawn(child, env=env) for _ in range(args.processes))]
 
 

@@ -18,7 +18,8 @@ from onnx import TensorProto, helper
 
 from harness.core import Precision, UsageError, Variant
 from harness.families.shaped_feeds import shapeable, shaped_feeds
-from harness.perf import bench, budgets, coldstart, latency, memory
+from harness.perf import bench, budgets, child, coldstart, latency, memory
+from harness.perf.canary import SEGMENT_CALLS
 from harness.perf.generation import sample_generation
 from harness.perf.measure import (
     LOOP,
@@ -384,6 +385,21 @@ def test_generation_perf_on_a_real_translator(workspace):
 # --------------------------------------------------------------------------- fresh processes
 
 
+def test_a_child_times_its_level_between_canary_blocks_within_its_budget() -> None:
+    """After its steady calls (and the peak-memory reading), a child times more calls for its level
+    -- as many as ``STEADY_BUDGET_MS`` holds, at most ``MAX_STEADY_CALLS`` in all -- a canary block
+    before each segment and one after the last; a model too slow for the budget gets none, and the
+    two canary blocks it always had."""
+    calls = []
+    fast, entry = child._level(lambda: calls.append(1), [0.5] * 5)
+    assert len(fast) == child.MAX_STEADY_CALLS - 5 and len(calls) > len(fast)  # each segment settles first
+    assert entry["blocks"] == 1 + -(-len(fast) // SEGMENT_CALLS) and len(entry["samples"]) == entry["blocks"] * 15
+    budgeted, _ = child._level(lambda: None, [20.0] * 5)  # 200 ms holds 10 calls of 20 ms: 5 more
+    assert len(budgeted) == 5
+    slow, slow_entry = child._level(lambda: None, [80.0] * 5)
+    assert slow == [] and slow_entry["blocks"] == child.CANARY_BLOCKS
+
+
 def test_child_floors_and_an_ort_cold_start(workspace, tmp_path):
     floor = memory.floors("onnxruntime")
     assert 0 < floor["baseline_rss_bytes"] < floor["imports_rss_bytes"]  # onnxruntime + numpy weigh tens of MB
@@ -395,6 +411,9 @@ def test_child_floors_and_an_ort_cold_start(workspace, tmp_path):
     args = coldstart.child_args(workspace, v, model, family, graphs, feeds, calls=2)
     runs = coldstart.fresh_runs(args, 2)
     assert all(r["first_inference_ms"] > 0 and r["load_ms"] > 0 and len(r["steady_ms"]) == 2 for r in runs)
+    # a sub-millisecond model: more calls for its level, between canary blocks (harness.perf.child._level)
+    assert all(2 < len(r["steady_ms"]) + len(r["level_ms"]) <= child.MAX_STEADY_CALLS for r in runs), runs
+    assert all(r["canary"]["blocks"] == 1 + -(-len(r["level_ms"]) // SEGMENT_CALLS) for r in runs)
     fields = {**coldstart.cold_start_fields(runs), **memory.memory_fields(runs, floor)}
     assert fields["cold_start_ms"]["load"] == pytest.approx(float(np.median([r["load_ms"] for r in runs])))
     assert fields["peak_rss_bytes"] >= fields["memory"]["peak_rss_after_load_bytes"] > floor["imports_rss_bytes"]

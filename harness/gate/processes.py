@@ -14,16 +14,16 @@ Within-run statistics cannot see this: the docs' A/A gate (`pytest --harness-per
 +28 % to +51 % with p = 2e-04 as REGRESSION in three of six compares. So the two-runs rule adds the
 spread of the *difference* of two process levels (sigma x sqrt 2) to every latency ratio, with
 sigma measured from the runs themselves where they hold more than one process of the variant: the
-perf suite's cold-start children (``--perf-repeats``, default 3) each time a few steady calls after
-their first (``cold_start_runs[].steady_ms``), and the pooled spread of their log medians over both
-runs is sigma. With fewer than two degrees of freedom (one process per side) nothing was measured
-and :data:`DEFAULT_PROCESS_SD` (the larger of the measurements above) is assumed: a comparison of two
-single processes cannot tell a 1.5x change from the process it landed in, and says so
-(INCONCLUSIVE), instead of failing a correct release.
+perf suite's cold-start children (``--perf-repeats``, default 3) each time steady calls after
+their first (``cold_start_runs[].steady_ms`` and ``level_ms``, ``harness.perf.child``), and the
+pooled spread of their log medians over both runs is sigma. With fewer than two degrees of freedom
+(one process per side) nothing was measured and :data:`DEFAULT_PROCESS_SD` (the larger of the
+measurements above) is assumed: a comparison of two single processes cannot tell a 1.5x change
+from the process it landed in, and says so (INCONCLUSIVE), instead of failing a correct release.
 
 The fresh processes are evidence of the change too, not only of the spread (pyperf's way: a run's
-level is the mean of its processes). Each child times the harness's canary right after its steady
-calls (``harness.perf.child``), so its level is read against what the machine did in its moment,
+level is the mean of its processes). Each child times the harness's canary between segments of its
+steady calls (``harness.perf.child``), so its level is read against what the machine did in its moment,
 as the main process's segments are; when every process of both runs did, the change in level is
 the main process's change and the children's mean change combined by inverse variance
 (:meth:`ProcessSpread.combine`): the main process's part carries its own error and sigma x 1.41,
@@ -132,7 +132,8 @@ class ProcessSpread:
 
 def process_levels(perf: Mapping[str, Any] | None) -> list[ProcessLevel]:
     """Each fresh process a record's cold-start measurement ran (``perf.cold_start_runs[]``): the
-    median of its steady calls and of its canary calls; [] when it has none."""
+    median of its steady calls (``steady_ms``, and ``level_ms``: those it timed between canary
+    blocks, ``harness.perf.child``) and of its canary calls; [] when it has none."""
     runs = (perf or {}).get("cold_start_runs")
     if not isinstance(runs, list):
         return []
@@ -140,7 +141,7 @@ def process_levels(perf: Mapping[str, Any] | None) -> list[ProcessLevel]:
     for run in runs:
         if not isinstance(run, Mapping):
             continue
-        calls = _positive(run.get("steady_ms"))
+        calls = _positive(run.get("steady_ms")) + _positive(run.get("level_ms"))
         if len(calls) >= MIN_STEADY_CALLS:
             levels.append(ProcessLevel(float(np.median(calls)), _canary_median(run.get("canary"))))
     return levels

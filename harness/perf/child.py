@@ -40,8 +40,16 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
     sys.path.pop(0)  # run by path: harness/perf must not shadow top-level modules
 
 MARKER = "HARNESS_CHILD_RESULT "
-#: canary blocks timed after the steady calls (``SEGMENT_CANARY_CALLS`` calls each, ~1 ms each here)
+#: canary blocks a child times at least (``SEGMENT_CANARY_CALLS`` calls each, ~1.5 ms each here)
 CANARY_BLOCKS = 2
+#: after the ``--calls`` steady calls (and the peak-memory reading), more steady calls
+#: (``level_ms``), up to this much time or :data:`MAX_STEADY_CALLS` in all, each segment of them
+#: after a canary block: with the steady calls, the process's level for the gate
+#: (``harness.gate.processes``). Five calls of a 0.2-ms model are a median of
+#: a millisecond, whose 15-call blocks spread 7-10 % within one process here
+#: (``scripts/bench_canary_match.py``); a model of 40 ms a call or more gets no extra call
+STEADY_BUDGET_MS = 200.0
+MAX_STEADY_CALLS = 100
 
 
 def peak_rss_bytes() -> int:
@@ -134,21 +142,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["gpu_peak_bytes"] = loaded.gpu_peak_bytes()
     result["settings"] = loaded.settings
     if args.calls > 0:
-        result["canary"] = _canary_after()
+        result["level_ms"], result["canary"] = _level(every_graph, result["steady_ms"])
     return result
 
 
-def _canary_after() -> dict[str, Any]:
-    """The harness's canary (``harness.perf.canary``) timed right after the steady calls, after the
-    peak-memory reading (its buffers count nowhere): what the machine did in this process's moment,
-    so the gate reads a process that ran while a neighbour was busy as a busier moment, not as a
-    slower process (``harness.gate.processes``)."""
-    from harness.perf.canary import SEGMENT_CANARY_CALLS, Canary  # deferred: a by-path child imports late
+def _level(call: Any, steady: list[float]) -> tuple[list[float], dict[str, Any]]:
+    """More steady calls (up to :data:`STEADY_BUDGET_MS`, at most :data:`MAX_STEADY_CALLS` with ``steady``)
+    in segments, the harness's canary (``harness.perf.canary``) timed before each segment and after
+    the last: what the machine did in this process's moment, so the gate reads a process that ran
+    while a neighbour was busy as a busier moment, not as a slower process
+    (``harness.gate.processes``). After the peak-memory reading: the canary's buffers count nowhere."""
+    import statistics
 
+    from harness.perf.canary import SEGMENT_CALLS, SEGMENT_CANARY_CALLS, Canary  # deferred: a by-path child
+    from harness.perf.loop import time_calls
+
+    per_call = statistics.median(steady)
+    extra = max(0, min(MAX_STEADY_CALLS, int(STEADY_BUDGET_MS / per_call)) - len(steady)) if per_call > 0 else 0
     canary = Canary(calls=SEGMENT_CANARY_CALLS)
-    for _ in range(CANARY_BLOCKS):
+    more: list[float] = []
+    while len(more) < extra:
         canary.block()
-    return canary.entry()
+        more += time_calls(call, min(SEGMENT_CALLS, extra - len(more)))
+    canary.block()  # after the last segment (or, without one, after the steady calls)
+    while canary.blocks < CANARY_BLOCKS:
+        canary.block()
+    return more, canary.entry()
 
 
 def parser() -> argparse.ArgumentParser:

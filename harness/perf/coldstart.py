@@ -115,7 +115,7 @@ def cold_start_fields(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     call of every graph. ``import``: importing the backend. ``process``: spawn to exit.
     """
     keep = ("import_ms", "load_ms", "load_ms_by_graph", "first_inference_ms", "first_inference_ms_by_graph",
-            "ready_ms", "process_ms", "steady_ms", "canary")
+            "ready_ms", "process_ms", "steady_ms", "level_ms", "canary")
     return {
         "cold_start_ms": {"load": _median(runs, "load_ms"), "first_inference": _median(runs, "first_inference_ms"),
                           "import": _median(runs, "import_ms"), "process": _median(runs, "process_ms")},
