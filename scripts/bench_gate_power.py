@@ -322,8 +322,8 @@ def slow_artifact(workdir: Path, seed: int) -> Path:
 def fresh_processes(workdir: Path, artifact: Path, args: argparse.Namespace, slowed_ns: int = 0) -> list[dict[str, Any]]:
     """What ``test_cold_start_memory`` adds to a real run's records: ``--processes`` fresh children of
     the harness's own measurement script (``harness/perf/child.py``), each loading ``artifact``
-    and timing ``--child-calls`` steady calls after its first and the canary after them, one after the
-    other; ``slowed_ns`` > 0
+    and timing ``--child-calls`` steady calls after its first, then its level's calls between canary
+    blocks (``level_ms``, up to the child's time budget), one after the other; ``slowed_ns`` > 0
     runs them in the slowed runtime environment (the ``sitecustomize`` of :data:`SLOW_SITECUSTOMIZE`).
     The gate reads their levels as the runs' between-process spread (``harness.gate.processes``)."""
     from harness.perf.coldstart import child_env, spawn, write_feeds
@@ -539,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=3,
                         help="retime/envslow: fresh processes per recorded run, as --perf-repeats (default 3); 0: none")
     parser.add_argument("--child-calls", type=int, default=5,
-                        help="steady calls each fresh process times after its first (the harness's default 5)")
+                        help="steady calls each fresh process times after its first, before its level's calls "
+                             "between canary blocks (the harness's default 5)")
     parser.add_argument("--json", metavar="OUT", help="write every trial's verdicts and ratios as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every trial's verdicts and reasons")
     args = parser.parse_args(argv)

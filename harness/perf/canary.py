@@ -32,11 +32,12 @@ ratio says how the machine moved, not exactly how far a given model did.
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from harness.perf.loop import time_calls
 
@@ -72,20 +73,16 @@ def make_call() -> Callable[[], float]:
 
 
 @lru_cache(maxsize=1)
-def _blas() -> Any:
-    """numpy's BLAS as threadpoolctl sees it (loaded with numpy), or None without threadpoolctl."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - a declared dependency; a bare install still times
-        return None
+def _blas() -> ThreadpoolController:
+    """The thread pools loaded so far, numpy's BLAS among them (it loads with numpy), found once."""
     return ThreadpoolController()
 
 
 def one_blas_thread() -> AbstractContextManager[Any]:
     """numpy's BLAS held to one thread while a canary block is timed: the same work on a 2-core
     runner and a 64-core one, and no BLAS pool waking beside the runtime's own threads."""
-    controller = _blas()
-    return controller.limit(limits=1, user_api="blas") if controller is not None else nullcontext()
+    limiter: AbstractContextManager[Any] = _blas().limit(limits=1, user_api="blas")
+    return limiter
 
 
 class Canary:

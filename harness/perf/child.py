@@ -30,6 +30,7 @@ import argparse  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
@@ -152,10 +153,8 @@ def _level(call: Any, steady: list[float]) -> tuple[list[float], dict[str, Any]]
     the last: what the machine did in this process's moment, so the gate reads a process that ran
     while a neighbour was busy as a busier moment, not as a slower process
     (``harness.gate.processes``). After the peak-memory reading: the canary's buffers count nowhere."""
-    import statistics
-
     from harness.perf.canary import SEGMENT_CALLS, SEGMENT_CANARY_CALLS, Canary  # deferred: a by-path child
-    from harness.perf.loop import time_calls
+    from harness.perf.loop import time_calls  # deferred: a by-path child imports late (see the module docstring)
 
     per_call = statistics.median(steady)
     extra = max(0, min(MAX_STEADY_CALLS, int(STEADY_BUDGET_MS / per_call)) - len(steady)) if per_call > 0 else 0
