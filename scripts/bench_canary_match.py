@@ -57,7 +57,8 @@ except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.perf import smoke  # noqa: E402
-from harness.perf.canary import SEGMENT_CANARY_CALLS, WORKLOAD  # noqa: E402
+from harness.perf.canary import SEGMENT_CANARY_CALLS, WORKLOAD, make_call  # noqa: E402
+from harness.perf.loop import time_calls  # noqa: E402
 
 #: the model's layer widths and batch (the bench_gate_power MLP's shape)
 WIDTHS = (256, 512, 512, 64)
@@ -137,8 +138,6 @@ def elementwise_call() -> Callable[[], float]:
 
 
 def workloads(workdir: Path) -> dict[str, Callable[[], object]]:
-    from harness.perf.canary import make_call
-
     return {"model": model_call(workdir), "canary": make_call(), "elementwise": elementwise_call(),
             "model-shaped": numpy_mlp_call()}
 
@@ -147,8 +146,6 @@ def child(mode: str, count: int, calls: int) -> dict[str, list[float]]:
     """In a fresh process: ``blocks`` -- ``count`` rounds of a block of each workload in turn,
     each block's median; ``levels`` -- ``calls`` calls of each workload (order rotated by ``count``),
     each one's median."""
-    from harness.perf.loop import time_calls
-
     with tempfile.TemporaryDirectory(prefix="canary-match-") as tmp:
         calls_of = workloads(Path(tmp))
         for _ in range(WARMUP_CALLS):
@@ -206,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if args.json is not None and not os.access(args.json.parent if str(args.json.parent) else Path("."), os.W_OK):
-        print(f"--json {args.json}: its folder is not writable", file=sys.stderr)
+        print(f"--json {args.json}: its folder does not exist or is not writable", file=sys.stderr)
         return 2
     load = os.getloadavg()[0]
     blocks = spawn("blocks", args.blocks, args.calls)
@@ -219,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: ONNX Runtime MLP {'->'.join(map(str, WIDTHS))}, batch {BATCH}, one thread; canary: {WORKLOAD}; "
           f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} cores")
     print("medians (ms): " + ", ".join(f"{name} {statistics.median(v):.4f}" for name, v in levels.items()))
-    print(f"{'scale':<42} {'canary':<10} {'corr':>6} {'slope':>6} {'sd model':>9} {'sd canary':>9} "
+    print(f"{'scale':<42} {'canary':<12} {'corr':>6} {'slope':>6} {'sd model':>9} {'sd canary':>9} "
           f"{'sd model/canary':>15}  dividing")
     summary = {}
     for scale, data in scales.items():
@@ -227,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             m = match(data["model"], data[name])
             summary[f"{scale}: {name}"] = m
             verdict = "removes noise" if m["sd_adjusted"] < m["sd_model"] else "adds noise"
-            print(f"{scale:<42} {name:<10} {m['correlation']:6.2f} {m['slope']:6.2f} {m['sd_model']:9.1%} "
+            print(f"{scale:<42} {name:<12} {m['correlation']:6.2f} {m['slope']:6.2f} {m['sd_model']:9.1%} "
                   f"{m['sd_canary']:9.1%} {m['sd_adjusted']:15.1%}  {verdict}")
     if args.json is not None:
         args.json.write_text(json.dumps({"blocks": blocks, "processes": levels, "summary": summary}, indent=1) + "\n",

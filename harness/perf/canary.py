@@ -22,11 +22,12 @@ multiplies, about 0.1-0.2 ms a call here): single-threaded whatever BLAS or Open
 allocation per call (preallocated ``out=`` buffers), deterministic input. Why matrix multiplies:
 the canary is only worth dividing by where the model's speed moves with it, and the models the
 harness times spend their calls in matrix multiplies. Measured here (``scripts/bench_canary_match.py``,
-an ONNX Runtime MLP on one thread, 16 fresh processes of 100 calls, three runs): the element-wise
-canary this one replaced (``numpy-elementwise-16k/1``) followed the model's level at a slope of
-0.36-0.82 and left model / canary spread 4.3 %, 8.6 % and 10.7 % (the model alone: 5.0 %, 17.3 %,
-7.6 %); this one at 0.19-1.21, spread 6.1 %, 4.0 % and 3.5 %. It is still not the model: its
-ratio says how the machine moved, not exactly how far a given model did.
+an ONNX Runtime MLP on one thread, 16 fresh processes of 100 calls, six runs): the element-wise
+canary this one replaced (``numpy-elementwise-16k/1``) left model / canary spread 8.7 % on average
+(11-12 % in three runs), this one 5.6 % (the model alone 8.1 %); in the run where the machine
+moved the model most (17.3 %) this one followed it at a slope of 1.21 and left 4.0 %
+(docs/perf-gate.md). It is still not the model: its ratio says how the machine moved, not exactly
+how far a given model did.
 """
 
 from __future__ import annotations
