@@ -16,19 +16,26 @@ from onnx import TensorProto, helper, numpy_helper
 
 from harness.cli import main
 
-SLOW = """
+
+def slow_sitecustomize(times: int) -> str:
+    """A ``sitecustomize`` that makes ``onnxruntime.InferenceSession.run`` ``times`` times slower by
+    busy-waiting after every call (CPU work, invisible to the environment fingerprint)."""
+    return f"""
 import time
 import onnxruntime as _ort
 _run = _ort.InferenceSession.run
 def _slow(self, *a, **k):
     start = time.perf_counter_ns()
     out = _run(self, *a, **k)
-    until = time.perf_counter_ns() + 2 * (time.perf_counter_ns() - start)  # 3x the call: CPU work
+    until = time.perf_counter_ns() + {times - 1} * (time.perf_counter_ns() - start)  # {times}x the call
     while time.perf_counter_ns() < until:
         pass
     return out
 _ort.InferenceSession.run = _slow
 """
+
+
+SLOW = slow_sitecustomize(3)
 
 
 def _model(path: Path) -> Path:
