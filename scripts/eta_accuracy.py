@@ -4,6 +4,7 @@
     python scripts/eta_accuracy.py --run -- --perf --models bert-tiny --out reports/eta-perf
     python scripts/eta_accuracy.py --journal eta.jsonl                          # a journal kept before
     python scripts/eta_accuracy.py --replay reports/run-20261202-080024 [--workers 1]
+    python scripts/eta_accuracy.py --replay reports/run-b --history reports/run-a   # a's durations as history
 
 ``--run`` runs ``harness run`` with the given arguments and ``HARNESS_PROGRESS_ETA_LOG`` set: the
 progress display writes every estimate it showed with its wall-clock time, and the session's end
@@ -17,7 +18,9 @@ the load average (1-minute, sampled every 5 s while the run lasted: its mean and
 ``--replay`` replays a run directory's ``results.jsonl`` in the order its cases finished, each with
 its duration, through the estimator (the shard planner's cost weights, no durations history -- a
 first run; an export counts as cached when it is in ``HARNESS_CACHE`` now); its truth is the sum
-of the durations still to come, so it judges the model, not the wall clock.
+of the durations still to come, so it judges the model, not the wall clock. ``--history`` replays
+it as a later run: with an earlier run directory's durations as its history (each case's duration
+there, scaled by how this run's finished cases compare with theirs), printed first.
 """
 
 from __future__ import annotations
@@ -74,12 +77,16 @@ def _share(errors: list[float]) -> str:
             f"{statistics.median(abs(e) for e in errors):.0%}, worst {max(errors, key=abs):+.0%}")
 
 
-def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True) -> Accuracy:
+def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True,
+           history: list[dict] | None = None) -> Accuracy:
+    """The estimates a run's cases would have been shown, in the order they finished; ``history``:
+    an earlier run's records, what the display reads as its durations history (none: a first run)."""
     ids = [str(r["id"]) for r in records]
     seconds = [float(r.get("duration_s") or 0.0) for r in records]
     kinds = case_kinds(ids)
     weights = run_weights(ids) if by_kind else case_weights(ids)
-    estimator = Estimator(weights=weights if weighted else None, kinds=kinds if by_kind else None)
+    earlier = {str(r["id"]): float(r["duration_s"]) for r in history or [] if r.get("duration_s")}
+    estimator = Estimator(earlier, weights=weights if weighted else None, kinds=kinds if by_kind else None)
     out = []
     for done in range(max(len(ids) // 3, 1), len(ids)):
         finished = dict(zip(ids[:done], seconds[:done]))
@@ -160,6 +167,9 @@ def main() -> int:
     source.add_argument("--journal", type=Path, help="an ETA journal a run wrote (HARNESS_PROGRESS_ETA_LOG)")
     source.add_argument("--replay", type=Path, metavar="RUN_DIR", help="replay a run directory's durations")
     parser.add_argument("--workers", type=int, default=1, help="with --replay: the run's xdist workers")
+    parser.add_argument("--history", type=Path, metavar="RUN_DIR",
+                        help="with --replay: an earlier run directory, read as the durations history "
+                             "(the display reads the newest one beside the run's --out)")
     parser.add_argument("--keep-journal", type=Path, metavar="FILE", help="with --run: keep the journal here")
     parser.add_argument("rest", nargs="*", help="with --run: harness run's arguments (after --)")
     args = parser.parse_args()
@@ -169,13 +179,24 @@ def main() -> int:
         journal = Journal.read(args.journal)
         print(journal.accuracy().line("ETA (wall clock)", journal.total))
         return 0
-    results = args.replay / "results.jsonl"
-    records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    records = _records(args.replay)
+    history = _records(args.history) if args.history else None
+    if history is not None:
+        print(replay(records, args.workers, history=history).line(
+            f"durations history of {args.history}, scaled by this run's speed", len(records)))
     for weighted, by_kind, name in ((True, True, "cost model, reused builds, rates per suite and backend"),
                                     (True, False, "cost model, rates per suite (the former estimate)"),
                                     (False, False, "mean of finished cases")):
         print(replay(records, args.workers, weighted, by_kind).line(name, len(records)))
     return 0
+
+
+def _records(run_dir: Path) -> list[dict]:
+    results = run_dir / "results.jsonl"
+    if not results.is_file():
+        print(f"eta_accuracy: {run_dir}: no results.jsonl (not a run directory)", file=sys.stderr)
+        raise SystemExit(2)
+    return [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Event-driven, never timed: each case waits inside its ``reference`` phase until 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -25,6 +26,8 @@ import pytest
 from scripts_module import load_script
 
 from tests.waiting import PATIENCE
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SUITE = '''
 import os
@@ -293,6 +296,31 @@ def test_eta_replay_of_a_recorded_run_is_within_30_percent() -> None:
     assert errors and max(abs(e) for e in errors) <= 0.30, errors
     mean_errors = module.replay(records, weighted=False).errors
     assert max(abs(e) for e in mean_errors) > 0.30  # the negative control: the former estimate misses
+
+
+def test_eta_replay_reads_an_earlier_run_as_its_history(tmp_path: Path) -> None:
+    """``--replay RUN --history EARLIER``: the run replayed as the display shows a later run, each
+    case priced at its duration in the earlier run times this run's speed against it. A run twice
+    as slow as its history throughout is estimated exactly; without the history, from the cost
+    model alone, it is not. A history that is no run directory is refused with exit 2."""
+    module = load_script("eta_accuracy")
+    ids = [f"test_logits_parity[{m}-{p}-{b}]" for m in ("bert-tiny", "marian-tiny")
+           for p in ("fp32", "fp16", "int8") for b in ("torch_cpu", "ort_cpu")]
+    earlier = [{"id": i, "duration_s": 0.1 * (1 + n % 5)} for n, i in enumerate(ids)]
+    records = [{"id": r["id"], "duration_s": 2 * r["duration_s"]} for r in earlier]
+    with_history = module.replay(records, history=earlier).errors
+    assert with_history and max(abs(e) for e in with_history) < 1e-9, with_history
+    assert max(abs(e) for e in module.replay(records).errors) > 0.05  # the control: the cost model alone
+    for name, rows in (("b", records), ("a", earlier)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    script = [sys.executable, str(ROOT / "scripts" / "eta_accuracy.py"), "--replay", str(tmp_path / "b")]
+    shown = subprocess.run([*script, "--history", str(tmp_path / "a")], capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr
+    assert "durations history of" in shown.stdout, shown.stdout
+    assert re.search(r"remaining time: (\d+)/\1 estimates \(100%\)", shown.stdout.split("cost model")[0]), shown.stdout
+    refused = subprocess.run([*script, "--history", str(tmp_path / "none")], capture_output=True, text=True, cwd=ROOT)
+    assert refused.returncode == 2 and "no results.jsonl" in refused.stderr, refused.stderr
 
 
 def test_one_slow_group_does_not_price_the_suites_after_it() -> None:
