@@ -151,3 +151,25 @@ def test_a_message_names_the_option_as_the_command_that_parsed_it() -> None:
     assert skip_reason(handed).endswith("(use --perf)")  # type: ignore[arg-type]
     assert skip_reason(worker).endswith("(use --perf)")  # type: ignore[arg-type]
     assert skip_reason(plain).endswith("(use --harness-perf)")  # type: ignore[arg-type]
+
+
+def test_a_command_line_builds_only_the_command_it_names() -> None:
+    """``harness check ...`` imports the check command's module, not every command's (the history
+    store's, the gate's, the HTML report's: 0.2-0.3 s of every check); the parser it builds for
+    that command is the one the full parser holds, and a name that is no command is refused
+    against every command."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from harness.cli import build_parser; build_parser(['check', '--onnx', 'x']); "
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith('harness.cli.'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    commands = [m for m in loaded.stdout.split() if not m.rpartition(".")[2].startswith("_")]
+    assert commands == ["harness.cli.check"], loaded.stdout  # the command's module, no other command's
+    full = _command_parser(build_parser(), "check")
+    alone = _command_parser(build_parser(["check", "--onnx", "x"]), "check")
+    assert [a.option_strings for a in alone._actions] == [a.option_strings for a in full._actions]
+    assert build_parser(["--version"])._subparsers is not None
+    for argv in (["suite-imports"], ["chek"]):
+        sub = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
+        assert {"check", "run", "history"} <= set(sub.choices), argv
