@@ -173,3 +173,19 @@ def test_a_command_line_builds_only_the_command_it_names() -> None:
     for argv in (["suite-imports"], ["chek"]):
         sub = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
         assert {"check", "run", "history"} <= set(sub.choices), argv
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["chek"], "harness: error: 'chek': unknown command (did you mean 'check'?); nearest valid: check"),
+    (["history", "shwo"], "harness: error: 'shwo': unknown command (did you mean 'show'?); valid: add, show"),
+    (["init", "x", "--ci", "gitlab"],
+     "harness: error: --ci: invalid choice 'gitlab' (did you mean 'github'?); valid: github, none"),
+])
+def test_a_refused_choice_names_the_nearest_and_the_valid_ones(argv: list[str], said: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped command or choice reads like every other refusal: what was given, the nearest
+    name, the valid ones; argparse printed ``argument COMMAND: invalid choice: 'chek' (choose
+    from 'baseline', 'bench', ...)`` with every command and no suggestion. One line, exit 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1, err

@@ -28,6 +28,7 @@ from harness import __version__  # noqa: E402
 from harness.core import (  # noqa: E402
     UsageError,
     did_you_mean,
+    valid_names,
 )
 from harness.core.interrupts import Interrupted, SignalGuard, exit_code, signal_name, signal_of  # noqa: E402
 from harness.report.summary import write_interrupted_run  # noqa: E402
@@ -96,8 +97,22 @@ class _Parser(argparse.ArgumentParser):
         return flags
 
     def error(self, message: str) -> NoReturn:
-        message = re.sub(r"^argument ([^:]+): ", lambda m: f"{m.group(1).split('/')[0]}: ", message)
+        message = _refused_choice(message) or re.sub(r"^argument ([^:]+): ", lambda m: f"{m.group(1).split('/')[0]}: ",
+                                                     message)
         self.exit(EXIT_USAGE, f"harness: error: {message} (see '{self.prog} --help')\n")
+
+
+def _refused_choice(message: str) -> str | None:
+    """argparse's ``argument COMMAND: invalid choice: 'chek' (choose from 'baseline', ...)`` as the
+    harness's refusals read: ``'chek': unknown command (did you mean 'check'?); valid: ...``, the
+    option named as given (``--format``) for an option's choices; None for any other message."""
+    found = re.match(r"^argument ([^:]+): invalid choice: '?([^']*?)'? \(choose from (.*)\)$", message)
+    if found is None:
+        return None
+    name, value = found.group(1).split("/")[0], found.group(2)
+    choices = [c.strip().strip("'") for c in found.group(3).split(",")]
+    what = f"{value!r}: unknown command" if not name.startswith("-") else f"{name}: invalid choice {value!r}"
+    return f"{what}{did_you_mean(value, choices)}; {valid_names(value, choices)}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
