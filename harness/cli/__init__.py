@@ -116,7 +116,7 @@ def _refused_choice(message: str) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _early.install()  # signals while the parser is built are kept (every subcommand module is imported)
+    _early.install()  # signals while the parser is built are kept (the command's module is imported)
     started = time.time()
     guard = SignalGuard()
     args: argparse.Namespace | None = None
