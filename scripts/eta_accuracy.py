@@ -173,6 +173,8 @@ def main() -> int:
     parser.add_argument("--keep-journal", type=Path, metavar="FILE", help="with --run: keep the journal here")
     parser.add_argument("rest", nargs="*", help="with --run: harness run's arguments (after --)")
     args = parser.parse_args()
+    if args.history is not None and args.replay is None:
+        parser.error("--history: only with --replay (a live run reads its history beside its --out)")
     if args.run:
         return run(args.rest, args.keep_journal)
     if args.journal:

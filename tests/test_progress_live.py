@@ -321,6 +321,9 @@ def test_eta_replay_reads_an_earlier_run_as_its_history(tmp_path: Path) -> None:
     assert re.search(r"remaining time: (\d+)/\1 estimates \(100%\)", shown.stdout.split("cost model")[0]), shown.stdout
     refused = subprocess.run([*script, "--history", str(tmp_path / "none")], capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode == 2 and "no results.jsonl" in refused.stderr, refused.stderr
+    alone = subprocess.run([*script[:2], "--journal", str(tmp_path / "j"), "--history", str(tmp_path / "a")],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert alone.returncode == 2 and "--history: only with --replay" in alone.stderr, alone.stderr
 
 
 def test_one_slow_group_does_not_price_the_suites_after_it() -> None:
