@@ -5,22 +5,26 @@
     python scripts/eta_accuracy.py --journal eta.jsonl                          # a journal kept before
     python scripts/eta_accuracy.py --replay reports/run-20261202-080024 [--workers 1]
     python scripts/eta_accuracy.py --replay reports/run-b --history reports/run-a   # a's durations as history
+    python scripts/eta_accuracy.py --replay reports/run-c --history reports/run-b reports/run-a
 
 ``--run`` runs ``harness run`` with the given arguments and ``HARNESS_PROGRESS_ETA_LOG`` set: the
 progress display writes every estimate it showed with its wall-clock time, and the session's end
 (``harness.plugins.progress.EtaJournal``). The truth of an estimate is the wall-clock time from it
 to the end of the session, start-up, collection, the gaps between cases and the reports included.
 Prints the fraction of the estimates taken after a third of the cases had finished that fall
-within +-30 % of the true remaining time, and of the finish times they predict within +-30 % of the
-run's wall time, with median and worst errors, the run's wall time and
-the load average (1-minute, sampled every 5 s while the run lasted: its mean and maximum).
+within +-30 % of the true remaining time (all of them, and those made with 5 s or more still to
+come), and of the finish times they predict within +-30 % of the run's wall time, with median
+and worst errors, the run's wall time and the load average (1-minute, sampled every 5 s while the
+run lasted: its mean and maximum).
 
 ``--replay`` replays a run directory's ``results.jsonl`` in the order its cases finished, each with
 its duration, through the estimator (the shard planner's cost weights, no durations history -- a
 first run; an export counts as cached when it is in ``HARNESS_CACHE`` now); its truth is the sum
 of the durations still to come, so it judges the model, not the wall clock. ``--history`` replays
 it as a later run: with an earlier run directory's durations as its history (each case's duration
-there, scaled by how this run's finished cases compare with theirs), printed first.
+there, scaled by how this run's finished cases compare with theirs), printed first; more than one
+directory are read as the display reads the runs beside its ``--out``: the first the history, the
+others its alternatives (``Estimator.source`` prices with whichever priced the last cases best).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_wei
 
 #: an estimate counts as good within this relative error of the true remaining time
 TOLERANCE = 0.30
+#: the third reading judges only the estimates with at least this much still to come: in the last
+#: seconds one 0.3-s case is a third of what remains, and a reader waits them out either way
+LEFT_FLOOR_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,11 @@ class Accuracy:
         return [eta / truth - 1 for _, eta, truth, _ in self.estimates]
 
     @property
+    def errors_with_time_left(self) -> list[float]:
+        """:attr:`errors` of the estimates made with at least :data:`LEFT_FLOOR_S` still to come."""
+        return [eta / truth - 1 for _, eta, truth, _ in self.estimates if truth >= LEFT_FLOOR_S]
+
+    @property
     def finish_errors(self) -> list[float]:
         return [(eta - truth) / (elapsed + truth) for _, eta, truth, elapsed in self.estimates]
 
@@ -68,25 +80,31 @@ class Accuracy:
             return f"{name}: no estimate after a third of the {total} cases"
         return (f"{name}, from case {self.estimates[0][0]} of {total}:\n"
                 f"  remaining time: {_share(self.errors)}\n"
+                f"  remaining time, {LEFT_FLOOR_S:g} s or more still to come: {_share(self.errors_with_time_left)}\n"
                 f"  finish time (error as a share of the run's wall time): {_share(self.finish_errors)}")
 
 
 def _share(errors: list[float]) -> str:
+    if not errors:
+        return "no estimate"
     good = sum(abs(e) <= TOLERANCE for e in errors)
     return (f"{good}/{len(errors)} estimates ({good / len(errors):.0%}) within +-{TOLERANCE:.0%}; median |error| "
             f"{statistics.median(abs(e) for e in errors):.0%}, worst {max(errors, key=abs):+.0%}")
 
 
 def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True,
-           history: list[dict] | None = None) -> Accuracy:
+           history: list[dict] | None = None, alternatives: list[list[dict]] | None = None) -> Accuracy:
     """The estimates a run's cases would have been shown, in the order they finished; ``history``:
-    an earlier run's records, what the display reads as its durations history (none: a first run)."""
+    an earlier run's records, what the display reads as its durations history (none: a first run);
+    ``alternatives``: other earlier runs' records, tried as the history too."""
     ids = [str(r["id"]) for r in records]
     seconds = [float(r.get("duration_s") or 0.0) for r in records]
     kinds = case_kinds(ids)
     weights = run_weights(ids) if by_kind else case_weights(ids)
-    earlier = {str(r["id"]): float(r["duration_s"]) for r in history or [] if r.get("duration_s")}
-    estimator = Estimator(earlier, weights=weights if weighted else None, kinds=kinds if by_kind else None)
+    earlier = _durations(history or [])
+    others = [_durations(rows) for rows in alternatives or []]
+    estimator = Estimator(earlier, weights=weights if weighted else None, kinds=kinds if by_kind else None,
+                          alternatives=others)
     out = []
     for done in range(max(len(ids) // 3, 1), len(ids)):
         finished = dict(zip(ids[:done], seconds[:done]))
@@ -167,9 +185,10 @@ def main() -> int:
     source.add_argument("--journal", type=Path, help="an ETA journal a run wrote (HARNESS_PROGRESS_ETA_LOG)")
     source.add_argument("--replay", type=Path, metavar="RUN_DIR", help="replay a run directory's durations")
     parser.add_argument("--workers", type=int, default=1, help="with --replay: the run's xdist workers")
-    parser.add_argument("--history", type=Path, metavar="RUN_DIR",
-                        help="with --replay: an earlier run directory, read as the durations history "
-                             "(the display reads the newest one beside the run's --out)")
+    parser.add_argument("--history", type=Path, metavar="RUN_DIR", nargs="+",
+                        help="with --replay: earlier run directories, the first read as the durations "
+                             "history, the others as its alternatives (the display reads the runs "
+                             "beside the run's --out, the best match first)")
     parser.add_argument("--keep-journal", type=Path, metavar="FILE", help="with --run: keep the journal here")
     parser.add_argument("rest", nargs="*", help="with --run: harness run's arguments (after --)")
     args = parser.parse_args()
@@ -182,15 +201,20 @@ def main() -> int:
         print(journal.accuracy().line("ETA (wall clock)", journal.total))
         return 0
     records = _records(args.replay)
-    history = _records(args.history) if args.history else None
-    if history is not None:
-        print(replay(records, args.workers, history=history).line(
-            f"durations history of {args.history}, scaled by this run's speed", len(records)))
+    if args.history:
+        history, *alternatives = [_records(path) for path in args.history]
+        names = " then ".join(str(path) for path in args.history)
+        print(replay(records, args.workers, history=history, alternatives=alternatives).line(
+            f"durations history of {names}, scaled by this run's speed", len(records)))
     for weighted, by_kind, name in ((True, True, "cost model, reused builds, rates per suite and backend"),
                                     (True, False, "cost model, rates per suite (the former estimate)"),
                                     (False, False, "mean of finished cases")):
         print(replay(records, args.workers, weighted, by_kind).line(name, len(records)))
     return 0
+
+
+def _durations(records: list[dict]) -> dict[str, float]:
+    return {str(r["id"]): float(r["duration_s"]) for r in records if r.get("duration_s")}
 
 
 def _records(run_dir: Path) -> list[dict]:

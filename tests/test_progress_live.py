@@ -253,6 +253,54 @@ def test_eta_rates_per_suite_and_backend() -> None:
     assert Estimator(weights=weights).eta([f"s.py::{ids[3]}"], {}, done, 1) == 10.5  # the control: one rate
 
 
+def test_eta_drops_a_history_the_cost_model_predicted_this_run_better_than() -> None:
+    """A history is one scale for the whole run. Beside a busy neighbour the in-process PyTorch
+    cases slowed 4x and the ONNX Runtime ones not at all: the history scaled by the mixture
+    (2.5x) prices what is left 2.5x too long, where the cost model's rates per suite and backend
+    had priced the last cases right; a history that held keeps pricing what the model cannot
+    know (one case ten times the others)."""
+    from harness.plugins.progress import Estimator, case_kinds
+
+    ids = [f"test_latency[m{i}-fp32-{b}]" for i in range(9) for b in ("ort_cpu", "torch_cpu")]
+    weights, kinds = dict.fromkeys(ids, 1.0), case_kinds(ids)
+    quiet = dict.fromkeys(ids, 1.0)
+    loaded = {f"s.py::{i}": (4.0 if i.endswith("torch_cpu]") else 1.0) for i in ids[:12]}
+    pending = [f"s.py::{i}" for i in ids[12:] if i.endswith("ort_cpu]")]  # three ONNX Runtime cases, 1 s each
+    est = Estimator(quiet, weights=weights, kinds=kinds)
+    assert est.source(loaded) is None  # the cost model
+    assert est.eta(pending, {}, loaded, 1) == pytest.approx(3.0)
+    # the control: the history scaled by the run's speed (2.5x) had priced every pending case 2.5 s
+    assert Estimator(quiet).eta(pending, {}, loaded, 1) == pytest.approx(7.5)
+    # a history the finished cases agreed with is kept, for what only it knows
+    held = {**{k: loaded[f"s.py::{k}"] for k in ids[:12]}, ids[12]: 10.0, ids[14]: 1.0, ids[16]: 1.0}
+    kept = Estimator(held, weights=weights, kinds=kinds)
+    assert kept.source(loaded) is kept.history
+    assert kept.eta(pending, {}, loaded, 1) == pytest.approx(12.0)
+
+
+def test_eta_prices_with_the_earlier_run_whose_load_was_this_runs() -> None:
+    """The newest earlier run ran beside a busy neighbour (PyTorch cases 2x, the cold starts not
+    slowed: fresh processes); this run is quiet. Scaled by the finished cases, that history calls
+    the cold starts still to come half their time; an older quiet run beside it, tried as an
+    alternative, priced the finished cases right and prices the rest right."""
+    from harness.plugins.progress import Estimator, case_kinds
+
+    fast = [f"test_latency[m{i}-fp32-{b}]" for i in range(6) for b in ("ort_cpu", "torch_cpu")]
+    cold = [f"test_cold_start_memory[m{i}-fp32-torch_cpu]" for i in range(3)]
+    quiet = {**{i: (2.0 if "torch" in i else 1.0) for i in fast}, **dict.fromkeys(cold, 15.0)}
+    busy = {**{i: (4.0 if "torch" in i else 1.0) for i in fast}, **dict.fromkeys(cold, 15.0)}
+    weights, kinds = dict.fromkeys(fast + cold, 1.0), case_kinds(fast + cold)
+    this_run = {f"s.py::{i}": quiet[i] for i in fast}
+    pending = [f"s.py::{i}" for i in cold]
+    est = Estimator(busy, weights=weights, kinds=kinds, alternatives=[quiet])
+    assert est.source(this_run) is est.alternatives[0]
+    assert est.eta(pending, {}, this_run, 1) == pytest.approx(45.0)
+    # the controls: the busy run alone, scaled by this run's speed against it (18 / 30 s); the cost
+    # model, which cannot know a cold start costs more than a latency case of the same weight
+    assert Estimator(busy).eta(pending, {}, this_run, 1) == pytest.approx(45.0 * 0.6)
+    assert Estimator(weights=weights, kinds=kinds).eta(pending, {}, this_run, 1) == pytest.approx(3 * 1.5)
+
+
 def test_a_variant_built_earlier_in_the_run_weighs_as_one_that_exports_nothing() -> None:
     from harness.plugins.progress import case_kinds, reused_builds
     from harness.shard.cost import TORCH_FACTOR
@@ -324,6 +372,21 @@ def test_eta_replay_reads_an_earlier_run_as_its_history(tmp_path: Path) -> None:
     alone = subprocess.run([*script[:2], "--journal", str(tmp_path / "j"), "--history", str(tmp_path / "a")],
                            capture_output=True, text=True, cwd=ROOT)
     assert alone.returncode == 2 and "--history: only with --replay" in alone.stderr, alone.stderr
+
+
+def test_eta_accuracy_reads_the_estimates_with_time_left_apart() -> None:
+    """In the last seconds one 0.3-s case is a third of what remains: the accuracy line also
+    judges the estimates made with at least LEFT_FLOOR_S still to come, and says when there are none."""
+    module = load_script("eta_accuracy")
+    floor = module.LEFT_FLOOR_S
+    # (done, estimate, truth, elapsed): one estimate 10 % off with time left, two 100 % off near the end
+    accuracy = module.Accuracy([(1, 1.1 * 2 * floor, 2 * floor, 1.0), (2, 2.0, 1.0, 5.0), (3, 1.0, 0.5, 6.0)])
+    assert accuracy.errors_with_time_left == pytest.approx([0.1])
+    line = accuracy.line("ETA", 3)
+    assert "remaining time: 1/3 estimates (33%)" in line, line
+    assert f"remaining time, {floor:g} s or more still to come: 1/1 estimates (100%)" in line, line
+    short = module.Accuracy([(1, 2.0, 1.0, 1.0)]).line("ETA", 1)
+    assert f"{floor:g} s or more still to come: no estimate" in short, short
 
 
 def test_one_slow_group_does_not_price_the_suites_after_it() -> None:
@@ -430,19 +493,27 @@ def test_pytest_benchmark_table_is_narrowed_under_harness_run(tmp_path: Path) ->
 def test_the_eta_history_is_the_earlier_run_that_timed_this_runs_cases():
     """Beside the full nightly, the newest run was often a one-model try: its durations cover few of
     this run's cases. The history is the run timing most of them, a finished one before an
-    interrupted one (whose slow cases are missing), the newest among equals."""
-    from harness.plugins.progress import best_history
+    interrupted one (whose slow cases are missing), the newest among equals; the others follow
+    in that order as the ETA's alternatives."""
+    from harness.plugins.progress import ranked_histories
+
+    def best(runs, ids):
+        ranked = ranked_histories(runs, ids)
+        return ranked[0] if ranked else {}
 
     ids = [f"suite.py::test_x[case-{i}]" for i in range(4)]
     full = {f"test_x[case-{i}]": 10.0 + i for i in range(4)}
     try_one = {"test_x[case-0]": 9.0, "test_x[case-1]": 9.5}
     other = {f"test_y[other-{i}]": 1.0 for i in range(9)}
     newest_first = [(try_one, True), (other, True), (full, True)]
-    assert best_history(newest_first, ids) is full
+    assert best(newest_first, ids) is full
+    ranked = ranked_histories(newest_first, ids)
+    assert [id(h) for h in ranked] == [id(full), id(try_one), id(other)]
     interrupted = dict(full)
-    assert best_history([(interrupted, False), (full, True)], ids) is full  # same cases: the finished one
+    assert best([(interrupted, False), (full, True)], ids) is full  # same cases: the finished one
     again = dict(full)
-    assert best_history([(again, True), (full, True)], ids) is again  # equals: the newest
-    assert best_history([(try_one, True), ({}, True)], ids) is try_one
-    assert best_history([(other, True), (try_one, True)], []) is other  # no cases known yet: the newest
-    assert best_history([], ids) == {}
+    assert best([(again, True), (full, True)], ids) is again  # equals: the newest
+    assert best([(try_one, True), ({}, True)], ids) is try_one
+    assert ranked_histories([(try_one, True), ({}, True)], ids) == [try_one]  # a run that timed nothing: no candidate
+    assert best([(other, True), (try_one, True)], []) is other  # no cases known yet: the newest
+    assert ranked_histories([], ids) == []

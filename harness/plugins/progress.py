@@ -18,11 +18,13 @@ Under pytest-xdist the controller sees every worker's reports (so the counter is
 each process writes the phase of its running case to a small file in a temporary directory the
 controller reads (workers get its path in ``workerinput``).
 
-The ETA (:class:`Estimator`) reads the durations history: each case's duration in the newest
-earlier run directory beside this one (or ``--shard-durations``' source), scaled by how fast
-this run's finished cases went against their history (a loaded machine); a case never timed
-counts its cost in the shard planner's model times the seconds per unit of cost this run's
-finished cases of its suite took. Both are divided by the number of workers.
+The ETA (:class:`Estimator`) reads the durations history: each case's duration in an earlier
+run directory beside this one (or ``--shard-durations``' source), scaled by how fast this run's
+finished cases went against their history (a loaded machine); a case never timed counts its cost
+in the shard planner's model times the seconds per unit of cost this run's finished cases of its
+suite took. Which earlier run -- or the cost model alone -- prices what is left is whichever
+priced this run's last finished cases best, chosen again as cases finish. Both are divided by the
+number of workers.
 """
 
 from __future__ import annotations
@@ -203,24 +205,82 @@ class Estimator:
     (no variant in its id) at the mean of the finished ones it could not weigh either.
     Re-estimated on every call, so it follows the run as cases finish; a case running past its
     estimate is expected to need a quarter of its elapsed time more (the estimate moves instead of
-    freezing at zero)."""
+    freezing at zero).
+
+    What prices the cases left is chosen again on every call (:meth:`source`): the history, an
+    earlier run beside it (``alternatives``), or the cost model -- whichever priced this run's
+    last :data:`CHECKED` finished cases best. A history is one scale for the whole run, and a run
+    whose load differs from its history's slows its cases unevenly (beside a busy neighbour the
+    in-process PyTorch cases of a ``--perf`` run took 3-5x their quiet time, its fresh-process
+    cold starts 1.0-1.2x): the cost model's rates per suite and backend follow that, and an
+    earlier run made under this run's load follows it better still."""
 
     #: of a case running past its estimate, the share of its elapsed time still expected
     OVERRUN = 0.25
+    #: the most recent finished cases on which the sources are compared (a plateau: 5 to 15
+    #: replayed within 1 % of each other, docs/report.md)
+    CHECKED = 10
 
     def __init__(self, history: Mapping[str, float] | None = None,
-                 weights: Mapping[str, float] | None = None, kinds: Mapping[str, str] | None = None) -> None:
-        self.history = {k: float(v) for k, v in (history or {}).items() if v and v > 0}
-        self.weights = {k: float(v) for k, v in (weights or {}).items() if v and v > 0}
+                 weights: Mapping[str, float] | None = None, kinds: Mapping[str, str] | None = None,
+                 alternatives: Sequence[Mapping[str, float]] = ()) -> None:
+        self.history = _positive(history)
+        #: other earlier runs' durations, each tried as the history (the best-matching run first)
+        self.alternatives = [_positive(h) for h in alternatives if h]
+        self.weights = _positive(weights)
         #: case key -> its backend: within a suite, a kind of case with a rate of its own (a PyTorch
         #: variant's cold start imports torch in every fresh process: ~20x an ONNX Runtime one's per unit)
         self.kinds = dict(kinds or {})
 
-    def scale(self, finished: Mapping[str, float]) -> float:
-        """This run's speed against its history, over the cases both timed (1.0 when none)."""
-        pairs = [(s, self.history[case_key(n)]) for n, s in finished.items() if case_key(n) in self.history]
+    def scale(self, finished: Mapping[str, float], history: Mapping[str, float] | None = None) -> float:
+        """This run's speed against ``history`` (the history by default), over the cases both
+        timed (1.0 when none)."""
+        history = self.history if history is None else history
+        pairs = [(s, history[case_key(n)]) for n, s in finished.items() if case_key(n) in history]
         before = sum(b for _, b in pairs)
         return sum(a for a, _ in pairs) / before if pairs and before > 0 else 1.0
+
+    def source(self, finished: Mapping[str, float]) -> dict[str, float] | None:
+        """The durations that price what is left, or None for the cost model: of the history, the
+        alternatives and the cost model, the one that missed the last :data:`CHECKED` finished
+        cases the cost model can weigh (in the order they finished) by the least, each case priced
+        as the source would have priced it when it started -- its duration there times the scale
+        of the cases finished before it (a case the run never timed: its weight times the rate
+        then), or its weight times the rate then -- the misses summed as |log(priced / took)|.
+        Ties go to the history, then the alternatives in their order, then the model; with
+        nothing to compare (no finished case weighed, no cost model) the history."""
+        histories = [h for h in (self.history, *self.alternatives) if h]
+        if not histories:
+            return None
+        if not self.weights:
+            return histories[0]
+        names = list(finished)
+        checked = [i for i, n in enumerate(names) if case_key(n) in self.weights and finished[n] > 0][-self.CHECKED:]
+        priced: dict[int, float] = {}  # the cost model's price of each checked case when it started
+        for i in checked:
+            key = case_key(names[i])
+            rate = self.rate(suite_of(names[i]), {n: finished[n] for n in names[:i]}, self.kinds.get(key))
+            if rate:
+                priced[i] = self.weights[key] * rate
+        if not priced:
+            return histories[0]
+
+        def miss(history: Mapping[str, float] | None) -> float:
+            took = timed = 0.0  # the run's seconds and the history's over the cases both timed so far
+            total = 0.0
+            for i, name in enumerate(names):
+                key = case_key(name)
+                if i in priced:
+                    scale = took / timed if timed > 0 else 1.0
+                    guess = history[key] * scale if history is not None and key in history else priced[i]
+                    total += abs(math.log(guess / finished[name]))
+                if history is not None and key in history:
+                    took, timed = took + finished[name], timed + history[key]
+            return total
+
+        sources: list[dict[str, float] | None] = [*histories, None]
+        misses = [miss(h) for h in sources]
+        return sources[misses.index(min(misses))]
 
     def rate(self, suite: str, finished: Mapping[str, float], kind: str | None = None) -> float | None:
         """Seconds per unit of cost for a case of ``suite`` (and ``kind``), from this run's finished
@@ -249,10 +309,13 @@ class Estimator:
             return of_suite
         return _refined(of_suite, [(s, w) for name, k, s, w in timed if name == suite and k == kind])
 
-    def expected(self, nodeid: str, finished: Mapping[str, float], scale: float) -> float | None:
+    def expected(self, nodeid: str, finished: Mapping[str, float], scale: float,
+                 history: Mapping[str, float] | None) -> float | None:
+        """Seconds ``nodeid`` is expected to take: its duration in ``history`` times ``scale``
+        when it has one there, else its cost in the model (:meth:`source` chose ``history``)."""
         key = case_key(nodeid)
-        if key in self.history:
-            return self.history[key] * scale
+        if history is not None and key in history:
+            return history[key] * scale
         if key in self.weights:
             rate = self.rate(suite_of(nodeid), finished, self.kinds.get(key))
             if rate is not None:
@@ -267,8 +330,8 @@ class Estimator:
         timed = [s for s in finished.values() if s > 0]  # a skip at collection took no time: no estimate
         if timed:
             return sum(timed) / len(timed)
-        if self.history:
-            return statistics.median(self.history.values()) * scale
+        if history:
+            return statistics.median(history.values()) * scale
         return None
 
     def eta(self, pending: Sequence[str], running: Mapping[str, float], finished: Mapping[str, float],
@@ -277,15 +340,16 @@ class Estimator:
         ones for what they have left; None before anything can be estimated."""
         if not pending and not running:
             return None
-        scale = self.scale(finished)
+        history = self.source(finished)
+        scale = self.scale(finished, history) if history is not None else 1.0
         total = 0.0
         for nodeid in pending:
-            guess = self.expected(nodeid, finished, scale)
+            guess = self.expected(nodeid, finished, scale, history)
             if guess is None:
                 return None
             total += guess
         for nodeid, elapsed in running.items():
-            guess = self.expected(nodeid, finished, scale)
+            guess = self.expected(nodeid, finished, scale, history)
             if guess is None:
                 return None
             total += max(guess - elapsed, elapsed * self.OVERRUN)
@@ -349,6 +413,10 @@ class EtaJournal:
                 fh.write(json.dumps(entry) + "\n")
         except OSError:  # progress is a convenience: a journal that cannot be written is skipped
             pass
+
+
+def _positive(values: Mapping[str, float] | None) -> dict[str, float]:
+    return {k: float(v) for k, v in (values or {}).items() if v and v > 0}
 
 
 def _refined(prior: float, own: Sequence[tuple[float, float]]) -> float:
@@ -454,37 +522,37 @@ def case_key(nodeid: str) -> str:
 HISTORY_CANDIDATES = 8
 
 
-def history_durations(config: pytest.Config, ids: Sequence[str] = ()) -> dict[str, float]:
-    """Case durations of the earlier run beside this run's directory (``reports/run-*``) that best
-    matches this one, or of ``--shard-durations``' source; {} when there is none (the ETA is a
-    convenience: an unreadable history never stops a run).
-
-    The best match times the most of this run's cases (``ids``), and among equals is one that
-    finished (an interrupted run's slow cases are missing, which would read as a fast run), then
-    the newest: the newest run was often a one-model try beside the full nightly."""
+def history_durations(config: pytest.Config, ids: Sequence[str] = ()) -> list[dict[str, float]]:
+    """Case durations of the earlier runs beside this run's directory (``reports/run-*``), the best
+    match first (:func:`ranked_histories`), or of ``--shard-durations``' source alone; [] when there
+    is none (the ETA is a convenience: an unreadable history never stops a run). The first is the
+    ETA's history; the others are its alternatives (``Estimator.source``)."""
     given = config.getoption("harness_shard_durations", None)
     try:
         if given:
-            return load_durations(given)
+            return [load_durations(given)]
 
         run_dir = config.stash.get(RUN_DIR, None)
         if run_dir is None or not run_dir.parent.is_dir():
-            return {}
+            return []
         earlier = sorted((d for d in run_dir.parent.iterdir()
                           if d != run_dir and (d / "results.jsonl").is_file()),
                          key=lambda d: (d / "results.jsonl").stat().st_mtime, reverse=True)[:HISTORY_CANDIDATES]
-        return best_history([(load_durations(d), not (d / MARKER).exists()) for d in earlier], ids)
+        return ranked_histories([(load_durations(d), not (d / MARKER).exists()) for d in earlier], ids)
     except Exception:  # noqa: BLE001 - a foreign or broken directory: no history, not a failed run
-        return {}
+        return []
 
 
-def best_history(runs: Sequence[tuple[dict[str, float], bool]], ids: Sequence[str]) -> dict[str, float]:
-    """Of (durations, finished) per earlier run, newest first: the one timing most of ``ids``'
-    cases, a finished one before an interrupted one, the newest among equals ({} when none)."""
+def ranked_histories(runs: Sequence[tuple[dict[str, float], bool]], ids: Sequence[str]) -> list[dict[str, float]]:
+    """(durations, finished) per earlier run, newest first, ranked as a history for a run of
+    ``ids``: the one timing most of their cases first, a finished one before an interrupted one
+    (an interrupted run's slow cases are missing, which would read as a fast run), the newest
+    among equals (the newest run was often a one-model try beside the full nightly); runs that
+    timed nothing left out."""
     wanted = {case_key(n) for n in ids}
     scored = [(len(wanted & durations.keys()), finished, -age, durations)
               for age, (durations, finished) in enumerate(runs) if durations]
-    return max(scored, key=lambda s: s[:3])[3] if scored else {}
+    return [entry[3] for entry in sorted(scored, key=lambda entry: entry[:3], reverse=True)]
 
 
 class Tally:
@@ -530,7 +598,9 @@ class Tally:
         except Exception:  # noqa: BLE001 - options are reported by the run itself; the ETA uses the zoo
             catalog = None
         if not self.estimator.history:  # once: every xdist worker reports the same cases
-            self.estimator.history = {k: v for k, v in history_durations(self.config, self.ids).items() if v > 0}
+            ranked = history_durations(self.config, self.ids)
+            self.estimator.history = _positive(ranked[0] if ranked else None)
+            self.estimator.alternatives = [_positive(h) for h in ranked[1:]]
         self.estimator.kinds = case_kinds(self.ids)
         self.estimator.weights = run_weights(self.ids, catalog)
 
