@@ -215,6 +215,43 @@ def test_the_eta_shown_counts_the_reports_written_after_the_last_case(tmp_path: 
     assert tally.eta_seconds() == pytest.approx(3.0 + REPORT_TAIL_S)
 
 
+def test_the_display_reads_every_earlier_run_beside_its_out(tmp_path: Path) -> None:
+    """The ETA's history is the run beside this one that times most of its cases; the other runs
+    beside it (an interrupted one included, ranked after) are its alternatives."""
+    from types import SimpleNamespace
+
+    from report_fixture import record
+
+    from harness.core.interrupts import MARKER
+    from harness.plugins.progress import Tally
+    from harness.session import RUN_DIR
+
+    ids = [f"s.py::test_logits_parity[bert-tiny-{p}-ort_cpu]" for p in ("fp32", "fp16", "int8")]
+    rows = {"run-a": (ids, 1.0), "run-b": (ids[:1], 5.0), "run-c": (ids, 2.0)}  # oldest first
+    for age, (name, (cases, seconds)) in enumerate(rows.items()):
+        (tmp_path / name).mkdir()
+        results = tmp_path / name / "results.jsonl"
+        results.write_text("".join(json.dumps(record("test_logits_parity", i.split("[")[1].rstrip("]"),
+                                                     duration_s=seconds)) + "\n" for i in cases))
+        os.utime(results, (1_000_000 + age, 1_000_000 + age))  # the runs' order: oldest first
+    (tmp_path / "run-c" / MARKER).write_text("interrupted")
+    this_run = tmp_path / "run-d"
+
+    class Config(SimpleNamespace):
+        def getoption(self, name: str, default: object = None) -> object:
+            return default
+
+    config = Config(option=SimpleNamespace(numprocesses=0), stash={RUN_DIR: this_run})
+    tally = Tally(config, tmp_path / "progress")  # type: ignore[arg-type]
+    tally.total, tally.ids = len(ids), ids
+    tally._weigh()
+    est = tally.estimator
+    key = ids[0].split("::")[-1]
+    # run-a and run-c time every case, run-c was interrupted: run-a first, then run-c, then run-b
+    assert est.history[key] == 1.0
+    assert [h[key] for h in est.alternatives] == [2.0, 5.0]
+
+
 def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> None:
     """A first run (no history): a pending case costs its weight (harness.shard.cost) times the
     seconds per unit of cost of its suite's finished cases, pulled towards the run's rate; a
