@@ -252,6 +252,53 @@ def test_the_display_reads_every_earlier_run_beside_its_out(tmp_path: Path) -> N
     assert [h[key] for h in est.alternatives] == [2.0, 5.0]
 
 
+def test_the_display_reads_the_history_stores_runs_in_the_background(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI job on a fresh checkout has no run beside its ``--out``: the ETA's histories are then
+    the history store's newest runs (``$HARNESS_HISTORY_DB``), read in the background so a
+    database server that does not answer delays nothing; the newest run first."""
+    from types import SimpleNamespace
+
+    from report_fixture import record
+
+    from harness.plugins.progress import Tally
+    from harness.results import history
+    from harness.session import RUN_DIR
+
+    ids = [f"s.py::test_logits_parity[bert-tiny-{p}-ort_cpu]" for p in ("fp32", "int8")]
+    db = tmp_path / "history.sqlite"
+    for night, seconds in ((1, 1.0), (2, 2.0)):
+        run = tmp_path / f"night-{night}"
+        run.mkdir()
+        (run / "results.jsonl").write_text("".join(json.dumps(record(
+            "test_logits_parity", i.split("[")[1].rstrip("]"), run_id=f"night-{night}", duration_s=seconds,
+            finished=f"2026-01-0{night}T00:00:00+0000")) + "\n" for i in ids))
+        history.ingest(run, db)
+    monkeypatch.setenv("HARNESS_HISTORY_DB", str(db))
+
+    class Config(SimpleNamespace):
+        def getoption(self, name: str, default: object = None) -> object:
+            return default
+
+    (tmp_path / "ci").mkdir()
+    config = Config(option=SimpleNamespace(numprocesses=0), stash={RUN_DIR: tmp_path / "ci" / "run"})
+    tally = Tally(config, tmp_path / "progress")  # type: ignore[arg-type]
+    tally.total, tally.ids = len(ids), ids
+    tally._weigh()
+    assert tally.store_read.wait(timeout=120)
+    key = ids[0].split("::")[-1]
+    assert tally.estimator.history[key] == 2.0  # the newest stored run
+    assert [h[key] for h in tally.estimator.alternatives] == [1.0]
+    # no store: nothing read, the run goes on without a history
+    monkeypatch.setenv("HARNESS_HISTORY_DB", str(tmp_path / "absent.sqlite"))
+    bare = Tally(config, tmp_path / "progress-2")  # type: ignore[arg-type]
+    bare.total, bare.ids = len(ids), ids
+    bare._weigh()
+    assert bare.store_read.wait(timeout=120)
+    assert bare.estimator.history == {} and bare.estimator.alternatives == []
+    assert not (tmp_path / "absent.sqlite").exists()  # reading never creates a store
+
+
 def test_eta_without_history_weighs_cases_by_the_shard_planners_cost_model() -> None:
     """A first run (no history): a pending case costs its weight (harness.shard.cost) times the
     seconds per unit of cost of its suite's finished cases, pulled towards the run's rate; a

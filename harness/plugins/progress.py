@@ -46,8 +46,10 @@ import pytest
 
 from harness.core import phases
 from harness.core.interrupts import MARKER
+from harness.core.rundirs import history_db
 from harness.core.types import Precision, Variant
 from harness.report.variants import split_variant
+from harness.results.history import run_durations
 from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
 from harness.shard.cost import TORCH_FACTOR, CaseCost, case_cost
 from harness.shard.plan import load_durations
@@ -572,6 +574,9 @@ class Tally:
         self.lock = threading.Lock()
         self.workers = max(int(getattr(config.option, "numprocesses", 0) or 0), 1)
         self.estimator = Estimator()
+        #: reads the history store's runs in the background (:meth:`_read_store`), once the cases are known
+        self.store_reader: threading.Thread | None = None
+        self.store_read = threading.Event()
         self.first_start: float | None = None  # when the first case started (the wall clock's origin)
         self.journal = EtaJournal.from_env()
 
@@ -597,12 +602,33 @@ class Tally:
             catalog = run_options(self.config).catalog
         except Exception:  # noqa: BLE001 - options are reported by the run itself; the ETA uses the zoo
             catalog = None
-        if not self.estimator.history:  # once: every xdist worker reports the same cases
+        if self.store_reader is None:  # once: every xdist worker reports the same cases
             ranked = history_durations(self.config, self.ids)
             self.estimator.history = _positive(ranked[0] if ranked else None)
             self.estimator.alternatives = [_positive(h) for h in ranked[1:]]
+            self.store_reader = threading.Thread(target=self._read_store, name="harness-eta-history", daemon=True)
+            self.store_reader.start()
         self.estimator.kinds = case_kinds(self.ids)
         self.estimator.weights = run_weights(self.ids, catalog)
+
+    def _read_store(self) -> None:
+        """The history store's newest runs (``$HARNESS_HISTORY_DB``, else ``reports/history.sqlite``
+        when it exists) as more of the ETA's histories -- the only ones a CI job on a fresh
+        checkout has. Read in the background: an unreachable database server delays nothing, and
+        the estimates use the runs once they are read. Sets :attr:`store_read` when done."""
+        try:
+            db = history_db()
+            if "://" in db or Path(db).is_file():
+                ranked = ranked_histories([(h, True) for h in run_durations(db, HISTORY_CANDIDATES)], self.ids)
+                with self.lock:
+                    estimator = self.estimator
+                    if not estimator.history and ranked:
+                        estimator.history, ranked = _positive(ranked[0]), ranked[1:]
+                    estimator.alternatives = [*estimator.alternatives, *(_positive(h) for h in ranked)]
+        except Exception:  # noqa: BLE001 - the ETA is a convenience: an unreadable store is no history
+            pass
+        finally:
+            self.store_read.set()
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         with self.lock:

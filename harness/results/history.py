@@ -263,6 +263,20 @@ def durations(db: str | Path | None = None) -> dict[str, float]:
     return {str(i): float(d) for i, d in zip(frame["id"], frame["duration_s"])} if len(frame) else {}
 
 
+def run_durations(db: str | Path | None = None, last: int = 8) -> list[dict[str, float]]:
+    """Each of the newest ``last`` stored runs' case durations (case id -> seconds), newest first:
+    the progress display's ETA prices with whichever priced this run's last cases best
+    (``harness.plugins.progress``), so a CI job on a fresh checkout has a history too."""
+    frame = _frame(db, f"""SELECT c.run_id, c.id, c.duration_s FROM cases c JOIN runs r ON r.run_id = c.run_id
+                           WHERE c.duration_s IS NOT NULL AND c.duration_s > 0 AND c.run_id IN
+                             (SELECT run_id FROM runs ORDER BY finished DESC, run_id DESC LIMIT {int(last)})
+                           ORDER BY r.finished DESC, r.run_id DESC""")
+    out: dict[str, dict[str, float]] = {}
+    for run_id, case, seconds in zip(frame["run_id"], frame["id"], frame["duration_s"]) if len(frame) else ():
+        out.setdefault(str(run_id), {})[str(case)] = float(seconds)
+    return list(out.values())
+
+
 def trend(db: str | Path | None = None, variant: str | None = None, metric_glob: str = "*",
           last: int | None = None) -> pd.DataFrame:
     """Wide table: one row per run (index ``(finished, run_id)``, oldest first; only runs that
