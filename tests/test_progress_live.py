@@ -285,7 +285,7 @@ def test_the_display_reads_the_history_stores_runs_in_the_background(
     tally = Tally(config, tmp_path / "progress")  # type: ignore[arg-type]
     tally.total, tally.ids = len(ids), ids
     tally._weigh()
-    assert tally.store_read.wait(timeout=120)
+    assert tally.store_read.wait(timeout=PATIENCE)
     key = ids[0].split("::")[-1]
     assert tally.estimator.history[key] == 2.0  # the newest stored run
     assert [h[key] for h in tally.estimator.alternatives] == [1.0]
@@ -294,7 +294,7 @@ def test_the_display_reads_the_history_stores_runs_in_the_background(
     bare = Tally(config, tmp_path / "progress-2")  # type: ignore[arg-type]
     bare.total, bare.ids = len(ids), ids
     bare._weigh()
-    assert bare.store_read.wait(timeout=120)
+    assert bare.store_read.wait(timeout=PATIENCE)
     assert bare.estimator.history == {} and bare.estimator.alternatives == []
     assert not (tmp_path / "absent.sqlite").exists()  # reading never creates a store
 
