@@ -362,6 +362,38 @@ def test_eta_drops_a_history_the_cost_model_predicted_this_run_better_than() -> 
     assert kept.eta(pending, {}, loaded, 1) == pytest.approx(12.0)
 
 
+def test_a_case_skipped_here_says_nothing_about_this_runs_speed() -> None:
+    """A case the history timed but this run skipped at collection (0 s) scaled the history down
+    (to 0 when it was the only one), and choosing the source then took the log of 0."""
+    from harness.plugins.progress import Estimator
+
+    history = {"test_a[m]": 2.0, "test_b[m-fp32-ort_cpu]": 1.0, "test_c[m]": 3.0}
+    weights = {"test_x[m-fp32-ort_cpu]": 1.0, "test_b[m-fp32-ort_cpu]": 1.0}
+    finished = {"s.py::test_x[m-fp32-ort_cpu]": 1.0, "s.py::test_a[m]": 0.0, "s.py::test_b[m-fp32-ort_cpu]": 1.0}
+    est = Estimator(history, weights=weights)
+    assert est.scale(finished) == 1.0  # test_b took its history's time; test_a's 0 s is no speed
+    assert est.eta(["s.py::test_c[m]"], {}, finished, 1) == pytest.approx(3.0)
+
+
+def test_an_estimate_that_fails_shows_no_eta_instead_of_failing_the_run(tmp_path: Path) -> None:
+    """The ETA is computed in pytest's report hook: an estimator error there was an INTERNALERROR
+    that ended the run (the log of 0 above did)."""
+    from types import SimpleNamespace
+
+    from harness.plugins.progress import Estimator, Tally
+
+    class Broken(Estimator):
+        def eta(self, *args: object, **kwargs: object) -> float | None:
+            raise ValueError("math domain error")
+
+    tally = Tally(SimpleNamespace(option=SimpleNamespace(numprocesses=0)), tmp_path)  # type: ignore[arg-type]
+    tally.estimator = Broken()
+    tally.total, tally.ids = 2, ["s.py::test_a[m]", "s.py::test_b[m]"]
+    tally.finished = {"s.py::test_a[m]": 2.0}
+    assert tally.eta_seconds() is None
+    assert tally._eta() == ""  # the line is printed without an ETA
+
+
 def test_eta_prices_with_the_earlier_run_whose_load_was_this_runs() -> None:
     """The newest earlier run ran beside a busy neighbour (PyTorch cases 2x, the cold starts not
     slowed: fresh processes); this run is quiet. Scaled by the finished cases, that history calls

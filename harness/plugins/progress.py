@@ -236,9 +236,10 @@ class Estimator:
 
     def scale(self, finished: Mapping[str, float], history: Mapping[str, float] | None = None) -> float:
         """This run's speed against ``history`` (the history by default), over the cases both
-        timed (1.0 when none)."""
+        timed (1.0 when none). A case that took no time here (skipped at collection) says nothing
+        about the speed: counted, it pulled the scale down, to 0 when it was the only one."""
         history = self.history if history is None else history
-        pairs = [(s, history[case_key(n)]) for n, s in finished.items() if case_key(n) in history]
+        pairs = [(s, history[case_key(n)]) for n, s in finished.items() if case_key(n) in history and s > 0]
         before = sum(b for _, b in pairs)
         return sum(a for a, _ in pairs) / before if pairs and before > 0 else 1.0
 
@@ -276,7 +277,7 @@ class Estimator:
                     scale = took / timed if timed > 0 else 1.0
                     guess = history[key] * scale if history is not None and key in history else priced[i]
                     total += abs(math.log(guess / finished[name]))
-                if history is not None and key in history:
+                if history is not None and key in history and finished[name] > 0:  # as :meth:`scale`
                     took, timed = took + finished[name], timed + history[key]
             return total
 
@@ -688,6 +689,16 @@ class Tally:
         return f"[{self.done:>{width}}/{self.total or '?'}]"
 
     def eta_seconds(self) -> float | None:
+        """Seconds until the run ends, as shown; None when there is nothing to go on -- or when the
+        estimate fails: it is computed in pytest's report hook and the live display's thread, and
+        a convenience must not turn a run into an internal error (the estimator's own tests see
+        its failures)."""
+        try:
+            return self._eta_seconds()
+        except Exception:  # noqa: BLE001 - see the docstring
+            return None
+
+    def _eta_seconds(self) -> float | None:
         now = time.monotonic()
         with self.lock:
             running = {n: now - t for n, t in self.running.items()}
