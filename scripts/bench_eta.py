@@ -32,7 +32,7 @@ class Unshared(Estimator):
     """The estimate before: every case left recomputes the rates and the means on its own."""
 
     def expected(self, nodeid: str, finished: Mapping[str, float], scale: float,
-                 history: Mapping[str, float] | None, memo: dict[Any, Any] | None = None) -> float | None:
+                 history: Mapping[str, float] | None, memo: dict[Any, float | None] | None = None) -> float | None:
         return super().expected(nodeid, finished, scale, history, None)
 
 

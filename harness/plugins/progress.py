@@ -313,7 +313,7 @@ class Estimator:
         return _refined(of_suite, [(s, w) for name, k, s, w in timed if name == suite and k == kind])
 
     def expected(self, nodeid: str, finished: Mapping[str, float], scale: float,
-                 history: Mapping[str, float] | None, memo: dict[Any, Any] | None = None) -> float | None:
+                 history: Mapping[str, float] | None, memo: dict[Any, float | None] | None = None) -> float | None:
         """Seconds ``nodeid`` is expected to take: its duration in ``history`` times ``scale``
         when it has one there, else its cost in the model (:meth:`source` chose ``history``).
         ``memo``: what one estimate shares between its cases (the rates, the means of the finished
@@ -327,20 +327,23 @@ class Estimator:
             group = ("rate", suite_of(nodeid), self.kinds.get(key))
             if group not in memo:
                 memo[group] = self.rate(group[1], finished, group[2])
-            if memo[group] is not None:
-                return self.weights[key] * memo[group]
+            rate = memo[group]
+            if rate is not None:
+                return self.weights[key] * rate
         elif self.weights:
             # a case the cost model cannot weigh names no variant (a suite with nothing to run,
             # skipped at collection in 0.0 s): priced like the finished ones it could not weigh
             # either, not at the mean case (5 s of a --perf run's, shown for a case taking none)
             if "unweighed" not in memo:
                 memo["unweighed"] = _mean([s for n, s in finished.items() if case_key(n) not in self.weights])
-            if memo["unweighed"] is not None:
-                return memo["unweighed"]
+            unweighed = memo["unweighed"]
+            if unweighed is not None:
+                return unweighed
         if "timed" not in memo:  # a skip at collection took no time: no estimate
             memo["timed"] = _mean([s for s in finished.values() if s > 0])
-        if memo["timed"] is not None:
-            return memo["timed"]
+        timed = memo["timed"]
+        if timed is not None:
+            return timed
         if history:
             return statistics.median(history.values()) * scale
         return None
@@ -354,7 +357,7 @@ class Estimator:
         history = self.source(finished)
         scale = self.scale(finished, history) if history is not None else 1.0
         total = 0.0
-        memo: dict[Any, Any] = {}
+        memo: dict[Any, float | None] = {}
         for nodeid in pending:
             guess = self.expected(nodeid, finished, scale, history, memo)
             if guess is None:
