@@ -22,9 +22,9 @@ The ETA (:class:`Estimator`) reads the durations history: each case's duration i
 run directory beside this one (or ``--shard-durations``' source), scaled by how fast this run's
 finished cases went against their history (a loaded machine); a case never timed counts its cost
 in the shard planner's model times the seconds per unit of cost this run's finished cases of its
-suite took. Which earlier run -- or the cost model alone -- prices what is left is whichever
-priced this run's last finished cases best, chosen again as cases finish. Both are divided by the
-number of workers.
+suite took. Which earlier run (beside this one, or in the history store) -- or the cost model
+alone -- prices what is left is whichever priced this run's last finished cases best, chosen again
+as cases finish. Both are divided by the number of workers.
 """
 
 from __future__ import annotations
@@ -209,8 +209,9 @@ class Estimator:
     estimate is expected to need a quarter of its elapsed time more (the estimate moves instead of
     freezing at zero).
 
-    What prices the cases left is chosen again on every call (:meth:`source`): the history, an
-    earlier run beside it (``alternatives``), or the cost model -- whichever priced this run's
+    What prices the cases left is chosen again on every call (:meth:`source`): the history, another
+    earlier run (``alternatives``: beside it, or in the history store), or the cost model --
+    whichever priced this run's
     last :data:`CHECKED` finished cases best. A history is one scale for the whole run, and a run
     whose load differs from its history's slows its cases unevenly (beside a busy neighbour the
     in-process PyTorch cases of a ``--perf`` run took 3-5x their quiet time, its fresh-process
