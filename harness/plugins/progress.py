@@ -211,12 +211,11 @@ class Estimator:
 
     What prices the cases left is chosen again on every call (:meth:`source`): the history, another
     earlier run (``alternatives``: beside it, or in the history store), or the cost model --
-    whichever priced this run's
-    last :data:`CHECKED` finished cases best. A history is one scale for the whole run, and a run
-    whose load differs from its history's slows its cases unevenly (beside a busy neighbour the
-    in-process PyTorch cases of a ``--perf`` run took 3-5x their quiet time, its fresh-process
-    cold starts 1.0-1.2x): the cost model's rates per suite and backend follow that, and an
-    earlier run made under this run's load follows it better still."""
+    whichever priced this run's last :data:`CHECKED` finished cases best. A history is one scale
+    for the whole run, and a run whose load differs from its history's slows its cases unevenly
+    (beside a busy neighbour the in-process PyTorch cases of a ``--perf`` run took 3-5x their
+    quiet time, its fresh-process cold starts 1.0-1.2x): the cost model's rates per suite and
+    backend follow that, and an earlier run made under this run's load follows it better still."""
 
     #: of a case running past its estimate, the share of its elapsed time still expected
     OVERRUN = 0.25
