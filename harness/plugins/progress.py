@@ -49,7 +49,7 @@ from harness.core.interrupts import MARKER
 from harness.core.rundirs import history_db
 from harness.core.types import Precision, Variant
 from harness.report.variants import split_variant
-from harness.results.history import run_durations
+from harness.results.history import is_url, run_durations
 from harness.session import COLLECTOR, RUN_DIR, asked_for, command_of, run_options
 from harness.shard.cost import TORCH_FACTOR, CaseCost, case_cost
 from harness.shard.plan import load_durations
@@ -269,6 +269,8 @@ class Estimator:
             return histories[0]
 
         def miss(history: Mapping[str, float] | None) -> float:
+            # :meth:`scale` of the cases finished before each, kept as running sums: calling it per
+            # checked case made an estimate 0.27 s with 16 histories and 2000 cases finished
             took = timed = 0.0  # the run's seconds and the history's over the cases both timed so far
             total = 0.0
             for i, name in enumerate(names):
@@ -635,7 +637,7 @@ class Tally:
         the estimates use the runs once they are read. Sets :attr:`store_read` when done."""
         try:
             db = history_db()
-            if "://" in db or Path(db).is_file():
+            if is_url(db) or Path(db).is_file():
                 ranked = ranked_histories([(h, True) for h in run_durations(db, HISTORY_CANDIDATES)], self.ids)
                 with self.lock:
                     estimator = self.estimator
