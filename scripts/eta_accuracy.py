@@ -6,6 +6,7 @@
     python scripts/eta_accuracy.py --replay reports/run-20261202-080024 [--workers 1]
     python scripts/eta_accuracy.py --replay reports/run-b --history reports/run-a   # a's durations as history
     python scripts/eta_accuracy.py --replay reports/run-c --history reports/run-b reports/run-a
+    python scripts/eta_accuracy.py --floor reports/run-a reports/run-b reports/run-c   # how repeatable
 
 ``--run`` runs ``harness run`` with the given arguments and ``HARNESS_PROGRESS_ETA_LOG`` set: the
 progress display writes every estimate it showed with its wall-clock time, and the session's end
@@ -25,6 +26,14 @@ it as a later run: with an earlier run directory's durations as its history (eac
 there, scaled by how this run's finished cases compare with theirs), printed first; more than one
 directory are read as the display reads the runs beside its ``--out``: the first the history, the
 others its alternatives (``Estimator.source`` prices with whichever priced the last cases best).
+
+``--floor`` asks how much of the misses the runs' own noise makes, whatever the estimator: given
+several run directories of the same command, it prices each run's cases still to come at their
+median duration in the other runs, times this run's own speed against those medians over the
+whole run -- what an ETA would show that knew every case's typical duration and, in advance, how
+fast this run would go. What it misses is the cases' run-to-run spread alone (a 0.4-s case that
+took 1.5 s in the next quiet run). Printed per run beside the estimator's replay with the other
+runs as its history, then totalled.
 """
 
 from __future__ import annotations
@@ -115,6 +124,65 @@ def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind
     return Accuracy(out)
 
 
+def repeatability(runs: list[list[dict]], names: list[str] | None = None) -> list[Accuracy]:
+    """Per run, the estimates of an ETA that knew each case's median duration in the other runs and
+    this run's overall speed against them (``--floor``): the misses the cases' spread alone makes.
+    Every case of a run must be timed by some other run (the runs are of one command)."""
+    if len(runs) < 2:
+        raise ValueError("at least two runs of the same command are needed")
+    timed = [_durations(rows) for rows in runs]
+    out = []
+    for n, rows in enumerate(runs):
+        ids = [str(r["id"]) for r in rows]
+        seconds = [float(r.get("duration_s") or 0.0) for r in rows]
+        others = [t for m, t in enumerate(timed) if m != n]
+        typical = {}
+        for case in ids:
+            seen = [t[case] for t in others if case in t]
+            if seen:
+                typical[case] = statistics.median(seen)
+        untimed = [case for case, s in zip(ids, seconds) if s > 0 and case not in typical]
+        if untimed:
+            name = names[n] if names else f"run {n + 1}"
+            raise ValueError(f"{name}: {len(untimed)} case(s) no other run timed, e.g. {untimed[0]} "
+                             "(the runs must be of the same command)")
+        speed = sum(seconds) / (sum(typical.values()) or 1.0)
+        estimates = []
+        for done in range(max(len(ids) // 3, 1), len(ids)):
+            truth = sum(seconds[done:])
+            if truth > 0:
+                estimates.append((done, speed * sum(typical.get(c, 0.0) for c in ids[done:]), truth,
+                                  sum(seconds[:done])))
+        out.append(Accuracy(estimates))
+    return out
+
+
+def floor(paths: list[Path]) -> int:
+    """``--floor``: each run's repeatability reading beside the estimator's replay with the other
+    runs as its history, per run and in total."""
+    runs = [_records(path) for path in paths]
+    try:
+        references = repeatability(runs, [str(path) for path in paths])
+    except ValueError as error:
+        print(f"eta_accuracy: --floor: {error}", file=sys.stderr)
+        return 2
+    totals: dict[str, list[float]] = {"known durations and speed": [], "the estimator, the others as history": []}
+    totals_left: dict[str, list[float]] = {name: [] for name in totals}
+    for n, (path, rows, reference) in enumerate(zip(paths, runs, references)):
+        others = [r for m, r in enumerate(runs) if m != n]
+        estimator = replay(rows, history=others[0], alternatives=others[1:])
+        print(f"{path} ({len(rows)} cases):")
+        for name, accuracy in zip(totals, (reference, estimator)):
+            totals[name] += accuracy.errors
+            totals_left[name] += accuracy.errors_with_time_left
+            print(f"  {name}: {_share(accuracy.errors)}")
+    print(f"all {len(runs)} runs, estimates from the first third on within +-{TOLERANCE:.0%} of the time still to come:")
+    for name in totals:
+        print(f"  {name}: {_share(totals[name])}\n"
+              f"  {name}, {LEFT_FLOOR_S:g} s or more still to come: {_share(totals_left[name])}")
+    return 0
+
+
 @dataclass(frozen=True)
 class Journal:
     """A journal's estimates and the session's start and end (wall clock)."""
@@ -184,6 +252,9 @@ def main() -> int:
     source.add_argument("--run", action="store_true", help="run `harness run` with the arguments after --")
     source.add_argument("--journal", type=Path, help="an ETA journal a run wrote (HARNESS_PROGRESS_ETA_LOG)")
     source.add_argument("--replay", type=Path, metavar="RUN_DIR", help="replay a run directory's durations")
+    source.add_argument("--floor", type=Path, metavar="RUN_DIR", nargs="+",
+                        help="run directories of one command: the misses their cases' run-to-run spread "
+                             "makes alone, beside the estimator's")
     parser.add_argument("--workers", type=int, default=1, help="with --replay: the run's xdist workers")
     parser.add_argument("--history", type=Path, metavar="RUN_DIR", nargs="+",
                         help="with --replay: earlier run directories, the first read as the durations "
@@ -196,6 +267,10 @@ def main() -> int:
         parser.error("--history: only with --replay (a live run reads its history beside its --out)")
     if args.run:
         return run(args.rest, args.keep_journal)
+    if args.floor:
+        if len(args.floor) < 2:
+            parser.error("--floor: at least two run directories of the same command")
+        return floor(args.floor)
     if args.journal:
         journal = Journal.read(args.journal)
         print(journal.accuracy().line("ETA (wall clock)", journal.total))

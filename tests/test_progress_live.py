@@ -505,6 +505,42 @@ def test_eta_accuracy_reads_the_estimates_with_time_left_apart() -> None:
     assert f"{floor:g} s or more still to come: no estimate" in short, short
 
 
+def test_eta_floor_tells_the_runs_spread_from_the_estimators_misses(tmp_path: Path) -> None:
+    """``--floor``: each run's cases left priced at their median in the other runs times the run's
+    own overall speed. Runs that differ by one factor are read exactly; runs whose last cases
+    spread 3x between them are missed there whatever the speed (the misses no estimator avoids).
+    Fewer than two runs, or runs of different commands, are refused with exit 2."""
+    module = load_script("eta_accuracy")
+    ids = [f"test_logits_parity[{m}-{p}-{b}]" for m in ("bert-tiny", "marian-tiny")
+           for p in ("fp32", "fp16", "int8") for b in ("torch_cpu", "ort_cpu")]
+    base = [0.1 * (1 + n % 4) for n in range(len(ids))]
+    scaled = [[{"id": i, "duration_s": f * d} for i, d in zip(ids, base)] for f in (1.0, 2.0, 1.5)]
+    for accuracy in module.repeatability(scaled):
+        assert accuracy.errors and max(abs(e) for e in accuracy.errors) < 1e-9, accuracy.errors
+    # the last three cases take 0.2, 0.6 or 1.8 s from run to run; the rest as before
+    spread = [[{"id": i, "duration_s": (s if n < len(ids) - 3 else 0.2 * 3 ** ((n + k) % 3))}
+               for n, (i, s) in enumerate(zip(ids, base))] for k in range(3)]
+    read = module.repeatability(spread)
+    assert all(min(a.errors) < -0.30 or max(a.errors) > 0.30 for a in read), [a.errors for a in read]
+    for k, rows in enumerate(spread):
+        (tmp_path / f"run-{k}").mkdir()
+        (tmp_path / f"run-{k}" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "results.jsonl").write_text(json.dumps({"id": "test_x[m-fp32-ort_cpu]", "duration_s": 1}))
+    script = [sys.executable, str(ROOT / "scripts" / "eta_accuracy.py"), "--floor"]
+    shown = subprocess.run([*script, *(str(tmp_path / f"run-{k}") for k in range(3))],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr
+    assert "all 3 runs" in shown.stdout and "known durations and speed" in shown.stdout, shown.stdout
+    assert "the estimator, the others as history" in shown.stdout, shown.stdout
+    alone = subprocess.run([*script, str(tmp_path / "run-0")], capture_output=True, text=True, cwd=ROOT)
+    assert alone.returncode == 2 and "at least two run directories" in alone.stderr, alone.stderr
+    mixed = subprocess.run([*script, str(tmp_path / "run-0"), str(tmp_path / "other")],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert mixed.returncode == 2 and "no other run timed" in mixed.stderr and "run-0" in mixed.stderr, mixed.stderr
+    assert "Traceback" not in mixed.stderr
+
+
 def test_one_slow_group_does_not_price_the_suites_after_it() -> None:
     """A suite with no finished case is priced at the median of the finished groups' rates (a
     suite's cases of one backend), each group one vote: the seconds of every finished case over
