@@ -49,6 +49,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.plugins.progress import Estimator, EtaJournal, case_kinds, case_weights, run_weights
 
@@ -101,8 +102,8 @@ def _share(errors: list[float]) -> str:
             f"{statistics.median(abs(e) for e in errors):.0%}, worst {max(errors, key=abs):+.0%}")
 
 
-def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind: bool = True,
-           history: list[dict] | None = None, alternatives: list[list[dict]] | None = None) -> Accuracy:
+def replay(records: list[dict[str, Any]], workers: int = 1, weighted: bool = True, by_kind: bool = True,
+           history: list[dict[str, Any]] | None = None, alternatives: list[list[dict[str, Any]]] | None = None) -> Accuracy:
     """The estimates a run's cases would have been shown, in the order they finished; ``history``:
     an earlier run's records, what the display reads as its durations history (none: a first run);
     ``alternatives``: other earlier runs' records, tried as the history too."""
@@ -124,7 +125,7 @@ def replay(records: list[dict], workers: int = 1, weighted: bool = True, by_kind
     return Accuracy(out)
 
 
-def repeatability(runs: list[list[dict]], names: list[str] | None = None) -> list[Accuracy]:
+def repeatability(runs: list[list[dict[str, Any]]], names: list[str] | None = None) -> list[Accuracy]:
     """Per run, the estimates of an ETA that knew each case's median duration in the other runs and
     this run's overall speed against them (``--floor``): the misses the cases' spread alone makes.
     Every case of a run must be timed by some other run (the runs are of one command)."""
@@ -288,11 +289,11 @@ def main() -> int:
     return 0
 
 
-def _durations(records: list[dict]) -> dict[str, float]:
+def _durations(records: list[dict[str, Any]]) -> dict[str, float]:
     return {str(r["id"]): float(r["duration_s"]) for r in records if r.get("duration_s")}
 
 
-def _records(run_dir: Path) -> list[dict]:
+def _records(run_dir: Path) -> list[dict[str, Any]]:
     results = run_dir / "results.jsonl"
     if not results.is_file():
         print(f"eta_accuracy: {run_dir}: no results.jsonl (not a run directory)", file=sys.stderr)
