@@ -100,6 +100,24 @@ def test_trend_of_nan_only_metric_is_empty_and_show_still_works(stored: Path,
     assert "night1" not in out and "nothing compared (0 series with 2 or more runs)" in out
 
 
+def test_show_ends_with_what_moved_in_the_newest_run(stored: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Under the table, one line a nightly log can show alone: the series compared, how many moved
+    10 % or more in the newest run against the one before, the largest named. A single stored run
+    compares nothing: its verdict line names the series as too short, not as a candidate's gaps."""
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--history-db", str(stored)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    # night 3 against night 2: fp32 2.2 -> 3.0 ms (+36.4 %), int8 1.0 -> 0.5 ms (-50 %)
+    assert last == ("2 series of metric 'perf:latency_ms.p50' over 3 run(s): 2 moved by 10% or more in the "
+                    "newest run against the one before (the most: bert-int8-ort_cpu perf:latency_ms.p50 -50.0%)"), last
+    one = tmp_path / "one.sqlite"
+    history.ingest(night(tmp_path / "alone", 1), one)
+    assert main(["history", "show", "--metric", "perf:latency_ms.p50", "--allow-missing", "--history-db", str(one)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("OK: 2 series") and "--allow-missing: nothing compared" in last, last
+    assert "with fewer than 2 runs: bert-fp32-ort_cpu perf:latency_ms.p50" in last and "candidate" not in last, last
+
+
 def test_changes_vs_previous_and_median() -> None:
     found = history.changes(pd.Series([2.0, 2.2, 3.0]))
     assert found["vs_previous"].round(6).tolist()[1:] == [0.1, round(3.0 / 2.2 - 1, 6)]

@@ -88,12 +88,21 @@ def test_the_scaffolded_pr_gate_is_paired_passes_a_a_and_fails_a_real_slowdown(t
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "kept 1 artifact file(s)" in done.stdout
     assert (repo / ".harness-baseline" / "main" / "artifacts").is_dir()
+    add_to_history = steps["Add this run to the run history"]
+    added = _run_step(add_to_history, repo, env)
+    assert added.returncode == 0 and "added run" in added.stdout, added.stdout + added.stderr
+    store = repo / steps["Save the run history"]["with"]["path"]
+    assert store.is_file()
 
     def pull_request(*, fresh: bool) -> tuple[int, dict[str, Any], str]:
-        if fresh:  # a new job: its own gate run; the model cache and the baseline restored
+        if fresh:  # a new job: its own gate run; the model cache, the baseline and the run history restored
+            kept = store.read_bytes()
             shutil.rmtree(repo / "reports", ignore_errors=True)
+            store.parent.mkdir(parents=True)
+            store.write_bytes(kept)
             ran = _run_step(gate, repo, env)
             assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+            assert _run_step(add_to_history, repo, env).returncode == 0
         judged = _run_step(compare, repo, env)
         doc = json.loads((repo / "reports" / "gate" / "perf-vs-baseline.json").read_text())
         assert "paired: 1 variant(s)" in (repo / "reports" / "gate" / "perf-vs-baseline.md").read_text()
@@ -112,3 +121,17 @@ def test_the_scaffolded_pr_gate_is_paired_passes_a_a_and_fails_a_real_slowdown(t
     p50 = next(r for r in doc["rows"] if r["metric"] == "latency_ms.p50")
     assert doc["mode"] == "paired" and code == 1, out
     assert p50["verdict"] == "REGRESSION" and p50["ratio"] > 1.5, p50
+
+    # the history carried both jobs' runs: what the next job's ETA reads as its durations, and
+    # what the nightly step plots (its table beside the report, its verdict line in the log)
+    from harness.results.history import run_durations
+
+    gate_cases = {json.loads(line)["id"] for line in (repo / "reports" / "gate" / "results.jsonl").open()}
+    stored = run_durations(str(store), 8)
+    assert len(stored) == 2 and all(gate_cases <= set(durations) for durations in stored), stored
+    (repo / "reports" / "nightly").mkdir()
+    trends = _run_step(steps["Trends of the nightly runs"], repo, env)
+    assert trends.returncode == 0, trends.stdout + trends.stderr
+    assert len(trends.stdout.splitlines()) == 1, trends.stdout
+    assert re.match(r"\d+ series of metric 'perf:latency_ms\*\.p50' over 2 run\(s\): \d+ moved", trends.stdout), trends.stdout
+    assert "<svg" in (repo / "reports" / "nightly" / "trends.html").read_text()  # the plots

@@ -16,6 +16,7 @@ import yaml
 import harness.judge.workspace  # noqa: F401  (see tests/test_plugin.py: import native stacks once)
 from harness.cli import main
 from harness.core import RunOptions, Settings, UsageError
+from harness.core.rundirs import HISTORY_DB
 from harness.settings.config_file import load_config
 from harness.settings.resolve import build_options
 from harness.zoo.base import materialize, resolve, spec_for_directory
@@ -61,6 +62,19 @@ def test_init_writes_a_valid_commented_config_a_workflow_and_ignore_entries(repo
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
     assert any("harness run" in s.get("run", "") and s.get("if") == "github.event_name == 'schedule'" for s in steps)
     assert workflow["jobs"]["gate"]["env"]["HARNESS_CACHE"].endswith(".harness-cache")
+    # the run history carried between jobs: restored before the gate, this job's run added and
+    # saved after it, also when the gate failed (the next job's ETA reads it; the nightly plots it)
+    named = {s["name"].split(" (")[0]: s for s in steps if "name" in s}
+    restore, add = named["Restore the run history"], named["Add this run to the run history"]
+    save, trends = named["Save the run history"], named["Trends of the nightly runs"]
+    assert restore["uses"].startswith("actions/cache/restore") and save["uses"].startswith("actions/cache/save")
+    assert restore["with"]["path"] == save["with"]["path"] == HISTORY_DB.as_posix() == "reports/history.sqlite"
+    assert restore["with"]["restore-keys"] == "harness-history-" and "github.run_id" in save["with"]["key"]
+    assert steps.index(restore) < steps.index(named["Gate"]) < steps.index(add) < steps.index(save)
+    assert steps.index(named["Nightly gate with performance"]) < steps.index(add)
+    assert add["if"] == "always()" and save["if"].startswith("always() && hashFiles(")
+    assert "reports/gate" in add["run"] and "reports/nightly" in add["run"] and "harness history add" in add["run"]
+    assert "schedule" in trends["if"] and "--html reports/nightly/trends.html" in trends["run"]
     prune = next(s for s in steps if s.get("run", "").startswith("harness cache prune"))
     assert prune["if"] == "always()" and steps.index(prune) > steps.index(cache)
     (repo / ".harness-cache").mkdir()  # the step's command is one the installed CLI accepts

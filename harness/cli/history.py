@@ -67,6 +67,10 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+#: a change against the previous run (or the window's median) that ``show`` marks and counts
+MOVED = 0.10
+
+
 def _pct(change: float) -> str:
     return "" if change is None or math.isnan(change) else f"{change:+.1%}"
 
@@ -127,7 +131,28 @@ def cmd_show(args: argparse.Namespace) -> int:
         out = Path(args.csv)
         out.parent.mkdir(parents=True, exist_ok=True)
         rows.to_csv(out, index=False)  # shortest round-trip floats (no 62.066800000000001)
+    summary = moved_summary(rows, args.metric, len(wide))
+    if summary:
+        print(summary)
     return _trend_verdict(args, wide)
+
+
+def moved_summary(rows: pd.DataFrame, metric: str, runs: int) -> str | None:
+    """The line under ``show``'s table: how many series moved by :data:`MOVED` or more in the
+    newest run against the run before, the largest named -- what a nightly job's log shows of its
+    trends (the table goes beside the report). None when no series has two runs (the verdict
+    line says so)."""
+    newest = rows.groupby(["variant", "metric"], sort=False).tail(1)
+    newest = newest[newest["vs_previous"].notna()]
+    if newest.empty:
+        return None
+    moved = newest[newest["vs_previous"].abs() >= MOVED]
+    line = (f"{len(newest)} series of metric {metric!r} over {runs} run(s): {len(moved)} moved by "
+            f"{MOVED:.0%} or more in the newest run against the one before")
+    if moved.empty:
+        return line
+    top = moved.loc[moved["vs_previous"].abs().idxmax()]
+    return f"{line} (the most: {top['variant']} {top['metric']} {_pct(float(top['vs_previous']))})"
 
 
 def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame, least: int = 2) -> int:
@@ -139,7 +164,7 @@ def _trend_verdict(args: argparse.Namespace, wide: pd.DataFrame, least: int = 2)
     series = [(str(v), str(m)) for v, m in wide.columns]
     short = tuple(f"{v} {m}" for v, m in series if wide[(v, m)].dropna().shape[0] < least)
     compared = Compared(f"series with {least} or more runs", len(series) - len(short), short,
-                        allow_missing=args.allow_missing)
+                        allow_missing=args.allow_missing, missing_as=f"with fewer than {least} runs")
     if compared.count:
         return 0
     scope = f"metric {args.metric!r}" + (f", variant {args.variant!r}" if args.variant else "")
@@ -163,7 +188,7 @@ def _change_text(change: float) -> Text:
 
     text = _pct(change)
     # for latency, memory and size, up is worse; for accuracy metrics it depends, so colour only big moves
-    style = "yellow" if text and abs(change) >= 0.10 else ""
+    style = "yellow" if text and abs(change) >= MOVED else ""
     return Text(text, style=style)
 
 

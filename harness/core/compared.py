@@ -18,6 +18,10 @@ from typing import Sequence
 ALLOW_MISSING_FLAG = "--allow-missing"
 ALLOW_MISSING_HELP = ("pass although the candidate lacks cases the baseline has, or nothing could be compared "
                       "(the verdict line says the allowance was used); without it either is a failure (exit 1)")
+#: the same flag on a trend (``harness history show`` / ``changes``): no candidate and baseline there
+TREND_ALLOW_MISSING_HELP = ("pass although no series has enough stored runs to compare (the first nights of a "
+                            "nightly job; the verdict line says the allowance was used); without it that is a "
+                            "failure (exit 1)")
 #: names listed in a one-line verdict before "+N more"
 SHOWN = 6
 
@@ -39,15 +43,18 @@ class Compared:
     #: False: a part of a larger comparison whose caller counts coverage itself (``harness
     #: compare`` counts cases; its perf and accuracy parts neither fail nor annotate on their own)
     gated: bool = True
+    #: what the ``missing`` items are, as the verdict names them (a trend's are the series too short
+    #: to compare, not a candidate's gaps)
+    missing_as: str = "missing in candidate"
 
     @property
     def problem(self) -> str | None:
         """Why this comparison cannot be green (whether or not the allowance excuses it)."""
         if self.count == 0:
-            extra = f"; missing in candidate: {listing(self.missing)}" if self.missing else ""
+            extra = f"; {self.missing_as}: {listing(self.missing)}" if self.missing else ""
             return f"nothing compared (0 {self.what}){extra}"
         if self.missing:
-            return f"{len(self.missing)} missing in candidate: {listing(self.missing)}"
+            return f"{len(self.missing)} {self.missing_as}: {listing(self.missing)}"
         return None
 
     @property

@@ -9,7 +9,10 @@ does not read as a regression, docs/perf-gate.md). A nightly schedule runs the g
 performance suites too; both restore ``$HARNESS_CACHE`` (built models, exported ONNX files)
 with ``actions/cache`` and upload the run directory (results.jsonl, summary.md, junit.xml) as
 an artifact, also when the gate failed. The harness writes the job summary itself
-(``$GITHUB_STEP_SUMMARY``).
+(``$GITHUB_STEP_SUMMARY``). Every job adds its run to the history store
+(``reports/history.sqlite``, carried between jobs by ``actions/cache``): the next job's progress
+display reads its runs as the ETA's durations (a fresh checkout has no earlier run beside its
+``--out``), and the nightly job plots the stored runs' latency trends beside its report.
 
 ``WorkflowSpec`` holds what varies; ``render_workflow`` fills the template. With ``shards > 1``
 (``harness init --shards N``) the gate job becomes a matrix of ``harness run --shard K/N`` jobs
@@ -24,7 +27,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from harness.core.rundirs import HISTORY_DB
+
 DEFAULT_PATH = ".github/workflows/model-harness.yml"
+#: the history store the workflow carries between jobs: every command's default when
+#: ``HARNESS_HISTORY_DB`` is unset (``harness.core.rundirs.history_db``)
+HISTORY_STORE = HISTORY_DB.as_posix()
 
 
 def _q(text: str) -> str:
@@ -135,6 +143,12 @@ _JOB = """\
 jobs:
   gate:
 """ + _GATE_SETUP + """\
+      - name: Restore the run history (the earlier runs' case durations for the ETA, the nightly trends)
+        uses: actions/cache/restore@v4
+        with:
+          path: {history}
+          key: harness-history-${{{{ github.run_id }}}}
+          restore-keys: harness-history-
       - name: Environment (providers, skipped variants and why)
         run: harness doctor
       - name: Gate (accuracy of every variant, with its timings)
@@ -163,6 +177,20 @@ jobs:
       - name: Nightly gate with performance
         if: github.event_name == 'schedule'
         run: {nightly_command}
+      - name: Add this run to the run history (also when the gate failed)
+        if: always()
+        run: |
+{history_script}
+      - name: Trends of the nightly runs (informative; the gate above decides)
+        if: always() && github.event_name == 'schedule' && hashFiles('{nightly_results}') != ''
+        run: |
+{trends_script}
+      - name: Save the run history
+        if: always() && hashFiles('{history}') != ''
+        uses: actions/cache/save@v4
+        with:
+          path: {history}
+          key: harness-history-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}
       - name: Drop cache entries no run has used for 14 days (the cache is saved after the job)
         if: always()
         run: harness cache prune --older-than 14d
@@ -257,6 +285,42 @@ def compare_script(spec: WorkflowSpec) -> str:
             'exit $status\n')
 
 
+def _out_dir(command: str) -> str:
+    """The run directory a ``harness run ... --out DIR`` command writes."""
+    return command.split(" --out ")[1].split()[0]
+
+
+def history_script(spec: WorkflowSpec) -> str:
+    """The job's run added to the history store (``harness history add``), when the run wrote its
+    results: the next job's progress display reads the store's newest runs as the ETA's durations
+    history (a CI job on a fresh checkout has no earlier run beside its ``--out``), and the nightly
+    runs become trends. The store is ``$HARNESS_HISTORY_DB`` when the repository sets it (a
+    team's PostgreSQL), else ``reports/history.sqlite``, which ``actions/cache`` carries between
+    jobs -- scoped as GitHub scopes caches: a pull request reads its base branch's store and keeps
+    its own runs to itself."""
+    runs = " ".join(_out_dir(command) for command in (spec.pr_perf_command, spec.nightly_command))
+    return (f"for run in {runs}; do\n"
+            '  if [ -f "$run/results.jsonl" ]; then harness history add "$run"; fi\n'
+            "done\n")
+
+
+#: the numbers the nightly trend page plots: every latency median (a model's own and each
+#: generation phase's: ``perf:latency_ms[gen=ttft,kv=on].p50``); ``perf:*`` was 984 series for
+#: two models, a 3000-line table in the log for two runs
+TREND_METRICS = "perf:latency_ms*.p50"
+
+
+def trends_script(spec: WorkflowSpec) -> str:
+    """The nightly runs' trend plots of the last 30 stored runs (``harness history show --html``)
+    and their table, beside the nightly report (uploaded with it); the log gets the verdict line
+    only. ``--allow-missing``: the first nights have fewer than two runs to compare, which is no
+    failure of the build."""
+    out = _out_dir(spec.nightly_command)
+    return (f"harness history show --metric '{TREND_METRICS}' --last 30 --allow-missing --html {out}/trends.html "
+            f"> {out}/trends.txt\n"
+            f"tail -n 1 {out}/trends.txt\n")
+
+
 def bless_command(spec: WorkflowSpec) -> str:
     """The default branch's run becomes the baseline, its timed artifacts copied into it."""
     return (f"harness baseline save reports/gate --name {spec.default_branch} --baseline-store {spec.baseline_store} "
@@ -288,7 +352,12 @@ def render_workflow(spec: WorkflowSpec | None = None) -> str:
         return header + _SHARDED_JOBS.format(
             **common, pr_command=without_out(spec.pr_command), nightly_command=without_out(spec.nightly_command),
             shards=spec.shards, shard_list=", ".join(str(k) for k in range(1, spec.shards + 1)))
-    script = "".join(f"          {line}\n" for line in compare_script(spec).splitlines())
+
+    def block(text: str) -> str:  # a ``run: |`` script's lines, indented under it
+        return "".join(f"          {line}\n" for line in text.splitlines()).rstrip("\n")
+
     return header + _JOB.format(**common, pr_command=spec.pr_perf_command, nightly_command=spec.nightly_command,
-                                store=spec.baseline_store, compare_script=script.rstrip("\n"),
-                                bless_command=bless_command(spec))
+                                store=spec.baseline_store, compare_script=block(compare_script(spec)),
+                                bless_command=bless_command(spec), history=HISTORY_STORE,
+                                history_script=block(history_script(spec)), trends_script=block(trends_script(spec)),
+                                nightly_results=f"{_out_dir(spec.nightly_command)}/results.jsonl")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.core import DEFAULT_PRECISIONS, Precision, UsageError, split_csv
-from harness.core.compared import ALLOW_MISSING_HELP
+from harness.core.compared import ALLOW_MISSING_HELP, TREND_ALLOW_MISSING_HELP
 from harness.core.markdown import table
 from harness.core.rundirs import BASELINE_STORE
 from harness.export.reduce_range import CHOICES as REDUCE_RANGE_CHOICES
@@ -518,8 +518,8 @@ OPTIONS: tuple[Option, ...] = (
                Use("baseline compare", help=ALLOW_MISSING_HELP),
                Use("compare", help=ALLOW_MISSING_HELP),
                Use("merge", help=ALLOW_MISSING_HELP),
-               Use("history show", help=ALLOW_MISSING_HELP),
-               Use("history changes", help=ALLOW_MISSING_HELP),
+               Use("history show", help=TREND_ALLOW_MISSING_HELP),
+               Use("history changes", help=TREND_ALLOW_MISSING_HELP),
            )),
     Option("baseline_threshold", Kind.PAIRS, "override a gate threshold, e.g. p50=8%% (repeatable)",
            group=Group.GATE, rerun=Rerun.NEVER, metavar="METRIC=FRACTION",
