@@ -62,14 +62,19 @@ class WorkflowSpec:
     torch_install: str = "python -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
     cron: str = "17 3 * * *"
     default_branch: str = "main"
-    pr_command: str = "harness run --out reports/gate"
+    #: the gate of a sharded workflow's pull requests (each shard adds its own ``--shard``/``--out``)
+    pr_command: str = "harness run"
     #: the one-job gate of pull requests and pushes: the judged matrix with its timings, so a pull
     #: request's performance is compared with the blessed baseline, paired (re-timed here)
-    pr_perf_command: str = "harness run --perf --out reports/gate"
+    pr_perf_command: str = "harness run --perf"
+    #: the one-job gate's run directory: what is blessed, compared and added to the history
+    gate_out: str = "reports/gate"
     #: where the blessed baseline of the default branch lives on the runner (restored and saved by
     #: actions/cache, the timed artifacts kept inside it: ``baseline save --keep-artifacts``)
     baseline_store: str = ".harness-baseline"
-    nightly_command: str = "harness run --perf --out reports/nightly"
+    nightly_command: str = "harness run --perf"
+    #: the nightly run's directory in the one-job workflow (its trend page is written beside it)
+    nightly_out: str = "reports/nightly"
     extra_env: dict[str, str] = field(default_factory=dict)
     #: split the case matrix over this many parallel jobs (1: one job)
     shards: int = 1
@@ -270,8 +275,8 @@ def compare_script(spec: WorkflowSpec) -> str:
     accuracy gate above still judged every case). When the pull request changed the runtime's
     version, ``baseline env`` rebuilds the blessed environment and the re-timing pairs the two
     environments (``--baseline-env``; it prints nothing when the versions match)."""
-    name, store = spec.default_branch, spec.baseline_store
-    out = "reports/gate/perf-vs-baseline"
+    name, store, gate = spec.default_branch, spec.baseline_store, spec.gate_out
+    out = f"{gate}/perf-vs-baseline"
     return (f'if [ ! -f {store}/{name}/baseline.json ]; then\n'
             f'  echo "::warning::no blessed baseline of {name} yet (a push to {name} saves one): performance not '
             'compared"\n'
@@ -279,15 +284,10 @@ def compare_script(spec: WorkflowSpec) -> str:
             'fi\n'
             f'blessed_env="$(harness baseline env --name {name} --baseline-store {store} --dir .harness-blessed-env)"\n'
             'status=0\n'
-            f'harness baseline compare reports/gate --name {name} --baseline-store {store} --perf --baseline-env "$blessed_env" '
+            f'harness baseline compare {gate} --name {name} --baseline-store {store} --perf --baseline-env "$blessed_env" '
             f'--json {out}.json --markdown {out}.md || status=$?\n'
             f'if [ -n "${{GITHUB_STEP_SUMMARY:-}}" ] && [ -f {out}.md ]; then cat {out}.md >> "$GITHUB_STEP_SUMMARY"; fi\n'
             'exit $status\n')
-
-
-def _out_dir(command: str) -> str:
-    """The run directory a ``harness run ... --out DIR`` command writes."""
-    return command.split(" --out ")[1].split()[0]
 
 
 def history_script(spec: WorkflowSpec) -> str:
@@ -298,8 +298,7 @@ def history_script(spec: WorkflowSpec) -> str:
     team's PostgreSQL), else ``reports/history.sqlite``, which ``actions/cache`` carries between
     jobs -- scoped as GitHub scopes caches: a pull request reads its base branch's store and keeps
     its own runs to itself."""
-    runs = " ".join(_out_dir(command) for command in (spec.pr_perf_command, spec.nightly_command))
-    return (f"for run in {runs}; do\n"
+    return (f"for run in {spec.gate_out} {spec.nightly_out}; do\n"
             '  if [ -f "$run/results.jsonl" ]; then harness history add "$run"; fi\n'
             "done\n")
 
@@ -315,7 +314,7 @@ def trends_script(spec: WorkflowSpec) -> str:
     and their table, beside the nightly report (uploaded with it); the log gets the verdict line
     only. ``--allow-missing``: the first nights have fewer than two runs to compare, which is no
     failure of the build."""
-    out = _out_dir(spec.nightly_command)
+    out = spec.nightly_out
     return (f"harness history show --metric '{TREND_METRICS}' --last 30 --allow-missing --html {out}/trends.html "
             f"> {out}/trends.txt\n"
             f"tail -n 1 {out}/trends.txt\n")
@@ -323,7 +322,7 @@ def trends_script(spec: WorkflowSpec) -> str:
 
 def bless_command(spec: WorkflowSpec) -> str:
     """The default branch's run becomes the baseline, its timed artifacts copied into it."""
-    return (f"harness baseline save reports/gate --name {spec.default_branch} --baseline-store {spec.baseline_store} "
+    return (f"harness baseline save {spec.gate_out} --name {spec.default_branch} --baseline-store {spec.baseline_store} "
             "--keep-artifacts --baseline-force")
 
 
@@ -345,19 +344,17 @@ def render_workflow(spec: WorkflowSpec | None = None) -> str:
     common = {"python": _q(spec.python), "torch_install": spec.torch_install, "spec_expr": spec_expr,
               "requirement_source": source, "branch": spec.default_branch,
               "extra_env": "".join(f"      {key}: {_q(value)}\n" for key, value in spec.extra_env.items())}
-    if spec.shards > 1:
-        def without_out(command: str) -> str:  # each shard writes its own directory
-            return command.split(" --out ")[0]
-
+    if spec.shards > 1:  # each shard writes its own directory
         return header + _SHARDED_JOBS.format(
-            **common, pr_command=without_out(spec.pr_command), nightly_command=without_out(spec.nightly_command),
+            **common, pr_command=spec.pr_command, nightly_command=spec.nightly_command,
             shards=spec.shards, shard_list=", ".join(str(k) for k in range(1, spec.shards + 1)))
 
     def block(text: str) -> str:  # a ``run: |`` script's lines, indented under it
         return "".join(f"          {line}\n" for line in text.splitlines()).rstrip("\n")
 
-    return header + _JOB.format(**common, pr_command=spec.pr_perf_command, nightly_command=spec.nightly_command,
+    return header + _JOB.format(**common, pr_command=f"{spec.pr_perf_command} --out {spec.gate_out}",
+                                nightly_command=f"{spec.nightly_command} --out {spec.nightly_out}",
                                 store=spec.baseline_store, compare_script=block(compare_script(spec)),
                                 bless_command=bless_command(spec), history=HISTORY_STORE,
                                 history_script=block(history_script(spec)), trends_script=block(trends_script(spec)),
-                                nightly_results=f"{_out_dir(spec.nightly_command)}/results.jsonl")
+                                nightly_results=f"{spec.nightly_out}/results.jsonl")
